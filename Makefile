@@ -1,0 +1,29 @@
+# Everything a fresh machine needs: Python 3.11+, pip and make.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: verify test lint clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+## verify: check the NumPy reference backend and write the report (the main job)
+verify: $(STAMP)
+	$(BIN)/resverify check
+
+## test: the whole test suite (Hypothesis profile "ci")
+test: $(STAMP)
+	$(BIN)/python -m pytest -n 2
+
+## lint: ruff and mypy
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) resverify-report .pytest_cache .hypothesis

@@ -1,0 +1,33 @@
+"""Turn a backend name from the command line or pytest into a backend object."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from impl.backend import Backend
+from impl.numpy_backend import NumpyBackend
+from spec.errors import UsageError
+
+BUILTIN: dict[str, Callable[[], Backend]] = {
+    "numpy": NumpyBackend,
+}
+
+
+def resolve_backend(name: str) -> Backend:
+    """A built-in name (``numpy``) or ``package.module:attr`` naming a backend or a factory."""
+    if name in BUILTIN:
+        return BUILTIN[name]()
+    if ":" not in name or name.startswith("cmd:"):
+        raise UsageError(
+            f"unknown backend {name!r}; use one of {sorted(BUILTIN)} or module:attr"
+        )
+    module_name, _, attr = name.partition(":")
+    try:
+        target = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"cannot load backend {name!r}: {exc}") from None
+    backend = target() if isinstance(target, type) or not isinstance(target, Backend) else target
+    if not isinstance(backend, Backend):
+        raise UsageError(f"{name!r} is not a backend (needs name, capabilities and run())")
+    return backend

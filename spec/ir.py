@@ -1,0 +1,209 @@
+"""The program IR: a tiny graph over named inputs that every party interprets.
+
+A program is validated once, when it is built (or loaded from JSON), so that no
+interpreter ever meets an unknown op, a dangling name or a cycle. Shape errors are
+not structural: they are found by :func:`infer_shapes` (and by every interpreter)
+and reported as the typed :class:`~spec.errors.ShapeMismatch`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from spec.errors import InvalidProgram, Shape, ShapeMismatch
+
+# op name -> number of tensor arguments
+OPS: Mapping[str, int] = {
+    "add": 2,
+    "mul": 2,
+    "residual_add": 2,
+    "linear": 2,
+    "scale": 1,
+    "relu": 1,
+    "tanh": 1,
+    "sum": 1,
+}
+
+DTYPES = ("float64", "float32", "float16", "bfloat16")
+
+
+def as_alpha(value: object) -> Fraction:
+    """Turn an int, float, Fraction or ``"p/q"`` string into an exact, finite Fraction."""
+    if isinstance(value, bool):
+        raise InvalidProgram(f"alpha must be a number, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidProgram(f"alpha must be finite, got {value!r}")
+    try:
+        if isinstance(value, str):
+            text = value.strip().lower()
+            if text.lstrip("+-").startswith("0x"):
+                return as_alpha(float.fromhex(text))
+            if any(word in text for word in ("inf", "nan")):
+                raise InvalidProgram(f"alpha must be finite, got {value!r}")
+        if isinstance(value, (int, float, Fraction, str)):
+            return Fraction(value)
+    except (ValueError, ZeroDivisionError) as exc:
+        raise InvalidProgram(f"alpha {value!r} is not a number: {exc}") from None
+    raise InvalidProgram(f"alpha must be a number, got {type(value).__name__} {value!r}")
+
+
+def as_shape(value: object, where: str) -> Shape:
+    """Validate a shape literal: a list or tuple of non-negative ints."""
+    if not isinstance(value, (list, tuple)):
+        raise InvalidProgram(f"{where}: shape must be a list of ints, got {value!r}")
+    for dim in value:
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 0:
+            raise InvalidProgram(f"{where}: bad dimension {dim!r} in shape {list(value)!r}")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class Input:
+    """A named input tensor of a fixed shape."""
+
+    name: str
+    shape: Shape
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        object.__setattr__(self, "shape", as_shape(self.shape, f"input {self.name!r}"))
+
+
+@dataclass(frozen=True)
+class Node:
+    """One op applied to earlier names; ``alpha`` only for ``scale``."""
+
+    name: str
+    op: str
+    args: tuple[str, ...]
+    alpha: Fraction | None = None
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        if self.op not in OPS:
+            raise InvalidProgram(f"node {self.name!r}: unknown op {self.op!r}; known: {sorted(OPS)}")
+        args = tuple(self.args)
+        if len(args) != OPS[self.op]:
+            raise InvalidProgram(
+                f"node {self.name!r}: {self.op} takes {OPS[self.op]} argument(s), got {len(args)}"
+            )
+        object.__setattr__(self, "args", args)
+        if self.op == "scale":
+            if self.alpha is None:
+                raise InvalidProgram(f"node {self.name!r}: scale needs an alpha")
+            object.__setattr__(self, "alpha", as_alpha(self.alpha))
+        elif self.alpha is not None:
+            raise InvalidProgram(f"node {self.name!r}: only scale takes an alpha")
+
+
+@dataclass(frozen=True)
+class Program:
+    """Inputs, nodes in any order (sorted topologically here) and the name of the output."""
+
+    inputs: tuple[Input, ...]
+    nodes: tuple[Node, ...]
+    output: str
+    _order: tuple[Node, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        inputs, nodes = tuple(self.inputs), tuple(self.nodes)
+        object.__setattr__(self, "inputs", inputs)
+        object.__setattr__(self, "nodes", nodes)
+        names = [i.name for i in inputs] + [n.name for n in nodes]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise InvalidProgram(f"duplicate name(s) {duplicates}")
+        known = set(names)
+        for node in nodes:
+            for arg in node.args:
+                if arg not in known:
+                    raise InvalidProgram(f"node {node.name!r} refers to unknown name {arg!r}")
+        if self.output not in known:
+            raise InvalidProgram(f"output {self.output!r} is not an input or node name")
+        object.__setattr__(self, "_order", _topological(inputs, nodes))
+
+    @property
+    def order(self) -> tuple[Node, ...]:
+        """The nodes in an order where every argument comes before its use."""
+        return self._order
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(i.name for i in self.inputs)
+
+    def describe(self) -> str:
+        """A one-line expression of the output, e.g. ``residual_add(x, linear(x, w))``."""
+        by_name = {n.name: n for n in self.nodes}
+
+        def text(name: str) -> str:
+            node = by_name.get(name)
+            if node is None:
+                return name
+            inner = ", ".join(text(a) for a in node.args)
+            if node.alpha is not None:
+                inner += f", {node.alpha}"
+            return f"{node.op}({inner})"
+
+        return text(self.output)
+
+
+def _check_name(name: object) -> None:
+    if not isinstance(name, str) or not name:
+        raise InvalidProgram(f"names must be non-empty strings, got {name!r}")
+
+
+def _topological(inputs: tuple[Input, ...], nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+    done = {i.name for i in inputs}
+    pending = list(nodes)
+    order: list[Node] = []
+    while pending:
+        ready = [n for n in pending if all(a in done for a in n.args)]
+        if not ready:
+            raise InvalidProgram(f"cycle through node(s) {sorted(n.name for n in pending)}")
+        for node in ready:
+            order.append(node)
+            done.add(node.name)
+        pending = [n for n in pending if n.name not in done]
+    return tuple(order)
+
+
+def broadcast_shapes(op: str, left: Shape, right: Shape) -> Shape:
+    """NumPy broadcasting of two shapes, or ShapeMismatch naming both."""
+    out: list[int] = []
+    for i in range(1, max(len(left), len(right)) + 1):
+        a = left[-i] if i <= len(left) else 1
+        b = right[-i] if i <= len(right) else 1
+        if a != b and 1 not in (a, b):
+            raise ShapeMismatch(op, left, right)
+        out.append(b if a == 1 else a)
+    return tuple(reversed(out))
+
+
+def node_shape(op: str, shapes: Iterable[Shape]) -> Shape:
+    """The output shape of one op from its argument shapes (raises ShapeMismatch)."""
+    args = list(shapes)
+    if op in ("add", "mul"):
+        return broadcast_shapes(op, args[0], args[1])
+    if op == "residual_add":
+        if args[0] != args[1]:
+            raise ShapeMismatch(op, args[0], args[1])
+        return args[0]
+    if op == "linear":
+        x, w = args
+        if len(x) < 1 or len(w) != 2 or x[-1] != w[0]:
+            raise ShapeMismatch(op, x, w)
+        return x[:-1] + (w[1],)
+    if op == "sum":
+        return ()
+    return args[0]
+
+
+def infer_shapes(program: Program) -> dict[str, Shape]:
+    """The shape of every name in ``program``; raises ShapeMismatch on the first bad node."""
+    shapes: dict[str, Shape] = {i.name: i.shape for i in program.inputs}
+    for node in program.order:
+        shapes[node.name] = node_shape(node.op, (shapes[a] for a in node.args))
+    return shapes
