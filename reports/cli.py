@@ -1,5 +1,8 @@
 """The ``resverify`` command.
 
+Each subcommand is a module ``reports/cmd_*.py`` with ``NAME``, ``HELP``,
+``add_arguments(parser)`` and ``run(args) -> int``, listed in ``COMMANDS``.
+
 Exit codes: 0 everything passed, 1 something failed, 2 a usage error (bad option,
 unknown backend, unreadable file), always with a one-line message and no traceback.
 """
@@ -9,14 +12,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from fractions import Fraction
-from pathlib import Path
+from types import ModuleType
 
-import numpy as np
+from reports import cmd_fixtures, cmd_run
+from spec import ResverifyError
 
-from impl import resolve_backend
-from spec import ResverifyError, dumps, loads_request
-from spec.fixtures import seed_cases
+COMMANDS: tuple[ModuleType, ...] = (cmd_fixtures, cmd_run)
+DEFAULT_COMMAND = "check"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -24,49 +26,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"resverify: error: {message}\n")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="resverify", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command")
-    check = sub.add_parser("check", help="check a backend against the seed fixtures")
-    check.add_argument("--backend", default="numpy", help="numpy (default) or module:attr")
-    run = sub.add_parser("run", help="run one JSON request on a backend, print the result")
-    run.add_argument("request", type=Path)
-    run.add_argument("--backend", default="numpy")
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="resverify", description="Verify residual connections y = x + αF(x).")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for module in COMMANDS:
+        module.add_arguments(sub.add_parser(module.NAME, help=module.HELP))
     return parser
 
 
-def _flat(array: np.ndarray | None) -> tuple[Fraction, ...]:
-    return () if array is None else tuple(Fraction(float(v)) for v in np.ravel(array))
-
-
-def _check(backend_name: str) -> int:
-    backend = resolve_backend(backend_name)
-    failures = 0
-    for case, (request, output, grads) in seed_cases().items():
-        result = backend.run(request)
-        got = {"output": _flat(result.output)}
-        got.update({k: _flat(v) for k, v in (result.grads or {}).items()})
-        want = {"output": output, **grads}
-        for key, expected in want.items():
-            ok = got.get(key) == expected
-            failures += not ok
-            shown = " ".join(str(float(v)) for v in got.get(key, ()))
-            print(f"{case}.{key}=[{shown}] {'ok' if ok else 'FAIL'}")
-    print(f"backend={backend.name} failures={failures}")
-    return 1 if failures else 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+        argv.insert(0, DEFAULT_COMMAND)
+    args = build_parser().parse_args(argv)
+    command = next(m for m in COMMANDS if m.NAME == args.command)
     try:
-        if args.command == "run":
-            try:
-                text = args.request.read_text()
-            except OSError as exc:
-                raise ResverifyError(f"cannot read {args.request}: {exc.strerror}") from None
-            print(dumps(resolve_backend(args.backend).run(loads_request(text))))
-            return 0
-        return _check(getattr(args, "backend", "numpy"))
+        return int(command.run(args))
     except ResverifyError as exc:
         print(f"resverify: error: {exc}", file=sys.stderr)
         return 2
