@@ -27,7 +27,12 @@ def resolve_backend(name: str) -> Backend:
         target = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise UsageError(f"cannot load backend {name!r}: {exc}") from None
-    backend = target() if isinstance(target, type) or not isinstance(target, Backend) else target
+    backend = target
+    if isinstance(target, type) or (callable(target) and not isinstance(target, Backend)):
+        try:
+            backend = target()
+        except Exception as exc:
+            raise UsageError(f"cannot create backend {name!r}: {exc}") from None
     if not isinstance(backend, Backend):
         raise UsageError(f"{name!r} is not a backend (needs name, capabilities and run())")
     return backend

@@ -17,7 +17,7 @@ Vjp = Callable[[np.ndarray], Sequence[np.ndarray]]
 class Tensor:
     """A value, the gradient accumulated into it, and the op that produced it."""
 
-    __slots__ = ("value", "grad", "parents", "vjp", "op")
+    __slots__ = ("grad", "op", "parents", "value", "vjp")
 
     def __init__(self, value: np.ndarray, parents: tuple[Tensor, ...] = (),
                  vjp: Vjp | None = None, op: str = "leaf") -> None:

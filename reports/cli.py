@@ -36,10 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv.insert(0, DEFAULT_COMMAND)
     args = build_parser().parse_args(argv)
-    command = next(m for m in COMMANDS if m.NAME == args.command)
+    command = next(m for m in COMMANDS if args.command == m.NAME)
     try:
         return int(command.run(args))
     except ResverifyError as exc:

@@ -13,10 +13,10 @@ import numpy as np
 from spec.ir import Input, Node, Program
 from spec.request import Request
 
-SEED_X = [2.0, -1.0]
-SEED_W = [[0.5, -1.0], [2.0, 0.25]]
-SEED_COT = [1.0, 1.0]
-STACK_W = [[-0.25, 0.0], [0.0, -0.25]]
+SEED_X = np.array([2.0, -1.0])
+SEED_W = np.array([[0.5, -1.0], [2.0, 0.25]])
+SEED_COT = np.array([1.0, 1.0])
+STACK_W = np.array([[-0.25, 0.0], [0.0, -0.25]])
 
 
 def linear_block() -> Program:
@@ -28,15 +28,16 @@ def linear_block() -> Program:
     )
 
 
-def linear_block_request(w: object = SEED_W, dtype: str = "float64") -> Request:
+def linear_block_request(w: np.ndarray = SEED_W, dtype: str = "float64") -> Request:
     """S06 (and S07 with ``w`` all zeros): x=[2,-1], ȳ=[1,1]."""
-    return Request(linear_block(), {"x": SEED_X, "w": w}, dtype, SEED_COT)
+    return Request(linear_block(), {"x": SEED_X, "w": np.asarray(w)}, dtype, SEED_COT)
 
 
-def shared_operand_request(cotangent: object = (1.5, -2.0), dtype: str = "float64") -> Request:
+def shared_operand_request(cotangent: tuple[float, ...] = (1.5, -2.0),
+                           dtype: str = "float64") -> Request:
     """S10: the same input on both sides of the merge, ``residual_add(x, x)``."""
     program = Program((Input("x", (2,)),), (Node("y", "residual_add", ("x", "x")),), "y")
-    return Request(program, {"x": SEED_X}, dtype, list(cotangent))
+    return Request(program, {"x": SEED_X}, dtype, np.array(cotangent))
 
 
 def stack_program(depth: int, residual: bool, width: int = 2) -> Program:
@@ -55,7 +56,7 @@ def stack_program(depth: int, residual: bool, width: int = 2) -> Program:
 
 def stack_request(depth: int, residual: bool, dtype: str = "float64") -> Request:
     """S11: ``depth`` layers with W = diag(-0.25, -0.25), x=[2,-1], ȳ=[1,1]."""
-    values: dict[str, object] = {"x": SEED_X}
+    values = {"x": SEED_X}
     values.update({f"w{i}": STACK_W for i in range(depth)})
     return Request(stack_program(depth, residual), values, dtype, SEED_COT)
 
@@ -70,7 +71,7 @@ def relu_block(residual: bool) -> Program:
 
 def relu_block_request(residual: bool, cotangent: object, dtype: str = "float64") -> Request:
     """S17 at x=[-1,2], g=0.5; a unit cotangent reads one row of the Jacobian."""
-    return Request(relu_block(residual), {"x": [-1.0, 2.0]}, dtype,
+    return Request(relu_block(residual), {"x": np.array([-1.0, 2.0])}, dtype,
                    np.asarray(cotangent, dtype=np.float64))
 
 
@@ -78,13 +79,15 @@ def _vec(*values: str) -> tuple[Fraction, ...]:
     return tuple(Fraction(v) for v in values)
 
 
-# (request, expected output, expected gradients) for each seed fixture, exactly.
-def seed_cases() -> dict[str, tuple[Request, tuple[Fraction, ...], dict[str, tuple[Fraction, ...]]]]:
+Case = tuple[Request, tuple[Fraction, ...], dict[str, tuple[Fraction, ...]]]
+
+
+def seed_cases() -> dict[str, Case]:
     """Every seed fixture as a request with its exact expected output and gradients (flat)."""
     cases = {
         "S06.linear_block": (linear_block_request(), _vec("1", "-3.25"),
                              {"x": _vec("0.5", "3.25"), "w": _vec("2", "2", "-1", "-1")}),
-        "S07.zero_branch": (linear_block_request(w=[[0.0, 0.0], [0.0, 0.0]]), _vec("2", "-1"),
+        "S07.zero_branch": (linear_block_request(w=np.zeros((2, 2))), _vec("2", "-1"),
                             {"x": _vec("1", "1"), "w": _vec("2", "2", "-1", "-1")}),
         "S10.shared_operand": (shared_operand_request(), _vec("4", "-2"),
                                {"x": _vec("3", "-4")}),

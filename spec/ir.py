@@ -45,8 +45,8 @@ def as_alpha(value: object) -> Fraction:
                 raise InvalidProgram(f"alpha must be finite, got {value!r}")
         if isinstance(value, (int, float, Fraction, str)):
             return Fraction(value)
-    except (ValueError, ZeroDivisionError) as exc:
-        raise InvalidProgram(f"alpha {value!r} is not a number: {exc}") from None
+    except (ValueError, ZeroDivisionError, OverflowError) as exc:
+        raise InvalidProgram(f"alpha {value!r} is not a finite number: {exc}") from None
     raise InvalidProgram(f"alpha must be a number, got {type(value).__name__} {value!r}")
 
 
@@ -84,7 +84,9 @@ class Node:
     def __post_init__(self) -> None:
         _check_name(self.name)
         if self.op not in OPS:
-            raise InvalidProgram(f"node {self.name!r}: unknown op {self.op!r}; known: {sorted(OPS)}")
+            raise InvalidProgram(
+                f"node {self.name!r}: unknown op {self.op!r}; known: {sorted(OPS)}"
+            )
         args = tuple(self.args)
         if len(args) != OPS[self.op]:
             raise InvalidProgram(
@@ -195,7 +197,7 @@ def node_shape(op: str, shapes: Iterable[Shape]) -> Shape:
         x, w = args
         if len(x) < 1 or len(w) != 2 or x[-1] != w[0]:
             raise ShapeMismatch(op, x, w)
-        return x[:-1] + (w[1],)
+        return (*x[:-1], w[1])
     if op == "sum":
         return ()
     return args[0]

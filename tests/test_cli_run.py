@@ -1,0 +1,29 @@
+"""``resverify run`` runs one JSON request; user mistakes are one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+
+from reports.cli import main
+from spec import dumps, loads_result
+from spec.fixtures import linear_block_request
+
+
+def test_run_prints_the_result_of_a_request(tmp_path, capsys):
+    path = tmp_path / "req.json"
+    path.write_text(dumps(linear_block_request()))
+    assert main(["run", str(path)]) == 0
+    result = loads_result(capsys.readouterr().out)
+    assert result.output is not None and result.output.tolist() == [1.0, -3.25]
+
+
+def test_missing_file_unknown_backend_and_bad_json_are_usage_errors(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"resverify": 1, "kind": "request"}))
+    good = tmp_path / "good.json"
+    good.write_text(dumps(linear_block_request()))
+    for argv in (["run", str(tmp_path / "none.json")], ["run", str(bad)],
+                 ["run", str(good), "--backend", "nope"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("resverify: error: ") and err.count("\n") == 1, err

@@ -1,0 +1,228 @@
+"""The NumPy reference autograd reproduces the seed fixtures exactly, called directly and via IR."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from impl import NumpyBackend, Tensor, resolve_backend
+from impl.ops import add, linear, mul, relu, residual_add, scale, sum_all, tanh
+from spec import Input, Node, Program, Request, ShapeMismatch, UsageError
+from spec.fixtures import SEED_W, STACK_W, seed_cases, stack_request
+
+
+def exact(array: np.ndarray) -> list[Fraction]:
+    return [Fraction(float(v)) for v in np.ravel(array)]
+
+
+def fr(*values: str) -> list[Fraction]:
+    return [Fraction(v) for v in values]
+
+
+def leaf(values: object, dtype: str = "float64") -> Tensor:
+    return Tensor(np.array(values, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_linear_residual_block_matches_seed_s01_s06_exactly(dtype):
+    x, w = leaf([2, -1], dtype), leaf(SEED_W, dtype)
+    branch = linear(x, w)
+    y = residual_add(x, branch)
+    assert exact(branch.value) == fr("-1", "-2.25"), "S06 F(x)"
+    assert exact(y.value) == fr("1", "-3.25"), "S01 y"
+    assert y.shape == (2,)
+    y.backward(np.array([1.0, 1.0], dtype=dtype))
+    assert exact(x.grad) == fr("0.5", "3.25"), "S06 x̄ = identity [1,1] + branch [-0.5,2.25]"
+    assert exact(w.grad) == fr("2", "2", "-1", "-1"), "S06 weight gradient, row-major"
+    assert x.grad.dtype == np.dtype(dtype) and w.grad.dtype == np.dtype(dtype)
+
+
+def test_zero_branch_passes_gradient_and_still_trains_s07():
+    x, w = leaf([2, -1]), leaf(np.zeros((2, 2)))
+    y = residual_add(x, linear(x, w))
+    y.backward(np.array([1.0, 1.0]))
+    assert exact(y.value) == fr("2", "-1")
+    assert exact(x.grad) == fr("1", "1")
+    assert exact(w.grad) == fr("2", "2", "-1", "-1")
+
+
+def test_shared_operand_receives_twice_the_cotangent_s10():
+    x = leaf([2, -1])
+    residual_add(x, x).backward(np.array([1.5, -2.0]))
+    assert exact(x.grad) == fr("3", "-4")
+
+
+@pytest.mark.parametrize(
+    ("residual", "rows", "grad"),
+    [
+        (False, ["2 -1", "-0.5 0.25", "0.125 -0.0625", "-0.03125 0.015625",
+                 "0.0078125 -0.00390625"], "0.00390625"),
+        (True, ["2 -1", "1.5 -0.75", "1.125 -0.5625", "0.84375 -0.421875",
+                "0.6328125 -0.31640625"], "0.31640625"),
+    ],
+)
+def test_four_layer_stacks_match_seed_s11_at_every_depth(residual, rows, grad):
+    x = leaf([2, -1])
+    weights = [leaf(STACK_W) for _ in range(4)]
+    h, seen = x, [exact(x.value)]
+    for w in weights:
+        h = residual_add(h, linear(h, w)) if residual else linear(h, w)
+        seen.append(exact(h.value))
+    assert seen == [fr(*row.split()) for row in rows]
+    h.backward(np.array([1.0, 1.0]))
+    assert exact(x.grad) == fr(grad, grad)
+    assert Fraction(grad) == (Fraction(3, 4) if residual else Fraction(-1, 4)) ** 4
+    for i, w in enumerate(weights):
+        assert w.grad is not None and np.all(np.isfinite(w.grad)), f"layer {i}"
+        assert np.any(w.grad != 0), f"layer {i} weight gradient is zero"
+
+
+def test_scaled_relu_branch_matches_seed_s17():
+    rows_residual, rows_plain = [], []
+    for row in np.eye(2):
+        x = leaf([-1, 2])
+        f = scale(relu(x), Fraction(1, 2))
+        y = residual_add(x, f)
+        assert exact(f.value) == fr("0", "1") and exact(y.value) == fr("-1", "3")
+        y.backward(row)
+        rows_residual.append(exact(x.grad))
+        x2 = leaf([-1, 2])
+        scale(relu(x2), Fraction(1, 2)).backward(row)
+        rows_plain.append(exact(x2.grad))
+    assert rows_residual == [fr("1", "0"), fr("0", "1.5")], "Jacobian diag(1, 1.5)"
+    assert rows_plain == [fr("0", "0"), fr("0", "0.5")], "Jacobian diag(0, 0.5)"
+
+
+@pytest.mark.parametrize("case", sorted(seed_cases()))
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_seed_fixture_through_ir_matches_exactly(case, dtype):
+    request, output, grads = seed_cases()[case]
+    request = Request(request.program, request.inputs, dtype, request.cotangent)
+    result = NumpyBackend().run(request)
+    assert result.error is None, result.error
+    assert result.output is not None and result.grads is not None
+    assert tuple(exact(result.output)) == output, f"{case} output [{request.program.describe()}]"
+    for name, want in grads.items():
+        assert tuple(exact(result.grads[name])) == want, f"{case} grad[{name}]"
+        assert result.grads[name].dtype == np.dtype(dtype)
+
+
+def test_same_fixture_twice_is_bitwise_identical_s12():
+    first = NumpyBackend().run(stack_request(4, residual=True))
+    second = NumpyBackend().run(stack_request(4, residual=True))
+    assert first.output is not None and second.output is not None
+    assert first.grads is not None and second.grads is not None
+    assert first.output.tobytes() == second.output.tobytes()
+    for name in first.grads:
+        assert first.grads[name].tobytes() == second.grads[name].tobytes(), name
+
+
+@pytest.mark.parametrize(
+    ("left", "right"), [((2, 2), (2,)), ((2,), (2, 2)), ((2,), (1,)), ((), (2,)), ((0, 2), (2,))]
+)
+def test_rejected_merge_names_both_shapes_and_changes_nothing_s02(left, right):
+    x, b = leaf(np.ones(left)), leaf(np.full(right, 3.0))
+    out = sum_all(mul(x, x))
+    out.backward(np.array(1.0))
+    before = x.grad.copy()
+    assert add(x, b).shape is not None, "ordinary add broadcasts this pair"
+    with pytest.raises(ShapeMismatch) as info:
+        residual_add(x, b)
+    assert (info.value.left, info.value.right) == (left, right)
+    assert str(list(left)) in str(info.value) and str(list(right)) in str(info.value)
+    assert np.array_equal(x.grad, before) and b.grad is None
+    assert out.parents[0].parents == (x, x), "the graph is untouched"
+
+
+def test_ir_rejection_is_a_typed_result_naming_both_shapes():
+    program = Program((Input("x", (2, 2)), Input("b", (2,))),
+                      (Node("y", "residual_add", ("x", "b")),), "y")
+    request = Request(program, {"x": np.ones((2, 2)), "b": np.ones(2)}, "float64", None)
+    result = NumpyBackend().run(request)
+    assert result.error is not None and result.error.kind == "shape_mismatch"
+    assert result.error.shapes == ((2, 2), (2,))
+    assert "[2, 2] vs [2]" in result.error.message
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (0, 2), (3, 0, 2), (1, 1, 1)])
+def test_residual_add_accepts_equal_shapes_of_any_rank(shape):
+    x, f = leaf(np.ones(shape)), leaf(np.full(shape, 2.0))
+    y = residual_add(x, f)
+    assert y.shape == shape and np.all(y.value == 3.0)
+    y.backward(np.full(shape, 0.5))
+    assert x.grad.shape == shape and np.all(x.grad == 0.5) and np.all(f.grad == 0.5)
+
+
+def test_broadcasting_add_and_mul_unbroadcast_their_gradients():
+    a, b = leaf(np.arange(6.0).reshape(2, 3)), leaf([[10.0, 20.0, 30.0]])
+    sum_all(add(a, b)).backward(np.array(1.0))
+    assert b.grad.tolist() == [[2.0, 2.0, 2.0]] and a.grad.tolist() == [[1.0] * 3] * 2
+    c, s = leaf([1.0, 2.0, 3.0]), leaf(2.0)
+    mul(c, s).backward(np.array([1.0, 1.0, 1.0]))
+    assert c.grad.tolist() == [2.0, 2.0, 2.0] and s.grad.tolist() == 6.0
+
+
+def test_linear_on_leading_axes_sums_the_weight_gradient():
+    x, w = leaf(np.arange(12.0).reshape(2, 3, 2)), leaf([[1.0, 0.0, 2.0], [0.0, 1.0, -1.0]])
+    y = linear(x, w)
+    assert y.shape == (2, 3, 3)
+    y.backward(np.ones((2, 3, 3)))
+    assert w.grad.tolist() == (x.value.reshape(-1, 2).T @ np.ones((6, 3))).tolist()
+    assert x.grad.tolist() == (np.ones((2, 3, 3)) @ w.value.T).tolist()
+
+
+def test_relu_derivative_is_zero_at_zero_and_output_is_positive_zero():
+    x = leaf([-0.0, 0.0, 1.0])
+    y = relu(x)
+    y.backward(np.array([1.0, 1.0, 1.0]))
+    assert x.grad.tolist() == [0.0, 0.0, 1.0]
+    assert not np.any(np.signbit(y.value))
+
+
+def test_tanh_derivative_is_one_minus_tanh_squared():
+    x = leaf([0.0, 0.5])
+    y = tanh(x)
+    y.backward(np.array([1.0, 1.0]))
+    assert x.grad.tolist() == (1 - np.tanh([0.0, 0.5]) ** 2).tolist()
+
+
+def test_gradients_accumulate_over_repeated_use_and_calls():
+    x = leaf([1.0, -2.0])
+    y = add(scale(x, 3), x)
+    y.backward(np.array([1.0, 1.0]))
+    assert x.grad.tolist() == [4.0, 4.0]
+    y.backward(np.array([1.0, 1.0]))
+    assert x.grad.tolist() == [8.0, 8.0], "a second backward adds, it does not overwrite"
+
+
+def test_float32_stays_float32_through_every_op():
+    x, w = leaf([[1.0, 2.0]], "float32"), leaf(np.eye(2), "float32")
+    y = sum_all(tanh(scale(residual_add(x, mul(relu(linear(x, w)), x)), Fraction(1, 3))))
+    assert y.dtype == np.dtype("float32")
+    y.backward(np.array(1.0, dtype="float32"))
+    assert x.grad.dtype == np.dtype("float32") and w.grad.dtype == np.dtype("float32")
+
+
+def test_backward_refuses_a_seed_of_the_wrong_shape():
+    with pytest.raises(ValueError, match=r"seed shape \[3\] != tensor shape \[2\]"):
+        leaf([1.0, 2.0]).backward(np.ones(3))
+
+
+def test_unused_input_gets_a_zero_gradient_and_bfloat16_is_unsupported():
+    program = Program((Input("x", (2,)), Input("u", (1,))), (Node("y", "relu", ("x",)),), "y")
+    request = Request(program, {"x": [1.0, -1.0], "u": [5.0]}, "float64", [1.0, 1.0])
+    result = NumpyBackend().run(request)
+    assert result.grads is not None and result.grads["u"].tolist() == [0.0]
+    bf = Request(program, {"x": [1.0, -1.0], "u": [5.0]}, "bfloat16", [1.0, 1.0])
+    failed = NumpyBackend().run(bf)
+    assert failed.error is not None and failed.error.kind == "unsupported"
+
+
+def test_backend_names_resolve_or_fail_with_a_usage_error():
+    assert resolve_backend("numpy").name == "numpy"
+    assert resolve_backend("impl.numpy_backend:NumpyBackend").name == "numpy"
+    for bad in ("nope", "no_such_module:X", "impl.numpy_backend:Missing", "spec.ir:OPS"):
+        with pytest.raises(UsageError):
+            resolve_backend(bad)
