@@ -22,13 +22,14 @@ the same rules with SymPy and ``tests/test_derive.py`` proves they agree.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from mpmath import iv, libmp
+from mpmath import libmp
 
 from spec.errors import InvalidProgram, Shape, ShapeMismatch
 from spec.ir import Program, infer_shapes
@@ -134,14 +135,21 @@ def exact_tanh(x: Fraction) -> tuple[Fraction, Fraction]:
 
 
 def _tanh_enclosure(x: Fraction, prec: int) -> tuple[Fraction, Fraction]:
-    saved = iv.prec
-    try:
-        iv.prec = prec
-        e = iv.exp(2 * (iv.mpf(x.numerator) / iv.mpf(x.denominator)))
-        lo, hi = ((e - 1) / (e + 1))._mpi_
-    finally:
-        iv.prec = saved
-    return _to_fraction(lo), _to_fraction(hi)
+    """Bounds on tanh(x) for x > 0, as ``1 - 2/(exp(2x) + 1)`` with every step rounded outward.
+
+    This is mpmath's interval ``exp`` (``mpf_exp`` rounded down and up) without the
+    interval-object overhead; the expression is increasing in exp(2x), so the lower bound
+    uses only lower bounds of its increasing parts and upper bounds of its decreasing ones.
+    """
+    down, up = libmp.round_floor, libmp.round_ceiling
+    one, two = libmp.fone, libmp.from_int(2)
+    bounds = []
+    for rnd, other in ((down, up), (up, down)):
+        twice = libmp.from_rational(2 * x.numerator, x.denominator, prec, rnd)
+        grown = libmp.mpf_add(libmp.mpf_exp(twice, prec, rnd), one, prec, rnd)
+        share = libmp.mpf_div(two, grown, prec, other)
+        bounds.append(_to_fraction(libmp.mpf_sub(one, share, prec, rnd)))
+    return bounds[0], bounds[1]
 
 
 # ----------------------------------------------------------------------------------------
@@ -174,6 +182,26 @@ def _obj(value: Any) -> Arr:
     return np.asarray(value, dtype=object)
 
 
+def _scaled(array: Arr) -> tuple[Arr, int] | None:
+    """``(ints, d)`` with ``array == ints / d`` when every element is a Fraction or int."""
+    flat = array.reshape(-1).tolist()
+    if not all(isinstance(v, (Fraction, int)) for v in flat):
+        return None
+    d = math.lcm(*(Fraction(v).denominator for v in flat)) if flat else 1
+    ints = [Fraction(v).numerator * (d // Fraction(v).denominator) for v in flat]
+    return _objects(ints, array.shape), d
+
+
+def _matmul(a: Arr, b: Arr) -> Arr:
+    """``a @ b``; on rationals, done on integers over a common denominator (no gcd per step)."""
+    sa, sb = _scaled(a), _scaled(b)
+    if sa is None or sb is None:
+        return _obj(a @ b)
+    product = _obj(sa[0] @ sb[0])
+    d = sa[1] * sb[1]
+    return _objects([Fraction(v, d) for v in product.reshape(-1).tolist()], product.shape)
+
+
 def _relu(args: Sequence[Arr], alpha: Fraction | None) -> Arr:
     return _obj(np.where(args[0] > 0, args[0], _ZERO_OBJ))
 
@@ -187,8 +215,8 @@ def _linear_vjp(g: Arr, args: Sequence[Arr], out: Arr, alpha: Fraction | None
                 ) -> tuple[Arr, ...]:
     x, w = args
     d_in, d_out = w.shape
-    gw = _obj(x.reshape(-1, d_in).T @ g.reshape(-1, d_out)).reshape(w.shape)
-    return _obj(g @ w.T).reshape(x.shape), gw
+    gw = _matmul(x.reshape(-1, d_in).T, g.reshape(-1, d_out)).reshape(w.shape)
+    return _matmul(g, w.T).reshape(x.shape), gw
 
 
 RULES: Mapping[str, Rule] = {
@@ -204,7 +232,7 @@ RULES: Mapping[str, Rule] = {
     # d(alpha a) = alpha da
     "scale": Rule(lambda a, k: _obj(a[0] * k), lambda g, a, y, k: (_obj(g * k),)),
     # y = x w: x̄ = ȳ wᵀ, w̄ = Σ_rows xᵀ ȳ
-    "linear": Rule(lambda a, _: _obj(a[0] @ a[1]).reshape(a[0].shape[:-1] + a[1].shape[1:]),
+    "linear": Rule(lambda a, _: _matmul(a[0], a[1]).reshape(a[0].shape[:-1] + a[1].shape[1:]),
                    _linear_vjp),
     # relu' = 1 where a > 0, else 0 (0 at 0: the declared convention)
     "relu": Rule(_relu, lambda g, a, y, _: (_obj(np.where(a[0] > 0, g, _ZERO_OBJ)),)),
