@@ -1,0 +1,153 @@
+"""Each op's local derivative, derived by SymPy rather than written by hand.
+
+For an op and concrete argument shapes we build the op's forward value from SymPy
+primitives over one real symbol per element (``Max(a, 0)`` for relu, ``tanh`` for tanh,
+explicit sums for ``linear`` and ``sum``), let SymPy differentiate it into the Jacobian of
+the flattened output with respect to each flattened argument, and form the VJP
+``J_iᵀ ȳ``. ``tests/test_derive.py`` feeds the same symbols to the hand-written rules of
+:mod:`spec.exact` and asks SymPy whether the two agree.
+
+Broadcasting is only index bookkeeping (which input element feeds which output element),
+so it is done with ``np.broadcast_to`` on the symbol arrays; the arithmetic is SymPy's.
+
+relu is not differentiable at 0: SymPy's derivative of ``Max(a, 0)`` is ``Heaviside(a)``,
+whose value at 0 SymPy leaves as 1/2 by default. resverify declares the derivative at 0 to
+be 0 (:data:`RELU_DERIVATIVE_AT_ZERO`), as PyTorch, JAX and our reference do; away from 0
+the derived and declared rules coincide.
+
+Derivations are cached per (op, shapes), so each is done once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import sympy
+
+from spec.errors import Shape
+from spec.ir import OPS, node_shape
+
+__all__ = [
+    "ALPHA",
+    "RELU_DERIVATIVE_AT_ZERO",
+    "Derived",
+    "derived",
+    "derived_vjp",
+    "local_jacobian",
+    "relu_derivative",
+]
+
+RELU_DERIVATIVE_AT_ZERO = sympy.Integer(0)
+"""The declared value of relu'(0); SymPy's ``Heaviside(0)`` alone would say 1/2."""
+
+ALPHA = sympy.Symbol("alpha", real=True)
+"""The symbol standing for ``scale``'s constant."""
+
+
+@dataclass(frozen=True)
+class Derived:
+    """One op at fixed shapes: symbols, symbolic output, Jacobians and the derived VJP."""
+
+    op: str
+    args: tuple[np.ndarray, ...]
+    cotangent: np.ndarray
+    output: np.ndarray
+    jacobians: tuple[sympy.Matrix, ...]
+    vjp: tuple[np.ndarray, ...]
+
+
+def symbols(prefix: str, shape: Shape) -> np.ndarray:
+    """An object array of real symbols ``prefix_i_j``, one per element of ``shape``."""
+    out = np.empty(shape, dtype=object)
+    for index in np.ndindex(*shape):
+        out[index] = sympy.Symbol("_".join([prefix, *map(str, index)]), real=True)
+    return out
+
+
+def _elementwise(fn: Callable[[sympy.Expr], sympy.Expr], array: np.ndarray) -> np.ndarray:
+    out = np.empty(array.shape, dtype=object)
+    for index in np.ndindex(*array.shape):
+        out[index] = fn(array[index])
+    return out
+
+
+def _linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    out = np.empty(x.shape[:-1] + w.shape[1:], dtype=object)
+    for index in np.ndindex(*out.shape):
+        *lead, j = index
+        out[index] = sympy.Add(*(x[(*lead, k)] * w[k, j] for k in range(w.shape[0])))
+    return out
+
+
+def symbolic_forward(op: str, args: tuple[np.ndarray, ...]) -> np.ndarray:
+    """The op's value on symbol arrays, built from SymPy primitives (not from spec.exact)."""
+    shape = node_shape(op, (a.shape for a in args))
+    if op in ("add", "residual_add", "mul"):
+        left, right = (np.broadcast_to(a, shape) for a in args)
+        combine = sympy.Add if op != "mul" else sympy.Mul
+        return np.array([combine(p, q) for p, q in zip(left.flat, right.flat, strict=True)],
+                        dtype=object).reshape(shape)
+    if op == "scale":
+        return _elementwise(lambda v: sympy.Mul(ALPHA, v), args[0])
+    if op == "linear":
+        return _linear(args[0], args[1])
+    if op == "relu":
+        return _elementwise(lambda v: sympy.Max(v, 0), args[0])
+    if op == "tanh":
+        return _elementwise(sympy.tanh, args[0])
+    out = np.empty((), dtype=object)
+    out[()] = sympy.Add(*args[0].flat)
+    return out
+
+
+def _jacobian(output: np.ndarray, arg: np.ndarray) -> sympy.Matrix:
+    rows, cols = list(output.flat), list(arg.flat)
+    if not rows or not cols:
+        return sympy.zeros(len(rows), len(cols))
+    return sympy.Matrix(rows).jacobian(sympy.Matrix(cols))
+
+
+def _vjp(jacobian: sympy.Matrix, cotangent: np.ndarray, shape: Shape) -> np.ndarray:
+    column = jacobian.T * sympy.Matrix(list(cotangent.flat)) if cotangent.size else None
+    values = list(column) if column is not None else [sympy.Integer(0)] * int(np.prod(shape))
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out.reshape(shape)
+
+
+@functools.cache
+def derived(op: str, shapes: tuple[Shape, ...]) -> Derived:
+    """Derive ``op``'s Jacobians and VJP at argument ``shapes`` (cached)."""
+    if op not in OPS or len(shapes) != OPS[op]:
+        raise ValueError(f"{op!r} with {len(shapes)} argument shape(s) is not an op of the IR")
+    args = tuple(symbols(name, shape) for name, shape in zip("ab", shapes, strict=False))
+    output = symbolic_forward(op, args)
+    cotangent = symbols("g", output.shape)
+    jacobians = tuple(_jacobian(output, a) for a in args)
+    vjp = tuple(_vjp(j, cotangent, a.shape) for j, a in zip(jacobians, args, strict=True))
+    return Derived(op, args, cotangent, output, jacobians, vjp)
+
+
+def local_jacobian(op: str, shapes: tuple[Shape, ...]) -> tuple[sympy.Matrix, ...]:
+    """d vec(output) / d vec(argument), one matrix per argument."""
+    return derived(op, shapes).jacobians
+
+
+def derived_vjp(op: str, shapes: tuple[Shape, ...]) -> tuple[np.ndarray, ...]:
+    """``J_iᵀ ȳ`` in each argument's shape, over the symbols of :func:`derived`."""
+    return derived(op, shapes).vjp
+
+
+def relu_derivative(value: Fraction | int) -> sympy.Expr:
+    """The derived relu derivative at a rational point, with the declared value at 0."""
+    point = sympy.Rational(value.numerator, value.denominator) if isinstance(value, Fraction) \
+        else sympy.Integer(value)
+    a = sympy.Symbol("a", real=True)
+    slope = sympy.diff(sympy.Max(a, 0), a)
+    slope = slope.replace(sympy.Heaviside,
+                          lambda arg, *_: sympy.Heaviside(arg, RELU_DERIVATIVE_AT_ZERO))
+    return slope.subs(a, point)
