@@ -15,12 +15,17 @@ BUILTIN: dict[str, Callable[[], Backend]] = {
 
 
 def resolve_backend(name: str) -> Backend:
-    """A built-in name (``numpy``) or ``package.module:attr`` naming a backend or a factory."""
+    """A built-in name (``numpy``), ``package.module:attr`` naming a backend or a factory,
+    or ``cmd:COMMAND`` for an engine in another process (:mod:`impl.external`)."""
     if name in BUILTIN:
         return BUILTIN[name]()
-    if ":" not in name or name.startswith("cmd:"):
+    if name.startswith("cmd:"):
+        from impl.external import ExternalBackend
+
+        return ExternalBackend(name.removeprefix("cmd:"))
+    if ":" not in name:
         raise UsageError(
-            f"unknown backend {name!r}; use one of {sorted(BUILTIN)} or module:attr"
+            f"unknown backend {name!r}; use one of {sorted(BUILTIN)}, module:attr or cmd:COMMAND"
         )
     module_name, _, attr = name.partition(":")
     try:
