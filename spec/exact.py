@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -40,10 +40,12 @@ __all__ = [
     "TANH_PRECISION_BITS",
     "ExactResult",
     "Rule",
+    "Trace",
     "as_fractions",
     "evaluate",
     "evaluate_exact",
     "exact_tanh",
+    "unbroadcast",
 ]
 
 TANH_PRECISION_BITS = 200
@@ -169,13 +171,16 @@ class Rule:
 
 
 def unbroadcast(grad: Arr, shape: Shape) -> Arr:
-    """Sum ``grad`` over the axes broadcasting added or stretched to go from ``shape``."""
+    """Sum ``grad`` over the axes broadcasting added or stretched to go from ``shape``.
+
+    Keeps the dtype of ``grad`` (object arrays of numbers, or floats in ``spec.budget``).
+    """
     extra = grad.ndim - len(shape)
     out = grad.sum(axis=tuple(range(extra))) if extra else grad
     stretched = tuple(i for i, n in enumerate(shape) if n == 1 and out.shape[i] != 1)
     if stretched:
         out = out.sum(axis=stretched, keepdims=True)
-    return np.asarray(out, dtype=object).reshape(shape)
+    return np.asarray(out, dtype=grad.dtype).reshape(shape)
 
 
 def _obj(value: Any) -> Arr:
@@ -318,6 +323,19 @@ class ExactResult:
     grads: dict[str, Arr] | None
     slack: Fraction
     error: ResultError | None = None
+    trace: Trace | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The forward pass kept for later analysis (``spec.budget`` reads relu signs from it).
+
+    ``values`` holds every input and node value (object arrays, elements may be ints where
+    NumPy summed nothing), ``slack`` each one's absolute error bound.
+    """
+
+    values: Mapping[str, Arr]
+    slack: Mapping[str, Fraction]
 
 
 def evaluate(request: Request) -> ExactResult:
@@ -337,23 +355,24 @@ def evaluate_exact(program: Program, inputs: Mapping[str, object],
         return ExactResult(None, None, ZERO, Result.mismatch(exc).error)
     values = _read_inputs(program, inputs)
     slack = dict.fromkeys(values, ZERO)
-    own: dict[str, Fraction] = {}
     for node in program.order:
         args = [values[a] for a in node.args]
         values[node.name] = RULES[node.op].forward(args, node.alpha)
-        own[node.name] = _tanh_error(values[node.name]) if node.op == "tanh" else ZERO
+        own = _tanh_error(values[node.name]) if node.op == "tanh" else ZERO
         slack[node.name] = _forward_slack(node.op, args, [slack[a] for a in node.args],
-                                          values[node.name], own[node.name])
+                                          values[node.name], own)
     output = _normalize(values[program.output])
+    trace = Trace(values, slack)
     if cotangent is None:
-        return ExactResult(output, None, slack[program.output])
+        return ExactResult(output, None, slack[program.output], trace=trace)
     cot = as_fractions(cotangent)
     if cot.shape != shapes[program.output]:
         raise InvalidProgram(f"cotangent has shape {list(cot.shape)}, "
                              f"output has {list(shapes[program.output])}")
     grads, grad_slack = _backward(program, values, slack, cot)
     total = max([slack[program.output], *(grad_slack[n] for n in program.input_names)])
-    return ExactResult(output, {n: _normalize(grads[n]) for n in program.input_names}, total)
+    return ExactResult(output, {n: _normalize(grads[n]) for n in program.input_names}, total,
+                       trace=trace)
 
 
 def _tanh_error(out: Arr) -> Fraction:
