@@ -9,8 +9,19 @@ from impl.backend import Backend
 from impl.numpy_backend import NumpyBackend
 from spec.errors import UsageError
 
+
+def _torch(device: str) -> Callable[[], Backend]:
+    def make() -> Backend:
+        from impl.torch_backend import TorchBackend
+
+        return TorchBackend(device)
+    return make
+
+
 BUILTIN: dict[str, Callable[[], Backend]] = {
     "numpy": NumpyBackend,
+    "torch": _torch("cpu"),
+    "torch-cuda": _torch("cuda"),
 }
 
 

@@ -1,0 +1,93 @@
+"""PyTorch adapter (``--backend torch`` or ``torch-cuda``): IR requests through torch autograd.
+
+Each IR op maps to the torch op a model author would write; ``residual_add`` adds the
+exact-shape check that ``+`` lacks. Values cross from NumPy exactly (bfloat16 requests are
+stored in float32 and converted without rounding), and results come back the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from impl.backend import Capabilities
+from spec.errors import ShapeMismatch, UsageError
+from spec.ir import Node, node_shape
+from spec.request import Request, Result, storage_dtype
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - depends on the environment
+    torch = None  # type: ignore[assignment]
+
+
+def _residual_add(a: Any, b: Any) -> Any:
+    if tuple(a.shape) != tuple(b.shape):
+        raise ShapeMismatch("residual_add", tuple(a.shape), tuple(b.shape))
+    return a + b
+
+
+def _checked(op: str, fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    def apply(a: Any, b: Any) -> Any:
+        node_shape(op, (tuple(a.shape), tuple(b.shape)))
+        return fn(a, b)
+    return apply
+
+
+_OPS: dict[str, Callable[..., Any]] = {
+    "add": _checked("add", lambda a, b: a + b),
+    "mul": _checked("mul", lambda a, b: a * b),
+    "linear": _checked("linear", lambda x, w: x @ w),
+    "residual_add": _residual_add,
+    "relu": lambda a: torch.relu(a),
+    "tanh": lambda a: torch.tanh(a),
+    "sum": lambda a: a.sum(),
+}
+
+
+class TorchBackend:
+    """Runs requests with ``torch.autograd`` on the CPU or on a CUDA device."""
+
+    def __init__(self, device: str = "cpu") -> None:
+        if torch is None:
+            raise UsageError("the torch backend needs PyTorch: pip install 'resverify[torch]'")
+        if device == "cuda" and not torch.cuda.is_available():
+            raise UsageError("torch-cuda: no CUDA device is available on this machine")
+        self.device = device
+        self.name = "torch" if device == "cpu" else f"torch-{device}"
+        self.capabilities = Capabilities(
+            dtypes=("float64", "float32", "float16", "bfloat16"), device=device)
+
+    def _tensor(self, values: np.ndarray, dtype: str, grad: bool) -> Any:
+        t = torch.from_numpy(np.array(values, copy=True)).to(self.device)
+        return t.to(getattr(torch, dtype)).requires_grad_(grad)
+
+    @staticmethod
+    def _numpy(t: Any, dtype: np.dtype) -> np.ndarray:
+        return np.asarray(t.detach().to("cpu").float() if t.dtype == torch.bfloat16
+                          else t.detach().to("cpu").numpy(), dtype=dtype)
+
+    def _apply(self, node: Node, args: list[Any]) -> Any:
+        if node.op == "scale":
+            return args[0] * float(node.alpha or 0)
+        return _OPS[node.op](*args)
+
+    def run(self, request: Request) -> Result:
+        leaves = {k: self._tensor(v, request.dtype, True) for k, v in request.inputs.items()}
+        env = dict(leaves)
+        try:
+            for node in request.program.order:
+                env[node.name] = self._apply(node, [env[a] for a in node.args])
+        except ShapeMismatch as exc:
+            return Result.mismatch(exc)
+        out = env[request.program.output]
+        assert request.cotangent is not None
+        seed = self._tensor(request.cotangent, request.dtype, False)
+        if out.requires_grad:
+            out.backward(seed)
+        storage = storage_dtype(request.dtype)
+        grads = {k: self._numpy(t.grad, storage) if t.grad is not None
+                 else np.zeros(t.shape, storage) for k, t in leaves.items()}
+        return Result(output=self._numpy(out, storage), grads=grads)
