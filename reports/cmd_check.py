@@ -1,0 +1,249 @@
+"""``resverify check``: the main job. Claims, then the property suite, then the reports.
+
+The claim checker runs in this process; the property suite runs under pytest in a child
+process (see :mod:`reports.runner`), so pytest's own options keep working
+(``-n``, ``--junitxml``, and anything after ``--``). The three report files are written
+atomically, and they are written whatever happens: a failed, crashed or interrupted run
+still leaves a valid report of what finished, with ``"complete": false``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from impl import Backend, resolve_backend
+from reports import json_report
+from reports.atomic import write_bytes, write_text
+from reports.claim_source import ClaimRun, run_claims
+from reports.runner import (
+    DEFAULT_TARGET,
+    Progress,
+    SuiteRun,
+    child_environment,
+    pytest_command,
+    run_suite,
+)
+from spec import UsageError
+
+NAME = "check"
+HELP = "check backends against the claims and the property suite, write the report"
+FALLBACK_PROFILES = ("dev", "ci", "thorough")
+DEFAULT_REPORT_DIR = Path("resverify-report")
+_REWRITE_SECONDS = 2.0
+_PYTEST_ENDINGS = {2: "the property suite was interrupted", 3: "pytest hit an internal error",
+                   4: "pytest refused its arguments"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backend", action="append", dest="backends", metavar="NAME",
+                        help="backend to check, repeatable: numpy (default) or module:attr")
+    parser.add_argument("--profile", default="ci",
+                        help="Hypothesis profile: dev, ci (default, derandomized), thorough")
+    parser.add_argument("--seed", type=int, default=0, help="Hypothesis and plot seed (default 0)")
+    parser.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT_DIR,
+                        help="folder for report.json/.md/.html (default ./resverify-report)")
+    parser.add_argument("-n", "--numprocesses", metavar="N",
+                        help="run the suite in N processes (pytest-xdist), or 'auto'")
+    parser.add_argument("--junitxml", type=Path, metavar="PATH", help="also write JUnit XML")
+    parser.add_argument("--suite", metavar="TARGET",
+                        help="pytest target of the property suite (default: the installed "
+                        "'properties' package)")
+    parser.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS",
+                        help="extra pytest arguments after --, e.g. -- -k shape")
+
+
+@dataclass
+class _Run:
+    """Everything a report is built from; filled in as the run goes."""
+
+    args: argparse.Namespace
+    backends: list[Backend]
+    report_dir: Path
+    claims: ClaimRun = field(default_factory=ClaimRun)
+    suite: SuiteRun = field(default_factory=SuiteRun)
+    warnings: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    timings: dict[str, Any] = field(default_factory=dict)
+    suite_ran: bool = False
+
+    def complete(self) -> bool:
+        return (self.suite_ran and self.suite.finished and not self.suite.interrupted
+                and not self.claims.broken)
+
+    def document(self) -> dict[str, Any]:
+        names = [b.name for b in self.backends]
+        base = Path.cwd()
+        default = names[0] if len(names) == 1 else None
+        props = [json_report.property_entry(r, default, base) for r in self.suite.results]
+        timings = dict(self.timings, total_seconds=round(time.monotonic() - self.started, 3))
+        return json_report.build_report(
+            run={"seed": self.args.seed, "profile": self.args.profile, "backends": names,
+                 "pytest_args": list(self.args.pytest_args),
+                 "pytest_exit_code": self.suite.exitstatus},
+            backends=self.backends, claims=self.claims.claims, properties=props,
+            complete=self.complete(), warnings=self.claims.warnings + self.warnings,
+            timings=timings)
+
+
+def _report_dir(path: Path) -> Path:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".probe.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(f"cannot write to report folder {str(path)!r}: "
+                         f"{exc.strerror or exc}") from None
+    return path.resolve()
+
+
+def known_profiles() -> tuple[str, ...]:
+    """The profiles the property suite registers (its own list when it is installed)."""
+    try:
+        from properties.profiles import PROFILES
+    except ImportError:
+        return FALLBACK_PROFILES
+    return tuple(PROFILES)
+
+
+def _check_profile(name: str) -> str:
+    known = known_profiles()
+    if name not in known:
+        raise UsageError(f"unknown profile {name!r}; use one of {list(known)}")
+    return name
+
+
+def _backends(names: list[str]) -> list[Backend]:
+    seen: list[str] = []
+    for name in names:
+        if name not in seen:
+            seen.append(name)
+    return [resolve_backend(name) for name in seen]
+
+
+def _pytest_args(args: argparse.Namespace) -> list[str]:
+    extra = list(args.pytest_args)
+    return extra[1:] if extra[:1] == ["--"] else extra
+
+
+def run(args: argparse.Namespace) -> int:
+    args.pytest_args = _pytest_args(args)
+    _check_profile(args.profile)
+    state = _Run(args, _backends(args.backends or ["numpy"]), _report_dir(args.report_dir))
+    interrupted = False
+    try:
+        _run_claims(state)
+        _run_suite(state)
+    except KeyboardInterrupt:
+        interrupted = True
+        state.warnings.append("interrupted (KeyboardInterrupt): the report holds what finished")
+    finally:
+        doc = write_reports(state)
+    _usage_error_from_pytest(state)
+    _print_summary(doc, state.report_dir, interrupted)
+    return 0 if doc["status"] == "passed" else 1
+
+
+def _run_claims(state: _Run) -> None:
+    began = time.monotonic()
+    state.claims = run_claims([b.name for b in state.backends])
+    state.timings["claims_seconds"] = round(time.monotonic() - began, 3)
+    _write_json(state)
+
+
+def _run_suite(state: _Run) -> None:
+    args, report_dir = state.args, state.report_dir
+    events = report_dir / "events.jsonl"
+    events.unlink(missing_ok=True)
+    target = [args.suite] if args.suite else list(DEFAULT_TARGET)
+    junit = None if args.junitxml is None else args.junitxml.resolve()
+    cmd = pytest_command(events=events, backends=[b.name for b in state.backends],
+                         profile=args.profile, seed=args.seed, target=target,
+                         numprocesses=args.numprocesses, junitxml=junit,
+                         extra=args.pytest_args)
+    last = [time.monotonic()]
+
+    def rewrite(_: SuiteRun) -> None:
+        if time.monotonic() - last[0] >= _REWRITE_SECONDS:
+            last[0] = time.monotonic()
+            _write_json(state)
+
+    began = time.monotonic()
+    state.suite_ran = True
+    state.suite = run_suite(cmd, events=events, log=report_dir / "pytest.log",
+                            env=child_environment(report_dir / "vectors", args.profile),
+                            progress=Progress(), on_event=rewrite)
+    state.timings["properties_seconds"] = round(time.monotonic() - began, 3)
+    state.warnings.extend(_suite_warnings(state.suite, report_dir / "pytest.log"))
+
+
+def _suite_warnings(suite: SuiteRun, log: Path) -> list[str]:
+    if suite.interrupted:
+        return ["the property suite was interrupted"]
+    if suite.exitstatus is None:
+        return [f"pytest stopped before the end of its session (exit code {suite.returncode}); "
+                f"see {log.name}"]
+    if suite.exitstatus == 5:
+        return ["pytest collected no property tests"]
+    if suite.exitstatus not in (0, 1):
+        what = _PYTEST_ENDINGS.get(suite.exitstatus, "pytest ended early")
+        return [f"{what} (exit code {suite.exitstatus}); see {log.name}"]
+    if suite.collected is not None and len(suite.results) < suite.collected:
+        return [f"only {len(suite.results)} of {suite.collected} property tests finished"]
+    return []
+
+
+def _usage_error_from_pytest(state: _Run) -> None:
+    """pytest refusing its arguments (exit code 4) is a usage error of ours."""
+    if state.suite.returncode != 4 or state.suite.results:
+        return
+    log = state.report_dir / "pytest.log"
+    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+    said = next((ln for ln in reversed(lines) if "error" in ln.lower()), "see pytest.log")
+    raise UsageError(f"pytest refused the arguments: {said.strip()}")
+
+
+def _write_json(state: _Run) -> dict[str, Any]:
+    doc = state.document()
+    json_report.write_report(state.report_dir / "report.json", doc)
+    return doc
+
+
+def write_reports(state: _Run) -> dict[str, Any]:
+    """report.json first (cheapest, most important), then report.md, then report.html."""
+    from reports.html import render_html
+    from reports.markdown import append_step_summary, render_markdown
+    from reports.plots import render_plots
+
+    doc = _write_json(state)
+    markdown = render_markdown(doc)
+    write_text(state.report_dir / "report.md", markdown)
+    append_step_summary(markdown)
+    plots = render_plots(state.args.seed)
+    (state.report_dir / "plots").mkdir(exist_ok=True)
+    for name, png in plots.items():
+        write_bytes(state.report_dir / "plots" / f"{name}.png", png)
+    write_text(state.report_dir / "report.html", render_html(doc, plots))
+    return doc
+
+
+def _print_summary(doc: dict[str, Any], report_dir: Path, interrupted: bool) -> None:
+    props, claims = doc["summary"]["properties"], doc["summary"]["claims"]
+    print(f"properties: {props['passed']} passed, {props['failed']} failed, "
+          f"{props['skipped']} skipped; claims: {claims['passed']} passed, "
+          f"{claims['failed']} failed")
+    for warning in doc["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
+    for prop in doc["properties"]:
+        if prop["status"] == "failed" and prop["replay"]:
+            print(f"replay: {prop['replay']}")
+    shown = os.path.relpath(report_dir) if report_dir.is_relative_to(Path.cwd()) else report_dir
+    state = "interrupted, " if interrupted else ""
+    print(f"{doc['status']} ({state}report in {shown}/report.html)")

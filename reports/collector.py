@@ -1,0 +1,125 @@
+"""A pytest plugin that records each finished test as one JSON line, as it happens.
+
+``resverify check`` loads it into the pytest run of the property suite
+(``-p reports.collector --resverify-events FILE``). Every line is written and flushed
+the moment a test finishes, so when pytest is interrupted or dies the parent still
+knows exactly what finished; the last event, ``finish``, is only there when pytest
+reached the end of its session. Under pytest-xdist only the controller writes: the
+workers' reports reach it through ``pytest_runtest_logreport``.
+
+Events, one JSON object a line: ``{"event": "collected", "count": N}``,
+``{"event": "begin", "nodeid": ...}``, ``{"event": "result", "nodeid", "outcome",
+"duration", "properties", "skip_reason", "message"}`` and
+``{"event": "finish", "exitstatus": N}``. ``properties`` are the test's
+``record_property`` pairs (the property suite records ``property``, ``backend``,
+``examples``, ``dtype``, ``vector`` and ``replay``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import IO, Any
+
+import pytest
+
+__all__ = ["MESSAGE_LIMIT", "summarize"]
+
+MESSAGE_LIMIT = 4000
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--resverify-events", default=None,
+                     help="append one JSON line per finished test to this file (resverify check)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = config.getoption("--resverify-events")
+    if path and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_Recorder(path), "resverify-recorder")
+
+
+class _Recorder:
+    """Writes the events; registered only in the process that reports (never an xdist worker)."""
+
+    def __init__(self, path: str) -> None:
+        self.handle: IO[str] = open(path, "a", encoding="utf-8")  # noqa: SIM115
+        self.phases: dict[str, list[pytest.TestReport]] = {}
+        self.counted = False
+
+    def emit(self, **event: Any) -> None:
+        self.handle.write(json.dumps(event, sort_keys=True, default=str) + "\n")
+        self.handle.flush()
+
+    def _count(self, count: int) -> None:
+        if not self.counted:
+            self.counted = True
+            self.emit(event="collected", count=count)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._count(len(session.items))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self._count(len(ids))
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.emit(event="begin", nodeid=nodeid)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.phases.setdefault(report.nodeid, []).append(report)
+        if report.when == "teardown":
+            self.emit(event="result", **summarize(self.phases.pop(report.nodeid)))
+
+    def pytest_sessionfinish(self, exitstatus: int) -> None:
+        self.emit(event="finish", exitstatus=int(exitstatus))
+
+    def pytest_unconfigure(self) -> None:
+        self.handle.close()
+
+
+def summarize(phases: list[pytest.TestReport]) -> dict[str, Any]:
+    """One test's setup, call and teardown reports as one record."""
+    failed = next((r for r in phases if r.failed), None)
+    skipped = next((r for r in phases if r.skipped), None)
+    props: dict[str, Any] = {}
+    for report in phases:
+        props.update({str(k): _plain(v) for k, v in report.user_properties})
+    record: dict[str, Any] = {
+        "nodeid": phases[0].nodeid,
+        "duration": sum(r.duration for r in phases),
+        "properties": props,
+        "skip_reason": None,
+        "message": None,
+    }
+    if failed is not None:
+        record["outcome"] = "failed"
+        record["message"] = _message(failed)
+    elif skipped is not None and hasattr(skipped, "wasxfail"):
+        record["outcome"] = "xfailed"
+        record["skip_reason"] = str(skipped.wasxfail) or "expected failure"
+    elif skipped is not None:
+        record["outcome"] = "skipped"
+        record["skip_reason"] = _skip_reason(skipped)
+    else:
+        record["outcome"] = "passed"
+    return record
+
+
+def _plain(value: object) -> object:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def _message(report: pytest.TestReport) -> str:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(report.longrepr)
+    if report.when != "call":
+        text = f"error in {report.when}: {text}"
+    return text[:MESSAGE_LIMIT]
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    text = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return str(text).removeprefix("Skipped: ")[:MESSAGE_LIMIT]

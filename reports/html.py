@@ -1,0 +1,183 @@
+"""report.html: one self-contained page for people: tables, conformance matrix, plots.
+
+Self-contained means no network and no script: the CSS is inline, the plots are PNG
+``data:`` URIs, and a Content-Security-Policy forbids every script and every fetch, as
+a second line of defence. The first line is escaping: every string that reaches the
+page (backend names, error texts, test ids, claim texts) goes through :func:`esc`.
+Clock-dependent values sit in elements of class ``timing``; the rest of the page is the
+same for the same seed and versions.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["CSP", "conformance_matrix", "esc", "render_html"]
+
+CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
+       "form-action 'none'")
+PLOT_CAPTIONS = {
+    "gradient_retention": "Gradient retention by depth: the S11 stack W = diag(-1/4, -1/4), "
+    "plain (decays like 0.25^L) and residual (0.75^L), and seeded random 8-wide stacks; "
+    "computed with the NumPy reference backend.",
+    "depth_law": "|(1+a)^L| for the branch F = a·x over a and L; the vertical lines mark "
+    "|1+a| = 1 (a = 0 and a = -2), the dashed line a = -1 where the gradient is exactly 0.",
+    "variance_growth": "Variance growth by depth: one unscaled 100-layer stack (variance "
+    "l·σ²) and stacks of depth L with updates scaled by 1/√L (variance σ²), with 99.9% bands.",
+}
+STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5rem auto;
+max-width:1200px;padding:0 1rem;color:#1b1f24;background:#fff}
+h1{font-size:1.6rem;margin-bottom:.2rem}h2{margin-top:2rem;border-bottom:1px solid #d0d7de}
+table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem;width:100%}
+th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:left;vertical-align:top}
+th{background:#f6f8fa}td.msg{font-family:ui-monospace,monospace;white-space:pre-wrap;
+word-break:break-word;max-width:36rem}
+.passed,.pass{color:#1a7f37;font-weight:600}.failed,.fail{color:#cf222e;font-weight:600}
+.skipped,.xfailed,.missing{color:#6e7781}.badge{display:inline-block;padding:.15rem .6rem;
+border-radius:1rem;color:#fff;font-weight:700}.badge.passed{background:#1a7f37}
+.badge.failed{background:#cf222e}.badge.incomplete{background:#9a6700}
+.warn{background:#fff8c5;border:1px solid #d4a72c;padding:.5rem;margin:.5rem 0}
+figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #d0d7de}
+figcaption{font-size:.85rem;color:#57606a}code{font-size:.85em}
+.meta td:first-child{width:12rem;font-weight:600}
+"""
+
+
+def esc(value: object) -> str:
+    """HTML-escape any value (None becomes an empty string)."""
+    return "" if value is None else html.escape(str(value), quote=True)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], css: str = "") -> str:
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(rows_cell for rows_cell in row) + "</tr>" for row in rows)
+    cls = f' class="{css}"' if css else ""
+    return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _td(value: object, css: str = "") -> str:
+    cls = f' class="{css}"' if css else ""
+    return f"<td{cls}>{esc(value)}</td>"
+
+
+def _status(value: str) -> str:
+    return f'<td class="{esc(value)}">{esc(value)}</td>'
+
+
+def _header(doc: Mapping[str, Any]) -> str:
+    run, env = doc["run"], doc["environment"]
+    deps = ", ".join(f"{esc(k)} {esc(v)}" for k, v in sorted(env["dependencies"].items()) if v)
+    meta = [("status", doc["status"]), ("complete", str(doc["complete"]).lower()),
+            ("resverify", doc["tool"]["version"]), ("profile", run["profile"]),
+            ("seed", run["seed"]), ("backends", ", ".join(run["backends"])),
+            ("python", f"{env['implementation']} {env['python']}"),
+            ("platform", f"{env['platform']} ({env['machine']})")]
+    rows = [[_td(k), _td(v)] for k, v in meta] + [[_td("dependencies"), f"<td>{deps}</td>"]]
+    warnings = "".join(f'<div class="warn">{esc(w)}</div>' for w in doc["warnings"])
+    return (f'<h1>resverify report <span class="badge {esc(doc["status"])}">'
+            f'{esc(doc["status"])}</span></h1>{warnings}'
+            + _table(["", ""], rows, "meta"))
+
+
+def _summary(doc: Mapping[str, Any]) -> str:
+    rows = []
+    for part in ("properties", "claims"):
+        c = doc["summary"][part]
+        rows.append([_td(part), _td(c["total"]), _td(c["passed"], "passed"),
+                     _td(c["failed"], "failed"), _td(c["skipped"], "skipped")])
+    return "<h2>Summary</h2>" + _table(["", "total", "passed", "failed", "skipped"], rows)
+
+
+def _backends(doc: Mapping[str, Any]) -> str:
+    rows = [[_td(b["name"]), _td(b["device"]), _td(", ".join(b["dtypes"])),
+             _td(", ".join(b["ops"]))] for b in doc["backends"]]
+    return "<h2>Backends</h2>" + _table(["backend", "device", "dtypes", "ops"], rows)
+
+
+def conformance_matrix(props: Sequence[Mapping[str, Any]],
+                       backends: Sequence[str]) -> dict[tuple[str, str], dict[str, str]]:
+    """(property, dtype) → backend → status; a failure anywhere in a cell wins."""
+    rank = {"failed": 3, "passed": 2, "xfailed": 1, "skipped": 0}
+    matrix: dict[tuple[str, str], dict[str, str]] = {}
+    for p in props:
+        row = matrix.setdefault((p["property"], p["dtype"] or ""), {})
+        backend = p["backend"] or "?"
+        if rank.get(p["status"], 3) >= rank.get(row.get(backend, "skipped"), 0):
+            row[backend] = p["status"]
+    return dict(sorted(matrix.items()))
+
+
+def _matrix(doc: Mapping[str, Any]) -> str:
+    names = [b["name"] for b in doc["backends"]]
+    if len(names) < 2:
+        return ""
+    rows = []
+    for (prop, dtype), cells in conformance_matrix(doc["properties"], names).items():
+        rows.append([_td(prop), _td(dtype)] + [_status(cells.get(n, "missing")) for n in names])
+    return ("<h2>Conformance matrix</h2>"
+            + _table(["property", "dtype", *names], rows, "matrix"))
+
+
+def _failures(doc: Mapping[str, Any]) -> str:
+    failed = [p for p in doc["properties"] if p["status"] == "failed"]
+    claims = [c for c in doc["claims"] if c["status"] == "fail"]
+    if not failed and not claims:
+        return ""
+    rows = [[_td(p["id"]), _td(p["backend"]), _td(p["dtype"]), _td(p["message"], "msg"),
+             _td(p["vector"]), _td(p["replay"], "msg")] for p in failed]
+    rows += [[_td(f"claim {c['id']}"), _td(c["backend"]), _td(""),
+              _td(f"expected {c['expected']}, observed {c['observed']}", "msg"),
+              _td(""), _td("")] for c in claims]
+    return "<h2>Failures</h2>" + _table(
+        ["test", "backend", "dtype", "message", "vector", "replay"], rows)
+
+
+def _properties(doc: Mapping[str, Any]) -> str:
+    rows = [[_td(p["id"]), _td(p["property"]), _td(p["backend"]), _td(p["dtype"]),
+             _status(p["status"]), _td(p["examples"]),
+             _td(f"{p['time_seconds']:.3f}", "timing"),
+             _td(p["skip_reason"] or p["message"], "msg")] for p in doc["properties"]]
+    return "<h2>Properties</h2>" + _table(
+        ["test", "property", "backend", "dtype", "status", "examples", "time (s)", "note"], rows)
+
+
+def _claims(doc: Mapping[str, Any]) -> str:
+    rows = [[_td(c["id"]), _td(c["backend"]),
+             _td(c["source"] + (f" §{c['section']}" if c["section"] else "")),
+             _td(c["statement"]), _td(c["expected"], "msg"), _td(c["observed"], "msg"),
+             _status(c["status"]), _td(c["note"])] for c in doc["claims"]]
+    if not rows:
+        return "<h2>Claims</h2><p>No claims were checked.</p>"
+    return "<h2>Claims</h2>" + _table(
+        ["id", "backend", "source", "statement", "expected", "observed", "status", "note"], rows)
+
+
+def _plots(plots: Mapping[str, bytes]) -> str:
+    figures = []
+    for name, png in plots.items():
+        data = base64.b64encode(png).decode("ascii")
+        caption = PLOT_CAPTIONS.get(name, name)
+        figures.append(f'<figure id="plot-{esc(name)}"><img alt="{esc(caption)}" '
+                       f'src="data:image/png;base64,{data}"><figcaption>{esc(caption)}'
+                       "</figcaption></figure>")
+    return "<h2>Plots</h2>" + "".join(figures) if figures else ""
+
+
+def _timings(doc: Mapping[str, Any]) -> str:
+    items = ", ".join(f"{esc(k)} {esc(v)}" for k, v in sorted(doc["timings"].items()))
+    return f'<p class="timing">timings: {items}</p>'
+
+
+def render_html(doc: Mapping[str, Any], plots: Mapping[str, bytes]) -> str:
+    """The whole page for a report document and its plots (PNG bytes by name)."""
+    body = (_header(doc) + _summary(doc) + _failures(doc) + _matrix(doc) + _backends(doc)
+            + _properties(doc) + _claims(doc) + _plots(plots) + _timings(doc))
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>resverify report</title><style>{STYLE}</style></head>"
+            f"<body>{body}</body></html>\n")

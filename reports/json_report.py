@@ -1,0 +1,204 @@
+"""report.json: the machine-readable record of one ``resverify check`` run.
+
+The document follows ``reports/schema/report.schema.json`` (shipped with the package,
+version :data:`SCHEMA_VERSION`). Everything that depends on the clock sits under the
+top-level ``timings`` object or in a key ending in ``_seconds``: :func:`strip_timings`
+removes exactly those, and what remains is the same for two runs with the same seed,
+profile and versions.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Any
+
+from impl.backend import Backend
+from reports.atomic import write_text
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "backend_entry",
+    "build_report",
+    "claim_entry",
+    "dumps_report",
+    "environment",
+    "load_schema",
+    "property_entry",
+    "strip_timings",
+    "summarize",
+    "validate",
+    "write_report",
+]
+
+SCHEMA_VERSION = 1
+DEPENDENCIES = ("numpy", "sympy", "mpmath", "hypothesis", "pytest",
+                "pytest-xdist", "matplotlib", "jsonschema")
+_OUTCOMES = ("passed", "failed", "skipped", "xfailed")
+
+
+@cache
+def load_schema() -> dict[str, Any]:
+    """The JSON Schema of report.json, read from the installed package."""
+    text = resources.files("reports").joinpath("schema/report.schema.json").read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def environment() -> dict[str, Any]:
+    """Python, platform and the versions of what resverify depends on."""
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "dependencies": {name: _version(name) for name in DEPENDENCIES},
+    }
+
+
+def backend_entry(backend: Backend) -> dict[str, Any]:
+    caps = backend.capabilities
+    return {"name": str(backend.name), "device": str(caps.device),
+            "dtypes": [str(d) for d in caps.dtypes], "ops": sorted(str(o) for o in caps.ops)}
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else str(value)
+
+
+def claim_entry(raw: Mapping[str, Any], backend: str) -> dict[str, Any]:
+    """One claim from the claim checker, with every value made JSON text."""
+    section = raw.get("section")
+    note = raw.get("note")
+    return {
+        "id": _text(raw.get("id", "?")),
+        "backend": backend,
+        "source": _text(raw.get("source", "")),
+        "section": None if section is None else _text(section),
+        "statement": _text(raw.get("statement", "")),
+        "expected": _text(raw.get("expected", "")),
+        "observed": _text(raw.get("observed", "")),
+        "status": "pass" if raw.get("status") == "pass" else "fail",
+        "note": None if note in (None, "") else _text(note),
+    }
+
+
+def _relative(path: str, base: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(base.resolve()))
+    except (ValueError, OSError):
+        return path
+
+
+def property_entry(record: Mapping[str, Any], default_backend: str | None,
+                   base: Path) -> dict[str, Any]:
+    """One finished property test (a collector ``result`` event) as a report entry.
+
+    Vector paths under ``base`` (the working directory) are written relative to it, in
+    the path and in the replay command, so the report does not depend on where it ran.
+    """
+    props = record.get("properties", {})
+    nodeid = str(record["nodeid"])
+    vector = props.get("vector")
+    replay = props.get("replay")
+    if vector is not None:
+        shown = _relative(str(vector), base)
+        replay = None if replay is None else str(replay).replace(str(vector), shown)
+        vector = shown
+    return {
+        "id": nodeid,
+        "property": str(props.get("property") or nodeid.split("::")[-1].split("[")[0]),
+        "backend": props.get("backend") or default_backend,
+        "dtype": props.get("dtype"),
+        "status": record["outcome"] if record["outcome"] in _OUTCOMES else "failed",
+        "examples": _count(props.get("examples")),
+        "time_seconds": round(float(record.get("duration", 0.0)), 6),
+        "vector": vector,
+        "replay": replay,
+        "skip_reason": record.get("skip_reason"),
+        "message": record.get("message"),
+    }
+
+
+def _count(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        count = int(str(value))
+    except ValueError:
+        return None
+    return count if count >= 0 else None
+
+
+def summarize(claims: Sequence[Mapping[str, Any]],
+              properties: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Counts per status; expected failures count as skipped."""
+    def counts(statuses: Iterable[str]) -> dict[str, int]:
+        items = list(statuses)
+        return {"total": len(items),
+                "passed": sum(s in ("pass", "passed") for s in items),
+                "failed": sum(s in ("fail", "failed") for s in items),
+                "skipped": sum(s in ("skipped", "xfailed") for s in items)}
+    return {"claims": counts(c["status"] for c in claims),
+            "properties": counts(p["status"] for p in properties)}
+
+
+def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
+                 claims: Sequence[Mapping[str, Any]], properties: Sequence[Mapping[str, Any]],
+                 complete: bool, warnings: Sequence[str],
+                 timings: Mapping[str, Any]) -> dict[str, Any]:
+    """The whole report document (see the module docstring for what varies run to run)."""
+    summary = summarize(claims, properties)
+    failed = summary["claims"]["failed"] + summary["properties"]["failed"]
+    status = "incomplete" if not complete else "failed" if failed else "passed"
+    return {
+        "schema": "resverify-report",
+        "schema_version": SCHEMA_VERSION,
+        "complete": complete,
+        "status": status,
+        "tool": {"name": "resverify", "version": _version("resverify") or "unknown"},
+        "environment": environment(),
+        "run": dict(run),
+        "backends": [backend_entry(b) for b in backends],
+        "claims": list(claims),
+        "properties": sorted(properties, key=lambda p: (p["id"], p["backend"] or "")),
+        "summary": summary,
+        "warnings": list(warnings),
+        "timings": dict(timings),
+    }
+
+
+def validate(doc: Mapping[str, Any]) -> None:
+    """Raise ``jsonschema.ValidationError`` when ``doc`` does not follow the schema."""
+    import jsonschema
+
+    jsonschema.validate(doc, load_schema(), cls=jsonschema.Draft202012Validator)
+
+
+def strip_timings(doc: Any) -> Any:
+    """``doc`` without the ``timings`` object and without any key ending in ``_seconds``."""
+    if isinstance(doc, Mapping):
+        return {k: strip_timings(v) for k, v in doc.items()
+                if k != "timings" and not str(k).endswith("_seconds")}
+    if isinstance(doc, list):
+        return [strip_timings(v) for v in doc]
+    return doc
+
+
+def dumps_report(doc: Mapping[str, Any]) -> str:
+    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write_report(path: Path, doc: Mapping[str, Any]) -> None:
+    write_text(path, dumps_report(doc))

@@ -1,0 +1,116 @@
+"""report.md: a short summary that reads well as a CI job summary, failures first.
+
+GitHub renders Markdown job summaries with some HTML allowed, so every text that came
+from a backend or a test is HTML-escaped and its table pipes are escaped too; failure
+messages go into fenced blocks whose fence is longer than any backtick run inside.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["append_step_summary", "render_markdown"]
+
+_ICON = {"passed": "✅ passed", "pass": "✅ pass", "failed": "❌ failed", "fail": "❌ fail",
+         "skipped": "⏭ skipped", "xfailed": "⏭ xfailed"}
+
+
+def cell(value: object) -> str:
+    """Text safe inside a Markdown table cell."""
+    text = "" if value is None else str(value)
+    return html.escape(text).replace("|", "\\|").replace("\n", " ").replace("\r", " ")
+
+
+def fenced(text: str) -> str:
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
+
+
+def _header(doc: Mapping[str, Any]) -> list[str]:
+    status = str(doc["status"]).upper()
+    run = doc["run"]
+    backends = ", ".join(f"`{cell(b['name'])}` ({cell(b['device'])})" for b in doc["backends"])
+    lines = [f"# resverify: {status}", "",
+             f"Backends {backends} · profile `{cell(run['profile'])}` · seed {run['seed']} · "
+             f"resverify {cell(doc['tool']['version'])} · Python "
+             f"{cell(doc['environment']['python'])}", ""]
+    if not doc["complete"]:
+        lines += ["> **Incomplete run**: the report holds only what finished.", ""]
+    lines += [f"> warning: {cell(w)}" for w in doc["warnings"]]
+    if doc["warnings"]:
+        lines.append("")
+    lines += ["| | total | passed | failed | skipped |", "| --- | --- | --- | --- | --- |"]
+    for part in ("properties", "claims"):
+        c = doc["summary"][part]
+        lines.append(f"| {part} | {c['total']} | {c['passed']} | {c['failed']} | {c['skipped']} |")
+    return [*lines, ""]
+
+
+def _failures(doc: Mapping[str, Any]) -> list[str]:
+    failed_props = [p for p in doc["properties"] if p["status"] == "failed"]
+    failed_claims = [c for c in doc["claims"] if c["status"] == "fail"]
+    if not failed_props and not failed_claims:
+        return []
+    lines = ["## Failures", ""]
+    for prop in failed_props:
+        lines += [f"### `{cell(prop['id'])}`", "",
+                  f"backend `{cell(prop['backend'])}`, dtype `{cell(prop['dtype'])}`", ""]
+        if prop["message"]:
+            lines += [fenced(str(prop["message"])), ""]
+        if prop["vector"]:
+            lines += [f"test vector: `{cell(prop['vector'])}`", ""]
+        if prop["replay"]:
+            lines += ["replay:", "", fenced(str(prop["replay"])), ""]
+    for claim in failed_claims:
+        lines += [f"### claim `{cell(claim['id'])}` ({cell(claim['source'])})", "",
+                  cell(claim["statement"]), "",
+                  f"expected `{cell(claim['expected'])}`, observed `{cell(claim['observed'])}`",
+                  ""]
+    return lines
+
+
+def _property_table(props: Sequence[Mapping[str, Any]]) -> list[str]:
+    order = {"failed": 0, "xfailed": 1, "skipped": 2, "passed": 3}
+    rows = sorted(props, key=lambda p: (order.get(p["status"], 0), p["id"]))
+    lines = ["## Properties", "", "| property | backend | dtype | status | examples | note |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for p in rows:
+        note = p["skip_reason"] or ""
+        lines.append(f"| `{cell(p['id'].split('::')[-1])}` | {cell(p['backend'])} | "
+                     f"{cell(p['dtype'])} | {_ICON.get(p['status'], p['status'])} | "
+                     f"{cell(p['examples'])} | {cell(note)} |")
+    return [*lines, ""]
+
+
+def _claim_table(claims: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not claims:
+        return []
+    rows = sorted(claims, key=lambda c: (c["status"] != "fail", c["id"], c["backend"]))
+    lines = ["## Claims", "", "| id | backend | source | status |", "| --- | --- | --- | --- |"]
+    lines += [f"| {cell(c['id'])} | {cell(c['backend'])} | {cell(c['source'])} | "
+              f"{_ICON.get(c['status'], c['status'])} |" for c in rows]
+    return [*lines, ""]
+
+
+def render_markdown(doc: Mapping[str, Any]) -> str:
+    """The Markdown summary of a report document (see :mod:`reports.json_report`)."""
+    parts = (_header(doc) + _failures(doc) + _property_table(doc["properties"])
+             + _claim_table(doc["claims"]))
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def append_step_summary(text: str, environ: Mapping[str, str] = os.environ) -> Path | None:
+    """Append ``text`` to the file named by GITHUB_STEP_SUMMARY, when that is set."""
+    target = environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return None
+    path = Path(target)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(text if text.endswith("\n") else text + "\n")
+    return path

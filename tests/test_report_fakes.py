@@ -1,0 +1,118 @@
+"""A tiny stand-in property suite for the report tests, and a check that it runs alone.
+
+It behaves like the real suite from the runner's point of view: a ``--backend`` option
+(repeatable), the Hypothesis profiles dev/ci/thorough, and ``record_property`` of
+``property``, ``backend``, ``dtype``, ``examples`` and, on failure, ``vector`` and
+``replay``. ``mode`` adds a failing test (its message carries hostile HTML), a skipped
+one, or a test that interrupts or kills pytest halfway.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+HOSTILE = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
+
+CONFTEST = '''
+import pytest
+from hypothesis import settings
+
+for _name, _n in (("dev", 5), ("ci", 4), ("thorough", 50)):
+    settings.register_profile(_name, max_examples=_n, deadline=None, database=None,
+                              derandomize=_name == "ci")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--backend", action="append", default=[])
+
+
+def pytest_generate_tests(metafunc):
+    if "backend_name" in metafunc.fixturenames:
+        metafunc.parametrize("backend_name", metafunc.config.getoption("backend") or ["numpy"])
+'''
+
+PASSING = '''
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, strategies as st
+
+HOSTILE = {hostile!r}
+
+
+def _examples(test):
+    seen = []
+    given(st.integers(-5, 5), st.integers(-5, 5))(lambda a, b: seen.append(test(a, b)))()
+    return len(seen)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_addition_commutes(backend_name, dtype, record_property):
+    record_property("property", "addition_commutes")
+    record_property("backend", backend_name)
+    record_property("dtype", dtype)
+    record_property("examples", _examples(lambda a, b: a + b == b + a or 1 / 0))
+
+
+def test_unclaimed_dtype_is_skipped(backend_name, record_property):
+    record_property("property", "bfloat16_rounding")
+    record_property("backend", backend_name)
+    pytest.skip("backend does not claim bfloat16")
+'''
+
+FAILING = '''
+
+def test_zero_branch_is_identity(backend_name, record_property):
+    from spec.codec import dumps
+    from spec.fixtures import linear_block_request
+
+    record_property("property", "zero_branch_is_identity")
+    record_property("backend", backend_name)
+    record_property("dtype", "float64")
+    record_property("examples", 1)
+    folder = Path(os.environ.get("RESVERIFY_VECTOR_DIR", "resverify-vectors"))
+    folder.mkdir(parents=True, exist_ok=True)
+    vector = folder / ("zero_branch-" + backend_name + ".json")
+    vector.write_text(dumps(linear_block_request()))
+    record_property("vector", str(vector))
+    record_property("replay", "resverify replay " + str(vector) + " --backend " + backend_name)
+    raise AssertionError("output[0]=1.0, but should be 2 [backend said: " + HOSTILE + "]")
+'''
+
+STOPPING = '''
+
+def test_zz_{name}(backend_name):
+    {action}
+
+
+def test_zzz_never_reached(backend_name):
+    pass
+'''
+
+
+def write_fake_suite(folder: Path, mode: str = "pass") -> Path:
+    """Write the fake suite into ``folder``; mode is pass, fail, interrupt or crash."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "conftest.py").write_text(CONFTEST)
+    body = PASSING.format(hostile=HOSTILE)
+    if mode == "fail":
+        body += FAILING
+    elif mode == "interrupt":
+        body += STOPPING.format(name="interrupt", action="raise KeyboardInterrupt")
+    elif mode == "crash":
+        body += STOPPING.format(name="crash", action="os._exit(3)")
+    (folder / "test_fake_properties.py").write_text(textwrap.dedent(body))
+    return folder
+
+
+def test_the_fake_suite_runs_under_plain_pytest(tmp_path):
+    suite = write_fake_suite(tmp_path / "suite", "fail")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           str(suite), "--backend", "numpy"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "1 failed, 2 passed, 1 skipped" in done.stdout, done.stdout
