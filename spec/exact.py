@@ -220,7 +220,8 @@ def _linear_vjp(g: Arr, args: Sequence[Arr], out: Arr, alpha: Fraction | None
                 ) -> tuple[Arr, ...]:
     x, w = args
     d_in, d_out = w.shape
-    gw = _matmul(x.reshape(-1, d_in).T, g.reshape(-1, d_out)).reshape(w.shape)
+    rows = math.prod(x.shape[:-1])  # not reshape(-1, d_in): d_in may be 0
+    gw = _matmul(x.reshape(rows, d_in).T, g.reshape(rows, d_out)).reshape(w.shape)
     return _matmul(g, w.T).reshape(x.shape), gw
 
 
@@ -292,7 +293,7 @@ def _backward_slack(op: str, g: Arr, eg: Fraction, args: Sequence[Arr],
                                       (args[1], args[0], slacks[0])))
     if op == "linear":
         x, w = args
-        rows = x.size // max(1, x.shape[-1])
+        rows = math.prod(x.shape[:-1])
         return (w.shape[1] * _times(mg, eg, _mag(w), slacks[1]),
                 rows * _times(mg, eg, _mag(x), slacks[0]))
     if op == "scale":

@@ -121,6 +121,20 @@ def test_empty_axes_give_empty_values_and_zero_weight_gradients() -> None:
     assert type(result.output[()]) is Fraction
 
 
+@pytest.mark.parametrize(("x_shape", "w_shape"), [((2, 0), (0, 3)), ((2, 2), (2, 0)),
+                                                  ((0, 0), (0, 0))])
+def test_linear_with_an_empty_inner_or_outer_axis(x_shape: tuple[int, int],
+                                                  w_shape: tuple[int, int]) -> None:
+    program = one_node("linear", [x_shape, w_shape])
+    out_shape = (x_shape[0], w_shape[1])
+    result = evaluate_exact(program, {"a": np.ones(x_shape), "b": np.ones(w_shape)},
+                            np.ones(out_shape))
+    assert result.output is not None and result.grads is not None
+    assert result.output.shape == out_shape and all(v == 0 for v in result.output.flat)
+    assert result.grads["a"].shape == x_shape and all(v == 0 for v in result.grads["a"].flat)
+    assert result.grads["b"].shape == w_shape
+
+
 def test_unused_inputs_get_zero_gradients() -> None:
     program = Program((Input("x", (2,)), Input("u", (2, 2))),
                       (Node("y", "scale", ("x",), F(1, 3)),), "y")
