@@ -14,10 +14,10 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from reports import cmd_check, cmd_replay, cmd_run
+from reports import cmd_check, cmd_claims, cmd_replay, cmd_run
 from spec import ResverifyError
 
-COMMANDS: tuple[ModuleType, ...] = (cmd_check, cmd_run, cmd_replay)
+COMMANDS: tuple[ModuleType, ...] = (cmd_check, cmd_run, cmd_replay, cmd_claims)
 DEFAULT_COMMAND = "check"
 
 
