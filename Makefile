@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: verify test lint clean
+.PHONY: verify test lint backends clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ verify: $(STAMP)
 ## test: the whole test suite (Hypothesis profile "ci")
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2
+
+## backends: add the optional torch (CPU build), jax and autograd backends to the venv
+backends: $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[torch,jax,autograd]'
 
 ## lint: ruff and mypy
 lint: $(STAMP)

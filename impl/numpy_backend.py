@@ -8,6 +8,7 @@ import numpy as np
 
 from impl import ops
 from impl.backend import Capabilities
+from impl.interpret import interpret
 from impl.tensor import Tensor
 from spec.errors import ShapeMismatch
 from spec.ir import Node
@@ -41,13 +42,10 @@ class NumpyBackend:
         if request.dtype not in self.capabilities.dtypes:
             return Result.failure("unsupported", f"numpy backend has no {request.dtype}")
         leaves = {name: Tensor(np.array(v, copy=True)) for name, v in request.inputs.items()}
-        env: dict[str, Tensor] = dict(leaves)
         try:
-            for node in request.program.order:
-                env[node.name] = apply(node, [env[a] for a in node.args])
+            out = interpret(request.program, leaves, apply)
         except ShapeMismatch as exc:
             return Result.mismatch(exc)
-        out = env[request.program.output]
         assert request.cotangent is not None
         out.backward(request.cotangent)
         grads = {

@@ -18,10 +18,24 @@ def _torch(device: str) -> Callable[[], Backend]:
     return make
 
 
+def _jax() -> Backend:
+    from impl.functional_backends import JaxBackend
+
+    return JaxBackend()
+
+
+def _autograd() -> Backend:
+    from impl.functional_backends import AutogradBackend
+
+    return AutogradBackend()
+
+
 BUILTIN: dict[str, Callable[[], Backend]] = {
     "numpy": NumpyBackend,
     "torch": _torch("cpu"),
     "torch-cuda": _torch("cuda"),
+    "jax": _jax,
+    "autograd": _autograd,
 }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from impl.backend import Capabilities
+from impl.interpret import interpret
 from spec.errors import ShapeMismatch, UsageError
 from spec.ir import Node, node_shape
 from spec.request import Request, Result, storage_dtype
@@ -65,9 +66,10 @@ class TorchBackend:
         return t.to(getattr(torch, dtype)).requires_grad_(grad)
 
     @staticmethod
-    def _numpy(t: Any, dtype: np.dtype) -> np.ndarray:
-        return np.asarray(t.detach().to("cpu").float() if t.dtype == torch.bfloat16
-                          else t.detach().to("cpu").numpy(), dtype=dtype)
+    def _numpy(t: Any) -> np.ndarray:
+        """A NumPy copy in torch's own dtype (bfloat16 widened exactly to float32)."""
+        t = t.detach().to("cpu")
+        return (t.float() if t.dtype == torch.bfloat16 else t).numpy().copy()
 
     def _apply(self, node: Node, args: list[Any]) -> Any:
         if node.op == "scale":
@@ -76,18 +78,14 @@ class TorchBackend:
 
     def run(self, request: Request) -> Result:
         leaves = {k: self._tensor(v, request.dtype, True) for k, v in request.inputs.items()}
-        env = dict(leaves)
         try:
-            for node in request.program.order:
-                env[node.name] = self._apply(node, [env[a] for a in node.args])
+            out = interpret(request.program, leaves, self._apply)
         except ShapeMismatch as exc:
             return Result.mismatch(exc)
-        out = env[request.program.output]
         assert request.cotangent is not None
         seed = self._tensor(request.cotangent, request.dtype, False)
         if out.requires_grad:
             out.backward(seed)
-        storage = storage_dtype(request.dtype)
-        grads = {k: self._numpy(t.grad, storage) if t.grad is not None
-                 else np.zeros(t.shape, storage) for k, t in leaves.items()}
-        return Result(output=self._numpy(out, storage), grads=grads)
+        grads = {k: self._numpy(t.grad) if t.grad is not None
+                 else np.zeros(t.shape, storage_dtype(request.dtype)) for k, t in leaves.items()}
+        return Result(output=self._numpy(out), grads=grads)

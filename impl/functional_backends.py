@@ -1,0 +1,119 @@
+"""Adapters for functional autodiff libraries: JAX (``jax.vjp``) and HIPS autograd (``make_vjp``).
+
+Both see the program as a pure function of its inputs, written against a NumPy-like
+module, and pull the cotangent back through it. The op table is shared; only the array
+module, the relu (each library's own, with derivative 0 at 0) and the VJP call differ.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from impl.backend import Capabilities
+from impl.interpret import interpret
+from spec.errors import ShapeMismatch, UsageError
+from spec.ir import Node, node_shape
+from spec.request import Request, Result
+
+Pullback = Callable[[Any], Sequence[Any]]
+
+
+def _load(module: str, extra: str) -> ModuleType:
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise UsageError(f"this backend needs {module}: pip install 'resverify[{extra}]'") from None
+
+
+class _Functional:
+    """Interpret the program with ``xp`` (a NumPy-like module) and pull back with ``vjp``."""
+
+    name = ""
+    capabilities = Capabilities()
+    xp: Any
+
+    def relu(self, a: Any) -> Any:
+        raise NotImplementedError
+
+    def vjp(self, fn: Callable[..., Any], primals: list[Any]) -> tuple[Any, Pullback]:
+        raise NotImplementedError
+
+    def array(self, values: np.ndarray, dtype: str) -> Any:
+        return self.xp.asarray(np.array(values, copy=True), dtype=dtype)
+
+    def _apply(self, node: Node, args: list[Any]) -> Any:
+        xp, op = self.xp, node.op
+        if len(args) == 2:
+            if op == "residual_add" and tuple(args[0].shape) != tuple(args[1].shape):
+                raise ShapeMismatch(op, tuple(args[0].shape), tuple(args[1].shape))
+            node_shape(op, (tuple(args[0].shape), tuple(args[1].shape)))
+            a, b = args
+            return a @ b if op == "linear" else a * b if op == "mul" else a + b
+        (a,) = args
+        if op == "scale":
+            return a * float(node.alpha or 0)
+        return {"relu": self.relu, "tanh": xp.tanh, "sum": xp.sum}[op](a)
+
+    def run(self, request: Request) -> Result:
+        names = list(request.inputs)
+        primals = [self.array(request.inputs[n], request.dtype) for n in names]
+
+        def fn(*values: Any) -> Any:
+            return interpret(request.program, dict(zip(names, values, strict=True)), self._apply)
+
+        try:
+            out, pullback = self.vjp(fn, primals)
+        except ShapeMismatch as exc:
+            return Result.mismatch(exc)
+        assert request.cotangent is not None
+        grads = pullback(self.array(request.cotangent, request.dtype))
+        return Result(output=self.numpy(out),
+                      grads={n: self.numpy(g) for n, g in zip(names, grads, strict=True)})
+
+    @staticmethod
+    def numpy(value: Any) -> np.ndarray:
+        """A NumPy copy in the library's own dtype (bfloat16 widened exactly to float32)."""
+        array = np.array(value, copy=True)
+        return array.astype(np.float32) if array.dtype.name == "bfloat16" else array
+
+
+class JaxBackend(_Functional):
+    """``--backend jax``: ``jax.vjp`` on the CPU (64-bit floats switched on for float64)."""
+
+    name = "jax"
+    capabilities = Capabilities(dtypes=("float64", "float32", "float16", "bfloat16"))
+
+    def __init__(self) -> None:
+        self.jax = _load("jax", "jax")
+        self.jax.config.update("jax_enable_x64", True)
+        self.xp = _load("jax.numpy", "jax")
+
+    def relu(self, a: Any) -> Any:
+        return self.jax.nn.relu(a)
+
+    def vjp(self, fn: Callable[..., Any], primals: list[Any]) -> tuple[Any, Pullback]:
+        out, pullback = self.jax.vjp(fn, *primals)
+        return out, pullback
+
+
+class AutogradBackend(_Functional):
+    """``--backend autograd``: HIPS autograd's ``make_vjp`` over ``autograd.numpy``."""
+
+    name = "autograd"
+    capabilities = Capabilities(dtypes=("float64", "float32"))
+
+    def __init__(self) -> None:
+        self.autograd = _load("autograd", "autograd")
+        self.xp = _load("autograd.numpy", "autograd")
+
+    def relu(self, a: Any) -> Any:
+        return self.xp.where(a > 0, a, 0.0 * a)
+
+    def vjp(self, fn: Callable[..., Any], primals: list[Any]) -> tuple[Any, Pullback]:
+        pullback, out = self.autograd.make_vjp(lambda values: fn(*values))(list(primals))
+        return out, pullback

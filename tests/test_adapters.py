@@ -1,0 +1,84 @@
+"""The optional adapters (torch, jax, autograd) reproduce the seed fixtures exactly.
+
+Each is skipped where its library is not installed; CI installs them all (see .ci/run) and
+sets CI=true, where a missing library is a failure, not a skip.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from impl import resolve_backend
+from spec import Input, Node, Program, Request, UsageError
+from spec.fixtures import seed_cases
+from spec.request import storage_dtype
+
+LIBRARY = {"torch": "torch", "jax": "jax", "autograd": "autograd"}
+
+
+@pytest.fixture(scope="module", params=sorted(LIBRARY))
+def adapter(request):
+    name = request.param
+    if importlib.util.find_spec(LIBRARY[name]) is None and os.environ.get("CI") != "true":
+        pytest.skip(f"{LIBRARY[name]} is not installed (pip install 'resverify[{name}]')")
+    return resolve_backend(name)
+
+
+def as_fractions(array: np.ndarray) -> tuple[Fraction, ...]:
+    return tuple(Fraction(float(v)) for v in np.ravel(array))
+
+
+@pytest.mark.parametrize("case", sorted(seed_cases()))
+def test_seed_fixture_on_adapter_matches_exactly_in_every_claimed_dtype(adapter, case):
+    request, output, grads = seed_cases()[case]
+    for dtype in adapter.capabilities.dtypes:
+        result = adapter.run(Request(request.program, request.inputs, dtype, request.cotangent))
+        call = f"[{adapter.name} {dtype} {case}: {request.program.describe()}]"
+        assert result.output is not None and result.grads is not None, f"{result.error} {call}"
+        assert as_fractions(result.output) == output, f"output {call}"
+        dtypes = {a.dtype for a in (result.output, *result.grads.values())}
+        assert dtypes == {storage_dtype(dtype)}, f"dtypes {dtypes} {call}"
+        for name, want in grads.items():
+            got = as_fractions(result.grads[name])
+            assert got == want, f"grad[{name}]={got}, but should be {want} {call}"
+
+
+def test_adapter_residual_add_rejects_a_pair_that_plus_would_broadcast(adapter):
+    program = Program((Input("x", (2, 2)), Input("b", (2,))),
+                      (Node("y", "residual_add", ("x", "b")),), "y")
+    request = Request(program, {"x": np.ones((2, 2)), "b": np.ones(2)}, "float64", None)
+    result = adapter.run(request)
+    assert result.error is not None and result.error.kind == "shape_mismatch"
+    assert result.error.shapes == ((2, 2), (2,))
+
+
+def test_adapter_gives_zero_gradient_to_an_unused_input_and_keeps_float32(adapter):
+    program = Program((Input("x", (2,)), Input("u", ())), (Node("y", "tanh", ("x",)),), "y")
+    request = Request(program, {"x": np.zeros(2), "u": np.array(3.0)}, "float32", np.ones(2))
+    result = adapter.run(request)
+    assert result.grads is not None and result.output is not None
+    assert result.grads["u"].tolist() == 0.0 and result.grads["x"].tolist() == [1.0, 1.0]
+    assert {a.dtype for a in (result.output, *result.grads.values())} == {np.dtype("float32")}
+
+
+def test_adapter_relu_has_zero_derivative_at_zero(adapter):
+    program = Program((Input("x", (3,)),), (Node("y", "relu", ("x",)),), "y")
+    request = Request(program, {"x": np.array([-1.0, 0.0, 2.0])}, "float64", np.ones(3))
+    result = adapter.run(request)
+    assert result.grads is not None and result.grads["x"].tolist() == [0.0, 0.0, 1.0]
+
+
+def test_torch_cuda_without_a_device_is_a_usage_error():
+    if importlib.util.find_spec("torch") is None and os.environ.get("CI") != "true":
+        pytest.skip("torch is not installed")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present here")
+    with pytest.raises(UsageError, match="no CUDA device"):
+        resolve_backend("torch-cuda")
