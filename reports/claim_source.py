@@ -10,7 +10,7 @@ incomplete with the reason.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,8 +44,12 @@ def find_checker() -> Checker | None:
     return None
 
 
-def run_claims(backends: Sequence[str], checker: Checker | None = None) -> ClaimRun:
-    """Every claim for every backend, as report entries."""
+def run_claims(backends: Mapping[str, str], checker: Checker | None = None) -> ClaimRun:
+    """Every claim for every backend, as report entries.
+
+    ``backends`` maps each name as the user gave it (what the checker resolves) to the
+    backend's own name (what the report shows).
+    """
     out = ClaimRun()
     try:
         checker = checker or find_checker()
@@ -57,7 +61,7 @@ def run_claims(backends: Sequence[str], checker: Checker | None = None) -> Claim
         out.warnings.append("no claim checker is installed (spec.claims.collect_claims is "
                             "missing): claims were not checked")
         return out
-    for name in backends:
+    for name, shown in backends.items():
         try:
             raw = checker(name)
         except Exception as exc:
@@ -65,5 +69,5 @@ def run_claims(backends: Sequence[str], checker: Checker | None = None) -> Claim
                                 f"{type(exc).__name__}: {exc}")
             out.broken = True
             continue
-        out.claims.extend(claim_entry(item, name) for item in raw)
+        out.claims.extend(claim_entry(item, shown) for item in raw)
     return out

@@ -64,7 +64,7 @@ class _Run:
     """Everything a report is built from; filled in as the run goes."""
 
     args: argparse.Namespace
-    backends: list[Backend]
+    named: dict[str, Backend]
     report_dir: Path
     claims: ClaimRun = field(default_factory=ClaimRun)
     suite: SuiteRun = field(default_factory=SuiteRun)
@@ -72,6 +72,10 @@ class _Run:
     started: float = field(default_factory=time.monotonic)
     timings: dict[str, Any] = field(default_factory=dict)
     suite_ran: bool = False
+
+    @property
+    def backends(self) -> list[Backend]:
+        return list(self.named.values())
 
     def complete(self) -> bool:
         return (self.suite_ran and self.suite.finished and not self.suite.interrupted
@@ -82,6 +86,9 @@ class _Run:
         base = Path.cwd()
         default = names[0] if len(names) == 1 else None
         props = [json_report.property_entry(r, default, base) for r in self.suite.results]
+        for prop in props:  # a suite may record the backend as typed on the command line
+            if prop["backend"] in self.named:
+                prop["backend"] = self.named[prop["backend"]].name
         timings = dict(self.timings, total_seconds=round(time.monotonic() - self.started, 3))
         return json_report.build_report(
             run={"seed": self.args.seed, "profile": self.args.profile, "backends": names,
@@ -120,12 +127,9 @@ def _check_profile(name: str) -> str:
     return name
 
 
-def _backends(names: list[str]) -> list[Backend]:
-    seen: list[str] = []
-    for name in names:
-        if name not in seen:
-            seen.append(name)
-    return [resolve_backend(name) for name in seen]
+def _backends(names: list[str]) -> dict[str, Backend]:
+    """Each backend named on the command line (as typed) with its resolved object."""
+    return {name: resolve_backend(name) for name in dict.fromkeys(names)}
 
 
 def _pytest_args(args: argparse.Namespace) -> list[str]:
@@ -153,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_claims(state: _Run) -> None:
     began = time.monotonic()
-    state.claims = run_claims([b.name for b in state.backends])
+    state.claims = run_claims({name: b.name for name, b in state.named.items()})
     state.timings["claims_seconds"] = round(time.monotonic() - began, 3)
     _write_json(state)
 
@@ -164,7 +168,7 @@ def _run_suite(state: _Run) -> None:
     events.unlink(missing_ok=True)
     target = [args.suite] if args.suite else list(DEFAULT_TARGET)
     junit = None if args.junitxml is None else args.junitxml.resolve()
-    cmd = pytest_command(events=events, backends=[b.name for b in state.backends],
+    cmd = pytest_command(events=events, backends=list(state.named),
                          profile=args.profile, seed=args.seed, target=target,
                          numprocesses=args.numprocesses, junitxml=junit,
                          extra=args.pytest_args)

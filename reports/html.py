@@ -33,9 +33,13 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5re
 max-width:1200px;padding:0 1rem;color:#1b1f24;background:#fff}
 h1{font-size:1.6rem;margin-bottom:.2rem}h2{margin-top:2rem;border-bottom:1px solid #d0d7de}
 table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem;width:100%}
-th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:left;vertical-align:top}
+th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:left;vertical-align:top;
+overflow-wrap:anywhere}
 th{background:#f6f8fa}td.msg{font-family:ui-monospace,monospace;white-space:pre-wrap;
-word-break:break-word;max-width:36rem}
+font-size:.8rem}
+.failure{border:1px solid #cf222e;border-left:6px solid #cf222e;padding:.3rem .8rem;
+margin:.6rem 0;overflow-wrap:anywhere}.failure h3{font-size:1rem;margin:.3rem 0}
+.failure pre{white-space:pre-wrap;background:#f6f8fa;padding:.4rem;font-size:.8rem}
 .passed,.pass{color:#1a7f37;font-weight:600}.failed,.fail{color:#cf222e;font-weight:600}
 .skipped,.xfailed,.missing{color:#6e7781}.badge{display:inline-block;padding:.15rem .6rem;
 border-radius:1rem;color:#fff;font-weight:700}.badge.passed{background:#1a7f37}
@@ -122,18 +126,23 @@ def _matrix(doc: Mapping[str, Any]) -> str:
             + _table(["property", "dtype", *names], rows, "matrix"))
 
 
+def _failure_card(title: str, lines: Sequence[tuple[str, object]], text: object) -> str:
+    meta = "".join(f"<div><b>{esc(k)}</b> <code>{esc(v)}</code></div>" for k, v in lines if v)
+    body = f"<pre>{esc(text)}</pre>" if text else ""
+    return f'<div class="failure"><h3>{esc(title)}</h3>{meta}{body}</div>'
+
+
 def _failures(doc: Mapping[str, Any]) -> str:
-    failed = [p for p in doc["properties"] if p["status"] == "failed"]
-    claims = [c for c in doc["claims"] if c["status"] == "fail"]
-    if not failed and not claims:
-        return ""
-    rows = [[_td(p["id"]), _td(p["backend"]), _td(p["dtype"]), _td(p["message"], "msg"),
-             _td(p["vector"]), _td(p["replay"], "msg")] for p in failed]
-    rows += [[_td(f"claim {c['id']}"), _td(c["backend"]), _td(""),
-              _td(f"expected {c['expected']}, observed {c['observed']}", "msg"),
-              _td(""), _td("")] for c in claims]
-    return "<h2>Failures</h2>" + _table(
-        ["test", "backend", "dtype", "message", "vector", "replay"], rows)
+    cards = [_failure_card(p["id"], [("backend", p["backend"]), ("dtype", p["dtype"]),
+                                     ("test vector", p["vector"]), ("replay", p["replay"])],
+                           p["message"])
+             for p in doc["properties"] if p["status"] == "failed"]
+    cards += [_failure_card(f"claim {c['id']}", [("backend", c["backend"]),
+                                                 ("source", c["source"])],
+                            f"{c['statement']}\nexpected: {c['expected']}\n"
+                            f"observed: {c['observed']}")
+              for c in doc["claims"] if c["status"] == "fail"]
+    return "<h2>Failures</h2>" + "".join(cards) if cards else ""
 
 
 def _properties(doc: Mapping[str, Any]) -> str:

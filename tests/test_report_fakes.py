@@ -116,3 +116,31 @@ def test_the_fake_suite_runs_under_plain_pytest(tmp_path):
                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "1 failed, 2 passed, 1 skipped" in done.stdout, done.stdout
+
+
+def fake_claims(backend_name: str) -> list[dict]:
+    """A stand-in claim checker: one claim that holds, one whose statement is hostile."""
+    return [
+        {"id": "S25", "source": "004_fake.txt", "section": "depth",
+         "statement": "(1+a)^L at a=-1/2, L=3 is 1/8", "expected": "1/8", "observed": "1/8",
+         "status": "pass", "note": None},
+        {"id": "S99", "source": "004_fake.txt", "section": None,
+         "statement": "hostile text " + HOSTILE, "expected": "1 | 2", "observed": "1 | 2",
+         "status": "pass", "note": f"checked on {backend_name}"},
+    ]
+
+
+def run_check(mp, root: Path, *args: str, mode: str = "fail", report_dir: str = "out"):
+    """``resverify check`` on the fake suite in ``root`` (the working directory), with the
+    fake claim checker; returns (exit code, report folder)."""
+    from reports.cli import main
+
+    suite = root / f"suite-{mode}"
+    if not suite.exists():
+        write_fake_suite(suite, mode)
+    mp.chdir(root)
+    mp.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    mp.setattr("reports.claim_source.find_checker", lambda: fake_claims)
+    code = main(["check", "--suite", str(suite.relative_to(root)), "--report-dir", report_dir,
+                 *args])
+    return code, root / report_dir
