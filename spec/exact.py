@@ -265,7 +265,7 @@ def _times(ma: Fraction, ea: Fraction, mb: Fraction, eb: Fraction) -> Fraction:
 
 
 def _forward_slack(op: str, args: Sequence[Arr], slacks: Sequence[Fraction],
-                   out: Arr, own: Fraction) -> Fraction:
+                   alpha: Fraction | None, own: Fraction) -> Fraction:
     if op in ("add", "residual_add"):
         return slacks[0] + slacks[1]
     if op == "mul" and any(slacks):
@@ -276,7 +276,10 @@ def _forward_slack(op: str, args: Sequence[Arr], slacks: Sequence[Fraction],
         return args[0].size * slacks[0]
     if op in ("relu", "tanh"):
         return slacks[0] + own
-    return slacks[0] if op == "scale" else ZERO
+    if op == "scale":
+        assert alpha is not None
+        return abs(alpha) * slacks[0]
+    return ZERO
 
 
 def _backward_slack(op: str, g: Arr, eg: Fraction, args: Sequence[Arr],
@@ -361,7 +364,7 @@ def evaluate_exact(program: Program, inputs: Mapping[str, object],
         values[node.name] = RULES[node.op].forward(args, node.alpha)
         own = _tanh_error(values[node.name]) if node.op == "tanh" else ZERO
         slack[node.name] = _forward_slack(node.op, args, [slack[a] for a in node.args],
-                                          values[node.name], own)
+                                          node.alpha, own)
     output = _normalize(values[program.output])
     trace = Trace(values, slack)
     if cotangent is None:

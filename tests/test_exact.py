@@ -218,6 +218,22 @@ def test_slack_is_zero_without_tanh_and_tiny_with_it() -> None:
             <= result.slack
 
 
+def test_slack_bounds_the_error_after_a_large_scale_and_a_sum() -> None:
+    program = Program((Input("x", (3,)),), (Node("t", "tanh", ("x",)),
+                                           Node("s", "scale", ("t",), F(2**120)),
+                                           Node("y", "sum", ("s",))), "y")
+    xs = [F(1, 3), F(-7, 5), F(22, 7)]
+    result = evaluate_exact(program, {"x": xs}, None)
+    assert result.output is not None
+    with mpmath.workprec(800):
+        true = sum(mpmath.tanh(mpmath.mpf(x.numerator) / x.denominator) for x in xs) * 2**120
+        value: Fraction = result.output.item()
+        gap = abs(mpmath.mpf(value.numerator) / value.denominator - true)
+        bound = mpmath.mpf(result.slack.numerator) / result.slack.denominator
+    assert gap <= bound, f"error {gap} exceeds slack {bound} [{program.describe()}]"
+    assert result.slack >= 2**120 * F(1, 2**TANH_PRECISION_BITS) / 2
+
+
 def test_inputs_may_be_arbitrary_fractions() -> None:
     program = one_node("linear", [(2,), (2, 1)])
     result = evaluate_exact(program, {"a": [F(1, 3), F(2, 7)], "b": [[F(3)], [F(7, 2)]]}, [F(1)])
