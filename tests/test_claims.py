@@ -202,3 +202,22 @@ def test_near_miss_expected_value_fails(claim_id: str, key: str, wrong: object) 
     wrong_claim = dataclasses.replace(claim, expected={**claim.expected, key: wrong})
     outcome = check_claim(wrong_claim)
     assert outcome.status == "fail", f"{claim_id} passed with {key}={wrong!r}"
+
+
+def _float32_off_by_eight_ulps(request: Request) -> Result:
+    """A backend whose float32 results are 8 ulps too large: outside the float32 budget."""
+    result = resolve_backend("numpy").run(request)
+    if request.dtype != "float32" or result.grads is None or result.output is None:
+        return result
+
+    def bump(v: np.ndarray) -> np.ndarray:
+        return np.asarray(v + 8 * np.spacing(v), dtype=v.dtype)
+
+    return Result(output=bump(result.output), grads={k: bump(v) for k, v in result.grads.items()})
+
+
+def test_float32_result_beyond_its_budget_fails_s30() -> None:
+    outcome = check_claim(BY_ID["S30"], _float32_off_by_eight_ulps)
+    assert outcome.backend_status == "fail", outcome.backend_observed
+    assert isinstance(outcome.backend_observed, dict)
+    assert outcome.backend_observed["float32 within budget"] is False, outcome.backend_observed
