@@ -173,10 +173,6 @@ def _request(program: Program, inputs: Mapping[str, object], cotangent: object |
     return Request(program, arrays, dtype, cot)
 
 
-def _rows(values: tuple[Fraction, ...], width: int) -> tuple[tuple[Fraction, ...], ...]:
-    return tuple(values[i:i + width] for i in range(0, len(values), width))
-
-
 def _jacobian(interp: Interpreter, request_for_row: Callable[[int], Request], n: int
               ) -> tuple[tuple[Fraction, ...], ...]:
     """Rows of a Jacobian, one unit cotangent each: ``x̄ = Jᵀ e_i`` is row i of J."""
