@@ -192,8 +192,8 @@ def _scaled(array: Arr) -> tuple[Arr, int] | None:
     flat = array.reshape(-1).tolist()
     if not all(isinstance(v, (Fraction, int)) for v in flat):
         return None
-    d = math.lcm(*(Fraction(v).denominator for v in flat)) if flat else 1
-    ints = [Fraction(v).numerator * (d // Fraction(v).denominator) for v in flat]
+    d = math.lcm(*(v.denominator for v in flat)) if flat else 1
+    ints = [v.numerator * (d // v.denominator) for v in flat]
     return _objects(ints, array.shape), d
 
 
