@@ -368,6 +368,9 @@ class Budget:
             raise InvalidProgram("an exact result with an output and gradients is needed")
         found = _misses("output", exact.output, output, self.output)
         for name, bound in self.grads.items():
+            if name not in grads:
+                found.append(Miss(f"grad[{name}] missing", (), float("nan"), Fraction(0), 0.0))
+                continue
             found += _misses(f"grad[{name}]", exact.grads[name], grads[name], bound)
         return found
 

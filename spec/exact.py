@@ -320,7 +320,8 @@ class ExactResult:
 
     ``slack`` bounds, for every element at once, the distance between a Fraction here and
     the true real value; it is 0 unless the program uses ``tanh``. ``grads`` is None
-    when no cotangent was given (forward only) or on error.
+    when no cotangent was given (forward only) or on error. ``trace`` keeps every
+    intermediate value (``spec.budget`` reuses it when passed ``exact=``).
     """
 
     output: Arr | None
