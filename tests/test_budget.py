@@ -239,3 +239,12 @@ def test_no_budget_for_a_rejected_program() -> None:
     request = Request(program, {"a": np.zeros((2, 2)), "b": np.zeros(2)}, "float64", None)
     with pytest.raises(InvalidProgram, match="rejects"):
         error_budget(request)
+
+
+def test_a_missing_gradient_is_reported_as_a_miss() -> None:
+    request = linear_block_request()
+    misses, exact, budget = backend_misses(request)
+    assert not misses and exact.output is not None and exact.grads is not None
+    found = budget.misses(exact, exact.output.astype(np.float64),
+                          {"x": exact.grads["x"].astype(np.float64)})
+    assert [m.where for m in found] == ["grad[w] missing"]
