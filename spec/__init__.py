@@ -3,10 +3,13 @@
 Public API: the program IR (:class:`Program`, :class:`Input`, :class:`Node`, ``OPS``,
 ``DTYPES``, :func:`infer_shapes`), requests and results (:class:`Request`,
 :class:`Result`, :class:`ResultError`), their lossless JSON (:func:`dumps`,
-:func:`loads_request`, :func:`loads_result`) and the error types rooted at
-:class:`ResverifyError`.
+:func:`loads_request`, :func:`loads_result`), the exact interpreter (:func:`evaluate`,
+:func:`evaluate_exact`, :class:`ExactResult`), error budgets (:func:`error_budget`,
+:class:`Budget`) and the error types rooted at :class:`ResverifyError`. The SymPy
+derivations live in ``spec.derive`` (imported on demand: SymPy is slow to load).
 """
 
+from spec.budget import UNIT_ROUNDOFF, Budget, error_budget
 from spec.codec import FORMAT_VERSION, dumps, loads_request, loads_result
 from spec.errors import (
     InvalidProgram,
@@ -15,6 +18,7 @@ from spec.errors import (
     Unsupported,
     UsageError,
 )
+from spec.exact import TANH_PRECISION_BITS, ExactResult, as_fractions, evaluate, evaluate_exact
 from spec.ir import DTYPES, OPS, Input, Node, Program, infer_shapes
 from spec.request import Request, Result, ResultError
 
@@ -22,6 +26,10 @@ __all__ = [
     "DTYPES",
     "FORMAT_VERSION",
     "OPS",
+    "TANH_PRECISION_BITS",
+    "UNIT_ROUNDOFF",
+    "Budget",
+    "ExactResult",
     "Input",
     "InvalidProgram",
     "Node",
@@ -33,7 +41,11 @@ __all__ = [
     "ShapeMismatch",
     "Unsupported",
     "UsageError",
+    "as_fractions",
     "dumps",
+    "error_budget",
+    "evaluate",
+    "evaluate_exact",
     "infer_shapes",
     "loads_request",
     "loads_result",
