@@ -115,8 +115,8 @@ def exact_tanh(x: Fraction) -> tuple[Fraction, Fraction]:
 
     Small and large arguments use bounds that need no evaluation:
     ``x - x**3/3 <= tanh x <= x`` for x >= 0, and ``0 < 1 - tanh x < 2 exp(-2x) < 2**-700``
-    for x >= 256. Between, ``tanh x = (e - 1)/(e + 1)`` with ``e = exp(2x)`` in interval
-    arithmetic, redone at double precision until the enclosure is narrow enough.
+    for x >= 256. Between, ``tanh x = 1 - 2/(exp(2x) + 1)`` with outward rounding, redone at
+    double the precision until the enclosure is narrow enough. The result is cached.
     """
     if x < 0:
         t, e = exact_tanh(-x)
