@@ -26,7 +26,8 @@ BRANCHES = ("linear", "relu", "ax", "tanh", "tanh_linear")
 
 
 def values(dtype: str, shape: tuple[int, ...]) -> st.SearchStrategy[np.ndarray]:
-    floats = st.floats(-4, 4, width=32) if dtype == "float32" else st.floats(-4, 4)
+    floats = {"float16": st.floats(-4, 4, width=16), "float32": st.floats(-4, 4, width=32),
+              "float64": st.floats(-4, 4)}[dtype]
     elements = st.one_of(floats, st.sampled_from([0.0, 1.0, -0.5]))
     return arrays(np.dtype(dtype), shape, elements=elements)
 
@@ -77,7 +78,7 @@ def backend_misses(request: Request) -> tuple[list[str], ExactResult, Budget]:
     return [str(m) for m in budget.misses(exact, result.output, result.grads)], exact, budget
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
 @SETTINGS
 @given(data=st.data())
 def test_reference_backend_lies_inside_the_budget(dtype: str, data: st.DataObject) -> None:
