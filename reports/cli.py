@@ -38,7 +38,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv.insert(0, DEFAULT_COMMAND)
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # argparse said its one line (or printed --help)
+        return exc.code if isinstance(exc.code, int) else 2
     command = next(m for m in COMMANDS if args.command == m.NAME)
     try:
         return int(command.run(args))

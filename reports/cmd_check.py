@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--suite", metavar="TARGET",
                         help="pytest target of the property suite (default: the installed "
                         "'properties' package)")
+    parser.add_argument("--no-claims", action="store_true",
+                        help="skip the claim checker (the report says so)")
     parser.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS",
                         help="extra pytest arguments after --, e.g. -- -k shape")
 
@@ -72,6 +75,7 @@ class _Run:
     started: float = field(default_factory=time.monotonic)
     timings: dict[str, Any] = field(default_factory=dict)
     suite_ran: bool = False
+    plot_job: _PlotJob | None = None
 
     @property
     def backends(self) -> list[Backend]:
@@ -137,10 +141,34 @@ def _pytest_args(args: argparse.Namespace) -> list[str]:
     return extra[1:] if extra[:1] == ["--"] else extra
 
 
+class _PlotJob:
+    """Draws the plots in a thread while the claims and the suite run (they need only the
+    seed), so the report costs no extra wall time on a machine with a spare core."""
+
+    def __init__(self, seed: int) -> None:
+        self.plots: dict[str, bytes] = {}
+        self.error: str | None = None
+        self.thread = threading.Thread(target=self._draw, args=(seed,), daemon=True)
+        self.thread.start()
+
+    def _draw(self, seed: int) -> None:
+        try:
+            from reports.plots import render_plots
+
+            self.plots = render_plots(seed)
+        except Exception as exc:  # plots are an extra: the report stands without them
+            self.error = f"plots were not drawn: {type(exc).__name__}: {exc}"
+
+    def result(self) -> tuple[dict[str, bytes], str | None]:
+        self.thread.join()
+        return self.plots, self.error
+
+
 def run(args: argparse.Namespace) -> int:
     args.pytest_args = _pytest_args(args)
     _check_profile(args.profile)
     state = _Run(args, _backends(args.backends or ["numpy"]), _report_dir(args.report_dir))
+    state.plot_job = _PlotJob(args.seed)
     interrupted = False
     try:
         _run_claims(state)
@@ -148,14 +176,19 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         interrupted = True
         state.warnings.append("interrupted (KeyboardInterrupt): the report holds what finished")
-    finally:
-        doc = write_reports(state)
+    except Exception:
+        write_reports(state)  # leave a report of what finished, then let the bug show
+        raise
     _usage_error_from_pytest(state)
-    _print_summary(doc, state.report_dir, interrupted)
+    doc = write_reports(state)
+    _print_summary(doc, state.report_dir, interrupted or state.suite.interrupted)
     return 0 if doc["status"] == "passed" else 1
 
 
 def _run_claims(state: _Run) -> None:
+    if state.args.no_claims:
+        state.claims = ClaimRun(warnings=["claims were not checked (--no-claims)"])
+        return
     began = time.monotonic()
     state.claims = run_claims({name: b.name for name, b in state.named.items()})
     state.timings["claims_seconds"] = round(time.monotonic() - began, 3)
@@ -208,6 +241,7 @@ def _usage_error_from_pytest(state: _Run) -> None:
     """pytest refusing its arguments (exit code 4) is a usage error of ours."""
     if state.suite.returncode != 4 or state.suite.results:
         return
+    (state.report_dir / "report.json").unlink(missing_ok=True)  # a refused run has no report
     log = state.report_dir / "pytest.log"
     lines = log.read_text(errors="replace").splitlines() if log.exists() else []
     said = next((ln for ln in reversed(lines) if "error" in ln.lower()), "see pytest.log")
@@ -224,13 +258,15 @@ def write_reports(state: _Run) -> dict[str, Any]:
     """report.json first (cheapest, most important), then report.md, then report.html."""
     from reports.html import render_html
     from reports.markdown import append_step_summary, render_markdown
-    from reports.plots import render_plots
 
     doc = _write_json(state)
+    plots, error = state.plot_job.result() if state.plot_job else ({}, "plots were not drawn")
+    if error:
+        state.warnings.append(error)
+        doc = _write_json(state)
     markdown = render_markdown(doc)
     write_text(state.report_dir / "report.md", markdown)
     append_step_summary(markdown)
-    plots = render_plots(state.args.seed)
     (state.report_dir / "plots").mkdir(exist_ok=True)
     for name, png in plots.items():
         write_bytes(state.report_dir / "plots" / f"{name}.png", png)

@@ -3,8 +3,8 @@
 The vector (a request saved by the property suite) runs on the backend and through the
 exact specification (:func:`spec.exact.evaluate`); every output and gradient element is
 printed with the backend's value, the exact value, the error budget of the request's
-dtype (:func:`spec.budget.error_budget`, plus the exact interpreter's own slack for
-``tanh``) and ok/FAIL. An element is ok when ``|backend - exact| <= budget``, compared
+dtype (:func:`spec.budget.error_budget`, which includes the exact interpreter's own
+slack for ``tanh``) and ok/FAIL. An element is ok when ``|backend - exact| <= budget``, compared
 in exact rational arithmetic. Exit 0 when every element is within budget, 1 otherwise,
 2 when the file cannot be read or is not a valid request.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -62,23 +63,32 @@ def _run_backend(backend: Backend, request: Request) -> Result:
         return Result.failure("backend_error", f"{type(exc).__name__}: {exc}")
 
 
-def _budget(request: Request) -> tuple[Any, str | None]:
+def _budget(request: Request, exact: Any) -> tuple[Any, str | None]:
     try:
         module = importlib.import_module("spec.budget")
     except ModuleNotFoundError as exc:
         if exc.name != "spec.budget":
             raise
         return None, "no error budget available (spec.budget is missing): compared exactly"
-    return module.error_budget(request), None
+    return module.error_budget(request, exact=exact), None
 
 
 def _index(shape: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
     yield from np.ndindex(*shape) if shape else iter([()])
 
 
+def _allowed(budget: np.ndarray | None, idx: tuple[int, ...], slack: Fraction
+             ) -> Fraction | None:
+    """The bound for one element (None: unbounded). The budget already holds the slack."""
+    if budget is None:
+        return slack
+    limit = float(budget[idx])
+    return None if math.isinf(limit) else Fraction(limit)
+
+
 def compare_array(label: str, got: np.ndarray, exact: np.ndarray, budget: np.ndarray | None,
                   slack: Fraction) -> list[Row]:
-    """One row per element of ``got`` against the exact values."""
+    """One row per element of ``got`` against the exact values (compared as rationals)."""
     if got.shape != exact.shape:
         return [Row(label, f"shape {list(got.shape)}", f"shape {list(exact.shape)}", "", "",
                     False)]
@@ -86,13 +96,14 @@ def compare_array(label: str, got: np.ndarray, exact: np.ndarray, budget: np.nda
     for idx in _index(exact.shape):
         value = float(got[idx])
         truth = Fraction(exact[idx])
-        allowed = slack + (Fraction(float(budget[idx])) if budget is not None else 0)
-        finite = bool(np.isfinite(value))
-        diff = abs(Fraction(value) - truth) if finite else None
+        allowed = _allowed(budget, idx, slack)
+        diff = abs(Fraction(value) - truth) if math.isfinite(value) else None
+        ok = (not math.isnan(value)) if allowed is None else (diff is not None
+                                                               and diff <= allowed)
         rows.append(Row(
             f"{label}[{','.join(map(str, idx))}]", repr(value), _show(truth),
-            "inf" if diff is None else f"{float(diff):.3g}", f"{float(allowed):.3g}",
-            diff is not None and diff <= allowed))
+            "inf" if diff is None else f"{float(diff):.3g}",
+            "inf" if allowed is None else f"{float(allowed):.3g}", ok))
     return rows
 
 
@@ -159,9 +170,10 @@ def run(args: argparse.Namespace) -> int:
 
     result = _run_backend(backend, request)
     exact = evaluate(request)
-    budget, note = _budget(request) if exact.error is None else (None, None)
-    print(f"vector {args.vector}: {request.program.describe()} [{request.dtype}] "
-          f"on backend {backend.name}")
+    budget, note = _budget(request, exact) if exact.error is None else (None, None)
+    program = request.program.describe()
+    program = program if len(program) <= 160 else program[:157] + "..."
+    print(f"vector {args.vector}: {program} [{request.dtype}] on backend {backend.name}")
     if note:
         print(f"note: {note}")
     rows = _dtype_rows(request, result) + compare(request, result, exact, budget)

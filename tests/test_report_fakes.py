@@ -3,8 +3,8 @@
 It behaves like the real suite from the runner's point of view: a ``--backend`` option
 (repeatable), the Hypothesis profiles dev/ci/thorough, and ``record_property`` of
 ``property``, ``backend``, ``dtype``, ``examples`` and, on failure, ``vector`` and
-``replay``. ``mode`` adds a failing test (its message carries hostile HTML), a skipped
-one, or a test that interrupts or kills pytest halfway.
+``replay``. ``mode`` adds a failing test (its message carries hostile HTML), or a test that
+interrupts pytest, kills it, or hangs, after the others finished.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def test_zzz_never_reached(backend_name):
 
 
 def write_fake_suite(folder: Path, mode: str = "pass") -> Path:
-    """Write the fake suite into ``folder``; mode is pass, fail, interrupt or crash."""
+    """Write the fake suite into ``folder``; mode is pass, fail, interrupt, crash or slow."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "conftest.py").write_text(CONFTEST)
     body = PASSING.format(hostile=HOSTILE)
@@ -105,6 +105,8 @@ def write_fake_suite(folder: Path, mode: str = "pass") -> Path:
         body += STOPPING.format(name="interrupt", action="raise KeyboardInterrupt")
     elif mode == "crash":
         body += STOPPING.format(name="crash", action="os._exit(3)")
+    elif mode == "slow":
+        body += STOPPING.format(name="slow", action="__import__('time').sleep(120)")
     (folder / "test_fake_properties.py").write_text(textwrap.dedent(body))
     return folder
 

@@ -1,0 +1,90 @@
+"""``resverify check`` on the command line: usage errors are one line and exit 2; pytest's
+own options (-n, --junitxml, -- -k) pass through; ``resverify`` alone means check."""
+
+from __future__ import annotations
+
+import io
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+from test_report_fakes import write_fake_suite
+
+from reports.cli import main
+from reports.runner import Progress
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("resverify: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["check", "--backend", "no-such-backend"], "unknown backend"),
+    (["check", "--profile", "nightly"], "unknown profile"),
+    (["check", "--report-dir", "taken"], "cannot write to report folder"),
+    (["check", "--no-such-option"], "unrecognized arguments"),
+])
+def test_usage_errors_exit_2_with_one_line(tmp_path, monkeypatch, capsys, argv, said):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "taken").write_text("a file where the report folder should go")
+    assert main(argv) == 2, argv
+    assert said in _one_line_error(capsys)
+    assert not (tmp_path / "resverify-report").exists(), "a refused run wrote a report"
+
+
+def test_pytest_refusing_its_arguments_is_a_usage_error(tmp_path, monkeypatch, capsys):
+    write_fake_suite(tmp_path / "suite")
+    monkeypatch.chdir(tmp_path)
+    code = main(["check", "--suite", "suite", "--no-claims", "--", "--no-such-pytest-flag"])
+    assert code == 2
+    assert "pytest refused the arguments" in _one_line_error(capsys)
+    assert not (tmp_path / "resverify-report" / "report.json").exists()
+
+
+def test_bare_command_checks_with_xdist_junit_and_selection(tmp_path, monkeypatch, capsys):
+    write_fake_suite(tmp_path / "suite", "fail")
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    code = main(["--suite", "suite", "--no-claims", "-n", "2", "--junitxml", "junit.xml",
+                 "--", "-k", "commutes or skipped"])
+    assert code == 0, capsys.readouterr()
+    doc = json.loads((tmp_path / "resverify-report" / "report.json").read_text())
+    assert doc["complete"] is True and doc["status"] == "passed", doc["warnings"]
+    assert doc["run"]["pytest_args"] == ["-k", "commutes or skipped"]
+    assert sorted(p["id"].split("::")[-1] for p in doc["properties"]) == [
+        "test_addition_commutes[numpy-float32]", "test_addition_commutes[numpy-float64]",
+        "test_unclaimed_dtype_is_skipped[numpy]"]
+    examples = [p["examples"] for p in doc["properties"] if p["status"] == "passed"]
+    assert examples == [4, 4], f"examples {examples}; the fake ci profile runs 4"
+    cases = ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")
+    assert len(list(cases)) == 3
+    text = summary.read_text()
+    assert text.startswith("earlier step\n# resverify: PASSED"), text[:80]
+    out = capsys.readouterr().out
+    assert "\r" not in out, "progress was drawn although stdout is not a terminal"
+    assert "passed (report in resverify-report/report.html)" in out, out
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_shown_on_a_terminal_and_silent_otherwise():
+    events = [{"event": "collected", "count": 2},
+              {"event": "begin", "nodeid": "suite/t.py::test_a[numpy]"},
+              {"event": "result", "nodeid": "suite/t.py::test_a[numpy]", "outcome": "failed",
+               "properties": {"examples": 12}}]
+    for stream, shown in ((_Terminal(), True), (io.StringIO(), False)):
+        progress = Progress(stream)
+        for event in events:
+            progress.event(event)
+        text = stream.getvalue()
+        assert ("[0/2] running test_a[numpy]" in text) is shown, text
+        assert ("[1/2 1 failed] test_a[numpy]: failed, 12 examples" in text) is shown, text
+        assert (text == "") is not shown

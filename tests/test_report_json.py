@@ -1,0 +1,81 @@
+"""report.json: it follows its shipped JSON Schema, and the same seed gives the same
+document apart from the fields named as timings."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+
+import jsonschema
+import pytest
+from test_report_fakes import run_check
+
+from reports.json_report import SCHEMA_VERSION, load_schema, strip_timings, validate
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    """The failing fake suite checked twice with the same seed, into the same folder."""
+    root = tmp_path_factory.mktemp("json")
+    docs = []
+    with pytest.MonkeyPatch.context() as mp:
+        for _ in range(2):
+            code, out = run_check(mp, root, "--profile", "dev", "--seed", "7")
+            assert code == 1, f"exit code {code} for a failing suite, expected 1"
+            docs.append(json.loads((out / "report.json").read_text()))
+            shutil.copytree(out, root / f"copy{len(docs)}")
+    return docs
+
+
+def test_report_validates_against_the_shipped_schema(two_runs):
+    doc = two_runs[0]
+    validate(doc)
+    assert doc["schema_version"] == SCHEMA_VERSION == load_schema()["properties"][
+        "schema_version"]["const"]
+
+
+def test_schema_refuses_a_report_missing_or_misnaming_fields(two_runs):
+    missing = copy.deepcopy(two_runs[0])
+    del missing["complete"]
+    wrong = copy.deepcopy(two_runs[0])
+    wrong["properties"][0]["status"] = "ok"
+    untimed = copy.deepcopy(two_runs[0])
+    untimed["properties"][0]["elapsed"] = 1.5  # a timing not named as one
+    for bad in (missing, wrong, untimed):
+        with pytest.raises(jsonschema.ValidationError):
+            validate(bad)
+
+
+def test_report_records_environment_backends_claims_and_properties(two_runs):
+    doc = two_runs[0]
+    assert set(doc["environment"]["dependencies"]) >= {"numpy", "sympy", "mpmath",
+                                                       "hypothesis", "pytest"}
+    assert doc["run"]["seed"] == 7 and doc["run"]["profile"] == "dev"
+    assert doc["backends"][0]["name"] == "numpy" and "float64" in doc["backends"][0]["dtypes"]
+    assert [c["id"] for c in doc["claims"]] == ["S25", "S99"]
+    by_status = {p["id"].split("::")[-1]: p for p in doc["properties"]}
+    failed = by_status["test_zero_branch_is_identity[numpy]"]
+    assert failed["status"] == "failed" and failed["vector"] == "out/vectors/zero_branch-numpy.json"
+    assert failed["replay"] == f"resverify replay {failed['vector']} --backend numpy"
+    assert "should be 2" in failed["message"]
+    skipped = by_status["test_unclaimed_dtype_is_skipped[numpy]"]
+    assert (skipped["status"], skipped["skip_reason"]) == ("skipped",
+                                                           "backend does not claim bfloat16")
+    passed = by_status["test_addition_commutes[numpy-float32]"]
+    assert (passed["status"], passed["dtype"], passed["examples"]) == ("passed", "float32", 5)
+    assert doc["complete"] is True and doc["status"] == "failed"
+    assert doc["summary"]["properties"] == {"total": 4, "passed": 2, "failed": 1, "skipped": 1}
+
+
+def test_same_seed_gives_the_same_report_apart_from_timings(two_runs):
+    first, second = two_runs
+    assert strip_timings(first) == strip_timings(second)
+    assert first["timings"] and "time_seconds" in first["properties"][0]
+    assert "timings" not in strip_timings(first)
+
+
+def test_strip_timings_removes_only_timing_fields():
+    doc = {"timings": {"total_seconds": 1}, "a": [{"time_seconds": 2, "b": 3}], "c_seconds": 4,
+           "seconds": 5}
+    assert strip_timings(doc) == {"a": [{"b": 3}], "seconds": 5}
