@@ -6,6 +6,7 @@ and constants are cast to that dtype before use.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -71,7 +72,8 @@ def linear(x: Tensor, w: Tensor) -> Tensor:
 
     def vjp(g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         d_in, d_out = w.shape
-        gw = x.value.reshape(-1, d_in).T @ g.reshape(-1, d_out)
+        rows = math.prod(x.shape[:-1])
+        gw = x.value.reshape(rows, d_in).T @ g.reshape(rows, d_out)
         return _arr(g @ w.value.T, x.dtype), _arr(gw, w.dtype)
 
     return Tensor(_arr(x.value @ w.value, x.dtype), (x, w), vjp, "linear")

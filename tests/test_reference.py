@@ -226,3 +226,15 @@ def test_backend_names_resolve_or_fail_with_a_usage_error():
     for bad in ("nope", "no_such_module:X", "impl.numpy_backend:Missing", "spec.ir:OPS"):
         with pytest.raises(UsageError):
             resolve_backend(bad)
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape"), [((2, 0), (0, 3)), ((0, 2), (2, 3)), ((2,), (2, 0))]
+)
+def test_linear_with_an_empty_axis_gives_empty_or_zero_gradients(x_shape, w_shape):
+    x, w = leaf(np.ones(x_shape)), leaf(np.ones(w_shape))
+    y = linear(x, w)
+    assert y.shape == (*x_shape[:-1], w_shape[1])
+    y.backward(np.ones(y.shape))
+    assert x.grad.shape == x_shape and w.grad.shape == w_shape
+    assert not np.any(x.grad) and not np.any(w.grad)
