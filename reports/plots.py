@@ -2,10 +2,10 @@
 
 Every plotted number comes from the reference implementation or an exact formula:
 
-* ``gradient_retention.png``: the input-gradient norm relative to the cotangent, by depth,
-  for plain and residual linear stacks run through :class:`impl.NumpyBackend`: the S11
-  stack ``W = diag(-1/4, -1/4)`` (plain ``(-1/4)^L``, residual ``(3/4)^L``) and a few stacks
-  with seeded random weights.
+* ``gradient_retention.png``: the input gradient's size relative to the cotangent's (max
+  norm), by depth, for plain and residual linear stacks run through
+  :class:`impl.NumpyBackend`: the S11 stack ``W = diag(-1/4, -1/4)`` (plain ``(-1/4)^L``,
+  residual ``(3/4)^L``) and a few stacks with seeded random weights.
 * ``depth_law.png``: ``|(1+a)^L|`` over ``a`` and ``L`` (exact powers), with the
   ``|1+a| = 1`` boundary (``a = 0`` and ``a = -2``) marked and the S25 values shown.
 * ``variance_growth.png``: seeded S26/S27 simulations (768 components, unit normal updates
@@ -48,7 +48,10 @@ def _png(fig: Figure) -> bytes:
 
 
 def retention_curve(weights: list[np.ndarray], residual: bool) -> np.ndarray:
-    """‖x̄₀‖/‖ȳ‖ for depth 0..len(weights), each depth run as one request on the backend."""
+    """max|x̄₀| / max|ȳ| for depth 0..len(weights), each depth one request on the backend.
+
+    The max-norm keeps the S11 values exact: there x̄₀ = f^L ȳ with ȳ = [1, 1].
+    """
     backend = NumpyBackend()
     width = weights[0].shape[0]
     x = np.linspace(1.0, -1.0, width) if width > 2 else np.array([2.0, -1.0])
@@ -60,7 +63,7 @@ def retention_curve(weights: list[np.ndarray], residual: bool) -> np.ndarray:
         request = Request(stack_program(depth, residual, width), values, "float64", cot)
         result = backend.run(request)
         assert result.grads is not None, result.error
-        out.append(np.linalg.norm(result.grads["x"]) / np.linalg.norm(cot))
+        out.append(np.max(np.abs(result.grads["x"])) / np.max(np.abs(cot)))
     return np.array(out)
 
 
@@ -83,7 +86,7 @@ def gradient_retention(seed: int) -> Figure:
             ax.semilogy(np.arange(depth + 1), curve, "-", lw=1.2,
                         color=_shade(color, shade), label=f"random {kind}, gain {gain}")
     ax.set_xlabel("depth L (layers)")
-    ax.set_ylabel("‖x̄₀‖ / ‖ȳ‖ (log scale)")
+    ax.set_ylabel("max|x̄₀| / max|ȳ| (log scale)")
     ax.set_title("Gradient retention by depth: plain vs residual stacks")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)

@@ -1,0 +1,145 @@
+"""report.html and report.md from a report document: self-contained, escaped, failures
+first, a conformance matrix for several backends, and the same bytes for the same seed."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from test_report_fakes import HOSTILE
+
+from impl import NumpyBackend
+from impl.backend import Capabilities
+from reports.html import conformance_matrix, render_html
+from reports.json_report import build_report, claim_entry, property_entry, validate
+from reports.markdown import append_step_summary, render_markdown
+
+
+class _Other:
+    name = "other|" + HOSTILE
+    capabilities = Capabilities(dtypes=("float32",), device="cuda:0")
+
+    def run(self, request):  # pragma: no cover - never run
+        raise NotImplementedError
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+
+    def handle_starttag(self, tag, attrs) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def _tags(page: str) -> list[tuple[str, dict]]:
+    parser = _Tags()
+    parser.feed(page)
+    return parser.tags
+
+
+def _record(test: str, backend: str, outcome: str, **extra) -> dict:
+    props = {"property": test, "backend": backend, "dtype": "float64", "examples": 12}
+    props.update(extra.pop("props", {}))
+    return {"nodeid": f"properties/test_laws.py::test_{test}[{backend}]", "outcome": outcome,
+            "duration": 0.25, "properties": props, "skip_reason": extra.get("skip_reason"),
+            "message": extra.get("message")}
+
+
+def _doc(backends: tuple = ()) -> dict:
+    backends = backends or (NumpyBackend(), _Other())
+    other = backends[-1].name
+    records = [_record("zero_branch", "numpy", "passed"),
+               _record("zero_branch", other, "failed", message="backend said " + HOSTILE,
+                       props={"vector": "v.json", "replay": "resverify replay v.json"}),
+               _record("depth_law", "numpy", "passed"),
+               _record("depth_law", other, "skipped", skip_reason="no float64")]
+    claims = [claim_entry({"id": "S11", "source": "s.txt", "statement": "0.75^4",
+                           "expected": "81/256", "observed": "81/256", "status": "pass"},
+                          "numpy"),
+              claim_entry({"id": "S30", "source": "s.txt", "statement": "x | y",
+                           "expected": "1.331", "observed": "1.3310001", "status": "fail"},
+                          "numpy")]
+    props = [property_entry(r, None, Path.cwd()) for r in records]
+    return build_report(run={"seed": 3, "profile": "ci", "backends": [b.name for b in backends],
+                             "pytest_args": [], "pytest_exit_code": 1},
+                        backends=list(backends), claims=claims, properties=props,
+                        complete=True, warnings=["a warning " + HOSTILE],
+                        timings={"total_seconds": 1.5})
+
+
+@pytest.fixture(scope="module")
+def plots():
+    from reports.plots import render_plots
+
+    return render_plots(3)
+
+
+def test_page_is_self_contained_and_scriptless(plots):
+    page = render_html(_doc(), plots)
+    tags = _tags(page)
+    assert [t for t, _ in tags if t in ("script", "iframe", "object", "embed", "link")] == []
+    assert [a for _, a in tags if any(k.startswith("on") for k in a)] == [], "event handler"
+    assert not re.search(r"""(src|href)=["']?(https?:|//)""", page), "a network reference"
+    assert re.findall(r'<img [^>]*src="([^"]{0,22})', page) == ["data:image/png;base64,"] * 3
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+
+
+def test_every_backend_string_is_escaped(plots):
+    page = render_html(_doc(), plots)
+    assert HOSTILE not in page
+    assert page.count("&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;") >= 4
+
+
+def test_conformance_matrix_appears_for_several_backends_only(plots):
+    other = _Other.name
+    assert conformance_matrix(_doc()["properties"], ["numpy", other]) == {
+        ("depth_law", "float64"): {"numpy": "passed", other: "skipped"},
+        ("zero_branch", "float64"): {"numpy": "passed", other: "failed"},
+    }
+    assert "Conformance matrix" in render_html(_doc(), plots)
+    assert "Conformance matrix" not in render_html(_doc((NumpyBackend(),)), plots)
+
+
+def test_page_is_the_same_for_the_same_document_apart_from_timings(plots):
+    from reports.plots import render_plots
+
+    first = render_html(_doc(), plots)
+    second_doc = _doc()
+    second_doc["timings"] = {"total_seconds": 99.0}
+    for prop in second_doc["properties"]:
+        prop["time_seconds"] = 7.0
+    second = render_html(second_doc, render_plots(3))
+    untimed = re.compile(r'<(td|p) class="timing">.*?</\1>')
+    assert first != second
+    assert untimed.sub("", first) == untimed.sub("", second)
+
+
+def test_report_document_built_here_is_valid():
+    validate(_doc())
+
+
+def test_markdown_puts_failures_first_and_escapes_table_text():
+    text = render_markdown(_doc())
+    assert text.startswith("# resverify: FAILED")
+    assert text.index("## Failures") < text.index("## Properties") < text.index("## Claims")
+    assert "test_zero_branch[" in text.split("## Failures")[1].split("\n## ")[0]
+    failures = text.split("## Failures")[1].split("\n## ")[0]
+    assert "claim `S30`" in failures and "x \\| y" in failures, failures
+    outside_code = re.sub(r"(`{3,})text\n.*?\n\1", "", text, flags=re.S)
+    assert HOSTILE not in outside_code and "&lt;script&gt;" in outside_code
+    assert HOSTILE in text.split("```text\n")[1], "code blocks show the message verbatim"
+    table = text.split("## Properties")[1]
+    assert table.index("failed") < table.index("skipped") < table.index("passed")
+    assert "other\\|&lt;script" in table, "a pipe in a backend name must not split the row"
+
+
+def test_step_summary_is_appended_only_when_named(tmp_path):
+    target = tmp_path / "summary.md"
+    target.write_text("before\n")
+    assert append_step_summary("# one", {"GITHUB_STEP_SUMMARY": str(target)}) == target
+    assert append_step_summary("# two\n", {"GITHUB_STEP_SUMMARY": str(target)}) == target
+    assert target.read_text() == "before\n# one\n# two\n"
+    assert append_step_summary("# three", {}) is None
