@@ -1,0 +1,158 @@
+"""Laws in α and in depth, checked within the spec's error budget.
+
+* the output and every gradient are affine in the α of the last block: with exact
+  ``Y(α)``, ``Y(a) = (1-a)·Y(0) + a·Y(1)``; the backend's three runs each sit within
+  their budget ``B`` of ``Y``, so ``|y(a) - (1-a)y(0) - a·y(1)| <= B_a + |1-a|B_0 + |a|B_1``
+  (the combination is formed exactly, in rationals);
+* for ``F = a·x``: L residual blocks multiply by ``(1+a)^L``, a plain stack by ``a^L``;
+* the unrolled sum ``x_L = x_0 + Σ a_l x_l`` over the backend's own intermediate states,
+  with tolerance ``B_L + Σ |a_l| B_l``;
+* a block with ``a = -1`` cancels exactly: output and input gradient are exactly zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+
+import numpy as np
+
+from impl.backend import Backend
+from properties.assertions import Context, run_ok
+from properties.cases import Case
+from properties.strategies import last_alpha_node
+from spec.budget import error_budget
+from spec.exact import as_fractions
+from spec.ir import Input, Node, Program
+from spec.request import Request
+
+__all__ = [
+    "check_cancellation_is_exact",
+    "check_output_affine_in_alpha",
+    "check_plain_depth_law",
+    "check_residual_depth_law",
+    "check_unrolled_sum",
+    "scale_chain",
+]
+
+
+def _frac(array: object) -> np.ndarray:
+    return as_fractions(np.asarray(array, dtype=np.float64))
+
+
+def _abs_budget(array: np.ndarray) -> np.ndarray:
+    return as_fractions(np.asarray(array, dtype=np.float64))
+
+
+def _finite(ctx: Context, what: str, array: object) -> None:
+    __tracebackhide__ = True
+    ctx.check(bool(np.all(np.isfinite(np.asarray(array)))),
+              f"{what}: backend {ctx.backend} gives a non-finite value "
+              f"{np.asarray(array).tolist()!r}, spec is finite")
+
+
+def check_output_affine_in_alpha(backend: Backend, case: Case, dtype: str, a: Fraction) -> None:
+    """``y(a)`` against ``(1-a)·y(0) + a·y(1)`` for the last block's α, output and gradients."""
+    __tracebackhide__ = True
+    name = last_alpha_node(case)
+    requests = {v: case.with_alpha(name, v).request(dtype) for v in (Fraction(0), Fraction(1), a)}
+    results = {v: run_ok(backend, r) for v, r in requests.items()}
+    budgets = {v: error_budget(r) for v, r in requests.items()}
+    ctx = Context(backend.name, requests[a])
+    keys = ["output", *requests[a].program.input_names]
+
+    def pick(v: Fraction, key: str) -> tuple[np.ndarray, np.ndarray]:
+        r, b = results[v], budgets[v]
+        assert r.output is not None and r.grads is not None
+        return ((r.output, b.output) if key == "output" else (r.grads[key], b.grads[key]))
+
+    for key in keys:
+        (y0, b0), (y1, b1), (ya, ba) = (pick(v, key) for v in (Fraction(0), Fraction(1), a))
+        if not all(np.all(np.isfinite(np.asarray(b, dtype=np.float64))) for b in (b0, b1, ba)):
+            continue
+        what = key if key == "output" else f"grads[{key!r}]"
+        for y in (y0, y1, ya):
+            _finite(ctx, what, y)
+        flat = [_frac(v).reshape(-1).tolist() for v in (y0, y1, ya, b0, b1, ba)]
+        for i, (v0, v1, va, e0, e1, ea) in enumerate(zip(*flat, strict=True)):
+            line = (1 - a) * v0 + a * v1
+            tol = ea + abs(1 - a) * e0 + abs(a) * e1
+            index = list(np.unravel_index(i, np.shape(ya))) if np.ndim(ya) else []
+            ctx.check(abs(va - line) <= tol,
+                      f"{what}{index} at α={a}: backend {ctx.backend} = {float(va)!r}, affine "
+                      f"prediction (1-α)y(0)+α·y(1) from the backend = {float(line)!r}, "
+                      f"budget {float(tol):.3g} (spec: affine in α)")
+
+
+def scale_chain(shape: tuple[int, ...], factors: Sequence[Fraction], residual: bool) -> Program:
+    """``h_l = residual_add(h, scale(h, a_l))`` (or ``scale(h, a_l)`` when plain)."""
+    nodes, h = [], "x"
+    for layer, a in enumerate(factors):
+        nodes.append(Node(f"f{layer}", "scale", (h,), a))
+        if residual:
+            nodes.append(Node(f"h{layer}", "residual_add", (h, f"f{layer}")))
+            h = f"h{layer}"
+        else:
+            h = f"f{layer}"
+    return Program((Input("x", shape),), tuple(nodes), h)
+
+
+def _check_power(backend: Backend, request: Request, factor: Fraction, law: str) -> None:
+    __tracebackhide__ = True
+    ctx = Context(backend.name, request)
+    result = run_ok(backend, request)
+    assert result.output is not None and result.grads is not None
+    budget = error_budget(request)
+    ctx.within(f"output ({law})", result.output, _frac(request.inputs["x"]) * factor,
+               budget.output)
+    ctx.within(f"grads['x'] ({law})", result.grads["x"], _frac(request.cotangent) * factor,
+               budget.grads["x"])
+
+
+def check_residual_depth_law(backend: Backend, request: Request, a: Fraction, depth: int) -> None:
+    """L residual blocks with ``F = a·x``: output and x̄ scale by ``(1+a)^L``."""
+    __tracebackhide__ = True
+    _check_power(backend, request, (1 + a) ** depth, f"(1+a)^L, a={a}, L={depth}")
+
+
+def check_plain_depth_law(backend: Backend, request: Request, a: Fraction, depth: int) -> None:
+    """L plain layers ``a·x``: output and x̄ scale by ``a^L``."""
+    __tracebackhide__ = True
+    _check_power(backend, request, a**depth, f"a^L, a={a}, L={depth}")
+
+
+def check_unrolled_sum(backend: Backend, requests: Sequence[Request],
+                       factors: Sequence[Fraction]) -> None:
+    """``x_L = x_0 + Σ_l a_l x_l`` where ``x_l`` is the backend's output at depth l.
+
+    ``requests[l]`` is the residual scale chain of depth l (``requests[0]`` the identity).
+    """
+    __tracebackhide__ = True
+    outputs, budgets = [], []
+    for request in requests:
+        result = run_ok(backend, request)
+        _finite(Context(backend.name, request), "output", result.output)
+        outputs.append(_frac(result.output).reshape(-1).tolist())
+        budgets.append(_abs_budget(error_budget(request).output).reshape(-1).tolist())
+    ctx = Context(backend.name, requests[-1])
+    shape = np.shape(requests[0].inputs["x"])
+    for flat, last in enumerate(outputs[-1]):
+        total = outputs[0][flat] + sum(a * x[flat] for a, x in zip(factors, outputs, strict=False))
+        tol = budgets[-1][flat] + sum(abs(a) * b[flat] for a, b in zip(factors, budgets,
+                                                                        strict=False))
+        index = list(np.unravel_index(flat, shape)) if shape else []
+        ctx.check(abs(last - total) <= tol,
+                  f"output{index}: backend {ctx.backend} x_L = {float(last)!r}, unrolled "
+                  f"x_0 + Σ a_l x_l from its own states = {float(total)!r}, "
+                  f"budget {float(tol):.3g}")
+
+
+def check_cancellation_is_exact(backend: Backend, request: Request) -> None:
+    """A block ``x + (-1)·x`` in the stack: output and x̄ are exactly zero."""
+    __tracebackhide__ = True
+    ctx = Context(backend.name, request)
+    result = run_ok(backend, request)
+    assert result.output is not None and result.grads is not None
+    zeros = np.zeros(request.inputs["x"].shape)
+    ctx.equal("output", result.output, zeros, "spec (exact cancellation)")
+    ctx.equal("grads['x']", result.grads["x"], zeros, "spec (exact cancellation)")

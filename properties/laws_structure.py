@@ -1,0 +1,189 @@
+"""Structural laws: shape rejection, shared operands, zero branches, α, determinism, hygiene.
+
+Signed zeros: every "equal" here is equality as values, so ``-0.0 == +0.0``. A zero
+branch can turn an input ``-0.0`` into ``+0.0`` (``-0.0 + 0.0 = +0.0`` in IEEE
+arithmetic), and the law "output equals x" is about values, not bit patterns.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from impl.backend import Backend
+from properties.assertions import Context, guarded_run, run_ok
+from properties.laws_oracle import check_matches_spec
+from spec.errors import ShapeMismatch
+from spec.exact import as_fractions, evaluate
+from spec.ir import Input, Node, Program, broadcast_shapes
+from spec.request import Request, Result
+
+__all__ = [
+    "check_alpha_zero_is_identity",
+    "check_bitwise_deterministic",
+    "check_declared_form",
+    "check_inputs_unchanged",
+    "check_null_space_branch_keeps_gradient",
+    "check_rejects_mismatch",
+    "check_shared_operand_gradient",
+    "check_zero_branch",
+    "merge_request",
+]
+
+
+def _snapshot(request: Request) -> list[bytes]:
+    arrays = [*request.inputs.values()]
+    if request.cotangent is not None:
+        arrays.append(request.cotangent)
+    return [np.asarray(a).tobytes() for a in arrays]
+
+
+def _same(first: Result, second: Result) -> bool:
+    if (first.error is None) != (second.error is None):
+        return False
+    if first.error is not None:
+        return first.error == second.error
+    assert first.grads is not None and second.grads is not None
+    pairs = [(first.output, second.output)] + [
+        (first.grads[k], second.grads.get(k)) for k in first.grads]
+    return set(first.grads) == set(second.grads) and all(
+        a is not None and b is not None and np.asarray(a).dtype == np.asarray(b).dtype
+        and np.asarray(a).shape == np.asarray(b).shape
+        and np.asarray(a).tobytes() == np.asarray(b).tobytes() for a, b in pairs)
+
+
+def merge_request(op: str, left: np.ndarray, right: np.ndarray, dtype: str,
+                  cotangent: np.ndarray | None) -> Request:
+    """``op(a, b)`` over two inputs of the given values (``op`` is add or residual_add)."""
+    program = Program((Input("a", left.shape), Input("b", right.shape)),
+                      (Node("y", op, ("a", "b")),), "y")
+    return Request(program, {"a": left, "b": right}, dtype, cotangent)
+
+
+def _shape_named(shape: tuple[int, ...], message: str) -> bool:
+    texts = {str(list(shape)), str(tuple(shape)), "x".join(map(str, shape))}
+    return any(t in message for t in texts if t)
+
+
+def check_rejects_mismatch(backend: Backend, request: Request) -> None:
+    """``residual_add(a, b)`` with unequal shapes is a shape_mismatch naming both shapes.
+
+    Nothing changes: the inputs keep their bytes, and a valid request run before and
+    after the refused one gives bitwise the same result. When the pair broadcasts,
+    ordinary ``add`` on the same backend accepts it (and agrees with the spec).
+    """
+    __tracebackhide__ = True
+    ctx = Context(backend.name, request)
+    left, right = (request.inputs[n] for n in ("a", "b"))
+    probe = merge_request("residual_add", left, left, request.dtype, np.ones_like(left))
+    first = guarded_run(backend, probe)
+    before = _snapshot(request)
+    result = guarded_run(backend, request)
+    pair = f"{list(left.shape)} and {list(right.shape)}"
+    ctx.check(result.error is not None and result.error.kind == "shape_mismatch",
+              f"backend {ctx.backend} gives "
+              f"{'a value' if result.error is None else result.error.kind} for residual_add "
+              f"of {pair}, spec gives shape_mismatch")
+    assert result.error is not None
+    ctx.check(result.error.shapes == (left.shape, right.shape),
+              f"backend {ctx.backend} names shapes {result.error.shapes}, spec names "
+              f"({left.shape}, {right.shape})")
+    ctx.check(_shape_named(left.shape, result.error.message)
+              and _shape_named(right.shape, result.error.message),
+              f"backend {ctx.backend} error text {result.error.message!r} does not name {pair}")
+    ctx.check(_snapshot(request) == before,
+              f"backend {ctx.backend} changed the inputs while refusing {pair}")
+    ctx.check(_same(first, guarded_run(backend, probe)),
+              f"backend {ctx.backend} gives a different result for residual_add(a, a) after "
+              f"refusing {pair}: the refusal changed its state")
+    try:
+        shape = broadcast_shapes("add", left.shape, right.shape)
+    except ShapeMismatch:
+        return
+    added = merge_request("add", left, right, request.dtype, np.ones(shape))
+    check_matches_spec(backend, added)
+
+
+def check_shared_operand_gradient(backend: Backend, request: Request, uses: int) -> None:
+    """x used ``uses`` times through merges receives ``uses · ȳ`` (exact for the data drawn)."""
+    __tracebackhide__ = True
+    ctx = Context(backend.name, request)
+    result = run_ok(backend, request)
+    assert result.output is not None and result.grads is not None and request.cotangent is not None
+    scale = _output_scale(request)
+    ctx.equal("output", result.output, as_fractions(request.inputs["x"]) * uses * scale)
+    ctx.equal("grads['x']", result.grads["x"], as_fractions(request.cotangent) * uses * scale)
+
+
+def _output_scale(request: Request) -> Fraction:
+    out = {n.name: n for n in request.program.nodes}[request.program.output]
+    return out.alpha if out.op == "scale" and out.alpha is not None else Fraction(1)
+
+
+def check_zero_branch(backend: Backend, request: Request) -> None:
+    """``residual_add(x, linear(x, 0))``: output = x, x̄ = ȳ, w̄ = xᵀȳ (nonzero when x, ȳ are)."""
+    __tracebackhide__ = True
+    ctx = Context(backend.name, request)
+    result = run_ok(backend, request)
+    assert result.output is not None and result.grads is not None and request.cotangent is not None
+    x, cot = request.inputs["x"], request.cotangent
+    ctx.equal("output", result.output, as_fractions(x), "x")
+    ctx.equal("grads['x']", result.grads["x"], as_fractions(cot), "ȳ")
+    check_matches_spec(backend, request)
+    if x.ndim == 1 and np.any(x != 0) and np.any(cot != 0):
+        ctx.check(bool(np.any(result.grads["w"] != 0)),
+                  f"grads['w']: backend {ctx.backend} is all zero, spec gives xᵀȳ ≠ 0 "
+                  "(a zero branch still learns)")
+
+
+def check_null_space_branch_keeps_gradient(backend: Backend, request: Request) -> None:
+    """x in the null space of W: F(x) = 0 here, yet x̄ = ȳ + Wȳ ≠ ȳ (integer data: exact)."""
+    __tracebackhide__ = True
+    ctx = Context(backend.name, request)
+    exact = evaluate(request)
+    assert exact.grads is not None and request.cotangent is not None
+    assert np.any(exact.grads["x"] != as_fractions(request.cotangent)), "strategy: Wȳ = 0"
+    result = run_ok(backend, request)
+    assert result.output is not None and result.grads is not None
+    ctx.equal("output", result.output, as_fractions(request.inputs["x"]), "x")
+    ctx.equal("grads['x']", result.grads["x"], exact.grads["x"])
+    ctx.equal("grads['w']", result.grads["w"], exact.grads["w"])
+
+
+def check_alpha_zero_is_identity(backend: Backend, request: Request) -> None:
+    """Every α = 0 and identity shortcuts: output = x, x̄ = ȳ, every weight gradient = 0."""
+    __tracebackhide__ = True
+    ctx = Context(backend.name, request)
+    result = run_ok(backend, request)
+    assert result.output is not None and result.grads is not None and request.cotangent is not None
+    ctx.equal("output", result.output, as_fractions(request.inputs["x"]), "x")
+    ctx.equal("grads['x']", result.grads["x"], as_fractions(request.cotangent), "ȳ")
+    for name, grad in result.grads.items():
+        if name != "x":
+            ctx.equal(f"grads[{name!r}]", grad, np.zeros(grad.shape), "α=0 branch")
+
+
+def check_bitwise_deterministic(backend: Backend, request: Request) -> None:
+    """The same request twice gives bitwise-identical results (or the same error)."""
+    __tracebackhide__ = True
+    ctx = Context(backend.name, request)
+    ctx.check(_same(guarded_run(backend, request), guarded_run(backend, request)),
+              f"backend {ctx.backend} gives two different results for one request "
+              "(spec: bitwise identical)")
+
+
+def check_inputs_unchanged(backend: Backend, request: Request) -> None:
+    """Running a request never changes its input or cotangent arrays."""
+    __tracebackhide__ = True
+    ctx = Context(backend.name, request)
+    before = _snapshot(request)
+    guarded_run(backend, request)
+    ctx.check(_snapshot(request) == before,
+              f"backend {ctx.backend} changed the request's input arrays (spec: untouched)")
+
+
+def check_declared_form(backend: Backend, request: Request) -> None:
+    """Output and every gradient have the declared shapes and the storage dtype."""
+    __tracebackhide__ = True
+    run_ok(backend, request)

@@ -1,0 +1,151 @@
+"""Variance laws: the exact sample identity, and chi-square tests on random streams.
+
+Exact sample identity. For the backend's branch output f and merge output y over a
+sample x, ``Var(y) - [Var x + Var f + 2Cov(x, f)] = Var(y) - Var(x + f)``. The merge
+rounds once: ``y = x + f + δ`` with ``|δ_i| <= b_i`` (the spec's budget for the merge
+alone), hence with population moments ``D = 2Cov(x+f, δ) + Var δ`` and, by Cauchy-Schwarz,
+``|D| <= 2·sqrt(Var(x+f)·M) + M`` where ``M = mean(b²)``. Checked in exact rationals.
+
+Random streams (numpy Generator seeded from Hypothesis; its float64 normal draws are
+taken as exact N(0, 1) samples). Under a correct backend the ideal output ``y*`` (the
+program on the unrounded draws) has independent ``N(0, v)`` components, so
+``S = Σ y*² / v`` is chi-square(n). The backend's ``y`` is within ``r_i = b_i + d_i`` of
+``y*`` (``b``: the spec's budget; ``d``: the effect of rounding the draws to the dtype,
+summed with a 1e-3 relative margin), so S lies in ``[Σ max(|y|-r, 0)², Σ (|y|+r)²] / v``.
+The check fails only when that whole interval is outside the chi-square acceptance
+region of :mod:`properties.stats`: false-alarm probability at most 1e-9 per example.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from impl.backend import Backend
+from properties.assertions import Context, run_ok
+from properties.cases import round_to_dtype
+from properties.laws_structure import merge_request
+from properties.stats import acceptance, miss_probability
+from spec.budget import error_budget
+from spec.exact import as_fractions
+from spec.ir import Input, Node, Program
+from spec.request import Request
+
+__all__ = [
+    "DEPENDENT_SAMPLES",
+    "STREAM_SAMPLES",
+    "check_dependent_branch_variance",
+    "check_independent_updates_variance",
+    "check_sample_variance_identity",
+    "noise_stack",
+]
+
+STREAM_SAMPLES = 768  # the width of seed S26
+DEPENDENT_SAMPLES = 4096
+
+
+def _moments(a: np.ndarray, b: np.ndarray) -> Fraction:
+    """Population covariance of two object arrays of Fractions."""
+    n = len(a)
+    ma, mb = sum(a, Fraction(0)) / n, sum(b, Fraction(0)) / n
+    return sum(((p - ma) * (q - mb) for p, q in zip(a, b, strict=True)), Fraction(0)) / n
+
+
+def check_sample_variance_identity(backend: Backend, request: Request) -> None:
+    """``Var y = Var x + Var f + 2Cov(x, f)`` on the backend's f and y, within the merge budget.
+
+    ``request`` is one block ``residual_add(x, f)`` over a 1-D sample x; f is fetched by
+    running the same program with the branch as output.
+    """
+    __tracebackhide__ = True
+    program = request.program
+    merge = {n.name: n for n in program.nodes}[program.output]
+    x_name, f_name = merge.args
+    f_program = Program(program.inputs, program.nodes, f_name)
+    f_request = Request(f_program, request.inputs, request.dtype,
+                        np.ones_like(request.inputs[x_name]))
+    y = as_fractions(run_ok(backend, request).output)
+    f_raw = np.asarray(run_ok(backend, f_request).output)
+    x, f = as_fractions(request.inputs[x_name]), as_fractions(f_raw)
+    bound = as_fractions(error_budget(merge_request(
+        "residual_add", request.inputs[x_name], f_raw, request.dtype,
+        np.ones_like(f_raw))).output)
+    exact_sum = x + f
+    gap = abs(_moments(y, y) - (_moments(x, x) + _moments(f, f) + 2 * _moments(x, f)))
+    m = sum((b * b for b in bound), Fraction(0)) / len(bound)
+    ok = gap <= m or (gap - m) ** 2 <= 4 * _moments(exact_sum, exact_sum) * m
+    allowed = 2 * float(m * _moments(exact_sum, exact_sum)) ** 0.5 + float(m)
+    Context(backend.name, request).check(
+        ok, f"Var(y) - [Var x + Var f + 2Cov(x,f)] = {float(gap):.3g} on backend "
+        f"{backend.name}'s outputs; spec: 0 up to the merge budget {allowed:.3g}")
+
+
+def noise_stack(samples: int, depth: int, scale: Fraction) -> Program:
+    """x (zeros) plus ``depth`` updates ``scale·e_l``, each merged with residual_add."""
+    inputs = [Input("x", (samples,))] + [Input(f"e{i}", (samples,)) for i in range(depth)]
+    nodes, h = [], "x"
+    for i in range(depth):
+        nodes += [Node(f"u{i}", "scale", (f"e{i}",), scale),
+                  Node(f"h{i}", "residual_add", (h, f"u{i}"))]
+        h = f"h{i}"
+    return Program(tuple(inputs), tuple(nodes), h)
+
+
+def check_independent_updates_variance(backend: Backend, dtype: str, seed: int, root: int,
+                                       rescale: bool, samples: int = STREAM_SAMPLES) -> None:
+    """``L = root²`` independent N(0,1) updates sum to variance L, or 1 with the 1/√L scale."""
+    __tracebackhide__ = True
+    depth = root * root
+    scale = Fraction(1, root) if rescale else Fraction(1)
+    draws = np.random.default_rng(seed).standard_normal((depth, samples))
+    rounded = round_to_dtype(draws, dtype)
+    values: dict[str, np.ndarray] = {"x": np.zeros(samples)}
+    values.update({f"e{i}": rounded[i] for i in range(depth)})
+    request = Request(noise_stack(samples, depth, scale), values, dtype, np.ones(samples))
+    drift = float(scale) * np.sum(np.abs(rounded.astype(np.float64) - draws), axis=0) * 1.001
+    _stream_check(backend, request, drift, depth * scale * scale,
+                  f"variance of {depth} independent updates scaled by {scale}")
+
+
+def _stream_check(backend: Backend, request: Request, drift: np.ndarray, variance: Fraction,
+                  law: str) -> tuple[float, float]:
+    __tracebackhide__ = True
+    ctx = Context(backend.name, request)
+    y = np.asarray(run_ok(backend, request).output, dtype=np.float64)
+    radius = np.asarray(error_budget(request).output, dtype=np.float64) + drift
+    v = float(variance)
+    s_lo = float(np.sum(np.maximum(np.abs(y) - radius, 0.0) ** 2)) / v * (1 - 1e-9)
+    s_hi = float(np.sum((np.abs(y) + radius) ** 2)) / v * (1 + 1e-9)
+    q_lo, q_hi = acceptance(len(y))
+    ctx.check(bool(np.all(np.isfinite(y))) and not (s_hi < q_lo or s_lo > q_hi),
+              f"{law}: backend {ctx.backend} gives Σy²/v in [{s_lo:.6g}, {s_hi:.6g}] for "
+              f"v={variance}, spec: chi-square({len(y)}) in [{q_lo:.6g}, {q_hi:.6g}] "
+              f"(false alarm <= 1e-9)")
+    return s_lo, s_hi
+
+
+def check_dependent_branch_variance(backend: Backend, dtype: str, seed: int, a: Fraction,
+                                    samples: int = DEPENDENT_SAMPLES) -> None:
+    """``y = x + a·x`` has variance ``(1+a)²``, not the naive ``1 + a²``: the covariance counts.
+
+    The naive value must be rejected too; :func:`miss_probability` shows beforehand that a
+    correct backend leaves it inside the acceptance region with probability <= 1e-9.
+    """
+    __tracebackhide__ = True
+    true_var, naive_var = (1 + a) ** 2, 1 + a * a
+    assert miss_probability(samples, true_var / naive_var) <= 1e-9, "strategy: a too small"
+    draws = np.random.default_rng(seed).standard_normal(samples)
+    rounded = round_to_dtype(draws, dtype)
+    program = Program((Input("x", (samples,)),),
+                      (Node("f", "scale", ("x",), a), Node("y", "residual_add", ("x", "f"))), "y")
+    request = Request(program, {"x": rounded}, dtype, np.ones(samples))
+    drift = float(abs(1 + a)) * np.abs(rounded.astype(np.float64) - draws) * 1.001
+    s_lo, s_hi = _stream_check(backend, request, drift, true_var,
+                               f"variance of x + {a}·x")
+    q_lo, q_hi = acceptance(samples)
+    ratio = float(true_var / naive_var)
+    Context(backend.name, request).check(
+        s_hi * ratio < q_lo or s_lo * ratio > q_hi,
+        f"backend {backend.name}: the naive Var x + Var F = {naive_var} is not rejected "
+        f"(Σy²/v in [{s_lo * ratio:.6g}, {s_hi * ratio:.6g}]), spec: (1+a)² = {true_var}")

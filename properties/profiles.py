@@ -1,0 +1,72 @@
+"""Hypothesis profiles for the property suite, registered here and nowhere else.
+
+``dev``       quick local runs (random seeds, the example database on).
+``ci``        derandomized, no deadline, few examples: the same run every time, and the
+              whole suite against the NumPy reference fits in about a minute on 2 cores.
+``thorough``  many examples, for a nightly job or before a release.
+``extremes``  opt-in: like ``dev`` but inputs are drawn from huge, tiny, subnormal and
+              signed-zero values instead of the sensible default range.
+
+Selection, first match wins: pytest's ``--hypothesis-profile NAME`` (Hypothesis' own
+option), then the environment variable ``RESVERIFY_PROFILE``, then ``ci`` when the
+environment variable ``CI`` is set, else ``dev``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from hypothesis import HealthCheck, Phase, settings
+
+from spec.errors import UsageError
+
+__all__ = ["DEFAULT", "PROFILES", "active_profile", "default_profile", "extremes_enabled",
+           "load_profile"]
+
+_QUIET_CHECKS = (HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                 HealthCheck.data_too_large, HealthCheck.filter_too_much)
+
+PROFILES: Mapping[str, settings] = {
+    "dev": settings(max_examples=25, deadline=None, suppress_health_check=_QUIET_CHECKS),
+    "ci": settings(max_examples=12, deadline=None, derandomize=True, database=None,
+                   print_blob=True, suppress_health_check=_QUIET_CHECKS),
+    "thorough": settings(max_examples=400, deadline=None, suppress_health_check=_QUIET_CHECKS),
+    "extremes": settings(max_examples=100, deadline=None, suppress_health_check=_QUIET_CHECKS),
+}
+DEFAULT = "dev"
+
+for _name, _profile in PROFILES.items():
+    settings.register_profile(_name, _profile)
+
+
+def default_profile(environ: Mapping[str, str] | None = None) -> str:
+    """The profile used when pytest got no ``--hypothesis-profile``."""
+    env = os.environ if environ is None else environ
+    chosen = env.get("RESVERIFY_PROFILE") or ("ci" if env.get("CI") else DEFAULT)
+    if chosen not in PROFILES:
+        raise UsageError(f"unknown Hypothesis profile {chosen!r} in RESVERIFY_PROFILE; "
+                         f"use one of {sorted(PROFILES)}")
+    return chosen
+
+
+def load_profile(name: str) -> None:
+    """Make ``name`` the active Hypothesis profile (UsageError for unknown names)."""
+    if name not in PROFILES:
+        raise UsageError(f"unknown Hypothesis profile {name!r}; use one of {sorted(PROFILES)}")
+    settings.load_profile(name)
+
+
+def active_profile() -> str:
+    """The name of the Hypothesis profile loaded now."""
+    return settings.get_current_profile_name()
+
+
+def extremes_enabled() -> bool:
+    """True while the ``extremes`` profile is loaded: strategies then draw extreme values."""
+    return active_profile() == "extremes"
+
+
+# A meta-test profile: no shrinking, so a broken backend is caught quickly.
+META = settings(max_examples=40, deadline=None, derandomize=True, database=None,
+                phases=(Phase.explicit, Phase.generate), suppress_health_check=_QUIET_CHECKS)

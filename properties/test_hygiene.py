@@ -1,0 +1,52 @@
+"""Determinism and hygiene: bitwise repeatability, untouched inputs, declared form (property 8)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from impl.backend import Backend
+from properties import pinned
+from properties.cases import Case
+from properties.laws_structure import (
+    check_bitwise_deterministic,
+    check_declared_form,
+    check_inputs_unchanged,
+)
+from properties.plugin import PropertyRun
+from properties.strategies import mismatch_cases, residual_cases
+from spec.ir import DTYPES
+
+DTYPE = pytest.mark.parametrize("dtype", DTYPES)
+ANY_CASE = st.one_of(residual_cases(), mismatch_cases())
+
+
+@DTYPE
+@pytest.mark.needs("residual_add", "scale")
+@given(case=ANY_CASE)
+@example(case=pinned.S11_RESIDUAL)  # S12
+def test_same_request_gives_bitwise_identical_results(
+        backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
+    prop.tick()
+    check_bitwise_deterministic(backend, prop.request(case, dtype))
+
+
+@DTYPE
+@pytest.mark.needs("residual_add", "scale")
+@given(case=ANY_CASE)
+@example(case=pinned.S06)
+def test_backend_never_mutates_inputs(
+        backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
+    prop.tick()
+    check_inputs_unchanged(backend, prop.request(case, dtype))
+
+
+@DTYPE
+@pytest.mark.needs("residual_add", "scale")
+@given(case=residual_cases())
+@example(case=pinned.S06)
+def test_results_have_declared_shapes_and_dtype(
+        backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
+    prop.tick()
+    check_declared_form(backend, prop.request(case, dtype))
