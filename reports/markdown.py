@@ -23,7 +23,7 @@ _ICON = {"passed": "✅ passed", "pass": "✅ pass", "failed": "❌ failed", "fa
 def cell(value: object) -> str:
     """Text safe inside a Markdown table cell."""
     text = "" if value is None else str(value)
-    return html.escape(text).replace("|", "\\|").replace("\n", " ").replace("\r", " ")
+    return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ").replace("\r", " ")
 
 
 def fenced(text: str) -> str:

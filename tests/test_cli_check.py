@@ -88,3 +88,18 @@ def test_progress_is_shown_on_a_terminal_and_silent_otherwise():
         assert ("[0/2] running test_a[numpy]" in text) is shown, text
         assert ("[1/2 1 failed] test_a[numpy]: failed, 12 examples" in text) is shown, text
         assert (text == "") is not shown
+
+
+def test_check_runs_the_real_property_suite_and_reads_its_records(tmp_path, monkeypatch):
+    pytest.importorskip("properties.plugin", reason="the property suite is not installed")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    code = main(["check", "--no-claims", "--", "-k", "residual_stack and float64"])
+    doc = json.loads((tmp_path / "resverify-report" / "report.json").read_text())
+    assert code == 0 and doc["complete"] is True, (code, doc["warnings"])
+    assert doc["properties"], "no property of the real suite was selected"
+    for prop in doc["properties"]:
+        assert prop["id"].split("::")[0].endswith("test_depth.py"), prop["id"]
+        assert (prop["backend"], prop["dtype"], prop["status"]) == ("numpy", "float64",
+                                                                   "passed"), prop
+        assert isinstance(prop["examples"], int) and prop["examples"] > 0, prop

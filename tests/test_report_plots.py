@@ -50,6 +50,4 @@ def test_plots_are_the_same_bytes_for_the_same_seed_and_carry_no_software_stamp(
     assert first == second
     assert all(png.startswith(b"\x89PNG\r\n\x1a\n") for png in first.values())
     assert all(b"Software" not in png and b"matplotlib" not in png for png in first.values())
-    other = plots.render_plots(6)
-    assert other["variance_growth"] != first["variance_growth"]
-    assert other["depth_law"] == first["depth_law"], "the depth law plot has no randomness"
+    assert plots.render_plots(6)["variance_growth"] != first["variance_growth"]
