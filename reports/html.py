@@ -47,7 +47,7 @@ border-radius:1rem;color:#fff;font-weight:700}.badge.passed{background:#1a7f37}
 .warn{background:#fff8c5;border:1px solid #d4a72c;padding:.5rem;margin:.5rem 0}
 figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #d0d7de}
 figcaption{font-size:.85rem;color:#57606a}code{font-size:.85em}
-.meta td:first-child{width:12rem;font-weight:600}
+.meta td:first-child{width:12rem;font-weight:600}.nw{white-space:nowrap;overflow-wrap:normal}
 """
 
 
@@ -58,9 +58,10 @@ def esc(value: object) -> str:
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], css: str = "") -> str:
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(rows_cell for rows_cell in row) + "</tr>" for row in rows)
+    thead = f"<thead><tr>{head}</tr></thead>" if any(headers) else ""
+    body = "".join("<tr>" + "".join(row) + "</tr>" for row in rows)
     cls = f' class="{css}"' if css else ""
-    return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<table{cls}>{thead}<tbody>{body}</tbody></table>"
 
 
 def _td(value: object, css: str = "") -> str:
@@ -69,7 +70,7 @@ def _td(value: object, css: str = "") -> str:
 
 
 def _status(value: str) -> str:
-    return f'<td class="{esc(value)}">{esc(value)}</td>'
+    return f'<td class="{esc(value)} nw">{esc(value)}</td>'
 
 
 def _header(doc: Mapping[str, Any]) -> str:
@@ -146,12 +147,11 @@ def _failures(doc: Mapping[str, Any]) -> str:
 
 
 def _properties(doc: Mapping[str, Any]) -> str:
-    rows = [[_td(p["id"]), _td(p["property"]), _td(p["backend"]), _td(p["dtype"]),
-             _status(p["status"]), _td(p["examples"]),
-             _td(f"{p['time_seconds']:.3f}", "timing"),
+    rows = [[_td(p["id"]), _td(p["backend"], "nw"), _td(p["dtype"], "nw"), _status(p["status"]),
+             _td(p["examples"], "nw"), _td(f"{p['time_seconds']:.3f}", "timing nw"),
              _td(p["skip_reason"] or p["message"], "msg")] for p in doc["properties"]]
     return "<h2>Properties</h2>" + _table(
-        ["test", "property", "backend", "dtype", "status", "examples", "time (s)", "note"], rows)
+        ["test", "backend", "dtype", "status", "examples", "time (s)", "note"], rows)
 
 
 def _claims(doc: Mapping[str, Any]) -> str:
@@ -184,7 +184,7 @@ def _timings(doc: Mapping[str, Any]) -> str:
 def render_html(doc: Mapping[str, Any], plots: Mapping[str, bytes]) -> str:
     """The whole page for a report document and its plots (PNG bytes by name)."""
     body = (_header(doc) + _summary(doc) + _failures(doc) + _matrix(doc) + _backends(doc)
-            + _properties(doc) + _claims(doc) + _plots(plots) + _timings(doc))
+            + _plots(plots) + _properties(doc) + _claims(doc) + _timings(doc))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
