@@ -38,6 +38,7 @@ HELP = "check backends against the claims and the property suite, write the repo
 FALLBACK_PROFILES = ("dev", "ci", "thorough")
 DEFAULT_REPORT_DIR = Path("resverify-report")
 _REWRITE_SECONDS = 2.0
+_REPLAYS_SHOWN = 5
 _PYTEST_ENDINGS = {2: "the property suite was interrupted", 3: "pytest hit an internal error",
                    4: "pytest refused its arguments"}
 
@@ -281,9 +282,11 @@ def _print_summary(doc: dict[str, Any], report_dir: Path, interrupted: bool) -> 
           f"{claims['failed']} failed")
     for warning in doc["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
-    for prop in doc["properties"]:
-        if prop["status"] == "failed" and prop["replay"]:
-            print(f"replay: {prop['replay']}")
+    replays = [p["replay"] for p in doc["properties"] if p["status"] == "failed" and p["replay"]]
+    for command in replays[:_REPLAYS_SHOWN]:
+        print(f"replay: {command}")
+    if len(replays) > _REPLAYS_SHOWN:
+        print(f"... and {len(replays) - _REPLAYS_SHOWN} more replay commands in report.md")
     shown = os.path.relpath(report_dir) if report_dir.is_relative_to(Path.cwd()) else report_dir
     state = "interrupted, " if interrupted else ""
     print(f"{doc['status']} ({state}report in {shown}/report.html)")

@@ -18,6 +18,7 @@ Events, one JSON object a line: ``{"event": "collected", "count": N}``,
 from __future__ import annotations
 
 import json
+import re
 from typing import IO, Any
 
 import pytest
@@ -111,12 +112,17 @@ def _plain(value: object) -> object:
     return str(value)
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
 def _message(report: pytest.TestReport) -> str:
+    """The failure's message; object addresses (``<X object at 0x7f..>``) are dropped, so
+    the same failure reads the same in every run."""
     crash = getattr(report.longrepr, "reprcrash", None)
     text = crash.message if crash is not None else str(report.longrepr)
     if report.when != "call":
         text = f"error in {report.when}: {text}"
-    return text[:MESSAGE_LIMIT]
+    return _ADDRESS.sub("", text)[:MESSAGE_LIMIT]
 
 
 def _skip_reason(report: pytest.TestReport) -> str:
