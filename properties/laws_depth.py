@@ -77,7 +77,7 @@ def check_output_affine_in_alpha(backend: Backend, case: Case, dtype: str, a: Fr
         for i, (v0, v1, va, e0, e1, ea) in enumerate(zip(*flat, strict=True)):
             line = (1 - a) * v0 + a * v1
             tol = ea + abs(1 - a) * e0 + abs(a) * e1
-            index = list(np.unravel_index(i, np.shape(ya))) if np.ndim(ya) else []
+            index = [int(j) for j in np.unravel_index(i, np.shape(ya))] if np.ndim(ya) else []
             ctx.check(abs(va - line) <= tol,
                       f"{what}{index} at α={a}: backend {ctx.backend} = {float(va)!r}, affine "
                       f"prediction (1-α)y(0)+α·y(1) from the backend = {float(line)!r}, "
@@ -140,7 +140,7 @@ def check_unrolled_sum(backend: Backend, requests: Sequence[Request],
         total = outputs[0][flat] + sum(a * x[flat] for a, x in zip(factors, outputs, strict=False))
         tol = budgets[-1][flat] + sum(abs(a) * b[flat] for a, b in zip(factors, budgets,
                                                                         strict=False))
-        index = list(np.unravel_index(flat, shape)) if shape else []
+        index = [int(j) for j in np.unravel_index(flat, shape)] if shape else []
         ctx.check(abs(last - total) <= tol,
                   f"output{index}: backend {ctx.backend} x_L = {float(last)!r}, unrolled "
                   f"x_0 + Σ a_l x_l from its own states = {float(total)!r}, "

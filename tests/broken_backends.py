@@ -1,0 +1,295 @@
+"""Deliberately broken backends: each one plants a single, realistic bug in the reference.
+
+The meta-tests prove that every property of the suite catches at least one of them (and
+that the unbroken base passes). They are ordinary backends, so they also work from the
+command line: ``pytest --backend tests.broken_backends:OverwrittenGrads``.
+
+The base re-runs the reference ops through overridable hooks (``leaf``, ``apply``,
+``backward``, ``finish``); its ``linear`` reshapes by the product of the leading axes so
+that an empty inner axis works (the reference's ``reshape(-1, 0)`` does not), keeping the
+base itself free of failures.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from impl import ops
+from impl.numpy_backend import NumpyBackend, apply
+from impl.tensor import Tensor, _topological
+from spec.errors import ShapeMismatch
+from spec.ir import Node, node_shape
+from spec.request import Request, Result
+
+
+def linear(x: Tensor, w: Tensor, transpose: bool = True) -> Tensor:
+    """``x @ w`` with VJP ``x̄ = ȳ wᵀ`` (or ``ȳ w`` when ``transpose`` is False: a bug)."""
+    node_shape("linear", (x.shape, w.shape))
+
+    def vjp(g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        d_in, d_out = w.shape
+        rows = math.prod(x.shape[:-1])
+        gw = x.value.reshape(rows, d_in).T @ g.reshape(rows, d_out)
+        square = w.shape[0] == w.shape[1]
+        gx = g @ (w.value.T if transpose or not square else w.value)
+        return np.asarray(gx, x.dtype), np.asarray(gw, w.dtype)
+
+    return Tensor(np.asarray(x.value @ w.value, x.dtype), (x, w), vjp, "linear")
+
+
+class Reference(NumpyBackend):
+    """The unbroken base: the reference ops behind overridable hooks."""
+
+    name = "reference-base"
+
+    def leaf(self, value: np.ndarray) -> Tensor:
+        return Tensor(np.array(value, copy=True))
+
+    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
+        if node.op == "linear":
+            return linear(args[0], args[1])
+        return apply(node, args)
+
+    def backward(self, out: Tensor, seed: np.ndarray) -> None:
+        out.backward(seed)
+
+    def finish(self, result: Result) -> Result:
+        return result
+
+    def run(self, request: Request) -> Result:
+        leaves = {name: self.leaf(v) for name, v in request.inputs.items()}
+        env: dict[str, Tensor] = dict(leaves)
+        try:
+            for node in request.program.order:
+                env[node.name] = self.apply(node, [env[a] for a in node.args])
+        except ShapeMismatch as exc:
+            return Result.mismatch(exc)
+        out = env[request.program.output]
+        seed = np.zeros_like(out.value) if request.cotangent is None else request.cotangent
+        self.backward(out, seed)
+        grads = {n: t.grad if t.grad is not None else np.zeros_like(t.value)
+                 for n, t in leaves.items()}
+        return self.finish(Result(output=np.array(out.value, copy=True), grads=grads))
+
+
+def _tensor(value: np.ndarray, parents: tuple[Tensor, ...], vjp: object, op: str) -> Tensor:
+    return Tensor(value, parents, vjp, op)  # type: ignore[arg-type]
+
+
+class BroadcastingMerge(Reference):
+    """residual_add broadcasts like add: a [2] branch on a [2, 2] input slips through."""
+
+    name = "broken-broadcasting-merge"
+
+    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
+        if node.op == "residual_add":
+            return ops.add(args[0], args[1])
+        return super().apply(node, args)
+
+
+class StrictAdd(Reference):
+    """Ordinary add refuses broadcasting, as if it were the residual merge."""
+
+    name = "broken-strict-add"
+
+    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
+        if node.op == "add" and args[0].shape != args[1].shape:
+            raise ShapeMismatch("add", args[0].shape, args[1].shape)
+        return super().apply(node, args)
+
+
+class _Aliasing(Reference):
+    """Leaves share memory with the request's arrays (no defensive copy)."""
+
+    def leaf(self, value: np.ndarray) -> Tensor:
+        value.flags.writeable = True
+        return Tensor(value)
+
+
+class MutatingReject(_Aliasing):
+    """A refused merge first clears the identity operand in place, then raises."""
+
+    name = "broken-mutating-reject"
+
+    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
+        if node.op == "residual_add" and args[0].shape != args[1].shape:
+            args[0].value[...] = 0
+        return super().apply(node, args)
+
+
+class MutatingMerge(_Aliasing):
+    """The merge accumulates into its identity operand in place (``x += F(x)``)."""
+
+    name = "broken-mutating-merge"
+
+    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
+        if node.op == "residual_add" and args[0].shape == args[1].shape:
+            identity, branch = args
+            identity.value += branch.value
+            return _tensor(identity.value, (identity, branch), lambda g: (g, g), "residual_add")
+        return super().apply(node, args)
+
+
+class OverwrittenGrads(Reference):
+    """Backward overwrites a tensor's pending gradient instead of accumulating it."""
+
+    name = "broken-overwritten-grads"
+
+    def backward(self, out: Tensor, seed: np.ndarray) -> None:
+        pending: dict[int, np.ndarray] = {id(out): np.asarray(seed, dtype=out.dtype)}
+        for node in reversed(_topological(out)):
+            g = pending.pop(id(node))
+            node.grad = g.copy()
+            if node.vjp is not None:
+                for parent, part in zip(node.parents, node.vjp(g), strict=True):
+                    pending[id(parent)] = np.asarray(part, dtype=parent.dtype)
+
+
+class MissingIdentityBackward(Reference):
+    """The merge's backward forgets the identity edge: x̄ = J_Fᵀȳ instead of ȳ + J_Fᵀȳ."""
+
+    name = "broken-missing-identity"
+
+    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
+        out = super().apply(node, args)
+        if node.op == "residual_add":
+            out.vjp = lambda g: (np.zeros_like(g), g)
+        return out
+
+
+class AlphaTwice(Reference):
+    """scale multiplies by α twice in the forward pass (α² instead of α)."""
+
+    name = "broken-alpha-twice"
+
+    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
+        if node.op == "scale":
+            assert node.alpha is not None
+            return ops.scale(args[0], node.alpha * node.alpha)
+        return super().apply(node, args)
+
+
+class FalsyAlpha(Reference):
+    """``alpha or 1``: an α of 0 silently becomes 1."""
+
+    name = "broken-falsy-alpha"
+
+    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
+        if node.op == "scale":
+            return ops.scale(args[0], node.alpha or Fraction(1))
+        return super().apply(node, args)
+
+
+class IgnoresScale(Reference):
+    """scale is dropped entirely (so is the 1/√L rescaling)."""
+
+    name = "broken-ignores-scale"
+
+    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
+        if node.op == "scale":
+            a = args[0]
+            return _tensor(a.value.copy(), (a,), lambda g: (g,), "scale")
+        return super().apply(node, args)
+
+
+class CorrelatedUpdates(Reference):
+    """A cache keyed by (α, shape) hands every later scale the first one's result."""
+
+    name = "broken-correlated-updates"
+
+    def run(self, request: Request) -> Result:
+        self._cache: dict[tuple[object, tuple[int, ...]], Tensor] = {}
+        return super().run(request)
+
+    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
+        if node.op == "scale":
+            key = (node.alpha, args[0].shape)
+            if key not in self._cache:
+                self._cache[key] = super().apply(node, args)
+            return self._cache[key]
+        return super().apply(node, args)
+
+
+class Float32InFloat64(Reference):
+    """The merge rounds through float32 even in a float64 program."""
+
+    name = "broken-float32-merge"
+
+    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
+        out = super().apply(node, args)
+        if node.op == "residual_add":
+            out.value = out.value.astype(np.float32).astype(out.value.dtype)
+        return out
+
+
+class WrongReluDerivative(Reference):
+    """relu's derivative is 1 at 0 (``x >= 0``), not the declared 0."""
+
+    name = "broken-relu-derivative"
+
+    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
+        out = super().apply(node, args)
+        if node.op == "relu":
+            keep = args[0].value >= 0
+            out.vjp = lambda g: (np.where(keep, g, np.zeros_like(g)),)
+        return out
+
+
+class UntransposedLinear(Reference):
+    """linear's input VJP uses ``ȳ w`` instead of ``ȳ wᵀ`` (unnoticed for square w shapes)."""
+
+    name = "broken-untransposed-linear"
+
+    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
+        if node.op == "linear":
+            return linear(args[0], args[1], transpose=False)
+        return super().apply(node, args)
+
+
+class SkipZeroBranch(Reference):
+    """An all-zero branch is dropped from the graph: it then gets no gradient at all."""
+
+    name = "broken-skip-zero-branch"
+
+    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
+        identity, branch = args[0], args[-1]
+        if node.op == "residual_add" and identity.shape == branch.shape and not np.any(
+                branch.value):
+            return _tensor(identity.value.copy(), (identity,), lambda g: (g,), "residual_add")
+        return super().apply(node, args)
+
+
+class Nondeterministic(Reference):
+    """Like a racy parallel reduction: the last bit of one output element sometimes flips."""
+
+    name = "broken-nondeterministic"
+
+    def finish(self, result: Result) -> Result:
+        assert result.output is not None
+        out = np.array(result.output, copy=True)
+        if out.size and np.random.default_rng().random() < 0.5:
+            flat = out.reshape(-1)
+            flat[0] = np.nextafter(flat[0], np.inf, dtype=out.dtype)
+        return Result(output=out, grads=result.grads)
+
+
+class WrongDtype(Reference):
+    """Gradients come back in float64 whatever the request's dtype."""
+
+    name = "broken-wrong-dtype"
+
+    def finish(self, result: Result) -> Result:
+        assert result.grads is not None
+        grads = {k: np.asarray(v, dtype=np.float64) for k, v in result.grads.items()}
+        return Result(output=result.output, grads=grads)
+
+
+BROKEN: tuple[type[Reference], ...] = (
+    AlphaTwice, BroadcastingMerge, CorrelatedUpdates, FalsyAlpha, Float32InFloat64,
+    IgnoresScale, MissingIdentityBackward, MutatingMerge, MutatingReject, Nondeterministic,
+    OverwrittenGrads, SkipZeroBranch, StrictAdd, UntransposedLinear, WrongDtype,
+    WrongReluDerivative,
+)

@@ -1,0 +1,131 @@
+"""Meta-tests: every property of the suite fails on a backend with a planted bug.
+
+Each property test in ``properties/`` is run as it is (same strategies, same pinned
+examples) against a broken backend from :mod:`tests.broken_backends`, with a settings
+object that skips shrinking so a catch is quick; it must raise a PropertyFailure. Each
+property must also pass on the unbroken base, so a catch is due to the planted bug, and
+every property must appear in :data:`CATCHES`.
+
+Hypothesis binds a test's settings when ``@given`` runs, so :func:`run_property` swaps
+the bound settings object for the duration of one call (``_hypothesis_internal_use_settings``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+
+import properties
+from impl.backend import Backend
+from properties.assertions import PropertyFailure
+from properties.plugin import PropertyRun
+from tests import broken_backends as bb
+
+_QUIET = (HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+          HealthCheck.data_too_large, HealthCheck.filter_too_much)
+CATCH = settings(max_examples=60, deadline=None, derandomize=True, database=None,
+                 phases=(Phase.explicit, Phase.generate), suppress_health_check=_QUIET)
+CONTROL = settings(CATCH, max_examples=6)
+
+# (property, dtype, broken backend it must catch)
+CATCHES: list[tuple[str, str, type[bb.Reference]]] = [
+    ("forward_and_gradients_match_spec_within_budget", "float64", bb.Float32InFloat64),
+    ("forward_and_gradients_match_spec_within_budget", "float64", bb.WrongReluDerivative),
+    ("forward_and_gradients_match_spec_within_budget", "float32", bb.MissingIdentityBackward),
+    ("forward_and_gradients_match_spec_within_budget", "float16", bb.AlphaTwice),
+    ("gradient_matches_central_differences", "float64", bb.UntransposedLinear),
+    ("residual_add_rejects_every_shape_mismatch", "float64", bb.BroadcastingMerge),
+    ("residual_add_rejects_every_shape_mismatch", "float64", bb.StrictAdd),
+    ("residual_add_rejects_every_shape_mismatch", "float32", bb.MutatingReject),
+    ("shared_operand_receives_k_times_the_cotangent", "float64", bb.OverwrittenGrads),
+    ("zero_branch_is_identity_and_still_learns", "float64", bb.SkipZeroBranch),
+    ("zero_branch_is_identity_and_still_learns", "float32", bb.MissingIdentityBackward),
+    ("branch_zero_at_one_input_still_passes_gradient", "float64", bb.SkipZeroBranch),
+    ("alpha_zero_is_identity_and_branch_gets_no_gradient", "float64", bb.FalsyAlpha),
+    ("output_and_gradients_are_affine_in_alpha", "float64", bb.AlphaTwice),
+    ("residual_stack_gradient_is_one_plus_a_to_the_depth", "float64", bb.MissingIdentityBackward),
+    ("plain_stack_gradient_is_a_to_the_depth", "float64", bb.AlphaTwice),
+    ("stack_output_is_input_plus_sum_of_branches", "float64", bb.AlphaTwice),
+    ("block_with_a_minus_one_cancels_gradient_exactly", "float64", bb.OverwrittenGrads),
+    ("sample_variance_of_merge_is_sum_plus_twice_covariance", "float64", bb.Float32InFloat64),
+    ("independent_updates_add_their_variances", "float64", bb.CorrelatedUpdates),
+    ("inverse_sqrt_depth_scaling_keeps_unit_variance", "float64", bb.IgnoresScale),
+    ("inverse_sqrt_depth_scaling_keeps_unit_variance", "float64", bb.CorrelatedUpdates),
+    ("branch_depending_on_input_breaks_naive_variance_sum", "float64", bb.AlphaTwice),
+    ("same_request_gives_bitwise_identical_results", "float64", bb.Nondeterministic),
+    ("backend_never_mutates_inputs", "float64", bb.MutatingMerge),
+    ("results_have_declared_shapes_and_dtype", "float32", bb.WrongDtype),
+]
+
+
+def property_tests() -> dict[str, Callable[..., None]]:
+    """Every property test of the suite by law name (``test_`` dropped)."""
+    found: dict[str, Callable[..., None]] = {}
+    for info in pkgutil.iter_modules(properties.__path__):
+        if info.name.startswith("test_"):
+            module = importlib.import_module(f"properties.{info.name}")
+            for name, fn in inspect.getmembers(module, inspect.isfunction):
+                if name.startswith("test_") and fn.__module__ == module.__name__:
+                    found[name.removeprefix("test_")] = fn
+    return found
+
+
+def _failures(exc: BaseException) -> Iterator[PropertyFailure]:
+    if isinstance(exc, PropertyFailure):
+        yield exc
+    for inner in getattr(exc, "exceptions", ()):
+        yield from _failures(inner)
+
+
+def run_property(name: str, backend: Backend, dtype: str,
+                 chosen: settings) -> PropertyFailure | None:
+    """Run one property test against ``backend``; the PropertyFailure it raised, or None."""
+    test: Any = property_tests()[name]
+    bound = test._hypothesis_internal_use_settings
+    test._hypothesis_internal_use_settings = chosen
+    try:
+        test(backend=backend, dtype=dtype, prop=PropertyRun(name, backend.name, backend))
+    except BaseException as exc:
+        failure = next(_failures(exc), None)
+        if failure is None:
+            raise
+        return failure
+    finally:
+        test._hypothesis_internal_use_settings = bound
+    return None
+
+
+@pytest.mark.parametrize(("law", "dtype", "broken"), CATCHES,
+                         ids=[f"{p}-{b.__name__}-{d}" for p, d, b in CATCHES])
+def test_property_catches_its_broken_backend(law: str, dtype: str,
+                                             broken: type[bb.Reference]) -> None:
+    failure = run_property(law, broken(), dtype, CATCH)
+    assert failure is not None, (
+        f"property {law} passed {CATCH.max_examples} examples against {broken.__name__} "
+        f"[{dtype}]: it no longer catches '{broken.__doc__}'")
+    assert broken.name in str(failure), f"failure does not name the backend: {failure}"
+
+
+@pytest.mark.parametrize("law", sorted(property_tests()))
+def test_property_passes_on_the_unbroken_base(law: str) -> None:
+    failure = run_property(law, bb.Reference(), "float64", CONTROL)
+    assert failure is None, f"property {law} fails on the unbroken base: {failure}"
+
+
+def test_every_property_has_a_broken_backend_it_catches() -> None:
+    caught = {law for law, _, _ in CATCHES}
+    missing = sorted(set(property_tests()) - caught)
+    assert not missing, f"properties without a broken backend in CATCHES: {missing}"
+    stale = sorted(caught - set(property_tests()))
+    assert not stale, f"CATCHES names properties that do not exist: {stale}"
+
+
+def test_every_broken_backend_is_used() -> None:
+    used = {broken for _, _, broken in CATCHES}
+    assert set(bb.BROKEN) == used, f"unused: {sorted(b.__name__ for b in set(bb.BROKEN) - used)}"

@@ -1,0 +1,178 @@
+"""Tests of the property suite's helpers: strategies, cases, rounding, statistics, vectors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from fractions import Fraction
+from typing import Any
+
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from properties import profiles
+from properties.cases import Case, round_to_dtype
+from properties.pinned import S06
+from properties.stats import acceptance, miss_probability
+from properties.strategies import (
+    mismatched_shape_pairs,
+    null_space_cases,
+    residual_cases,
+    shared_cases,
+    values,
+)
+from properties.vectors import replay_command, save_vector
+from spec.codec import loads_request
+from spec.errors import ShapeMismatch
+from spec.ir import DTYPES, broadcast_shapes, infer_shapes
+
+FEW = settings(max_examples=30, deadline=None, derandomize=True, database=None,
+               suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+SEARCH = settings(FEW, max_examples=400, phases=[Phase.generate])
+
+
+class _Found(Exception):
+    pass
+
+
+def reaches(strategy: st.SearchStrategy[Any], condition: Callable[[Any], bool]) -> bool:
+    """Whether ``strategy`` draws a value meeting ``condition`` within 400 examples."""
+
+    @SEARCH
+    @given(strategy)
+    def search(value: Any) -> None:
+        if condition(value):
+            raise _Found
+
+    try:
+        search()
+    except _Found:
+        return True
+    return False
+
+
+@FEW
+@given(case=residual_cases())
+def test_residual_cases_are_shape_valid_in_every_dtype(case: Case) -> None:
+    shape = infer_shapes(case.program)[case.program.output]
+    assert case.cotangent is not None and case.cotangent.shape == shape, case
+    for dtype in DTYPES:
+        request = case.request(dtype)  # refuses values the dtype cannot hold
+        assert request.dtype == dtype
+
+
+@pytest.mark.parametrize(("what", "condition"), [
+    ("rank 0", lambda c: c.values["x"].ndim == 0),
+    ("an empty axis", lambda c: 0 in c.values["x"].shape),
+    ("a projection shortcut", lambda c: any(n.startswith("q") for n in
+                                            (m.name for m in c.program.nodes))),
+    ("g·relu", lambda c: any(n.op == "relu" for n in c.program.nodes)),
+    ("tanh", lambda c: any(n.op == "tanh" for n in c.program.nodes)),
+    ("depth 3", lambda c: sum(n.op == "residual_add" for n in c.program.nodes) == 3),
+])
+def test_residual_cases_reach(what: str, condition: Callable[[Case], bool]) -> None:
+    assert reaches(residual_cases(), condition), f"residual_cases never drew {what}"
+
+
+@FEW
+@given(pair=mismatched_shape_pairs())
+def test_mismatched_pairs_are_unequal(pair: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+    assert pair[0] != pair[1]
+
+
+def _broadcasts(pair: tuple[tuple[int, ...], tuple[int, ...]]) -> bool:
+    try:
+        broadcast_shapes("add", *pair)
+    except ShapeMismatch:
+        return False
+    return True
+
+
+def test_mismatched_pairs_include_broadcastable_and_incompatible_ones() -> None:
+    assert reaches(mismatched_shape_pairs(), _broadcasts)
+    assert reaches(mismatched_shape_pairs(), lambda p: not _broadcasts(p))
+
+
+@FEW
+@given(case=null_space_cases())
+def test_null_space_cases_zero_the_branch_but_not_its_jacobian(case: Case) -> None:
+    x, w, cot = case.values["x"], case.values["w"], case.cotangent
+    assert cot is not None
+    assert np.all(x @ w == 0) and np.any(w != 0) and np.any(w @ cot != 0), case
+
+
+@FEW
+@given(shared=shared_cases())
+def test_shared_cases_use_x_k_times(shared: tuple[Case, int]) -> None:
+    case, uses = shared
+    merges = [n for n in case.program.nodes if n.op == "residual_add"]
+    assert sum(a == "x" for n in merges for a in n.args) == uses
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rounding_to_a_dtype_is_nearest_and_clamped(dtype: str) -> None:
+    raw = np.array([1 / 3, -2.0e300, 2.0e300, 5e-324, -0.0, 1.0 + 2.0**-60])
+    rounded = round_to_dtype(raw, dtype)
+    assert np.all(np.isfinite(rounded))
+    assert rounded[3] >= 0 and np.signbit(rounded[4])
+    assert abs(float(rounded[0]) - 1 / 3) <= {"float64": 2.0**-54, "float32": 2.0**-25,
+                                              "float16": 2.0**-12, "bfloat16": 2.0**-9}[dtype]
+    assert float(rounded[5]) == 1.0
+
+
+def test_case_round_trips_through_a_request() -> None:
+    again = Case.from_request(S06.request("float64"))
+    assert again.program == S06.program
+    assert all(np.array_equal(again.values[k], S06.values[k]) for k in S06.values)
+
+
+@pytest.fixture
+def extremes() -> Iterator[None]:
+    before = profiles.active_profile()
+    profiles.load_profile("extremes")
+    yield
+    profiles.load_profile(before)
+
+
+@pytest.mark.usefixtures("extremes")
+@pytest.mark.parametrize(("what", "condition"), [
+    ("huge", lambda v: abs(v) >= 1e30),
+    ("subnormal", lambda v: 0 < abs(v) < 2.2250738585072014e-308),
+    ("negative zero", lambda v: v == 0 and np.signbit(v)),
+])
+def test_extremes_profile_draws_extreme_values(what: str,
+                                              condition: Callable[[float], bool]) -> None:
+    assert reaches(values((4,)), lambda a: any(condition(float(v)) for v in a)), what
+
+
+def test_default_values_stay_in_range() -> None:
+    assert not profiles.extremes_enabled()
+    assert not reaches(values((8,)), lambda a: bool(np.any(np.abs(a) > 8)))
+
+
+@pytest.mark.parametrize("n", [768, 4096])
+def test_chi_square_region_has_stated_false_alarm(n: int) -> None:
+    lo, hi = acceptance(n)
+    with mpmath.workdps(40):
+        below = mpmath.gammainc(mpmath.mpf(n) / 2, 0, mpmath.mpf(lo) / 2, regularized=True)
+        above = mpmath.gammainc(mpmath.mpf(n) / 2, mpmath.mpf(hi) / 2, mpmath.inf,
+                                regularized=True)
+    assert below + above <= 1e-9
+    assert below + above >= 0.9e-9  # not wider than needed
+
+
+def test_miss_probability_separates_wrong_variances() -> None:
+    assert miss_probability(768, Fraction(4)) < 1e-60
+    assert miss_probability(768, Fraction(1)) >= 1 - 1.001e-9
+
+
+def test_saved_vector_replays_the_same_request(tmp_path: object) -> None:
+    from pathlib import Path
+
+    request = S06.request("float32")
+    path = save_vector(request, Path(str(tmp_path)), "law", "mod:Attr")
+    again = loads_request(path.read_text())
+    assert again.program == request.program and again.dtype == "float32"
+    assert replay_command(path, "mod:Attr") == f"resverify replay {path} --backend mod:Attr"
