@@ -77,6 +77,7 @@ class _Run:
     timings: dict[str, Any] = field(default_factory=dict)
     suite_ran: bool = False
     plot_job: _PlotJob | None = None
+    progress: Progress = field(default_factory=Progress)
 
     @property
     def backends(self) -> list[Backend]:
@@ -191,6 +192,7 @@ def _run_claims(state: _Run) -> None:
         state.claims = ClaimRun(warnings=["claims were not checked (--no-claims)"])
         return
     began = time.monotonic()
+    state.progress.show(f"checking claims on {', '.join(state.named)}")
     state.claims = run_claims({name: b.name for name, b in state.named.items()})
     state.timings["claims_seconds"] = round(time.monotonic() - began, 3)
     _write_json(state)
@@ -217,7 +219,7 @@ def _run_suite(state: _Run) -> None:
     state.suite_ran = True
     state.suite = run_suite(cmd, events=events, log=report_dir / "pytest.log",
                             env=child_environment(report_dir / "vectors", args.profile),
-                            progress=Progress(), on_event=rewrite)
+                            progress=state.progress, on_event=rewrite)
     state.timings["properties_seconds"] = round(time.monotonic() - began, 3)
     state.warnings.extend(_suite_warnings(state.suite, report_dir / "pytest.log"))
 

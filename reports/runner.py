@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -112,7 +113,7 @@ class Progress:
 
     def show(self, text: str) -> None:
         if self.enabled:
-            width = 100
+            width = shutil.get_terminal_size((100, 24)).columns - 1
             self.stream.write("\r\033[K" + text[:width])
             self.stream.flush()
 
