@@ -19,6 +19,7 @@ __all__ = ["CSP", "conformance_matrix", "esc", "render_html"]
 
 CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
        "form-action 'none'")
+OPEN_FAILURES = 5  # failure cards shown unfolded; the rest fold (<details>, no script)
 PLOT_CAPTIONS = {
     "gradient_retention": "Gradient retention by depth: the S11 stack W = diag(-1/4, -1/4), "
     "plain (decays like 0.25^L) and residual (0.75^L), and seeded random 8-wide stacks; "
@@ -38,7 +39,8 @@ overflow-wrap:anywhere}
 th{background:#f6f8fa}td.msg{font-family:ui-monospace,monospace;white-space:pre-wrap;
 font-size:.8rem}
 .failure{border:1px solid #cf222e;border-left:6px solid #cf222e;padding:.3rem .8rem;
-margin:.6rem 0;overflow-wrap:anywhere}.failure h3{font-size:1rem;margin:.3rem 0}
+margin:.6rem 0;overflow-wrap:anywhere}.failure summary{font-weight:700;margin:.3rem 0;
+cursor:pointer}
 .failure pre{white-space:pre-wrap;background:#f6f8fa;padding:.4rem;font-size:.8rem}
 .passed,.pass{color:#1a7f37;font-weight:600}.failed,.fail{color:#cf222e;font-weight:600}
 .skipped,.xfailed,.missing{color:#6e7781}.badge{display:inline-block;padding:.15rem .6rem;
@@ -127,23 +129,24 @@ def _matrix(doc: Mapping[str, Any]) -> str:
             + _table(["property", "dtype", *names], rows, "matrix"))
 
 
-def _failure_card(title: str, lines: Sequence[tuple[str, object]], text: object) -> str:
+def _failure_card(title: str, lines: Sequence[tuple[str, object]], text: object,
+                  open_: bool) -> str:
     meta = "".join(f"<div><b>{esc(k)}</b> <code>{esc(v)}</code></div>" for k, v in lines if v)
     body = f"<pre>{esc(text)}</pre>" if text else ""
-    return f'<div class="failure"><h3>{esc(title)}</h3>{meta}{body}</div>'
+    state = " open" if open_ else ""
+    return (f'<details class="failure"{state}><summary>{esc(title)}</summary>{meta}{body}'
+            "</details>")
 
 
 def _failures(doc: Mapping[str, Any]) -> str:
-    cards = [_failure_card(p["id"], [("backend", p["backend"]), ("dtype", p["dtype"]),
-                                     ("test vector", p["vector"]), ("replay", p["replay"])],
-                           p["message"])
+    items = [(p["id"], [("backend", p["backend"]), ("dtype", p["dtype"]),
+                        ("test vector", p["vector"]), ("replay", p["replay"])], p["message"])
              for p in doc["properties"] if p["status"] == "failed"]
-    cards += [_failure_card(f"claim {c['id']}", [("backend", c["backend"]),
-                                                 ("source", c["source"])],
-                            f"{c['statement']}\nexpected: {c['expected']}\n"
-                            f"observed: {c['observed']}")
+    items += [(f"claim {c['id']}", [("backend", c["backend"]), ("source", c["source"])],
+               f"{c['statement']}\nexpected: {c['expected']}\nobserved: {c['observed']}")
               for c in doc["claims"] if c["status"] == "fail"]
-    return "<h2>Failures</h2>" + "".join(cards) if cards else ""
+    cards = [_failure_card(*item, open_=i < OPEN_FAILURES) for i, item in enumerate(items)]
+    return f"<h2>Failures ({len(cards)})</h2>" + "".join(cards) if cards else ""
 
 
 def _properties(doc: Mapping[str, Any]) -> str:
@@ -183,7 +186,7 @@ def _timings(doc: Mapping[str, Any]) -> str:
 
 def render_html(doc: Mapping[str, Any], plots: Mapping[str, bytes]) -> str:
     """The whole page for a report document and its plots (PNG bytes by name)."""
-    body = (_header(doc) + _summary(doc) + _failures(doc) + _matrix(doc) + _backends(doc)
+    body = (_header(doc) + _summary(doc) + _matrix(doc) + _failures(doc) + _backends(doc)
             + _plots(plots) + _properties(doc) + _claims(doc) + _timings(doc))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'

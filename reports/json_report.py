@@ -106,15 +106,20 @@ def property_entry(record: Mapping[str, Any], default_backend: str | None,
     """One finished property test (a collector ``result`` event) as a report entry.
 
     Vector paths under ``base`` (the working directory) are written relative to it, in
-    the path and in the replay command, so the report does not depend on where it ran.
+    the path, the replay command and the message, so the report does not depend on where
+    the working directory is.
     """
     props = record.get("properties", {})
     nodeid = str(record["nodeid"])
     vector = props.get("vector")
     replay = props.get("replay")
+    message = record.get("message")
     if vector is not None:
         shown = _relative(str(vector), base)
-        replay = None if replay is None else str(replay).replace(str(vector), shown)
+        absolute = str(Path(str(vector)).resolve())
+        replay, message = (None if text is None else
+                           str(text).replace(absolute, shown).replace(str(vector), shown)
+                           for text in (replay, message))
         vector = shown
     return {
         "id": nodeid,
@@ -127,7 +132,7 @@ def property_entry(record: Mapping[str, Any], default_backend: str | None,
         "vector": vector,
         "replay": replay,
         "skip_reason": record.get("skip_reason"),
-        "message": record.get("message"),
+        "message": message,
     }
 
 

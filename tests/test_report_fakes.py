@@ -81,7 +81,8 @@ def test_zero_branch_is_identity(backend_name, record_property):
     record_property("vector", str(vector))
     record_property("replay", "resverify replay " + str(vector) + " --backend " + backend_name)
     raise AssertionError("output[0]=1.0, but should be 2 [backend said: " + HOSTILE + "] "
-                         + repr(object()))  # an address differs run to run
+                         + repr(object())  # an address differs run to run
+                         + " vector: " + str(vector))
 '''
 
 STOPPING = '''

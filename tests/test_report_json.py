@@ -59,6 +59,8 @@ def test_report_records_environment_backends_claims_and_properties(two_runs):
     assert failed["status"] == "failed" and failed["vector"] == "out/vectors/zero_branch-numpy.json"
     assert failed["replay"] == f"resverify replay {failed['vector']} --backend numpy"
     assert "should be 2" in failed["message"] and "<object object>" in failed["message"]
+    assert failed["message"].endswith(" vector: out/vectors/zero_branch-numpy.json"), \
+        failed["message"]
     skipped = by_status["test_unclaimed_dtype_is_skipped[numpy]"]
     assert (skipped["status"], skipped["skip_reason"]) == ("skipped",
                                                            "backend does not claim bfloat16")
