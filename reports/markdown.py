@@ -16,6 +16,8 @@ from typing import Any
 
 __all__ = ["append_step_summary", "render_markdown"]
 
+DETAILED_FAILURES = 20  # a job summary must stay small (GitHub caps it at 1 MiB)
+MESSAGE_CHARS = 2000
 _ICON = {"passed": "✅ passed", "pass": "✅ pass", "failed": "❌ failed", "fail": "❌ fail",
          "skipped": "⏭ skipped", "xfailed": "⏭ xfailed"}
 
@@ -58,15 +60,19 @@ def _failures(doc: Mapping[str, Any]) -> list[str]:
     if not failed_props and not failed_claims:
         return []
     lines = ["## Failures", ""]
-    for prop in failed_props:
+    shown = failed_props[:DETAILED_FAILURES]
+    for prop in shown:
         lines += [f"### `{cell(prop['id'])}`", "",
                   f"backend `{cell(prop['backend'])}`, dtype `{cell(prop['dtype'])}`", ""]
         if prop["message"]:
-            lines += [fenced(str(prop["message"])), ""]
+            lines += [fenced(str(prop["message"])[:MESSAGE_CHARS]), ""]
         if prop["vector"]:
             lines += [f"test vector: `{cell(prop['vector'])}`", ""]
         if prop["replay"]:
             lines += ["replay:", "", fenced(str(prop["replay"])), ""]
+    if len(failed_props) > len(shown):
+        lines += [f"... and {len(failed_props) - len(shown)} more failed property tests "
+                  "(listed below; details in report.html and report.json)", ""]
     for claim in failed_claims:
         lines += [f"### claim `{cell(claim['id'])}` ({cell(claim['source'])})", "",
                   cell(claim["statement"]), "",

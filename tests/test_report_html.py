@@ -143,3 +143,12 @@ def test_step_summary_is_appended_only_when_named(tmp_path):
     assert append_step_summary("# two\n", {"GITHUB_STEP_SUMMARY": str(target)}) == target
     assert target.read_text() == "before\n# one\n# two\n"
     assert append_step_summary("# three", {}) is None
+
+
+def test_markdown_details_at_most_twenty_failures():
+    doc = _doc()
+    failed = next(p for p in doc["properties"] if p["status"] == "failed")
+    doc["properties"] = [dict(failed, id=f"{failed['id']}-{i:02d}") for i in range(25)]
+    text = render_markdown(doc)
+    assert text.count("\n### `") == 20, text.count("\n### `")
+    assert "... and 5 more failed property tests" in text
