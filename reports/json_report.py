@@ -74,7 +74,13 @@ def backend_entry(backend: Backend) -> dict[str, Any]:
 
 
 def _text(value: object) -> str:
-    return value if isinstance(value, str) else str(value)
+    """Strings as they are; anything else as canonical JSON text (sorted keys)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def claim_entry(raw: Mapping[str, Any], backend: str) -> dict[str, Any]:

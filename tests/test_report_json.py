@@ -81,3 +81,16 @@ def test_strip_timings_removes_only_timing_fields():
     doc = {"timings": {"total_seconds": 1}, "a": [{"time_seconds": 2, "b": 3}], "c_seconds": 4,
            "seconds": 5}
     assert strip_timings(doc) == {"a": [{"b": 3}], "seconds": 5}
+
+
+def test_claim_values_become_canonical_json_text():
+    from fractions import Fraction
+
+    from reports.json_report import claim_entry
+
+    entry = claim_entry({"id": "S25", "source": "s.txt", "statement": "1/8",
+                         "expected": {"value": Fraction(1, 8), "L": 3}, "observed": 0.125,
+                         "status": "pass"}, "numpy")
+    assert (entry["expected"], entry["observed"]) == ('{"L": 3, "value": "1/8"}', "0.125")
+    assert entry["status"] == "pass" and entry["section"] is None
+    assert claim_entry({"id": "x", "status": "maybe"}, "numpy")["status"] == "fail"
