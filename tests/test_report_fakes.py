@@ -1,4 +1,5 @@
-"""A tiny stand-in property suite for the report tests, and a check that it runs alone.
+"""Helpers of the report tests (no tests here): a tiny stand-in property suite, a stand-in
+claim checker, and :func:`run_check` that runs ``resverify check`` on them.
 
 It behaves like the real suite from the runner's point of view: a ``--backend`` option
 (repeatable), the Hypothesis profiles dev/ci/thorough, and ``record_property`` of
@@ -9,8 +10,6 @@ interrupts pytest, kills it, or hangs, after the others finished.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -111,15 +110,6 @@ def write_fake_suite(folder: Path, mode: str = "pass") -> Path:
         body += STOPPING.format(name="slow", action="__import__('time').sleep(120)")
     (folder / "test_fake_properties.py").write_text(textwrap.dedent(body))
     return folder
-
-
-def test_the_fake_suite_runs_under_plain_pytest(tmp_path):
-    suite = write_fake_suite(tmp_path / "suite", "fail")
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           str(suite), "--backend", "numpy"],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "1 failed, 2 passed, 1 skipped" in done.stdout, done.stdout
 
 
 def fake_claims(backend_name: str) -> list[dict]:
