@@ -135,9 +135,10 @@ def _depth_heatmap(fig: Figure, ax: Axes) -> None:
     for boundary in (-2.0, 0.0):
         ax.axvline(boundary, color="black", lw=1.5)
     ax.axvline(-1.0, color="black", lw=0.8, ls="--")
-    ax.text(0.03, 48, "|1+a| = 1", fontsize=8, va="top")
-    ax.text(-1.97, 48, "|1+a| = 1", fontsize=8, va="top")
-    ax.text(-0.97, 3, "a = -1: exactly 0", fontsize=7, rotation=90)
+    box = {"facecolor": "white", "alpha": 0.85, "lw": 0}
+    ax.text(0.05, 48, "|1+a| = 1", fontsize=8, va="top", bbox=box)
+    ax.text(-1.95, 48, "|1+a| = 1", fontsize=8, va="top", bbox=box)
+    ax.text(-0.95, 12, "a = -1: exactly 0", fontsize=8, rotation=90, bbox=box)
     ax.set_xlabel("a (branch F = a·x)")
     ax.set_ylabel("depth L")
     ax.set_title("|(1+a)^L|: shrinks inside, grows outside")
