@@ -1,0 +1,21 @@
+"""The Hypothesis property suite: any backend against the exact specification.
+
+Run it with pytest from the repository root (the root ``conftest.py`` loads
+:mod:`properties.plugin`)::
+
+    pytest properties                                  # the NumPy reference, profile dev
+    pytest properties --backend numpy --backend mymod:MyBackend
+    RESVERIFY_BACKEND=mymod:MyBackend pytest --pyargs properties
+    pytest properties --hypothesis-profile ci          # or RESVERIFY_PROFILE=ci, or CI=1
+
+Layout: one law per ``check_*`` function in ``laws_*.py`` (plain functions of a backend
+and a request, reusable outside pytest), strategies in :mod:`properties.strategies`,
+profiles in :mod:`properties.profiles`, thin Hypothesis tests named after their law in
+``test_*.py``. A failing law raises :class:`PropertyFailure` with the request; the plugin
+saves it as a JSON vector and prints ``resverify replay PATH --backend NAME``.
+"""
+
+from properties.assertions import PropertyFailure
+from properties.cases import Case
+
+__all__ = ["Case", "PropertyFailure"]

@@ -20,7 +20,7 @@ from fractions import Fraction
 import numpy as np
 
 from impl.backend import Backend
-from properties.assertions import Context, run_ok
+from properties.assertions import Context, num, run_ok
 from spec.budget import error_budget
 from spec.exact import as_fractions, evaluate, evaluate_exact
 from spec.request import Request
@@ -70,14 +70,16 @@ def check_finite_differences(backend: Backend, request: Request,
     assert result.grads is not None
     budget = error_budget(request)
     for name, flat in coordinates:
+        bound = float(budget.grads[name].reshape(-1)[flat])
+        if not np.isfinite(bound):
+            continue  # the analysis allows overflow here: no bound to check
         up, e_up = _objective(request, name, flat, FD_STEP)
         down, e_down = _objective(request, name, flat, -FD_STEP)
         slope = (up - down) / (2 * FD_STEP)
-        tolerance = Fraction(float(budget.grads[name].reshape(-1)[flat]))
-        tolerance += (e_up + e_down) / (2 * FD_STEP) + FD_TRUNCATION
+        tolerance = Fraction(bound) + (e_up + e_down) / (2 * FD_STEP) + FD_TRUNCATION
         value = float(np.asarray(result.grads[name]).reshape(-1)[flat])
         index = np.unravel_index(flat, request.inputs[name].shape)
         where = f"grads[{name!r}][{', '.join(str(int(i)) for i in index)}]"
-        ctx.check(bool(np.isfinite(value)) and abs(Fraction(value) - slope) <= tolerance,
-                  f"{where}: backend {ctx.backend} = {value!r}, spec central difference "
-                  f"(h=2**-60) = {float(slope)!r}, |diff| > tolerance {float(tolerance):.3g}")
+        if not (np.isfinite(value) and abs(Fraction(value) - slope) <= tolerance):
+            ctx.fail(f"{where}: backend {ctx.backend} = {value!r}, spec central difference "
+                     f"(h=2**-60) = {num(slope)}, |diff| > tolerance {num(tolerance)}")
