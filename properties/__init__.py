@@ -3,10 +3,11 @@
 Run it with pytest from the repository root (the root ``conftest.py`` loads
 :mod:`properties.plugin`)::
 
-    pytest properties                                  # the NumPy reference, profile dev
+    pytest properties                                  # the NumPy reference, profile ci
     pytest properties --backend numpy --backend mymod:MyBackend
     RESVERIFY_BACKEND=mymod:MyBackend pytest --pyargs properties
-    pytest properties --hypothesis-profile ci          # or RESVERIFY_PROFILE=ci, or CI=1
+    pytest properties --hypothesis-profile thorough    # or RESVERIFY_PROFILE=thorough
+    pytest properties --hypothesis-profile extremes    # huge, tiny, subnormal, signed zeros
 
 Layout: one law per ``check_*`` function in ``laws_*.py`` (plain functions of a backend
 and a request, reusable outside pytest), strategies in :mod:`properties.strategies`,

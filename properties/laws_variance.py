@@ -86,7 +86,9 @@ def check_sample_variance_identity(backend: Backend, request: Request) -> None:
     m = sum((b * b for b in bound), Fraction(0)) / len(bound)
     ok = gap <= m or (gap - m) ** 2 <= 4 * _moments(exact_sum, exact_sum) * m
     if not ok:
-        allowed = 2 * mpmath.sqrt(mpmath.mpf(m * _moments(exact_sum, exact_sum))) + m
+        product = m * _moments(exact_sum, exact_sum)
+        allowed = 2 * mpmath.sqrt(mpmath.mpf(product.numerator) / product.denominator) + (
+            mpmath.mpf(m.numerator) / m.denominator)
         Context(backend.name, request).fail(
             f"Var(y) - [Var x + Var f + 2Cov(x,f)] = {num(gap)} on backend {backend.name}'s "
             f"outputs; spec: 0 up to the merge budget {mpmath.nstr(allowed, 3)}")

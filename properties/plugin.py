@@ -7,7 +7,7 @@ can load it with ``-p properties.plugin``.
   ``numpy``) names the backends, resolved by :func:`impl.resolve_backend`; an unknown name
   is a one-line pytest usage error. Every property test runs once per backend.
 * The Hypothesis profile: ``--hypothesis-profile NAME``, else ``RESVERIFY_PROFILE``, else
-  ``ci`` when ``CI`` is set, else ``dev`` (see :mod:`properties.profiles`).
+  ``ci`` (see :mod:`properties.profiles`).
 * A property that fails saves its request as a JSON vector (``--vector-dir``, else
   ``RESVERIFY_VECTOR_DIR``, else ``resverify-vectors/``) and prints the replay command.
 * Each property test records ``property``, ``backend``, ``dtype`` (at setup) and
@@ -29,7 +29,7 @@ from impl.backend import Backend
 from impl.registry import resolve_backend
 from properties.assertions import PropertyFailure
 from properties.cases import Case
-from properties.profiles import default_profile, load_profile
+from properties.profiles import active_profile, default_profile, load_profile
 from properties.vectors import replay_command, save_vector, vector_dir
 from spec.errors import UsageError
 from spec.ir import OPS, Input, Node, Program
@@ -67,6 +67,13 @@ def pytest_configure(config: pytest.Config) -> None:
             load_profile(default_profile())
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    names = ", ".join(n for n, _ in config.stash[_BACKENDS])
+    folder = vector_dir(config.getoption("resverify_vector_dir"))
+    return (f"resverify: backends {names}; Hypothesis profile {active_profile()}; "
+            f"vectors to {folder}/")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -78,9 +78,21 @@ def test_unclaimed_dtype_is_skipped_with_the_backends_reason() -> None:
     assert "dtype bfloat16 not claimed" in done.stdout, done.stdout
 
 
+@pytest.mark.parametrize(("args", "env", "profile"), [
+    ((), {}, "ci"),
+    ((), {"RESVERIFY_PROFILE": "dev"}, "dev"),
+    (("--hypothesis-profile", "thorough"), {"RESVERIFY_PROFILE": "dev"}, "thorough"),
+])
+def test_profile_is_chosen_by_option_then_environment(args: tuple[str, ...],
+                                                      env: dict[str, str], profile: str) -> None:
+    done = child_pytest("-v", "--collect-only", "properties/test_hygiene.py", *args,
+                        env={"RESVERIFY_PROFILE": "", **env})
+    assert f"Hypothesis profile {profile};" in done.stdout, done.stdout
+
+
 def test_default_profile_follows_environment() -> None:
-    assert default_profile({}) == "dev"
-    assert default_profile({"CI": "true"}) == "ci"
+    assert default_profile({}) == "ci"
+    assert default_profile({"RESVERIFY_PROFILE": "dev"}) == "dev"
     assert default_profile({"CI": "true", "RESVERIFY_PROFILE": "thorough"}) == "thorough"
     with pytest.raises(UsageError, match="unknown Hypothesis profile 'fast'"):
         default_profile({"RESVERIFY_PROFILE": "fast"})
