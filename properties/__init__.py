@@ -8,6 +8,7 @@ Run it with pytest from the repository root (the root ``conftest.py`` loads
     RESVERIFY_BACKEND=mymod:MyBackend pytest --pyargs properties
     pytest properties --hypothesis-profile thorough    # or RESVERIFY_PROFILE=thorough
     pytest properties --hypothesis-profile extremes    # huge, tiny, subnormal, signed zeros
+    pytest -p properties.plugin --pyargs properties    # from any folder
 
 Layout: one law per ``check_*`` function in ``laws_*.py`` (plain functions of a backend
 and a request, reusable outside pytest), strategies in :mod:`properties.strategies`,
