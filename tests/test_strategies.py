@@ -150,6 +150,8 @@ def test_extremes_profile_draws_extreme_values(what: str,
 def test_default_values_stay_in_range() -> None:
     assert not profiles.extremes_enabled()
     assert not reaches(values((8,)), lambda a: bool(np.any(np.abs(a) > 8)))
+    assert not reaches(values((8,)), lambda a: bool(np.any((a != 0) & (np.abs(a) < 2**-10))))
+    assert reaches(values((8,)), lambda a: bool(np.any((a == 0) & np.signbit(a))))
 
 
 @pytest.mark.parametrize("n", [768, 4096])
