@@ -8,11 +8,21 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable
 
+from impl.backend import Capabilities
+from properties import pinned
+from properties.cases import Case
+from properties.plugin import PropertyRun, capability_reason
 from properties.profiles import default_profile
 from spec.codec import loads_request
 from spec.errors import UsageError
+from spec.ir import OPS, Input, Node, Program
+from tests import broken_backends as bb
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,3 +106,32 @@ def test_default_profile_follows_environment() -> None:
     assert default_profile({"CI": "true", "RESVERIFY_PROFILE": "thorough"}) == "thorough"
     with pytest.raises(UsageError, match="unknown Hypothesis profile 'fast'"):
         default_profile({"RESVERIFY_PROFILE": "fast"})
+
+
+class _NoTanh(bb.Reference):
+    name = "no-tanh"
+    capabilities = Capabilities(dtypes=("float64",), ops=tuple(sorted(set(OPS) - {"tanh"})))
+
+
+def test_examples_using_unclaimed_ops_are_rejected_and_not_counted() -> None:
+    backend = _NoTanh()
+    run = PropertyRun("law", "no-tanh", backend)
+    tanh_case = Case(Program((Input("x", (2,)),), (Node("y", "tanh", ("x",)),), "y"),
+                     {"x": np.ones(2)}, np.ones(2))
+
+    @settings(max_examples=5, database=None)
+    @given(case=st.just(tanh_case))
+    def only_tanh(case: Case) -> None:
+        run.tick()
+        run.request(case, "float64")
+
+    with pytest.raises(Unsatisfiable):
+        only_tanh()
+    assert run.examples == 0
+    run.tick()
+    assert run.request(pinned.S06, "float64").dtype == "float64"
+    assert run.examples == 1
+    assert capability_reason(backend, "float16", ()) == (
+        "dtype float16 not claimed (claims ['float64'])")
+    assert capability_reason(backend, "float64", ("tanh", "linear")) == (
+        "op(s) ['tanh'] not claimed")
