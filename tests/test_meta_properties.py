@@ -32,6 +32,7 @@ _QUIET = (HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
 CATCH = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                  phases=(Phase.explicit, Phase.generate), suppress_health_check=_QUIET)
 CONTROL = settings(CATCH, max_examples=6)
+GENERATED_ONLY = settings(CATCH, phases=(Phase.generate,))
 
 # (property, dtype, broken backend it must catch)
 CATCHES: list[tuple[str, str, type[bb.Reference]]] = [
@@ -110,6 +111,19 @@ def test_property_catches_its_broken_backend(law: str, dtype: str,
         f"property {law} passed {CATCH.max_examples} examples against {broken.__name__} "
         f"[{dtype}]: it no longer catches '{broken.__doc__}'")
     assert broken.name in str(failure), f"failure does not name the backend: {failure}"
+
+
+STATISTICAL = [(law, dtype, broken) for law, dtype, broken in CATCHES
+               if "variance" in law and "sample" not in law]
+
+
+@pytest.mark.parametrize(("law", "dtype", "broken"), STATISTICAL,
+                         ids=[f"{p}-{b.__name__}" for p, _, b in STATISTICAL])
+def test_statistical_property_has_power_on_generated_streams(
+        law: str, dtype: str, broken: type[bb.Reference]) -> None:
+    """Not only the pinned seed example: freshly generated streams expose the bug too."""
+    failure = run_property(law, broken(), dtype, GENERATED_ONLY)
+    assert failure is not None, f"{law} missed {broken.__name__} on generated streams"
 
 
 @pytest.mark.parametrize("law", sorted(property_tests()))
