@@ -396,9 +396,14 @@ def _misses(where: str, expected: np.ndarray, actual: np.ndarray, bound: np.ndar
     return found
 
 
+@np.errstate(over="ignore", invalid="ignore")
 def error_budget(request: Request, dtype: str | None = None, *,
                  exact: ExactResult | None = None) -> Budget:
     """The error budget of ``request`` computed in ``dtype`` (default: the request's).
+
+    Magnitudes near the top of the float64 range overflow to inf on purpose (the bound is
+    then inf: not checked), and inf·0 gives NaN, which the last step turns into inf; NumPy's
+    warnings for both are silenced here rather than left to the caller.
 
     Pass ``exact`` (from :func:`spec.exact.evaluate` of the same request) to reuse its
     forward trace. When ``dtype`` is narrower than the request's, rounding the inputs and

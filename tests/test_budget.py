@@ -249,3 +249,18 @@ def test_a_missing_gradient_is_reported_as_a_miss() -> None:
     found = budget.misses(exact, exact.output.astype(np.float64),
                           {"x": exact.grads["x"].astype(np.float64)})
     assert [m.where for m in found] == ["grad[w] missing"]
+
+
+def test_budget_near_overflow_is_inf_without_numpy_warnings():
+    """Magnitudes past float64's range give an inf (unchecked) bound, silently: pytest turns
+    warnings into errors, so a RuntimeWarning here would break the extremes profile."""
+    program = Program((Input("x", (2,)), Input("w", (2, 2))),
+                      (Node("f", "linear", ("x", "w")), Node("y", "residual_add", ("x", "f"))),
+                      "y")
+    huge = 1e308
+    request = Request(program, {"x": np.array([huge, -huge]),
+                                "w": np.array([[huge, 0.0], [1.0, huge]])},
+                      "float64", np.array([huge, 0.0]))
+    budget = error_budget(request)
+    assert np.all(np.isinf(budget.output)), budget.output
+    assert not np.any(np.isnan(budget.grads["w"])), budget.grads["w"]
