@@ -1,0 +1,50 @@
+"""The claim catalog: every checkable fact of the seed documents, with the check that computes it.
+
+Why: the seeds state facts (fixture values, Jacobians, depth and variance laws) that the
+project was built from. Each is kept here as a :class:`Claim` with a stable id (``S01`` …
+``S30`` of ``SEEDS.md``; ``S07a``/``S07b`` and ``S17a``/``S17b`` where one item holds a
+settled fact and an open one), the seed file and section it comes from, a statement in our
+own words, the exact expected value, and a zero-argument check that recomputes it with the
+exact interpreter (:mod:`spec.exact`) or the symbolic model (:mod:`spec.symbolic`).
+
+Claims about an implementation also carry a ``backend`` check that takes a backend's
+``run(request) -> Result``; :mod:`spec` imports no backend, so ``reports`` supplies it.
+Observations are written once against an *interpreter* (request -> flat :class:`Run`), so
+the exact and the backend sides compute the same thing. Claims the seeds get subtly wrong
+or leave open carry a ``note`` with the project's decision.
+
+Section headings are quoted in the seed's own language (``ru`` or ``zh``) with our English
+translation beside them.
+
+Layout: one module per seed document holds its sections, checks and claims
+(:mod:`~spec.claims.course` S01–S14, :mod:`~spec.claims.lecture` S15–S20,
+:mod:`~spec.claims.notes` S21–S30); :mod:`~spec.claims.model` defines claims and runs,
+:mod:`~spec.claims.build` the builders they share, :mod:`~spec.claims.outcome` the verdicts.
+
+Public API: :data:`CLAIMS`, :data:`SEED_FILES`, :class:`Claim`, :class:`Section`,
+:class:`ClaimOutcome`, :func:`check_claim`, :func:`outcome_dict`, :func:`jsonable`,
+:class:`BackendSkip`.
+"""
+
+from __future__ import annotations
+
+from spec.claims import course, lecture, notes
+from spec.claims.model import BackendSkip, Claim, ClaimOutcome, Run, Section
+from spec.claims.outcome import check_claim, jsonable, outcome_dict
+
+__all__ = [
+    "CLAIMS",
+    "SEED_FILES",
+    "BackendSkip",
+    "Claim",
+    "ClaimOutcome",
+    "Run",
+    "Section",
+    "check_claim",
+    "jsonable",
+    "outcome_dict",
+]
+
+SEED_FILES = (course.COURSE, lecture.LECTURE, notes.NOTES)
+
+CLAIMS: tuple[Claim, ...] = (*course.CLAIMS, *lecture.CLAIMS, *notes.CLAIMS)
