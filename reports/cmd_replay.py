@@ -12,7 +12,6 @@ in exact rational arithmetic. Exit 0 when every element is within budget, 1 othe
 from __future__ import annotations
 
 import argparse
-import importlib
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +23,9 @@ import numpy as np
 
 from impl import Backend, resolve_backend
 from spec import Request, Result, UsageError, loads_request
+from spec.budget import Budget, error_budget
+from spec.exact import ExactResult, evaluate
+from spec.request import storage_dtype
 
 NAME = "replay"
 HELP = "run one saved test vector on a backend and print the diff against the spec"
@@ -63,31 +65,18 @@ def _run_backend(backend: Backend, request: Request) -> Result:
         return Result.failure("backend_error", f"{type(exc).__name__}: {exc}")
 
 
-def _budget(request: Request, exact: Any) -> tuple[Any, str | None]:
-    try:
-        module = importlib.import_module("spec.budget")
-    except ModuleNotFoundError as exc:
-        if exc.name != "spec.budget":
-            raise
-        return None, "no error budget available (spec.budget is missing): compared exactly"
-    return module.error_budget(request, exact=exact), None
-
-
 def _index(shape: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
     yield from np.ndindex(*shape) if shape else iter([()])
 
 
-def _allowed(budget: np.ndarray | None, idx: tuple[int, ...], slack: Fraction
-             ) -> Fraction | None:
+def _allowed(budget: np.ndarray, idx: tuple[int, ...]) -> Fraction | None:
     """The bound for one element (None: unbounded). The budget already holds the slack."""
-    if budget is None:
-        return slack
     limit = float(budget[idx])
     return None if math.isinf(limit) else Fraction(limit)
 
 
-def compare_array(label: str, got: np.ndarray, exact: np.ndarray, budget: np.ndarray | None,
-                  slack: Fraction) -> list[Row]:
+def compare_array(label: str, got: np.ndarray, exact: np.ndarray, budget: np.ndarray
+                  ) -> list[Row]:
     """One row per element of ``got`` against the exact values (compared as rationals)."""
     if got.shape != exact.shape:
         return [Row(label, f"shape {list(got.shape)}", f"shape {list(exact.shape)}", "", "",
@@ -96,7 +85,7 @@ def compare_array(label: str, got: np.ndarray, exact: np.ndarray, budget: np.nda
     for idx in _index(exact.shape):
         value = float(got[idx])
         truth = Fraction(exact[idx])
-        allowed = _allowed(budget, idx, slack)
+        allowed = _allowed(budget, idx)
         diff = abs(Fraction(value) - truth) if math.isfinite(value) else None
         ok = (not math.isnan(value)) if allowed is None else (diff is not None
                                                                and diff <= allowed)
@@ -112,20 +101,20 @@ def _show(value: Fraction) -> str:
     return text if Fraction(float(value)) == value else f"{text}~"
 
 
-def compare(request: Request, result: Result, exact: Any, budget: Any) -> list[Row]:
+def compare(request: Request, result: Result, exact: ExactResult,
+            budget: Budget | None) -> list[Row]:
     """Rows for every element, or one row for an error on either side."""
-    if exact.error is not None or result.error is not None:
+    if exact.error is not None or result.error is not None or budget is None:
         return [_error_row(exact.error, result.error)]
     assert result.output is not None and result.grads is not None
-    rows = compare_array("output", np.asarray(result.output), exact.output,
-                         None if budget is None else budget.output, exact.slack)
+    assert exact.output is not None and exact.grads is not None
+    rows = compare_array("output", np.asarray(result.output), exact.output, budget.output)
     for name, grad in exact.grads.items():
         got = result.grads.get(name)
         if got is None:
             rows.append(Row(f"grad {name}", "missing", "present", "", "", False))
             continue
-        bound = None if budget is None else budget.grads[name]
-        rows += compare_array(f"grad {name}", np.asarray(got), grad, bound, exact.slack)
+        rows += compare_array(f"grad {name}", np.asarray(got), grad, budget.grads[name])
     return rows
 
 
@@ -142,8 +131,6 @@ def _error_row(spec_error: Any, backend_error: Any) -> Row:
 
 
 def _dtype_rows(request: Request, result: Result) -> list[Row]:
-    from spec.request import storage_dtype
-
     if result.output is None:
         return []
     want = storage_dtype(request.dtype)
@@ -166,16 +153,12 @@ def _print(rows: list[Row], show_all: bool) -> None:
 def run(args: argparse.Namespace) -> int:
     request = _load(args.vector)
     backend = resolve_backend(args.backend)
-    from spec.exact import evaluate
-
     result = _run_backend(backend, request)
     exact = evaluate(request)
-    budget, note = _budget(request, exact) if exact.error is None else (None, None)
+    budget = error_budget(request, exact=exact) if exact.error is None else None
     program = request.program.describe()
     program = program if len(program) <= 160 else program[:157] + "..."
     print(f"vector {args.vector}: {program} [{request.dtype}] on backend {backend.name}")
-    if note:
-        print(f"note: {note}")
     rows = _dtype_rows(request, result) + compare(request, result, exact, budget)
     _print(rows, args.all)
     failed = sum(not r.ok for r in rows)
