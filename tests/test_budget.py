@@ -144,6 +144,13 @@ def test_float64_linear_block_budget_is_within_32_roundoffs_of_its_magnitude(
         assert ratio <= 32, f"{label}: budget is {ratio:.1f} u x magnitude [{width=}, {rows=}]"
 
 
+def _in_float32(request: Request) -> Request:
+    """The same program and values rounded to float32 (what a float32 backend computes on)."""
+    return Request(request.program,
+                   {k: v.astype(np.float32) for k, v in request.inputs.items()},
+                   "float32", np.asarray(request.cotangent).astype(np.float32))
+
+
 def test_float32_arithmetic_is_caught_by_the_float64_budget() -> None:
     """A backend that silently computes a float64 request in float32 is outside the budget."""
     rng = np.random.default_rng(7)
@@ -152,8 +159,7 @@ def test_float32_arithmetic_is_caught_by_the_float64_budget() -> None:
                        Node("y", "residual_add", ("x", "t"))), "y")
     request = Request(program, {"x": rng.normal(size=(4, 8)), "w": rng.normal(size=(8, 8))},
                       "float64", rng.normal(size=(4, 8)))
-    narrow = Request(program, {k: v.astype(np.float32) for k, v in request.inputs.items()},
-                     "float32", np.asarray(request.cotangent).astype(np.float32))
+    narrow = _in_float32(request)
     result = BACKEND.run(narrow)
     assert result.output is not None and result.grads is not None
     exact = evaluate(request)
@@ -179,8 +185,7 @@ def test_narrower_dtype_budget_covers_rounding_the_inputs() -> None:
                       "y")
     request = Request(program, {"x": rng.normal(size=(3, 4)), "w": rng.normal(size=(4, 4))},
                       "float64", rng.normal(size=(3, 4)))
-    narrow = Request(program, {k: v.astype(np.float32) for k, v in request.inputs.items()},
-                     "float32", np.asarray(request.cotangent).astype(np.float32))
+    narrow = _in_float32(request)
     result = BACKEND.run(narrow)
     assert result.output is not None and result.grads is not None
     exact = evaluate(request)
