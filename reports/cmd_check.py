@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from impl import Backend, resolve_backend
+from properties.profiles import PROFILES
 from reports import json_report
 from reports.atomic import write_bytes, write_text
 from reports.claim_source import ClaimRun, run_claims
@@ -35,7 +36,6 @@ from spec import UsageError
 
 NAME = "check"
 HELP = "check backends against the claims and the property suite, write the report"
-FALLBACK_PROFILES = ("dev", "ci", "thorough")
 DEFAULT_REPORT_DIR = Path("resverify-report")
 _REWRITE_SECONDS = 2.0
 _REPLAYS_SHOWN = 5
@@ -117,17 +117,8 @@ def _report_dir(path: Path) -> Path:
     return path.resolve()
 
 
-def known_profiles() -> tuple[str, ...]:
-    """The profiles the property suite registers (its own list when it is installed)."""
-    try:
-        from properties.profiles import PROFILES
-    except ImportError:
-        return FALLBACK_PROFILES
-    return tuple(PROFILES)
-
-
 def _check_profile(name: str) -> str:
-    known = known_profiles()
+    known = tuple(PROFILES)
     if name not in known:
         raise UsageError(f"unknown profile {name!r}; use one of {list(known)}")
     return name

@@ -10,7 +10,6 @@ finished, whether or not pytest reached the end.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -63,7 +62,7 @@ def pytest_command(*, events: Path, backends: Sequence[str], profile: str, seed:
                    junitxml: Path | None = None, extra: Sequence[str] = ()) -> list[str]:
     """The command line of the child pytest run."""
     own_suite = tuple(target) == DEFAULT_TARGET
-    plugin = ["-p", SUITE_PLUGIN] if own_suite and importlib.util.find_spec(SUITE_PLUGIN) else []
+    plugin = ["-p", SUITE_PLUGIN] if own_suite else []
     cmd = [sys.executable, "-m", "pytest", *target, *plugin, "-p", "reports.collector",
            f"--resverify-events={events}", "-q", "-p", "no:cacheprovider",
            f"--hypothesis-profile={profile}", f"--hypothesis-seed={seed}"]
