@@ -37,3 +37,34 @@ class Unsupported(ResverifyError, NotImplementedError):
 
 class UsageError(ResverifyError, ValueError):
     """A user's mistake on the command line or in an option: bad name, bad path."""
+
+
+class BackendFault(ResverifyError, RuntimeError):
+    """A backend misbehaved while running one request, beyond giving wrong numbers.
+
+    ``kind`` classifies the failure for reports: ``timeout`` (no answer in time),
+    ``crash`` (the engine's process died), ``bad_result`` (an answer that is not a
+    well-formed result: wrong type, shape, dtype, unreadable line). Raised by adapters
+    such as :mod:`impl.external` and caught by the property suite, which turns it into a
+    classified failure of that one example; the run goes on.
+    """
+
+    kind = "bad_result"
+
+
+class BackendTimeout(BackendFault):
+    """The backend gave no complete answer within its time limit."""
+
+    kind = "timeout"
+
+
+class BackendCrash(BackendFault):
+    """The backend's process died (exited, was killed, or closed its output)."""
+
+    kind = "crash"
+
+
+class BadResult(BackendFault):
+    """The backend answered something that is not a well-formed result for the request."""
+
+    kind = "bad_result"
