@@ -7,15 +7,13 @@ the pytest plugin can save it as a test vector and print the replay command. Hel
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
-import mpmath
 import numpy as np
 
 from impl.backend import Backend
+from spec.compare import cells, decimal
 from spec.ir import infer_shapes
 from spec.request import Request, Result, storage_dtype
 
@@ -40,10 +38,7 @@ def num(value: object) -> str:
     if isinstance(value, Fraction):
         if value.denominator < 10**6 and abs(value.numerator) < 10**12:
             return str(value)
-        try:
-            return repr(float(value))
-        except OverflowError:
-            return mpmath.nstr(mpmath.mpf(value.numerator) / value.denominator, 17)
+        return decimal(value)
     return repr(float(value))  # type: ignore[arg-type]
 
 
@@ -72,23 +67,20 @@ class Context:
                budget: np.ndarray) -> None:
         """Every element of the backend's ``actual`` lies within ``budget`` of the spec.
 
-        An infinite budget element means the analysis gives no bound there (overflow);
-        it is not checked.
+        The verdict is :func:`spec.compare.within`, the rule replay and the budget object
+        use too (an infinite budget element allows anything: the analysis allows overflow).
         """
         __tracebackhide__ = True
         actual, exact = np.asarray(actual), np.asarray(exact, dtype=object)
         self.check(actual.shape == exact.shape,
                    f"{what}: backend {self.backend} gives shape {list(actual.shape)}, "
                    f"spec gives {list(exact.shape)}")
-        for index, value, want, bound in _elements(actual, exact, budget):
-            if not np.isfinite(bound):
-                continue
-            ok = np.isfinite(value) and abs(Fraction(float(value)) - want) <= Fraction(bound)
-            if not ok:
-                diff = abs(Fraction(float(value)) - want) if np.isfinite(value) else value
-                self.fail(f"{what}{element_index(index)}: backend {self.backend} = "
-                          f"{num(value)}, spec = {num(want)}, |diff| = {num(diff)} > "
-                          f"budget {num(bound)}")
+        for cell in cells(actual, exact, budget):
+            if not cell.ok:
+                diff = cell.actual if cell.diff is None else cell.diff
+                self.fail(f"{what}{element_index(cell.index)}: backend {self.backend} = "
+                          f"{num(cell.actual)}, spec = {num(cell.exact)}, |diff| = {num(diff)} "
+                          f"> budget {num(cell.bound)}")
 
     def equal(self, what: str, actual: np.ndarray, expected: np.ndarray,
               expected_side: str = "spec", skip: np.ndarray | None = None) -> None:
@@ -108,13 +100,6 @@ class Context:
             if not (np.isfinite(a) and Fraction(float(a)) == want):
                 self.fail(f"{what}{element_index(index)}: backend {self.backend} = {num(a)}, "
                           f"{expected_side} = {num(e)} (must be equal, budget 0)")
-
-
-def _elements(actual: np.ndarray, exact: np.ndarray, budget: np.ndarray
-              ) -> Iterator[tuple[tuple[int, ...], float, Any, float]]:
-    budget = np.broadcast_to(np.asarray(budget, dtype=np.float64), actual.shape)
-    for index in np.ndindex(actual.shape):
-        yield index, float(actual[index]), exact[index], float(budget[index])
 
 
 def run_ok(backend: Backend, request: Request, label: str | None = None) -> Result:

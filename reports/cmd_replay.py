@@ -12,7 +12,6 @@ in exact rational arithmetic. Exit 0 when every element is within budget, 1 othe
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -24,6 +23,7 @@ import numpy as np
 from impl import Backend, resolve_backend
 from spec import Request, Result, UsageError, loads_request
 from spec.budget import Budget, error_budget
+from spec.compare import cells, decimal
 from spec.exact import ExactResult, evaluate
 from spec.request import storage_dtype
 
@@ -69,36 +69,28 @@ def _index(shape: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
     yield from np.ndindex(*shape) if shape else iter([()])
 
 
-def _allowed(budget: np.ndarray, idx: tuple[int, ...]) -> Fraction | None:
-    """The bound for one element (None: unbounded). The budget already holds the slack."""
-    limit = float(budget[idx])
-    return None if math.isinf(limit) else Fraction(limit)
-
-
 def compare_array(label: str, got: np.ndarray, exact: np.ndarray, budget: np.ndarray
                   ) -> list[Row]:
-    """One row per element of ``got`` against the exact values (compared as rationals)."""
+    """One row per element of ``got`` against the exact values, judged by spec.compare."""
     if got.shape != exact.shape:
         return [Row(label, f"shape {list(got.shape)}", f"shape {list(exact.shape)}", "", "",
                     False)]
-    rows = []
-    for idx in _index(exact.shape):
-        value = float(got[idx])
-        truth = Fraction(exact[idx])
-        allowed = _allowed(budget, idx)
-        diff = abs(Fraction(value) - truth) if math.isfinite(value) else None
-        ok = (not math.isnan(value)) if allowed is None else (diff is not None
-                                                               and diff <= allowed)
-        rows.append(Row(
-            f"{label}[{','.join(map(str, idx))}]", repr(value), _show(truth),
-            "inf" if diff is None else f"{float(diff):.3g}",
-            "inf" if allowed is None else f"{float(allowed):.3g}", ok))
-    return rows
+    return [Row(f"{label}[{','.join(map(str, c.index))}]", repr(c.actual), _show(c.exact),
+                "inf" if c.diff is None else _short(c.diff), _short(c.bound), c.ok)
+            for c in cells(got, exact, budget)]
+
+
+def _short(value: Fraction | float) -> str:
+    return decimal(value, 3) if isinstance(value, Fraction) else f"{value:.3g}"
 
 
 def _show(value: Fraction) -> str:
-    text = repr(float(value))
-    return text if Fraction(float(value)) == value else f"{text}~"
+    text = decimal(value)
+    try:
+        inexact = Fraction(float(value)) != value
+    except OverflowError:
+        inexact = True
+    return f"{text}~" if inexact else text
 
 
 def compare(request: Request, result: Result, exact: ExactResult,

@@ -53,6 +53,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from spec.compare import cells, decimal
 from spec.errors import InvalidProgram
 from spec.exact import ExactResult, Trace, evaluate, unbroadcast
 from spec.ir import DTYPES, Node
@@ -340,7 +341,7 @@ class Miss:
 
     def __str__(self) -> str:
         return (f"{self.where}{list(self.index)}={self.actual!r}, but should be "
-                f"{float(self.expected)!r} ± {self.bound:.3g}")
+                f"{decimal(self.expected)} ± {self.bound:.3g}")
 
 
 @dataclass(frozen=True)
@@ -361,8 +362,8 @@ class Budget:
                grads: Mapping[str, np.ndarray]) -> list[Miss]:
         """Every element of a backend's ``output``/``grads`` farther from ``exact`` than allowed.
 
-        The comparison is exact: ``|Fraction(actual) - expected| <= Fraction(bound)``;
-        NaN is always a miss, an infinity only where the bound is infinite.
+        Each element is judged by :func:`spec.compare.within` (exact rational comparison;
+        where the bound is infinite, anything goes, NaN included: overflow is allowed).
         """
         if exact.output is None or exact.grads is None:
             raise InvalidProgram("an exact result with an output and gradients is needed")
@@ -385,15 +386,8 @@ def _misses(where: str, expected: np.ndarray, actual: np.ndarray, bound: np.ndar
     actual = np.asarray(actual)
     if actual.shape != expected.shape:
         return [Miss(f"{where}.shape{list(actual.shape)}", (), float("nan"), Fraction(0), 0.0)]
-    found = []
-    cells = zip(np.ndindex(*expected.shape), expected.reshape(-1).tolist(),
-                actual.reshape(-1).tolist(), bound.reshape(-1).tolist(), strict=True)
-    for index, want, value, limit in cells:
-        if limit == INF and value == value:
-            continue
-        if not math.isfinite(value) or abs(Fraction(value) - want) > Fraction(limit):
-            found.append(Miss(where, index, float(value), Fraction(want), float(limit)))
-    return found
+    return [Miss(where, c.index, c.actual, c.exact, c.bound)
+            for c in cells(actual, expected, bound) if not c.ok]
 
 
 @np.errstate(over="ignore", invalid="ignore")
