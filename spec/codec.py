@@ -1,15 +1,31 @@
-"""Lossless JSON for programs, requests and results.
+"""Lossless JSON for programs, requests and results: the wire format of resverify.
 
-Every float travels as ``float.hex`` text (``"0x1.8p+1"``, ``"-0x0.0p+0"``, ``"inf"``,
-``"nan"``), so signed zeros, subnormals and the last bit survive. Alphas travel as
-exact rationals (``"1/3"``). Each document carries ``"resverify": FORMAT_VERSION`` and
-its ``"kind"``.
+One rule for every number: it is read *exactly*, then rounded once to the request's
+dtype, round to nearest with ties to even (values beyond the dtype's largest finite
+number by half an ulp or more become infinities). Spellings, as strings:
+
+* hex floats, ``float.hex`` or C99 ``%a`` / ``%A`` (``"0x1.8p+1"``, ``"-0x0p+0"``; the
+  ``p`` exponent is required, letters in any case);
+* decimals in JSON number grammar (``"1.5"``, ``"10"``, ``"-2.5e-3"``), read as decimal;
+* ``"inf"``, ``"-inf"``, ``"nan"`` (any case; ``"-nan"`` is NaN too).
+
+A bare JSON number is read as a decimal too (``json.loads`` with ``parse_float=Decimal``,
+never through a binary float first). resverify itself always writes ``float.hex``, so
+signed zeros, subnormals and the last bit survive. Alphas travel as exact rationals
+(``"1/3"``) or integers. Each document carries ``"resverify": FORMAT_VERSION`` and its
+``"kind"``, and is checked against ``spec/schema/protocol.schema.json`` when read.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Mapping
+from decimal import Decimal
+from fractions import Fraction
+from functools import cache
+from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -19,6 +35,104 @@ from spec.ir import Input, Node, Program, as_shape
 from spec.request import Request, Result, ResultError, storage_dtype
 
 FORMAT_VERSION = 1
+MESSAGE_KINDS = ("hello", "capabilities", "request", "result")
+
+# dtype -> (precision in bits including the leading one, smallest and largest normal exponent)
+_FORMATS: dict[str, tuple[int, int, int]] = {
+    "float64": (53, -1022, 1023),
+    "float32": (24, -126, 127),
+    "float16": (11, -14, 15),
+    "bfloat16": (8, -126, 127),
+}
+_HEX = re.compile(r"(-?)0x([0-9a-f]+(?:\.[0-9a-f]*)?|\.[0-9a-f]+)p([+-]?[0-9]+)", re.I)
+_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_WORD = re.compile(r"(-?)(inf|nan)", re.I)
+_SPELLINGS = "a hex float like 0x1.8p+1, a decimal like 1.5, inf, -inf or nan"
+# Beyond these binary exponents every dtype has overflowed, or rounded to zero.
+_HUGE, _TINY = 1100, -1200
+
+
+def round_to_dtype(value: float | Fraction, dtype: str, negative: bool = False) -> float:
+    """The ``dtype`` value nearest to the exact ``value`` (ties to even), as a Python float.
+
+    ``negative`` gives the sign of a zero ``Fraction`` (which has none of its own).
+    """
+    if isinstance(value, float):
+        if not math.isfinite(value) or value == 0 or dtype == "float64":
+            return value
+        negative = value < 0
+    elif value == 0:
+        return -0.0 if negative else 0.0
+    else:
+        negative = value < 0
+    precision, emin, emax = _FORMATS[dtype]
+    if isinstance(value, float):
+        size = abs(value)
+        shift = max(math.frexp(size)[1] - 1, emin) - precision + 1
+        scaled: float | Fraction = math.ldexp(size, -shift)  # exact: a power-of-two scaling
+    else:
+        exact = Fraction(abs(value.numerator), value.denominator)
+        exponent = exact.numerator.bit_length() - exact.denominator.bit_length()
+        if exact.numerator << max(-exponent, 0) < exact.denominator << max(exponent, 0):
+            exponent -= 1
+        shift = max(exponent, emin) - precision + 1
+        scaled = exact / Fraction(2) ** shift
+    mantissa = round(scaled)  # round half to even, for floats and Fractions alike
+    overflow = mantissa.bit_length() + shift > emax + 1
+    rounded = math.inf if overflow else math.ldexp(mantissa, shift)
+    return -rounded if negative else rounded
+
+
+def decode_number(value: object, dtype: str, where: str = "value") -> float:
+    """One wire number (a string spelling, a JSON integer or decimal) rounded once to ``dtype``."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float, Decimal)):
+        raise InvalidProgram(f"{where}: {value!r} is not a number; write {_SPELLINGS}")
+    if isinstance(value, float):
+        return round_to_dtype(value, dtype)
+    if isinstance(value, int):
+        return round_to_dtype(float(value) if abs(value) < 2**53 else Fraction(value), dtype)
+    if isinstance(value, Decimal):
+        return _decimal(value, dtype)
+    if hexa := _HEX.fullmatch(value):
+        return _hex(value, hexa, dtype)
+    if _DECIMAL.fullmatch(value):
+        return _decimal(Decimal(value), dtype)
+    if word := _WORD.fullmatch(value):
+        if word[2].lower() == "nan":
+            return math.nan
+        return -math.inf if word[1] else math.inf
+    raise InvalidProgram(f"{where}: {value[:40]!r} is not a number; write {_SPELLINGS}")
+
+
+def _decimal(value: Decimal, dtype: str) -> float:
+    negative = value.is_signed()
+    if not value.is_finite():
+        raise InvalidProgram(f"{value} is not a finite decimal; write inf, -inf or nan")
+    if value.is_zero() or value.adjusted() < -400:  # below half the smallest subnormal
+        return -0.0 if negative else 0.0
+    if value.adjusted() > 400:  # above every dtype's largest finite number
+        return -math.inf if negative else math.inf
+    if dtype == "float64":
+        return float(value)  # correctly rounded, once
+    return round_to_dtype(Fraction(value), dtype)
+
+
+def _hex(text: str, match: re.Match[str], dtype: str) -> float:
+    negative = bool(match[1])
+    whole, _, fraction = match[2].partition(".")
+    digits = (whole + fraction).lstrip("0")
+    mantissa = int(digits or "0", 16)
+    exponent = int(match[3]) - 4 * len(fraction)
+    if mantissa == 0 or mantissa.bit_length() + exponent < _TINY:
+        return -0.0 if negative else 0.0
+    if mantissa.bit_length() + exponent > _HUGE:
+        return -math.inf if negative else math.inf
+    if len(digits.rstrip("0")) <= 13:  # at most 53 bits: float.fromhex is exact or rounds once
+        value = float.fromhex(text)
+        if dtype == "float64" or abs(value) >= 2.0**-1022:
+            return round_to_dtype(value, dtype)
+    exact = Fraction(mantissa) * Fraction(2) ** exponent
+    return round_to_dtype(-exact if negative else exact, dtype)
 
 
 def encode_array(array: np.ndarray) -> dict[str, Any]:
@@ -30,11 +144,11 @@ def decode_array(doc: Mapping[str, Any], dtype: str, where: str) -> np.ndarray:
     if not isinstance(doc, Mapping) or "data" not in doc or "shape" not in doc:
         raise InvalidProgram(f"{where}: an array needs 'shape' and 'data'")
     shape = as_shape(doc["shape"], where)
-    try:
-        flat = [float.fromhex(v) if isinstance(v, str) else float(v) for v in doc["data"]]
-    except (TypeError, ValueError) as exc:
-        raise InvalidProgram(f"{where}: bad float in data: {exc}") from None
-    if len(flat) != int(np.prod(shape, dtype=np.int64)):
+    data = doc["data"]
+    if not isinstance(data, list):
+        raise InvalidProgram(f"{where}: 'data' must be a list of numbers")
+    flat = [decode_number(v, dtype, f"{where} element {i}") for i, v in enumerate(data)]
+    if len(flat) != math.prod(shape):
         raise InvalidProgram(f"{where}: {len(flat)} values do not fill shape {list(shape)}")
     return np.array(flat, dtype=np.float64).reshape(shape).astype(storage_dtype(dtype))
 
@@ -76,19 +190,17 @@ def request_to_dict(request: Request) -> dict[str, Any]:
 
 
 def request_from_dict(doc: Mapping[str, Any]) -> Request:
-    _check_header(doc, "request")
-    try:
-        dtype = doc["dtype"]
-        storage_dtype(dtype)
-        inputs = {k: decode_array(v, dtype, f"input {k!r}") for k, v in doc["inputs"].items()}
-        cot = doc.get("cotangent")
-        cotangent = None if cot is None else decode_array(cot, dtype, "cotangent")
-        return Request(program_from_dict(doc["program"]), inputs, dtype, cotangent)
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise InvalidProgram(f"malformed request: missing or bad field {exc}") from None
+    """Decode a request document (a saved vector's ``"vector"`` entry is ignored)."""
+    validate_message(doc, "request")
+    dtype = doc["dtype"]
+    inputs = {k: decode_array(v, dtype, f"input {k!r}") for k, v in doc["inputs"].items()}
+    cot = doc["cotangent"]
+    cotangent = None if cot is None else decode_array(cot, dtype, "cotangent")
+    return Request(program_from_dict(doc["program"]), inputs, dtype, cotangent)
 
 
-def result_to_dict(result: Result) -> dict[str, Any]:
+def result_to_dict(result: Result, dtype: str | None = None) -> dict[str, Any]:
+    """The result document; ``dtype`` is the request's (else the output's NumPy dtype)."""
     doc: dict[str, Any] = {"resverify": FORMAT_VERSION, "kind": "result"}
     if result.error is not None:
         err = result.error
@@ -96,7 +208,7 @@ def result_to_dict(result: Result) -> dict[str, Any]:
                         "shapes": None if err.shapes is None else [list(s) for s in err.shapes]}
         return doc
     assert result.output is not None and result.grads is not None
-    doc["dtype"] = str(result.output.dtype)
+    doc["dtype"] = dtype or str(result.output.dtype)
     doc["output"] = encode_array(result.output)
     doc["grads"] = {k: encode_array(v) for k, v in result.grads.items()}
     return doc
@@ -104,48 +216,99 @@ def result_to_dict(result: Result) -> dict[str, Any]:
 
 def result_from_dict(doc: Mapping[str, Any], dtype: str = "float64") -> Result:
     """Decode a result; ``dtype`` is the request's, used when the document names none."""
-    _check_header(doc, "result")
-    try:
-        if doc.get("error") is not None:
-            err = doc["error"]
-            shapes = err.get("shapes")
-            pair = None if shapes is None else (
-                as_shape(shapes[0], "error shape"), as_shape(shapes[1], "error shape"))
-            return Result(error=ResultError(err["kind"], str(err["message"]), pair))
-        dtype = doc.get("dtype", dtype)
-        grads = {k: decode_array(v, dtype, f"grad {k!r}") for k, v in doc["grads"].items()}
-        return Result(output=decode_array(doc["output"], dtype, "output"), grads=grads)
-    except (KeyError, TypeError, AttributeError, IndexError) as exc:
-        raise InvalidProgram(f"malformed result: missing or bad field {exc}") from None
+    validate_message(doc, "result")
+    if "error" in doc:
+        err = doc["error"]
+        shapes = err.get("shapes")
+        pair = None if shapes is None else (
+            as_shape(shapes[0], "error shape"), as_shape(shapes[1], "error shape"))
+        return Result(error=ResultError(err["kind"], err["message"], pair))
+    dtype = doc.get("dtype", dtype)
+    grads = {k: decode_array(v, dtype, f"grad {k!r}") for k, v in doc["grads"].items()}
+    return Result(output=decode_array(doc["output"], dtype, "output"), grads=grads)
 
 
-def _check_header(doc: Mapping[str, Any], kind: str) -> None:
+@cache
+def protocol_schema() -> dict[str, Any]:
+    """The JSON Schema of every protocol message (``spec/schema/protocol.schema.json``)."""
+    text = resources.files("spec").joinpath("schema/protocol.schema.json").read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+@cache
+def _validator(kind: str) -> Any:
+    import jsonschema
+
+    schema = protocol_schema()
+    defs = json.loads(json.dumps(schema["$defs"]))
+    # Array elements are the bulk of a document: their schema is inlined, which makes
+    # validation several times faster than following the "$ref" per element.
+    defs["array"]["properties"]["data"]["items"] = defs["number"]
+    sub = {"$schema": schema["$schema"], "$defs": defs, "$ref": f"#/$defs/{kind}"}
+    return jsonschema.Draft202012Validator(sub)
+
+
+def validate_message(doc: object, kind: str) -> None:
+    """Raise a one-line InvalidProgram unless ``doc`` is a valid ``kind`` message."""
     if not isinstance(doc, Mapping):
-        raise InvalidProgram(f"a {kind} document must be a JSON object")
-    if doc.get("resverify") != FORMAT_VERSION:
+        raise InvalidProgram(f"a {kind} document must be a JSON object, got {_short(doc)}")
+    if "resverify" not in doc:
         raise InvalidProgram(
-            f"unsupported format version {doc.get('resverify')!r}; this resverify reads "
-            f"{FORMAT_VERSION}"
-        )
+            f'the {kind} document lacks the "resverify" header field '
+            f'(expected "resverify": {FORMAT_VERSION})')
+    if doc["resverify"] != FORMAT_VERSION or isinstance(doc["resverify"], bool):
+        raise InvalidProgram(
+            f"unsupported format version {doc['resverify']!r}; this resverify reads "
+            f"{FORMAT_VERSION}")
     if doc.get("kind") != kind:
         raise InvalidProgram(f"expected a {kind} document, got kind {doc.get('kind')!r}")
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(_validator(kind).iter_errors(doc))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "top level"
+        raise InvalidProgram(
+            f"malformed {kind} document: missing or bad field at {where}: {_message(error)}")
 
 
-def dumps(obj: Request | Result) -> str:
-    """One JSON line for a request or a result."""
-    doc = request_to_dict(obj) if isinstance(obj, Request) else result_to_dict(obj)
+def _message(error: Any) -> str:
+    """jsonschema's message, with the offending value shortened to stay on one line."""
+    text = str(error.message)
+    value = repr(error.instance)
+    if len(value) > 60:
+        text = text.replace(value, _short(error.instance))
+    return " ".join(text.split())[:300]
+
+
+def _short(value: object) -> str:
+    text = " ".join(repr(value).split())
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _reject_constant(name: str) -> float:
+    raise InvalidProgram(f"{name} is not JSON; write the string \"nan\", \"inf\" or \"-inf\"")
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads`` that keeps JSON decimals exact (as ``Decimal``) and refuses NaN tokens."""
+    try:
+        return json.loads(text, parse_float=Decimal, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise InvalidProgram(f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidProgram("not valid JSON: nested too deeply") from None
+
+
+def dumps(obj: Request | Result, dtype: str | None = None) -> str:
+    """One JSON line for a request or a result (``dtype``: the request's, for a result)."""
+    doc = request_to_dict(obj) if isinstance(obj, Request) else result_to_dict(obj, dtype)
     return json.dumps(doc, sort_keys=True)
 
 
 def loads_request(text: str) -> Request:
-    try:
-        return request_from_dict(json.loads(text))
-    except json.JSONDecodeError as exc:
-        raise InvalidProgram(f"not valid JSON: {exc}") from None
+    return request_from_dict(parse_json(text))
 
 
 def loads_result(text: str, dtype: str = "float64") -> Result:
-    try:
-        return result_from_dict(json.loads(text), dtype)
-    except json.JSONDecodeError as exc:
-        raise InvalidProgram(f"not valid JSON: {exc}") from None
+    return result_from_dict(parse_json(text), dtype)

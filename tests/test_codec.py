@@ -1,0 +1,145 @@
+"""The wire format: one rule for every number (read exactly, rounded once to the dtype)."""
+
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from spec import InvalidProgram, dumps, loads_request, loads_result
+from spec.codec import decode_number
+from spec.fixtures import linear_block_request
+
+# One float32 ulp at 1 is 2**-23; 1 + 2**-24 is the float32 midpoint between 1 and 1 + 2**-23.
+F32_TIE_UP = Fraction(1) + Fraction(1, 2**24) + Fraction(1, 10**30)  # just above the midpoint
+F16_TIE_UP = Fraction(1) + Fraction(1, 2**11) + Fraction(1, 10**30)
+
+
+def decimal(q: Fraction, digits: int = 40) -> str:
+    """``q`` written as a decimal with ``digits`` digits after the point (exact for these q)."""
+    whole, rest = divmod(q.numerator * 10**digits, q.denominator)
+    assert rest == 0, q
+    text = str(whole).rjust(digits + 1, "0")
+    return f"{text[:-digits]}.{text[-digits:]}"
+
+
+@pytest.mark.parametrize(
+    ("text", "dtype", "expected"),
+    [
+        ("1.5", "float64", 1.5),
+        ("10", "float64", 10.0),
+        ("-0.25", "float32", -0.25),
+        ("1e3", "float16", 1000.0),
+        ("0.1", "float64", 0.1),
+        ("0x1.8p+1", "float64", 3.0),
+        ("0x1.8000000000000p+1", "float32", 3.0),
+        ("0X1.8P+1", "float64", 3.0),
+        ("-0x0.0p+0", "float64", -0.0),
+        ("0x1p-1074", "float64", 5e-324),
+        ("inf", "float16", math.inf),
+        ("-inf", "float64", -math.inf),
+        ("INF", "float64", math.inf),
+    ],
+)
+def test_number_spellings_decode_to_their_value(text, dtype, expected):
+    got = decode_number(text, dtype)
+    assert got == expected and math.copysign(1, got) == math.copysign(1, expected), (
+        f"decode_number({text!r}, {dtype}) = {got!r}, expected {expected!r}")
+
+
+@pytest.mark.parametrize("text", ["nan", "-nan", "NAN"])
+def test_nan_spellings_decode_to_nan(text):
+    assert math.isnan(decode_number(text, "float64")), text
+
+
+@pytest.mark.parametrize(
+    "text", ["1.5.2", "0x", "0x1.8", "1/3", "", " 1", "1_000", "+1", "0x1p", "infinity", "1e",
+             ".5", "01"])
+def test_malformed_numbers_are_refused(text):
+    with pytest.raises(InvalidProgram, match="number"):
+        decode_number(text, "float64")
+
+
+@pytest.mark.parametrize(
+    ("exact", "dtype", "nearest"),
+    [
+        # Rounded through float64 first, these land exactly on the dtype's midpoint and
+        # round-to-even then goes down: the double-rounding error a single rounding avoids.
+        (F32_TIE_UP, "float32", 1 + 2**-23),
+        (F16_TIE_UP, "float16", 1 + 2**-10),
+        (Fraction(1) + Fraction(1, 2**8) + Fraction(1, 10**30), "bfloat16", 1 + 2**-7),
+    ],
+)
+def test_decimal_is_rounded_once_to_the_dtype(exact, dtype, nearest):
+    text = decimal(exact)
+    assert float(text) == 1 + 2.0 ** -{"float32": 24, "float16": 11, "bfloat16": 8}[dtype]
+    got = decode_number(text, dtype)
+    assert got == nearest, f"decode_number({text!r}, {dtype}) = {got!r}, expected {nearest!r}"
+
+
+@pytest.mark.parametrize(
+    ("dtype", "tie", "even"),
+    [("float32", 1 + 2**-24, 1.0), ("float32", 1 + 3 * 2**-24, 1 + 2**-22),
+     ("float16", 1 + 2**-11, 1.0), ("bfloat16", 1 + 2**-8, 1.0),
+     ("float16", 65520.0, math.inf), ("float16", 2.0**-25, 0.0),
+     ("float16", 3 * 2.0**-26, 2.0**-24)],
+)
+def test_exact_ties_round_to_even_and_overflow_to_infinity(dtype, tie, even):
+    for text in (float.hex(tie), str(Decimal(tie))):
+        got = decode_number(text, dtype)
+        assert got == even, f"decode_number({text!r}, {dtype}) = {got!r}, expected {even!r}"
+
+
+def test_huge_exponents_saturate_without_computing_the_power():
+    assert decode_number("1e999999999", "float64") == math.inf
+    assert decode_number("-1e-999999999", "float64") == 0.0
+    assert math.copysign(1, decode_number("-1e-999999999", "float64")) == -1
+    assert decode_number("0x1p+999999999", "float32") == math.inf
+
+
+def test_json_numbers_are_read_as_decimal_not_through_a_binary_float():
+    request = linear_block_request(dtype="float32")
+    doc = json.loads(dumps(request))
+    exact = decimal(F32_TIE_UP)
+    doc["inputs"]["x"]["data"][0] = "@@"
+    text = json.dumps(doc).replace('"@@"', exact)
+    again = loads_request(text)
+    assert again.inputs["x"][0] == np.float32(1 + 2**-23), (again.inputs["x"][0], exact)
+    doc["inputs"]["x"]["data"][0] = 10
+    assert loads_request(json.dumps(doc)).inputs["x"][0] == 10.0
+
+
+def test_bare_nan_and_infinity_tokens_are_not_json():
+    doc = json.loads(dumps(linear_block_request()))
+    text = json.dumps(doc).replace(doc["inputs"]["x"]["data"][0].join('""'), "NaN", 1)
+    with pytest.raises(InvalidProgram, match="NaN"):
+        loads_request(text)
+
+
+def test_bfloat16_result_says_bfloat16():
+    pytest.importorskip("torch")
+    from impl.torch_backend import TorchBackend
+
+    request = linear_block_request(dtype="bfloat16")
+    result = TorchBackend().run(request)
+    doc = json.loads(dumps(result, request.dtype))
+    assert doc["dtype"] == "bfloat16", doc
+    assert loads_result(dumps(result, request.dtype), "bfloat16").output is not None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"kind": "request"}', 'lacks the "resverify" header field'),
+        ('{"resverify": 99, "kind": "request"}', "unsupported format version 99"),
+        ('[1]', "must be a JSON object"),
+    ],
+)
+def test_header_errors_name_what_is_wrong_in_one_line(text, message):
+    with pytest.raises(InvalidProgram, match=message) as info:
+        loads_request(text)
+    assert "\n" not in str(info.value)
