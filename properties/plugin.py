@@ -7,7 +7,8 @@ can load it with ``-p properties.plugin``.
   ``numpy``) names the backends, resolved by :func:`impl.resolve_backend`; an unknown name
   is a one-line pytest usage error. Every property test runs once per backend.
 * The Hypothesis profile: ``--hypothesis-profile NAME``, else ``RESVERIFY_PROFILE``, else
-  ``ci`` (see :mod:`properties.profiles`).
+  ``ci`` (see :mod:`properties.profiles`). The seed: ``--hypothesis-seed N``, else 0 under
+  ``ci`` (random under the other profiles); the header shows both.
 * A property that fails saves its request as a JSON vector (``--vector-dir``, else
   ``RESVERIFY_VECTOR_DIR``, else ``resverify-vectors/``) and prints the replay command.
 * Each property test records ``property``, ``backend``, ``dtype`` (at setup) and
@@ -29,7 +30,7 @@ from impl.backend import Backend
 from impl.registry import resolve_backend
 from properties.assertions import PropertyFailure
 from properties.cases import Case
-from properties.profiles import active_profile, default_profile, load_profile
+from properties.profiles import CI_SEED, SEEDED, active_profile, default_profile, load_profile
 from properties.vectors import replay_command, save_vector, vector_dir
 from spec.errors import UsageError
 from spec.ir import OPS, Input, Node, Program
@@ -58,22 +59,28 @@ def backend_names(config: pytest.Config) -> list[str]:
     return list(dict.fromkeys(given or env or ["numpy"]))
 
 
+@pytest.hookimpl(tryfirst=True)  # before Hypothesis' own pytest_configure reads the seed
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "needs(*ops): IR ops the property needs; the test is "
                                        "skipped for a backend that does not claim them")
     try:
         config.stash[_BACKENDS] = [(n, resolve_backend(n)) for n in backend_names(config)]
-        if not config.getoption("--hypothesis-profile", None):
-            load_profile(default_profile())
+        profile = config.getoption("--hypothesis-profile", None)
+        if not profile:
+            profile = default_profile()
+            load_profile(profile)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
+    if profile in SEEDED and config.getoption("--hypothesis-seed", None) is None:
+        config.option.hypothesis_seed = str(CI_SEED)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     names = ", ".join(n for n, _ in config.stash[_BACKENDS])
     folder = vector_dir(config.getoption("resverify_vector_dir"))
+    seed = config.getoption("--hypothesis-seed", None)
     return (f"resverify: backends {names}; Hypothesis profile {active_profile()}; "
-            f"vectors to {folder}/")
+            f"seed {'random' if seed is None else seed}; vectors to {folder}/")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

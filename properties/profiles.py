@@ -1,8 +1,11 @@
 """Hypothesis profiles for the property suite, registered here and nowhere else.
 
 ``dev``       quick local runs (random seeds, the example database on).
-``ci``        derandomized, no deadline, 25 examples a test: the same run every time; the
-              whole suite against the NumPy reference takes about 20 s on 2 cores.
+``ci``        seeded, no example database, no deadline, 25 examples a test: the same run
+              for the same seed. The seed is pytest's ``--hypothesis-seed N`` (which
+              ``resverify check --seed N`` passes), else :data:`CI_SEED`, set by the plugin
+              (:func:`properties.plugin.pytest_configure`); the whole suite against the
+              NumPy reference takes about 20 s on 2 cores.
 ``thorough``  many examples, for a nightly job or before a release.
 ``extremes``  opt-in: like ``dev`` but inputs are drawn from huge, tiny, subnormal and
               signed-zero values instead of the sensible default range.
@@ -11,6 +14,9 @@ Selection, first match wins: pytest's ``--hypothesis-profile NAME`` (Hypothesis'
 option), then the environment variable ``RESVERIFY_PROFILE``, then ``ci``. ``ci`` is the
 default everywhere, not only on CI machines, so that ``make test`` is the same fast,
 reproducible run for everyone; ``dev`` (random seeds) and ``thorough`` are opt-in.
+
+No profile is derandomized: Hypothesis ignores the seed of a derandomized test, and
+``--hypothesis-seed`` must change the examples of every profile.
 """
 
 from __future__ import annotations
@@ -18,24 +24,26 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, settings
 
 from spec.errors import UsageError
 
-__all__ = ["DEFAULT", "PROFILES", "active_profile", "default_profile", "extremes_enabled",
-           "load_profile"]
+__all__ = ["CI_SEED", "DEFAULT", "PROFILES", "SEEDED", "active_profile", "default_profile",
+           "extremes_enabled", "load_profile"]
 
 _QUIET_CHECKS = (HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                  HealthCheck.data_too_large, HealthCheck.filter_too_much)
 
 PROFILES: Mapping[str, settings] = {
     "dev": settings(max_examples=25, deadline=None, suppress_health_check=_QUIET_CHECKS),
-    "ci": settings(max_examples=25, deadline=None, derandomize=True, database=None,
-                   print_blob=True, suppress_health_check=_QUIET_CHECKS),
+    "ci": settings(max_examples=25, deadline=None, database=None, print_blob=True,
+                   suppress_health_check=_QUIET_CHECKS),
     "thorough": settings(max_examples=400, deadline=None, suppress_health_check=_QUIET_CHECKS),
     "extremes": settings(max_examples=100, deadline=None, suppress_health_check=_QUIET_CHECKS),
 }
 DEFAULT = "ci"
+SEEDED = frozenset({"ci"})  # profiles that get CI_SEED when no seed is given
+CI_SEED = 0
 
 for _name, _profile in PROFILES.items():
     settings.register_profile(_name, _profile)
@@ -59,15 +67,15 @@ def load_profile(name: str) -> None:
 
 
 def active_profile() -> str:
-    """The name of the Hypothesis profile loaded now."""
-    return settings.get_current_profile_name()
+    """The name of the resverify profile loaded now.
+
+    Hypothesis' ``--hypothesis-verbosity`` and ``--hypothesis-explain`` load a copy named
+    ``<profile>-with-...``; that copy is still the profile it was made from.
+    """
+    name = settings.get_current_profile_name()
+    return next((p for p in PROFILES if name.startswith(f"{p}-with-")), name)
 
 
 def extremes_enabled() -> bool:
     """True while the ``extremes`` profile is loaded: strategies then draw extreme values."""
     return active_profile() == "extremes"
-
-
-# A meta-test profile: no shrinking, so a broken backend is caught quickly.
-META = settings(max_examples=40, deadline=None, derandomize=True, database=None,
-                phases=(Phase.explicit, Phase.generate), suppress_health_check=_QUIET_CHECKS)

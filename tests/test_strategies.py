@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import mpmath
@@ -178,3 +182,40 @@ def test_saved_vector_replays_the_same_request(tmp_path: object) -> None:
     again = loads_request(path.read_text())
     assert again.program == request.program and again.dtype == "float32"
     assert replay_command(path, "mod:Attr") == f"resverify replay {path} --backend mod:Attr"
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def drawn_examples(*args: str) -> tuple[list[str], str]:
+    """The examples one property draws in a child pytest (ci profile), and its header line.
+
+    Hypothesis' verbose output prints every example tried; lines naming Python objects
+    (``<... object at 0x...>``) differ from process to process and are left out.
+    """
+    env = {**os.environ, "RESVERIFY_PROFILE": "ci"}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-s",
+         "--hypothesis-verbosity=verbose", "properties/test_depth.py", "-k",
+         "plain_stack and float64", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    lines = [line for line in out.splitlines()
+             if line.startswith("    ") and " object at 0x" not in line]
+    header = next((line for line in out.splitlines() if line.startswith("resverify:")), "")
+    assert len(lines) > 25, out
+    return lines, header
+
+
+def test_seed_changes_the_examples_of_the_ci_profile_and_repeats_them() -> None:
+    default, header = drawn_examples()
+    again, _ = drawn_examples("--hypothesis-seed", "0")
+    one, one_header = drawn_examples("--hypothesis-seed", "1")
+    one_again, _ = drawn_examples("--hypothesis-seed", "1")
+    assert "Hypothesis profile ci; seed 0;" in header, header
+    assert "Hypothesis profile ci; seed 1;" in one_header, one_header
+    assert default == again, "ci without a seed is not the run with seed 0"
+    assert one == one_again, "the same seed drew different examples in two runs"
+    assert one != default, "seeds 0 and 1 drew the same examples under the ci profile"
