@@ -1,56 +1,91 @@
-"""``resverify claims``: check every claim of the seed documents, exactly and on a backend.
+"""``resverify claims``: check every claim of the seed documents, exactly and on backends.
 
 The catalog and its exact checks live in :mod:`spec.claims`; this command supplies the
-backend (``--backend``, default ``numpy``) for the claims about an implementation, prints a
-table (id, source, status) or, with ``--json``, ``{"claims": [...]}``, and exits 1 when any
-claim fails. :func:`collect_claims` gives the same entries to the report writer.
+backends (``--backend``, repeatable, default ``numpy``) for the claims about an
+implementation. Each claim has an exact side and, per backend, that backend's side:
+``pass``, ``fail``, or ``skipped`` when the check needs a request the backend does not claim
+(never sent). The table shows the overall status, the exact side and each backend's side,
+then the reason of every failed or skipped side; ``--json`` prints ``{"claims": [...]}``
+with each backend's expected and observed values. Exit 1 when any claim fails.
+:func:`collect_claims` gives the same entries to the report writer.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from impl import resolve_backend
+from impl import Backend, resolve_backend
 from spec.claims import CLAIMS, check_claim, outcome_dict
 
 __all__ = ["HELP", "NAME", "add_arguments", "collect_claims", "run"]
 
 NAME = "claims"
-HELP = "check the claims of the seed documents (exact spec, symbolic laws, a backend)"
+HELP = "check the claims of the seed documents (exact spec, symbolic laws, backends)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help='print {"claims": [...]} as JSON')
-    parser.add_argument("--backend", default="numpy",
-                        help="backend for the implementation claims: numpy (default), a "
-                             "built-in name or module:attr")
+    parser.add_argument("--backend", action="append", dest="backends", metavar="NAME",
+                        help="backend for the implementation claims, repeatable: numpy "
+                             "(default), torch, jax, autograd, module:attr or cmd:COMMAND")
 
 
-def collect_claims(backend_name: str = "numpy") -> list[dict[str, Any]]:
-    """Every claim checked (exactly, and on ``backend_name`` where it applies), as plain dicts."""
-    backend = resolve_backend(backend_name)
-    return [outcome_dict(check_claim(claim, backend.run)) for claim in CLAIMS]
+def _resolve(names: str | Sequence[str]) -> list[Backend]:
+    return [resolve_backend(name)
+            for name in dict.fromkeys([names] if isinstance(names, str) else names)]
 
 
-def _table(entries: list[dict[str, Any]], backend: str) -> str:
+def _check_all(backends: Sequence[Backend]) -> list[dict[str, Any]]:
+    return [outcome_dict(check_claim(claim, *backends)) for claim in CLAIMS]
+
+
+def collect_claims(backend_names: str | Sequence[str] = "numpy") -> list[dict[str, Any]]:
+    """Every claim checked exactly and on each named backend, as plain dicts
+    (:func:`spec.claims.outcome_dict`)."""
+    return _check_all(_resolve(backend_names))
+
+
+def _table(entries: list[dict[str, Any]], backends: list[str]) -> str:
     width = max(len(e["id"]) for e in entries)
-    lines = [f"{'id':<{width}}  {'status':<6}  {'backend':<8}  source"]
+    columns = [max(len(b), 7) for b in backends]
+    lines = [f"{'id':<{width}}  {'status':<7}  {'exact':<5}  "
+             + "".join(f"{b:<{w}}  " for b, w in zip(backends, columns, strict=True))
+             + "source"]
+    reasons = []
     for e in entries:
-        on_backend = e.get("backend_status") or "-"
-        lines.append(f"{e['id']:<{width}}  {e['status']:<6}  {on_backend:<8}  "
-                     f"{e['source']} § {e['section']}")
-    failed = [e["id"] for e in entries if e["status"] != "pass"]
-    lines.append(f"backend={backend} claims={len(entries)} failed={len(failed)}"
-                 + (f" ({', '.join(failed)})" if failed else ""))
+        sides = {s["backend"]: s for s in e["backends"]}
+        cells = [(sides[b]["status"] if b in sides else "-") for b in backends]
+        lines.append(f"{e['id']:<{width}}  {e['status']:<7}  {e['exact_status']:<5}  "
+                     + "".join(f"{c:<{w}}  " for c, w in zip(cells, columns, strict=True))
+                     + f"{e['source']} § {e['section']}")
+        reasons += [f"{e['id']} on {s['backend']}: {s['status']}"
+                    + (f" ({s['failure_kind']})" if s["failure_kind"] else "")
+                    + f": {s['reason'] or _values(s)}"
+                    for s in e["backends"] if s["status"] != "pass"]
+    failed = [e["id"] for e in entries if e["status"] == "fail"]
+    skipped = sum(e["status"] == "skipped" for e in entries)
+    lines += reasons
+    lines.append(f"backends={','.join(backends)} claims={len(entries)} "
+                 f"passed={sum(e['status'] == 'pass' for e in entries)} failed={len(failed)} "
+                 f"skipped={skipped}" + (f" ({', '.join(failed)})" if failed else ""))
     return "\n".join(lines)
 
 
+def _values(side: dict[str, Any]) -> str:
+    def text(value: object) -> str:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+    return f"expected {text(side['expected'])}, observed {text(side['observed'])}"
+
+
 def run(args: argparse.Namespace) -> int:
-    entries = collect_claims(args.backend)
+    backends = _resolve(args.backends or ["numpy"])
+    entries = _check_all(backends)
     if args.json:
         print(json.dumps({"claims": entries}, ensure_ascii=False, indent=2))
     else:
-        print(_table(entries, args.backend))
-    return 1 if any(e["status"] != "pass" for e in entries) else 0
+        print(_table(entries, [b.name for b in backends]))
+    return 1 if any(e["status"] == "fail" for e in entries) else 0

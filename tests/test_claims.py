@@ -5,17 +5,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from impl import resolve_backend
+from impl import Capabilities, resolve_backend
 from reports import cmd_claims
+from reports.claim_source import run_claims
 from reports.cli import main
+from reports.html import render_html
+from reports.json_report import build_report, validate
+from reports.markdown import render_markdown
 from spec import claims as catalog
 from spec.claims import CLAIMS, SEED_FILES, Claim, check_claim, outcome_dict
+from spec.errors import BackendTimeout
+from spec.ir import DTYPES, OPS
 from spec.request import Request, Result
 
 # Every S-item of SEEDS.md that can be computed (all of S01–S30; only the "context" lines
@@ -28,12 +34,109 @@ SEED_NAME = re.compile(r"^\d{3}_[0-9a-f]{16}\.txt$")
 BY_ID = {claim.id: claim for claim in CLAIMS}
 
 
-Runner = Callable[[Request], Result]
+Answer = Callable[[Request], Result]
+REFERENCE = resolve_backend("numpy")
+
+
+class Engine:
+    """A small test backend: the reference's answers, or ``answer``'s, under declared claims.
+
+    It records every request sent to it, so a test can see what was (not) sent.
+    """
+
+    name = "engine"
+
+    def __init__(self, answer: Answer | None = None, dtypes: Iterable[str] = DTYPES,
+                 ops: Iterable[str] = OPS) -> None:
+        self.capabilities = Capabilities(tuple(dtypes), tuple(sorted(ops)))
+        self.answer = answer or REFERENCE.run
+        self.sent: list[Request] = []
+
+    def run(self, request: Request) -> Result:
+        self.sent.append(request)
+        return self.answer(request)
+
+
+def _uses(request: Request, op: str) -> bool:
+    return any(node.op == op for node in request.program.nodes)
+
+
+def _refuse_relu(request: Request) -> Result:
+    if _uses(request, "relu"):
+        return Result.failure("unsupported", "this engine has no relu")
+    return REFERENCE.run(request)
+
+
+def _refuse_float32(request: Request) -> Result:
+    if request.dtype == "float32":
+        return Result.failure("unsupported", "this engine has no float32")
+    return REFERENCE.run(request)
+
+
+def _as_float64(result: Result, grads_only: bool = False) -> Result:
+    assert result.output is not None and result.grads is not None
+    output = result.output if grads_only else result.output.astype(np.float64)
+    return Result(output=output, grads={k: v.astype(np.float64) for k, v in result.grads.items()})
+
+
+def _upcast_float32(request: Request) -> Result:
+    """Right values, but a float32 request answered in float64."""
+    result = REFERENCE.run(request)
+    return _as_float64(result) if request.dtype == "float32" and result.error is None else result
+
+
+def _upcast_float32_grads(request: Request) -> Result:
+    result = REFERENCE.run(request)
+    if request.dtype == "float32" and result.error is None:
+        return _as_float64(result, grads_only=True)
+    return result
+
+
+def _doubled_grads(request: Request) -> Result:
+    """A broken backend: right outputs, every gradient doubled."""
+    result = REFERENCE.run(request)
+    if result.grads is None:
+        return result
+    return Result(output=result.output, grads={k: 2 * v for k, v in result.grads.items()})
+
+
+class Float64WithoutRelu(Engine):
+    """Claims float64 and every op but relu, and answers ``unsupported`` for relu."""
+
+    name = "float64-without-relu"
+
+    def __init__(self) -> None:
+        super().__init__(_refuse_relu, ("float64",), set(OPS) - {"relu"})
+
+
+class Float64Only(Engine):
+    """Claims float64 only: the float32 claim S30 cannot be checked on it."""
+
+    name = "float64-only"
+
+    def __init__(self) -> None:
+        super().__init__(_refuse_float32, ("float64",))
+
+
+class DoubledGrads(Engine):
+    name = "doubled-grads"
+
+    def __init__(self) -> None:
+        super().__init__(_doubled_grads)
+
+
+class UpcastFloat32(Engine):
+    """Claims float32 and answers float32 requests in float64."""
+
+    name = "upcast-float32"
+
+    def __init__(self) -> None:
+        super().__init__(_upcast_float32)
 
 
 @pytest.fixture(scope="module")
-def numpy_run() -> Runner:
-    return resolve_backend("numpy").run
+def numpy_backend() -> Engine:
+    return Engine()
 
 
 def test_catalog_holds_every_checkable_seed_item() -> None:
@@ -64,12 +167,14 @@ def test_claim_statement_is_our_own_english_sentence(claim: Claim) -> None:
 
 
 @pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.id)
-def test_claim_passes_exactly_and_on_the_numpy_backend(claim: Claim, numpy_run: Runner) -> None:
-    outcome = check_claim(claim, numpy_run)
+def test_claim_passes_exactly_and_on_the_numpy_backend(claim: Claim,
+                                                       numpy_backend: Engine) -> None:
+    outcome = check_claim(claim, numpy_backend)
     assert outcome.status == "pass", (
-        f"{claim.id}: observed {outcome.observed!r}, expected {claim.expected!r}; backend "
-        f"observed {outcome.backend_observed!r}, expected {claim.expected_from_backend!r}")
-    assert outcome.backend_status in (None, "pass"), f"{claim.id}: {outcome.backend_status}"
+        f"{claim.id}: observed {outcome.observed!r}, expected {claim.expected!r}; "
+        f"backend sides {outcome.backends!r}")
+    sides = [side.status for side in outcome.backends]
+    assert sides == ([] if claim.backend is None else ["pass"]), f"{claim.id}: {sides}"
 
 
 def test_implementation_claims_run_on_a_backend() -> None:
@@ -91,38 +196,150 @@ def test_wrong_expected_value_fails_the_claim(claim_id: str) -> None:
     assert outcome.status == "fail", f"{claim_id} passed with expected=13/4: {outcome.observed}"
 
 
-def test_wrong_backend_expectation_fails_the_claim(numpy_run: Runner) -> None:
+def test_wrong_backend_expectation_fails_the_claim(numpy_backend: Engine) -> None:
     wrong = dataclasses.replace(BY_ID["S07b"], backend_expected={"equal as values": True,
                                                                   "equal bitwise": True})
-    outcome = check_claim(wrong, numpy_run)
-    assert (outcome.status, outcome.backend_status) == ("fail", "fail"), outcome
-
-
-def _doubling_run(request: Request) -> Result:
-    """A broken backend: right outputs, every gradient doubled."""
-    result = resolve_backend("numpy").run(request)
-    if result.grads is None:
-        return result
-    return Result(output=result.output, grads={k: 2 * v for k, v in result.grads.items()})
+    outcome = check_claim(wrong, numpy_backend)
+    assert (outcome.status, outcome.exact_status) == ("fail", "pass"), outcome
+    assert [(s.status, s.failure_kind) for s in outcome.backends] == [("fail", "law")], outcome
 
 
 @pytest.mark.parametrize("claim_id", ["S06", "S10", "S11", "S25"])
 def test_broken_backend_fails_gradient_claims(claim_id: str) -> None:
-    outcome = check_claim(BY_ID[claim_id], _doubling_run)
-    assert outcome.backend_status == "fail", f"{claim_id}: {outcome.backend_observed}"
+    outcome = check_claim(BY_ID[claim_id], DoubledGrads())
+    side = outcome.backends[0]
+    assert (side.status, side.failure_kind) == ("fail", "law"), f"{claim_id}: {side}"
+    assert side.observed != side.expected, side
     assert outcome.status == "fail"
 
 
-def _float64_only(request: Request) -> Result:
-    if request.dtype != "float64":
-        return Result.failure("unsupported", f"no {request.dtype}")
-    return resolve_backend("numpy").run(request)
+# --- one meaning of unsupported: a claimed request answered `unsupported` fails, an unclaimed
+# --- one is not sent and skips the claim on that backend --------------------------------------
+
+def test_s12_skips_on_a_backend_that_does_not_claim_relu() -> None:
+    engine = Float64WithoutRelu()
+    outcome = check_claim(BY_ID["S12"], engine)
+    side = outcome.backends[0]
+    assert side.status == "skipped", f"S12 on {engine.name}: {side}"
+    assert "relu" in str(side.reason) and "not claimed" in str(side.reason), side.reason
+    assert not any(_uses(r, "relu") for r in engine.sent), "an unclaimed request was sent"
+    assert outcome.status == "skipped", outcome.status
 
 
-def test_backend_without_float32_skips_the_float32_claim() -> None:
-    outcome = check_claim(BY_ID["S30"], _float64_only)
-    assert outcome.backend_status == "skipped", outcome.backend_observed
-    assert outcome.status == "pass"
+def _statuses(engine: Engine) -> dict[str, tuple[str, str | None]]:
+    outcomes = [check_claim(claim, engine) for claim in CLAIMS if claim.backend is not None]
+    return {o.claim.id: (o.backends[0].status, o.backends[0].failure_kind) for o in outcomes}
+
+
+RELU_CLAIMS = {"S12", "S17a", "S17b", "S18", "S20"}
+
+
+def test_every_claim_skips_what_the_backend_does_not_claim() -> None:
+    got = _statuses(Float64WithoutRelu())
+    skipped = {k for k, (status, _) in got.items() if status == "skipped"}
+    assert skipped == RELU_CLAIMS | {"S30"}, got
+    assert all(status in ("pass", "skipped") for status, _ in got.values()), got
+
+
+def test_every_claim_fails_an_unsupported_answer_to_a_claimed_request() -> None:
+    got = _statuses(Engine(_refuse_relu))
+    refused = {k for k, (status, kind) in got.items() if (status, kind) == ("fail", "refused")}
+    assert refused == RELU_CLAIMS, got
+    assert all(status != "skipped" for status, _ in got.values()), got
+
+
+def test_unsupported_float32_answer_fails_s30_when_float32_is_claimed() -> None:
+    outcome = check_claim(BY_ID["S30"], Engine(_refuse_float32))
+    side = outcome.backends[0]
+    assert (side.status, side.failure_kind) == ("fail", "refused"), side
+    assert "unsupported" in str(side.reason) and "no float32" in str(side.reason), side.reason
+    assert outcome.status == "fail"
+
+
+def test_backend_without_float32_skips_the_float32_claim_without_sending_it() -> None:
+    engine = Float64Only()
+    outcome = check_claim(BY_ID["S30"], engine)
+    side = outcome.backends[0]
+    assert side.status == "skipped" and "dtype float32 not claimed" in str(side.reason), side
+    assert engine.sent == [], [r.dtype for r in engine.sent]
+    assert (outcome.exact_status, outcome.status) == ("pass", "skipped")
+
+
+# --- what the backend answers is checked for the request's storage dtype -----------------------
+
+@pytest.mark.parametrize("answer", [_upcast_float32, _upcast_float32_grads],
+                         ids=["output and grads", "grads only"])
+def test_float32_answered_in_float64_fails_s30(answer: Answer) -> None:
+    outcome = check_claim(BY_ID["S30"], Engine(answer))
+    side = outcome.backends[0]
+    assert (side.status, side.failure_kind) == ("fail", "bad_result"), side
+    assert "float32" in str(side.reason) and "float64" in str(side.reason), side.reason
+    assert outcome.status == "fail"
+
+
+def test_every_backend_claim_checks_the_answer_dtype() -> None:
+    """A float64 backend check answered in float32 fails too: no claim reads values blind."""
+    def downcast(request: Request) -> Result:
+        result = REFERENCE.run(request)
+        if result.error is not None:
+            return result
+        assert result.output is not None and result.grads is not None
+        return Result(output=result.output.astype(np.float32),
+                      grads={k: v.astype(np.float32) for k, v in result.grads.items()})
+
+    got = _statuses(Engine(downcast, ("float64",)))
+    wrong = {k for k, v in got.items() if v == ("fail", "bad_result")}
+    assert wrong == set(got) - {"S30"}, got
+
+
+def test_backend_that_raises_fails_the_claim_with_the_reason() -> None:
+    def crash(request: Request) -> Result:
+        raise RuntimeError("engine fell over")
+
+    side = check_claim(BY_ID["S06"], Engine(crash)).backends[0]
+    assert (side.status, side.failure_kind) == ("fail", "raised"), side
+    assert "RuntimeError: engine fell over" in str(side.reason), side.reason
+
+
+def test_backend_fault_keeps_its_kind() -> None:
+    def hang(request: Request) -> Result:
+        raise BackendTimeout("no answer in 2 s")
+
+    side = check_claim(BY_ID["S06"], Engine(hang)).backends[0]
+    assert (side.status, side.failure_kind) == ("fail", "timeout"), side
+
+
+def test_run_returning_none_is_a_bad_result() -> None:
+    side = check_claim(BY_ID["S06"], Engine(lambda request: None)).backends[0]  # type: ignore
+    assert (side.status, side.failure_kind) == ("fail", "bad_result"), side
+    assert "run() must return a Result, got None" in str(side.reason), side.reason
+
+
+def test_error_answer_where_a_value_is_due_is_named() -> None:
+    def internal(request: Request) -> Result:
+        return Result.failure("backend_error", "out of memory")
+
+    side = check_claim(BY_ID["S06"], Engine(internal)).backends[0]
+    assert (side.status, side.failure_kind) == ("fail", "refused"), side
+    assert "backend_error" in str(side.reason) and "out of memory" in str(side.reason), side.reason
+
+
+def test_float32_result_beyond_its_budget_fails_s30() -> None:
+    def off_by_eight_ulps(request: Request) -> Result:
+        result = REFERENCE.run(request)
+        if request.dtype != "float32" or result.grads is None or result.output is None:
+            return result
+
+        def bump(v: np.ndarray) -> np.ndarray:
+            return np.asarray(v + 8 * np.spacing(v), dtype=v.dtype)
+
+        return Result(output=bump(result.output),
+                      grads={k: bump(v) for k, v in result.grads.items()})
+
+    side = check_claim(BY_ID["S30"], Engine(off_by_eight_ulps)).backends[0]
+    assert side.status == "fail", side
+    assert isinstance(side.observed, dict)
+    assert side.observed["float32 within budget"] is False, side.observed
 
 
 def test_crashing_check_is_a_failed_claim_with_the_reason() -> None:
@@ -134,13 +351,17 @@ def test_crashing_check_is_a_failed_claim_with_the_reason() -> None:
     assert "ZeroDivisionError" in str(outcome.observed)
 
 
-def test_outcome_dict_is_plain_json_with_exact_fractions(numpy_run: Runner) -> None:
-    entry = outcome_dict(check_claim(BY_ID["S06"], numpy_run))
-    for key in ("id", "source", "section", "statement", "expected", "observed", "status", "note"):
+def test_outcome_dict_is_plain_json_with_exact_fractions(numpy_backend: Engine) -> None:
+    entry = outcome_dict(check_claim(BY_ID["S06"], numpy_backend))
+    for key in ("id", "source", "section", "statement", "expected", "observed", "exact_status",
+                "status", "backends", "note"):
         assert key in entry, f"missing {key} in {sorted(entry)}"
     assert entry["source"] == "000_0ed21ebc8dc36f9a.txt"
     assert json.loads(json.dumps(entry)) == entry
     assert entry["observed"]["grad x"] == ["1/2", "13/4"], entry["observed"]  # type: ignore[index]
+    side = entry["backends"][0]  # type: ignore[index]
+    assert (side["backend"], side["status"]) == ("engine", "pass"), side
+    assert side["observed"]["grad x"] == ["1/2", "13/4"], side
 
 
 def test_jsonable_converts_numpy_scalars_and_nested_data() -> None:
@@ -148,23 +369,50 @@ def test_jsonable_converts_numpy_scalars_and_nested_data() -> None:
     assert catalog.jsonable(data) == {"a": ["1/3", True, 0.5], "2": ["4"]}
 
 
+# --- the command ------------------------------------------------------------------------------
+
 def test_cli_claims_prints_the_table_and_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["claims"])
     out = capsys.readouterr().out
     assert code == 0, out
-    for claim_id in EXPECTED_IDS:
-        assert re.search(rf"^{claim_id}\s+pass\b", out, re.M), f"no passing row {claim_id}"
-    assert "failed=0" in out
+    for claim in CLAIMS:
+        on_numpy = "-" if claim.backend is None else "pass"
+        assert re.search(rf"^{claim.id}\s+pass\s+pass\s+{re.escape(on_numpy)}\s", out, re.M), (
+            f"no row '{claim.id} pass pass {on_numpy}' in\n{out}")
+    assert "passed=32 failed=0 skipped=0" in out, out
 
 
-def test_cli_claims_json(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_claims_shows_the_backends_own_status(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["claims", "--backend", "tests.test_claims:Float64Only"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    row = next(line for line in out.splitlines() if line.startswith("S30 "))
+    assert re.match(r"S30\s+skipped\s+pass\s+skipped\s", row), row
+    assert "dtype float32 not claimed" in out, out
+    assert "skipped=1" in out, out
+
+
+def test_cli_claims_json_has_each_backends_observation(capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    code = main(["claims", "--json", "--backend", "tests.test_claims:DoubledGrads"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert {c["id"] for c in doc["claims"]} == EXPECTED_IDS
+    s10 = next(c for c in doc["claims"] if c["id"] == "S10")
+    assert (s10["exact_status"], s10["status"]) == ("pass", "fail"), s10
+    assert s10["backends"] == [{
+        "backend": "doubled-grads", "status": "fail", "failure_kind": "law", "reason": None,
+        "expected": {"output": ["4", "-2"], "grad x": ["3", "-4"]},
+        "observed": {"output": ["4", "-2"], "grad x": ["6", "-8"]}}], s10["backends"]
+
+
+def test_cli_claims_json_on_numpy(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["claims", "--json", "--backend", "numpy"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 0
-    assert {c["id"] for c in doc["claims"]} == EXPECTED_IDS
     for entry in doc["claims"]:
         assert {"id", "source", "section", "statement", "expected", "observed",
-                "status"} <= set(entry), entry
+                "status", "backends"} <= set(entry), entry
         assert entry["status"] == "pass", entry
     s25 = next(c for c in doc["claims"] if c["id"] == "S25")
     assert s25["expected"] == {"a=-1/2": "1/8", "a=1": "8"}, s25["expected"]
@@ -204,20 +452,67 @@ def test_near_miss_expected_value_fails(claim_id: str, key: str, wrong: object) 
     assert outcome.status == "fail", f"{claim_id} passed with {key}={wrong!r}"
 
 
-def _float32_off_by_eight_ulps(request: Request) -> Result:
-    """A backend whose float32 results are 8 ulps too large: outside the float32 budget."""
-    result = resolve_backend("numpy").run(request)
-    if request.dtype != "float32" or result.grads is None or result.output is None:
-        return result
+# --- the report: one entry per claim, the exact side and every backend's side -----------------
 
-    def bump(v: np.ndarray) -> np.ndarray:
-        return np.asarray(v + 8 * np.spacing(v), dtype=v.dtype)
-
-    return Result(output=bump(result.output), grads={k: bump(v) for k, v in result.grads.items()})
+_SUBSET = (BY_ID["S10"], BY_ID["S24"], BY_ID["S30"])
 
 
-def test_float32_result_beyond_its_budget_fails_s30() -> None:
-    outcome = check_claim(BY_ID["S30"], _float32_off_by_eight_ulps)
-    assert outcome.backend_status == "fail", outcome.backend_observed
-    assert isinstance(outcome.backend_observed, dict)
-    assert outcome.backend_observed["float32 within budget"] is False, outcome.backend_observed
+ReportClaims = Callable[[dict[str, str]], list[dict]]
+
+
+@pytest.fixture
+def report_claims(monkeypatch: pytest.MonkeyPatch) -> ReportClaims:
+    """The report's claim entries for backends given as ``{name: shown}``, on three claims."""
+    monkeypatch.setattr(cmd_claims, "CLAIMS", _SUBSET)
+
+    def claims(backends: dict[str, str]) -> list[dict]:
+        done = run_claims(backends)
+        assert not done.broken and not done.warnings, done.warnings
+        return done.claims
+
+    return claims
+
+
+def _report(claims: list[dict]) -> dict:
+    doc = build_report(run={"seed": 1, "profile": "ci", "backends": ["numpy"], "pytest_args": [],
+                            "pytest_exit_code": 0},
+                       backends=[REFERENCE], claims=claims, properties=[], complete=True,
+                       warnings=[], timings={})
+    validate(doc)
+    return doc
+
+
+def test_report_entry_of_a_failing_backend_claim_shows_the_backends_side(
+        report_claims: ReportClaims) -> None:
+    entries = report_claims({"tests.test_claims:DoubledGrads": "doubled"})
+    s10 = next(e for e in entries if e["id"] == "S10")
+    assert (s10["status"], s10["exact_status"]) == ("fail", "pass"), s10
+    assert s10["backends"] == [{
+        "backend": "doubled", "status": "fail", "failure_kind": "law", "reason": None,
+        "expected": '{"grad x": ["3", "-4"], "output": ["4", "-2"]}',
+        "observed": '{"grad x": ["6", "-8"], "output": ["4", "-2"]}'}], s10["backends"]
+    doc = _report(entries)
+    assert doc["summary"]["claims"] == {"total": 3, "passed": 2, "failed": 1, "skipped": 0}
+    markdown = render_markdown(doc).split("## Failures")[1]
+    assert '"grad x": ["6", "-8"]' in markdown and '"grad x": ["3", "-4"]' in markdown, markdown
+    page = render_html(doc, {})
+    assert "[&quot;6&quot;, &quot;-8&quot;]" in page, page
+
+
+def test_claim_skipped_on_a_backend_is_not_reported_as_passed(
+        report_claims: ReportClaims) -> None:
+    entries = report_claims({"numpy": "numpy", "tests.test_claims:Float64Only": "f64"})
+    assert [e["id"] for e in entries] == ["S10", "S24", "S30"], "one entry per claim"
+    s30 = next(e for e in entries if e["id"] == "S30")
+    assert (s30["status"], s30["exact_status"]) == ("skipped", "pass"), s30
+    sides = [(s["backend"], s["status"]) for s in s30["backends"]]
+    assert sides == [("numpy", "pass"), ("f64", "skipped")], sides
+    assert s30["backends"][0]["reason"] is None, s30["backends"][0]
+    assert "dtype float32 not claimed" in s30["backends"][1]["reason"], s30["backends"][1]
+    doc = _report(entries)
+    assert doc["summary"]["claims"] == {"total": 3, "passed": 2, "failed": 0, "skipped": 1}
+    table = render_markdown(doc).split("## Claims")[1]
+    row = next(line for line in table.splitlines() if line.startswith("| S30 "))
+    assert "skipped" in row and "dtype float32 not claimed" in row, row
+    page = render_html(doc, {})
+    assert "dtype float32 not claimed" in page

@@ -8,7 +8,8 @@ own words, the exact expected value, and a zero-argument check that recomputes i
 exact interpreter (:mod:`spec.exact`) or the symbolic model (:mod:`spec.symbolic`).
 
 Claims about an implementation also carry a ``backend`` check that takes a backend's
-``run(request) -> Result``; :mod:`spec` imports no backend, so ``reports`` supplies it.
+``run(request) -> Result`` wrapped in a :class:`Guard` (capabilities respected, answers
+checked for form and dtype); :mod:`spec` imports no backend, so ``reports`` supplies it.
 Observations are written once against an *interpreter* (request -> flat :class:`Run`), so
 the exact and the backend sides compute the same thing. Claims the seeds get subtly wrong
 or leave open carry a ``note`` with the project's decision.
@@ -22,27 +23,40 @@ Layout: one module per seed document holds its sections, checks and claims
 :mod:`~spec.claims.build` the builders they share, :mod:`~spec.claims.outcome` the verdicts.
 
 Public API: :data:`CLAIMS`, :data:`SEED_FILES`, :class:`Claim`, :class:`Section`,
-:class:`ClaimOutcome`, :func:`check_claim`, :func:`outcome_dict`, :func:`jsonable`,
-:class:`BackendSkip`.
+:class:`ClaimOutcome` with one :class:`BackendSide` per backend, :func:`check_claim`,
+:func:`overall_status`, :func:`outcome_dict`, :func:`side_dict`, :func:`jsonable`.
 """
 
 from __future__ import annotations
 
 from spec.claims import course, lecture, notes
-from spec.claims.model import BackendSkip, Claim, ClaimOutcome, Run, Section
-from spec.claims.outcome import check_claim, jsonable, outcome_dict
+from spec.claims.model import (
+    BackendSide,
+    Claim,
+    ClaimOutcome,
+    Guard,
+    Run,
+    Section,
+    Target,
+    overall_status,
+)
+from spec.claims.outcome import check_claim, jsonable, outcome_dict, side_dict
 
 __all__ = [
     "CLAIMS",
     "SEED_FILES",
-    "BackendSkip",
+    "BackendSide",
     "Claim",
     "ClaimOutcome",
+    "Guard",
     "Run",
     "Section",
+    "Target",
     "check_claim",
     "jsonable",
     "outcome_dict",
+    "overall_status",
+    "side_dict",
 ]
 
 SEED_FILES = (course.COURSE, lecture.LECTURE, notes.NOTES)

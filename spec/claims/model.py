@@ -4,39 +4,82 @@ Why: the exact interpreter and a backend answer a request differently (Fractions
 arrays, a ``slack`` against an error kind), yet every claim observes them the same way. A
 check is written once against an *interpreter* (request -> :class:`Run`), and this module
 turns either side into one, so the exact and the backend checks compute the same thing.
+
+A backend check never calls a backend directly: a :class:`Guard` sends each request the way
+the whole of resverify does. A request outside the backend's capabilities is not sent and
+the claim is skipped on that backend (:class:`NotClaimed`); an ``unsupported`` answer to a
+request it claims is a failure (:class:`Refused`), as is an answer that is not a result of
+the request's form (:class:`spec.errors.BadResult`: output or gradients of the wrong
+shape or dtype).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from spec import exact
-from spec.errors import Shape
-from spec.request import Request, Result
+from spec.errors import BackendFault, BadResult, ResverifyError, Shape
+from spec.ir import infer_shapes
+from spec.request import Request, Result, storage_dtype
 
 __all__ = [
-    "BackendSkip",
+    "BackendRaised",
+    "BackendSide",
     "Claim",
     "ClaimOutcome",
+    "Guard",
     "Interpreter",
+    "NotClaimed",
+    "Refused",
     "Run",
     "Runner",
     "Section",
+    "Target",
     "backend_interpreter",
     "exact_run",
     "flat",
+    "overall_status",
+    "value_of",
 ]
 
 Runner = Callable[[Request], Result]
 
 
-class BackendSkip(Exception):
-    """A backend does not claim what a check needs (an op or dtype): skipped, not failed."""
+class Covers(Protocol):
+    def covers(self, request: Request) -> str | None: ...
+
+
+class Target(Protocol):
+    """What a claim is checked on: a backend (:class:`impl.Backend` has this form)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def capabilities(self) -> Covers: ...
+
+    def run(self, request: Request) -> Result: ...
+
+
+class NotClaimed(ResverifyError):
+    """A check needs a request its backend does not claim: not sent, the claim is skipped."""
+
+
+class Refused(ResverifyError):
+    """The backend answered an error (``unsupported`` included) to a valid request it claims."""
+
+    kind = "refused"
+
+
+class BackendRaised(ResverifyError):
+    """The backend's ``run`` raised an exception that is not a :class:`BackendFault`."""
+
+    kind = "raised"
 
 
 @dataclass(frozen=True)
@@ -68,14 +111,44 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class BackendSide:
+    """One backend's side of a claim.
+
+    ``status`` is ``pass``, ``fail`` or ``skipped``; ``reason`` says why it was skipped, or
+    why no value could be observed; ``failure_kind`` classifies a failure as the property
+    suite does (``law``: a wrong value, ``refused``, ``raised``, ``bad_result``, ``timeout``,
+    ``crash``).
+    """
+
+    backend: str
+    expected: object
+    observed: object
+    status: str
+    reason: str | None = None
+    failure_kind: str | None = None
+
+
+def overall_status(exact_status: str, sides: Iterable[str]) -> str:
+    """``fail`` when the exact side or any backend fails, else ``skipped`` when a backend
+    could not run the claim, else ``pass``: a skipped side never reads as a pass."""
+    statuses = [exact_status, *sides]
+    if any(s not in ("pass", "skipped") for s in statuses):
+        return "fail"
+    return "skipped" if "skipped" in statuses else "pass"
+
+
+@dataclass(frozen=True)
 class ClaimOutcome:
-    """What a check found: the observed value(s) and the verdict."""
+    """What checking a claim found: the exact side and each backend's side."""
 
     claim: Claim
     observed: object
-    status: str
-    backend_observed: object = None
-    backend_status: str | None = None
+    exact_status: str
+    backends: tuple[BackendSide, ...] = ()
+
+    @property
+    def status(self) -> str:
+        return overall_status(self.exact_status, (side.status for side in self.backends))
 
 
 # --- running requests: one flat view for the exact interpreter and for backends ------------
@@ -117,12 +190,84 @@ def exact_run(request: Request) -> Run:
 
 
 def backend_interpreter(run: Runner) -> Interpreter:
-    """Wrap a backend's ``run``; an ``unsupported`` answer becomes :class:`BackendSkip`."""
+    """A (guarded) backend ``run`` seen as an interpreter: each result flattened to a Run."""
 
     def interpret(request: Request) -> Run:
         result = run(request)
-        if result.error is not None and result.error.kind == "unsupported":
-            raise BackendSkip(result.error.message)
         return _run_of(result.output, result.grads, result.error)
 
     return interpret
+
+
+def _call(request: Request) -> str:
+    return f"[{request.dtype}] {request.program.describe()}"
+
+
+def _check_form(request: Request, result: Result) -> None:
+    """Output and gradients of the declared shapes in the request's storage dtype."""
+    assert result.output is not None and result.grads is not None
+    if set(result.grads) != set(request.inputs):
+        raise BadResult(f"grads have keys {sorted(result.grads)}, the request's inputs are "
+                        f"{sorted(request.inputs)} {_call(request)}")
+    want = storage_dtype(request.dtype)
+    shape = infer_shapes(request.program)[request.program.output]
+    declared = [("output", result.output, shape)] + [
+        (f"grads[{k!r}]", v, request.inputs[k].shape) for k, v in sorted(result.grads.items())]
+    for what, raw, expected in declared:
+        array = np.asarray(raw)
+        if array.dtype != want:
+            raise BadResult(f"{what} came back as {array.dtype} for a {request.dtype} request "
+                            f"(storage dtype {want}) {_call(request)}")
+        if array.shape != tuple(expected):
+            raise BadResult(f"{what} came back with shape {list(array.shape)}, declared "
+                            f"{list(expected)} {_call(request)}")
+
+
+class Guard:
+    """``target.run`` as every backend check calls it (see the module docstring).
+
+    Raises :class:`NotClaimed` for a request outside the capabilities (not sent),
+    :class:`Refused` for an ``unsupported`` answer to a claimed one, :class:`BadResult`
+    for an answer that is not a result of the request's form, :class:`BackendRaised` when
+    ``run`` raises, and lets a :class:`BackendFault` through with its own kind.
+    ``last_error`` describes the latest error answer (a check that needed a value then
+    names it).
+    """
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.last_error: str | None = None
+
+    def __call__(self, request: Request) -> Result:
+        reason = self.target.capabilities.covers(request)
+        if reason is not None:
+            raise NotClaimed(f"{reason}; not sent: {_call(request)}")
+        try:
+            with np.errstate(all="ignore"):
+                result = self.target.run(request)
+        except BackendFault:
+            raise
+        except Exception as exc:
+            raise BackendRaised(f"run() raised {type(exc).__name__}: {exc} "
+                                f"{_call(request)}") from exc
+        if not isinstance(result, Result):
+            got = "None" if result is None else type(result).__name__
+            raise BadResult(f"run() must return a Result, got {got} {_call(request)}")
+        if result.error is None:
+            _check_form(request, result)
+            return result
+        if result.error.kind == "unsupported":
+            raise Refused(f"answered unsupported to a request it claims: "
+                          f"{result.error.message!r} {_call(request)}")
+        self.last_error = (f"answered {result.error.kind}: {result.error.message!r} "
+                           f"{_call(request)}")
+        return result
+
+
+def value_of(run: Runner, request: Request) -> Result:
+    """``run(request)`` for a valid request, whose answer must be a value, not an error."""
+    result = run(request)
+    if result.error is not None:
+        raise Refused(f"answered {result.error.kind}: {result.error.message!r} to a valid "
+                      f"request {_call(request)}")
+    return result

@@ -1,8 +1,10 @@
 """Checking a claim and writing its outcome as plain JSON data.
 
 Why: a claim passes when its check returns exactly the expected value; a check that raises
-is a failed claim, reported with its reason, never a crash of the whole catalog. Backends
-that lack an op or dtype are skipped, not failed.
+is a failed claim, reported with its reason, never a crash of the whole catalog. Each
+backend gets its own side: ``pass``, ``fail`` (with the kind of failure) or ``skipped``
+(the check needs a request the backend does not claim), and the claim's overall status is
+:func:`~spec.claims.model.overall_status` of the exact side and every backend side.
 """
 
 from __future__ import annotations
@@ -12,9 +14,19 @@ from fractions import Fraction
 
 import numpy as np
 
-from spec.claims.model import BackendSkip, Claim, ClaimOutcome, Runner
+from spec.claims.model import (
+    BackendRaised,
+    BackendSide,
+    Claim,
+    ClaimOutcome,
+    Guard,
+    NotClaimed,
+    Refused,
+    Target,
+)
+from spec.errors import BackendFault
 
-__all__ = ["check_claim", "jsonable", "outcome_dict"]
+__all__ = ["check_claim", "jsonable", "outcome_dict", "side_dict"]
 
 
 def _observe(check: Callable[[], object]) -> tuple[object, bool]:
@@ -24,22 +36,35 @@ def _observe(check: Callable[[], object]) -> tuple[object, bool]:
         return f"error: {type(exc).__name__}: {exc}", False
 
 
-def check_claim(claim: Claim, run: Runner | None = None) -> ClaimOutcome:
-    """Recompute ``claim``; with a backend's ``run``, also run its backend check."""
-    observed, ok = _observe(claim.check)
-    passed = ok and observed == claim.expected
-    if run is None or claim.backend is None:
-        return ClaimOutcome(claim, observed, "pass" if passed else "fail")
-    backend = claim.backend
+def _backend_side(claim: Claim, target: Target) -> BackendSide:
+    """Run ``claim``'s backend check on ``target`` through a :class:`Guard`."""
+    assert claim.backend is not None
+    expected, guard = claim.expected_from_backend, Guard(target)
+
+    def failed(reason: str, kind: str) -> BackendSide:
+        return BackendSide(target.name, expected, None, "fail", reason, kind)
+
     try:
-        got: object = backend(run)
-        backend_status = "pass" if got == claim.expected_from_backend else "fail"
-    except BackendSkip as skip:
-        got, backend_status = f"skipped: {skip}", "skipped"
-    except Exception as exc:  # a crashing backend fails the claim, with the reason shown
-        got, backend_status = f"error: {type(exc).__name__}: {exc}", "fail"
-    status = "pass" if passed and backend_status != "fail" else "fail"
-    return ClaimOutcome(claim, observed, status, got, backend_status)
+        observed = claim.backend(guard)
+    except NotClaimed as skip:
+        return BackendSide(target.name, expected, None, "skipped", str(skip))
+    except (BackendFault, Refused, BackendRaised) as exc:
+        return failed(str(exc), exc.kind)
+    except Exception as exc:  # the check could not read the answer: name what it was
+        if guard.last_error is not None:
+            return failed(f"{guard.last_error}, where the claim needs a value", Refused.kind)
+        return failed(f"the check raised {type(exc).__name__}: {exc}", BackendRaised.kind)
+    if observed == expected:
+        return BackendSide(target.name, expected, observed, "pass")
+    return BackendSide(target.name, expected, observed, "fail", failure_kind="law")
+
+
+def check_claim(claim: Claim, *backends: Target) -> ClaimOutcome:
+    """Recompute ``claim`` exactly and, where it has a backend check, on each backend."""
+    observed, ok = _observe(claim.check)
+    exact_status = "pass" if ok and observed == claim.expected else "fail"
+    sides = () if claim.backend is None else tuple(_backend_side(claim, b) for b in backends)
+    return ClaimOutcome(claim, observed, exact_status, sides)
 
 
 def jsonable(value: object) -> object:
@@ -57,19 +82,29 @@ def jsonable(value: object) -> object:
     return str(value)
 
 
+def side_dict(side: BackendSide) -> dict[str, object]:
+    """One backend's side of a claim as plain JSON data."""
+    return {"backend": side.backend, "expected": jsonable(side.expected),
+            "observed": jsonable(side.observed), "status": side.status,
+            "reason": side.reason, "failure_kind": side.failure_kind}
+
+
 def outcome_dict(outcome: ClaimOutcome) -> dict[str, object]:
-    """One claim's outcome as plain JSON data (the ``claims`` entries of reports)."""
+    """One claim's outcome as plain JSON data (``resverify claims --json``, the reports).
+
+    ``expected``/``observed``/``exact_status`` are the exact side, ``backends`` holds one
+    :func:`side_dict` per backend checked (empty for a claim with no backend check), and
+    ``status`` is the overall verdict.
+    """
     claim = outcome.claim
     out: dict[str, object] = {
         "id": claim.id, "source": claim.source.file, "section": claim.source.heading,
         "section_en": claim.source.english, "section_language": claim.source.language,
         "statement": claim.statement, "expected": jsonable(claim.expected),
-        "observed": jsonable(outcome.observed), "status": outcome.status, "note": claim.note,
+        "observed": jsonable(outcome.observed), "exact_status": outcome.exact_status,
+        "status": outcome.status, "backends": [side_dict(s) for s in outcome.backends],
+        "note": claim.note,
     }
     if isinstance(claim.expected, Fraction):
         out["expected_float"] = float(claim.expected)
-    if outcome.backend_status is not None:
-        out["backend_expected"] = jsonable(claim.expected_from_backend)
-        out["backend_observed"] = jsonable(outcome.backend_observed)
-        out["backend_status"] = outcome.backend_status
     return out
