@@ -6,19 +6,28 @@ consumer (``Context.within``, ``Budget.misses``, ``resverify replay``) must foll
 
 from __future__ import annotations
 
+import contextlib
+import io
 from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 
+from impl.backend import Capabilities
 from properties.assertions import Context, PropertyFailure
+from properties.laws_oracle import check_matches_spec
+from reports.cli import main
 from reports.cmd_replay import compare_array
-from spec.budget import Budget
+from spec.budget import Budget, error_budget
+from spec.codec import dumps
 from spec.compare import within
-from spec.exact import ExactResult
+from spec.exact import ExactResult, evaluate
 from spec.fixtures import linear_block_request
+from spec.ir import Input, Node, Program
+from spec.request import Request, Result, storage_dtype
 
 INF, NAN = float("inf"), float("nan")
 F = Fraction
@@ -90,3 +99,104 @@ def test_suite_budget_and_replay_follow_the_table(consumer: str, case: str) -> N
     assert verdict is expected, (
         f"{consumer} {'accepts' if verdict else 'rejects'} actual={actual[0]!r} "
         f"exact={exact[0]} bound={bound[0]!r}, table says within={expected} [{case}]")
+
+
+# ----------------------------------------------------------------------------------------
+# the suite's verdict and replay's verdict agree on generated vectors
+
+
+class Answering:
+    """A backend that gives whatever answer the test put in ``answer``."""
+
+    name = "answering"
+    capabilities = Capabilities()
+    answer: Result = Result.failure("backend_error", "no answer set")
+
+    def run(self, request: Request) -> Result:
+        return Answering.answer
+
+
+def _values(shape: tuple[int, ...], dtype: str) -> st.SearchStrategy[np.ndarray]:
+    sane = st.floats(-4, 4, width=32)
+    top = float(np.finfo(dtype).max)
+    huge = st.sampled_from([top, -top / 2, top / 64])  # some bounds become infinite
+    return arrays(np.dtype(dtype), shape, elements=st.one_of(sane, sane, sane, huge))
+
+
+@st.composite
+def vectors(draw: st.DrawFn) -> Request:
+    """``residual_add(x, tanh?(linear(x, w)))``, sometimes summed, in float64 or float32."""
+    rows, width = draw(st.integers(1, 2)), draw(st.integers(1, 3))
+    dtype = draw(st.sampled_from(["float64", "float32"]))
+    nodes = [Node("f", "linear", ("x", "w"))]
+    if draw(st.booleans()):
+        nodes.append(Node("t", "tanh", ("f",)))
+    nodes.append(Node("y", "residual_add", ("x", nodes[-1].name)))
+    out_shape: tuple[int, ...] = (rows, width)
+    if draw(st.booleans()):
+        nodes.append(Node("s", "sum", ("y",)))
+        out_shape = ()
+    program = Program((Input("x", (rows, width)), Input("w", (width, width))), tuple(nodes),
+                      nodes[-1].name)
+    data = {"x": draw(_values((rows, width), dtype)), "w": draw(_values((width, width), dtype))}
+    return Request(program, data, dtype, draw(_values(out_shape, dtype)))
+
+
+def _perturbed(draw: st.DrawFn, exact: np.ndarray, bound: np.ndarray, storage: np.dtype
+               ) -> np.ndarray:
+    """The exact values rounded, with some elements moved: to NaN, ±inf, -0.0, or near the
+    edge of their budget (inside or just outside it)."""
+    out = np.array([_float(v) for v in exact.reshape(-1).tolist()], dtype=np.float64)
+    limits = bound.reshape(-1).tolist()
+    for i in range(out.size):
+        move = draw(st.sampled_from(["keep", "keep", "nan", "inf", "-inf", "-0", "edge"]))
+        if move in ("nan", "inf", "-inf"):
+            out[i] = float(move)
+        elif move == "-0":
+            out[i] = -0.0
+        elif move == "edge" and np.isfinite(limits[i]):
+            factor = draw(st.sampled_from([F(1), F(99, 100), F(101, 100), F(2)]))
+            sign = draw(st.sampled_from([-1, 1]))
+            out[i] = _float(exact.reshape(-1)[i] + sign * factor * F(limits[i]))
+    with np.errstate(over="ignore"):  # float32 answers overflow to inf, as a backend's would
+        return out.reshape(exact.shape).astype(storage)
+
+
+def _float(value: Fraction) -> float:
+    """The nearest float64, or an infinity of the same sign beyond its range."""
+    try:
+        return float(value)
+    except OverflowError:
+        return float("inf") if value > 0 else float("-inf")
+
+
+@settings(max_examples=30, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(request=vectors(), data=st.data())
+def test_suite_and_replay_give_the_same_verdict_on_a_vector(
+        tmp_path_factory: pytest.TempPathFactory, request: Request,
+        data: st.DataObject) -> None:
+    exact = evaluate(request)
+    budget = error_budget(request, exact=exact)
+    assert exact.output is not None and exact.grads is not None
+    storage = storage_dtype(request.dtype)
+    Answering.answer = Result(
+        output=_perturbed(data.draw, exact.output, budget.output, storage),
+        grads={n: _perturbed(data.draw, exact.grads[n], budget.grads[n], storage)
+               for n in request.inputs})
+    try:
+        check_matches_spec(Answering(), request)
+        suite = "accepts"
+    except PropertyFailure as failure:
+        suite = f"rejects ({failure})"
+    path = tmp_path_factory.mktemp("vector") / "vector.json"
+    path.write_text(dumps(request), encoding="utf-8")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(["replay", str(path), "--backend", f"{__name__}:Answering"])
+    replay = "accepts" if code == 0 else "rejects"
+    event(f"replay {replay}")
+    assert code in (0, 1), printed.getvalue()
+    assert suite.split()[0] == replay, (
+        f"suite {suite}, replay {replay} (exit {code}) [{request.program.describe()}, "
+        f"{request.dtype}]\n{printed.getvalue()}")
