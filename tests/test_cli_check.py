@@ -103,3 +103,26 @@ def test_check_runs_the_real_property_suite_and_reads_its_records(tmp_path, monk
         assert (prop["backend"], prop["dtype"], prop["status"]) == ("numpy", "float64",
                                                                    "passed"), prop
         assert isinstance(prop["examples"], int) and prop["examples"] > 0, prop
+
+
+def test_help_lists_every_kind_of_backend_name_and_the_new_options(capsys):
+    from impl.registry import BUILTIN
+
+    assert main(["check", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for name in [*BUILTIN, "module:attr", "cmd:COMMAND", "--allow-nothing-checked",
+                 "--timeout SECONDS"]:
+        assert name in text, f"{name!r} missing from check --help: {text}"
+
+
+def test_adapter_module_failing_on_import_is_a_one_line_usage_error(tmp_path, monkeypatch,
+                                                                    capsys):
+    (tmp_path / "exploding_adapter.py").write_text(
+        "raise RuntimeError('this adapter cannot load')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    code = main(["check", "--no-claims", "--backend", "exploding_adapter:Backend"])
+    assert code == 2
+    err = _one_line_error(capsys)
+    assert "exploding_adapter:Backend" in err and "this adapter cannot load" in err, err
+    assert not (tmp_path / "resverify-report" / "report.json").exists()

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from test_report_fakes import run_check, write_fake_suite
@@ -33,26 +34,102 @@ def test_crashed_suite_leaves_a_valid_incomplete_report(tmp_path, monkeypatch):
     assert "incomplete" in (out / "report.html").read_text()
 
 
-def test_ctrl_c_during_the_suite_still_writes_an_incomplete_report(tmp_path):
-    write_fake_suite(tmp_path / "suite", "slow")
+def _process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state) of every process, read from /proc."""
+    table = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        table[int(stat.parent.name)] = (int(fields[1]), fields[0])
+    return table
+
+
+def _descendants(pid: int) -> set[int]:
+    table = _process_table()
+    found, todo = set(), [pid]
+    while todo:
+        parent = todo.pop()
+        kids = {p for p, (ppid, _) in table.items() if ppid == parent} - found
+        found |= kids
+        todo += kids
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    """The processes of ``pids`` that still run (a zombie has ended)."""
+    table = _process_table()
+    return {p for p in pids if p in table and table[p][1] != "Z"}
+
+
+def _wait_for(condition, what: str, child: subprocess.Popen, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert child.poll() is None, f"resverify ended before {what}: {child.communicate()}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+FINISHED = ["test_addition_commutes[numpy-float32]", "test_addition_commutes[numpy-float64]",
+            "test_unclaimed_dtype_is_skipped[numpy]"]
+
+
+@pytest.mark.parametrize(("mode", "signals"), [
+    ("spin", [signal.SIGINT]),
+    ("slow", [signal.SIGINT, signal.SIGINT]),
+    ("slow", [signal.SIGTERM]),
+], ids=["sigint-once", "sigint-twice", "sigterm"])
+def test_signals_end_the_run_with_every_finished_test_in_all_three_reports(
+        tmp_path, mode, signals):
+    """Ctrl-C (once or twice, to the whole process group as a terminal sends it) and
+    SIGTERM (as ``timeout -s TERM`` and CI runners send it) stop the run: the report
+    holds the finished tests, the running one is not counted as a failure, no process of
+    the run is left, the message is one line."""
+    write_fake_suite(tmp_path / "suite", mode)
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
     child = subprocess.Popen([sys.executable, "-m", "reports.cli", "check", "--suite", "suite",
                               "--report-dir", "out", "--no-claims"], cwd=tmp_path, env=env,
                              start_new_session=True, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-    events = tmp_path / "out" / "events.jsonl"
-    deadline = time.monotonic() + 60
-    while "test_zz_slow" not in (events.read_text() if events.exists() else ""):
-        assert time.monotonic() < deadline and child.poll() is None, "the slow test never began"
-        time.sleep(0.1)
-    os.killpg(child.pid, signal.SIGINT)  # what a terminal's Ctrl-C does to the whole group
+    out_dir = tmp_path / "out"
+    events = out_dir / "events.jsonl"
+    _wait_for(lambda: f"test_zz_{mode}" in (events.read_text() if events.exists() else ""),
+              f"test_zz_{mode} to begin", child)
+
+    def progress_shown() -> bool:  # the periodic report.json follows the run
+        try:
+            doc = json.loads((out_dir / "report.json").read_text())
+        except (OSError, ValueError):
+            return False
+        return len(doc["properties"]) == len(FINISHED)
+
+    _wait_for(progress_shown, "report.json to show the finished tests", child, seconds=10)
+    processes = _descendants(child.pid)
+    assert processes, "the property suite runs in no child process"
+    for sig in signals:
+        os.killpg(child.pid, sig)
+        time.sleep(0.3)
     out, err = child.communicate(timeout=60)
     assert child.returncode == 1, (child.returncode, out, err)
     assert "Traceback" not in err, err
-    doc = json.loads((tmp_path / "out" / "report.json").read_text())
+    said = [line for line in err.splitlines() if "interrupted" in line]
+    assert len(said) == 1 and said[0].startswith("resverify: "), err
+    deadline = time.monotonic() + 10
+    while _alive(processes) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(processes), f"left running: {_alive(processes)} of {processes}"
+    doc = json.loads((out_dir / "report.json").read_text())
     validate(doc)
-    assert doc["complete"] is False and len(doc["properties"]) == 3, doc["properties"]
-    assert (tmp_path / "out" / "report.html").exists()
+    assert (doc["complete"], doc["status"]) == (False, "incomplete"), doc["status"]
+    names = sorted(p["id"].split("::")[-1] for p in doc["properties"])
+    assert names == FINISHED, names
+    assert doc["summary"]["properties"]["failed"] == 0, doc["properties"]
+    markdown = (out_dir / "report.md").read_text()
+    page = (out_dir / "report.html").read_text()
+    for name in FINISHED:
+        assert name in markdown and name in page, name
+    assert "Incomplete run" in markdown and "incomplete" in page
 
 
 def test_partial_event_stream_counts_only_finished_tests(tmp_path):
