@@ -1,20 +1,23 @@
 """Run the claim checker for the report, so that a broken checker cannot hide the suite.
 
 The checker is :func:`reports.cmd_claims.collect_claims` (``backend_name -> list[dict]``
-with keys ``id``, ``source``, ``section``, ``statement``, ``expected``, ``observed``,
-``status``, ``note``). When it cannot be imported or breaks, the run is marked incomplete
-with the reason instead of failing.
+of :func:`spec.claims.outcome_dict` data: ``id``, ``source``, ``section``, ``statement``,
+the exact side ``expected``/``observed``/``exact_status``, the backend's side under
+``backends``, ``status``, ``note``). It runs once per backend; the entries of one claim
+merge into one report entry holding every backend's side. When the checker cannot be
+imported or breaks, the run is marked incomplete with the reason instead of failing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from reports.json_report import claim_entry
+from spec.claims import overall_status
 
-__all__ = ["ClaimRun", "find_checker", "run_claims"]
+__all__ = ["ClaimRun", "find_checker", "merge_claims", "run_claims"]
 
 Checker = Callable[[str], list[dict[str, Any]]]
 
@@ -46,6 +49,7 @@ def run_claims(backends: Mapping[str, str], checker: Checker | None = None) -> C
         out.warnings.append(f"the claim checker could not be imported: {type(exc).__name__}: {exc}")
         out.broken = True
         return out
+    entries: list[dict[str, Any]] = []
     for name, shown in backends.items():
         try:
             raw = checker(name)
@@ -54,5 +58,23 @@ def run_claims(backends: Mapping[str, str], checker: Checker | None = None) -> C
                                 f"{type(exc).__name__}: {exc}")
             out.broken = True
             continue
-        out.claims.extend(claim_entry(item, shown) for item in raw)
+        entries.extend(claim_entry(item, shown) for item in raw)
+    out.claims = merge_claims(entries)
     return out
+
+
+def merge_claims(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Report entries of the same claim (one per backend) as one entry with every side;
+    the exact side is the same on each, a failed one is kept."""
+    merged: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        seen = merged.get(entry["id"])
+        if seen is None:
+            merged[entry["id"]] = {**entry, "backends": list(entry["backends"])}
+            continue
+        if entry["exact_status"] != "pass":
+            seen["exact_status"], seen["observed"] = entry["exact_status"], entry["observed"]
+        seen["backends"] += entry["backends"]
+        seen["status"] = overall_status(seen["exact_status"],
+                                        (s["status"] for s in seen["backends"]))
+    return list(merged.values())

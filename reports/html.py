@@ -142,9 +142,7 @@ def _failures(doc: Mapping[str, Any]) -> str:
     items = [(p["id"], [("backend", p["backend"]), ("dtype", p["dtype"]),
                         ("test vector", p["vector"]), ("replay", p["replay"])], p["message"])
              for p in doc["properties"] if p["status"] == "failed"]
-    items += [(f"claim {c['id']}", [("backend", c["backend"]), ("source", c["source"])],
-               f"{c['statement']}\nexpected: {c['expected']}\nobserved: {c['observed']}")
-              for c in doc["claims"] if c["status"] == "fail"]
+    items += [_claim_failure(c) for c in doc["claims"] if c["status"] == "fail"]
     cards = [_failure_card(*item, open_=i < OPEN_FAILURES) for i, item in enumerate(items)]
     return f"<h2>Failures ({len(cards)})</h2>" + "".join(cards) if cards else ""
 
@@ -157,15 +155,48 @@ def _properties(doc: Mapping[str, Any]) -> str:
         ["test", "backend", "dtype", "status", "examples", "time (s)", "note"], rows)
 
 
+def _claim_failure(c: Mapping[str, Any]) -> tuple[str, list[tuple[str, object]], str]:
+    """A failure card for a claim: each failed side with its expected and observed value."""
+    failed = [s for s in c["backends"] if s["status"] == "fail"]
+    parts = [c["statement"]]
+    if c["exact_status"] != "pass":
+        parts.append(f"exact: expected {c['expected']}\n       observed {c['observed']}")
+    parts += [f"on {s['backend']} ({s['failure_kind']}): expected {s['expected']}\n"
+              f"       observed {'no value' if s['observed'] is None else s['observed']}"
+              + (f"\n       {s['reason']}" if s["reason"] else "") for s in failed]
+    meta: list[tuple[str, object]] = [("backend", ", ".join(s["backend"] for s in failed)),
+                                      ("source", c["source"])]
+    return f"claim {c['id']}", meta, "\n".join(parts)
+
+
+def _claim_side(side: Mapping[str, Any] | None) -> str:
+    """A backend's side of a claim: its status, and its value or reason unless it passed."""
+    if side is None:
+        return _td("—", "nw")
+    status = side["status"]
+    kind = f" ({side['failure_kind']})" if status == "fail" else ""
+    detail = side["reason"] or (side["observed"] if status == "fail" else None)
+    text = f"<br>{esc(detail)}" if detail else ""
+    return f'<td class="msg"><span class="{esc(status)}">{esc(status + kind)}</span>{text}</td>'
+
+
 def _claims(doc: Mapping[str, Any]) -> str:
-    rows = [[_td(c["id"]), _td(c["backend"]),
-             _td(c["source"] + (f" §{c['section']}" if c["section"] else "")),
-             _td(c["statement"]), _td(c["expected"], "msg"), _td(c["observed"], "msg"),
-             _status(c["status"]), _td(c["note"])] for c in doc["claims"]]
+    """One row per claim: exact side, each backend's side, overall status."""
+    names = list(dict.fromkeys(s["backend"] for c in doc["claims"] for s in c["backends"]))
+    rows = []
+    for c in doc["claims"]:
+        sides = {s["backend"]: s for s in c["backends"]}
+        rows.append([_td(c["id"]), _td(c["source"] + (f" §{c['section']}" if c["section"]
+                                                        else "")),
+                     _td(c["statement"]), _td(c["expected"], "msg"), _td(c["observed"], "msg"),
+                     _status(c["exact_status"]),
+                     *(_claim_side(sides.get(n)) for n in names),
+                     _status(c["status"]), _td(c["note"])])
     if not rows:
         return "<h2>Claims</h2><p>No claims were checked.</p>"
     return "<h2>Claims</h2>" + _table(
-        ["id", "backend", "source", "statement", "expected", "observed", "status", "note"], rows)
+        ["id", "source", "statement", "expected", "observed (exact)", "exact",
+         *names, "status", "note"], rows)
 
 
 def _plots(plots: Mapping[str, bytes]) -> str:

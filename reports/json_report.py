@@ -19,6 +19,7 @@ from typing import Any
 
 from impl.backend import Backend
 from reports.atomic import write_text
+from spec.claims import overall_status
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -39,6 +40,7 @@ SCHEMA_VERSION = 1
 DEPENDENCIES = ("numpy", "sympy", "mpmath", "hypothesis", "pytest",
                 "pytest-xdist", "matplotlib", "jsonschema")
 _OUTCOMES = ("passed", "failed", "skipped", "xfailed")
+_FAILURE_KINDS = ("law", "refused", "raised", "timeout", "crash", "bad_result")
 
 
 @cache
@@ -83,19 +85,43 @@ def _text(value: object) -> str:
         return str(value)
 
 
+def _claim_side(raw: Mapping[str, Any], backend: str) -> dict[str, Any]:
+    status = raw.get("status") if raw.get("status") in ("pass", "skipped") else "fail"
+    observed, reason, kind = raw.get("observed"), raw.get("reason"), raw.get("failure_kind")
+    return {
+        "backend": backend,
+        "expected": _text(raw.get("expected", "")),
+        "observed": None if observed is None else _text(observed),
+        "status": status,
+        "reason": None if reason in (None, "") else _text(reason),
+        "failure_kind": None if status != "fail" else kind if kind in _FAILURE_KINDS else "law",
+    }
+
+
 def claim_entry(raw: Mapping[str, Any], backend: str) -> dict[str, Any]:
-    """One claim from the claim checker, with every value made JSON text."""
+    """One claim from the claim checker (:func:`spec.claims.outcome_dict` data checked on
+    one backend, shown as ``backend``), with every value made JSON text.
+
+    ``expected``/``observed``/``exact_status`` are the exact side, ``backends`` each
+    backend's side, ``status`` the overall verdict (:func:`spec.claims.overall_status`);
+    entries of one claim on several backends merge with
+    :func:`reports.claim_source.merge_claims`.
+    """
     section = raw.get("section")
     note = raw.get("note")
+    exact = raw.get("exact_status", raw.get("status"))
+    exact_status = "pass" if exact == "pass" else "fail"
+    sides = [_claim_side(side, backend) for side in raw.get("backends") or ()]
     return {
         "id": _text(raw.get("id", "?")),
-        "backend": backend,
         "source": _text(raw.get("source", "")),
         "section": None if section is None else _text(section),
         "statement": _text(raw.get("statement", "")),
         "expected": _text(raw.get("expected", "")),
         "observed": _text(raw.get("observed", "")),
-        "status": "pass" if raw.get("status") == "pass" else "fail",
+        "exact_status": exact_status,
+        "backends": sides,
+        "status": overall_status(exact_status, (s["status"] for s in sides)),
         "note": None if note in (None, "") else _text(note),
     }
 

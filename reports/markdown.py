@@ -74,10 +74,24 @@ def _failures(doc: Mapping[str, Any]) -> list[str]:
         lines += [f"... and {len(failed_props) - len(shown)} more failed property tests "
                   "(listed below; details in report.html and report.json)", ""]
     for claim in failed_claims:
-        lines += [f"### claim `{cell(claim['id'])}` ({cell(claim['source'])})", "",
-                  cell(claim["statement"]), "",
-                  f"expected `{cell(claim['expected'])}`, observed `{cell(claim['observed'])}`",
-                  ""]
+        lines += _claim_failure(claim)
+    return lines
+
+
+def _claim_failure(claim: Mapping[str, Any]) -> list[str]:
+    """A failed claim: the side(s) that failed, each with its expected and observed value."""
+    lines = [f"### claim `{cell(claim['id'])}` ({cell(claim['source'])})", "",
+             cell(claim["statement"]), ""]
+    if claim["exact_status"] != "pass":
+        lines += [f"exact: expected `{cell(claim['expected'])}`, "
+                  f"observed `{cell(claim['observed'])}`", ""]
+    for side in claim["backends"]:
+        if side["status"] == "fail":
+            observed = ("no value" if side["observed"] is None
+                        else f"observed `{cell(side['observed'])}`")
+            reason = f": {cell(side['reason'])}" if side["reason"] else ""
+            lines += [f"on `{cell(side['backend'])}` ({cell(side['failure_kind'])}): "
+                      f"expected `{cell(side['expected'])}`, {observed}{reason}", ""]
     return lines
 
 
@@ -95,12 +109,26 @@ def _property_table(props: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _claim_table(claims: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One row per claim: the overall status, the exact side, each backend's side, and the
+    reason of every side that failed or was skipped."""
     if not claims:
         return []
-    rows = sorted(claims, key=lambda c: (c["status"] != "fail", c["id"], c["backend"]))
-    lines = ["## Claims", "", "| id | backend | source | status |", "| --- | --- | --- | --- |"]
-    lines += [f"| {cell(c['id'])} | {cell(c['backend'])} | {cell(c['source'])} | "
-              f"{_ICON.get(c['status'], c['status'])} |" for c in rows]
+    order = {"fail": 0, "skipped": 1, "pass": 2}
+    rows = sorted(claims, key=lambda c: (order.get(c["status"], 0), c["id"]))
+    names = list(dict.fromkeys(s["backend"] for c in claims for s in c["backends"]))
+    lines = ["## Claims", "",
+             "| id | status | exact | " + "".join(f"{cell(n)} | " for n in names)
+             + "source | reasons |",
+             "| --- " * (len(names) + 5) + "|"]
+    for c in rows:
+        sides = {s["backend"]: s for s in c["backends"]}
+        cells = "".join((_ICON.get(sides[n]["status"], sides[n]["status"]) if n in sides
+                         else "—") + " | " for n in names)
+        reasons = "; ".join(f"{s['backend']}: {s['reason']}" for s in c["backends"]
+                            if s["status"] != "pass" and s["reason"])
+        lines.append(f"| {cell(c['id'])} | {_ICON.get(c['status'], c['status'])} | "
+                     f"{_ICON.get(c['exact_status'], c['exact_status'])} | {cells}"
+                     f"{cell(c['source'])} | {cell(reasons)} |")
     return [*lines, ""]
 
 

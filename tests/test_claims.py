@@ -491,8 +491,9 @@ def test_report_entry_of_a_failing_backend_claim_shows_the_backends_side(
         "backend": "doubled", "status": "fail", "failure_kind": "law", "reason": None,
         "expected": '{"grad x": ["3", "-4"], "output": ["4", "-2"]}',
         "observed": '{"grad x": ["6", "-8"], "output": ["4", "-2"]}'}], s10["backends"]
+    assert [e["id"] for e in entries if e["status"] == "fail"] == ["S10", "S30"], entries
     doc = _report(entries)
-    assert doc["summary"]["claims"] == {"total": 3, "passed": 2, "failed": 1, "skipped": 0}
+    assert doc["summary"]["claims"] == {"total": 3, "passed": 1, "failed": 2, "skipped": 0}
     markdown = render_markdown(doc).split("## Failures")[1]
     assert '"grad x": ["6", "-8"]' in markdown and '"grad x": ["3", "-4"]' in markdown, markdown
     page = render_html(doc, {})
