@@ -2,20 +2,47 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from spec.errors import UsageError
 from spec.ir import DTYPES, OPS
 from spec.request import Request, Result
+
+DEVICE_PATTERN = re.compile(r"cpu|mps|external|(?:cuda|tpu|xpu)(?::[0-9]+)?")
+"""Known device names: ``cpu``, ``cuda``, ``cuda:N``, ``tpu``, ``tpu:N``, ``xpu``, ``xpu:N``,
+``mps``, and ``external`` (a ``cmd:`` engine that does not say). The protocol schema's
+``device`` pattern is the same set."""
 
 
 @dataclass(frozen=True)
 class Capabilities:
-    """The dtypes and ops a backend claims, and the device it runs on."""
+    """The dtypes and ops a backend claims, and the device it runs on.
+
+    Every name is checked when the capabilities are made: a dtype outside ``spec.ir.DTYPES``,
+    an op outside ``spec.ir.OPS`` or an unknown device is a UsageError, so a typo cannot
+    silently claim nothing.
+    """
 
     dtypes: tuple[str, ...] = DTYPES
     ops: tuple[str, ...] = tuple(sorted(OPS))
     device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        for field, names, known in (("dtype", self.dtypes, DTYPES), ("op", self.ops, OPS)):
+            if isinstance(names, str) or not names:
+                raise UsageError(f"capabilities need a non-empty list of {field}s, got {names!r}")
+            unknown = [n for n in names if n not in known]
+            if unknown:
+                raise UsageError(
+                    f"unknown {field} name(s) {unknown} in capabilities; known: {sorted(known)}")
+        if not isinstance(self.device, str) or not DEVICE_PATTERN.fullmatch(self.device):
+            raise UsageError(
+                f"unknown device {self.device!r} in capabilities; known: cpu, cuda, cuda:N, "
+                "tpu, tpu:N, xpu, xpu:N, mps, external")
+        object.__setattr__(self, "dtypes", tuple(self.dtypes))
+        object.__setattr__(self, "ops", tuple(self.ops))
 
     def covers(self, request: Request) -> str | None:
         """None when the request is within the claims, else the reason it is not."""
@@ -23,6 +50,11 @@ class Capabilities:
             return f"dtype {request.dtype} not claimed (claims {list(self.dtypes)})"
         missing = sorted({n.op for n in request.program.nodes} - set(self.ops))
         return f"op(s) {missing} not claimed" if missing else None
+
+    def unclaimed(self, request: Request, backend: str) -> Result | None:
+        """The ``unsupported`` answer for a request outside the claims, else None."""
+        reason = self.covers(request)
+        return None if reason is None else Result.failure("unsupported", f"{backend}: {reason}")
 
 
 @runtime_checkable

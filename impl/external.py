@@ -1,112 +1,199 @@
 """A backend in another process, in any language, spoken to over JSON lines (``cmd:...``).
 
-Protocol (version 1, see docs/external-protocol.md): the adapter starts the command once
-and writes one JSON document per line to its stdin; the engine answers each with exactly
-one JSON line on stdout. The first document is a hello, answered with the engine's
-capabilities; every later one is a request (``spec.codec``), answered with a result.
-Floats travel as ``float.hex`` text both ways, so nothing is lost in transit. A crash, a
-timeout or an unreadable answer becomes a ``backend_error`` result, and the engine is
-started afresh for the next request.
+Protocol (version 1, see docs/external-protocol.md and spec/schema/protocol.schema.json):
+the adapter starts the command once and writes one JSON document per line to its stdin;
+the engine answers each with exactly one JSON line on stdout. The first document is a
+hello, answered with the engine's capabilities; every later one is a request
+(``spec.codec``), answered with a result. Both answers are checked against the schema.
+
+The timeout bounds the whole exchange: writing the request and reading a *complete*
+answer line, with non-blocking pipes and ``select``, so an engine that hangs, writes half
+a line or trickles bytes ends in :class:`~spec.errors.BackendTimeout` on time. An engine
+that exits or closes its output is a :class:`~spec.errors.BackendCrash`; an answer that
+is not a valid result for the request is :class:`~spec.errors.BadResult`. After any of
+them the engine and every process it started (its process group) are killed and reaped,
+and the next request starts it afresh.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
 import shlex
+import signal
 import subprocess
+import time
 from typing import Any
 
 from impl.backend import Capabilities
-from spec.codec import FORMAT_VERSION, request_to_dict, result_from_dict
-from spec.errors import InvalidProgram, ResverifyError, UsageError
+from spec.codec import (
+    FORMAT_VERSION,
+    parse_json,
+    request_to_dict,
+    result_from_dict,
+    validate_message,
+)
+from spec.errors import (
+    BackendCrash,
+    BackendFault,
+    BackendTimeout,
+    BadResult,
+    InvalidProgram,
+    UsageError,
+)
 from spec.request import Request, Result
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
-
-
-class EngineFailure(ResverifyError, RuntimeError):
-    """The external engine died, hung, or answered something that is not a document."""
+MAX_LINE_BYTES = 1 << 30
 
 
 class ExternalBackend:
     """``cmd:<command line>``: run requests through an engine that speaks the protocol."""
 
     def __init__(self, command: str, timeout: float | None = None) -> None:
-        self._proc: subprocess.Popen[str] | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._pending = b""
         self.argv = shlex.split(command)
         if not self.argv:
             raise UsageError("cmd: needs a command line, e.g. cmd:'./my-engine --serve'")
         self.timeout = timeout or float(
             os.environ.get("RESVERIFY_CMD_TIMEOUT", DEFAULT_TIMEOUT_SECONDS))
         try:
-            hello = self._exchange({"resverify": FORMAT_VERSION, "kind": "hello"}, True)
-            if hello.get("kind") != "capabilities":
-                raise UsageError(f"{command!r} did not answer the hello with its capabilities")
+            hello = self._exchange({"resverify": FORMAT_VERSION, "kind": "hello"})
+            validate_message(hello, "capabilities")
+            self.capabilities = Capabilities(
+                dtypes=tuple(hello["dtypes"]), ops=tuple(hello["ops"]),
+                device=hello.get("device", "external"))
+        except (BackendFault, InvalidProgram) as exc:
+            self.close()
+            raise UsageError(f"{shlex.join(self.argv)}: bad answer to the hello: {exc}") from None
         except UsageError:
             self.close()
             raise
         self.name = str(hello.get("name", f"cmd:{command}"))
-        self.capabilities = Capabilities(
-            dtypes=tuple(hello.get("dtypes", ("float64",))),
-            ops=tuple(hello.get("ops", Capabilities().ops)),
-            device=str(hello.get("device", "external")),
-        )
+
+    @property
+    def pid(self) -> int | None:
+        """The engine's process id while it runs (None before start and after close)."""
+        return None if self._proc is None else self._proc.pid
 
     def run(self, request: Request) -> Result:
+        """The engine's result; raises BackendTimeout, BackendCrash or BadResult."""
+        refused = self.capabilities.unclaimed(request, self.name)
+        if refused is not None:
+            return refused
         try:
-            return result_from_dict(self._exchange(request_to_dict(request)), request.dtype)
-        except (EngineFailure, InvalidProgram) as exc:
+            doc = self._exchange(request_to_dict(request))
+            said = doc.get("dtype", request.dtype) if isinstance(doc, dict) else None
+            if said is not None and said != request.dtype:
+                raise BadResult(f"answered {said} for a {request.dtype} request")
+            return result_from_dict(doc, request.dtype)
+        except InvalidProgram as exc:
             self.close()
-            return Result.failure("backend_error", f"external engine: {exc}")
+            raise BadResult(f"{shlex.join(self.argv)}: {exc}") from None
+        except BackendFault:
+            self.close()
+            raise
 
     def close(self) -> None:
-        if self._proc is not None:
-            self._proc.kill()
-            self._proc.wait()
-            for stream in (self._proc.stdin, self._proc.stdout):
-                if stream is not None:
-                    stream.close()
-            self._proc = None
+        """Kill the engine and everything it started; reap it. Safe to call twice."""
+        proc, self._proc, self._pending = self._proc, None, b""
+        if proc is None:
+            return
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
     def __del__(self) -> None:
         self.close()
 
-    def _start(self) -> subprocess.Popen[str]:
-        if self._proc is None or self._proc.poll() is not None:
-            self._proc = subprocess.Popen(
-                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+    def _start(self) -> subprocess.Popen[bytes]:
+        if self._proc is not None and self._proc.poll() is not None:
+            self.close()
+        if self._proc is None:
+            try:
+                self._proc = subprocess.Popen(
+                    self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
+                    start_new_session=True)
+            except OSError as exc:
+                raise UsageError(
+                    f"cannot start {shlex.join(self.argv)}: {exc.strerror}") from None
+            for stream in (self._proc.stdin, self._proc.stdout):
+                assert stream is not None
+                os.set_blocking(stream.fileno(), False)
         return self._proc
 
-    def _exchange(self, doc: dict[str, Any], start_error: bool = False) -> dict[str, Any]:
-        try:
-            proc = self._start()
-        except OSError as exc:
-            raise UsageError(f"cannot start {shlex.join(self.argv)}: {exc.strerror}") from None
+    def _exchange(self, doc: dict[str, Any]) -> Any:
+        """Send one document, return the parsed answer line (InvalidProgram if not JSON)."""
+        proc = self._start()
         assert proc.stdin is not None and proc.stdout is not None
-        try:
-            proc.stdin.write(json.dumps(doc) + "\n")
-            proc.stdin.flush()
-        except OSError as exc:
-            raise self._failure(f"stdin closed ({exc.strerror})", start_error) from None
+        deadline = time.monotonic() + self.timeout
         with selectors.DefaultSelector() as selector:
             selector.register(proc.stdout, selectors.EVENT_READ)
-            if not selector.select(self.timeout):
-                self.close()
-                raise self._failure(f"no answer within {self.timeout:g} s", start_error)
-        line = proc.stdout.readline()
-        if not line:
-            raise self._failure(f"exited with status {proc.wait()}", start_error)
+            if self._pending or selector.select(0):
+                raise BadResult(f"{self._who()}: answered more than one line")
+            self._write(proc, (json.dumps(doc) + "\n").encode(), deadline)
+            line = self._read_line(proc, selector, deadline)
         try:
-            answer = json.loads(line)
-        except json.JSONDecodeError:
-            raise self._failure(f"answered a line that is not JSON: {line[:80]!r}",
-                                start_error) from None
-        if not isinstance(answer, dict):
-            raise self._failure("answered JSON that is not an object", start_error)
-        return answer
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadResult(f"{self._who()}: answered a line that is not UTF-8") from None
+        if self._pending:
+            raise BadResult(f"{self._who()}: answered more than one line")
+        try:
+            return parse_json(text)
+        except InvalidProgram:
+            raise BadResult(
+                f"{self._who()}: answered a line that is not JSON: {text[:80]!r}") from None
 
-    def _failure(self, what: str, start_error: bool) -> ResverifyError:
-        text = f"{shlex.join(self.argv)}: {what}"
-        return UsageError(text) if start_error else EngineFailure(text)
+    def _write(self, proc: subprocess.Popen[bytes], data: bytes, deadline: float) -> None:
+        assert proc.stdin is not None
+        view = memoryview(data)
+        with selectors.DefaultSelector() as selector:
+            selector.register(proc.stdin, selectors.EVENT_WRITE)
+            while view:
+                if not selector.select(max(0.0, deadline - time.monotonic())):
+                    raise BackendTimeout(
+                        f"{self._who()}: did not read its request within {self.timeout:g} s")
+                try:
+                    view = view[os.write(proc.stdin.fileno(), view):]
+                except BlockingIOError:
+                    continue
+                except OSError as exc:
+                    raise self._crash(proc, f"stopped reading ({exc.strerror})") from None
+
+    def _read_line(self, proc: subprocess.Popen[bytes], selector: selectors.BaseSelector,
+                   deadline: float) -> bytes:
+        assert proc.stdout is not None
+        buffer = b""
+        while b"\n" not in buffer:
+            if len(buffer) > MAX_LINE_BYTES:
+                raise BadResult(f"{self._who()}: answered a line over {MAX_LINE_BYTES} bytes")
+            if not selector.select(max(0.0, deadline - time.monotonic())):
+                got = f" ({len(buffer)} bytes of a line)" if buffer else ""
+                raise BackendTimeout(
+                    f"{self._who()}: no complete answer within {self.timeout:g} s{got}")
+            try:
+                chunk = os.read(proc.stdout.fileno(), 1 << 16)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                raise self._crash(proc, "closed its output")
+            buffer += chunk
+        line, _, self._pending = buffer.partition(b"\n")
+        return line
+
+    def _crash(self, proc: subprocess.Popen[bytes], what: str) -> BackendCrash:
+        try:
+            status = proc.wait(0.2)
+        except subprocess.TimeoutExpired:
+            return BackendCrash(f"{self._who()}: {what} and kept running")
+        return BackendCrash(f"{self._who()}: exited with status {status}")
+
+    def _who(self) -> str:
+        return shlex.join(self.argv)

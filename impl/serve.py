@@ -1,7 +1,10 @@
 """Serve any in-process backend over the JSON-lines protocol: ``python -m impl.serve NAME``.
 
 This is the engine side of :mod:`impl.external`, and a worked example for engines in other
-languages: read a line, answer a line, flush.
+languages: read a line, answer a line, flush. Every line received is checked against the
+protocol schema; a line that is not a valid hello or request, a backend that raises, or
+one whose ``run`` returns something other than a Result, is answered with a
+``backend_error`` result, so the engine itself never dies of a bad line.
 """
 
 from __future__ import annotations
@@ -12,23 +15,36 @@ from typing import TextIO
 
 from impl.backend import Backend
 from impl.registry import resolve_backend
-from spec.codec import FORMAT_VERSION, dumps, request_from_dict
+from spec.codec import FORMAT_VERSION, dumps, parse_json, request_from_dict, validate_message
 from spec.errors import ResverifyError
 from spec.request import Result
+
+
+def capabilities_doc(backend: Backend) -> dict[str, object]:
+    """The answer to a hello: the backend's name and capabilities."""
+    caps = backend.capabilities
+    return {"resverify": FORMAT_VERSION, "kind": "capabilities", "name": backend.name,
+            "dtypes": list(caps.dtypes), "ops": list(caps.ops), "device": caps.device}
 
 
 def answer(backend: Backend, line: str) -> str:
     """The one-line answer to one protocol line."""
     try:
-        doc = json.loads(line)
+        doc = parse_json(line)
         if isinstance(doc, dict) and doc.get("kind") == "hello":
-            caps = backend.capabilities
-            return json.dumps({"resverify": FORMAT_VERSION, "kind": "capabilities",
-                               "name": backend.name, "dtypes": list(caps.dtypes),
-                               "ops": list(caps.ops), "device": caps.device})
-        return dumps(backend.run(request_from_dict(doc)))
-    except (ResverifyError, json.JSONDecodeError) as exc:
+            validate_message(doc, "hello")
+            return json.dumps(capabilities_doc(backend))
+        request = request_from_dict(doc)
+    except ResverifyError as exc:
         return dumps(Result.failure("backend_error", f"bad request: {exc}"))
+    try:
+        result = backend.run(request)
+    except Exception as exc:
+        return dumps(Result.failure("backend_error", f"{type(exc).__name__}: {exc}"))
+    if not isinstance(result, Result):
+        got = "None" if result is None else type(result).__name__
+        return dumps(Result.failure("backend_error", f"run() must return a Result, got {got}"))
+    return dumps(result, request.dtype)
 
 
 def serve(backend: Backend, stdin: TextIO, stdout: TextIO) -> None:

@@ -200,7 +200,12 @@ def request_from_dict(doc: Mapping[str, Any]) -> Request:
 
 
 def result_to_dict(result: Result, dtype: str | None = None) -> dict[str, Any]:
-    """The result document; ``dtype`` is the request's (else the output's NumPy dtype)."""
+    """The result document, labelled with the dtype its output is in.
+
+    ``dtype`` is the request's: the label when the output is stored in it (so a bfloat16
+    result, held in float32, says bfloat16); an output in another dtype is labelled with
+    its own, for the reader to refuse.
+    """
     doc: dict[str, Any] = {"resverify": FORMAT_VERSION, "kind": "result"}
     if result.error is not None:
         err = result.error
@@ -208,7 +213,8 @@ def result_to_dict(result: Result, dtype: str | None = None) -> dict[str, Any]:
                         "shapes": None if err.shapes is None else [list(s) for s in err.shapes]}
         return doc
     assert result.output is not None and result.grads is not None
-    doc["dtype"] = dtype or str(result.output.dtype)
+    own = str(result.output.dtype)
+    doc["dtype"] = dtype if dtype is not None and storage_dtype(dtype) == own else own
     doc["output"] = encode_array(result.output)
     doc["grads"] = {k: encode_array(v) for k, v in result.grads.items()}
     return doc

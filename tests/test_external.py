@@ -1,36 +1,66 @@
-"""Engines in another process: the JSON-lines protocol, and every way an engine can misbehave."""
+"""Engines in another process: the JSON-lines protocol, and every way an engine can misbehave.
+
+A misbehaving engine makes ``run`` raise the matching BackendFault (timeout, crash,
+bad_result) within the timeout; the engine is killed, with every process it started, and
+started afresh for the next request.
+"""
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from impl import NumpyBackend, resolve_backend
 from impl.external import ExternalBackend
-from spec import UsageError
+from impl.serve import answer
+from spec import UsageError, dumps
+from spec.errors import BackendCrash, BackendTimeout, BadResult
 from spec.fixtures import linear_block_request, stack_request
 
+ROOT = Path(__file__).resolve().parents[1]
 SERVE = f"{shlex.quote(sys.executable)} -m impl.serve"
 
+# An engine that misbehaves ({behaviour}) on the first request it ever gets (a marker file
+# remembers it across restarts), and answers like the NumPy reference otherwise.
 ENGINE = '''
-import json, sys, time
+import json, os, subprocess, sys, time
+sys.path.insert(0, {root!r})
+from impl import NumpyBackend
+from impl.serve import answer
+MARK = {mark!r}
 for line in sys.stdin:
     doc = json.loads(line)
     if doc["kind"] == "hello":
-        print(json.dumps({"resverify": 1, "kind": "capabilities", "name": "fake",
-                          "dtypes": ["float64"], "ops": ["linear", "residual_add"]}), flush=True)
+        print(json.dumps({{"resverify": 1, "kind": "capabilities", "name": "fake",
+                          "dtypes": ["float64"], "ops": ["linear", "residual_add"]}}), flush=True)
         continue
+    if os.path.exists(MARK):
+        print(answer(NumpyBackend(), line), flush=True)
+        continue
+    open(MARK, "w").close()
     {behaviour}
 '''
 
 
 def engine(tmp_path: Path, behaviour: str) -> str:
     script = tmp_path / "engine.py"
-    script.write_text(ENGINE.replace("{behaviour}", behaviour))
+    script.write_text(ENGINE.format(root=str(ROOT), mark=str(tmp_path / "misbehaved"),
+                                    behaviour=behaviour))
     return f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}"
+
+
+def gone(pid: int) -> bool:
+    """True when ``pid`` no longer runs (it may linger as a zombie only if not our child)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
 
 
 def test_served_reference_gives_bitwise_the_in_process_result():
@@ -49,26 +79,141 @@ def test_served_reference_gives_bitwise_the_in_process_result():
         backend.close()
 
 
-@pytest.mark.parametrize(
-    ("behaviour", "message"),
-    [
-        ("sys.exit(3)", "exited with status 3"),
-        ("print('hello there', flush=True)", "not JSON"),
-        ("print('[1, 2]', flush=True)", "not an object"),
-        ("time.sleep(30)", "no answer within 0.5 s"),
-        ("print(json.dumps({'resverify': 1, 'kind': 'result'}), flush=True)", "malformed result"),
-    ],
-)
-def test_misbehaving_engine_gives_a_backend_error_and_is_restarted(tmp_path, behaviour, message):
+HOSTILE = [
+    ("sys.exit(3)", BackendCrash, "exited with status 3"),
+    ("os.close(1); time.sleep(30)", BackendCrash, "closed its output"),
+    ("print('hello there', flush=True)", BadResult, "not JSON"),
+    ("print('[1, 2]', flush=True)", BadResult, "must be a JSON object"),
+    ("print(json.dumps({'resverify': 1, 'kind': 'result'}), flush=True)", BadResult,
+     "'output' is a required property"),
+    ("print(json.dumps({'resverify': 1, 'kind': 'capabilities'}), flush=True)", BadResult,
+     "expected a result document"),
+    ("print(answer(NumpyBackend(), line).replace('float64', 'float32'), flush=True)", BadResult,
+     "float32 for a float64 request"),
+    ("sys.stdout.write(2 * (answer(NumpyBackend(), line) + '\\n')); sys.stdout.flush()",
+     BadResult, "more than one line"),
+    ("time.sleep(30)", BackendTimeout, "no complete answer within 0.5 s"),
+    ("sys.stdout.write('{\"resverify\": 1'); sys.stdout.flush(); time.sleep(30)",
+     BackendTimeout, "no complete answer within 0.5 s"),
+]
+
+
+@pytest.mark.parametrize(("behaviour", "fault", "message"), HOSTILE,
+                         ids=[f"{f.__name__}-{m}" for _, f, m in HOSTILE])
+def test_misbehaving_engine_raises_its_fault_and_the_next_request_runs_on_a_fresh_engine(
+        tmp_path, behaviour, fault, message):
     backend = ExternalBackend(engine(tmp_path, behaviour), timeout=0.5)
     try:
         assert backend.name == "fake" and backend.capabilities.dtypes == ("float64",)
-        for _ in range(2):
-            result = backend.run(linear_block_request())
-            assert result.error is not None and result.error.kind == "backend_error"
-            assert message in result.error.message, result.error.message
+        first = backend.pid
+        with pytest.raises(fault, match=message) as info:
+            backend.run(linear_block_request())
+        assert "\n" not in str(info.value), info.value
+        assert gone(first), f"engine {first} still runs after {fault.__name__}"
+        again = backend.run(linear_block_request())
+        want = NumpyBackend().run(linear_block_request())
+        assert again.output is not None and want.output is not None, again.error
+        assert again.output.tolist() == want.output.tolist(), (again, want)
+        assert backend.pid != first
     finally:
         backend.close()
+
+
+@pytest.mark.parametrize(
+    "behaviour",
+    [
+        # half a line, then silence
+        "sys.stdout.write('{\"resverify\": 1, \"kind\": \"res'); sys.stdout.flush(); "
+        "time.sleep(30)",
+        # a line that trickles out a byte every 0.2 s and would take minutes to finish
+        "[(sys.stdout.write(' '), sys.stdout.flush(), time.sleep(0.2)) for _ in range(900)]",
+    ],
+    ids=["half-line", "slow-line"],
+)
+def test_timeout_bounds_an_unfinished_or_slow_line(tmp_path, behaviour):
+    backend = ExternalBackend(engine(tmp_path, behaviour), timeout=2.0)
+    try:
+        began = time.monotonic()
+        with pytest.raises(BackendTimeout, match="within 2 s"):
+            backend.run(linear_block_request())
+        took = time.monotonic() - began
+        assert 2.0 <= took < 3.5, f"a 2 s timeout returned after {took:.2f} s"
+    finally:
+        backend.close()
+
+
+def test_timed_out_engine_leaves_no_process_behind(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    behaviour = (f"child = subprocess.Popen(['sleep', '60']); "
+                 f"open({str(pid_file)!r}, 'w').write(str(child.pid)); time.sleep(30)")
+    backend = ExternalBackend(engine(tmp_path, behaviour), timeout=0.5)
+    try:
+        first = backend.pid
+        with pytest.raises(BackendTimeout):
+            backend.run(linear_block_request())
+        child = int(pid_file.read_text())
+        assert gone(first), f"engine {first} left running or unreaped"
+        deadline = time.monotonic() + 2
+        while not gone(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert gone(child), f"the engine's own child {child} outlived it"
+    finally:
+        backend.close()
+    assert backend.pid is None
+
+
+def test_closing_the_backend_ends_the_engine(tmp_path):
+    backend = ExternalBackend(engine(tmp_path, "pass"))
+    pid = backend.pid
+    assert pid is not None
+    backend.close()
+    assert gone(pid) and backend.pid is None
+
+
+def test_unclaimed_request_is_unsupported_without_asking_the_engine(tmp_path):
+    backend = ExternalBackend(engine(tmp_path, "sys.exit(3)"), timeout=0.5)
+    try:
+        result = backend.run(stack_request(2, True, "float32"))
+        assert result.error is not None and result.error.kind == "unsupported", result
+        assert "float32" in result.error.message
+        assert not (tmp_path / "misbehaved").exists()
+    finally:
+        backend.close()
+
+
+def hello_engine(tmp_path: Path, capabilities: dict[str, object]) -> str:
+    script = tmp_path / "hello.py"
+    caps = {"resverify": 1, "kind": "capabilities", **capabilities}
+    script.write_text(f"import json, sys\nsys.stdin.readline()\n"
+                      f"print(json.dumps({caps!r}), flush=True)\nsys.stdin.read()\n")
+    return f"cmd:{shlex.quote(sys.executable)} {shlex.quote(str(script))}"
+
+
+@pytest.mark.parametrize(
+    ("capabilities", "message"),
+    [
+        ({"dtypes": ["f64"], "ops": ["add"]}, "'f64' is not one of"),
+        ({"dtypes": ["float64"], "ops": ["add", "matmul"]}, "'matmul' is not one of"),
+        ({"dtypes": ["float64"]}, "'ops' is a required property"),
+        ({"ops": ["add"]}, "'dtypes' is a required property"),
+        ({"dtypes": [], "ops": ["add"]}, "should be non-empty"),
+        ({"dtypes": ["float64"], "ops": ["add"], "device": "gpu0"}, "'gpu0' does not match"),
+        ({"dtypes": ["float64"], "ops": ["add"], "kind": "result"}, "capabilities"),
+    ],
+)
+def test_hello_with_unknown_or_missing_names_is_a_one_line_usage_error(
+        tmp_path, capabilities, message):
+    with pytest.raises(UsageError, match=message) as info:
+        resolve_backend(hello_engine(tmp_path, capabilities))
+    assert "\n" not in str(info.value), info.value
+
+
+def test_hello_naming_a_device_is_accepted(tmp_path):
+    backend = resolve_backend(
+        hello_engine(tmp_path, {"dtypes": ["float64"], "ops": ["add"], "device": "cuda:1"}))
+    assert isinstance(backend, ExternalBackend)
+    assert backend.capabilities.device == "cuda:1"
+    backend.close()
 
 
 def test_engine_that_cannot_start_or_greet_is_a_usage_error(tmp_path):
@@ -78,3 +223,35 @@ def test_engine_that_cannot_start_or_greet_is_a_usage_error(tmp_path):
         resolve_backend(f"cmd:{shlex.quote(sys.executable)} -c pass")
     with pytest.raises(UsageError, match="needs a command line"):
         resolve_backend("cmd:")
+
+
+def test_serve_refuses_what_is_not_a_valid_message_with_one_line():
+    for line, message in [('{"kind": "request"}', 'lacks the "resverify" header field'),
+                          ('{"resverify": 1, "kind": "hello", "x": []', "not valid JSON"),
+                          ('{"resverify": 1, "kind": "request"}', "'program' is a required")]:
+        doc = json.loads(answer(NumpyBackend(), line))
+        assert doc["error"]["kind"] == "backend_error", doc
+        assert message in doc["error"]["message"], (line, doc)
+
+
+def test_serve_answers_a_backend_that_raises_or_returns_none_with_a_backend_error():
+    class Raises(NumpyBackend):
+        def run(self, request):
+            raise RuntimeError("fell over")
+
+    class ReturnsNone(NumpyBackend):
+        def run(self, request):
+            return None
+
+    line = dumps(linear_block_request())
+    for backend, message in [(Raises(), "RuntimeError: fell over"),
+                             (ReturnsNone(), "run() must return a Result, got None")]:
+        doc = json.loads(answer(backend, line))
+        assert doc["error"] == {"kind": "backend_error", "message": message, "shapes": None}
+
+
+def test_served_bfloat16_result_says_bfloat16():
+    pytest.importorskip("torch")
+    request = linear_block_request(dtype="bfloat16")
+    doc = json.loads(answer(resolve_backend("torch"), dumps(request)))
+    assert doc.get("dtype") == "bfloat16", doc
