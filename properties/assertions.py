@@ -1,31 +1,61 @@
 """Assertion helpers: one-line failure messages that name the spec side and the backend side.
 
 Every failure is a :class:`PropertyFailure` carrying the request that produced it, so
-the pytest plugin can save it as a test vector and print the replay command. Helpers set
-``__tracebackhide__`` so pytest shows the property's own line, not ours.
+the pytest plugin can save it as a test vector and print the replay command, and a
+``kind`` that classifies it (:data:`KINDS`). The backend never sees that request itself:
+:func:`send` gives it a private copy (fresh, writable arrays), so the request kept for
+the vector is the one sent even when the backend writes into what it was given, and
+comparing the copy afterwards tells whether it did. Helpers set ``__tracebackhide__``
+so pytest shows the property's own line, not ours.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+from hypothesis import reject
 
 from impl.backend import Backend
 from spec.compare import cells, decimal
+from spec.errors import BackendFault
 from spec.ir import infer_shapes
 from spec.request import Request, Result, storage_dtype
 
-__all__ = ["Context", "PropertyFailure", "element_index", "guarded_run", "num", "run_ok"]
+__all__ = [
+    "KINDS",
+    "Context",
+    "PropertyFailure",
+    "Sent",
+    "element_index",
+    "guarded_run",
+    "mutation",
+    "num",
+    "private_copy",
+    "run_ok",
+    "send",
+]
+
+KINDS = ("law", "refused", "raised", "timeout", "crash", "bad_result")
+"""``PropertyFailure.kind``: ``law`` a law violated or a wrong value (the default);
+``refused`` an error result for a valid request the backend claims; ``raised`` run()
+raised an exception that is not a :class:`~spec.errors.BackendFault`; ``timeout``,
+``crash``, ``bad_result`` a BackendFault's kind, and ``bad_result`` also for an answer
+that is not a Result or has the wrong keys, shape, dtype or type."""
 
 
 class PropertyFailure(AssertionError):
-    """A backend broke a law; ``request`` is the input to save and replay."""
+    """A backend broke a law; ``request`` is the input to save and replay (as sent)."""
 
-    def __init__(self, message: str, request: Request) -> None:
+    def __init__(self, message: str, request: Request, kind: str = "law") -> None:
+        if kind not in KINDS:
+            raise ValueError(f"unknown failure kind {kind!r}; known: {list(KINDS)}")
         super().__init__(message)
         self.request = request
+        self.kind = kind
 
 
 def element_index(index: tuple[int, ...]) -> str:
@@ -53,15 +83,15 @@ class Context:
     def where(self) -> str:
         return f"[{self.request.dtype}] {self.request.program.describe()}"
 
-    def fail(self, message: str) -> None:
+    def fail(self, message: str, kind: str = "law") -> None:
         """Raise a PropertyFailure whose one line ends with the dtype and the program."""
         __tracebackhide__ = True
-        raise PropertyFailure(f"{message} {self.where}", self.request)
+        raise PropertyFailure(f"{message} {self.where}", self.request, kind)
 
-    def check(self, condition: bool, message: str) -> None:
+    def check(self, condition: bool, message: str, kind: str = "law") -> None:
         __tracebackhide__ = True
         if not condition:
-            self.fail(message)
+            self.fail(message, kind)
 
     def within(self, what: str, actual: np.ndarray, exact: np.ndarray,
                budget: np.ndarray) -> None:
@@ -103,51 +133,136 @@ class Context:
 
 
 def run_ok(backend: Backend, request: Request, label: str | None = None) -> Result:
-    """Run ``request``; fail unless the backend returns an output of the declared form."""
+    """Run ``request``; fail unless the backend returns an output of the declared form.
+
+    An error result is a failure of kind ``refused``, except ``unsupported`` for a
+    request outside the backend's claimed capabilities: that example is skipped
+    (:func:`hypothesis.reject`), as everywhere in resverify.
+    """
     __tracebackhide__ = True
     ctx = Context(label or backend.name, request)
     result = guarded_run(backend, request)
     if result.error is not None:
+        if result.error.kind == "unsupported" and backend.capabilities.covers(request):
+            reject()
         ctx.fail(f"backend {ctx.backend} returned {result.error.kind}: "
-                 f"{result.error.message!r}, spec returns a value")
+                 f"{result.error.message!r}, spec returns a value", "refused")
     check_declared_form(ctx, result)
     return result
 
 
-def guarded_run(backend: Backend, request: Request) -> Result:
-    """``backend.run(request)``; an exception escaping the backend is a property failure.
+def private_copy(request: Request) -> Request:
+    """The same request with fresh, writable copies of every array (the backend's own)."""
+    cot = request.cotangent
+    copy = dataclasses.replace(request, inputs={k: np.array(v) for k, v in request.inputs.items()},
+                               cotangent=None if cot is None else np.array(cot))
+    for array in [*copy.inputs.values(), copy.cotangent]:
+        if array is not None:
+            array.flags.writeable = True
+    return copy
 
-    NumPy's floating-point warnings (overflow, underflow, invalid) are IEEE behaviour, not
+
+@dataclass(frozen=True)
+class Sent:
+    """One run: the request as sent, the backend's copy as it is now, and the result."""
+
+    request: Request
+    copy: Request
+    result: Result
+
+    def mutation(self) -> str | None:
+        """What the backend changed in its copy (see :func:`mutation`), or None."""
+        return mutation(self.request, self.copy)
+
+
+def send(backend: Backend, request: Request) -> Sent:
+    """``backend.run`` on a private copy of ``request``; misbehaviour is a PropertyFailure.
+
+    An exception escaping the backend fails with kind ``raised`` (a BackendFault with its
+    own kind); an answer that is not a :class:`Result` with kind ``bad_result``. NumPy's
+    floating-point warnings (overflow, underflow, invalid) are IEEE behaviour, not
     errors, so they are silenced here even under pytest's ``-W error``; what the values
     became is judged by the laws.
     """
     __tracebackhide__ = True
+    where = f"[{request.dtype}] {request.program.describe()}"
+    copy = private_copy(request)
     try:
         with np.errstate(all="ignore"):
-            return backend.run(request)
+            result = backend.run(copy)
+    except BackendFault as exc:
+        raise PropertyFailure(f"backend {backend.name} {exc.kind}: {exc} {where}", request,
+                              exc.kind) from exc
     except Exception as exc:
         raise PropertyFailure(f"backend {backend.name} raised {type(exc).__name__}: {exc} "
-                              f"(spec: a result or a typed error) [{request.dtype}] "
-                              f"{request.program.describe()}", request) from exc
+                              f"(spec: a result or a typed error) {where}", request,
+                              "raised") from exc
+    if not isinstance(result, Result):
+        got = "None" if result is None else type(result).__name__
+        raise PropertyFailure(f"backend {backend.name}: run() must return a Result, got {got} "
+                              f"{where}", request, "bad_result")
+    return Sent(request, copy, result)
+
+
+def guarded_run(backend: Backend, request: Request) -> Result:
+    """The result of :func:`send`: ``backend.run`` on its own copy of ``request``."""
+    __tracebackhide__ = True
+    return send(backend, request).result
+
+
+def _arrays(request: Request) -> dict[str, object]:
+    named: dict[str, object] = {f"input {k!r}": v for k, v in request.inputs.items()}
+    named["cotangent"] = request.cotangent
+    return named
+
+
+def mutation(sent: Request, seen: Request) -> str | None:
+    """The first change from ``sent`` to ``seen`` (the backend's copy after its run), e.g.
+    ``cotangent[1]: 1.0 before, 0.0 after``; None when every array has its bytes."""
+    after = _arrays(seen)
+    for name, old in _arrays(sent).items():
+        new = after.get(name)
+        if old is None or new is None:
+            if (old is None) != (new is None):
+                return f"{name}: {'removed' if new is None else 'added'}"
+            continue
+        old, new = np.asarray(old), np.asarray(new)
+        if (old.shape, old.dtype) != (new.shape, new.dtype):
+            return (f"{name}: shape {list(old.shape)} {old.dtype} before, "
+                    f"{list(new.shape)} {new.dtype} after")
+        bits = np.dtype(f"u{old.dtype.itemsize}")
+        changed = np.flatnonzero(old.view(bits) != new.view(bits))
+        if changed.size:
+            index = tuple(int(i) for i in np.unravel_index(changed[0], old.shape))
+            return (f"{name}{element_index(index)}: {num(old[index])} before, "
+                    f"{num(new[index])} after")
+    return None
 
 
 def check_declared_form(ctx: Context, result: Result) -> None:
-    """Output and gradients have the declared shapes and the request's storage dtype."""
+    """Output and gradients are arrays of the declared shapes and the request's storage
+    dtype, one gradient per input; anything else is a ``bad_result``."""
     __tracebackhide__ = True
     assert result.output is not None and result.grads is not None
     request = ctx.request
     want = storage_dtype(request.dtype)
     shape = infer_shapes(request.program)[request.program.output]
+    ctx.check(isinstance(result.grads, Mapping),
+              f"grads: backend {ctx.backend} gives a {type(result.grads).__name__}, "
+              "spec declares a mapping from input names to arrays", "bad_result")
     ctx.check(set(result.grads) == set(request.inputs),
               f"grads: backend {ctx.backend} has keys {sorted(result.grads)}, "
-              f"spec has {sorted(request.inputs)}")
+              f"spec has {sorted(request.inputs)}", "bad_result")
     declared = [("output", result.output, shape)] + [
         (f"grads[{k!r}]", v, request.inputs[k].shape) for k, v in result.grads.items()]
     for what, raw, expected in declared:
+        ctx.check(isinstance(raw, np.ndarray | np.generic),
+                  f"{what}: backend {ctx.backend} gives a {type(raw).__name__}, "
+                  "spec declares an array", "bad_result")
         array = np.asarray(raw)
         ctx.check(array.shape == tuple(expected),
                   f"{what}: backend {ctx.backend} gives shape {list(array.shape)}, "
-                  f"spec declares {list(expected)}")
+                  f"spec declares {list(expected)}", "bad_result")
         ctx.check(array.dtype == want,
                   f"{what}: backend {ctx.backend} gives dtype {array.dtype}, "
-                  f"spec declares {want}")
+                  f"spec declares {want}", "bad_result")
