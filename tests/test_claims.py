@@ -392,6 +392,19 @@ def test_cli_claims_shows_the_backends_own_status(capsys: pytest.CaptureFixture[
     assert "skipped=1" in out, out
 
 
+def test_cli_claims_checks_each_backend_given(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["claims", "--backend", "numpy", "--backend",
+                 "tests.test_claims:Float64WithoutRelu"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert re.search(r"^id\s+status\s+exact\s+numpy\s+float64-without-relu\s+source$", out,
+                     re.M), out
+    assert re.search(r"^S12\s+skipped\s+pass\s+pass\s+skipped\s", out, re.M), out
+    assert re.search(r"^S12 on float64-without-relu: skipped: op\(s\) \['relu'\] not claimed",
+                     out, re.M), out
+    assert "passed=26 failed=0 skipped=6" in out, out
+
+
 def test_cli_claims_json_has_each_backends_observation(capsys: pytest.CaptureFixture[str]
                                                        ) -> None:
     code = main(["claims", "--json", "--backend", "tests.test_claims:DoubledGrads"])

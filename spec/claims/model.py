@@ -230,8 +230,8 @@ class Guard:
     :class:`Refused` for an ``unsupported`` answer to a claimed one, :class:`BadResult`
     for an answer that is not a result of the request's form, :class:`BackendRaised` when
     ``run`` raises, and lets a :class:`BackendFault` through with its own kind.
-    ``last_error`` describes the latest error answer (a check that needed a value then
-    names it).
+    ``last_error`` describes the error answer to the latest request, if it was one (a
+    check that then fails for want of a value names it).
     """
 
     def __init__(self, target: Target) -> None:
@@ -255,6 +255,7 @@ class Guard:
             raise BadResult(f"run() must return a Result, got {got} {_call(request)}")
         if result.error is None:
             _check_form(request, result)
+            self.last_error = None
             return result
         if result.error.kind == "unsupported":
             raise Refused(f"answered unsupported to a request it claims: "
