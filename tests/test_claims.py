@@ -292,6 +292,18 @@ def test_every_backend_claim_checks_the_answer_dtype() -> None:
     assert wrong == set(got) - {"S30"}, got
 
 
+def test_output_of_the_wrong_shape_is_a_bad_result() -> None:
+    def flattened(request: Request) -> Result:
+        result = REFERENCE.run(request)
+        if result.output is None:
+            return result
+        return Result(output=result.output.reshape(1, -1), grads=result.grads)
+
+    side = check_claim(BY_ID["S06"], Engine(flattened)).backends[0]
+    assert (side.status, side.failure_kind) == ("fail", "bad_result"), side
+    assert "shape [1, 2], declared [2]" in str(side.reason), side.reason
+
+
 def test_backend_that_raises_fails_the_claim_with_the_reason() -> None:
     def crash(request: Request) -> Result:
         raise RuntimeError("engine fell over")
