@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Protocol, runtime_checkable
 
-from spec.errors import UsageError
-from spec.ir import DTYPES, OPS
+from spec.errors import InvalidProgram, UsageError
+from spec.ir import DTYPES, OPS, Node
 from spec.request import Request, Result
 
 DEVICE_PATTERN = re.compile(r"cpu|mps|external|(?:cuda|tpu|xpu)(?::[0-9]+)?")
@@ -55,6 +56,13 @@ class Capabilities:
         """The ``unsupported`` answer for a request outside the claims, else None."""
         reason = self.covers(request)
         return None if reason is None else Result.failure("unsupported", f"{backend}: {reason}")
+
+
+def scale_alpha(node: Node) -> Fraction:
+    """The exact α of a ``scale`` node; a missing one is an error, never a silent 0."""
+    if node.alpha is None:
+        raise InvalidProgram(f"node {node.name!r}: scale needs an alpha")
+    return node.alpha
 
 
 @runtime_checkable

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from impl.backend import Capabilities
+from impl.backend import Capabilities, scale_alpha
 from impl.interpret import interpret
 from spec.errors import ShapeMismatch, UsageError
 from spec.ir import Node, node_shape
@@ -56,10 +56,13 @@ class _Functional:
             return a @ b if op == "linear" else a * b if op == "mul" else a + b
         (a,) = args
         if op == "scale":
-            return a * float(node.alpha or 0)
+            return a * float(scale_alpha(node))
         return {"relu": self.relu, "tanh": xp.tanh, "sum": xp.sum}[op](a)
 
     def run(self, request: Request) -> Result:
+        refused = self.capabilities.unclaimed(request, self.name)
+        if refused is not None:
+            return refused
         names = list(request.inputs)
         primals = [self.array(request.inputs[n], request.dtype) for n in names]
 

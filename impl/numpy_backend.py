@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 from impl import ops
-from impl.backend import Capabilities
+from impl.backend import Capabilities, scale_alpha
 from impl.interpret import interpret
 from impl.tensor import Tensor
 from spec.errors import ShapeMismatch
@@ -25,8 +25,7 @@ _UNARY: dict[str, Callable[[Tensor], Tensor]] = {
 def apply(node: Node, args: list[Tensor]) -> Tensor:
     """Apply one IR node to tensors."""
     if node.op == "scale":
-        assert node.alpha is not None
-        return ops.scale(args[0], node.alpha)
+        return ops.scale(args[0], scale_alpha(node))
     if node.op in _BINARY:
         return _BINARY[node.op](args[0], args[1])
     return _UNARY[node.op](args[0])
@@ -39,8 +38,9 @@ class NumpyBackend:
     capabilities = Capabilities(dtypes=("float64", "float32", "float16"), device="cpu")
 
     def run(self, request: Request) -> Result:
-        if request.dtype not in self.capabilities.dtypes:
-            return Result.failure("unsupported", f"numpy backend has no {request.dtype}")
+        refused = self.capabilities.unclaimed(request, self.name)
+        if refused is not None:
+            return refused
         leaves = {name: Tensor(np.array(v, copy=True)) for name, v in request.inputs.items()}
         try:
             out = interpret(request.program, leaves, apply)

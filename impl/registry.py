@@ -43,7 +43,14 @@ def resolve_backend(name: str) -> Backend:
     """A built-in name (``numpy``), ``package.module:attr`` naming a backend or a factory,
     or ``cmd:COMMAND`` for an engine in another process (:mod:`impl.external`)."""
     if name in BUILTIN:
-        return BUILTIN[name]()
+        try:
+            return BUILTIN[name]()
+        except UsageError:
+            raise
+        except Exception as exc:  # a broken optional library, say
+            raise UsageError(
+                f"cannot create backend {name!r}: {type(exc).__name__}: {_one_line(exc)}"
+            ) from None
     if name.startswith("cmd:"):
         from impl.external import ExternalBackend
 
@@ -54,15 +61,27 @@ def resolve_backend(name: str) -> Backend:
         )
     module_name, _, attr = name.partition(":")
     try:
-        target = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise UsageError(f"cannot load backend {name!r}: {exc}") from None
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # an adapter module may fail to import in any way
+        raise UsageError(
+            f"cannot import backend module {module_name!r}: {type(exc).__name__}: "
+            f"{_one_line(exc)}") from None
+    try:
+        target = getattr(module, attr)
+    except AttributeError:
+        raise UsageError(f"module {module_name!r} has no attribute {attr!r}") from None
     backend = target
     if isinstance(target, type) or (callable(target) and not isinstance(target, Backend)):
         try:
             backend = target()
         except Exception as exc:
-            raise UsageError(f"cannot create backend {name!r}: {exc}") from None
+            raise UsageError(
+                f"cannot create backend {name!r}: {type(exc).__name__}: {_one_line(exc)}"
+            ) from None
     if not isinstance(backend, Backend):
         raise UsageError(f"{name!r} is not a backend (needs name, capabilities and run())")
     return backend
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from impl.backend import Capabilities
+from impl.backend import Capabilities, scale_alpha
 from impl.interpret import interpret
 from spec.errors import ShapeMismatch, UsageError
 from spec.ir import Node, node_shape
@@ -73,10 +73,13 @@ class TorchBackend:
 
     def _apply(self, node: Node, args: list[Any]) -> Any:
         if node.op == "scale":
-            return args[0] * float(node.alpha or 0)
+            return args[0] * float(scale_alpha(node))
         return _OPS[node.op](*args)
 
     def run(self, request: Request) -> Result:
+        refused = self.capabilities.unclaimed(request, self.name)
+        if refused is not None:
+            return refused
         leaves = {k: self._tensor(v, request.dtype, True) for k, v in request.inputs.items()}
         try:
             out = interpret(request.program, leaves, self._apply)

@@ -14,7 +14,9 @@ HELP = "run one JSON request on a backend, print the result"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("request", type=Path, help="a request document (JSON)")
-    parser.add_argument("--backend", default="numpy", help="numpy (default) or module:attr")
+    parser.add_argument(
+        "--backend", default="numpy",
+        help="numpy (default), torch, torch-cuda, jax, autograd, module:attr or cmd:COMMAND")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,5 +24,6 @@ def run(args: argparse.Namespace) -> int:
         text = args.request.read_text()
     except OSError as exc:
         raise UsageError(f"cannot read {args.request}: {exc.strerror}") from None
-    print(dumps(resolve_backend(args.backend).run(loads_request(text))))
+    request = loads_request(text)
+    print(dumps(resolve_backend(args.backend).run(request), request.dtype))
     return 0

@@ -13,9 +13,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from impl import resolve_backend
-from spec import Input, Node, Program, Request, UsageError
-from spec.fixtures import seed_cases
+from impl import Capabilities, NumpyBackend, resolve_backend
+from spec import Input, InvalidProgram, Node, Program, Request, UsageError
+from spec.fixtures import linear_block_request, seed_cases, shared_operand_request
 from spec.request import storage_dtype
 
 LIBRARY = {"torch": "torch", "jax": "jax", "autograd": "autograd"}
@@ -82,3 +82,50 @@ def test_torch_cuda_without_a_device_is_a_usage_error():
         pytest.skip("a CUDA device is present here")
     with pytest.raises(UsageError, match="no CUDA device"):
         resolve_backend("torch-cuda")
+
+
+def test_adapter_answers_an_unclaimed_dtype_with_unsupported(adapter):
+    unclaimed = [d for d in ("float64", "float32", "float16", "bfloat16")
+                 if d not in adapter.capabilities.dtypes]
+    for dtype in unclaimed or ["bfloat16"]:
+        request = linear_block_request(dtype=dtype)
+        if dtype in adapter.capabilities.dtypes:
+            pytest.skip(f"{adapter.name} claims every dtype")
+        result = adapter.run(request)
+        assert result.error is not None and result.error.kind == "unsupported", (
+            f"{adapter.name} on an unclaimed {dtype} request gave {result}")
+
+
+def test_adapter_answers_an_unclaimed_op_with_unsupported(adapter, monkeypatch):
+    claims = Capabilities(dtypes=adapter.capabilities.dtypes, ops=("linear",),
+                          device=adapter.capabilities.device)
+    monkeypatch.setattr(adapter, "capabilities", claims)
+    result = adapter.run(shared_operand_request())
+    assert result.error is not None and result.error.kind == "unsupported", result
+    assert "residual_add" in result.error.message, result.error
+
+
+def test_reference_answers_bfloat16_with_unsupported():
+    result = NumpyBackend().run(linear_block_request(dtype="bfloat16"))
+    assert result.error is not None and result.error.kind == "unsupported", result
+
+
+def test_adapter_refuses_a_scale_node_without_alpha(adapter):
+    node = Node("s", "scale", ("x",), 2)
+    object.__setattr__(node, "alpha", None)  # as a careless caller might build it
+    with pytest.raises(InvalidProgram, match="scale needs an alpha"):
+        adapter._apply(node, [adapter_value(adapter, np.ones(2))])
+
+
+def adapter_value(adapter, values):
+    if adapter.name.startswith("torch"):
+        return adapter._tensor(values, "float64", False)
+    return adapter.array(values, "float64")
+
+
+def test_module_that_raises_on_import_is_a_usage_error(tmp_path, monkeypatch):
+    (tmp_path / "explodes_on_import.py").write_text("raise RuntimeError('boom at import')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(UsageError, match="boom at import") as info:
+        resolve_backend("explodes_on_import:Backend")
+    assert "\n" not in str(info.value)

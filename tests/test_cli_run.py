@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from reports.cli import main
 from spec import dumps, loads_result
 from spec.fixtures import linear_block_request
@@ -27,3 +29,33 @@ def test_missing_file_unknown_backend_and_bad_json_are_usage_errors(tmp_path, ca
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("resverify: error: ") and err.count("\n") == 1, err
+
+
+def test_run_on_an_unclaimed_dtype_prints_an_unsupported_result(tmp_path, capsys):
+    pytest.importorskip("autograd")
+    path = tmp_path / "req.json"
+    path.write_text(dumps(linear_block_request(dtype="bfloat16")))
+    assert main(["run", str(path), "--backend", "autograd"]) == 0
+    result = loads_result(capsys.readouterr().out)
+    assert result.error is not None and result.error.kind == "unsupported", result
+
+
+def test_run_labels_a_bfloat16_result_bfloat16(tmp_path, capsys):
+    pytest.importorskip("torch")
+    path = tmp_path / "req.json"
+    path.write_text(dumps(linear_block_request(dtype="bfloat16")))
+    assert main(["run", str(path), "--backend", "torch"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["dtype"] == "bfloat16", doc
+
+
+def test_adapter_module_that_raises_on_import_exits_2_with_one_line(tmp_path, capsys,
+                                                                      monkeypatch):
+    (tmp_path / "explodes_at_import.py").write_text("1 / 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = tmp_path / "req.json"
+    path.write_text(dumps(linear_block_request()))
+    assert main(["run", str(path), "--backend", "explodes_at_import:B"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("resverify: error: ") and err.count("\n") == 1, err
+    assert "ZeroDivisionError" in err, err
