@@ -47,6 +47,7 @@ from spec.request import Request, Result
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 MAX_LINE_BYTES = 1 << 30
+HELLO = {"resverify": FORMAT_VERSION, "kind": "hello"}
 
 
 class ExternalBackend:
@@ -61,7 +62,7 @@ class ExternalBackend:
         self.timeout = timeout or float(
             os.environ.get("RESVERIFY_CMD_TIMEOUT", DEFAULT_TIMEOUT_SECONDS))
         try:
-            hello = self._exchange({"resverify": FORMAT_VERSION, "kind": "hello"})
+            hello = self._exchange(HELLO)
             validate_message(hello, "capabilities")
             self.capabilities = Capabilities(
                 dtypes=tuple(hello["dtypes"]), ops=tuple(hello["ops"]),
@@ -129,13 +130,24 @@ class ExternalBackend:
         return self._proc
 
     def _exchange(self, doc: dict[str, Any]) -> Any:
-        """Send one document, return the parsed answer line (InvalidProgram if not JSON)."""
-        proc = self._start()
+        """Send one document, return the parsed answer line (BadResult if not JSON).
+
+        A restarted engine is greeted again before it gets the request.
+        """
+        restarted = self._proc is None or self._proc.poll() is not None
+        if restarted and hasattr(self, "capabilities"):
+            try:
+                validate_message(self._talk(self._start(), HELLO), "capabilities")
+            except InvalidProgram as exc:
+                raise BadResult(f"{self._who()}: bad answer to the hello: {exc}") from None
+        return self._talk(self._start(), doc)
+
+    def _talk(self, proc: subprocess.Popen[bytes], doc: dict[str, Any]) -> Any:
         assert proc.stdin is not None and proc.stdout is not None
         deadline = time.monotonic() + self.timeout
         with selectors.DefaultSelector() as selector:
             selector.register(proc.stdout, selectors.EVENT_READ)
-            if self._pending or selector.select(0):
+            if self._pending or (selector.select(0) and self._unasked(proc)):
                 raise BadResult(f"{self._who()}: answered more than one line")
             self._write(proc, (json.dumps(doc) + "\n").encode(), deadline)
             line = self._read_line(proc, selector, deadline)
@@ -150,6 +162,17 @@ class ExternalBackend:
         except InvalidProgram:
             raise BadResult(
                 f"{self._who()}: answered a line that is not JSON: {text[:80]!r}") from None
+
+    def _unasked(self, proc: subprocess.Popen[bytes]) -> bool:
+        """True when the engine wrote before it was asked; a crash when it closed its output."""
+        assert proc.stdout is not None
+        try:
+            chunk = os.read(proc.stdout.fileno(), 1 << 16)
+        except BlockingIOError:
+            return False
+        if not chunk:
+            raise self._crash(proc, "closed its output")
+        return True
 
     def _write(self, proc: subprocess.Popen[bytes], data: bytes, deadline: float) -> None:
         assert proc.stdin is not None

@@ -35,6 +35,8 @@ from impl.serve import answer
 MARK = {mark!r}
 for line in sys.stdin:
     doc = json.loads(line)
+    with open(MARK + ".log", "a") as log:
+        log.write(f"{{os.getpid()}} {{doc['kind']}}\\n")
     if doc["kind"] == "hello":
         print(json.dumps({{"resverify": 1, "kind": "capabilities", "name": "fake",
                           "dtypes": ["float64"], "ops": ["linear", "residual_add"]}}), flush=True)
@@ -115,6 +117,11 @@ def test_misbehaving_engine_raises_its_fault_and_the_next_request_runs_on_a_fres
         assert again.output is not None and want.output is not None, again.error
         assert again.output.tolist() == want.output.tolist(), (again, want)
         assert backend.pid != first
+        firsts: dict[str, str] = {}
+        for entry in (tmp_path / "misbehaved.log").read_text().splitlines():
+            pid, kind = entry.split()
+            firsts.setdefault(pid, kind)
+        assert list(firsts.values()) == ["hello", "hello"], firsts
     finally:
         backend.close()
 
