@@ -30,6 +30,7 @@ __all__ = [
     "Context",
     "PropertyFailure",
     "Sent",
+    "differences",
     "element_index",
     "guarded_run",
     "mutation",
@@ -237,6 +238,35 @@ def mutation(sent: Request, seen: Request) -> str | None:
             return (f"{name}{element_index(index)}: {num(old[index])} before, "
                     f"{num(new[index])} after")
     return None
+
+
+def _said(result: Result) -> str:
+    return "a value" if result.error is None else f"{result.error.kind} {result.error.message!r}"
+
+
+def differences(first: Result, second: Result, limit: int = 10) -> list[str]:
+    """How two results differ bit for bit, at most ``limit`` items, e.g.
+    ``output[0, 1]: 0.5 then 0.5000000000000001``; empty when they are the same."""
+    if first.error is not None or second.error is not None:
+        return [] if first.error == second.error else [f"{_said(first)} then {_said(second)}"]
+    assert first.grads is not None and second.grads is not None
+    if set(first.grads) != set(second.grads):
+        return [f"grads for {sorted(first.grads)} then for {sorted(second.grads)}"]
+    found: list[str] = []
+    pairs = [("output", first.output, second.output)] + [
+        (f"grads[{k!r}]", first.grads[k], second.grads[k]) for k in sorted(first.grads)]
+    for what, one, two in pairs:
+        a, b = np.asarray(one), np.asarray(two)
+        if (a.shape, a.dtype) != (b.shape, b.dtype):
+            found.append(f"{what}: shape {list(a.shape)} {a.dtype} then "
+                         f"{list(b.shape)} {b.dtype}")
+            continue
+        bits = np.dtype(f"u{a.dtype.itemsize}") if a.dtype.kind == "f" else None
+        differs = (a.view(bits) != b.view(bits)) if bits is not None else (a != b)
+        for flat in np.flatnonzero(differs)[:max(0, limit - len(found))]:
+            index = tuple(int(i) for i in np.unravel_index(flat, a.shape))
+            found.append(f"{what}{element_index(index)}: {num(a[index])} then {num(b[index])}")
+    return found[:limit]
 
 
 def check_declared_form(ctx: Context, result: Result) -> None:

@@ -12,7 +12,7 @@ from fractions import Fraction
 import numpy as np
 
 from impl.backend import Backend
-from properties.assertions import Context, element_index, guarded_run, num, run_ok, send
+from properties.assertions import Context, differences, guarded_run, run_ok, send
 from properties.laws_oracle import check_matches_spec
 from spec.budget import error_budget
 from spec.errors import ShapeMismatch
@@ -33,31 +33,10 @@ __all__ = [
 ]
 
 
-def _said(result: Result) -> str:
-    return "a value" if result.error is None else f"{result.error.kind} {result.error.message!r}"
-
-
 def _same(first: Result, second: Result) -> str | None:
     """None when two results are bitwise the same, else the first difference, e.g.
     ``output[0, 1]: 0.5 then 0.5000000000000001``."""
-    if first.error is not None or second.error is not None:
-        return None if first.error == second.error else f"{_said(first)} then {_said(second)}"
-    assert first.grads is not None and second.grads is not None
-    if set(first.grads) != set(second.grads):
-        return f"grads for {sorted(first.grads)} then for {sorted(second.grads)}"
-    pairs = [("output", first.output, second.output)] + [
-        (f"grads[{k!r}]", first.grads[k], second.grads[k]) for k in sorted(first.grads)]
-    for what, one, two in pairs:
-        a, b = np.asarray(one), np.asarray(two)
-        if (a.shape, a.dtype) != (b.shape, b.dtype):
-            return (f"{what}: shape {list(a.shape)} {a.dtype} then "
-                    f"{list(b.shape)} {b.dtype}")
-        bits = np.dtype(f"u{a.dtype.itemsize}") if a.dtype.kind == "f" else None
-        differs = (a.view(bits) != b.view(bits)) if bits is not None else (a != b)
-        if np.any(differs):
-            index = tuple(int(i) for i in np.unravel_index(np.flatnonzero(differs)[0], a.shape))
-            return f"{what}{element_index(index)}: {num(a[index])} then {num(b[index])}"
-    return None
+    return next(iter(differences(first, second, 1)), None)
 
 
 def merge_request(op: str, left: np.ndarray, right: np.ndarray, dtype: str,

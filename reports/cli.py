@@ -5,11 +5,14 @@ Each subcommand is a module ``reports/cmd_*.py`` with ``NAME``, ``HELP``,
 
 Exit codes: 0 everything passed, 1 something failed, 2 a usage error (bad option,
 unknown backend, unreadable file), always with a one-line message and no traceback.
+Output piped into a reader that stops early (``resverify replay v.json | head``) ends
+quietly with exit 1, as the Python documentation recommends for a broken pipe.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -44,10 +47,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     command = next(m for m in COMMANDS if args.command == m.NAME)
     try:
-        return int(command.run(args))
+        code = int(command.run(args))
+        sys.stdout.flush()  # a closed pipe shows here, inside the try, not at exit
+    except BrokenPipeError:
+        _silence_stdout()
+        return 1
     except ResverifyError as exc:
         print(f"resverify: error: {exc}", file=sys.stderr)
         return 2
+    return code
+
+
+def _silence_stdout() -> None:
+    """Point stdout at devnull, so Python's flush at exit does not fail on the closed pipe
+    again (the recipe of the Python docs, "Note on SIGPIPE")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 if __name__ == "__main__":

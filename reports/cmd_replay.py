@@ -1,18 +1,34 @@
 """``resverify replay VECTOR --backend B``: run one saved test vector and show the diff.
 
-The vector (a request saved by the property suite) runs on the backend and through the
-exact specification (:func:`spec.exact.evaluate`); every output and gradient element is
-printed with the backend's value, the exact value, the error budget of the request's
-dtype (:func:`spec.budget.error_budget`, which includes the exact interpreter's own
-slack for ``tanh``) and ok/FAIL. An element is ok when ``|backend - exact| <= budget``, compared
-in exact rational arithmetic. Exit 0 when every element is within budget, 1 otherwise,
-2 when the file cannot be read or is not a valid request.
+The vector (a request saved by the property suite, optionally with a ``"vector"`` object
+recording the property that failed, the backend, the failure's kind and message) runs on
+the backend ``--runs`` times (default 3) and once through the exact specification
+(:func:`spec.exact.evaluate`). Printed: the recorded failure, the inputs and the
+cotangent (abbreviated when big), then every output and gradient element with the
+backend's value, the exact value (``~`` when it is not a float), ``|diff|``, the error
+budget of the request's dtype (:func:`spec.budget.error_budget`) and ok/FAIL, judged by
+:func:`spec.compare.within` -- the same rule as the property suite. A vector of more than
+:data:`SHOW_LIMIT` elements prints a summary instead (per array: counts, the worst
+element; then the first failures); ``--all`` prints every element.
+
+The backend runs on its own copy of the request, as in the suite; a backend that changes
+that copy, answers differently from run to run (non-deterministic: the differing
+elements are listed), raises, or answers something that is not a result, fails.
+
+Exit status: 0 when every element is within budget (or the backend gives the same typed
+error as the spec); 1 when something failed, and also when the run was **skipped**: an
+``unsupported`` answer to a request the backend's capabilities do not claim is not a
+failure, but nothing was checked, and resverify never reports "passed" without evidence
+(the line says ``skipped``, not ``FAIL``). ``unsupported`` for a request the backend
+claims is a failure (refused). 2 when the file cannot be read or is not a valid request.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+import json
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -21,22 +37,44 @@ from typing import Any
 import numpy as np
 
 from impl import Backend, resolve_backend
-from spec import Request, Result, UsageError, loads_request
+from impl.registry import BUILTIN
+from properties.assertions import PropertyFailure, differences, send
+from spec import InvalidProgram, Request, Result, UsageError
 from spec.budget import Budget, error_budget
-from spec.compare import cells, decimal
+from spec.codec import request_from_dict
+from spec.compare import Cell, cells, decimal
 from spec.exact import ExactResult, evaluate
 from spec.request import storage_dtype
 
 NAME = "replay"
 HELP = "run one saved test vector on a backend and print the diff against the spec"
 SHOW_LIMIT = 64
+"""Vectors with more output and gradient elements than this print a summary (--all: all)."""
+FIRST_FAILURES = 10
+EDGE = 3
+"""Elements shown at each end of an abbreviated input array."""
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("vector", type=Path, help="a saved test vector (a JSON request)")
-    parser.add_argument("--backend", default="numpy", help="numpy (default) or module:attr")
+    parser.add_argument("--backend", default="numpy",
+                        help=f"a built-in backend ({', '.join(sorted(BUILTIN))}; default "
+                             "numpy), module:attr, or cmd:COMMAND for an external engine")
+    parser.add_argument("--runs", type=_positive, default=3, metavar="N",
+                        help="run the vector N times (default 3); a backend that answers "
+                             "differently is reported as non-deterministic")
     parser.add_argument("--all", action="store_true",
-                        help=f"print every element even when an array has over {SHOW_LIMIT}")
+                        help=f"print every element even when there are over {SHOW_LIMIT}")
 
 
 @dataclass(frozen=True)
@@ -47,26 +85,60 @@ class Row:
     diff: str
     budget: str
     ok: bool
+    ratio: float = 0.0
+    """``|diff| / budget`` (inf for a non-finite value against a finite budget): ranks the
+    worst element of an array."""
 
 
-def _load(path: Path) -> Request:
+@dataclass(frozen=True)
+class Answer:
+    """One run of the backend: its result, or how it failed to give one."""
+
+    result: Result | None
+    failure: PropertyFailure | None
+    changed: str | None
+
+
+def _load(path: Path) -> tuple[Request, Mapping[str, Any] | None]:
+    """The request and the optional ``"vector"`` record of the failure."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise UsageError(f"cannot read test vector {str(path)!r}: {reason}") from None
-    return loads_request(text)
-
-
-def _run_backend(backend: Backend, request: Request) -> Result:
     try:
-        return backend.run(request)
-    except Exception as exc:  # a crashing backend is a failure to report, not to raise
-        return Result.failure("backend_error", f"{type(exc).__name__}: {exc}")
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidProgram(f"not valid JSON: {exc}") from None
+    record = doc.pop("vector", None) if isinstance(doc, dict) else None
+    if record is not None and not isinstance(record, dict):
+        raise InvalidProgram(f"the 'vector' entry must be an object, got {record!r}")
+    return request_from_dict(doc), record
 
 
-def _index(shape: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
-    yield from np.ndindex(*shape) if shape else iter([()])
+def _answer(backend: Backend, request: Request) -> Answer:
+    try:
+        sent = send(backend, request)
+    except PropertyFailure as failure:
+        return Answer(None, failure, None)
+    return Answer(sent.result, None, sent.mutation())
+
+
+def _label(index: tuple[int, ...]) -> str:
+    return f"[{','.join(map(str, index))}]"
+
+
+def _ratio(cell: Cell) -> float:
+    if cell.bound == math.inf:
+        return 0.0
+    if cell.diff is None or not math.isfinite(cell.bound):
+        return math.inf
+    if cell.bound == 0:
+        return math.inf if cell.diff else 0.0
+    try:
+        return float(cell.diff / Fraction(cell.bound))
+    except OverflowError:
+        return math.inf
 
 
 def compare_array(label: str, got: np.ndarray, exact: np.ndarray, budget: np.ndarray
@@ -74,14 +146,11 @@ def compare_array(label: str, got: np.ndarray, exact: np.ndarray, budget: np.nda
     """One row per element of ``got`` against the exact values, judged by spec.compare."""
     if got.shape != exact.shape:
         return [Row(label, f"shape {list(got.shape)}", f"shape {list(exact.shape)}", "", "",
-                    False)]
-    return [Row(f"{label}[{','.join(map(str, c.index))}]", repr(c.actual), _show(c.exact),
-                "inf" if c.diff is None else _short(c.diff), _short(c.bound), c.ok)
+                    False, math.inf)]
+    return [Row(f"{label}{_label(c.index)}", repr(c.actual), _show(c.exact),
+                "inf" if c.diff is None else decimal(c.diff, 3), f"{c.bound:.3g}", c.ok,
+                _ratio(c))
             for c in cells(got, exact, budget)]
-
-
-def _short(value: Fraction | float) -> str:
-    return decimal(value, 3) if isinstance(value, Fraction) else f"{value:.3g}"
 
 
 def _show(value: Fraction) -> str:
@@ -94,20 +163,20 @@ def _show(value: Fraction) -> str:
 
 
 def compare(request: Request, result: Result, exact: ExactResult,
-            budget: Budget | None) -> list[Row]:
-    """Rows for every element, or one row for an error on either side."""
+            budget: Budget | None) -> list[list[Row]]:
+    """Rows for every element, one list per array, or one row for an error on either side."""
     if exact.error is not None or result.error is not None or budget is None:
-        return [_error_row(exact.error, result.error)]
+        return [[_error_row(exact.error, result.error)]]
     assert result.output is not None and result.grads is not None
     assert exact.output is not None and exact.grads is not None
-    rows = compare_array("output", np.asarray(result.output), exact.output, budget.output)
+    groups = [compare_array("output", np.asarray(result.output), exact.output, budget.output)]
     for name, grad in exact.grads.items():
         got = result.grads.get(name)
         if got is None:
-            rows.append(Row(f"grad {name}", "missing", "present", "", "", False))
+            groups.append([Row(f"grad {name}", "missing", "present", "", "", False)])
             continue
-        rows += compare_array(f"grad {name}", np.asarray(got), grad, budget.grads[name])
-    return rows
+        groups.append(compare_array(f"grad {name}", np.asarray(got), grad, budget.grads[name]))
+    return groups
 
 
 def _error_row(spec_error: Any, backend_error: Any) -> Row:
@@ -119,7 +188,9 @@ def _error_row(spec_error: Any, backend_error: Any) -> Row:
     same = (spec_error is not None and backend_error is not None
             and spec_error.kind == backend_error.kind
             and getattr(spec_error, "shapes", None) == getattr(backend_error, "shapes", None))
-    return Row("result", said(backend_error), said(spec_error), "", "", same)
+    refused = backend_error is not None and spec_error is None
+    return Row("result", ("refused: " if refused else "") + said(backend_error),
+               said(spec_error), "", "", same)
 
 
 def _dtype_rows(request: Request, result: Result) -> list[Row]:
@@ -130,31 +201,104 @@ def _dtype_rows(request: Request, result: Result) -> list[Row]:
     return [] if got == want else [Row("output dtype", str(got), str(want), "", "", False)]
 
 
-def _print(rows: list[Row], show_all: bool) -> None:
-    shown = rows if show_all or len(rows) <= SHOW_LIMIT else [r for r in rows if not r.ok]
+def _values(array: np.ndarray, show_all: bool) -> str:
+    """An array's values as Python floats, the middle left out when it is big."""
+    flat = np.asarray(array).reshape(-1).tolist()
+    if array.ndim <= 1 and (show_all or len(flat) <= SHOW_LIMIT):
+        return repr(flat) if array.ndim else repr(flat[0])
+    if show_all or len(flat) <= SHOW_LIMIT:
+        return repr(np.asarray(array).tolist())
+    head, tail = ", ".join(map(repr, flat[:EDGE])), ", ".join(map(repr, flat[-EDGE:]))
+    return f"[{head}, ..., {tail}] ({len(flat)} elements, shown flat)"
+
+
+def _print_request(request: Request, record: Mapping[str, Any] | None, show_all: bool) -> None:
+    if record is not None:
+        print(f"recorded: property {record.get('property', '?')} failed on backend "
+              f"{record.get('backend', '?')} (kind {record.get('kind', '?')}): "
+              f"{record.get('message', '')}")
+    for name, value in request.inputs.items():
+        print(f"input {name} {list(value.shape)}: {_values(value, show_all)}")
+    cot = request.cotangent
+    print(f"cotangent: {'none' if cot is None else _values(cot, show_all)}")
+
+
+def _table(rows: list[Row]) -> None:
     header = ("element", "backend", "spec", "|diff|", "budget", "")
     table = [header] + [(r.element, r.backend, r.spec, r.diff, r.budget,
-                         "ok" if r.ok else "FAIL") for r in shown]
+                         "ok" if r.ok else "FAIL") for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-    if len(shown) < len(rows):
-        print(f"({len(rows) - len(shown)} elements within budget not shown; use --all)")
+
+
+def _summary(groups: list[list[Row]]) -> None:
+    for rows in groups:
+        name = rows[0].element.split("[")[0]
+        failed = sum(not r.ok for r in rows)
+        worst = max(rows, key=lambda r: r.ratio)
+        print(f"{name}: {len(rows)} elements, {len(rows) - failed} ok, {failed} FAIL; worst "
+              f"{worst.element} = {worst.backend}, spec {worst.spec}, |diff| {worst.diff}, "
+              f"budget {worst.budget}")
+    failing = [r for rows in groups for r in rows if not r.ok]
+    if failing:
+        print(f"first {min(len(failing), FIRST_FAILURES)} of {len(failing)} failures "
+              "(--all prints every element):")
+        _table(failing[:FIRST_FAILURES])
+
+
+def _non_deterministic(answers: list[Answer]) -> list[str]:
+    """For each run that differs from the first: what differs."""
+    first, lines = answers[0], []
+    for run, other in enumerate(answers[1:], start=2):
+        if first.result is not None and other.result is not None:
+            found = differences(first.result, other.result, FIRST_FAILURES)
+        else:
+            said = [str(a.failure) if a.failure else "a result" for a in (first, other)]
+            found = [] if said[0] == said[1] else [f"{said[0]} then {said[1]}"]
+        lines += [f"run {run} differs from run 1: {item}" for item in found]
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:
-    request = _load(args.vector)
+    request, record = _load(args.vector)
     backend = resolve_backend(args.backend)
-    result = _run_backend(backend, request)
-    exact = evaluate(request)
-    budget = error_budget(request, exact=exact) if exact.error is None else None
     program = request.program.describe()
     program = program if len(program) <= 160 else program[:157] + "..."
     print(f"vector {args.vector}: {program} [{request.dtype}] on backend {backend.name}")
-    rows = _dtype_rows(request, result) + compare(request, result, exact, budget)
-    _print(rows, args.all)
+    _print_request(request, record, args.all)
+    answers = [_answer(backend, request) for _ in range(args.runs)]
+    first = answers[0]
+    unclaimed = backend.capabilities.covers(request)
+    if (first.result is not None and first.result.error is not None
+            and first.result.error.kind == "unsupported" and unclaimed):
+        print(f"skipped: backend {backend.name} answered unsupported "
+              f"({first.result.error.message!r}) to a request it does not claim "
+              f"({unclaimed}); nothing checked")
+        return 1
+    exact = evaluate(request)
+    budget = error_budget(request, exact=exact) if exact.error is None else None
+    if first.result is None:
+        assert first.failure is not None
+        groups = [[Row("result", f"{first.failure.kind}: {first.failure}", "a result", "", "",
+                       False)]]
+    else:
+        groups = compare(request, first.result, exact, budget)
+        dtype = _dtype_rows(request, first.result)
+        groups = [dtype, *groups] if dtype else groups
+    if first.changed is not None:
+        groups.append([Row("request", f"changed {first.changed}", "untouched", "", "", False)])
+    rows = [r for rows in groups for r in rows]
+    if args.all or len(rows) <= SHOW_LIMIT:
+        _table(rows)
+    else:
+        _summary(groups)
+    unstable = _non_deterministic(answers)
+    if unstable:
+        print(f"non-deterministic: {args.runs} runs of the same request gave different "
+              f"answers (spec: bitwise identical)")
+        for line in unstable:
+            print(f"  {line}")
     failed = sum(not r.ok for r in rows)
     print(f"{len(rows) - failed} ok, {failed} FAIL")
-    return 1 if failed else 0
-
-
+    return 1 if failed or unstable else 0

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from impl import NumpyBackend
-from reports.cli import main
+from impl.backend import Capabilities
+from impl.registry import BUILTIN
+from reports.cli import build_parser, main
 from spec import Result, dumps
 from spec.fixtures import linear_block_request, stack_request
 from spec.ir import Input, Node, Program
@@ -83,3 +88,159 @@ def test_unreadable_or_invalid_vector_is_a_usage_error(tmp_path, capsys, content
     assert main(["replay", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("resverify: error: ") and err.count("\n") == 1, err
+
+
+# ----------------------------------------------------------------------------------------
+# several runs, the recorded failure, inputs, big vectors, unsupported, help, pipes
+
+
+class FlakyBackend(NumpyBackend):
+    """Every other answer has the output's first element one ulp up (within budget)."""
+
+    name = "flaky"
+    calls = 0
+
+    def run(self, request):
+        result = super().run(request)
+        FlakyBackend.calls += 1
+        if FlakyBackend.calls % 2:
+            return result
+        output = np.array(result.output, copy=True)
+        output.flat[0] = np.nextafter(output.flat[0], np.inf)
+        return Result(output=output, grads=result.grads)
+
+
+def test_a_backend_answering_differently_from_run_to_run_is_non_deterministic(tmp_path, capsys):
+    FlakyBackend.calls = 0
+    vector = _vector(tmp_path, linear_block_request())
+    code = main(["replay", vector, "--backend", f"{__name__}:FlakyBackend"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "non-deterministic" in out and "output[0]: 1.0 then 1.0000000000000002" in out, out
+
+
+def test_one_run_cannot_tell_non_determinism(tmp_path, capsys):
+    FlakyBackend.calls = 0
+    vector = _vector(tmp_path, linear_block_request())
+    code = main(["replay", vector, "--backend", f"{__name__}:FlakyBackend", "--runs", "1"])
+    out = capsys.readouterr().out
+    assert code == 0 and "non-deterministic" not in out, out
+
+
+def test_the_recorded_failure_is_printed_with_the_vector(tmp_path, capsys):
+    doc = json.loads(dumps(linear_block_request()))
+    doc["vector"] = {"property": "forward_and_gradients_match_spec_within_budget",
+                     "backend": "cmd:./engine", "kind": "law",
+                     "message": "grads['x'][0]: backend = 0.75, spec = 1/2"}
+    path = tmp_path / "vector.json"
+    path.write_text(json.dumps(doc))
+    assert main(["replay", str(path)]) == 0
+    out = capsys.readouterr().out
+    for text in ("forward_and_gradients_match_spec_within_budget", "cmd:./engine", "law",
+                 "grads['x'][0]: backend = 0.75, spec = 1/2"):
+        assert text in out, (text, out)
+
+
+def test_inputs_and_cotangent_are_shown(tmp_path, capsys):
+    assert main(["replay", _vector(tmp_path, linear_block_request())]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "input x [2]: [2.0, -1.0]" in lines, lines
+    assert "input w [2, 2]: [[0.5, -1.0], [2.0, 0.25]]" in lines, lines
+    assert "cotangent: [1.0, 1.0]" in lines, lines
+
+
+def _wide_request(size: int = 4096) -> Request:
+    program = Program((Input("x", (size,)),),
+                      (Node("f", "scale", ("x",), Fraction(1, 2)),
+                       Node("y", "residual_add", ("x", "f"))), "y")
+    return Request(program, {"x": np.arange(size, dtype=np.float64)}, "float64",
+                   np.ones(size))
+
+
+class SomeElementsOff(NumpyBackend):
+    """The reference with output elements 5 and 6 doubled, 4000 ten times too big."""
+
+    name = "some-off"
+
+    def run(self, request):
+        result = super().run(request)
+        output = np.array(result.output, copy=True)
+        output[[5, 6]] *= 2
+        output[4000] *= 10
+        return Result(output=output, grads=result.grads)
+
+
+def test_a_big_vector_prints_a_summary_unless_all_is_asked(tmp_path, capsys):
+    vector = _vector(tmp_path, _wide_request())
+    backend = f"{__name__}:SomeElementsOff"
+    assert main(["replay", vector, "--backend", backend]) == 1
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) < 40, out
+    assert "output: 4096 elements, 4093 ok, 3 FAIL" in out, out
+    assert "grad x: 4096 elements, 4096 ok, 0 FAIL" in out, out
+    assert "worst output[4000]" in out, out
+    failing = [line for line in out.splitlines() if line.endswith(" FAIL") and "ok," not in line]
+    assert [line.split()[0] for line in failing] == ["output[5]", "output[6]", "output[4000]"]
+    assert out.rstrip().endswith("8189 ok, 3 FAIL"), out
+    assert main(["replay", vector, "--backend", backend, "--all"]) == 1
+    assert len(capsys.readouterr().out.splitlines()) > 8192
+
+
+class Refuses(NumpyBackend):
+    """Answers unsupported to everything; claims only what the test sets."""
+
+    name = "refuses"
+
+    def run(self, request):
+        return Result.failure("unsupported", "not here")
+
+
+class RefusesUnclaimed(Refuses):
+    capabilities = Capabilities(ops=("add",))
+
+
+def test_unsupported_for_an_unclaimed_request_is_skipped(tmp_path, capsys):
+    vector = _vector(tmp_path, linear_block_request())
+    code = main(["replay", vector, "--backend", f"{__name__}:RefusesUnclaimed"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "skipped" in out and "not claimed" in out and "FAIL" not in out, out
+
+
+def test_unsupported_for_a_claimed_request_is_a_failure(tmp_path, capsys):
+    vector = _vector(tmp_path, linear_block_request())
+    code = main(["replay", vector, "--backend", f"{__name__}:Refuses"])
+    out = capsys.readouterr().out
+    assert code == 1 and "FAIL" in out and "refused" in out, out
+
+
+def test_backend_help_lists_the_builtin_names(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["replay", "--help"])
+    out = "".join(capsys.readouterr().out.split())  # help wraps lines anywhere, even at "-"
+    assert all(name in out for name in BUILTIN), out
+
+
+def test_values_beyond_the_float_range_print_without_a_traceback(tmp_path, capsys):
+    program = Program((Input("x", (2,)), Input("w", (2, 2))),
+                      (Node("f", "linear", ("x", "w")), Node("y", "residual_add", ("x", "f"))),
+                      "y")
+    big = np.full(2, 1e308)
+    request = Request(program, {"x": big, "w": np.full((2, 2), 1e308)}, "float64", big)
+    assert main(["replay", _vector(tmp_path, request)]) == 0
+    out = capsys.readouterr().out
+    assert "2.0e+616~" in out, out
+
+
+def test_piping_replay_into_head_ends_without_a_traceback(tmp_path):
+    vector = _vector(tmp_path, _wide_request())
+    with subprocess.Popen([sys.executable, "-m", "reports.cli", "replay", vector, "--all"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
+        assert child.stdout is not None and child.stderr is not None
+        first = child.stdout.readline()  # what `head -1` reads before it exits
+        child.stdout.close()
+        err = child.stderr.read().decode()
+        code = child.wait(timeout=60)
+    assert first.startswith(b"vector"), first
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert code == 1, (code, err)
