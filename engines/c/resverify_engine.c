@@ -1,0 +1,551 @@
+/*
+ * resverify_engine.c: an external engine for resverify, written from
+ * docs/external-protocol.md alone. It reads one JSON document per line on stdin and
+ * answers each with one JSON line on stdout: the hello with its capabilities, every
+ * request with a result (the output and the gradient of every input) or a typed error.
+ *
+ * float64 is computed in double; float32 in double with every operation rounded to float
+ * at once (exactly float arithmetic, since double holds a float sum or product exactly
+ * before that rounding). Numbers are read with strtod / strtof (hex floats, decimals, inf,
+ * nan; each rounded once to the dtype) and written with printf's %a, so no bit is lost.
+ *
+ * Build: cc -O2 -std=c11 -o resverify-engine resverify_engine.c -lm
+ * Use:   resverify check --backend 'cmd:./resverify-engine'
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_RANK = 16 };
+
+/* ---------- a tiny JSON reader: a tree of values, freed after every line ---------- */
+
+typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } JType;
+
+typedef struct JVal {
+    JType type;
+    char *text;           /* string contents, or a number's literal text */
+    int count;            /* items of an array or members of an object */
+    struct JVal **items;
+    char **keys;          /* member names of an object */
+} JVal;
+
+static void **allocs;     /* everything allocated while answering one line */
+static size_t n_allocs, cap_allocs;
+
+static void *grab(size_t size) {
+    void *p = calloc(1, size ? size : 1);
+    if (!p) { fputs("resverify_engine: out of memory\n", stderr); exit(70); }
+    if (n_allocs == cap_allocs) {
+        cap_allocs = cap_allocs ? 2 * cap_allocs : 256;
+        allocs = realloc(allocs, cap_allocs * sizeof *allocs);
+        if (!allocs) { fputs("resverify_engine: out of memory\n", stderr); exit(70); }
+    }
+    allocs[n_allocs++] = p;
+    return p;
+}
+
+static void release_all(void) {
+    for (size_t i = 0; i < n_allocs; i++) free(allocs[i]);
+    n_allocs = 0;
+}
+
+static char failure[512]; /* the message of the first error while reading or running */
+static char failure_kind[32];
+static long mismatch[2][MAX_RANK + 1]; /* [rank, dims...] of a shape_mismatch pair */
+
+static int fail(const char *kind, const char *fmt, ...) {
+    if (!failure_kind[0]) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(failure, sizeof failure, fmt, ap);
+        va_end(ap);
+        snprintf(failure_kind, sizeof failure_kind, "%s", kind);
+    }
+    return 0;
+}
+
+static const char *cur;
+
+static void skip_space(void) { while (*cur == ' ' || *cur == '\t' || *cur == '\r' || *cur == '\n') cur++; }
+
+static JVal *parse_value(int depth);
+
+static void put_utf8(char *out, size_t *n, unsigned code) {
+    if (code < 0x80) out[(*n)++] = (char)code;
+    else if (code < 0x800) { out[(*n)++] = (char)(0xC0 | code >> 6); out[(*n)++] = (char)(0x80 | (code & 0x3F)); }
+    else { out[(*n)++] = (char)(0xE0 | code >> 12); out[(*n)++] = (char)(0x80 | ((code >> 6) & 0x3F)); out[(*n)++] = (char)(0x80 | (code & 0x3F)); }
+}
+
+static char *parse_string(void) {
+    if (*cur != '"') { fail("backend_error", "bad request: expected a string"); return NULL; }
+    const char *start = ++cur;
+    size_t len = 0;
+    while (*cur && *cur != '"') { if (*cur == '\\' && cur[1]) cur++; cur++; len++; }
+    if (*cur != '"') { fail("backend_error", "bad request: unterminated string"); return NULL; }
+    char *out = grab(3 * len + 1);
+    size_t n = 0;
+    for (const char *p = start; p < cur; p++) {
+        if (*p != '\\') { out[n++] = *p; continue; }
+        p++;
+        switch (*p) {
+        case 'n': out[n++] = '\n'; break;
+        case 't': out[n++] = '\t'; break;
+        case 'r': out[n++] = '\r'; break;
+        case 'b': out[n++] = '\b'; break;
+        case 'f': out[n++] = '\f'; break;
+        case 'u': {
+            unsigned code = 0;
+            for (int i = 0; i < 4 && p[1]; i++) {
+                char c = *++p;
+                code = code * 16 + (unsigned)(c <= '9' ? c - '0' : (c | 32) - 'a' + 10);
+            }
+            put_utf8(out, &n, code);
+            break;
+        }
+        default: out[n++] = *p;
+        }
+    }
+    cur++;
+    return out;
+}
+
+static JVal *parse_value(int depth) {
+    skip_space();
+    if (depth > 64) { fail("backend_error", "bad request: nested too deeply"); return NULL; }
+    JVal *v = grab(sizeof *v);
+    if (*cur == '{' || *cur == '[') {
+        int object = *cur++ == '{';
+        v->type = object ? J_OBJ : J_ARR;
+        int cap = 0;
+        skip_space();
+        if (*cur == (object ? '}' : ']')) { cur++; return v; }
+        for (;;) {
+            if (v->count == cap) {
+                cap = cap ? 2 * cap : 8;
+                JVal **items = grab((size_t)cap * sizeof *items);
+                char **keys = grab((size_t)cap * sizeof *keys);
+                if (v->count) {
+                    memcpy(items, v->items, (size_t)v->count * sizeof *items);
+                    memcpy(keys, v->keys, (size_t)v->count * sizeof *keys);
+                }
+                v->items = items;
+                v->keys = keys;
+            }
+            if (object) {
+                skip_space();
+                if (!(v->keys[v->count] = parse_string())) return NULL;
+                skip_space();
+                if (*cur++ != ':') { fail("backend_error", "bad request: expected ':'"); return NULL; }
+            }
+            if (!(v->items[v->count++] = parse_value(depth + 1))) return NULL;
+            skip_space();
+            if (*cur == ',') { cur++; continue; }
+            if (*cur == (object ? '}' : ']')) { cur++; return v; }
+            fail("backend_error", "bad request: expected ',' or a closing bracket");
+            return NULL;
+        }
+    }
+    if (*cur == '"') { v->type = J_STR; return (v->text = parse_string()) ? v : NULL; }
+    if (!strncmp(cur, "null", 4)) { cur += 4; v->type = J_NULL; return v; }
+    if (!strncmp(cur, "true", 4)) { cur += 4; v->type = J_BOOL; return v; }
+    if (!strncmp(cur, "false", 5)) { cur += 5; v->type = J_BOOL; return v; }
+    const char *start = cur;
+    while (*cur && strchr("+-0123456789.eE", *cur)) cur++;
+    if (cur == start) { fail("backend_error", "bad request: unexpected character"); return NULL; }
+    v->type = J_NUM;
+    v->text = grab((size_t)(cur - start) + 1);
+    memcpy(v->text, start, (size_t)(cur - start));
+    return v;
+}
+
+static JVal *member(const JVal *obj, const char *key) {
+    if (!obj || obj->type != J_OBJ) return NULL;
+    for (int i = 0; i < obj->count; i++) if (!strcmp(obj->keys[i], key)) return obj->items[i];
+    return NULL;
+}
+
+/* ---------- tensors ---------- */
+
+typedef struct {
+    const char *name;
+    int rank;
+    long shape[MAX_RANK];
+    long size;
+    double *value;
+    double *grad; /* NULL until a cotangent reaches it */
+} Tensor;
+
+typedef struct {
+    const char *name, *op;
+    const char *args[2];
+    int nargs;
+    double alpha;
+    Tensor *out;
+} Node;
+
+static int single; /* 1 for a float32 request: round every operation to float */
+
+static double rnd(double x) { return single ? (double)(float)x : x; }
+
+static double number(const JVal *v) {
+    const char *text = v ? v->text : NULL;
+    if (!text || (v->type != J_STR && v->type != J_NUM)) {
+        fail("backend_error", "bad request: a value is not a number");
+        return 0;
+    }
+    char *end;
+    double x = single ? (double)strtof(text, &end) : strtod(text, &end);
+    if (end == text || *end) fail("backend_error", "bad request: cannot read the number %.40s", text);
+    return x;
+}
+
+static int read_shape(const JVal *v, Tensor *t) {
+    if (!v || v->type != J_ARR || v->count > MAX_RANK) return fail("backend_error", "bad request: bad shape");
+    t->rank = v->count;
+    t->size = 1;
+    for (int i = 0; i < v->count; i++) {
+        t->shape[i] = v->items[i]->text ? strtol(v->items[i]->text, NULL, 10) : -1;
+        if (t->shape[i] < 0) return fail("backend_error", "bad request: bad dimension");
+        t->size *= t->shape[i];
+    }
+    return 1;
+}
+
+static Tensor *new_tensor(const char *name, int rank, const long *shape) {
+    Tensor *t = grab(sizeof *t);
+    t->name = name;
+    t->rank = rank;
+    t->size = 1;
+    for (int i = 0; i < rank; i++) { t->shape[i] = shape[i]; t->size *= shape[i]; }
+    t->value = grab((size_t)t->size * sizeof(double));
+    return t;
+}
+
+static int read_array(const JVal *v, Tensor *t) {
+    const JVal *data = member(v, "data");
+    if (!read_shape(member(v, "shape"), t)) return 0;
+    if (!data || data->type != J_ARR || data->count != t->size)
+        return fail("backend_error", "bad request: %s: data does not fill its shape", t->name);
+    t->value = grab((size_t)t->size * sizeof(double));
+    for (long i = 0; i < t->size; i++) t->value[i] = number(data->items[i]);
+    return !failure_kind[0];
+}
+
+static int same_shape(const Tensor *a, const Tensor *b) {
+    if (a->rank != b->rank) return 0;
+    for (int i = 0; i < a->rank; i++) if (a->shape[i] != b->shape[i]) return 0;
+    return 1;
+}
+
+static int refuse_pair(const char *op, const Tensor *a, const Tensor *b) {
+    const Tensor *pair[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        mismatch[k][0] = pair[k]->rank;
+        for (int i = 0; i < pair[k]->rank; i++) mismatch[k][i + 1] = pair[k]->shape[i];
+    }
+    return fail("shape_mismatch", "%s: the shapes of %s and %s do not fit", op, a->name, b->name);
+}
+
+static void add_grad(Tensor *t, long i, double g) {
+    if (!t->grad) t->grad = grab((size_t)(t->size ? t->size : 1) * sizeof(double));
+    t->grad[i] = rnd(t->grad[i] + g);
+}
+
+/* The flat index into t of the element that broadcasts to out's flat index i. */
+static long broadcast_index(const Tensor *out, const Tensor *t, long i) {
+    long index = 0, stride = 1;
+    for (int d = out->rank - 1, e = t->rank - 1; d >= 0; d--, e--) {
+        long pos = i % out->shape[d];
+        i /= out->shape[d];
+        if (e >= 0) {
+            if (t->shape[e] != 1) index += pos * stride;
+            stride *= t->shape[e];
+        }
+    }
+    return index;
+}
+
+static Tensor *broadcast_op(Node *n, Tensor *a, Tensor *b, int product) {
+    long shape[MAX_RANK];
+    int rank = a->rank > b->rank ? a->rank : b->rank;
+    for (int i = 1; i <= rank; i++) {
+        long x = i <= a->rank ? a->shape[a->rank - i] : 1, y = i <= b->rank ? b->shape[b->rank - i] : 1;
+        if (x != y && x != 1 && y != 1) { refuse_pair(n->op, a, b); return NULL; }
+        shape[rank - i] = x == 1 ? y : x;
+    }
+    Tensor *out = new_tensor(n->name, rank, shape);
+    for (long i = 0; i < out->size; i++) {
+        double x = a->value[broadcast_index(out, a, i)], y = b->value[broadcast_index(out, b, i)];
+        out->value[i] = rnd(product ? x * y : x + y);
+    }
+    return out;
+}
+
+static Tensor *forward(Node *n, Tensor *a, Tensor *b) {
+    const char *op = n->op;
+    if (!strcmp(op, "add")) return broadcast_op(n, a, b, 0);
+    if (!strcmp(op, "mul")) return broadcast_op(n, a, b, 1);
+    if (!strcmp(op, "residual_add")) {
+        if (!same_shape(a, b)) { refuse_pair(op, a, b); return NULL; }
+        return broadcast_op(n, a, b, 0);
+    }
+    if (!strcmp(op, "linear")) {
+        if (a->rank < 1 || b->rank != 2 || a->shape[a->rank - 1] != b->shape[0]) {
+            refuse_pair(op, a, b);
+            return NULL;
+        }
+        long shape[MAX_RANK], d_in = b->shape[0], d_out = b->shape[1];
+        memcpy(shape, a->shape, sizeof shape);
+        shape[a->rank - 1] = d_out;
+        Tensor *out = new_tensor(n->name, a->rank, shape);
+        for (long r = 0; r < out->size / (d_out ? d_out : 1) && d_out; r++)
+            for (long j = 0; j < d_out; j++) {
+                double s = 0;
+                for (long k = 0; k < d_in; k++) s = rnd(s + rnd(a->value[r * d_in + k] * b->value[k * d_out + j]));
+                out->value[r * d_out + j] = s;
+            }
+        return out;
+    }
+    if (!strcmp(op, "sum")) {
+        Tensor *out = new_tensor(n->name, 0, NULL);
+        double s = 0;
+        for (long i = 0; i < a->size; i++) s = rnd(s + a->value[i]);
+        out->value[0] = s;
+        return out;
+    }
+    Tensor *out = new_tensor(n->name, a->rank, a->shape);
+    for (long i = 0; i < a->size; i++) {
+        double x = a->value[i];
+        if (!strcmp(op, "scale")) out->value[i] = rnd(x * n->alpha);
+        else if (!strcmp(op, "relu")) out->value[i] = x > 0 ? x : 0.0;
+        else if (!strcmp(op, "tanh")) out->value[i] = rnd(tanh(x));
+        else { fail("unsupported", "op %s is not implemented", op); return NULL; }
+    }
+    return out;
+}
+
+/* Pull n's cotangent back into its arguments' grads (the local vector-Jacobian product). */
+static void backward(Node *n, Tensor *a, Tensor *b) {
+    Tensor *out = n->out;
+    const char *op = n->op;
+    if (!out->grad) return; /* nothing reached this node */
+    const double *g = out->grad;
+    if (!strcmp(op, "add") || !strcmp(op, "residual_add") || !strcmp(op, "mul")) {
+        int product = !strcmp(op, "mul");
+        for (long i = 0; i < out->size; i++) {
+            long ia = broadcast_index(out, a, i), ib = broadcast_index(out, b, i);
+            add_grad(a, ia, product ? rnd(g[i] * b->value[ib]) : g[i]);
+            add_grad(b, ib, product ? rnd(g[i] * a->value[ia]) : g[i]);
+        }
+    } else if (!strcmp(op, "linear")) {
+        long d_in = b->shape[0], d_out = b->shape[1], rows = d_in ? a->size / d_in : 0;
+        for (long r = 0; r < rows; r++)
+            for (long k = 0; k < d_in; k++) {
+                double s = 0;
+                for (long j = 0; j < d_out; j++) s = rnd(s + rnd(g[r * d_out + j] * b->value[k * d_out + j]));
+                add_grad(a, r * d_in + k, s);
+            }
+        for (long k = 0; k < d_in; k++)
+            for (long j = 0; j < d_out; j++) {
+                double s = 0;
+                for (long r = 0; r < rows; r++) s = rnd(s + rnd(a->value[r * d_in + k] * g[r * d_out + j]));
+                add_grad(b, k * d_out + j, s);
+            }
+    } else if (!strcmp(op, "sum")) {
+        for (long i = 0; i < a->size; i++) add_grad(a, i, g[0]);
+    } else {
+        for (long i = 0; i < a->size; i++) {
+            double x = a->value[i], t = out->value[i];
+            if (!strcmp(op, "scale")) add_grad(a, i, rnd(g[i] * n->alpha));
+            else if (!strcmp(op, "relu")) add_grad(a, i, x > 0 ? g[i] : 0.0);
+            else add_grad(a, i, rnd(g[i] * rnd(1.0 - rnd(t * t))));
+        }
+    }
+}
+
+/* ---------- writing answers ---------- */
+
+static void put_string(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+static void put_shape(int rank, const long *shape) {
+    putchar('[');
+    for (int i = 0; i < rank; i++) printf(i ? ", %ld" : "%ld", shape[i]);
+    putchar(']');
+}
+
+static void put_array(const Tensor *t, const double *values) {
+    printf("{\"shape\": ");
+    put_shape(t->rank, t->shape);
+    printf(", \"data\": [");
+    for (long i = 0; i < t->size; i++) printf(i ? ", \"%a\"" : "\"%a\"", values ? values[i] : 0.0);
+    printf("]}");
+}
+
+static void put_error(void) {
+    printf("{\"resverify\": 1, \"kind\": \"result\", \"error\": {\"kind\": ");
+    put_string(failure_kind);
+    printf(", \"message\": ");
+    put_string(failure);
+    printf(", \"shapes\": ");
+    if (!strcmp(failure_kind, "shape_mismatch")) {
+        printf("[");
+        put_shape((int)mismatch[0][0], mismatch[0] + 1);
+        printf(", ");
+        put_shape((int)mismatch[1][0], mismatch[1] + 1);
+        printf("]");
+    } else {
+        printf("null");
+    }
+    printf("}}\n");
+}
+
+static const char *OPS[] = {"add", "linear", "mul", "relu", "residual_add", "scale", "sum", "tanh"};
+static const int ARITY[] = {2, 2, 2, 1, 2, 1, 1, 1};
+
+static void hello(void) {
+    printf("{\"resverify\": 1, \"kind\": \"capabilities\", \"name\": \"c-engine\", "
+           "\"dtypes\": [\"float64\", \"float32\"], \"ops\": [");
+    for (size_t i = 0; i < sizeof OPS / sizeof *OPS; i++) printf(i ? ", \"%s\"" : "\"%s\"", OPS[i]);
+    printf("], \"device\": \"cpu\"}\n");
+}
+
+/* ---------- one request ---------- */
+
+static Tensor *lookup(Tensor **env, int n, const char *name) {
+    for (int i = n - 1; i >= 0; i--) if (!strcmp(env[i]->name, name)) return env[i];
+    return NULL;
+}
+
+static double read_alpha(const JVal *v) {
+    if (!v || !v->text) { fail("backend_error", "bad request: scale needs an alpha"); return 0; }
+    const char *slash = strchr(v->text, '/');
+    double p = strtod(v->text, NULL), q = slash ? strtod(slash + 1, NULL) : 1.0;
+    return rnd(p / q);
+}
+
+static void request(const JVal *doc) {
+    const JVal *dtype = member(doc, "dtype"), *program = member(doc, "program");
+    if (!dtype || !dtype->text || !program) { fail("backend_error", "bad request: no dtype or program"); return; }
+    if (strcmp(dtype->text, "float64") && strcmp(dtype->text, "float32")) {
+        fail("unsupported", "dtype %s is not implemented", dtype->text);
+        return;
+    }
+    single = !strcmp(dtype->text, "float32");
+    const JVal *ins = member(program, "inputs"), *nodes = member(program, "nodes");
+    const JVal *values = member(doc, "inputs"), *output = member(program, "output");
+    if (!ins || ins->type != J_ARR || !nodes || nodes->type != J_ARR || !output || !output->text) {
+        fail("backend_error", "bad request: malformed program");
+        return;
+    }
+    int n_env = 0, n_in = ins->count, n_nodes = nodes->count;
+    Tensor **env = grab((size_t)(n_in + n_nodes + 1) * sizeof *env);
+    for (int i = 0; i < n_in; i++) {
+        Tensor *t = grab(sizeof *t);
+        t->name = member(ins->items[i], "name") ? member(ins->items[i], "name")->text : NULL;
+        if (!t->name || !read_array(member(values, t->name), t)) {
+            fail("backend_error", "bad request: input %d has no values", i);
+            return;
+        }
+        env[n_env++] = t;
+    }
+    /* Nodes may come in any order: run each once all its arguments exist. */
+    Node *order = grab((size_t)(n_nodes + 1) * sizeof *order);
+    int *done = grab((size_t)(n_nodes + 1) * sizeof *done), n_done = 0;
+    while (n_done < n_nodes) {
+        int progress = 0;
+        for (int i = 0; i < n_nodes && !failure_kind[0]; i++) {
+            if (done[i]) continue;
+            const JVal *nd = nodes->items[i], *args = member(nd, "args");
+            Node n = {0};
+            n.name = member(nd, "name") ? member(nd, "name")->text : NULL;
+            n.op = member(nd, "op") ? member(nd, "op")->text : NULL;
+            if (!n.name || !n.op || !args || args->type != J_ARR || args->count < 1 || args->count > 2) {
+                fail("backend_error", "bad request: malformed node %d", i);
+                return;
+            }
+            int known = -1;
+            for (size_t k = 0; k < sizeof OPS / sizeof *OPS; k++) if (!strcmp(OPS[k], n.op)) known = (int)k;
+            if (known < 0 || ARITY[known] != args->count) {
+                fail("unsupported", "op %s is not implemented", n.op);
+                return;
+            }
+            n.nargs = args->count;
+            Tensor *a[2] = {NULL, NULL};
+            for (int k = 0; k < n.nargs; k++) {
+                n.args[k] = args->items[k]->text;
+                a[k] = n.args[k] ? lookup(env, n_env, n.args[k]) : NULL;
+            }
+            if (!a[0] || (n.nargs == 2 && !a[1])) continue; /* an argument is not computed yet */
+            if (!strcmp(n.op, "scale")) n.alpha = read_alpha(member(nd, "alpha"));
+            if (failure_kind[0] || !(n.out = forward(&n, a[0], a[1]))) return;
+            env[n_env++] = n.out;
+            order[n_done++] = n;
+            done[i] = progress = 1;
+        }
+        if (failure_kind[0]) return;
+        if (!progress) { fail("backend_error", "bad request: a node refers to an unknown name"); return; }
+    }
+    Tensor *out = lookup(env, n_env, output->text);
+    const JVal *cot = member(doc, "cotangent");
+    if (!out) { fail("backend_error", "bad request: unknown output %s", output->text); return; }
+    if (!cot || cot->type == J_NULL) {
+        fail("backend_error", "the cotangent is null, but the program's shapes fit");
+        return;
+    }
+    Tensor seed = {.name = "cotangent"};
+    if (!read_array(cot, &seed)) return;
+    if (!same_shape(&seed, out)) { fail("backend_error", "bad request: the cotangent's shape is not the output's"); return; }
+    for (long i = 0; i < out->size; i++) add_grad(out, i, seed.value[i]);
+    for (int i = n_done - 1; i >= 0; i--) {
+        Tensor *a = lookup(env, n_env, order[i].args[0]);
+        Tensor *b = order[i].nargs == 2 ? lookup(env, n_env, order[i].args[1]) : NULL;
+        backward(&order[i], a, b);
+    }
+    printf("{\"resverify\": 1, \"kind\": \"result\", \"dtype\": ");
+    put_string(dtype->text);
+    printf(", \"output\": ");
+    put_array(out, out->value);
+    printf(", \"grads\": {");
+    for (int i = 0; i < n_in; i++) {
+        if (i) printf(", ");
+        put_string(env[i]->name);
+        printf(": ");
+        put_array(env[i], env[i]->grad);
+    }
+    printf("}}\n");
+}
+
+int main(void) {
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, stdin) > 0) {
+        cur = line;
+        skip_space();
+        if (!*cur) continue;
+        failure[0] = failure_kind[0] = '\0';
+        JVal *doc = parse_value(0);
+        const JVal *kind = member(doc, "kind");
+        if (doc && kind && kind->text && !strcmp(kind->text, "hello")) hello();
+        else if (doc && kind && kind->text && !strcmp(kind->text, "request")) request(doc);
+        else fail("backend_error", "bad request: not a hello or a request");
+        if (failure_kind[0]) put_error();
+        fflush(stdout);
+        release_all();
+    }
+    free(line);
+    free(allocs);
+    return 0;
+}
