@@ -7,6 +7,7 @@ arithmetic), and the law "output equals x" is about values, not bit patterns.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -47,7 +48,8 @@ def merge_request(op: str, left: np.ndarray, right: np.ndarray, dtype: str,
     return Request(program, {"a": left, "b": right}, dtype, cotangent)
 
 
-def check_rejects_mismatch(backend: Backend, request: Request) -> None:
+def check_rejects_mismatch(backend: Backend, request: Request,
+                           add_cotangent: np.ndarray | None = None) -> None:
     """``residual_add(a, b)`` with unequal shapes is a shape_mismatch naming both shapes.
 
     The shapes are judged on the error's typed ``shapes``, not on its message text.
@@ -55,7 +57,9 @@ def check_rejects_mismatch(backend: Backend, request: Request) -> None:
     request run before and after the refused one gives bitwise the same result (that
     request runs twice first, so a backend that is simply non-deterministic is reported
     as such, not blamed on the refusal). When the pair broadcasts, ordinary ``add`` on
-    the same backend accepts it (and agrees with the spec).
+    the same backend accepts it (and agrees with the spec), run with ``add_cotangent``
+    (default 1, 2, 3, ...: distinct values, so summing the wrong axes when
+    un-broadcasting shows, where an all-ones cotangent would hide it).
     """
     __tracebackhide__ = True
     ctx = Context(backend.name, request)
@@ -88,8 +92,9 @@ def check_rejects_mismatch(backend: Backend, request: Request) -> None:
         shape = broadcast_shapes("add", left.shape, right.shape)
     except ShapeMismatch:
         return
-    added = merge_request("add", left, right, request.dtype, np.ones(shape))
-    check_matches_spec(backend, added)
+    cot = (np.arange(1, math.prod(shape) + 1, dtype=np.float64).reshape(shape)
+           if add_cotangent is None else add_cotangent)
+    check_matches_spec(backend, merge_request("add", left, right, request.dtype, cot))
 
 
 def check_shared_operand_gradient(backend: Backend, request: Request, uses: int) -> None:

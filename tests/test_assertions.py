@@ -261,3 +261,21 @@ def test_determinism_names_the_first_differing_element() -> None:
     message = str(failure)
     assert "output[0]" in message and repr(1.0) in message, message
     assert repr(float(np.nextafter(1.0, np.inf))) in message, message
+
+
+class WrongAxisAdd(Reference):
+    """add un-broadcasts b's gradient by summing rows where it should sum columns."""
+
+    def run(self, request: Request) -> Result:
+        result = super().run(request)
+        ops = {n.op for n in request.program.nodes}
+        if result.grads is None or ops != {"add"} or request.inputs["b"].shape != (2,):
+            return result
+        cot = np.asarray(request.cotangent)
+        return Result(output=result.output,
+                      grads={**result.grads, "b": cot.sum(axis=1).astype(cot.dtype)})
+
+
+def test_mismatch_law_checks_add_with_a_cotangent_that_shows_the_summed_axes() -> None:
+    failure = failure_of(check_rejects_mismatch, WrongAxisAdd(), _mismatch_request())
+    assert "grads['b']" in str(failure), str(failure)
