@@ -58,8 +58,8 @@ def check_rejects_mismatch(backend: Backend, request: Request,
     request runs twice first, so a backend that is simply non-deterministic is reported
     as such, not blamed on the refusal). When the pair broadcasts, ordinary ``add`` on
     the same backend accepts it (and agrees with the spec), run with ``add_cotangent``
-    (default 1, 2, 3, ...: distinct values, so summing the wrong axes when
-    un-broadcasting shows, where an all-ones cotangent would hide it).
+    (default 1, 2, ..., 16, 1, 2, ...: exact in every dtype and distinct along short axes,
+    so summing the wrong axes when un-broadcasting shows, where all ones would hide it).
     """
     __tracebackhide__ = True
     ctx = Context(backend.name, request)
@@ -92,7 +92,7 @@ def check_rejects_mismatch(backend: Backend, request: Request,
         shape = broadcast_shapes("add", left.shape, right.shape)
     except ShapeMismatch:
         return
-    cot = (np.arange(1, math.prod(shape) + 1, dtype=np.float64).reshape(shape)
+    cot = (1 + np.arange(math.prod(shape), dtype=np.float64).reshape(shape) % 16
            if add_cotangent is None else add_cotangent)
     check_matches_spec(backend, merge_request("add", left, right, request.dtype, cot))
 
