@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: verify test lint backends clean
+.PHONY: verify test test-slow lint backends clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -16,9 +16,13 @@ $(STAMP): pyproject.toml constraints.txt
 verify: $(STAMP)
 	$(BIN)/resverify check
 
-## test: the whole test suite (Hypothesis profile "ci")
+## test: the whole test suite (Hypothesis profile "ci") except the tests marked slow
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2
+	$(BIN)/python -m pytest -n 2 -m "not slow"
+
+## test-slow: only the long end-to-end tests (hostile engines over cmd:, ...)
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -m slow
 
 ## backends: add the optional torch (CPU build), jax and autograd backends to the venv
 backends: $(STAMP)

@@ -19,12 +19,15 @@ can load it with ``-p properties.plugin``.
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from collections.abc import Generator, Iterator
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import reject
+from hypothesis import reject, settings
 
 from impl.backend import Backend
 from impl.registry import resolve_backend
@@ -32,12 +35,13 @@ from properties.assertions import PropertyFailure
 from properties.cases import Case
 from properties.profiles import CI_SEED, SEEDED, active_profile, default_profile, load_profile
 from properties.vectors import replay_command, save_vector, vector_dir
-from spec.errors import UsageError
+from spec.errors import BackendFault, UsageError
 from spec.ir import OPS, Input, Node, Program
 from spec.request import Request
 
 __all__ = ["PropertyRun", "capability_reason"]
 
+_MESSAGE_LIMIT = 4000
 _BACKENDS = pytest.StashKey[list[tuple[str, Backend]]]()
 _RUN = pytest.StashKey["PropertyRun"]()
 
@@ -144,26 +148,104 @@ def prop(request: pytest.FixtureRequest, backend: Backend) -> PropertyRun:
     return run
 
 
-def _failures(exc: BaseException) -> Iterator[PropertyFailure]:
+class ExampleTimeout(BaseException):
+    """pytest-timeout's limit reached inside a test. A BaseException, like
+    KeyboardInterrupt, so that neither Hypothesis (which would retry and shrink an example
+    that hangs again) nor an ``except Exception`` in the suite catches it."""
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
+    """pytest-timeout's signal method, raising :class:`ExampleTimeout` where pytest-timeout
+    calls ``pytest.fail`` (which Hypothesis catches as a failing example and shrinks)."""
+    if settings.method != "signal" or threading.current_thread() is not threading.main_thread():
+        return None  # pytest-timeout's own thread method
+    limit = float(settings.timeout)
+
+    def expire(signum: int, frame: object) -> None:
+        raise ExampleTimeout(f"Timeout (>{limit:g}s) from pytest-timeout: the test did not "
+                             "end in time")
+
+    def cancel() -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+    item.cancel_timeout = cancel  # type: ignore[attr-defined]  # pytest-timeout calls it
+    signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    return True
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` itself, or every exception inside it when it is a group: Hypothesis reports
+    several distinct failures of one test, or a flaky one, as an exception group."""
+    inner = getattr(exc, "exceptions", None)
+    if inner is None:
+        wrapped = type(exc).__name__ == "_WrappedBaseException"  # Hypothesis' wrapper of a
+        yield exc.__cause__ if wrapped and exc.__cause__ is not None else exc  # BaseException
+        return
+    for each in inner:
+        yield from _leaves(each)
+
+
+def failure_kind(exc: BaseException) -> str:
+    """The kind of a test's failure (see :class:`PropertyFailure`): its own kind for a
+    PropertyFailure, ``timeout`` for :class:`ExampleTimeout`, a BackendFault's kind,
+    ``law`` for another assertion and ``raised`` for any other exception."""
     if isinstance(exc, PropertyFailure):
-        yield exc
-    for inner in getattr(exc, "exceptions", ()):
-        yield from _failures(inner)
+        return str(getattr(exc, "kind", "law"))
+    if isinstance(exc, ExampleTimeout):
+        return "timeout"
+    if isinstance(exc, BackendFault):
+        return exc.kind
+    return "law" if isinstance(exc, AssertionError) else "raised"
+
+
+def _failures(item: pytest.Item, run: PropertyRun, exc: BaseException) -> list[dict[str, Any]]:
+    """Every distinct failure inside ``exc``: message, kind, and for a PropertyFailure the
+    request saved as a vector (as it was sent) with the command that replays it."""
+    folder = vector_dir(item.config.getoption("resverify_vector_dir"))
+    found: dict[str, dict[str, Any]] = {}
+    for leaf in _leaves(exc):
+        text = str(leaf) if isinstance(leaf, PropertyFailure | ExampleTimeout) else (
+            f"{type(leaf).__name__}: {leaf}")
+        message, kind = text[:_MESSAGE_LIMIT], failure_kind(leaf)
+        if message in found:
+            continue
+        entry: dict[str, Any] = {"message": message, "kind": kind, "vector": None,
+                                 "replay": None}
+        if isinstance(leaf, PropertyFailure):
+            path = save_vector(leaf.request, folder, run.name, run.label, message, kind)
+            entry.update(vector=str(path), replay=replay_command(path, run.label))
+            leaf.add_note(f"test vector: {path}\nreplay: {entry['replay']}")
+        found[message] = entry
+    return list(found.values())
+
+
+def _max_examples(item: pytest.Item) -> int:
+    """``max_examples`` of the test's Hypothesis settings (the active profile's, unless the
+    test sets its own)."""
+    own = getattr(getattr(item, "obj", None), "_hypothesis_internal_use_settings", None)
+    return int((own or settings()).max_examples)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
                               ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Records ``examples``, ``max_examples`` and, for a failed property test, its
+    ``failure_kind`` and ``failures`` (each distinct one with its vector), plus ``vector``
+    and ``replay`` of the first."""
     run = item.stash.get(_RUN, None)
     if run is not None and call.when == "call":
-        item.user_properties.append(("examples", run.examples))
-        failure = next(_failures(call.excinfo.value), None) if call.excinfo else None
-        if failure is not None:
-            folder = vector_dir(item.config.getoption("resverify_vector_dir"))
-            path = save_vector(failure.request, folder, run.name, run.label)
-            command = replay_command(path, run.label)
-            item.user_properties += [("vector", str(path)), ("replay", command)]
-            failure.add_note(f"test vector: {path}\nreplay: {command}")
+        item.user_properties += [("examples", run.examples), ("max_examples", _max_examples(item))]
+        excinfo = call.excinfo
+        if excinfo is not None and not excinfo.errisinstance(pytest.skip.Exception):
+            failures = _failures(item, run, excinfo.value)
+            item.user_properties += [("failure_kind", failures[0]["kind"]),
+                                     ("failures", failures)]
+            first = next((f for f in failures if f["vector"]), None)
+            if first is not None:
+                item.user_properties += [("vector", first["vector"]), ("replay", first["replay"])]
     return (yield)
 
 

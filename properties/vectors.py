@@ -2,20 +2,23 @@
 
 The folder is ``resverify-vectors/`` relative to the working directory, unless the pytest
 option ``--vector-dir`` or the environment variable ``RESVERIFY_VECTOR_DIR`` names another.
-A vector is the failing request in :func:`spec.codec.dumps` form; its file name carries
-the property, the backend and a hash of the content, so a rerun overwrites rather than
-piles up.
+A vector is the failing request as it was sent (the request document of
+:func:`spec.codec.request_to_dict`) plus an optional top-level ``"vector"`` object that
+says which property failed on which backend, with its message and failure kind; its file
+name carries the property, the backend and a hash of the request, so a rerun overwrites
+rather than piles up.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shlex
 from pathlib import Path
 
-from spec.codec import dumps
+from spec.codec import dumps, request_to_dict
 from spec.request import Request
 
 __all__ = ["DEFAULT_DIR", "replay_command", "save_vector", "vector_dir"]
@@ -32,14 +35,18 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:60] or "backend"
 
 
-def save_vector(request: Request, folder: Path, prop: str, backend: str) -> Path:
-    """Write ``request`` as JSON into ``folder`` and return the path."""
-    text = dumps(request)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+def save_vector(request: Request, folder: Path, prop: str, backend: str,
+                message: str | None = None, kind: str = "law") -> Path:
+    """Write ``request`` as JSON into ``folder`` and return the path; with ``message``, the
+    file also records the property, the backend, the message and the failure ``kind``."""
+    digest = hashlib.sha256(dumps(request).encode()).hexdigest()[:12]
+    doc = request_to_dict(request)
+    if message is not None:
+        doc["vector"] = {"property": prop, "backend": backend, "message": message, "kind": kind}
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{_slug(prop)}-{_slug(backend)}-{digest}.json"
     partial = path.with_suffix(".json.tmp")
-    partial.write_text(text + "\n", encoding="utf-8")
+    partial.write_text(json.dumps(doc, sort_keys=True) + "\n", encoding="utf-8")
     partial.replace(path)
     return path
 

@@ -4,28 +4,38 @@ The claim checker runs in this process; the property suite runs under pytest in 
 process (see :mod:`reports.runner`), so pytest's own options keep working
 (``-n``, ``--junitxml``, and anything after ``--``). The three report files are written
 atomically, and they are written whatever happens: a failed, crashed or interrupted run
-still leaves a valid report of what finished, with ``"complete": false``.
+(Ctrl-C once or twice, SIGTERM) still leaves a valid report of what finished, with
+``"complete": false``; report.json is also rewritten every few seconds while the suite
+runs, so a long run can be followed.
+
+A verdict needs evidence: a backend on which no example ran is ``nothing checked``, never
+``passed``, and the run exits 1 unless ``--allow-nothing-checked`` is given.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from impl import Backend, resolve_backend
+from impl.registry import BUILTIN
 from properties.profiles import PROFILES
 from reports import json_report
 from reports.atomic import write_bytes, write_text
 from reports.claim_source import ClaimRun, run_claims
 from reports.runner import (
     DEFAULT_TARGET,
+    Interrupted,
     Progress,
     SuiteRun,
     child_environment,
@@ -38,6 +48,8 @@ NAME = "check"
 HELP = "check backends against the claims and the property suite, write the report"
 DEFAULT_REPORT_DIR = Path("resverify-report")
 _REWRITE_SECONDS = 2.0
+DEFAULT_TIMEOUT_SECONDS = 600.0
+_PLOT_WAIT_SECONDS = 60.0
 _REPLAYS_SHOWN = 5
 _PYTEST_ENDINGS = {2: "the property suite was interrupted", 3: "pytest hit an internal error",
                    4: "pytest refused its arguments"}
@@ -45,7 +57,9 @@ _PYTEST_ENDINGS = {2: "the property suite was interrupted", 3: "pytest hit an in
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", action="append", dest="backends", metavar="NAME",
-                        help="backend to check, repeatable: numpy (default) or module:attr")
+                        help="backend to check, repeatable: a built-in name "
+                        f"({', '.join(BUILTIN)}; default numpy), module:attr for an adapter "
+                        "of your own, or cmd:COMMAND for an engine in another process")
     parser.add_argument("--profile", default="ci",
                         help="Hypothesis profile: dev, ci (default, derandomized), thorough")
     parser.add_argument("--seed", type=int, default=0, help="Hypothesis and plot seed (default 0)")
@@ -59,6 +73,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "'properties' package)")
     parser.add_argument("--no-claims", action="store_true",
                         help="skip the claim checker (the report says so)")
+    parser.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT_SECONDS,
+                        metavar="SECONDS",
+                        help="time limit of one property test (pytest-timeout); a test that "
+                        "passes it fails with kind 'timeout' and the run goes on (default "
+                        f"{DEFAULT_TIMEOUT_SECONDS:g}; 0 for none)")
+    parser.add_argument("--allow-nothing-checked", action="store_true",
+                        help="exit 0 even when a backend had no example checked (its status "
+                        "stays 'nothing checked'); by default that exits 1")
     parser.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS",
                         help="extra pytest arguments after --, e.g. -- -k shape")
 
@@ -103,6 +125,16 @@ class _Run:
             backends=self.backends, claims=self.claims.claims, properties=props,
             complete=self.complete(), warnings=self.claims.warnings + self.warnings,
             timings=timings)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"seconds must be finite and >= 0, got {text!r}")
+    return value
 
 
 def _report_dir(path: Path) -> Path:
@@ -152,8 +184,11 @@ class _PlotJob:
         except Exception as exc:  # plots are an extra: the report stands without them
             self.error = f"plots were not drawn: {type(exc).__name__}: {exc}"
 
-    def result(self) -> tuple[dict[str, bytes], str | None]:
-        self.thread.join()
+    def result(self, wait: float) -> tuple[dict[str, bytes], str | None]:
+        """The plots, waiting at most ``wait`` seconds for them."""
+        self.thread.join(wait)
+        if self.thread.is_alive():
+            return {}, "plots were not drawn: the run ended before they were ready"
         return self.plots, self.error
 
 
@@ -162,20 +197,77 @@ def run(args: argparse.Namespace) -> int:
     _check_profile(args.profile)
     state = _Run(args, _backends(args.backends or ["numpy"]), _report_dir(args.report_dir))
     state.plot_job = _PlotJob(args.seed)
-    interrupted = False
-    try:
-        _run_claims(state)
-        _run_suite(state)
-    except KeyboardInterrupt:
-        interrupted = True
-        state.warnings.append("interrupted (KeyboardInterrupt): the report holds what finished")
-    except Exception:
-        write_reports(state)  # leave a report of what finished, then let the bug show
-        raise
+    with _sigterm_interrupts():
+        try:
+            _run_claims(state)
+            _run_suite(state)
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM outside the suite
+            state.suite.interrupted = getattr(exc, "signal_name", "SIGINT")
+        except Exception:
+            with _signals_ignored():
+                write_reports(state)  # leave a report of what finished, then let the bug show
+            raise
+    stop = _stop_message(state)
+    if stop:  # the run is ending: another Ctrl-C or SIGTERM must not cut the reports short
+        _ignore_stop_signals()
     _usage_error_from_pytest(state)
-    doc = write_reports(state)
-    _print_summary(doc, state.report_dir, interrupted or state.suite.interrupted)
-    return 0 if doc["status"] == "passed" else 1
+    with _signals_ignored():
+        doc = write_reports(state)
+    state.progress.close()
+    _print_summary(doc, state.report_dir, stop)
+    allowed = ("passed", "nothing checked") if args.allow_nothing_checked else ("passed",)
+    return 0 if doc["status"] in allowed else 1
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (CI runners, ``timeout``) raises :class:`Interrupted`, ended like Ctrl-C."""
+    def interrupt(signum: int, frame: object) -> None:
+        raise Interrupted("SIGTERM")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _ignore_stop_signals() -> None:
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """No Ctrl-C or SIGTERM while the report files are written: they take a moment, and a
+    second signal must not leave them half done."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT,
+                                                                    signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _stop_message(state: _Run) -> str | None:
+    """The one line that says the run was stopped (also a report warning), or None."""
+    if not state.suite.interrupted:
+        return None
+    finished = len(state.suite.results)
+    message = (f"interrupted by {state.suite.interrupted}: the report holds the {finished} "
+               f"test{'s' if finished != 1 else ''} that finished")
+    state.warnings.append(message)
+    state.warnings += [f"not counted, it was running when the run stopped: {nodeid}"
+                       for nodeid in state.suite.running]
+    return message
 
 
 def _run_claims(state: _Run) -> None:
@@ -198,26 +290,30 @@ def _run_suite(state: _Run) -> None:
     cmd = pytest_command(events=events, backends=list(state.named),
                          profile=args.profile, seed=args.seed, target=target,
                          numprocesses=args.numprocesses, junitxml=junit,
-                         extra=args.pytest_args)
-    last = [time.monotonic()]
+                         timeout=args.timeout, extra=args.pytest_args)
+    written = [time.monotonic(), 0]
 
-    def rewrite(_: SuiteRun) -> None:
-        if time.monotonic() - last[0] >= _REWRITE_SECONDS:
-            last[0] = time.monotonic()
+    def rewrite(suite: SuiteRun) -> None:
+        """report.json follows the run: rewritten when tests finished, every few seconds."""
+        if (len(suite.results) != written[1]
+                and time.monotonic() - written[0] >= _REWRITE_SECONDS):
+            written[:] = [time.monotonic(), len(suite.results)]
             _write_json(state)
 
     began = time.monotonic()
     state.suite_ran = True
-    state.suite = run_suite(cmd, events=events, log=report_dir / "pytest.log",
-                            env=child_environment(report_dir / "vectors", args.profile),
-                            progress=state.progress, on_event=rewrite)
-    state.timings["properties_seconds"] = round(time.monotonic() - began, 3)
+    try:
+        run_suite(cmd, events=events, log=report_dir / "pytest.log",
+                  env=child_environment(report_dir / "vectors", args.profile),
+                  progress=state.progress, suite=state.suite, on_tick=rewrite)
+    finally:
+        state.timings["properties_seconds"] = round(time.monotonic() - began, 3)
     state.warnings.extend(_suite_warnings(state.suite, report_dir / "pytest.log"))
 
 
 def _suite_warnings(suite: SuiteRun, log: Path) -> list[str]:
     if suite.interrupted:
-        return ["the property suite was interrupted"]
+        return []  # said once, by the stop message
     if suite.exitstatus is None:
         return [f"pytest stopped before the end of its session (exit code {suite.returncode}); "
                 f"see {log.name}"]
@@ -254,7 +350,9 @@ def write_reports(state: _Run) -> dict[str, Any]:
     from reports.markdown import append_step_summary, render_markdown
 
     doc = _write_json(state)
-    plots, error = state.plot_job.result() if state.plot_job else ({}, "plots were not drawn")
+    wait = 0.0 if state.suite.interrupted else _PLOT_WAIT_SECONDS
+    plots, error = (state.plot_job.result(wait) if state.plot_job
+                    else ({}, "plots were not drawn"))
     if error:
         state.warnings.append(error)
         doc = _write_json(state)
@@ -268,18 +366,24 @@ def write_reports(state: _Run) -> dict[str, Any]:
     return doc
 
 
-def _print_summary(doc: dict[str, Any], report_dir: Path, interrupted: bool) -> None:
+def _print_summary(doc: dict[str, Any], report_dir: Path, stop: str | None) -> None:
     props, claims = doc["summary"]["properties"], doc["summary"]["claims"]
     print(f"properties: {props['passed']} passed, {props['failed']} failed, "
           f"{props['skipped']} skipped; claims: {claims['passed']} passed, "
           f"{claims['failed']} failed")
+    for backend in doc["backends"]:
+        if backend["status"] == "nothing checked":
+            print(f"{backend['name']}: nothing checked ({len(backend['not_run'])} tests could "
+                  "not run on it; see report.md)")
     for warning in doc["warnings"]:
-        print(f"warning: {warning}", file=sys.stderr)
+        if warning != stop and not warning.startswith("not counted, it was running"):
+            print(f"warning: {warning}", file=sys.stderr)
     replays = [p["replay"] for p in doc["properties"] if p["status"] == "failed" and p["replay"]]
     for command in replays[:_REPLAYS_SHOWN]:
         print(f"replay: {command}")
     if len(replays) > _REPLAYS_SHOWN:
         print(f"... and {len(replays) - _REPLAYS_SHOWN} more replay commands in report.md")
     shown = os.path.relpath(report_dir) if report_dir.is_relative_to(Path.cwd()) else report_dir
-    state = "interrupted, " if interrupted else ""
-    print(f"{doc['status']} ({state}report in {shown}/report.html)")
+    print(f"{doc['status']} (report in {shown}/report.html)")
+    if stop:
+        print(f"resverify: {stop} ({shown}/report.html)", file=sys.stderr)

@@ -12,7 +12,12 @@ Events, one JSON object a line: ``{"event": "collected", "count": N}``,
 "duration", "properties", "skip_reason", "message"}`` and
 ``{"event": "finish", "exitstatus": N}``. ``properties`` are the test's
 ``record_property`` pairs (the property suite records ``property``, ``backend``,
-``examples``, ``dtype``, ``vector`` and ``replay``).
+``examples``, ``max_examples``, ``dtype``, and on failure ``failure_kind``, ``failures``,
+``vector`` and ``replay``).
+
+A test whose xdist worker died (a segfault, ``os._exit``) gets one report from xdist and
+no teardown: it is recorded at once as failed, ``failure_kind`` ``crash``, keeping what
+its setup recorded (property, backend, dtype).
 """
 
 from __future__ import annotations
@@ -23,9 +28,11 @@ from typing import IO, Any
 
 import pytest
 
-__all__ = ["MESSAGE_LIMIT", "summarize"]
+__all__ = ["CRASH_MESSAGE", "MESSAGE_LIMIT", "summarize"]
 
 MESSAGE_LIMIT = 4000
+CRASH_MESSAGE = ("the process running this test died (a segfault, os._exit or a kill) "
+                 "before the test ended; xdist started a new one and the run went on")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -66,9 +73,15 @@ class _Recorder:
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self.emit(event="begin", nodeid=nodeid)
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport,
+                               sched: Any) -> None:
+        report.user_properties.append(("failure_kind", "crash"))
+        report.longrepr = f"{CRASH_MESSAGE} [{report.longrepr}]"
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.phases.setdefault(report.nodeid, []).append(report)
-        if report.when == "teardown":
+        if report.when not in ("setup", "call"):  # teardown, or xdist's crash report
             self.emit(event="result", **summarize(self.phases.pop(report.nodeid)))
 
     def pytest_sessionfinish(self, exitstatus: int) -> None:
@@ -95,6 +108,9 @@ def summarize(phases: list[pytest.TestReport]) -> dict[str, Any]:
     if failed is not None:
         record["outcome"] = "failed"
         record["message"] = _message(failed)
+        if props.get("failure_kind") is not None and not props.get("failures"):
+            props["failures"] = [{"message": record["message"], "kind": props["failure_kind"],
+                                  "vector": None, "replay": None}]
     elif skipped is not None and hasattr(skipped, "wasxfail"):
         record["outcome"] = "xfailed"
         record["skip_reason"] = str(skipped.wasxfail) or "expected failure"
@@ -107,9 +123,13 @@ def summarize(phases: list[pytest.TestReport]) -> dict[str, Any]:
 
 
 def _plain(value: object) -> object:
+    """A value as JSON can hold it: scalars, lists and objects as they are, else text."""
     if value is None or isinstance(value, bool | int | float | str):
         return value
-    return str(value)
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return str(value)
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -120,7 +140,7 @@ def _message(report: pytest.TestReport) -> str:
     the same failure reads the same in every run."""
     crash = getattr(report.longrepr, "reprcrash", None)
     text = crash.message if crash is not None else str(report.longrepr)
-    if report.when != "call":
+    if report.when in ("setup", "teardown"):
         text = f"error in {report.when}: {text}"
     return _ADDRESS.sub("", text)[:MESSAGE_LIMIT]
 

@@ -15,6 +15,8 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from reports.markdown import short_note
+
 __all__ = ["CSP", "conformance_matrix", "esc", "render_html"]
 
 CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
@@ -45,7 +47,8 @@ cursor:pointer}
 .passed,.pass{color:#1a7f37;font-weight:600}.failed,.fail{color:#cf222e;font-weight:600}
 .skipped,.xfailed,.missing{color:#6e7781}.badge{display:inline-block;padding:.15rem .6rem;
 border-radius:1rem;color:#fff;font-weight:700}.badge.passed{background:#1a7f37}
-.badge.failed{background:#cf222e}.badge.incomplete{background:#9a6700}
+.badge.failed{background:#cf222e}.badge.incomplete,.badge.nothing-checked{background:#9a6700}
+.nothing-checked{color:#9a6700;font-weight:600}
 .warn{background:#fff8c5;border:1px solid #d4a72c;padding:.5rem;margin:.5rem 0}
 figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #d0d7de}
 figcaption{font-size:.85rem;color:#57606a}code{font-size:.85em}
@@ -71,8 +74,9 @@ def _td(value: object, css: str = "") -> str:
     return f"<td{cls}>{esc(value)}</td>"
 
 
-def _status(value: str) -> str:
-    return f'<td class="{esc(value)} nw">{esc(value)}</td>'
+def _status(value: str, kind: str | None = None) -> str:
+    shown = f"{value} ({kind})" if kind else value
+    return f'<td class="{esc(value.replace(" ", "-"))} nw">{esc(shown)}</td>'
 
 
 def _header(doc: Mapping[str, Any]) -> str:
@@ -85,7 +89,7 @@ def _header(doc: Mapping[str, Any]) -> str:
             ("platform", f"{env['platform']} ({env['machine']})")]
     rows = [[_td(k), _td(v)] for k, v in meta] + [[_td("dependencies"), f"<td>{deps}</td>"]]
     warnings = "".join(f'<div class="warn">{esc(w)}</div>' for w in doc["warnings"])
-    return (f'<h1>resverify report <span class="badge {esc(doc["status"])}">'
+    return (f'<h1>resverify report <span class="badge {esc(doc["status"].replace(" ", "-"))}">'
             f'{esc(doc["status"])}</span></h1>{warnings}'
             + _table(["", ""], rows, "meta"))
 
@@ -100,9 +104,18 @@ def _summary(doc: Mapping[str, Any]) -> str:
 
 
 def _backends(doc: Mapping[str, Any]) -> str:
-    rows = [[_td(b["name"]), _td(b["device"]), _td(", ".join(b["dtypes"])),
+    """Each backend: what it claims, its verdict, its evidence, and every test that could
+    not run on it with the reason (folded)."""
+    rows = [[_td(b["name"]), _status(b["status"]), _td(b["tests_run"], "nw"),
+             _td(b["examples"], "nw"), _td(b["device"]), _td(", ".join(b["dtypes"])),
              _td(", ".join(b["ops"]))] for b in doc["backends"]]
-    return "<h2>Backends</h2>" + _table(["backend", "device", "dtypes", "ops"], rows)
+    folded = "".join(
+        f'<details><summary>{len(b["not_run"])} tests could not run on {esc(b["name"])}'
+        "</summary>" + _table(["test", "reason"], [[_td(n["id"]), _td(n["reason"], "msg")]
+                                                   for n in b["not_run"]]) + "</details>"
+        for b in doc["backends"] if b["not_run"])
+    return "<h2>Backends</h2>" + _table(
+        ["backend", "status", "tests run", "examples", "device", "dtypes", "ops"], rows) + folded
 
 
 def conformance_matrix(props: Sequence[Mapping[str, Any]],
@@ -139,18 +152,30 @@ def _failure_card(title: str, lines: Sequence[tuple[str, object]], text: object,
 
 
 def _failures(doc: Mapping[str, Any]) -> str:
-    items = [(p["id"], [("backend", p["backend"]), ("dtype", p["dtype"]),
-                        ("test vector", p["vector"]), ("replay", p["replay"])], p["message"])
-             for p in doc["properties"] if p["status"] == "failed"]
+    items = [_property_failure(p, f, i, len(p["failures"]))
+             for p in doc["properties"] if p["status"] == "failed"
+             for i, f in enumerate(p["failures"] or [None], 1)]
     items += [_claim_failure(c) for c in doc["claims"] if c["status"] == "fail"]
     cards = [_failure_card(*item, open_=i < OPEN_FAILURES) for i, item in enumerate(items)]
     return f"<h2>Failures ({len(cards)})</h2>" + "".join(cards) if cards else ""
 
 
+def _property_failure(p: Mapping[str, Any], failure: Mapping[str, Any] | None, number: int,
+                      count: int) -> tuple[str, list[tuple[str, object]], object]:
+    """A failure card for one distinct failure of a property test (the test's own message,
+    vector and replay when it recorded no separate failures)."""
+    f = failure or {"kind": p["failure_kind"], "vector": p["vector"], "replay": p["replay"],
+                    "message": p["message"]}
+    title = p["id"] + (f" (failure {number} of {count})" if count > 1 else "")
+    return title, [("backend", p["backend"]), ("dtype", p["dtype"]), ("kind", f["kind"]),
+                   ("test vector", f["vector"]), ("replay", f["replay"])], f["message"]
+
+
 def _properties(doc: Mapping[str, Any]) -> str:
-    rows = [[_td(p["id"]), _td(p["backend"], "nw"), _td(p["dtype"], "nw"), _status(p["status"]),
+    rows = [[_td(p["id"]), _td(p["backend"], "nw"), _td(p["dtype"], "nw"),
+             _status(p["status"], p["failure_kind"]),
              _td(p["examples"], "nw"), _td(f"{p['time_seconds']:.3f}", "timing nw"),
-             _td(p["skip_reason"] or p["message"], "msg")] for p in doc["properties"]]
+             _td(short_note(p) or p["message"], "msg")] for p in doc["properties"]]
     return "<h2>Properties</h2>" + _table(
         ["test", "backend", "dtype", "status", "examples", "time (s)", "note"], rows)
 

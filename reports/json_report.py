@@ -38,7 +38,7 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 DEPENDENCIES = ("numpy", "sympy", "mpmath", "hypothesis", "pytest",
-                "pytest-xdist", "matplotlib", "jsonschema")
+                "pytest-xdist", "pytest-timeout", "matplotlib", "jsonschema")
 _OUTCOMES = ("passed", "failed", "skipped", "xfailed")
 _FAILURE_KINDS = ("law", "refused", "raised", "timeout", "crash", "bad_result")
 
@@ -69,10 +69,31 @@ def environment() -> dict[str, Any]:
     }
 
 
-def backend_entry(backend: Backend) -> dict[str, Any]:
+def backend_entry(backend: Backend, properties: Sequence[Mapping[str, Any]] = (),
+                  claims: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """A backend, what it claims, and the evidence behind its verdict: the examples that
+    ran on it, the tests that ran, and every test that could not run, with the reason.
+
+    Its ``status`` is ``failed`` (a property or a claim failed on it), ``nothing checked``
+    (no test ran a single example on it) or ``passed``.
+    """
     caps = backend.capabilities
-    return {"name": str(backend.name), "device": str(caps.device),
-            "dtypes": [str(d) for d in caps.dtypes], "ops": sorted(str(o) for o in caps.ops)}
+    name = str(backend.name)
+    mine = [p for p in properties if p["backend"] == name]
+    ran = [p for p in mine if p["status"] in ("passed", "failed")
+           and (p["examples"] is None or p["examples"] > 0)]
+    not_run = [{"id": p["id"], "property": p["property"], "dtype": p["dtype"],
+                "reason": p["skip_reason"] or "no example ran"}
+               for p in mine if p["status"] == "skipped" or (
+                   p["status"] == "passed" and p["examples"] == 0)]
+    failed = any(p["status"] == "failed" for p in mine) or any(
+        side["backend"] == name and side["status"] == "fail"
+        for claim in claims for side in claim.get("backends") or ())
+    status = "failed" if failed else "passed" if ran else "nothing checked"
+    return {"name": name, "device": str(caps.device),
+            "dtypes": [str(d) for d in caps.dtypes], "ops": sorted(str(o) for o in caps.ops),
+            "status": status, "examples": sum(p["examples"] or 0 for p in ran),
+            "tests_run": len(ran), "not_run": not_run}
 
 
 def _text(value: object) -> str:
@@ -143,16 +164,15 @@ def property_entry(record: Mapping[str, Any], default_backend: str | None,
     """
     props = record.get("properties", {})
     nodeid = str(record["nodeid"])
+    failures = [_failure(f, base) for f in props.get("failures") or () if isinstance(f, dict)]
     vector = props.get("vector")
     replay = props.get("replay")
     message = record.get("message")
+    if failures:  # each distinct failure in its own words, not "ExceptionGroup: ..."
+        message = "\n".join(f["message"] for f in failures)
     if vector is not None:
-        shown = _relative(str(vector), base)
-        absolute = str(Path(str(vector)).resolve())
-        replay, message = (None if text is None else
-                           str(text).replace(absolute, shown).replace(str(vector), shown)
-                           for text in (replay, message))
-        vector = shown
+        replay, message = (_relative_paths(text, str(vector), base) for text in (replay, message))
+        vector = _relative(str(vector), base)
     return {
         "id": nodeid,
         "property": str(props.get("property") or nodeid.split("::")[-1].split("[")[0]),
@@ -165,7 +185,30 @@ def property_entry(record: Mapping[str, Any], default_backend: str | None,
         "replay": replay,
         "skip_reason": record.get("skip_reason"),
         "message": message,
+        "examples_wanted": _count(props.get("max_examples")),
+        "failure_kind": props.get("failure_kind") if record["outcome"] == "failed" else None,
+        "failures": failures,
     }
+
+
+def _relative_paths(text: object, path: str, base: Path) -> str | None:
+    """``text`` with ``path`` (as given, or absolute) written relative to ``base``."""
+    if text is None:
+        return None
+    shown = _relative(path, base)
+    return str(text).replace(str(Path(path).resolve()), shown).replace(path, shown)
+
+
+def _failure(raw: Mapping[str, Any], base: Path) -> dict[str, Any]:
+    """One distinct failure of a test: its message, kind, vector and replay command."""
+    vector = raw.get("vector")
+    message, replay = str(raw.get("message", "")), raw.get("replay")
+    if vector is not None:
+        message = _relative_paths(message, str(vector), base) or ""
+        replay = _relative_paths(replay, str(vector), base)
+        vector = _relative(str(vector), base)
+    return {"message": message, "kind": str(raw.get("kind") or "law"), "vector": vector,
+            "replay": None if replay is None else str(replay)}
 
 
 def _count(value: object) -> int | None:
@@ -195,10 +238,18 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
                  claims: Sequence[Mapping[str, Any]], properties: Sequence[Mapping[str, Any]],
                  complete: bool, warnings: Sequence[str],
                  timings: Mapping[str, Any]) -> dict[str, Any]:
-    """The whole report document (see the module docstring for what varies run to run)."""
+    """The whole report document (see the module docstring for what varies run to run).
+
+    ``status``: ``incomplete`` when the run did not finish, else ``failed`` when a property
+    or a claim failed, else ``nothing checked`` when a backend had no example checked, else
+    ``passed``.
+    """
     summary = summarize(claims, properties)
     failed = summary["claims"]["failed"] + summary["properties"]["failed"]
-    status = "incomplete" if not complete else "failed" if failed else "passed"
+    entries = [backend_entry(b, properties, claims) for b in backends]
+    unchecked = any(b["status"] == "nothing checked" for b in entries)
+    status = ("incomplete" if not complete else "failed" if failed
+              else "nothing checked" if unchecked else "passed")
     return {
         "schema": "resverify-report",
         "schema_version": SCHEMA_VERSION,
@@ -207,7 +258,7 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
         "tool": {"name": "resverify", "version": _version("resverify") or "unknown"},
         "environment": environment(),
         "run": dict(run),
-        "backends": [backend_entry(b) for b in backends],
+        "backends": entries,
         "claims": list(claims),
         "properties": sorted(properties, key=lambda p: (p["id"], p["backend"] or "")),
         "summary": summary,

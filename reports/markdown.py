@@ -18,7 +18,9 @@ __all__ = ["append_step_summary", "render_markdown"]
 
 DETAILED_FAILURES = 20  # a job summary must stay small (GitHub caps it at 1 MiB)
 MESSAGE_CHARS = 2000
-_ICON = {"passed": "✅ passed", "pass": "✅ pass", "failed": "❌ failed", "fail": "❌ fail",
+NOT_RUN_SHOWN = 20  # per backend; the rest are in report.json
+_ICON = {"nothing checked": "⚠️ nothing checked",
+         "passed": "✅ passed", "pass": "✅ pass", "failed": "❌ failed", "fail": "❌ fail",
          "skipped": "⏭ skipped", "xfailed": "⏭ xfailed"}
 
 
@@ -64,17 +66,64 @@ def _failures(doc: Mapping[str, Any]) -> list[str]:
     for prop in shown:
         lines += [f"### `{cell(prop['id'])}`", "",
                   f"backend `{cell(prop['backend'])}`, dtype `{cell(prop['dtype'])}`", ""]
-        if prop["message"]:
-            lines += [fenced(str(prop["message"])[:MESSAGE_CHARS]), ""]
-        if prop["vector"]:
-            lines += [f"test vector: `{cell(prop['vector'])}`", ""]
-        if prop["replay"]:
-            lines += ["replay:", "", fenced(str(prop["replay"])), ""]
+        failures = prop["failures"] or [{"message": prop["message"], "kind": None,
+                                         "vector": prop["vector"], "replay": prop["replay"]}]
+        for number, failure in enumerate(failures, 1):
+            lines += _failure(failure, f"{number} of {len(failures)}" if len(failures) > 1
+                              else "")
     if len(failed_props) > len(shown):
         lines += [f"... and {len(failed_props) - len(shown)} more failed property tests "
                   "(listed below; details in report.html and report.json)", ""]
     for claim in failed_claims:
         lines += _claim_failure(claim)
+    return lines
+
+
+def _failure(failure: Mapping[str, Any], count: str) -> list[str]:
+    """One distinct failure of a test: kind, message, vector and replay command."""
+    lines = []
+    if count or failure["kind"]:
+        said = ", ".join(x for x in (f"failure {count}" if count else "",
+                                     f"kind `{cell(failure['kind'])}`" if failure["kind"]
+                                     else "") if x)
+        lines += [said, ""]
+    if failure["message"]:
+        lines += [fenced(str(failure["message"])[:MESSAGE_CHARS]), ""]
+    if failure["vector"]:
+        lines += [f"test vector: `{cell(failure['vector'])}`", ""]
+    if failure["replay"]:
+        lines += ["replay:", "", fenced(str(failure["replay"])), ""]
+    return lines
+
+
+def short_note(prop: Mapping[str, Any]) -> str:
+    """What a property's row says besides its status: why it was skipped, or that a test
+    that passed ran fewer examples than its profile asks."""
+    if prop["skip_reason"]:
+        return str(prop["skip_reason"])
+    ran, wanted = prop["examples"], prop["examples_wanted"]
+    if prop["status"] == "passed" and ran is not None and wanted and ran < wanted:
+        return f"ran {ran} of {wanted} examples"
+    return ""
+
+
+def _backend_table(doc: Mapping[str, Any]) -> list[str]:
+    """Each backend's verdict and its evidence; the tests that could not run, with why."""
+    lines = ["## Backends", "", "| backend | status | tests run | examples | could not run |",
+             "| --- | --- | --- | --- | --- |"]
+    for b in doc["backends"]:
+        lines.append(f"| `{cell(b['name'])}` | {_ICON.get(b['status'], b['status'])} | "
+                     f"{b['tests_run']} | {b['examples']} | {len(b['not_run'])} |")
+    lines.append("")
+    for b in doc["backends"]:
+        if not b["not_run"]:
+            continue
+        lines += [f"Could not run on `{cell(b['name'])}`:", ""]
+        lines += [f"- `{cell(n['id'].split('::')[-1])}`: {cell(n['reason'])}"
+                  for n in b["not_run"][:NOT_RUN_SHOWN]]
+        if len(b["not_run"]) > NOT_RUN_SHOWN:
+            lines.append(f"- ... and {len(b['not_run']) - NOT_RUN_SHOWN} more (report.json)")
+        lines.append("")
     return lines
 
 
@@ -101,10 +150,12 @@ def _property_table(props: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = ["## Properties", "", "| property | backend | dtype | status | examples | note |",
              "| --- | --- | --- | --- | --- | --- |"]
     for p in rows:
-        note = p["skip_reason"] or ""
+        status = _ICON.get(p["status"], p["status"])
+        if p["failure_kind"]:
+            status += f" ({p['failure_kind']})"
         lines.append(f"| `{cell(p['id'].split('::')[-1])}` | {cell(p['backend'])} | "
-                     f"{cell(p['dtype'])} | {_ICON.get(p['status'], p['status'])} | "
-                     f"{cell(p['examples'])} | {cell(note)} |")
+                     f"{cell(p['dtype'])} | {cell(status)} | "
+                     f"{cell(p['examples'])} | {cell(short_note(p))} |")
     return [*lines, ""]
 
 
@@ -134,7 +185,8 @@ def _claim_table(claims: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def render_markdown(doc: Mapping[str, Any]) -> str:
     """The Markdown summary of a report document (see :mod:`reports.json_report`)."""
-    parts = (_header(doc) + _failures(doc) + _property_table(doc["properties"])
+    parts = (_header(doc) + _failures(doc) + _backend_table(doc)
+             + _property_table(doc["properties"])
              + _claim_table(doc["claims"]))
     return "\n".join(parts).rstrip() + "\n"
 

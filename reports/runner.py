@@ -2,14 +2,23 @@
 
 A child process keeps a crash, an ``os._exit`` or a hung extension in the suite from
 taking the report down with it, and it lets pytest's own options (``-n`` from
-pytest-xdist, ``-k``, ``--junitxml``) work unchanged. The child loads
-:mod:`reports.collector`, which appends one JSON line per finished test to an events
-file; this module tails that file, shows progress on a terminal and returns what
-finished, whether or not pytest reached the end.
+pytest-xdist, ``-k``, ``--junitxml``) work unchanged. The suite always runs under
+pytest-xdist (one worker unless ``-n`` says otherwise), so a test that kills its
+process (a segfault, ``os._exit``) kills a worker that xdist replaces, and the run goes
+on. The child loads :mod:`reports.collector`, which appends one JSON line per finished
+test to an events file; this module tails that file into a :class:`SuiteRun` that the
+caller can read at any moment, shows progress on a terminal and returns what finished,
+whether or not pytest reached the end.
+
+The child runs in its own process group: a terminal's Ctrl-C reaches only resverify,
+which then stops the whole group (pytest and its xdist workers) with SIGTERM, and
+SIGKILL if it lingers. The child never sees a KeyboardInterrupt, so the test that was
+running is simply not finished, never turned into a failure.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -22,13 +31,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["EventTail", "Progress", "SuiteRun", "child_environment", "pytest_command",
-           "run_suite"]
+__all__ = ["EventTail", "Interrupted", "Progress", "SuiteRun", "child_environment",
+           "pytest_command", "run_suite", "stop_group"]
 
 DEFAULT_TARGET = ("--pyargs", "properties")
 SUITE_PLUGIN = "properties.plugin"  # loaded explicitly: a root conftest.py is not seen from
 # another working directory
 Event = dict[str, Any]
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop signal other than Ctrl-C (SIGTERM), raised like the KeyboardInterrupt of
+    Ctrl-C so that both end a run the same way; ``signal_name`` says which it was."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
 
 
 @dataclass
@@ -39,7 +57,8 @@ class SuiteRun:
     results: list[Event] = field(default_factory=list)
     exitstatus: int | None = None
     returncode: int | None = None
-    interrupted: bool = False
+    interrupted: str = ""  # the signal that stopped the run ("SIGINT", "SIGTERM"), if one did
+    running: dict[str, None] = field(default_factory=dict)  # begun, not finished
 
     @property
     def finished(self) -> bool:
@@ -51,24 +70,31 @@ class SuiteRun:
         kind = event.get("event")
         if kind == "collected":
             self.collected = int(event["count"])
+        elif kind == "begin":
+            self.running[str(event["nodeid"])] = None
         elif kind == "result":
             self.results.append(event)
+            self.running.pop(str(event["nodeid"]), None)
         elif kind == "finish":
             self.exitstatus = int(event["exitstatus"])
 
 
 def pytest_command(*, events: Path, backends: Sequence[str], profile: str, seed: int,
                    target: Sequence[str] = DEFAULT_TARGET, numprocesses: str | None = None,
-                   junitxml: Path | None = None, extra: Sequence[str] = ()) -> list[str]:
-    """The command line of the child pytest run."""
+                   junitxml: Path | None = None, timeout: float | None = None,
+                   extra: Sequence[str] = ()) -> list[str]:
+    """The command line of the child pytest run: under pytest-xdist (``numprocesses``
+    workers, 1 by default) and, when ``timeout`` is given, pytest-timeout's per-test limit
+    in seconds (signal method)."""
     own_suite = tuple(target) == DEFAULT_TARGET
     plugin = ["-p", SUITE_PLUGIN] if own_suite else []
     cmd = [sys.executable, "-m", "pytest", *target, *plugin, "-p", "reports.collector",
            f"--resverify-events={events}", "-q", "-p", "no:cacheprovider",
            f"--hypothesis-profile={profile}", f"--hypothesis-seed={seed}"]
     cmd += [f"--backend={name}" for name in backends]
-    if numprocesses is not None:
-        cmd += ["-n", numprocesses]
+    cmd += ["-p", "xdist", "-n", numprocesses or "1"]
+    if timeout:
+        cmd += ["-p", "timeout", f"--timeout={timeout:g}", "--timeout-method=signal"]
     if junitxml is not None:
         cmd.append(f"--junitxml={junitxml}")
     return cmd + list(extra)
@@ -142,51 +168,59 @@ class Progress:
 
 
 def run_suite(cmd: Sequence[str], *, events: Path, log: Path, env: dict[str, str],
-              progress: Progress, on_event: Callable[[SuiteRun], None] | None = None,
+              progress: Progress, suite: SuiteRun | None = None,
+              on_tick: Callable[[SuiteRun], None] | None = None,
               poll_seconds: float = 0.1) -> SuiteRun:
-    """Run ``cmd`` (see :func:`pytest_command`), following its events until it exits.
+    """Run ``cmd`` (see :func:`pytest_command`), filling ``suite`` with its events as they
+    come, until it exits; ``on_tick`` is called after every poll.
 
-    On KeyboardInterrupt the child is asked to stop (SIGINT, as a terminal would), given a
-    few seconds to write its last events, then killed; the run is marked interrupted.
+    On KeyboardInterrupt (Ctrl-C, or a SIGTERM turned into one by the caller) the child's
+    process group is stopped (:func:`stop_group`) and the run is marked interrupted; what
+    finished stays in ``suite``, the status line is cleared.
     """
-    suite = SuiteRun()
+    suite = SuiteRun() if suite is None else suite
     tail = EventTail(events)
 
     def drain() -> None:
-        fresh = tail.read()
-        for event in fresh:
+        for event in tail.read():
             suite.add(event)
             progress.event(event)
-        if fresh and on_event is not None:
-            on_event(suite)
 
-    with open(log, "wb") as log_handle:
-        child = subprocess.Popen(list(cmd), stdout=log_handle, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, env=env)
-        try:
-            while child.poll() is None:
-                drain()
-                time.sleep(poll_seconds)
-        except KeyboardInterrupt:
-            suite.interrupted = True
-            _stop(child)
-        finally:
-            if child.poll() is None:
-                _stop(child)
-    suite.returncode = child.returncode
-    drain()
-    progress.close()
+    try:
+        with open(log, "wb") as log_handle:
+            child = subprocess.Popen(list(cmd), stdout=log_handle, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=env, process_group=0)
+            try:
+                while child.poll() is None:
+                    drain()
+                    if on_tick is not None:
+                        on_tick(suite)
+                    time.sleep(poll_seconds)
+            except KeyboardInterrupt as exc:
+                suite.interrupted = getattr(exc, "signal_name", "SIGINT")
+            finally:
+                stop_group(child)
+        suite.returncode = child.returncode
+        drain()
+    finally:
+        progress.close()
     return suite
 
 
-def _stop(child: subprocess.Popen[bytes]) -> None:
+def stop_group(child: subprocess.Popen[bytes], grace_seconds: float = 5.0) -> None:
+    """End ``child`` and every process left in its group (xdist workers): SIGTERM, then
+    SIGKILL after ``grace_seconds``, or at once on another KeyboardInterrupt."""
     if child.poll() is None:
-        child.send_signal(signal.SIGINT)
-    try:
-        child.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()
+        _signal_group(child.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired, KeyboardInterrupt):
+            child.wait(timeout=grace_seconds)
+    _signal_group(child.pid, signal.SIGKILL)
+    child.wait()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
 
 
 def child_environment(vector_dir: Path, profile: str) -> dict[str, str]:

@@ -124,5 +124,5 @@ def test_adapter_module_failing_on_import_is_a_one_line_usage_error(tmp_path, mo
     code = main(["check", "--no-claims", "--backend", "exploding_adapter:Backend"])
     assert code == 2
     err = _one_line_error(capsys)
-    assert "exploding_adapter:Backend" in err and "this adapter cannot load" in err, err
+    assert "exploding_adapter" in err and "this adapter cannot load" in err, err
     assert not (tmp_path / "resverify-report" / "report.json").exists()

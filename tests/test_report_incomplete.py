@@ -18,20 +18,25 @@ from reports.atomic import write_text
 from reports.json_report import validate
 from reports.runner import EventTail, SuiteRun
 
+FINISHED = ["test_addition_commutes[numpy-float32]", "test_addition_commutes[numpy-float64]",
+            "test_unclaimed_dtype_is_skipped[numpy]"]
 
-def test_crashed_suite_leaves_a_valid_incomplete_report(tmp_path, monkeypatch):
+
+def test_test_that_kills_its_process_is_a_crash_failure_and_the_run_goes_on(tmp_path,
+                                                                           monkeypatch):
     code, out = run_check(monkeypatch, tmp_path, mode="crash")
-    assert code == 1, f"exit code {code} after pytest died (os._exit), expected 1"
+    assert code == 1, f"exit code {code} after a test died (os._exit), expected 1"
     doc = json.loads((out / "report.json").read_text())
     validate(doc)
-    assert (doc["complete"], doc["status"]) == (False, "incomplete"), doc["status"]
-    finished = sorted(p["id"].split("::")[-1] for p in doc["properties"])
-    assert finished == ["test_addition_commutes[numpy-float32]",
-                        "test_addition_commutes[numpy-float64]",
-                        "test_unclaimed_dtype_is_skipped[numpy]"], finished
-    assert any("stopped before the end" in w for w in doc["warnings"]), doc["warnings"]
-    assert "Incomplete run" in (out / "report.md").read_text()
-    assert "incomplete" in (out / "report.html").read_text()
+    assert (doc["complete"], doc["status"]) == (True, "failed"), doc["warnings"]
+    by_name = {p["id"].split("::")[-1]: p for p in doc["properties"]}
+    assert sorted(by_name) == [*FINISHED, "test_zz_crash[numpy]", "test_zzz_never_reached[numpy]"]
+    crashed = by_name["test_zz_crash[numpy]"]
+    assert (crashed["status"], crashed["failure_kind"]) == ("failed", "crash"), crashed
+    assert "died" in crashed["message"], crashed["message"]
+    assert by_name["test_zzz_never_reached[numpy]"]["status"] == "passed"
+    assert "crash" in (out / "report.md").read_text()
+    assert "crash" in (out / "report.html").read_text()
 
 
 def _process_table() -> dict[int, tuple[int, str]]:
@@ -69,10 +74,6 @@ def _wait_for(condition, what: str, child: subprocess.Popen, seconds: float = 60
         assert child.poll() is None, f"resverify ended before {what}: {child.communicate()}"
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.1)
-
-
-FINISHED = ["test_addition_commutes[numpy-float32]", "test_addition_commutes[numpy-float64]",
-            "test_unclaimed_dtype_is_skipped[numpy]"]
 
 
 @pytest.mark.parametrize(("mode", "signals"), [
