@@ -148,9 +148,17 @@ def compare_array(label: str, got: np.ndarray, exact: np.ndarray, budget: np.nda
         return [Row(label, f"shape {list(got.shape)}", f"shape {list(exact.shape)}", "", "",
                     False, math.inf)]
     return [Row(f"{label}{_label(c.index)}", repr(c.actual), _show(c.exact),
-                "inf" if c.diff is None else decimal(c.diff, 3), f"{c.bound:.3g}", c.ok,
+                "inf" if c.diff is None else _short(c.diff), f"{c.bound:.3g}", c.ok,
                 _ratio(c))
             for c in cells(got, exact, budget)]
+
+
+def _short(value: Fraction) -> str:
+    """Three significant digits, even beyond the float range."""
+    try:
+        return f"{float(value):.3g}"
+    except OverflowError:
+        return decimal(value, 3)
 
 
 def _show(value: Fraction) -> str:
