@@ -26,7 +26,6 @@ claims is a failure (refused). 2 when the file cannot be read or is not a valid 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from impl.registry import BUILTIN
 from properties.assertions import PropertyFailure, differences, send
 from spec import InvalidProgram, Request, Result, UsageError
 from spec.budget import Budget, error_budget
-from spec.codec import request_from_dict
+from spec.codec import parse_json, request_from_dict
 from spec.compare import Cell, cells, decimal
 from spec.exact import ExactResult, evaluate
 from spec.request import storage_dtype
@@ -106,14 +105,14 @@ def _load(path: Path) -> tuple[Request, Mapping[str, Any] | None]:
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise UsageError(f"cannot read test vector {str(path)!r}: {reason}") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidProgram(f"not valid JSON: {exc}") from None
-    record = doc.pop("vector", None) if isinstance(doc, dict) else None
-    if record is not None and not isinstance(record, dict):
+    doc = parse_json(text)
+    record = doc.get("vector") if isinstance(doc, Mapping) else None
+    if record is not None and not isinstance(record, Mapping):
         raise InvalidProgram(f"the 'vector' entry must be an object, got {record!r}")
-    return request_from_dict(doc), record
+    request = dict(doc) if isinstance(doc, Mapping) else doc
+    if isinstance(request, dict):
+        request.pop("vector", None)
+    return request_from_dict(request), record
 
 
 def _answer(backend: Backend, request: Request) -> Answer:
@@ -271,6 +270,16 @@ def _non_deterministic(answers: list[Answer]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     request, record = _load(args.vector)
     backend = resolve_backend(args.backend)
+    try:
+        return _replay(args, request, record, backend)
+    finally:
+        close = getattr(backend, "close", None)
+        if callable(close):
+            close()  # an external engine's process ends with the replay
+
+
+def _replay(args: argparse.Namespace, request: Request, record: Mapping[str, Any] | None,
+            backend: Backend) -> int:
     program = request.program.describe()
     program = program if len(program) <= 160 else program[:157] + "..."
     print(f"vector {args.vector}: {program} [{request.dtype}] on backend {backend.name}")
