@@ -34,9 +34,13 @@ class _Hostile:
 
     name = "hostile"
     capabilities = CAPABILITIES
+    values_only = False  # True: spoils values only, a typed error result passes through
 
     def run(self, request: Request) -> Result:
-        return self.spoil(request, _REFERENCE.run(request))
+        result = _REFERENCE.run(request)
+        if result.error is not None and self.values_only:
+            return result
+        return self.spoil(request, result)
 
     def spoil(self, request: Request, result: Result) -> Result:
         return result
@@ -50,6 +54,7 @@ class Raises(_Hostile):
 
 
 class ReturnsNaN(_Hostile):
+    values_only = True
     name = "hostile-nan"
 
     def spoil(self, request: Request, result: Result) -> Result:
@@ -58,6 +63,7 @@ class ReturnsNaN(_Hostile):
 
 
 class WrongShape(_Hostile):
+    values_only = True
     name = "hostile-wrong-shape"
 
     def spoil(self, request: Request, result: Result) -> Result:
@@ -67,6 +73,7 @@ class WrongShape(_Hostile):
 
 
 class WrongDtype(_Hostile):
+    values_only = True
     name = "hostile-wrong-dtype"
 
     def spoil(self, request: Request, result: Result) -> Result:
