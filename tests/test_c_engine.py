@@ -8,6 +8,7 @@ compiler.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from impl.external import ExternalBackend
+from spec.codec import validate_message
 from spec.fixtures import seed_cases
 from spec.request import Request
 
@@ -78,3 +80,28 @@ def test_c_engine_passes_the_float64_property_suite(c_engine, tmp_path):
             examples[case.get("name")] = int(props["examples"])
     assert examples and all(n > 0 for n in examples.values()), examples
     assert sum(examples.values()) >= 10 * len(examples), examples
+
+
+def test_c_engine_answers_the_documented_worked_exchange(c_engine):
+    from tests.test_protocol import worked_exchange
+
+    exchange = worked_exchange()
+    sent = "".join(line + "\n" for direction, line in exchange if direction == ">")
+    done = subprocess.run([str(c_engine)], input=sent, capture_output=True, text=True,
+                          timeout=30, check=True)
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    documented = [json.loads(line) for direction, line in exchange if direction == "<"]
+    assert len(answers) == len(documented), done.stdout
+    for got, want in zip(answers[1:], documented[1:], strict=True):
+        validate_message(got, "result")
+        if "error" in want:
+            assert got["error"]["kind"] == want["error"]["kind"], got
+            assert got["error"]["shapes"] == want["error"]["shapes"], got
+            continue
+        for key in ("output", *(f"grads/{k}" for k in want["grads"])):
+            mine, theirs = got, want
+            for part in key.split("/"):
+                mine, theirs = mine[part], theirs[part]
+            values = [float.fromhex(v) for v in mine["data"]]
+            assert values == [float.fromhex(v) for v in theirs["data"]], (key, mine, theirs)
+            assert mine["shape"] == theirs["shape"], key
