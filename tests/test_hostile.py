@@ -68,8 +68,10 @@ def assert_classified(doc: dict[str, Any], expected: dict[str, str], out: str) -
         assert failed, f"{backend}: no test failed, expected a {kind!r} failure"
         assert all(p["failure_kind"] == kind for p in failed), (
             f"{backend}: failure kinds {kinds}, expected {kind!r}")
-        for prop in failed:
-            assert [f["kind"] for f in prop["failures"]] == [kind] * len(prop["failures"]), prop
+        for prop in failed:  # the failure found comes first; a later one can only be the
+            # time limit that cut Hypothesis' shrinking short (restarting an engine is slow)
+            kinds = [f["kind"] for f in prop["failures"]]
+            assert kinds[0] == kind and set(kinds[1:]) <= {kind, "timeout"}, prop["failures"]
 
 
 @pytest.fixture(scope="module")
