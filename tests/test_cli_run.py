@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 
 import pytest
 
@@ -59,3 +61,18 @@ def test_adapter_module_that_raises_on_import_exits_2_with_one_line(tmp_path, ca
     err = capsys.readouterr().err
     assert err.startswith("resverify: error: ") and err.count("\n") == 1, err
     assert "ZeroDivisionError" in err, err
+
+
+def test_engine_whose_hello_misspells_a_dtype_exits_2_with_one_line(tmp_path, capsys):
+    engine = tmp_path / "typo_engine.py"
+    engine.write_text(
+        "import json, sys\nsys.stdin.readline()\n"
+        "print(json.dumps({'resverify': 1, 'kind': 'capabilities', 'dtypes': ['f64'], "
+        "'ops': ['linear']}), flush=True)\nsys.stdin.read()\n")
+    path = tmp_path / "req.json"
+    path.write_text(dumps(linear_block_request()))
+    backend = f"cmd:{shlex.quote(sys.executable)} {shlex.quote(str(engine))}"
+    assert main(["run", str(path), "--backend", backend]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("resverify: error: ") and err.count("\n") == 1, err
+    assert "'f64' is not one of" in err, err
