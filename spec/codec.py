@@ -127,8 +127,8 @@ def _hex(text: str, match: re.Match[str], dtype: str) -> float:
         return -0.0 if negative else 0.0
     if mantissa.bit_length() + exponent > _HUGE:
         return -math.inf if negative else math.inf
-    if len(digits.rstrip("0")) <= 13:  # at most 53 bits: float.fromhex is exact or rounds once
-        value = float.fromhex(text)
+    if len(digits.rstrip("0")) <= 13 and mantissa.bit_length() + exponent <= 1024:
+        value = float.fromhex(text)  # at most 53 bits and in range: exact, or rounded once
         if dtype == "float64" or abs(value) >= 2.0**-1022:
             return round_to_dtype(value, dtype)
     exact = Fraction(mantissa) * Fraction(2) ** exponent

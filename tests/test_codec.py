@@ -9,6 +9,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spec import InvalidProgram, dumps, loads_request, loads_result
 from spec.codec import decode_number
@@ -99,6 +101,9 @@ def test_huge_exponents_saturate_without_computing_the_power():
     assert decode_number("-1e-999999999", "float64") == 0.0
     assert math.copysign(1, decode_number("-1e-999999999", "float64")) == -1
     assert decode_number("0x1p+999999999", "float32") == math.inf
+    assert decode_number("-0x1p+1024", "float64") == -math.inf
+    assert decode_number("0x1.fffffffffffff8p+1023", "float64") == math.inf
+    assert decode_number("0x1.fffffffffffff7p+1023", "float64") == 1.7976931348623157e308
 
 
 def test_json_numbers_are_read_as_decimal_not_through_a_binary_float():
@@ -143,3 +148,21 @@ def test_header_errors_name_what_is_wrong_in_one_line(text, message):
     with pytest.raises(InvalidProgram, match=message) as info:
         loads_request(text)
     assert "\n" not in str(info.value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(x=st.floats(allow_nan=False), dtype=st.sampled_from(["float64", "float32", "float16"]))
+def test_every_spelling_of_a_double_rounds_like_numpy_casts_it(x, dtype):
+    """A double is exact in hex and in its full decimal expansion, so both must round to
+    the dtype like NumPy's (correctly rounded) cast from float64."""
+    with np.errstate(over="ignore"):
+        want = float(np.float64(x).astype(dtype))
+    texts = [float.hex(x)]
+    if math.isfinite(x):
+        texts.append(str(Decimal(x)))
+        if dtype == "float64":  # the shortest repr is exact only after rounding to float64
+            texts.append(repr(x))
+    for text in texts:
+        got = decode_number(text, dtype)
+        assert got == want and math.copysign(1, got) == math.copysign(1, want), (
+            f"decode_number({text!r}, {dtype}) = {got!r}, expected {want!r}")
