@@ -67,9 +67,12 @@ class ExternalBackend:
             self.capabilities = Capabilities(
                 dtypes=tuple(hello["dtypes"]), ops=tuple(hello["ops"]),
                 device=hello.get("device", "external"))
-        except (BackendFault, InvalidProgram) as exc:
+        except BackendFault as exc:
             self.close()
-            raise UsageError(f"{shlex.join(self.argv)}: bad answer to the hello: {exc}") from None
+            raise UsageError(f"{exc} (answering the hello)") from None
+        except InvalidProgram as exc:
+            self.close()
+            raise UsageError(f"{self._who()}: bad answer to the hello: {exc}") from None
         except UsageError:
             self.close()
             raise
@@ -89,11 +92,11 @@ class ExternalBackend:
             doc = self._exchange(request_to_dict(request))
             said = doc.get("dtype", request.dtype) if isinstance(doc, dict) else None
             if said is not None and said != request.dtype:
-                raise BadResult(f"answered {said} for a {request.dtype} request")
+                raise BadResult(f"{self._who()}: answered {said} for a {request.dtype} request")
             return result_from_dict(doc, request.dtype)
         except InvalidProgram as exc:
             self.close()
-            raise BadResult(f"{shlex.join(self.argv)}: {exc}") from None
+            raise BadResult(f"{self._who()}: {exc}") from None
         except BackendFault:
             self.close()
             raise
