@@ -197,64 +197,66 @@ def run(args: argparse.Namespace) -> int:
     _check_profile(args.profile)
     state = _Run(args, _backends(args.backends or ["numpy"]), _report_dir(args.report_dir))
     state.plot_job = _PlotJob(args.seed)
-    with _sigterm_interrupts():
+    with StopSignals() as signals:
         try:
             _run_claims(state)
             _run_suite(state)
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM outside the suite
             state.suite.interrupted = getattr(exc, "signal_name", "SIGINT")
         except Exception:
-            with _signals_ignored():
-                write_reports(state)  # leave a report of what finished, then let the bug show
-            raise
-    stop = _stop_message(state)
-    if stop:  # the run is ending: another Ctrl-C or SIGTERM must not cut the reports short
-        _ignore_stop_signals()
-    _usage_error_from_pytest(state)
-    with _signals_ignored():
-        doc = write_reports(state)
+            write_reports(state, signals)  # leave a report of what finished, then let the
+            raise  # bug show
+        stop = _stop_message(state)
+        _usage_error_from_pytest(state)
+        doc = write_reports(state, signals)
     state.progress.close()
     _print_summary(doc, state.report_dir, stop)
     allowed = ("passed", "nothing checked") if args.allow_nothing_checked else ("passed",)
     return 0 if doc["status"] in allowed else 1
 
 
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM (CI runners, ``timeout``) raises :class:`Interrupted`, ended like Ctrl-C."""
-    def interrupt(signum: int, frame: object) -> None:
-        raise Interrupted("SIGTERM")
+class StopSignals:
+    """Ctrl-C (SIGINT) and SIGTERM (CI runners, ``timeout``) end a run the same way.
 
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    The first one raises :class:`Interrupted` (a KeyboardInterrupt) while the run goes on;
+    a later one, or one that comes while the reports are written, is recorded and changes
+    nothing: the reports are always written whole. When a signal arrived, both are ignored
+    from then on (the process is ending; Python restores the default handlers while it
+    shuts down, so a late Ctrl-C would otherwise kill it); otherwise the previous handlers
+    are restored.
+    """
 
+    STOP = (signal.SIGINT, signal.SIGTERM)
 
-def _ignore_stop_signals() -> None:
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, signal.SIG_IGN)
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self.raising = True
+        self.previous: dict[signal.Signals, Any] = {}
 
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {sig: signal.signal(sig, self._handle) for sig in self.STOP}
+        return self
 
-@contextlib.contextmanager
-def _signals_ignored() -> Iterator[None]:
-    """No Ctrl-C or SIGTERM while the report files are written: they take a moment, and a
-    second signal must not leave them half done."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT,
-                                                                    signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    def __exit__(self, *exc_info: object) -> None:
+        self.raising = False
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler if self.received is None else signal.SIG_IGN)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        first = self.received is None
+        self.received = self.received or signal.Signals(signum).name
+        if first and self.raising:
+            raise Interrupted(self.received)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """No signal interrupts what runs inside (it is still recorded)."""
+        raising, self.raising = self.raising, False
+        try:
+            yield
+        finally:
+            self.raising = raising
 
 
 def _stop_message(state: _Run) -> str | None:
@@ -344,15 +346,27 @@ def _write_json(state: _Run) -> dict[str, Any]:
     return doc
 
 
-def write_reports(state: _Run) -> dict[str, Any]:
-    """report.json first (cheapest, most important), then report.md, then report.html."""
+def write_reports(state: _Run, signals: StopSignals | None = None) -> dict[str, Any]:
+    """report.json first (cheapest, most important), then report.md, then report.html;
+    no signal cuts them short (only the wait for the plots can be interrupted)."""
+    signals = StopSignals() if signals is None else signals
+    with signals.held():
+        doc = _write_json(state)
+    wait = 0.0 if state.suite.interrupted else _PLOT_WAIT_SECONDS
+    try:
+        plots, error = (state.plot_job.result(wait) if state.plot_job
+                        else ({}, "plots were not drawn"))
+    except KeyboardInterrupt:
+        plots, error = {}, "plots were not drawn: interrupted while they were drawn"
+    with signals.held():
+        return _write_rest(state, doc, plots, error)
+
+
+def _write_rest(state: _Run, doc: dict[str, Any], plots: dict[str, bytes],
+                error: str | None) -> dict[str, Any]:
     from reports.html import render_html
     from reports.markdown import append_step_summary, render_markdown
 
-    doc = _write_json(state)
-    wait = 0.0 if state.suite.interrupted else _PLOT_WAIT_SECONDS
-    plots, error = (state.plot_job.result(wait) if state.plot_job
-                    else ({}, "plots were not drawn"))
     if error:
         state.warnings.append(error)
         doc = _write_json(state)

@@ -126,3 +126,21 @@ def test_adapter_module_failing_on_import_is_a_one_line_usage_error(tmp_path, mo
     err = _one_line_error(capsys)
     assert "exploding_adapter" in err and "this adapter cannot load" in err, err
     assert not (tmp_path / "resverify-report" / "report.json").exists()
+
+
+def test_status_line_is_cleared_when_ctrl_c_stops_the_run(tmp_path, monkeypatch):
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stdout", terminal)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+    def interrupted_claims(backends):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("reports.cmd_check.run_claims", interrupted_claims)
+    assert main(["check", "--report-dir", "out"]) == 1
+    text = terminal.getvalue()
+    shown = text.index("checking claims on numpy")
+    assert "\r\033[K" in text[shown:].split("\n")[0], f"status line left on screen: {text!r}"
+    doc = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert (doc["complete"], doc["status"]) == (False, "incomplete"), doc["warnings"]
