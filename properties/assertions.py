@@ -115,7 +115,8 @@ class Context:
 
     def equal(self, what: str, actual: np.ndarray, expected: np.ndarray,
               expected_side: str = "spec", skip: np.ndarray | None = None) -> None:
-        """Exact equality as values (``-0.0 == 0.0``), element by element (except ``skip``)."""
+        """Exact equality as values (``-0.0 == 0.0``), element by element (except ``skip``):
+        :func:`spec.compare.within` with a budget of 0."""
         __tracebackhide__ = True
         actual, expected = np.asarray(actual), np.asarray(expected, dtype=object)
         self.check(actual.shape == expected.shape,
@@ -123,14 +124,11 @@ class Context:
                    f"{expected_side} gives {list(expected.shape)}")
         unchecked = np.zeros(actual.shape, dtype=bool) if skip is None else np.broadcast_to(
             skip, actual.shape)
-        for index in np.ndindex(actual.shape):
-            if unchecked[index]:
-                continue
-            a, e = actual[index], expected[index]
-            want = e if isinstance(e, Fraction) else Fraction(float(e))
-            if not (np.isfinite(a) and Fraction(float(a)) == want):
-                self.fail(f"{what}{element_index(index)}: backend {self.backend} = {num(a)}, "
-                          f"{expected_side} = {num(e)} (must be equal, budget 0)")
+        for cell in cells(actual, expected, np.zeros(actual.shape)):
+            if not (cell.ok or unchecked[cell.index]):
+                self.fail(f"{what}{element_index(cell.index)}: backend {self.backend} = "
+                          f"{num(cell.actual)}, {expected_side} = {num(cell.exact)} "
+                          "(must be equal, budget 0)")
 
 
 def run_ok(backend: Backend, request: Request, label: str | None = None) -> Result:
