@@ -109,9 +109,10 @@ class Context:
         for cell in cells(actual, exact, budget):
             if not cell.ok:
                 diff = cell.actual if cell.diff is None else cell.diff
+                unbounded = "" if cell.bound == cell.bound else " (a NaN budget bounds nothing)"
                 self.fail(f"{what}{element_index(cell.index)}: backend {self.backend} = "
                           f"{num(cell.actual)}, spec = {num(cell.exact)}, |diff| = {num(diff)} "
-                          f"> budget {num(cell.bound)}")
+                          f"> budget {num(cell.bound)}{unbounded}")
 
     def equal(self, what: str, actual: np.ndarray, expected: np.ndarray,
               expected_side: str = "spec", skip: np.ndarray | None = None) -> None:
