@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -68,10 +69,23 @@ class Case:
         """The same case with some input values replaced."""
         return dataclasses.replace(self, values={**self.values, **values})
 
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """Hypothesis prints a failing example with this: the short repr, not every field."""
+        printer.text(repr(self))
+
     def __repr__(self) -> str:
-        parts = [f"{k}={np.asarray(v).tolist()!r}" for k, v in self.values.items()]
-        cot = None if self.cotangent is None else np.asarray(self.cotangent).tolist()
-        return f"Case({self.program.describe()}; {', '.join(parts)}; cotangent={cot!r})"
+        parts = [f"{k}={_brief(v)}" for k, v in self.values.items()]
+        cot = None if self.cotangent is None else _brief(self.cotangent)
+        return f"Case({self.program.describe()}; {', '.join(parts)}; cotangent={cot})"
+
+
+def _brief(values: object, most: int = 64) -> str:
+    """Every value of a small array; shape and first values of a larger one (the saved
+    test vector holds them all)."""
+    array = np.asarray(values)
+    if array.size <= most:
+        return repr(array.tolist())
+    return f"<{array.size} values, shape {list(array.shape)}: {array.reshape(-1)[:4].tolist()}...>"
 
 
 def node(name: str, op: str, *args: str, alpha: Fraction | None = None) -> Node:

@@ -27,13 +27,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import reject, settings
+from hypothesis import event, reject, settings
 
 from impl.backend import Backend
 from impl.registry import resolve_backend
 from properties.assertions import PropertyFailure
 from properties.cases import Case
 from properties.profiles import CI_SEED, SEEDED, active_profile, default_profile, load_profile
+from properties.strategies import claiming
 from properties.vectors import replay_command, save_vector, vector_dir
 from spec.errors import BackendFault, UsageError
 from spec.ir import OPS, Input, Node, Program
@@ -122,15 +123,21 @@ class PropertyRun:
     def request(self, case: Case, dtype: str) -> Request:
         """``case`` as a request; examples using ops the backend does not claim are rejected."""
         request = case.request(dtype)
-        if self.backend.capabilities.covers(request) is not None:
+        reason = self.backend.capabilities.covers(request)
+        if reason is not None:
             self.examples -= 1  # ticked at the start of the body, but never run
+            event(f"rejected, unclaimed: {reason}")  # --hypothesis-show-statistics counts it
             reject()
         return request
 
 
 @pytest.fixture
-def prop(request: pytest.FixtureRequest, backend: Backend) -> PropertyRun:
-    """The running property: records who runs what, skips what the backend does not claim."""
+def prop(request: pytest.FixtureRequest, backend: Backend) -> Iterator[PropertyRun]:
+    """The running property: records who runs what, skips what the backend does not claim.
+
+    While the test runs, strategies build programs from the backend's claimed ops only
+    (:func:`properties.strategies.claiming`).
+    """
     node = request.node
     params = getattr(getattr(node, "callspec", None), "params", {})
     label = {id(b): n for n, b in request.config.stash[_BACKENDS]}.get(
@@ -145,7 +152,8 @@ def prop(request: pytest.FixtureRequest, backend: Backend) -> PropertyRun:
     if reason:
         pytest.skip(f"backend {label}: {reason}")
     node.stash[_RUN] = run
-    return run
+    with claiming(backend.capabilities.ops):
+        yield run
 
 
 class ExampleTimeout(BaseException):

@@ -1,16 +1,37 @@
 """Hypothesis strategies for programs, shapes and values (shapes from hypothesis.extra.numpy).
 
+Claims. A strategy that builds programs takes ``ops``, the ops it may use; left at None
+it uses the ops the backend under test claims (the plugin sets them with :func:`claiming`
+for the duration of each property test). A backend that claims a subset of the ops so
+gets every example of its profile, none generated and then thrown away.
+
+Branch families F, one entry each in :data:`FAMILY_OPS`: ``linear`` (xW, with a
+projection shortcut when the width changes), ``relu`` (g·relu(x)), ``scale`` (a·x),
+``tanh``, ``gate`` (x ⊙ g, g a broadcast weight or tanh(x)) and ``bias`` (x + b, b
+broadcast). Half the stacks repeat one family in every layer, so stacks of distinct
+same-shaped weights are common.
+
+Sizes (:class:`Sizes`). Most arrays are small (sides up to 3), but about a quarter of the
+feature shapes have a wide last axis, up to ``max_width``, and linear layers follow it, so
+code paths that switch on size are reached; a weight stays within ``max_weight`` elements
+so the exact checks stay fast. Arrays of more than ``DRAWN_ELEMENTS`` elements are filled
+by a NumPy generator seeded from Hypothesis (one draw) instead of element by element.
+
 Default values are sensible: inputs within ±8 (and either zero or at least 2**-10 in
-magnitude), weights within ±1, α within ±2, at most
-three blocks of width at most three, so even float16 neither overflows nor flushes to
-zero on a path that matters. Under the ``extremes`` profile every element is drawn from
-a mix of huge, tiny, subnormal and signed-zero values instead (see
-:func:`properties.profiles.extremes_enabled`).
+magnitude), weights within ±1 (±4/d for d > 4 inputs: a wide layer does not grow its
+output), α within ±2, so even float16 neither overflows nor flushes to zero on a path that
+matters. Under the ``extremes`` profile every element is drawn from a mix of huge, tiny,
+subnormal and signed-zero values instead (see :func:`properties.profiles.extremes_enabled`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+import math
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -26,24 +47,81 @@ from hypothesis.extra.numpy import (
 from properties.cases import Case, node
 from properties.profiles import extremes_enabled
 from spec.errors import Shape
-from spec.ir import Input, Node, Program
+from spec.ir import OPS, Input, Node, Program, broadcast_shapes
 
 __all__ = [
     "FAMILIES",
+    "FAMILY_OPS",
+    "SIZES",
     "SMOOTH_FAMILIES",
+    "Sizes",
     "alphas",
+    "broadcast_cases",
+    "claimed_ops",
+    "claiming",
+    "cotangents",
     "dyadic_arrays",
     "dyadics",
+    "feature_shapes",
+    "merge_case",
     "mismatched_shape_pairs",
     "residual_cases",
+    "seeded_values",
     "shapes",
     "values",
 ]
 
 X_BOUND, W_BOUND = 8.0, 1.0
 TINY = 2.0**-10
-FAMILIES = ("linear", "relu", "scale", "tanh")  # F = xW, g·relu(x), a·x, tanh(x)
-SMOOTH_FAMILIES = ("linear", "scale", "tanh")
+DRAWN_ELEMENTS = 64  # larger arrays come from a seeded NumPy generator
+# the ops each branch family F uses (besides the block's own scale and residual_add)
+FAMILY_OPS: Mapping[str, frozenset[str]] = {
+    "linear": frozenset({"linear"}),  # F = xW
+    "relu": frozenset({"relu", "scale"}),  # F = g·relu(x)
+    "scale": frozenset({"scale"}),  # F = a·x
+    "tanh": frozenset({"tanh"}),  # F = tanh(x)
+    "gate": frozenset({"mul"}),  # F = x ⊙ g, g a broadcast weight (or tanh(x))
+    "bias": frozenset({"add"}),  # F = x + b, b broadcast
+}
+FAMILIES = tuple(FAMILY_OPS)
+LIKELY = ("linear",)  # drawn twice as often: the usual branch, and the one that sums over a width
+SMOOTH_FAMILIES = tuple(f for f in FAMILIES if f != "relu")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How large generated arrays get.
+
+    ``max_width``: the widest last axis (inputs and linear layers); ``max_weight``: the
+    most elements of one weight matrix; ``wide_percent``: how often a feature shape is
+    wide (more than ``narrow`` on its last axis) rather than small.
+    """
+
+    max_width: int = 384
+    max_weight: int = 2048
+    wide_percent: int = 35
+    narrow: int = 4
+
+
+SIZES = Sizes()
+
+_CLAIMED: ContextVar[frozenset[str]] = ContextVar("claimed_ops", default=frozenset(OPS))
+
+
+@contextmanager
+def claiming(ops: Collection[str]) -> Iterator[None]:
+    """Within the block, strategies left at ``ops=None`` build programs from ``ops`` only."""
+    token = _CLAIMED.set(frozenset(ops))
+    try:
+        yield
+    finally:
+        _CLAIMED.reset(token)
+
+
+def claimed_ops(ops: Collection[str] | None = None) -> frozenset[str]:
+    """``ops``, or when None the ops claimed by the backend under test (all outside a test)."""
+    return _CLAIMED.get() if ops is None else frozenset(ops)
+
 
 _EXTREME = st.one_of(
     st.sampled_from([0.0, -0.0, 5e-324, -5e-324]),
@@ -74,8 +152,74 @@ def shapes(min_dims: int = 0, max_dims: int = 3, max_side: int = 3) -> st.Search
 
 
 def values(shape: Shape, bound: float = X_BOUND) -> st.SearchStrategy[np.ndarray]:
-    """float64 arrays of ``shape``; the request rounds them to its dtype."""
-    return arrays(np.float64, shape, elements=elements(bound))
+    """float64 arrays of ``shape``; the request rounds them to its dtype.
+
+    Up to ``DRAWN_ELEMENTS`` elements Hypothesis draws (and shrinks) each one on its own,
+    never filling the array with one repeated value; larger arrays come from
+    :func:`seeded_values` with a drawn seed.
+    """
+    if math.prod(shape) <= DRAWN_ELEMENTS:
+        return arrays(np.float64, shape, elements=elements(bound), fill=st.nothing())
+    return st.integers(0, 2**32 - 1).map(lambda seed: seeded_values(shape, bound, seed))
+
+
+def cotangents(shape: Shape, bound: float = X_BOUND) -> st.SearchStrategy[np.ndarray]:
+    """Output cotangents: always dense random values (:func:`seeded_values`).
+
+    Element by element, Hypothesis often draws all zeros or one repeated value, which
+    checks no gradient at all or hides one summed over the wrong axes.
+    """
+    return st.integers(0, 2**32 - 1).map(lambda seed: seeded_values(shape, bound, seed))
+
+
+def seeded_values(shape: Shape, bound: float, seed: int) -> np.ndarray:
+    """Dense values like :func:`elements` draws, from a NumPy generator seeded by ``seed``.
+
+    Uniform within ±bound with magnitudes below ``TINY`` flushed to a signed zero; under
+    the ``extremes`` profile log-uniform over every binade (subnormals included) with
+    one zero in ten.
+    """
+    rng = np.random.default_rng(seed)
+    if extremes_enabled():
+        magnitude = np.ldexp(rng.uniform(1.0, 2.0, shape), rng.integers(-1075, 1023, shape))
+        signed = magnitude * rng.choice([-1.0, 1.0], shape)
+        return np.where(rng.random(shape) < 0.1, 0.0 * signed, signed)
+    drawn = rng.uniform(-bound, bound, shape)
+    return np.where(np.abs(drawn) < TINY, 0.0 * drawn, drawn)
+
+
+def linear_bound(d_in: int) -> float:
+    """Weights of a ``d_in``-wide linear layer lie within ±W_BOUND·min(1, 4/d_in)."""
+    return W_BOUND * min(1.0, 4.0 / max(d_in, 1))
+
+
+@st.composite
+def feature_shapes(draw: Callable[[st.SearchStrategy[Any]], Any], sizes: Sizes = SIZES,
+                   min_dims: int = 0, max_dims: int = 3) -> Shape:
+    """Small shapes (rank ``min_dims``..``max_dims``, sides 0..3), or in ``wide_percent``
+    of draws ``(d,)`` or ``(k, d)`` with ``narrow < d <= max_width`` and ``k <= 2``."""
+    wide = draw(st.integers(0, 99)) >= 100 - sizes.wide_percent
+    if wide and sizes.max_width > sizes.narrow and max_dims >= 1:
+        lead = draw(array_shapes(min_dims=max(0, min_dims - 1), max_dims=min(1, max_dims - 1),
+                                 min_side=1, max_side=2))
+        return (*lead, draw(st.integers(sizes.narrow + 1, sizes.max_width)))
+    if min_dims == 0 and draw(st.integers(0, 7)) == 0:
+        return ()  # rank 0 in about one draw in eight (array_shapes alone favours it)
+    return draw(shapes(min_dims=max(min_dims, 1), max_dims=max_dims))
+
+
+def _out_width(draw: Callable[[st.SearchStrategy[Any]], Any], d_in: int, most: int,
+               sizes: Sizes) -> int:
+    """A new width ``!= d_in`` within ``1..most``: small, or wide in ``wide_percent`` of draws."""
+    wide = draw(st.integers(0, 99)) >= 100 - sizes.wide_percent
+    low, high = (sizes.narrow + 1, most) if wide and most > sizes.narrow else (1, min(3, most))
+    return int(draw(st.integers(low, high).filter(lambda n: n != d_in)))
+
+
+def _operand_shape(draw: Callable[[st.SearchStrategy[Any]], Any], shape: Shape) -> Shape:
+    """A shape that NumPy broadcasts up to ``shape``: leading axes dropped, some set to 1."""
+    keep = draw(st.integers(0, len(shape)))
+    return tuple(n if draw(st.booleans()) else 1 for n in shape[len(shape) - keep:])
 
 
 def dyadics(bits: int = 5, low: int = -3, high: int = 2) -> st.SearchStrategy[float]:
@@ -125,52 +269,168 @@ class _Builder:
         self.nodes.append(node(name, op, *args, alpha=alpha))
         return name
 
+    def either_order(self, name: str, op: str, left: str, right: str) -> str:
+        """``op(left, right)`` or ``op(right, left)``: both operand positions get exercised."""
+        first, second = (left, right) if self.draw(st.booleans()) else (right, left)
+        return self.add(name, op, first, second)
+
     def case(self, output: str, shape: Shape) -> Case:
         program = Program(tuple(self.inputs), tuple(self.nodes), output)
-        return Case(program, dict(self.values), self.draw(values(shape, X_BOUND)))
+        return Case(program, dict(self.values), self.draw(cotangents(shape)))
 
 
-def _branch(b: _Builder, layer: int, h: str, shape: Shape, family: str,
-            projections: bool) -> tuple[str, str, Shape]:
+def _usable(family: str, shape: Shape, ops: frozenset[str], sizes: Sizes,
+            projections: bool) -> bool:
+    """Whether ``family`` can branch off ``shape`` using ``ops`` within ``sizes``."""
+    if not FAMILY_OPS[family] <= ops:
+        return False
+    if family == "linear":  # needs an axis; a square weight within max_weight, or a projection
+        return bool(shape) and (shape[-1] ** 2 <= sizes.max_weight or projections)
+    return True
+
+
+def _linear(b: _Builder, layer: int, h: str, shape: Shape, sizes: Sizes,
+            project: bool) -> tuple[str, str, Shape]:
+    d = shape[-1]
+    d_out = d
+    if project or d * d > sizes.max_weight:
+        d_out = _out_width(b.draw, d, min(sizes.max_width, sizes.max_weight // max(d, 1)), sizes)
+    bound = linear_bound(d)
+    f = b.add(f"f{layer}", "linear", h, b.input(f"w{layer}", (d, d_out), bound))
+    shortcut = h
+    if d_out != d:  # width changes: the identity becomes an explicit projection
+        shortcut = b.add(f"q{layer}", "linear", h, b.input(f"p{layer}", (d, d_out), bound))
+    return shortcut, f, (*shape[:-1], d_out)
+
+
+def _branch(b: _Builder, layer: int, h: str, shape: Shape, family: str, ops: frozenset[str],
+            sizes: Sizes, project: bool) -> tuple[str, str, Shape]:
     """One branch F(h) of the family; returns (shortcut, branch, output shape)."""
     if family == "linear":
-        d = shape[-1]
-        project = projections and b.draw(st.booleans())
-        d_out = b.draw(st.integers(1, 3).filter(lambda n: n != d)) if project else d
-        f = b.add(f"f{layer}", "linear", h, b.input(f"w{layer}", (d, d_out), W_BOUND))
-        shortcut = h
-        if d_out != d:  # width changes: the identity becomes an explicit projection
-            shortcut = b.add(f"q{layer}", "linear", h, b.input(f"p{layer}", (d, d_out), W_BOUND))
-        return shortcut, f, (*shape[:-1], d_out)
+        return _linear(b, layer, h, shape, sizes, project)
     if family == "relu":
         r = b.add(f"r{layer}", "relu", h)
         return h, b.add(f"f{layer}", "scale", r, alpha=b.draw(alphas())), shape
     if family == "scale":
         return h, b.add(f"f{layer}", "scale", h, alpha=b.draw(alphas())), shape
-    return h, b.add(f"f{layer}", "tanh", h), shape
+    if family == "tanh":
+        return h, b.add(f"f{layer}", "tanh", h), shape
+    if family == "gate":
+        if "tanh" in ops and b.draw(st.booleans()):
+            gate = b.add(f"t{layer}", "tanh", h)  # F = x·tanh(x): x used twice
+        else:
+            gate = b.input(f"g{layer}", _operand_shape(b.draw, shape), W_BOUND)
+        return h, b.either_order(f"f{layer}", "mul", h, gate), shape
+    bias = b.input(f"b{layer}", _operand_shape(b.draw, shape), W_BOUND)
+    return h, b.either_order(f"f{layer}", "add", h, bias), shape
+
+
+def _families(families: Sequence[str], shape: Shape, ops: frozenset[str], sizes: Sizes,
+              projections: bool) -> list[str]:
+    usable = [f for f in families if _usable(f, shape, ops, sizes, projections)]
+    if not usable:
+        raise ValueError(f"no branch family of {list(families)} can be built from ops "
+                         f"{sorted(ops)} on shape {list(shape)}")
+    return usable
+
+
+def _require(ops: frozenset[str], *needed: str) -> None:
+    missing = sorted(set(needed) - ops)
+    if missing:
+        raise ValueError(f"residual blocks need op(s) {missing}; the ops given are {sorted(ops)}")
 
 
 @st.composite
 def residual_cases(draw: Callable[[st.SearchStrategy[Any]], Any],
                    families: Sequence[str] = FAMILIES, max_depth: int = 3,
-                   projections: bool = True, allow_sum: bool = True) -> Case:
+                   projections: bool = True, allow_sum: bool = True,
+                   ops: Collection[str] | None = None, sizes: Sizes = SIZES) -> Case:
     """Stacks of ``h = residual_add(shortcut(h), scale(F(h), α))`` with generated F and α.
 
-    The scale node of block ``l`` is named ``s{l}``, its merge ``h{l}``; rank-0 inputs
-    only get elementwise branches (``linear`` needs an axis).
+    Only ``ops`` are used (None: the ops the backend under test claims); ``residual_add``
+    and ``scale`` must be among them. Half the stacks repeat one family in every layer
+    without projections, so same-shaped weights of distinct values are common; a wide
+    input's first branch is linear whenever linear can be used. The scale
+    node of block ``l`` is named ``s{l}``, its merge ``h{l}``; rank-0 inputs only get
+    elementwise branches (``linear`` needs an axis).
     """
+    allowed = claimed_ops(ops)
+    _require(allowed, "residual_add", "scale")
     b = _Builder(draw)
-    shape = draw(shapes())
+    shape = draw(feature_shapes(sizes))
     h = b.input("x", shape, X_BOUND)
-    for layer in range(draw(st.integers(1, max_depth))):
-        usable = [f for f in families if shape or f != "linear"]
-        family = draw(st.sampled_from(usable))
-        shortcut, f, shape = _branch(b, layer, h, shape, family, projections)
+    repeat, family = draw(st.booleans()), ""
+    depth = draw(st.integers(min(2, max_depth) if repeat else 1, max_depth))
+    for layer in range(depth):
+        usable = _families(families, shape, allowed, sizes, projections)
+        if layer == 0 and shape[-1:] > (sizes.narrow,) and "linear" in usable:
+            family = "linear"  # a wide input meets the op that sums over its width first
+        elif not repeat or family not in usable:
+            family = draw(st.sampled_from(usable + [f for f in usable if f in LIKELY]))
+        project = projections and not repeat and draw(st.integers(0, 3)) == 0
+        shortcut, f, shape = _branch(b, layer, h, shape, family, allowed, sizes, project)
         s = b.add(f"s{layer}", "scale", f, alpha=draw(alphas()))
         h = b.add(f"h{layer}", "residual_add", shortcut, s)
-    if allow_sum and draw(st.booleans()):
+    if allow_sum and "sum" in allowed and draw(st.booleans()):
         h, shape = b.add("total", "sum", h), ()
     return b.case(h, shape)
+
+
+BROADCASTS = ("rows", "outer", "mixed", "columns", "scalar")  # the simplest first: a bias
+
+
+@st.composite
+def broadcast_pairs(draw: Callable[[st.SearchStrategy[Any]], Any], max_dims: int = 3,
+                    max_side: int = 4) -> tuple[Shape, Shape]:
+    """Two shapes that broadcast together, one of the ways NumPy allows (in either order).
+
+    From a full shape of rank 2..max_dims and sides 2..max_side: ``rows`` broadcasts a
+    trailing part of it along the leading axes (a bias), ``columns`` stretches axes of
+    size 1 at the end, ``outer`` stretches one axis in each operand, ``scalar`` is a
+    rank-0 or all-ones operand, ``mixed`` drops and stretches axes at random.
+    """
+    if max_dims < 2:
+        raise ValueError(f"broadcast_pairs needs max_dims >= 2, got {max_dims}")
+    rank = draw(st.integers(2, max_dims))
+    full = tuple(draw(st.integers(2, max_side)) for _ in range(rank))
+    kind = draw(st.sampled_from(BROADCASTS))
+    other: Shape
+    if kind == "rows":
+        other = full[draw(st.integers(1, rank - 1)):]
+    elif kind == "columns":
+        keep = draw(st.integers(0, rank - 1))
+        other = full[:keep] + (1,) * (rank - keep)
+    elif kind == "outer":
+        i, j = draw(st.integers(0, rank - 1)), draw(st.integers(0, rank - 1))
+        one = tuple(1 if n == i else side for n, side in enumerate(full))
+        other = tuple(1 if n == j else side for n, side in enumerate(full))
+        full = one
+    elif kind == "scalar":
+        other = (1,) * draw(st.integers(0, rank))
+    else:
+        full, other = _operand_shape(draw, full), _operand_shape(draw, full)
+    return (full, other) if draw(st.booleans()) else (other, full)
+
+
+@st.composite
+def broadcast_cases(draw: Callable[[st.SearchStrategy[Any]], Any], op: str,
+                    max_dims: int = 3, max_side: int = 4) -> Case:
+    """``op(a, b)`` (add or mul) over a :func:`broadcast_pairs` pair, random cotangent.
+
+    Each operand's gradient is the cotangent summed over exactly the axes it was
+    broadcast along; a random cotangent tells those axes from any others.
+    """
+    left, right = draw(broadcast_pairs(max_dims, max_side))
+    out = broadcast_shapes(op, left, right)
+    return merge_case(op, draw(values(left)), draw(values(right)), draw(cotangents(out)))
+
+
+def merge_case(op: str, left: np.ndarray, right: np.ndarray,
+               cotangent: np.ndarray | None) -> Case:
+    """``op(a, b)`` over the two given arrays."""
+    a, b = np.asarray(left, dtype=np.float64), np.asarray(right, dtype=np.float64)
+    program = Program((Input("a", a.shape), Input("b", b.shape)), (node("y", op, "a", "b"),), "y")
+    return Case(program, {"a": a, "b": b}, cotangent)
 
 
 def last_alpha_node(case: Case) -> str:
@@ -183,16 +443,12 @@ def last_alpha_node(case: Case) -> str:
 def mismatch_cases(draw: Callable[[st.SearchStrategy[Any]], Any]) -> Case:
     """``residual_add(a, b)`` for an unequal shape pair (no cotangent: the spec rejects it)."""
     left, right = draw(mismatched_shape_pairs())
-    program = Program((Input("a", left), Input("b", right)),
-                      (node("y", "residual_add", "a", "b"),), "y")
-    return Case(program, {"a": draw(values(left)), "b": draw(values(right))}, None)
+    return merge_case("residual_add", draw(values(left)), draw(values(right)), None)
 
 
 def mismatch_case(left: Shape, right: Shape) -> Case:
     """A pinned mismatch with unit values."""
-    program = Program((Input("a", left), Input("b", right)),
-                      (node("y", "residual_add", "a", "b"),), "y")
-    return Case(program, {"a": np.ones(left), "b": np.ones(right)}, None)
+    return merge_case("residual_add", np.ones(left), np.ones(right), None)
 
 
 def shared_program(shape: Shape, uses: int, factor: Fraction) -> Program:
@@ -215,14 +471,17 @@ def shared_cases(draw: Callable[[st.SearchStrategy[Any]], Any]) -> tuple[Case, i
 
 
 @st.composite
-def zero_branch_cases(draw: Callable[[st.SearchStrategy[Any]], Any]) -> Case:
-    """``residual_add(x, linear(x, w))`` with w = 0, x of rank >= 1."""
-    shape = draw(shapes(min_dims=1, max_dims=2))
+def zero_branch_cases(draw: Callable[[st.SearchStrategy[Any]], Any],
+                      sizes: Sizes = SIZES) -> Case:
+    """``residual_add(x, linear(x, w))`` with w = 0, x of rank >= 1, w within max_weight."""
+    square = dataclasses.replace(sizes, max_width=min(sizes.max_width,
+                                                      math.isqrt(sizes.max_weight)))
+    shape = draw(feature_shapes(square, min_dims=1, max_dims=2))
     d = shape[-1]
     program = Program((Input("x", shape), Input("w", (d, d))),
                       (node("f", "linear", "x", "w"), node("y", "residual_add", "x", "f")), "y")
     return Case(program, {"x": draw(values(shape)), "w": np.zeros((d, d))},
-                draw(values(shape)))
+                draw(cotangents(shape)))
 
 
 @st.composite
@@ -269,12 +528,17 @@ def scalar_branch_inputs(draw: Callable[[st.SearchStrategy[Any]], Any]
 
 
 @st.composite
-def sample_block_cases(draw: Callable[[st.SearchStrategy[Any]], Any]) -> Case:
-    """One block ``residual_add(x, scale(F(x), α))`` over a 1-D sample x of 2..32 values."""
-    n = draw(st.integers(2, 32))
+def sample_block_cases(draw: Callable[[st.SearchStrategy[Any]], Any],
+                       ops: Collection[str] | None = None, max_samples: int = 32) -> Case:
+    """One block ``residual_add(x, scale(F(x), α))`` over a 1-D sample x of 2..max_samples
+    values, F elementwise and built from ``ops`` (None: the backend's claims)."""
+    allowed = claimed_ops(ops)
+    _require(allowed, "residual_add", "scale")
+    n = draw(st.integers(2, max_samples))
     b = _Builder(draw)
     h = b.input("x", (n,), X_BOUND)
-    family = draw(st.sampled_from(("relu", "scale", "tanh")))
-    shortcut, f, shape = _branch(b, 0, h, (n,), family, projections=False)
+    elementwise = [f for f in FAMILIES if f != "linear"]
+    family = draw(st.sampled_from(_families(elementwise, (n,), allowed, SIZES, False)))
+    shortcut, f, shape = _branch(b, 0, h, (n,), family, allowed, SIZES, project=False)
     s = b.add("s0", "scale", f, alpha=draw(alphas()))
     return b.case(b.add("h0", "residual_add", shortcut, s), shape)

@@ -1,4 +1,9 @@
-"""Forward values and gradients against the exact specification (properties 1 and 9)."""
+"""Forward values and gradients against the exact specification (properties 1 and 9).
+
+Generated programs use only the ops the backend claims; add and mul are also checked
+alone, broadcasting in every way NumPy allows, with random cotangents, so that a gradient
+summed over the wrong axes shows.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from properties import pinned
 from properties.cases import Case
 from properties.laws_oracle import check_finite_differences, check_matches_spec
 from properties.plugin import PropertyRun
-from properties.strategies import SMOOTH_FAMILIES, residual_cases
+from properties.strategies import SMOOTH_FAMILIES, broadcast_cases, residual_cases
 from spec.ir import DTYPES
 
 DTYPE = pytest.mark.parametrize("dtype", DTYPES)
@@ -45,3 +50,23 @@ def test_gradient_matches_central_differences(
     cells = [(name, i) for name, v in request.inputs.items() for i in range(v.size)]
     if cells:
         check_finite_differences(backend, request, [cells[p % len(cells)] for p in picks])
+
+
+@DTYPE
+@pytest.mark.needs("add")
+@given(case=broadcast_cases("add"))
+@example(case=pinned.ALONG_ROWS["add"])
+def test_add_broadcasts_and_sums_gradients_over_broadcast_axes(
+        backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
+    prop.tick()
+    check_matches_spec(backend, prop.request(case, dtype))
+
+
+@DTYPE
+@pytest.mark.needs("mul")
+@given(case=broadcast_cases("mul"))
+@example(case=pinned.ALONG_ROWS["mul"])
+def test_mul_broadcasts_and_sums_gradients_over_broadcast_axes(
+        backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
+    prop.tick()
+    check_matches_spec(backend, prop.request(case, dtype))

@@ -18,6 +18,7 @@ from fractions import Fraction
 import numpy as np
 
 from impl import ops
+from impl.backend import Capabilities
 from impl.numpy_backend import NumpyBackend, apply
 from impl.tensor import Tensor, _topological
 from spec.errors import ShapeMismatch
@@ -287,9 +288,80 @@ class WrongDtype(Reference):
         return Result(output=result.output, grads=grads)
 
 
+class WidePrecisionSwitch(Reference):
+    """A "fast path" for wide layers: linear computes in float32 when d_in > 16, any dtype."""
+
+    name = "broken-wide-float32"
+
+    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
+        out = super().apply(node, args)
+        x, w = args[0], args[-1]
+        if node.op == "linear" and w.shape[0] > 16:
+            product = x.value.astype(np.float32) @ w.value.astype(np.float32)
+            out.value = product.astype(x.dtype)
+        return out
+
+
+class SharedWeightGrads(Reference):
+    """Gradient buffers pooled by shape: same-shaped weights (2-D inputs) share one buffer.
+
+    Every weight of a shape ends up with the sum of their gradients, which is right only
+    when a single weight has that shape.
+    """
+
+    name = "broken-shared-grad-buffer"
+
+    def finish(self, result: Result) -> Result:
+        assert result.grads is not None
+        pools: dict[tuple[int, ...], np.ndarray] = {}
+        for grad in result.grads.values():
+            if grad.ndim == 2:
+                pools[grad.shape] = pools.get(grad.shape, np.zeros_like(grad)) + grad
+        grads = {k: pools[v.shape] if v.ndim == 2 else v for k, v in result.grads.items()}
+        return Result(output=result.output, grads=grads)
+
+
+def contiguous_unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Sums contiguous runs of ``grad`` down to ``shape``: right only for trailing broadcasts.
+
+    The shape and, under an all-ones cotangent, every value come out right.
+    """
+    size = math.prod(shape)
+    if size == 0 or grad.size == 0:
+        return np.zeros(shape, grad.dtype)
+    return np.asarray(grad.reshape(size, -1).sum(axis=1).reshape(shape), grad.dtype)
+
+
+class WrongAxisUnbroadcast(Reference):
+    """add and mul un-broadcast their gradients by summing the wrong axes."""
+
+    name = "broken-unbroadcast-axes"
+
+    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
+        out = super().apply(node, args)
+        a, b = args[0], args[-1]
+        if node.op == "add":
+            out.vjp = lambda g: (contiguous_unbroadcast(g, a.shape),
+                                 contiguous_unbroadcast(g, b.shape))
+        elif node.op == "mul":
+            out.vjp = lambda g: (contiguous_unbroadcast(g * b.value, a.shape),
+                                 contiguous_unbroadcast(g * a.value, b.shape))
+        return out
+
+
+SUBSET_OPS = ("add", "linear", "mul", "residual_add", "scale", "sum")
+
+
+class Float64Subset(Reference):
+    """Not broken: a correct backend that claims float64 and six ops only (no relu, tanh)."""
+
+    name = "float64-subset"
+    capabilities = Capabilities(dtypes=("float64",), ops=SUBSET_OPS)
+
+
 BROKEN: tuple[type[Reference], ...] = (
     AlphaTwice, BroadcastingMerge, CorrelatedUpdates, FalsyAlpha, Float32InFloat64,
     IgnoresScale, MissingIdentityBackward, MutatingMerge, MutatingReject, Nondeterministic,
-    OverwrittenGrads, SkipZeroBranch, StrictAdd, UntransposedLinear, WrongDtype,
-    WrongReluDerivative,
+    OverwrittenGrads, SharedWeightGrads, SkipZeroBranch, StrictAdd, UntransposedLinear,
+    WidePrecisionSwitch, WrongAxisUnbroadcast, WrongDtype, WrongReluDerivative,
 )

@@ -14,8 +14,13 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import pkgutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +30,11 @@ import properties
 from impl.backend import Backend
 from properties.assertions import PropertyFailure
 from properties.plugin import PropertyRun
+from properties.profiles import PROFILES
+from properties.strategies import claiming
 from tests import broken_backends as bb
+
+ROOT = Path(__file__).resolve().parents[1]
 
 _QUIET = (HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
           HealthCheck.data_too_large, HealthCheck.filter_too_much)
@@ -40,7 +49,13 @@ CATCHES: list[tuple[str, str, type[bb.Reference]]] = [
     ("forward_and_gradients_match_spec_within_budget", "float64", bb.WrongReluDerivative),
     ("forward_and_gradients_match_spec_within_budget", "float32", bb.MissingIdentityBackward),
     ("forward_and_gradients_match_spec_within_budget", "float16", bb.AlphaTwice),
+    ("forward_and_gradients_match_spec_within_budget", "float64", bb.WidePrecisionSwitch),
+    ("forward_and_gradients_match_spec_within_budget", "float64", bb.SharedWeightGrads),
     ("gradient_matches_central_differences", "float64", bb.UntransposedLinear),
+    ("add_broadcasts_and_sums_gradients_over_broadcast_axes", "float64",
+     bb.WrongAxisUnbroadcast),
+    ("mul_broadcasts_and_sums_gradients_over_broadcast_axes", "float32",
+     bb.WrongAxisUnbroadcast),
     ("residual_add_rejects_every_shape_mismatch", "float64", bb.BroadcastingMerge),
     ("residual_add_rejects_every_shape_mismatch", "float64", bb.StrictAdd),
     ("residual_add_rejects_every_shape_mismatch", "float32", bb.MutatingReject),
@@ -91,7 +106,8 @@ def run_property(name: str, backend: Backend, dtype: str,
     bound = test._hypothesis_internal_use_settings
     test._hypothesis_internal_use_settings = chosen
     try:
-        test(backend=backend, dtype=dtype, prop=PropertyRun(name, backend.name, backend))
+        with claiming(backend.capabilities.ops):
+            test(backend=backend, dtype=dtype, prop=PropertyRun(name, backend.name, backend))
     except BaseException as exc:
         failure = next(_failures(exc), None)
         if failure is None:
@@ -111,6 +127,27 @@ def test_property_catches_its_broken_backend(law: str, dtype: str,
         f"property {law} passed {CATCH.max_examples} examples against {broken.__name__} "
         f"[{dtype}]: it no longer catches '{broken.__doc__}'")
     assert broken.name in str(failure), f"failure does not name the backend: {failure}"
+
+
+# planted where coverage was thin: found by generated examples alone, under the ci profile
+CI_GENERATED = settings(PROFILES["ci"], phases=(Phase.generate,))
+THIN = [("forward_and_gradients_match_spec_within_budget", "float64", bb.WidePrecisionSwitch),
+        ("forward_and_gradients_match_spec_within_budget", "float64", bb.SharedWeightGrads),
+        ("add_broadcasts_and_sums_gradients_over_broadcast_axes", "float64",
+         bb.WrongAxisUnbroadcast),
+        ("mul_broadcasts_and_sums_gradients_over_broadcast_axes", "float64",
+         bb.WrongAxisUnbroadcast)]
+
+
+@pytest.mark.parametrize(("law", "dtype", "broken"), THIN,
+                         ids=[f"{p}-{b.__name__}" for p, _, b in THIN])
+def test_ci_profile_catches_size_and_layout_bugs_on_generated_examples(
+        law: str, dtype: str, broken: type[bb.Reference]) -> None:
+    """Wide layers, same-shaped weight stacks and broadcasting with random cotangents."""
+    failure = run_property(law, broken(), dtype, CI_GENERATED)
+    assert failure is not None, (
+        f"{law} passed {CI_GENERATED.max_examples} generated examples against "
+        f"{broken.__name__} [{dtype}]: '{broken.__doc__}'")
 
 
 STATISTICAL = [(law, dtype, broken) for law, dtype, broken in CATCHES
@@ -143,3 +180,39 @@ def test_every_property_has_a_broken_backend_it_catches() -> None:
 def test_every_broken_backend_is_used() -> None:
     used = {broken for _, _, broken in CATCHES}
     assert set(bb.BROKEN) == used, f"unused: {sorted(b.__name__ for b in set(bb.BROKEN) - used)}"
+
+
+def examples_per_property(backend: str, tmp_path: Path) -> tuple[dict[str, int | None], str]:
+    """Run the whole property suite (ci profile) on ``backend`` in a child pytest.
+
+    Returns the examples each test ran, by test id (None for a skipped test), and the
+    output, which holds Hypothesis' statistics: its events count rejected examples.
+    """
+    junit = tmp_path / "junit.xml"
+    env = {**os.environ, "RESVERIFY_PROFILE": "ci", "RESVERIFY_VECTOR_DIR": str(tmp_path)}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
+         "properties", "--backend", backend, f"--junitxml={junit}",
+         "--hypothesis-show-statistics"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    counts: dict[str, int | None] = {}
+    for case in ET.parse(junit).iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        skipped = case.find("skipped") is not None
+        counts[case.get("name", "")] = None if skipped else int(props.get("examples") or 0)
+    return counts, done.stdout
+
+
+def test_backend_claiming_a_subset_of_ops_gets_every_example(tmp_path: Path) -> None:
+    """No thinning: every property runs its full ci example count on a six-op float64 backend."""
+    counts, out = examples_per_property("tests.broken_backends:Float64Subset", tmp_path)
+    rejected = [line.strip() for line in out.splitlines() if "rejected, unclaimed" in line]
+    assert not rejected, f"examples generated, then thrown away: {rejected}"
+    ran = {name: n for name, n in counts.items() if n is not None}
+    laws = set(property_tests())
+    assert {name.split("[")[0].removeprefix("test_") for name in ran} == laws, counts
+    want = PROFILES["ci"].max_examples
+    thin = {name: n for name, n in ran.items() if n < want}
+    assert not thin, f"properties that ran fewer than {want} examples on {bb.SUBSET_OPS}: {thin}"

@@ -21,9 +21,13 @@ from properties.cases import Case, round_to_dtype
 from properties.pinned import S06
 from properties.stats import acceptance, miss_probability
 from properties.strategies import (
+    SIZES,
+    broadcast_cases,
+    claiming,
     mismatched_shape_pairs,
     null_space_cases,
     residual_cases,
+    sample_block_cases,
     shared_cases,
     values,
 )
@@ -31,6 +35,7 @@ from properties.vectors import replay_command, save_vector
 from spec.codec import loads_request
 from spec.errors import ShapeMismatch
 from spec.ir import DTYPES, broadcast_shapes, infer_shapes
+from tests import broken_backends as bb
 
 FEW = settings(max_examples=30, deadline=None, derandomize=True, database=None,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -41,10 +46,11 @@ class _Found(Exception):
     pass
 
 
-def reaches(strategy: st.SearchStrategy[Any], condition: Callable[[Any], bool]) -> bool:
-    """Whether ``strategy`` draws a value meeting ``condition`` within 400 examples."""
+def reaches(strategy: st.SearchStrategy[Any], condition: Callable[[Any], bool],
+            draws: int = 400) -> bool:
+    """Whether ``strategy`` draws a value meeting ``condition`` within ``draws`` examples."""
 
-    @SEARCH
+    @settings(SEARCH, max_examples=draws)
     @given(strategy)
     def search(value: Any) -> None:
         if condition(value):
@@ -55,6 +61,128 @@ def reaches(strategy: st.SearchStrategy[Any], condition: Callable[[Any], bool]) 
     except _Found:
         return True
     return False
+
+
+def share(strategy: st.SearchStrategy[Any], condition: Callable[[Any], bool],
+          draws: int = 200) -> float:
+    """The fraction of ``draws`` generated values meeting ``condition``."""
+    seen: list[bool] = []
+
+    @settings(SEARCH, max_examples=draws)
+    @given(strategy)
+    def count(value: Any) -> None:
+        seen.append(bool(condition(value)))
+
+    count()
+    return sum(seen) / len(seen)
+
+
+def ops_of(case: Case) -> set[str]:
+    return {n.op for n in case.program.nodes}
+
+
+def weights_by_shape(case: Case) -> dict[tuple[int, ...], int]:
+    """How many distinct 2-D inputs (weights) a case has of each shape."""
+    found: dict[tuple[int, ...], int] = {}
+    for name, value in case.values.items():
+        if value.ndim == 2 and name != "x" and value.size:
+            found[value.shape] = found.get(value.shape, 0) + 1
+    return found
+
+
+def widest_linear(case: Case) -> int:
+    """The largest d_in or d_out of the case's linear layers (0 without one)."""
+    shapes = [case.values[n.args[1]].shape for n in case.program.nodes if n.op == "linear"]
+    return max((max(s) for s in shapes), default=0)
+
+
+def broadcasting(case: Case) -> bool:
+    """Whether an add or mul node has operands of two different shapes."""
+    known = infer_shapes(case.program)
+    return any(n.op in ("add", "mul") and known[n.args[0]] != known[n.args[1]]
+               for n in case.program.nodes)
+
+
+SUBSET = frozenset(bb.SUBSET_OPS)
+OP_SETS = [SUBSET, frozenset({"residual_add", "scale"}),
+           frozenset({"residual_add", "scale", "tanh", "mul"})]
+
+
+@pytest.mark.parametrize("ops", OP_SETS, ids=lambda o: "-".join(sorted(o)))
+def test_programs_use_only_the_ops_given(ops: frozenset[str]) -> None:
+    for strategy in (residual_cases(ops=ops), sample_block_cases(ops=ops)):
+        assert not reaches(strategy, lambda c: not ops_of(c) <= ops, draws=100), sorted(ops)
+
+
+def test_programs_use_only_the_ops_claimed_by_the_backend_under_test() -> None:
+    with claiming(SUBSET):
+        assert not reaches(residual_cases(), lambda c: not ops_of(c) <= SUBSET, draws=100)
+    assert reaches(residual_cases(), lambda c: "tanh" in ops_of(c))
+
+
+@pytest.mark.parametrize(("what", "condition"), [
+    ("mul", lambda c: "mul" in ops_of(c)),
+    ("add", lambda c: "add" in ops_of(c)),
+    ("a broadcasting add or mul", broadcasting),
+    ("a linear layer 16 wide", lambda c: widest_linear(c) > 16),
+    ("two same-shaped weights", lambda c: max(weights_by_shape(c).values(), default=0) >= 2),
+])
+def test_programs_on_a_subset_of_ops_reach(what: str, condition: Callable[[Case], bool]) -> None:
+    assert reaches(residual_cases(ops=SUBSET), condition), f"never drew {what} on {SUBSET}"
+
+
+def test_some_linear_layers_are_a_few_hundred_wide() -> None:
+    assert reaches(residual_cases(), lambda c: widest_linear(c) >= 256)
+    assert reaches(residual_cases(), lambda c: c.values["x"].shape[-1:] >= (256,))
+
+
+@pytest.mark.parametrize(("what", "condition", "least"), [
+    ("a linear layer wider than 16", lambda c: widest_linear(c) > 16, 0.1),
+    ("two distinct same-shaped weights",
+     lambda c: max(weights_by_shape(c).values(), default=0) >= 2, 0.1),
+    ("a broadcasting add or mul", broadcasting, 0.1),
+])
+def test_residual_cases_often_draw(what: str, condition: Callable[[Case], bool],
+                                   least: float) -> None:
+    """Often enough that the 25 examples of the ci profile meet each of them."""
+    found = share(residual_cases(), condition, draws=100)
+    assert found >= least, f"{what} in {found:.0%} of cases, want at least {least:.0%}"
+
+
+def test_wide_cases_stay_cheap_to_check() -> None:
+    """Every weight within MAX_WEIGHT elements, every array within 4 times MAX_WIDTH."""
+    assert not reaches(residual_cases(), lambda c: any(
+        v.size > (SIZES.max_weight if k != "x" and v.ndim == 2 else 4 * SIZES.max_width)
+        for k, v in c.values.items()), draws=100)
+
+
+@pytest.mark.parametrize("strategy", [residual_cases(), broadcast_cases("add")],
+                         ids=["residual_cases", "broadcast_cases"])
+def test_cotangents_are_random_not_constant(strategy: st.SearchStrategy[Case]) -> None:
+    def constant(case: Case) -> bool:
+        flat = case.cotangent.reshape(-1).tolist()  # type: ignore[union-attr]
+        return len(flat) > 1 and len(set(flat)) < len(flat) // 2 + 1
+
+    assert not reaches(strategy, constant, draws=100)
+
+
+@pytest.mark.parametrize("op", ["add", "mul"])
+def test_broadcast_cases_stretch_both_operands(op: str) -> None:
+    def stretched(case: Case, name: str) -> bool:
+        return case.values[name].size < case.cotangent.size  # type: ignore[union-attr]
+
+    assert reaches(broadcast_cases(op), lambda c: stretched(c, "a"))
+    assert reaches(broadcast_cases(op), lambda c: stretched(c, "b"))
+    assert reaches(broadcast_cases(op), lambda c: c.values["a"].ndim != c.values["b"].ndim)
+    assert not reaches(broadcast_cases(op), lambda c: ops_of(c) != {op})
+
+
+def test_wide_values_are_dense_and_in_range() -> None:
+    def bad(a: np.ndarray) -> bool:
+        small = (a != 0) & (np.abs(a) < 2**-10)
+        return bool(np.any(np.abs(a) > 8) or np.any(small) or len(set(a.tolist())) < 100)
+
+    assert not reaches(values((300,)), bad)
 
 
 @FEW
