@@ -49,7 +49,7 @@ HELP = "check backends against the claims and the property suite, write the repo
 DEFAULT_REPORT_DIR = Path("resverify-report")
 _REWRITE_SECONDS = 2.0
 DEFAULT_TIMEOUT_SECONDS = 600.0
-_PLOT_WAIT_SECONDS = 60.0
+_PLOTTING = threading.Lock()
 _REPLAYS_SHOWN = 5
 _PYTEST_ENDINGS = {2: "the property suite was interrupted", 3: "pytest hit an internal error",
                    4: "pytest refused its arguments"}
@@ -180,12 +180,13 @@ class _PlotJob:
         try:
             from reports.plots import render_plots
 
-            self.plots = render_plots(seed)
+            with _PLOTTING:  # matplotlib is not thread-safe; a stopped run's job may linger
+                self.plots = render_plots(seed)
         except Exception as exc:  # plots are an extra: the report stands without them
             self.error = f"plots were not drawn: {type(exc).__name__}: {exc}"
 
-    def result(self, wait: float) -> tuple[dict[str, bytes], str | None]:
-        """The plots, waiting at most ``wait`` seconds for them."""
+    def result(self, wait: float | None) -> tuple[dict[str, bytes], str | None]:
+        """The plots, waiting at most ``wait`` seconds for them (None: until drawn)."""
         self.thread.join(wait)
         if self.thread.is_alive():
             return {}, "plots were not drawn: the run ended before they were ready"
@@ -352,7 +353,7 @@ def write_reports(state: _Run, signals: StopSignals | None = None) -> dict[str, 
     signals = StopSignals() if signals is None else signals
     with signals.held():
         doc = _write_json(state)
-    wait = 0.0 if state.suite.interrupted else _PLOT_WAIT_SECONDS
+    wait = 0.0 if state.suite.interrupted else None
     try:
         plots, error = (state.plot_job.result(wait) if state.plot_job
                         else ({}, "plots were not drawn"))

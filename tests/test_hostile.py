@@ -23,7 +23,8 @@ from tests import hostile_backends as hb
 from tests.hostile_backends import IN_PROCESS, PROTOCOL_BREAKERS
 
 ROOT = Path(__file__).resolve().parents[1]
-SELECT = "(match_spec_within_budget or never_mutates) and float64"
+SELECT = "float64 and (match_spec_within_budget or (never_mutates and MutatesInputs))"
+"""One test per backend (two for the mutating one): a crash restarts a worker, which costs."""
 CMD_KINDS = {**IN_PROCESS, "Raises": "refused", "ReturnsNone": "refused"}
 del CMD_KINDS["MutatesInputs"]  # over a pipe the engine mutates its own copy: harmless
 
@@ -53,7 +54,7 @@ def _by_backend(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 
 def assert_classified(doc: dict[str, Any], expected: dict[str, str], out: str) -> None:
-    """Every backend ran both selected tests; each hostile one failed with its kind."""
+    """Every backend ran its selected tests; each hostile one failed with its kind."""
     validate(doc)
     assert doc["complete"] is True, (doc["warnings"], out)
     grouped = _by_backend(doc)
@@ -62,7 +63,8 @@ def assert_classified(doc: dict[str, Any], expected: dict[str, str], out: str) -
     assert sorted(grouped) == sorted(expected), (sorted(grouped), sorted(expected))
     for backend, kind in expected.items():
         props = grouped[backend]
-        assert len(props) == 2, [p["id"] for p in props]
+        assert "forward_and_gradients_match_spec_within_budget" in {
+            p["property"] for p in props}, [p["id"] for p in props]
         failed = [p for p in props if p["status"] == "failed"]
         kinds = [(p["property"], p["failure_kind"], (p["message"] or "")[:200]) for p in failed]
         assert failed, f"{backend}: no test failed, expected a {kind!r} failure"

@@ -9,8 +9,10 @@ and shows each distinct failure Hypothesis found with its own message, kind and 
 
 from __future__ import annotations
 
+import io
 import json
 import textwrap
+from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -68,76 +70,100 @@ def test_fails_once_then_passes(backend, prop, n):
 '''
 
 
-def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str,
+def run(root: Path, mp: pytest.MonkeyPatch, *args: str,
         select: str = "full_count or three_possible") -> tuple[int, dict[str, Any], Path]:
-    suite = tmp_path / "suite"
+    """``resverify check`` on the small suite in ``root``; (exit code, report, folder)."""
+    suite = root / "suite"
     suite.mkdir(exist_ok=True)
     (suite / "test_small_suite.py").write_text(textwrap.dedent(SUITE))
     (suite / "pytest.ini").write_text("[pytest]\n")
     (suite / "conftest.py").write_text('pytest_plugins = ["properties.plugin"]\n')
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the child imports tests.hostile_backends
-    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    code = main(["check", "--suite", "suite", "--no-claims", "--report-dir", "out", *args,
+    mp.chdir(root)
+    mp.setenv("PYTHONPATH", str(ROOT))  # the child imports tests.hostile_backends
+    mp.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    out = root / f"out{len(list(root.glob('out*')))}"
+    code = main(["check", "--suite", "suite", "--no-claims", "--report-dir", out.name, *args,
                  "--", "-k", select])
-    out = tmp_path / "out"
     doc = json.loads((out / "report.json").read_text())
     validate(doc)
     return code, doc, out
+
+
+NOTHING = "tests.hostile_backends:ClaimsOnlySum"
+
+
+@pytest.fixture(scope="module")
+def counted(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any], Path, str]:
+    """numpy, on which everything runs, beside a backend on which nothing can."""
+    with pytest.MonkeyPatch.context() as mp:
+        said = io.StringIO()
+        with redirect_stdout(said):
+            code, doc, out = run(tmp_path_factory.mktemp("evidence"), mp, "--backend", "numpy",
+                                 "--backend", NOTHING)
+    return code, doc, out, said.getvalue()
+
+
+@pytest.fixture(scope="module")
+def failing(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path, Path]:
+    """Two tests that fail on a backend other than numpy: one in two distinct ways, one
+    only once (Hypothesis calls that flaky)."""
+    root = tmp_path_factory.mktemp("failures")
+    with pytest.MonkeyPatch.context() as mp:
+        code, doc, out = run(root, mp, "--backend", "tests.hostile_backends:Raises",
+                             select="two_distinct_failures or fails_once_then_passes")
+    assert code == 1, doc["warnings"]
+    return doc, out, root
 
 
 def _backend(doc: dict[str, Any], name: str) -> dict[str, Any]:
     return next(b for b in doc["backends"] if b["name"] == name)
 
 
-def test_examples_are_counted_per_backend_and_short_runs_are_named(tmp_path, monkeypatch):
-    code, doc, out = run(tmp_path, monkeypatch)
-    assert (code, doc["status"]) == (0, "passed"), doc["warnings"]
+def _prop(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(p for p in doc["properties"] if p["property"] == name)
+
+
+def test_examples_are_counted_per_backend_and_short_runs_are_named(counted):
+    _, doc, out, _ = counted
     numpy = _backend(doc, "numpy")
     assert numpy["status"] == "passed", numpy
-    by_name = {p["property"]: p for p in doc["properties"]}
-    assert (by_name["full_count"]["examples"], by_name["full_count"]["examples_wanted"]) == (
-        25, 25), by_name["full_count"]
-    short = by_name["three_possible_examples"]
+    full = next(p for p in doc["properties"] if p["backend"] == "numpy"
+                and p["property"] == "full_count")
+    short = next(p for p in doc["properties"] if p["backend"] == "numpy"
+                 and p["property"] == "three_possible_examples")
+    assert (full["examples"], full["examples_wanted"]) == (25, 25), full
     assert (short["examples"], short["examples_wanted"]) == (3, 25), short
-    assert numpy["examples"] == 28 and numpy["not_run"] == [], numpy
+    assert (numpy["examples"], numpy["tests_run"], numpy["not_run"]) == (28, 2, []), numpy
     assert "ran 3 of 25 examples" in (out / "report.md").read_text()
     assert "ran 3 of 25 examples" in (out / "report.html").read_text()
 
 
-def test_backend_with_nothing_checked_is_not_passed(tmp_path, monkeypatch, capsys):
-    code, doc, out = run(tmp_path, monkeypatch, "--backend", "tests.hostile_backends:ClaimsOnlySum")
+def test_backend_with_nothing_checked_is_not_passed(counted):
+    code, doc, out, said = counted
     assert code == 1, "a backend on which nothing ran was let through with exit 0"
     assert doc["status"] == "nothing checked", doc["status"]
+    assert [(b["name"], b["status"]) for b in doc["backends"]] == [
+        ("numpy", "passed"), (hb.ClaimsOnlySum.name, "nothing checked")]
     backend = _backend(doc, hb.ClaimsOnlySum.name)
-    assert (backend["status"], backend["examples"]) == ("nothing checked", 0), backend
+    assert (backend["examples"], backend["tests_run"]) == (0, 0), backend
     assert sorted(n["property"] for n in backend["not_run"]) == [
         "full_count", "three_possible_examples"], backend["not_run"]
     assert all("op(s) ['linear', 'residual_add'] not claimed" in n["reason"]
                for n in backend["not_run"]), backend["not_run"]
     assert "NOTHING CHECKED" in (out / "report.md").read_text()
     assert "nothing checked" in (out / "report.html").read_text()
-    assert "nothing checked" in capsys.readouterr().out
-    allowed, doc, _ = run(tmp_path, monkeypatch, "--backend",
-                          "tests.hostile_backends:ClaimsOnlySum", "--allow-nothing-checked")
-    assert (allowed, doc["status"]) == (0, "nothing checked")
+    assert f"{hb.ClaimsOnlySum.name}: nothing checked" in said, said
 
 
-def test_one_backend_with_nothing_checked_fails_a_run_with_another_that_passed(
-        tmp_path, monkeypatch):
-    code, doc, _ = run(tmp_path, monkeypatch, "--backend", "numpy", "--backend",
-                       "tests.hostile_backends:ClaimsOnlySum")
-    assert (code, doc["status"]) == (1, "nothing checked"), doc["status"]
-    assert [(b["name"], b["status"]) for b in doc["backends"]] == [
-        ("numpy", "passed"), (hb.ClaimsOnlySum.name, "nothing checked")]
+def test_allow_nothing_checked_exits_0_and_keeps_the_status(tmp_path, monkeypatch):
+    code, doc, _ = run(tmp_path, monkeypatch, "--backend", NOTHING, "--allow-nothing-checked",
+                       select="three_possible")
+    assert (code, doc["status"]) == (0, "nothing checked")
 
 
-def test_each_distinct_failure_is_reported_with_its_message_kind_and_vector(
-        tmp_path, monkeypatch):
-    code, doc, out = run(tmp_path, monkeypatch, "--backend", "tests.hostile_backends:Raises",
-                         select="two_distinct_failures")
-    assert code == 1
-    (prop,) = doc["properties"]
+def test_each_distinct_failure_is_reported_with_its_message_kind_and_vector(failing):
+    doc, out, root = failing
+    prop = _prop(doc, "two_distinct_failures")
     assert prop["status"] == "failed" and prop["failure_kind"] == "law", prop
     failures = sorted(prop["failures"], key=lambda f: f["message"])
     assert [f["message"].split(" [")[0] for f in failures] == [
@@ -145,7 +171,7 @@ def test_each_distinct_failure_is_reported_with_its_message_kind_and_vector(
     assert "sub-exceptions" not in prop["message"], prop["message"]
     for failure in failures:
         assert failure["kind"] == "law", failure
-        saved = json.loads((tmp_path / failure["vector"]).read_text())
+        saved = json.loads((root / failure["vector"]).read_text())
         assert saved["vector"] == {"property": "two_distinct_failures",
                                    "backend": "tests.hostile_backends:Raises",
                                    "message": failure["message"], "kind": "law"}, saved
@@ -157,11 +183,9 @@ def test_each_distinct_failure_is_reported_with_its_message_kind_and_vector(
         assert failure["vector"] in markdown and failure["vector"] in page
 
 
-def test_failure_seen_once_is_reported_with_its_own_message(tmp_path, monkeypatch):
-    code, doc, _ = run(tmp_path, monkeypatch, "--backend", "tests.hostile_backends:Raises",
-                       select="fails_once_then_passes")
-    assert code == 1
-    (prop,) = doc["properties"]
+def test_failure_seen_once_is_reported_with_its_own_message(failing):
+    doc, _, _ = failing
+    prop = _prop(doc, "fails_once_then_passes")
     assert "single exception in" not in prop["message"], prop["message"]
     assert prop["message"].startswith("wrong on one call only"), prop["message"]
     assert [f["kind"] for f in prop["failures"]] == ["law"], prop["failures"]
