@@ -388,8 +388,9 @@ def _print_summary(doc: dict[str, Any], report_dir: Path, stop: str | None) -> N
           f"{claims['failed']} failed")
     for backend in doc["backends"]:
         if backend["status"] == "nothing checked":
-            print(f"{backend['name']}: nothing checked ({len(backend['not_run'])} tests could "
-                  "not run on it; see report.md)")
+            count = len(backend["not_run"])
+            print(f"{backend['name']}: nothing checked ({count} test{'s' if count != 1 else ''}"
+                  " could not run on it; see report.md)")
     for warning in doc["warnings"]:
         if warning != stop and not warning.startswith("not counted, it was running"):
             print(f"warning: {warning}", file=sys.stderr)
