@@ -46,6 +46,9 @@ from spec.errors import (
 from spec.request import Request, Result
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
+START_SECONDS = 30.0
+"""The hello (at start and after every restart) may take this long even when the request
+timeout is shorter: an engine may load libraries or devices before it answers."""
 MAX_LINE_BYTES = 1 << 30
 HELLO = {"resverify": FORMAT_VERSION, "kind": "hello"}
 
@@ -147,13 +150,14 @@ class ExternalBackend:
 
     def _talk(self, proc: subprocess.Popen[bytes], doc: dict[str, Any]) -> Any:
         assert proc.stdin is not None and proc.stdout is not None
-        deadline = time.monotonic() + self.timeout
+        limit = max(self.timeout, START_SECONDS) if doc is HELLO else self.timeout
+        deadline = time.monotonic() + limit
         with selectors.DefaultSelector() as selector:
             selector.register(proc.stdout, selectors.EVENT_READ)
             if self._pending or (selector.select(0) and self._unasked(proc)):
                 raise BadResult(f"{self._who()}: answered more than one line")
-            self._write(proc, (json.dumps(doc) + "\n").encode(), deadline)
-            line = self._read_line(proc, selector, deadline)
+            self._write(proc, (json.dumps(doc) + "\n").encode(), deadline, limit)
+            line = self._read_line(proc, selector, deadline, limit)
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError:
@@ -177,7 +181,8 @@ class ExternalBackend:
             raise self._crash(proc, "closed its output")
         return True
 
-    def _write(self, proc: subprocess.Popen[bytes], data: bytes, deadline: float) -> None:
+    def _write(self, proc: subprocess.Popen[bytes], data: bytes, deadline: float,
+               limit: float) -> None:
         assert proc.stdin is not None
         view = memoryview(data)
         with selectors.DefaultSelector() as selector:
@@ -185,7 +190,7 @@ class ExternalBackend:
             while view:
                 if not selector.select(max(0.0, deadline - time.monotonic())):
                     raise BackendTimeout(
-                        f"{self._who()}: did not read its request within {self.timeout:g} s")
+                        f"{self._who()}: did not read its request within {limit:g} s")
                 try:
                     view = view[os.write(proc.stdin.fileno(), view):]
                 except BlockingIOError:
@@ -194,7 +199,7 @@ class ExternalBackend:
                     raise self._crash(proc, f"stopped reading ({exc.strerror})") from None
 
     def _read_line(self, proc: subprocess.Popen[bytes], selector: selectors.BaseSelector,
-                   deadline: float) -> bytes:
+                   deadline: float, limit: float) -> bytes:
         assert proc.stdout is not None
         buffer = b""
         while b"\n" not in buffer:
@@ -203,7 +208,7 @@ class ExternalBackend:
             if not selector.select(max(0.0, deadline - time.monotonic())):
                 got = f" ({len(buffer)} bytes of a line)" if buffer else ""
                 raise BackendTimeout(
-                    f"{self._who()}: no complete answer within {self.timeout:g} s{got}")
+                    f"{self._who()}: no complete answer within {limit:g} s{got}")
             try:
                 chunk = os.read(proc.stdout.fileno(), 1 << 16)
             except BlockingIOError:

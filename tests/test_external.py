@@ -178,6 +178,21 @@ def test_timed_out_engine_leaves_no_process_behind(tmp_path):
     assert backend.pid is None
 
 
+def test_a_slow_start_is_not_a_timeout_but_a_slow_request_is(tmp_path):
+    behaviour = "time.sleep(2); print(answer(NumpyBackend(), line), flush=True)"
+    command = engine(tmp_path, behaviour)
+    script = tmp_path / "engine.py"
+    script.write_text("import time; time.sleep(1.5)\n" + script.read_text())
+    backend = ExternalBackend(command, timeout=0.5)
+    try:
+        with pytest.raises(BackendTimeout, match=r"within 0\.5 s"):
+            backend.run(linear_block_request())
+        result = backend.run(linear_block_request())  # restarted: slow hello, quick answer
+        assert result.output is not None, result
+    finally:
+        backend.close()
+
+
 def test_closing_the_backend_ends_the_engine(tmp_path):
     backend = ExternalBackend(engine(tmp_path, "pass"))
     pid = backend.pid
