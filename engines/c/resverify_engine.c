@@ -241,13 +241,23 @@ static int same_shape(const Tensor *a, const Tensor *b) {
     return 1;
 }
 
+static void shape_text(char *out, size_t size, const Tensor *t) {
+    size_t n = (size_t)snprintf(out, size, "[");
+    for (int i = 0; i < t->rank && n < size; i++)
+        n += (size_t)snprintf(out + n, size - n, i ? ", %ld" : "%ld", t->shape[i]);
+    if (n < size) snprintf(out + n, size - n, "]");
+}
+
 static int refuse_pair(const char *op, const Tensor *a, const Tensor *b) {
     const Tensor *pair[2] = {a, b};
+    char left[160], right[160];
     for (int k = 0; k < 2; k++) {
         mismatch[k][0] = pair[k]->rank;
         for (int i = 0; i < pair[k]->rank; i++) mismatch[k][i + 1] = pair[k]->shape[i];
     }
-    return fail("shape_mismatch", "%s: the shapes of %s and %s do not fit", op, a->name, b->name);
+    shape_text(left, sizeof left, a);
+    shape_text(right, sizeof right, b);
+    return fail("shape_mismatch", "%s: %s %s and %s %s do not fit", op, a->name, left, b->name, right);
 }
 
 static void add_grad(Tensor *t, long i, double g) {
