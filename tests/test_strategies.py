@@ -315,13 +315,13 @@ def test_saved_vector_replays_the_same_request(tmp_path: object) -> None:
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def drawn_examples(*args: str) -> tuple[list[str], str]:
-    """The examples one property draws in a child pytest (ci profile), and its header line.
+def drawn_examples(profile: str, *args: str) -> tuple[list[str], str]:
+    """The examples one property draws in a child pytest under ``profile``, and its header.
 
     Hypothesis' verbose output prints every example tried; lines naming Python objects
     (``<... object at 0x...>``) differ from process to process and are left out.
     """
-    env = {**os.environ, "RESVERIFY_PROFILE": "ci"}
+    env = {**os.environ, "RESVERIFY_PROFILE": profile}
     env.pop("PYTEST_XDIST_WORKER", None)
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-s",
@@ -337,13 +337,18 @@ def drawn_examples(*args: str) -> tuple[list[str], str]:
     return lines, header
 
 
-def test_seed_changes_the_examples_of_the_ci_profile_and_repeats_them() -> None:
-    default, header = drawn_examples()
-    again, _ = drawn_examples("--hypothesis-seed", "0")
-    one, one_header = drawn_examples("--hypothesis-seed", "1")
-    one_again, _ = drawn_examples("--hypothesis-seed", "1")
+def test_ci_profile_without_a_seed_is_the_run_with_seed_0() -> None:
+    default, header = drawn_examples("ci")
+    again, _ = drawn_examples("ci", "--hypothesis-seed", "0")
     assert "Hypothesis profile ci; seed 0;" in header, header
-    assert "Hypothesis profile ci; seed 1;" in one_header, one_header
     assert default == again, "ci without a seed is not the run with seed 0"
-    assert one == one_again, "the same seed drew different examples in two runs"
-    assert one != default, "seeds 0 and 1 drew the same examples under the ci profile"
+
+
+@pytest.mark.parametrize("profile", ["ci", "dev"])
+def test_seed_changes_the_examples_and_the_same_seed_repeats_them(profile: str) -> None:
+    one, header = drawn_examples(profile, "--hypothesis-seed", "1")
+    one_again, _ = drawn_examples(profile, "--hypothesis-seed", "1")
+    two, _ = drawn_examples(profile, "--hypothesis-seed", "2")
+    assert f"Hypothesis profile {profile}; seed 1;" in header, header
+    assert one == one_again, f"seed 1 drew different examples in two {profile} runs"
+    assert one != two, f"seeds 1 and 2 drew the same examples under the {profile} profile"
