@@ -11,17 +11,18 @@ projection shortcut when the width changes), ``relu`` (g·relu(x)), ``scale`` (a
 broadcast). Half the stacks repeat one family in every layer, so stacks of distinct
 same-shaped weights are common.
 
-Sizes (:class:`Sizes`). Most arrays are small (sides up to 3), but about a quarter of the
+Sizes (:class:`Sizes`). Most arrays are small (sides up to 3), but about a third of the
 feature shapes have a wide last axis, up to ``max_width``, and linear layers follow it, so
 code paths that switch on size are reached; a weight stays within ``max_weight`` elements
 so the exact checks stay fast. Arrays of more than ``DRAWN_ELEMENTS`` elements are filled
 by a NumPy generator seeded from Hypothesis (one draw) instead of element by element.
 
 Default values are sensible: inputs within ±8 (and either zero or at least 2**-10 in
-magnitude), weights within ±1 (±4/d for d > 4 inputs: a wide layer does not grow its
-output), α within ±2, so even float16 neither overflows nor flushes to zero on a path that
-matters. Under the ``extremes`` profile every element is drawn from a mix of huge, tiny,
-subnormal and signed-zero values instead (see :func:`properties.profiles.extremes_enabled`).
+magnitude), weights within ±1 (±4/d for d > 4 inputs, so a wide layer at most quadruples
+its input), α within ±2, so even float16 neither overflows nor flushes to zero on a path
+that matters. Cotangents are always dense random values (:func:`cotangents`). Under the
+``extremes`` profile every element is drawn from a mix of huge, tiny, subnormal and
+signed-zero values instead (see :func:`properties.profiles.extremes_enabled`).
 """
 
 from __future__ import annotations
