@@ -52,19 +52,18 @@ _SPELLINGS = "a hex float like 0x1.8p+1, a decimal like 1.5, inf, -inf or nan"
 _HUGE, _TINY = 1100, -1200
 
 
-def round_to_dtype(value: float | Fraction, dtype: str, negative: bool = False) -> float:
+def round_to_dtype(value: float | Fraction, dtype: str) -> float:
     """The ``dtype`` value nearest to the exact ``value`` (ties to even), as a Python float.
 
-    ``negative`` gives the sign of a zero ``Fraction`` (which has none of its own).
+    A float keeps the sign of its zero; a Fraction has none (callers that read ``"-0"``
+    give the signed zero themselves).
     """
-    if isinstance(value, float):
-        if not math.isfinite(value) or value == 0 or dtype == "float64":
-            return value
-        negative = value < 0
-    elif value == 0:
-        return -0.0 if negative else 0.0
-    else:
-        negative = value < 0
+    if isinstance(value, float) and (
+            not math.isfinite(value) or value == 0 or dtype == "float64"):
+        return value
+    if value == 0:
+        return 0.0
+    negative = value < 0
     precision, emin, emax = _FORMATS[dtype]
     if isinstance(value, float):
         size = abs(value)
