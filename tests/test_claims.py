@@ -542,3 +542,19 @@ def test_claim_skipped_on_a_backend_is_not_reported_as_passed(
     assert "skipped" in row and "dtype float32 not claimed" in row, row
     page = render_html(doc, {})
     assert "dtype float32 not claimed" in page
+
+
+def _terse_mismatch(request: Request) -> Result:
+    """The reference's answers, but shape errors spell shapes without spaces ("[2,2]")."""
+    result = REFERENCE.run(request)
+    if result.error is None or result.error.shapes is None:
+        return result
+    left, right = result.error.shapes
+    text = f"cannot merge {','.join(map(str, left))} with {','.join(map(str, right))}"
+    return Result.failure("shape_mismatch", text.replace(" ", ""), result.error.shapes)
+
+
+def test_s02_judges_the_typed_shapes_not_the_message_text() -> None:
+    outcome = check_claim(BY_ID["S02"], Engine(_terse_mismatch))
+    side = outcome.backends[0]
+    assert side.status == "pass", f"S02 on an engine writing '[2,2]'-style messages: {side}"
