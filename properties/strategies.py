@@ -218,9 +218,12 @@ def _out_width(draw: Callable[[st.SearchStrategy[Any]], Any], d_in: int, most: i
 
 
 def _operand_shape(draw: Callable[[st.SearchStrategy[Any]], Any], shape: Shape) -> Shape:
-    """A shape that NumPy broadcasts up to ``shape``: leading axes dropped, some set to 1."""
-    keep = draw(st.integers(0, len(shape)))
-    return tuple(n if draw(st.booleans()) else 1 for n in shape[len(shape) - keep:])
+    """A shape that NumPy broadcasts up to ``shape``: rank 0 in one draw in five, else its
+    last k >= 1 axes (simplest: the last one, as for a bias), some of them set to 1."""
+    if not shape or draw(st.integers(0, 4)) == 4:
+        return ()
+    keep = 1 + draw(st.integers(0, len(shape) - 1))
+    return tuple(1 if draw(st.booleans()) else n for n in shape[len(shape) - keep:])
 
 
 def dyadics(bits: int = 5, low: int = -3, high: int = 2) -> st.SearchStrategy[float]:
