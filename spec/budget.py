@@ -186,7 +186,7 @@ def _merge_back(c: _Ctx, node: Node, a: Sequence[_Bound], y: _Bound, g: _Bound
 
 def _product(c: _Ctx, x: _Bound, y: _Bound) -> tuple[np.ndarray, np.ndarray]:
     """Magnitude and error of one rounded elementwise product of two bounded values."""
-    err = x.mag * y.err + y.mag * x.err + x.err * y.err + c.u * x.hat * y.hat + c.tiny
+    err = x.mag * y.err + y.mag * x.err + x.err * y.err + c.u * (x.hat * y.hat) + c.tiny
     return x.mag * y.mag, err
 
 

@@ -284,3 +284,16 @@ def test_budget_is_never_nan_where_an_overflowed_magnitude_meets_zero() -> None:
     arrays = {"output": budget.output, **{f"grad[{n}]": g for n, g in budget.grads.items()}}
     nans = {name: int(np.isnan(a).sum()) for name, a in arrays.items() if np.isnan(a).any()}
     assert not nans, f"NaN bounds {nans} [{program.describe()}, float64]"
+
+
+def test_product_of_a_subnormal_and_a_huge_value_is_inside_its_budget() -> None:
+    """The rounding error of x·w scales with the product, not with u·x first (which
+    underflows to 0 when x is subnormal): 3·2**-1074 · 1e30 needs 55 bits, so it rounds."""
+    program = Program((Input("x", (1,)), Input("w", (1,))), (Node("y", "mul", ("x", "w")),), "y")
+    request = Request(program, {"x": np.array([3 * 5e-324]), "w": np.array([1e30])}, "float64",
+                      np.array([1.0]))
+    misses, exact, budget = backend_misses(request)
+    assert exact.output is not None
+    error = abs(Fraction(float(np.float64(3 * 5e-324) * np.float64(1e30))) - exact.output[0])
+    assert error > 0, "the case must round, or it shows nothing"
+    assert not misses, f"{misses}: budget {budget.output[0]!r}, actual error {float(error)!r}"
