@@ -61,7 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         f"({', '.join(BUILTIN)}; default numpy), module:attr for an adapter "
                         "of your own, or cmd:COMMAND for an engine in another process")
     parser.add_argument("--profile", default="ci",
-                        help="Hypothesis profile: dev, ci (default, derandomized), thorough")
+                        help="Hypothesis profile: dev, ci (default; seeded, so reproducible), "
+                             "thorough, extremes")
     parser.add_argument("--seed", type=int, default=0, help="Hypothesis and plot seed (default 0)")
     parser.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT_DIR,
                         help="folder for report.json/.md/.html (default ./resverify-report)")
