@@ -34,12 +34,17 @@ __all__ = ["CI_SEED", "DEFAULT", "PROFILES", "SEEDED", "active_profile", "defaul
 _QUIET_CHECKS = (HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                  HealthCheck.data_too_large, HealthCheck.filter_too_much)
 
+# Hypothesis' own defaults as the parent, whatever profile is loaded when this module is
+# imported: with ``CI`` set, Hypothesis loads its derandomized ``ci`` profile, and settings
+# made without a parent would inherit ``derandomize=True`` from it.
+_BASE = settings(settings.get_profile("default"), deadline=None, derandomize=False,
+                 suppress_health_check=_QUIET_CHECKS)
+
 PROFILES: Mapping[str, settings] = {
-    "dev": settings(max_examples=25, deadline=None, suppress_health_check=_QUIET_CHECKS),
-    "ci": settings(max_examples=25, deadline=None, database=None, print_blob=True,
-                   suppress_health_check=_QUIET_CHECKS),
-    "thorough": settings(max_examples=400, deadline=None, suppress_health_check=_QUIET_CHECKS),
-    "extremes": settings(max_examples=100, deadline=None, suppress_health_check=_QUIET_CHECKS),
+    "dev": settings(_BASE, max_examples=25),
+    "ci": settings(_BASE, max_examples=25, database=None, print_blob=True),
+    "thorough": settings(_BASE, max_examples=400),
+    "extremes": settings(_BASE, max_examples=100),
 }
 DEFAULT = "ci"
 SEEDED = frozenset({"ci"})  # profiles that get CI_SEED when no seed is given

@@ -351,3 +351,21 @@ def test_seed_changes_the_examples_and_the_same_seed_repeats_them(profile: str) 
     assert f"Hypothesis profile {profile}; seed 1;" in header, header
     assert one == one_again, f"seed 1 drew different examples in two {profile} runs"
     assert one != two, f"seeds 1 and 2 drew the same examples under the {profile} profile"
+
+
+def test_profiles_are_the_same_on_a_ci_machine() -> None:
+    """Hypothesis makes its own ``ci`` profile (derandomized) the parent of new settings when
+    ``CI`` is set; the suite's profiles must not inherit it, or ``--seed`` stops working."""
+    code = ("import properties.profiles as p; "
+            "print(sorted((k, v.derandomize, v.max_examples, repr(v.database)) "
+            "for k, v in p.PROFILES.items()))")
+    seen = {}
+    for ci in ("", "true"):
+        env = {k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_ACTIONS")}
+        if ci:
+            env["CI"] = ci
+        done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120, check=True)
+        seen[ci] = done.stdout
+    assert seen[""] == seen["true"], f"without CI: {seen['']}\nwith CI=true: {seen['true']}"
+    assert "True" not in seen["true"], f"a profile is derandomized under CI=true: {seen['true']}"
