@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: verify test test-slow lint backends clean
+.PHONY: verify test test-slow lint backends dist clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -28,10 +28,14 @@ test-slow: $(STAMP)
 backends: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[torch,jax,autograd]'
 
-## lint: ruff and mypy
+## lint: ruff and mypy (the four packages, as resverify.*, and tests/)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+## dist: build the sdist and the wheel into dist/ (python -m build)
+dist: $(STAMP)
+	$(BIN)/python -m build --outdir dist
+
 clean:
-	rm -rf $(VENV) resverify-report .pytest_cache .hypothesis
+	rm -rf $(VENV) resverify-report .pytest_cache .hypothesis build dist *.egg-info

@@ -1,14 +1,14 @@
 """resverify's numeric reference implementation and backend adapters.
 
 Public API: :class:`Tensor` (a value with reverse-mode ``backward(seed)``), the ops in
-:mod:`impl.ops` (``add``, ``residual_add``, ``mul``, ``scale``, ``linear``, ``relu``,
+:mod:`resverify.impl.ops` (``add``, ``residual_add``, ``mul``, ``scale``, ``linear``, ``relu``,
 ``tanh``, ``sum_all``), the :class:`Backend` protocol with :class:`Capabilities`, the
 reference :class:`NumpyBackend`, and :func:`resolve_backend` for names given by users.
 """
 
-from impl.backend import Backend, Capabilities
-from impl.numpy_backend import NumpyBackend
-from impl.registry import resolve_backend
-from impl.tensor import Tensor
+from resverify.impl.backend import Backend, Capabilities
+from resverify.impl.numpy_backend import NumpyBackend
+from resverify.impl.registry import resolve_backend
+from resverify.impl.tensor import Tensor
 
 __all__ = ["Backend", "Capabilities", "NumpyBackend", "Tensor", "resolve_backend"]

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol, runtime_checkable
 
-from spec.errors import InvalidProgram, UsageError
-from spec.ir import DTYPES, OPS, Node
-from spec.request import Request, Result
+from resverify.spec.errors import InvalidProgram, UsageError
+from resverify.spec.ir import DTYPES, OPS, Node
+from resverify.spec.request import Request, Result
 
 DEVICE_PATTERN = re.compile(r"cpu|mps|external|(?:cuda|tpu|xpu)(?::[0-9]+)?")
 """Known device names: ``cpu``, ``cuda``, ``cuda:N``, ``tpu``, ``tpu:N``, ``xpu``, ``xpu:N``,
@@ -21,9 +21,9 @@ DEVICE_PATTERN = re.compile(r"cpu|mps|external|(?:cuda|tpu|xpu)(?::[0-9]+)?")
 class Capabilities:
     """The dtypes and ops a backend claims, and the device it runs on.
 
-    Every name is checked when the capabilities are made: a dtype outside ``spec.ir.DTYPES``,
-    an op outside ``spec.ir.OPS`` or an unknown device is a UsageError, so a typo cannot
-    silently claim nothing.
+    Every name is checked when the capabilities are made: a dtype outside
+    ``resverify.spec.ir.DTYPES``, an op outside ``resverify.spec.ir.OPS`` or an unknown device
+    is a UsageError, so a typo cannot silently claim nothing.
     """
 
     dtypes: tuple[str, ...] = DTYPES

@@ -4,13 +4,13 @@ Protocol (version 1, see docs/external-protocol.md and spec/schema/protocol.sche
 the adapter starts the command once and writes one JSON document per line to its stdin;
 the engine answers each with exactly one JSON line on stdout. The first document is a
 hello, answered with the engine's capabilities; every later one is a request
-(``spec.codec``), answered with a result. Both answers are checked against the schema.
+(``resverify.spec.codec``), answered with a result. Both answers are checked against the schema.
 
 The timeout bounds the whole exchange: writing the request and reading a *complete*
 answer line, with non-blocking pipes and ``select``, so an engine that hangs, writes half
-a line or trickles bytes ends in :class:`~spec.errors.BackendTimeout` on time. An engine
-that exits or closes its output is a :class:`~spec.errors.BackendCrash`; an answer that
-is not a valid result for the request is :class:`~spec.errors.BadResult`. After any of
+a line or trickles bytes ends in :class:`~resverify.spec.errors.BackendTimeout` on time. An engine
+that exits or closes its output is a :class:`~resverify.spec.errors.BackendCrash`; an answer that
+is not a valid result for the request is :class:`~resverify.spec.errors.BadResult`. After any of
 them the engine and every process it started (its process group) are killed and reaped,
 and the next request starts it afresh.
 """
@@ -27,15 +27,15 @@ import subprocess
 import time
 from typing import Any
 
-from impl.backend import Capabilities
-from spec.codec import (
+from resverify.impl.backend import Capabilities
+from resverify.spec.codec import (
     FORMAT_VERSION,
     parse_json,
     request_to_dict,
     result_from_dict,
     validate_message,
 )
-from spec.errors import (
+from resverify.spec.errors import (
     BackendCrash,
     BackendFault,
     BackendTimeout,
@@ -43,7 +43,7 @@ from spec.errors import (
     InvalidProgram,
     UsageError,
 )
-from spec.request import Request, Result
+from resverify.spec.request import Request, Result
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 START_SECONDS = 30.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-from spec.ir import Node, Program
+from resverify.spec.ir import Node, Program
 
 T = TypeVar("T")
 

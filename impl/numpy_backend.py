@@ -6,13 +6,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from impl import ops
-from impl.backend import Capabilities, scale_alpha
-from impl.interpret import interpret
-from impl.tensor import Tensor
-from spec.errors import ShapeMismatch
-from spec.ir import Node
-from spec.request import Request, Result
+from resverify.impl import ops
+from resverify.impl.backend import Capabilities, scale_alpha
+from resverify.impl.interpret import interpret
+from resverify.impl.tensor import Tensor
+from resverify.spec.errors import ShapeMismatch
+from resverify.spec.ir import Node
+from resverify.spec.request import Request, Result
 
 _BINARY: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
     "add": ops.add, "mul": ops.mul, "residual_add": ops.residual_add, "linear": ops.linear,

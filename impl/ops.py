@@ -11,9 +11,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from impl.tensor import Tensor
-from spec.errors import ShapeMismatch
-from spec.ir import broadcast_shapes, node_shape
+from resverify.impl.tensor import Tensor
+from resverify.spec.errors import ShapeMismatch
+from resverify.spec.ir import broadcast_shapes, node_shape
 
 
 def _arr(value: object, dtype: np.dtype) -> np.ndarray:

@@ -5,27 +5,27 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from impl.backend import Backend
-from impl.numpy_backend import NumpyBackend
-from spec.errors import UsageError
+from resverify.impl.backend import Backend
+from resverify.impl.numpy_backend import NumpyBackend
+from resverify.spec.errors import UsageError
 
 
 def _torch(device: str) -> Callable[[], Backend]:
     def make() -> Backend:
-        from impl.torch_backend import TorchBackend
+        from resverify.impl.torch_backend import TorchBackend
 
         return TorchBackend(device)
     return make
 
 
 def _jax() -> Backend:
-    from impl.functional_backends import JaxBackend
+    from resverify.impl.functional_backends import JaxBackend
 
     return JaxBackend()
 
 
 def _autograd() -> Backend:
-    from impl.functional_backends import AutogradBackend
+    from resverify.impl.functional_backends import AutogradBackend
 
     return AutogradBackend()
 
@@ -41,7 +41,7 @@ BUILTIN: dict[str, Callable[[], Backend]] = {
 
 def resolve_backend(name: str) -> Backend:
     """A built-in name (``numpy``), ``package.module:attr`` naming a backend or a factory,
-    or ``cmd:COMMAND`` for an engine in another process (:mod:`impl.external`)."""
+    or ``cmd:COMMAND`` for an engine in another process (:mod:`resverify.impl.external`)."""
     if name in BUILTIN:
         try:
             return BUILTIN[name]()
@@ -52,7 +52,7 @@ def resolve_backend(name: str) -> Backend:
                 f"cannot create backend {name!r}: {type(exc).__name__}: {_one_line(exc)}"
             ) from None
     if name.startswith("cmd:"):
-        from impl.external import ExternalBackend
+        from resverify.impl.external import ExternalBackend
 
         return ExternalBackend(name.removeprefix("cmd:"))
     if ":" not in name:

@@ -1,6 +1,8 @@
-"""Serve any in-process backend over the JSON-lines protocol: ``python -m impl.serve NAME``.
+"""Serve any in-process backend over the JSON-lines protocol.
 
-This is the engine side of :mod:`impl.external`, and a worked example for engines in other
+``python -m resverify.impl.serve NAME`` serves the backend NAME.
+
+This is the engine side of :mod:`resverify.impl.external`, and a worked example for engines in other
 languages: read a line, answer a line, flush. Every line received is checked against the
 protocol schema; a line that is not a valid hello or request, a backend that raises, or
 one whose ``run`` returns something other than a Result, is answered with a
@@ -13,11 +15,17 @@ import json
 import sys
 from typing import TextIO
 
-from impl.backend import Backend
-from impl.registry import resolve_backend
-from spec.codec import FORMAT_VERSION, dumps, parse_json, request_from_dict, validate_message
-from spec.errors import ResverifyError
-from spec.request import Result
+from resverify.impl.backend import Backend
+from resverify.impl.registry import resolve_backend
+from resverify.spec.codec import (
+    FORMAT_VERSION,
+    dumps,
+    parse_json,
+    request_from_dict,
+    validate_message,
+)
+from resverify.spec.errors import ResverifyError
+from resverify.spec.request import Result
 
 
 def capabilities_doc(backend: Backend) -> dict[str, object]:

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from impl.backend import Capabilities, scale_alpha
-from impl.interpret import interpret
-from spec.errors import ShapeMismatch, UsageError
-from spec.ir import Node, node_shape
-from spec.request import Request, Result, storage_dtype
+from resverify.impl.backend import Capabilities, scale_alpha
+from resverify.impl.interpret import interpret
+from resverify.spec.errors import ShapeMismatch, UsageError
+from resverify.spec.ir import Node, node_shape
+from resverify.spec.request import Request, Result, storage_dtype
 
 try:
     import torch

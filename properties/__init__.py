@@ -1,23 +1,23 @@
 """The Hypothesis property suite: any backend against the exact specification.
 
 Run it with pytest from the repository root (the root ``conftest.py`` loads
-:mod:`properties.plugin`)::
+:mod:`resverify.properties.plugin`)::
 
     pytest properties                                  # the NumPy reference, profile ci
     pytest properties --backend numpy --backend mymod:MyBackend
-    RESVERIFY_BACKEND=mymod:MyBackend pytest --pyargs properties
+    RESVERIFY_BACKEND=mymod:MyBackend pytest --pyargs resverify.properties
     pytest properties --hypothesis-profile thorough    # or RESVERIFY_PROFILE=thorough
     pytest properties --hypothesis-profile extremes    # huge, tiny, subnormal, signed zeros
-    pytest -p properties.plugin --pyargs properties    # from any folder
+    pytest -p resverify.properties.plugin --pyargs resverify.properties    # from any folder
 
 Layout: one law per ``check_*`` function in ``laws_*.py`` (plain functions of a backend
-and a request, reusable outside pytest), strategies in :mod:`properties.strategies`,
-profiles in :mod:`properties.profiles`, thin Hypothesis tests named after their law in
+and a request, reusable outside pytest), strategies in :mod:`resverify.properties.strategies`,
+profiles in :mod:`resverify.properties.profiles`, thin Hypothesis tests named after their law in
 ``test_*.py``. A failing law raises :class:`PropertyFailure` with the request; the plugin
 saves it as a JSON vector and prints ``resverify replay PATH --backend NAME``.
 """
 
-from properties.assertions import PropertyFailure
-from properties.cases import Case
+from resverify.properties.assertions import PropertyFailure
+from resverify.properties.cases import Case
 
 __all__ = ["Case", "PropertyFailure"]

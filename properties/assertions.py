@@ -19,11 +19,11 @@ from fractions import Fraction
 import numpy as np
 from hypothesis import reject
 
-from impl.backend import Backend
-from spec.compare import cells, decimal
-from spec.errors import BackendFault
-from spec.ir import infer_shapes
-from spec.request import Request, Result, storage_dtype
+from resverify.impl.backend import Backend
+from resverify.spec.compare import cells, decimal
+from resverify.spec.errors import BackendFault
+from resverify.spec.ir import infer_shapes
+from resverify.spec.request import Request, Result, storage_dtype
 
 __all__ = [
     "KINDS",
@@ -43,7 +43,7 @@ __all__ = [
 KINDS = ("law", "refused", "raised", "timeout", "crash", "bad_result")
 """``PropertyFailure.kind``: ``law`` a law violated or a wrong value (the default);
 ``refused`` an error result for a valid request the backend claims; ``raised`` run()
-raised an exception that is not a :class:`~spec.errors.BackendFault`; ``timeout``,
+raised an exception that is not a :class:`~resverify.spec.errors.BackendFault`; ``timeout``,
 ``crash``, ``bad_result`` a BackendFault's kind, and ``bad_result`` also for an answer
 that is not a Result or has the wrong keys, shape, dtype or type."""
 
@@ -98,7 +98,7 @@ class Context:
                budget: np.ndarray) -> None:
         """Every element of the backend's ``actual`` lies within ``budget`` of the spec.
 
-        The verdict is :func:`spec.compare.within`, the rule replay and the budget object
+        The verdict is :func:`resverify.spec.compare.within`, the rule replay and the budget object
         use too (an infinite budget element allows anything: the analysis allows overflow).
         """
         __tracebackhide__ = True
@@ -117,7 +117,7 @@ class Context:
     def equal(self, what: str, actual: np.ndarray, expected: np.ndarray,
               expected_side: str = "spec", skip: np.ndarray | None = None) -> None:
         """Exact equality as values (``-0.0 == 0.0``), element by element (except ``skip``):
-        :func:`spec.compare.within` with a budget of 0."""
+        :func:`resverify.spec.compare.within` with a budget of 0."""
         __tracebackhide__ = True
         actual, expected = np.asarray(actual), np.asarray(expected, dtype=object)
         self.check(actual.shape == expected.shape,

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from spec.ir import Node, Program
-from spec.request import Request, storage_dtype
+from resverify.spec.ir import Node, Program
+from resverify.spec.request import Request, storage_dtype
 
 __all__ = ["Case", "round_to_dtype"]
 

@@ -17,14 +17,14 @@ from fractions import Fraction
 
 import numpy as np
 
-from impl.backend import Backend
-from properties.assertions import Context, num, run_ok
-from properties.cases import Case
-from properties.strategies import last_alpha_node
-from spec.budget import error_budget
-from spec.exact import as_fractions
-from spec.ir import Input, Node, Program
-from spec.request import Request
+from resverify.impl.backend import Backend
+from resverify.properties.assertions import Context, num, run_ok
+from resverify.properties.cases import Case
+from resverify.properties.strategies import last_alpha_node
+from resverify.spec.budget import error_budget
+from resverify.spec.exact import as_fractions
+from resverify.spec.ir import Input, Node, Program
+from resverify.spec.request import Request
 
 __all__ = [
     "check_cancellation_is_exact",

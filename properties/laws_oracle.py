@@ -19,11 +19,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from impl.backend import Backend
-from properties.assertions import Context, num, run_ok
-from spec.budget import error_budget
-from spec.exact import as_fractions, evaluate, evaluate_exact
-from spec.request import Request
+from resverify.impl.backend import Backend
+from resverify.properties.assertions import Context, num, run_ok
+from resverify.spec.budget import error_budget
+from resverify.spec.exact import as_fractions, evaluate, evaluate_exact
+from resverify.spec.request import Request
 
 __all__ = ["FD_STEP", "check_finite_differences", "check_matches_spec"]
 

@@ -12,14 +12,14 @@ from fractions import Fraction
 
 import numpy as np
 
-from impl.backend import Backend
-from properties.assertions import Context, differences, guarded_run, run_ok, send
-from properties.laws_oracle import check_matches_spec
-from spec.budget import error_budget
-from spec.errors import ShapeMismatch
-from spec.exact import as_fractions, evaluate
-from spec.ir import Input, Node, Program, broadcast_shapes
-from spec.request import Request, Result
+from resverify.impl.backend import Backend
+from resverify.properties.assertions import Context, differences, guarded_run, run_ok, send
+from resverify.properties.laws_oracle import check_matches_spec
+from resverify.spec.budget import error_budget
+from resverify.spec.errors import ShapeMismatch
+from resverify.spec.exact import as_fractions, evaluate
+from resverify.spec.ir import Input, Node, Program, broadcast_shapes
+from resverify.spec.request import Request, Result
 
 __all__ = [
     "check_alpha_zero_is_identity",

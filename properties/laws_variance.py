@@ -13,7 +13,7 @@ program on the unrounded draws) has independent ``N(0, v)`` components, so
 ``y*`` (``b``: the spec's budget; ``d``: the effect of rounding the draws to the dtype,
 summed with a 1e-3 relative margin), so S lies in ``[Σ max(|y|-r, 0)², Σ (|y|+r)²] / v``.
 The check fails only when that whole interval is outside the chi-square acceptance
-region of :mod:`properties.stats`: false-alarm probability at most 1e-9 per example.
+region of :mod:`resverify.properties.stats`: false-alarm probability at most 1e-9 per example.
 """
 
 from __future__ import annotations
@@ -23,15 +23,15 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 
-from impl.backend import Backend
-from properties.assertions import Context, num, run_ok
-from properties.cases import round_to_dtype
-from properties.laws_structure import merge_request
-from properties.stats import acceptance, miss_probability
-from spec.budget import error_budget
-from spec.exact import as_fractions
-from spec.ir import Input, Node, Program
-from spec.request import Request
+from resverify.impl.backend import Backend
+from resverify.properties.assertions import Context, num, run_ok
+from resverify.properties.cases import round_to_dtype
+from resverify.properties.laws_structure import merge_request
+from resverify.properties.stats import acceptance, miss_probability
+from resverify.spec.budget import error_budget
+from resverify.spec.exact import as_fractions
+from resverify.spec.ir import Input, Node, Program
+from resverify.spec.request import Request
 
 __all__ = [
     "DEPENDENT_SAMPLES",

@@ -1,12 +1,12 @@
-"""Seed fixtures (spec.fixtures) and past corner cases, pinned as explicit examples."""
+"""Seed fixtures (resverify.spec.fixtures) and past corner cases, pinned as explicit examples."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from properties.cases import Case
-from properties.strategies import merge_case
-from spec import fixtures
+from resverify.properties.cases import Case
+from resverify.properties.strategies import merge_case
+from resverify.spec import fixtures
 
 __all__ = ["ALONG_ROWS", "S06", "S07", "S10", "S11_PLAIN", "S11_RESIDUAL", "S17", "S17_AT_ZERO"]
 

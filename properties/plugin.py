@@ -1,13 +1,13 @@
 """The pytest plugin of the property suite: backend choice, profiles, vectors, records.
 
 Registered by the repository's root ``conftest.py`` (``pytest_plugins``); another project
-can load it with ``-p properties.plugin``.
+can load it with ``-p resverify.properties.plugin``.
 
 * ``--backend NAME`` (repeatable; or ``RESVERIFY_BACKEND``, comma-separated; default
   ``numpy``) names the backends, resolved by :func:`impl.resolve_backend`; an unknown name
   is a one-line pytest usage error. Every property test runs once per backend.
 * The Hypothesis profile: ``--hypothesis-profile NAME``, else ``RESVERIFY_PROFILE``, else
-  ``ci`` (see :mod:`properties.profiles`). The seed: ``--hypothesis-seed N``, else 0 under
+  ``ci`` (see :mod:`resverify.properties.profiles`). The seed: ``--hypothesis-seed N``, else 0 under
   ``ci`` (random under the other profiles); the header shows both.
 * A property that fails saves its request as a JSON vector (``--vector-dir``, else
   ``RESVERIFY_VECTOR_DIR``, else ``resverify-vectors/``) and prints the replay command.
@@ -29,16 +29,22 @@ import numpy as np
 import pytest
 from hypothesis import event, reject, settings
 
-from impl.backend import Backend
-from impl.registry import resolve_backend
-from properties.assertions import PropertyFailure
-from properties.cases import Case
-from properties.profiles import CI_SEED, SEEDED, active_profile, default_profile, load_profile
-from properties.strategies import claiming
-from properties.vectors import replay_command, save_vector, vector_dir
-from spec.errors import BackendFault, UsageError
-from spec.ir import OPS, Input, Node, Program
-from spec.request import Request
+from resverify.impl.backend import Backend
+from resverify.impl.registry import resolve_backend
+from resverify.properties.assertions import PropertyFailure
+from resverify.properties.cases import Case
+from resverify.properties.profiles import (
+    CI_SEED,
+    SEEDED,
+    active_profile,
+    default_profile,
+    load_profile,
+)
+from resverify.properties.strategies import claiming
+from resverify.properties.vectors import replay_command, save_vector, vector_dir
+from resverify.spec.errors import BackendFault, UsageError
+from resverify.spec.ir import OPS, Input, Node, Program
+from resverify.spec.request import Request
 
 __all__ = ["PropertyRun", "capability_reason"]
 
@@ -136,7 +142,7 @@ def prop(request: pytest.FixtureRequest, backend: Backend) -> Iterator[PropertyR
     """The running property: records who runs what, skips what the backend does not claim.
 
     While the test runs, strategies build programs from the backend's claimed ops only
-    (:func:`properties.strategies.claiming`).
+    (:func:`resverify.properties.strategies.claiming`).
     """
     node = request.node
     params = getattr(getattr(node, "callspec", None), "params", {})

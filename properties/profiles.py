@@ -4,7 +4,7 @@
 ``ci``        seeded, no example database, no deadline, 25 examples a test: the same run
               for the same seed. The seed is pytest's ``--hypothesis-seed N`` (which
               ``resverify check --seed N`` passes), else :data:`CI_SEED`, set by the plugin
-              (:func:`properties.plugin.pytest_configure`); the whole suite against the
+              (:func:`resverify.properties.plugin.pytest_configure`); the whole suite against the
               NumPy reference takes about 20 s on 2 cores.
 ``thorough``  many examples, for a nightly job or before a release.
 ``extremes``  opt-in: like ``dev`` but inputs are drawn from huge, tiny, subnormal and
@@ -26,7 +26,7 @@ from collections.abc import Mapping
 
 from hypothesis import HealthCheck, settings
 
-from spec.errors import UsageError
+from resverify.spec.errors import UsageError
 
 __all__ = ["CI_SEED", "DEFAULT", "PROFILES", "SEEDED", "active_profile", "default_profile",
            "extremes_enabled", "load_profile"]

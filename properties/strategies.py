@@ -22,7 +22,7 @@ magnitude), weights within ±1 (±4/d for d > 4 inputs, so a wide layer at most 
 its input), α within ±2, so even float16 neither overflows nor flushes to zero on a path
 that matters. Cotangents are always dense random values (:func:`cotangents`). Under the
 ``extremes`` profile every element is drawn from a mix of huge, tiny, subnormal and
-signed-zero values instead (see :func:`properties.profiles.extremes_enabled`).
+signed-zero values instead (see :func:`resverify.properties.profiles.extremes_enabled`).
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ from hypothesis.extra.numpy import (
     mutually_broadcastable_shapes,
 )
 
-from properties.cases import Case, node
-from properties.profiles import extremes_enabled
-from spec.errors import Shape
-from spec.ir import OPS, Input, Node, Program, broadcast_shapes
+from resverify.properties.cases import Case, node
+from resverify.properties.profiles import extremes_enabled
+from resverify.spec.errors import Shape
+from resverify.spec.ir import OPS, Input, Node, Program, broadcast_shapes
 
 __all__ = [
     "FAMILIES",

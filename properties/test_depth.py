@@ -9,19 +9,19 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from impl.backend import Backend
-from properties.cases import Case
-from properties.laws_depth import (
+from resverify.impl.backend import Backend
+from resverify.properties.cases import Case
+from resverify.properties.laws_depth import (
     check_cancellation_is_exact,
     check_plain_depth_law,
     check_residual_depth_law,
     check_unrolled_sum,
     scale_chain,
 )
-from properties.plugin import PropertyRun
-from properties.strategies import alphas, depth_factors, scalar_branch_inputs
-from spec.ir import DTYPES
-from spec.request import Request
+from resverify.properties.plugin import PropertyRun
+from resverify.properties.strategies import alphas, depth_factors, scalar_branch_inputs
+from resverify.spec.ir import DTYPES
+from resverify.spec.request import Request
 
 DTYPE = pytest.mark.parametrize("dtype", DTYPES)
 Inputs = tuple[np.ndarray, np.ndarray]

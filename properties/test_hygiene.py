@@ -6,17 +6,17 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from impl.backend import Backend
-from properties import pinned
-from properties.cases import Case
-from properties.laws_structure import (
+from resverify.impl.backend import Backend
+from resverify.properties import pinned
+from resverify.properties.cases import Case
+from resverify.properties.laws_structure import (
     check_bitwise_deterministic,
     check_declared_form,
     check_inputs_unchanged,
 )
-from properties.plugin import PropertyRun
-from properties.strategies import mismatch_cases, residual_cases
-from spec.ir import DTYPES
+from resverify.properties.plugin import PropertyRun
+from resverify.properties.strategies import mismatch_cases, residual_cases
+from resverify.spec.ir import DTYPES
 
 DTYPE = pytest.mark.parametrize("dtype", DTYPES)
 ANY_CASE = st.one_of(residual_cases(), mismatch_cases())

@@ -11,13 +11,13 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from impl.backend import Backend
-from properties import pinned
-from properties.cases import Case
-from properties.laws_oracle import check_finite_differences, check_matches_spec
-from properties.plugin import PropertyRun
-from properties.strategies import SMOOTH_FAMILIES, broadcast_cases, residual_cases
-from spec.ir import DTYPES
+from resverify.impl.backend import Backend
+from resverify.properties import pinned
+from resverify.properties.cases import Case
+from resverify.properties.laws_oracle import check_finite_differences, check_matches_spec
+from resverify.properties.plugin import PropertyRun
+from resverify.properties.strategies import SMOOTH_FAMILIES, broadcast_cases, residual_cases
+from resverify.spec.ir import DTYPES
 
 DTYPE = pytest.mark.parametrize("dtype", DTYPES)
 

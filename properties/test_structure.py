@@ -8,19 +8,19 @@ import numpy as np
 import pytest
 from hypothesis import example, given
 
-from impl.backend import Backend
-from properties import pinned
-from properties.cases import Case
-from properties.laws_depth import check_output_affine_in_alpha
-from properties.laws_structure import (
+from resverify.impl.backend import Backend
+from resverify.properties import pinned
+from resverify.properties.cases import Case
+from resverify.properties.laws_depth import check_output_affine_in_alpha
+from resverify.properties.laws_structure import (
     check_alpha_zero_is_identity,
     check_null_space_branch_keeps_gradient,
     check_rejects_mismatch,
     check_shared_operand_gradient,
     check_zero_branch,
 )
-from properties.plugin import PropertyRun
-from properties.strategies import (
+from resverify.properties.plugin import PropertyRun
+from resverify.properties.strategies import (
     alphas,
     mismatch_case,
     mismatch_cases,
@@ -30,7 +30,7 @@ from properties.strategies import (
     zero_alphas,
     zero_branch_cases,
 )
-from spec.ir import DTYPES
+from resverify.spec.ir import DTYPES
 
 DTYPE = pytest.mark.parametrize("dtype", DTYPES)
 

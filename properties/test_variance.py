@@ -2,7 +2,7 @@
 
 The random streams come from a numpy Generator seeded by Hypothesis; every statistical
 check has a false-alarm probability of at most 1e-9 per example (see
-:mod:`properties.laws_variance` and :mod:`properties.stats`).
+:mod:`resverify.properties.laws_variance` and :mod:`resverify.properties.stats`).
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from impl.backend import Backend
-from properties.cases import Case
-from properties.laws_variance import (
+from resverify.impl.backend import Backend
+from resverify.properties.cases import Case
+from resverify.properties.laws_variance import (
     check_dependent_branch_variance,
     check_independent_updates_variance,
     check_sample_variance_identity,
 )
-from properties.plugin import PropertyRun
-from properties.strategies import sample_block_cases
-from spec.ir import DTYPES
+from resverify.properties.plugin import PropertyRun
+from resverify.properties.strategies import sample_block_cases
+from resverify.spec.ir import DTYPES
 
 DTYPE = pytest.mark.parametrize("dtype", DTYPES)
 SEEDS = st.integers(0, 2**32 - 1)

@@ -3,7 +3,7 @@
 The folder is ``resverify-vectors/`` relative to the working directory, unless the pytest
 option ``--vector-dir`` or the environment variable ``RESVERIFY_VECTOR_DIR`` names another.
 A vector is the failing request as it was sent (the request document of
-:func:`spec.codec.request_to_dict`) plus an optional top-level ``"vector"`` object that
+:func:`resverify.spec.codec.request_to_dict`) plus an optional top-level ``"vector"`` object that
 says which property failed on which backend, with its message and failure kind; its file
 name carries the property, the backend and a hash of the request, so a rerun overwrites
 rather than piles up.
@@ -18,8 +18,8 @@ import re
 import shlex
 from pathlib import Path
 
-from spec.codec import dumps, request_to_dict
-from spec.request import Request
+from resverify.spec.codec import dumps, request_to_dict
+from resverify.spec.request import Request
 
 __all__ = ["DEFAULT_DIR", "replay_command", "save_vector", "vector_dir"]
 

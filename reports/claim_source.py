@@ -1,7 +1,7 @@
 """Run the claim checker for the report, so that a broken checker cannot hide the suite.
 
-The checker is :func:`reports.cmd_claims.collect_claims` (``backend_name -> list[dict]``
-of :func:`spec.claims.outcome_dict` data: ``id``, ``source``, ``section``, ``statement``,
+The checker is :func:`resverify.reports.cmd_claims.collect_claims` (``backend_name -> list[dict]``
+of :func:`resverify.spec.claims.outcome_dict` data: ``id``, ``source``, ``section``, ``statement``,
 the exact side ``expected``/``observed``/``exact_status``, the backend's side under
 ``backends``, ``status``, ``note``). It runs once per backend; the entries of one claim
 merge into one report entry holding every backend's side. When the checker cannot be
@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reports.json_report import claim_entry
-from spec.claims import overall_status
+from resverify.reports.json_report import claim_entry
+from resverify.spec.claims import overall_status
 
 __all__ = ["ClaimRun", "find_checker", "merge_claims", "run_claims"]
 
@@ -31,7 +31,7 @@ class ClaimRun:
 
 def find_checker() -> Checker:
     """The project's claim checker (imported here, so its import errors are reported)."""
-    from reports.cmd_claims import collect_claims
+    from resverify.reports.cmd_claims import collect_claims
 
     return collect_claims
 

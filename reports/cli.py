@@ -17,8 +17,8 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from reports import cmd_check, cmd_claims, cmd_replay, cmd_run
-from spec import ResverifyError
+from resverify.reports import cmd_check, cmd_claims, cmd_replay, cmd_run
+from resverify.spec import ResverifyError
 
 COMMANDS: tuple[ModuleType, ...] = (cmd_check, cmd_run, cmd_replay, cmd_claims)
 DEFAULT_COMMAND = "check"

@@ -1,7 +1,7 @@
 """``resverify check``: the main job. Claims, then the property suite, then the reports.
 
 The claim checker runs in this process; the property suite runs under pytest in a child
-process (see :mod:`reports.runner`), so pytest's own options keep working
+process (see :mod:`resverify.reports.runner`), so pytest's own options keep working
 (``-n``, ``--junitxml``, and anything after ``--``). The three report files are written
 atomically, and they are written whatever happens: a failed, crashed or interrupted run
 (Ctrl-C once or twice, SIGTERM) still leaves a valid report of what finished, with
@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from impl import Backend, resolve_backend
-from impl.registry import BUILTIN
-from properties.profiles import PROFILES
-from reports import json_report
-from reports.atomic import write_bytes, write_text
-from reports.claim_source import ClaimRun, run_claims
-from reports.runner import (
+from resverify.impl import Backend, resolve_backend
+from resverify.impl.registry import BUILTIN
+from resverify.properties.profiles import PROFILES
+from resverify.reports import json_report
+from resverify.reports.atomic import write_bytes, write_text
+from resverify.reports.claim_source import ClaimRun, run_claims
+from resverify.reports.runner import (
     DEFAULT_TARGET,
     Interrupted,
     Progress,
@@ -42,7 +42,7 @@ from reports.runner import (
     pytest_command,
     run_suite,
 )
-from spec import UsageError
+from resverify.spec import UsageError
 
 NAME = "check"
 HELP = "check backends against the claims and the property suite, write the report"
@@ -71,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junitxml", type=Path, metavar="PATH", help="also write JUnit XML")
     parser.add_argument("--suite", metavar="TARGET",
                         help="pytest target of the property suite (default: the installed "
-                        "'properties' package)")
+                        "'resverify.properties' package)")
     parser.add_argument("--no-claims", action="store_true",
                         help="skip the claim checker (the report says so)")
     parser.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT_SECONDS,
@@ -179,7 +179,7 @@ class _PlotJob:
 
     def _draw(self, seed: int) -> None:
         try:
-            from reports.plots import render_plots
+            from resverify.reports.plots import render_plots
 
             with _PLOTTING:  # matplotlib is not thread-safe; a stopped run's job may linger
                 self.plots = render_plots(seed)
@@ -366,8 +366,8 @@ def write_reports(state: _Run, signals: StopSignals | None = None) -> dict[str, 
 
 def _write_rest(state: _Run, doc: dict[str, Any], plots: dict[str, bytes],
                 error: str | None) -> dict[str, Any]:
-    from reports.html import render_html
-    from reports.markdown import append_step_summary, render_markdown
+    from resverify.reports.html import render_html
+    from resverify.reports.markdown import append_step_summary, render_markdown
 
     if error:
         state.warnings.append(error)

@@ -1,6 +1,6 @@
 """``resverify claims``: check every claim of the seed documents, exactly and on backends.
 
-The catalog and its exact checks live in :mod:`spec.claims`; this command supplies the
+The catalog and its exact checks live in :mod:`resverify.spec.claims`; this command supplies the
 backends (``--backend``, repeatable, default ``numpy``) for the claims about an
 implementation. Each claim has an exact side and, per backend, that backend's side:
 ``pass``, ``fail``, or ``skipped`` when the check needs a request the backend does not claim
@@ -17,8 +17,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from impl import Backend, resolve_backend
-from spec.claims import CLAIMS, check_claim, outcome_dict
+from resverify.impl import Backend, resolve_backend
+from resverify.spec.claims import CLAIMS, check_claim, outcome_dict
 
 __all__ = ["HELP", "NAME", "add_arguments", "collect_claims", "run"]
 
@@ -44,7 +44,7 @@ def _check_all(backends: Sequence[Backend]) -> list[dict[str, Any]]:
 
 def collect_claims(backend_names: str | Sequence[str] = "numpy") -> list[dict[str, Any]]:
     """Every claim checked exactly and on each named backend, as plain dicts
-    (:func:`spec.claims.outcome_dict`)."""
+    (:func:`resverify.spec.claims.outcome_dict`)."""
     return _check_all(_resolve(backend_names))
 
 

@@ -3,11 +3,11 @@
 The vector (a request saved by the property suite, optionally with a ``"vector"`` object
 recording the property that failed, the backend, the failure's kind and message) runs on
 the backend ``--runs`` times (default 3) and once through the exact specification
-(:func:`spec.exact.evaluate`). Printed: the recorded failure, the inputs and the
+(:func:`resverify.spec.exact.evaluate`). Printed: the recorded failure, the inputs and the
 cotangent (abbreviated when big), then every output and gradient element with the
 backend's value, the exact value (``~`` when it is not a float), ``|diff|``, the error
-budget of the request's dtype (:func:`spec.budget.error_budget`) and ok/FAIL, judged by
-:func:`spec.compare.within` -- the same rule as the property suite. A vector of more than
+budget of the request's dtype (:func:`resverify.spec.budget.error_budget`) and ok/FAIL, judged by
+:func:`resverify.spec.compare.within` -- the same rule as the property suite. A vector of more than
 :data:`SHOW_LIMIT` elements prints a summary instead (per array: counts, the worst
 element; then the first failures); ``--all`` prints every element.
 
@@ -35,15 +35,15 @@ from typing import Any
 
 import numpy as np
 
-from impl import Backend, resolve_backend
-from impl.registry import BUILTIN
-from properties.assertions import PropertyFailure, differences, send
-from spec import InvalidProgram, Request, Result, UsageError
-from spec.budget import Budget, error_budget
-from spec.codec import parse_json, request_from_dict
-from spec.compare import Cell, cells, decimal
-from spec.exact import ExactResult, evaluate
-from spec.request import storage_dtype
+from resverify.impl import Backend, resolve_backend
+from resverify.impl.registry import BUILTIN
+from resverify.properties.assertions import PropertyFailure, differences, send
+from resverify.spec import InvalidProgram, Request, Result, UsageError
+from resverify.spec.budget import Budget, error_budget
+from resverify.spec.codec import parse_json, request_from_dict
+from resverify.spec.compare import Cell, cells, decimal
+from resverify.spec.exact import ExactResult, evaluate
+from resverify.spec.request import storage_dtype
 
 NAME = "replay"
 HELP = "run one saved test vector on a backend and print the diff against the spec"
@@ -142,7 +142,7 @@ def _ratio(cell: Cell) -> float:
 
 def compare_array(label: str, got: np.ndarray, exact: np.ndarray, budget: np.ndarray
                   ) -> list[Row]:
-    """One row per element of ``got`` against the exact values, judged by spec.compare."""
+    """One row per element of ``got`` against the exact values, judged by resverify.spec.compare."""
     if got.shape != exact.shape:
         return [Row(label, f"shape {list(got.shape)}", f"shape {list(exact.shape)}", "", "",
                     False, math.inf)]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from impl import resolve_backend
-from spec import UsageError, dumps, loads_request
+from resverify.impl import resolve_backend
+from resverify.spec import UsageError, dumps, loads_request
 
 NAME = "run"
 HELP = "run one JSON request on a backend, print the result"

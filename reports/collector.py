@@ -1,7 +1,7 @@
 """A pytest plugin that records each finished test as one JSON line, as it happens.
 
 ``resverify check`` loads it into the pytest run of the property suite
-(``-p reports.collector --resverify-events FILE``). Every line is written and flushed
+(``-p resverify.reports.collector --resverify-events FILE``). Every line is written and flushed
 the moment a test finishes, so when pytest is interrupted or dies the parent still
 knows exactly what finished; the last event, ``finish``, is only there when pytest
 reached the end of its session. Under pytest-xdist only the controller writes: the

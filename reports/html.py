@@ -15,7 +15,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reports.markdown import short_note
+from resverify.reports.markdown import short_note
 
 __all__ = ["CSP", "conformance_matrix", "esc", "render_html"]
 

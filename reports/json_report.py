@@ -17,9 +17,9 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
-from impl.backend import Backend
-from reports.atomic import write_text
-from spec.claims import overall_status
+from resverify.impl.backend import Backend
+from resverify.reports.atomic import write_text
+from resverify.spec.claims import overall_status
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -46,7 +46,8 @@ _FAILURE_KINDS = ("law", "refused", "raised", "timeout", "crash", "bad_result")
 @cache
 def load_schema() -> dict[str, Any]:
     """The JSON Schema of report.json, read from the installed package."""
-    text = resources.files("reports").joinpath("schema/report.schema.json").read_text("utf-8")
+    schema_file = resources.files("resverify.reports").joinpath("schema/report.schema.json")
+    text = schema_file.read_text("utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
 
@@ -120,13 +121,13 @@ def _claim_side(raw: Mapping[str, Any], backend: str) -> dict[str, Any]:
 
 
 def claim_entry(raw: Mapping[str, Any], backend: str) -> dict[str, Any]:
-    """One claim from the claim checker (:func:`spec.claims.outcome_dict` data checked on
+    """One claim from the claim checker (:func:`resverify.spec.claims.outcome_dict` data checked on
     one backend, shown as ``backend``), with every value made JSON text.
 
     ``expected``/``observed``/``exact_status`` are the exact side, ``backends`` each
-    backend's side, ``status`` the overall verdict (:func:`spec.claims.overall_status`);
+    backend's side, ``status`` the overall verdict (:func:`resverify.spec.claims.overall_status`);
     entries of one claim on several backends merge with
-    :func:`reports.claim_source.merge_claims`.
+    :func:`resverify.reports.claim_source.merge_claims`.
     """
     section = raw.get("section")
     note = raw.get("note")

@@ -184,7 +184,7 @@ def _claim_table(claims: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def render_markdown(doc: Mapping[str, Any]) -> str:
-    """The Markdown summary of a report document (see :mod:`reports.json_report`)."""
+    """The Markdown summary of a report document (see :mod:`resverify.reports.json_report`)."""
     parts = (_header(doc) + _failures(doc) + _backend_table(doc)
              + _property_table(doc["properties"])
              + _claim_table(doc["claims"]))

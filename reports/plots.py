@@ -9,7 +9,8 @@ Every plotted number comes from the reference implementation or an exact formula
 * ``depth_law.png``: ``|(1+a)^L|`` over ``a`` and ``L`` (exact powers), with the
   ``|1+a| = 1`` boundary (``a = 0`` and ``a = -2``) marked and the S25 values shown.
 * ``variance_growth.png``: seeded S26/S27 simulations (768 components, unit normal updates
-  merged with :func:`impl.ops.residual_add`): left, the sample variance after each layer of
+  merged with :func:`resverify.impl.ops.residual_add`):
+  left, the sample variance after each layer of
   one unscaled 100-layer stack against the law ``l·σ²``; right, the final sample variance of
   stacks of depth L = 1..100 whose updates are scaled by ``1/√L``, against ``σ²``. Both with
   a 99.9% band for a sample variance of 768 values (Wilson–Hilferty quantiles of χ²).
@@ -28,10 +29,10 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from impl import NumpyBackend, Tensor
-from impl.ops import residual_add, scale
-from spec.fixtures import STACK_W, stack_program
-from spec.request import Request
+from resverify.impl import NumpyBackend, Tensor
+from resverify.impl.ops import residual_add, scale
+from resverify.spec.fixtures import STACK_W, stack_program
+from resverify.spec.request import Request
 
 __all__ = ["PLOT_NAMES", "depth_law", "gradient_retention", "render_plots",
            "retention_curve", "scaled_finals", "variance_growth", "variance_path"]

@@ -5,7 +5,7 @@ taking the report down with it, and it lets pytest's own options (``-n`` from
 pytest-xdist, ``-k``, ``--junitxml``) work unchanged. The suite always runs under
 pytest-xdist (one worker unless ``-n`` says otherwise), so a test that kills its
 process (a segfault, ``os._exit``) kills a worker that xdist replaces, and the run goes
-on. The child loads :mod:`reports.collector`, which appends one JSON line per finished
+on. The child loads :mod:`resverify.reports.collector`, which appends one JSON line per finished
 test to an events file; this module tails that file into a :class:`SuiteRun` that the
 caller can read at any moment, shows progress on a terminal and returns what finished,
 whether or not pytest reached the end.
@@ -34,9 +34,9 @@ from typing import IO, Any
 __all__ = ["EventTail", "Interrupted", "Progress", "SuiteRun", "child_environment",
            "pytest_command", "run_suite", "stop_group"]
 
-DEFAULT_TARGET = ("--pyargs", "properties")
-SUITE_PLUGIN = "properties.plugin"  # loaded explicitly: a root conftest.py is not seen from
-# another working directory
+DEFAULT_TARGET = ("--pyargs", "resverify.properties")
+# loaded explicitly: a root conftest.py is not seen from another working directory
+SUITE_PLUGIN = "resverify.properties.plugin"
 Event = dict[str, Any]
 
 
@@ -88,7 +88,7 @@ def pytest_command(*, events: Path, backends: Sequence[str], profile: str, seed:
     in seconds (signal method)."""
     own_suite = tuple(target) == DEFAULT_TARGET
     plugin = ["-p", SUITE_PLUGIN] if own_suite else []
-    cmd = [sys.executable, "-m", "pytest", *target, *plugin, "-p", "reports.collector",
+    cmd = [sys.executable, "-m", "pytest", *target, *plugin, "-p", "resverify.reports.collector",
            f"--resverify-events={events}", "-q", "-p", "no:cacheprovider",
            f"--hypothesis-profile={profile}", f"--hypothesis-seed={seed}"]
     cmd += [f"--backend={name}" for name in backends]

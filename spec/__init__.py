@@ -6,21 +6,27 @@ Public API: the program IR (:class:`Program`, :class:`Input`, :class:`Node`, ``O
 :func:`loads_request`, :func:`loads_result`), the exact interpreter (:func:`evaluate`,
 :func:`evaluate_exact`, :class:`ExactResult`), error budgets (:func:`error_budget`,
 :class:`Budget`) and the error types rooted at :class:`ResverifyError`. The SymPy
-derivations live in ``spec.derive`` (imported on demand: SymPy is slow to load).
+derivations live in ``resverify.spec.derive`` (imported on demand: SymPy is slow to load).
 """
 
-from spec.budget import UNIT_ROUNDOFF, Budget, error_budget
-from spec.codec import FORMAT_VERSION, dumps, loads_request, loads_result
-from spec.errors import (
+from resverify.spec.budget import UNIT_ROUNDOFF, Budget, error_budget
+from resverify.spec.codec import FORMAT_VERSION, dumps, loads_request, loads_result
+from resverify.spec.errors import (
     InvalidProgram,
     ResverifyError,
     ShapeMismatch,
     Unsupported,
     UsageError,
 )
-from spec.exact import TANH_PRECISION_BITS, ExactResult, as_fractions, evaluate, evaluate_exact
-from spec.ir import DTYPES, OPS, Input, Node, Program, infer_shapes
-from spec.request import Request, Result, ResultError
+from resverify.spec.exact import (
+    TANH_PRECISION_BITS,
+    ExactResult,
+    as_fractions,
+    evaluate,
+    evaluate_exact,
+)
+from resverify.spec.ir import DTYPES, OPS, Input, Node, Program, infer_shapes
+from resverify.spec.request import Request, Result, ResultError
 
 __all__ = [
     "DTYPES",

@@ -53,11 +53,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from spec.compare import cells, decimal
-from spec.errors import InvalidProgram
-from spec.exact import ExactResult, Trace, evaluate, unbroadcast
-from spec.ir import DTYPES, Node
-from spec.request import Request
+from resverify.spec.compare import cells, decimal
+from resverify.spec.errors import InvalidProgram
+from resverify.spec.exact import ExactResult, Trace, evaluate, unbroadcast
+from resverify.spec.ir import DTYPES, Node
+from resverify.spec.request import Request
 
 __all__ = [
     "TANH_ULPS",
@@ -362,7 +362,7 @@ class Budget:
                grads: Mapping[str, np.ndarray]) -> list[Miss]:
         """Every element of a backend's ``output``/``grads`` farther from ``exact`` than allowed.
 
-        Each element is judged by :func:`spec.compare.within` (exact rational comparison;
+        Each element is judged by :func:`resverify.spec.compare.within` (exact rational comparison;
         where the bound is infinite, anything goes, NaN included: overflow is allowed).
         """
         if exact.output is None or exact.grads is None:
@@ -399,7 +399,7 @@ def error_budget(request: Request, dtype: str | None = None, *,
     then inf: not checked), and inf·0 gives NaN, which the last step turns into inf; NumPy's
     warnings for both are silenced here rather than left to the caller.
 
-    Pass ``exact`` (from :func:`spec.exact.evaluate` of the same request) to reuse its
+    Pass ``exact`` (from :func:`resverify.spec.exact.evaluate` of the same request) to reuse its
     forward trace. When ``dtype`` is narrower than the request's, rounding the inputs and
     the cotangent to it is charged too.
     """

@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from spec.errors import InvalidProgram
-from spec.ir import Input, Node, Program, as_shape
-from spec.request import Request, Result, ResultError, storage_dtype
+from resverify.spec.errors import InvalidProgram
+from resverify.spec.ir import Input, Node, Program, as_shape
+from resverify.spec.request import Request, Result, ResultError, storage_dtype
 
 FORMAT_VERSION = 1
 MESSAGE_KINDS = ("hello", "capabilities", "request", "result")
@@ -236,7 +236,8 @@ def result_from_dict(doc: Mapping[str, Any], dtype: str = "float64") -> Result:
 @cache
 def protocol_schema() -> dict[str, Any]:
     """The JSON Schema of every protocol message (``spec/schema/protocol.schema.json``)."""
-    text = resources.files("spec").joinpath("schema/protocol.schema.json").read_text("utf-8")
+    schema_file = resources.files("resverify.spec").joinpath("schema/protocol.schema.json")
+    text = schema_file.read_text("utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
 

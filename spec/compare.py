@@ -16,7 +16,7 @@ bound                         actual is within when
 finite                        actual is finite and ``|actual - exact| <= bound``, compared
                               exactly in rationals; NaN and ±inf are never within
 NaN (or ``-inf``)             never: such a bound bounds nothing, so no value is accepted
-                              on its evidence (:func:`spec.budget.error_budget` never
+                              on its evidence (:func:`resverify.spec.budget.error_budget` never
                               produces one; a hand-made budget that does fails, not crashes)
 ============================  ==============================================================
 

@@ -5,7 +5,7 @@ primitives over one real symbol per element (``Max(a, 0)`` for relu, ``tanh`` fo
 explicit sums for ``linear`` and ``sum``), let SymPy differentiate it into the Jacobian of
 the flattened output with respect to each flattened argument, and form the VJP
 ``J_iᵀ ȳ``. ``tests/test_derive.py`` feeds the same symbols to the hand-written rules of
-:mod:`spec.exact` and asks SymPy whether the two agree.
+:mod:`resverify.spec.exact` and asks SymPy whether the two agree.
 
 Broadcasting is only index bookkeeping (which input element feeds which output element),
 so it is done with ``np.broadcast_to`` on the symbol arrays; the arithmetic is SymPy's.
@@ -28,8 +28,8 @@ from fractions import Fraction
 import numpy as np
 import sympy
 
-from spec.errors import Shape
-from spec.ir import OPS, node_shape
+from resverify.spec.errors import Shape
+from resverify.spec.ir import OPS, node_shape
 
 __all__ = [
     "ALPHA",
@@ -84,7 +84,8 @@ def _linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def symbolic_forward(op: str, args: tuple[np.ndarray, ...]) -> np.ndarray:
-    """The op's value on symbol arrays, built from SymPy primitives (not from spec.exact)."""
+    """The op's value on symbol arrays, built from SymPy primitives (not from
+    resverify.spec.exact)."""
     shape = node_shape(op, (a.shape for a in args))
     if op in ("add", "residual_add", "mul"):
         left, right = (np.broadcast_to(a, shape) for a in args)

@@ -45,7 +45,7 @@ class BackendFault(ResverifyError, RuntimeError):
     ``kind`` classifies the failure for reports: ``timeout`` (no answer in time),
     ``crash`` (the engine's process died), ``bad_result`` (an answer that is not a
     well-formed result: wrong type, shape, dtype, unreadable line). Raised by adapters
-    such as :mod:`impl.external` and caught by the property suite, which turns it into a
+    such as :mod:`resverify.impl.external` and caught by the property suite, which turns it into a
     classified failure of that one example; the run goes on.
     """
 

@@ -15,7 +15,7 @@ relu whose input sign is uncertain charges the whole cotangent magnitude to its
 gradient. The largest of these bounds over the output and every gradient is the
 result's ``slack``; it is exactly 0 for programs without ``tanh``.
 
-The VJP rules here are written by hand beside each forward rule; ``spec.derive`` derives
+The VJP rules here are written by hand beside each forward rule; ``resverify.spec.derive`` derives
 the same rules with SymPy and ``tests/test_derive.py`` proves they agree.
 """
 
@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 from mpmath import libmp
 
-from spec.errors import InvalidProgram, Shape, ShapeMismatch
-from spec.ir import Program, infer_shapes
-from spec.request import Request, Result, ResultError
+from resverify.spec.errors import InvalidProgram, Shape, ShapeMismatch
+from resverify.spec.ir import Program, infer_shapes
+from resverify.spec.request import Request, Result, ResultError
 
 __all__ = [
     "RULES",
@@ -87,7 +87,7 @@ def as_fractions(array: object) -> Arr:
     """An object array of exact Fractions with the same shape (-0.0 becomes Fraction(0)).
 
     Floats convert exactly (every finite float is a dyadic rational); NaN and infinities
-    are refused with :class:`~spec.errors.InvalidProgram`.
+    are refused with :class:`~resverify.spec.errors.InvalidProgram`.
     """
     raw = array if isinstance(array, np.ndarray) else np.array(array, dtype=object)
     return _objects([_fraction(v) for v in raw.reshape(-1).tolist()], raw.shape)
@@ -173,7 +173,7 @@ class Rule:
 def unbroadcast(grad: Arr, shape: Shape) -> Arr:
     """Sum ``grad`` over the axes broadcasting added or stretched to go from ``shape``.
 
-    Keeps the dtype of ``grad`` (object arrays of numbers, or floats in ``spec.budget``).
+    Keeps the dtype of ``grad`` (object arrays of numbers, or floats in ``resverify.spec.budget``).
     """
     extra = grad.ndim - len(shape)
     out = grad.sum(axis=tuple(range(extra))) if extra else grad
@@ -321,7 +321,7 @@ class ExactResult:
     ``slack`` bounds, for every element at once, the distance between a Fraction here and
     the true real value; it is 0 unless the program uses ``tanh``. ``grads`` is None
     when no cotangent was given (forward only) or on error. ``trace`` keeps every
-    intermediate value (``spec.budget`` reuses it when passed ``exact=``).
+    intermediate value (``resverify.spec.budget`` reuses it when passed ``exact=``).
     """
 
     output: Arr | None
@@ -333,7 +333,8 @@ class ExactResult:
 
 @dataclass(frozen=True)
 class Trace:
-    """The forward pass kept for later analysis (``spec.budget`` reads relu signs from it).
+    """The forward pass kept for later analysis (``resverify.spec.budget`` reads relu signs
+    from it).
 
     ``values`` holds every input and node value (object arrays, elements may be ints where
     NumPy summed nothing), ``slack`` each one's absolute error bound.

@@ -10,8 +10,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from spec.ir import Input, Node, Program
-from spec.request import Request
+from resverify.spec.ir import Input, Node, Program
+from resverify.spec.request import Request
 
 SEED_X = np.array([2.0, -1.0])
 SEED_W = np.array([[0.5, -1.0], [2.0, 0.25]])

@@ -3,7 +3,7 @@
 A program is validated once, when it is built (or loaded from JSON), so that no
 interpreter ever meets an unknown op, a dangling name or a cycle. Shape errors are
 not structural: they are found by :func:`infer_shapes` (and by every interpreter)
-and reported as the typed :class:`~spec.errors.ShapeMismatch`.
+and reported as the typed :class:`~resverify.spec.errors.ShapeMismatch`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from spec.errors import InvalidProgram, Shape, ShapeMismatch
+from resverify.spec.errors import InvalidProgram, Shape, ShapeMismatch
 
 # op name -> number of tensor arguments
 OPS: Mapping[str, int] = {

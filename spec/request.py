@@ -8,8 +8,8 @@ from typing import Literal
 
 import numpy as np
 
-from spec.errors import InvalidProgram, Shape, ShapeMismatch
-from spec.ir import DTYPES, Program, infer_shapes
+from resverify.spec.errors import InvalidProgram, Shape, ShapeMismatch
+from resverify.spec.ir import DTYPES, Program, infer_shapes
 
 ErrorKind = Literal["shape_mismatch", "unsupported", "backend_error"]
 ERROR_KINDS: tuple[str, ...] = ("shape_mismatch", "unsupported", "backend_error")

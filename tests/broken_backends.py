@@ -17,13 +17,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from impl import ops
-from impl.backend import Capabilities
-from impl.numpy_backend import NumpyBackend, apply
-from impl.tensor import Tensor, _topological
-from spec.errors import ShapeMismatch
-from spec.ir import Node, node_shape
-from spec.request import Request, Result
+from resverify.impl import ops
+from resverify.impl.backend import Capabilities
+from resverify.impl.numpy_backend import NumpyBackend, apply
+from resverify.impl.tensor import Tensor, _topological
+from resverify.spec.errors import ShapeMismatch
+from resverify.spec.ir import Node, node_shape
+from resverify.spec.request import Request, Result
 
 
 def linear(x: Tensor, w: Tensor, transpose: bool = True) -> Tensor:

@@ -4,7 +4,7 @@ Each in-process adapter runs the NumPy reference and then does one hostile thing
 answers NaN, the wrong shape, the wrong dtype or ``None``, writes into its inputs, sleeps
 past the per-test timeout, calls ``os._exit`` or segfaults. ``resverify check`` must turn
 each into a classified failure of that test and go on. The same adapters are served over
-the ``cmd:`` protocol with ``python -m impl.serve tests.hostile_backends:Name``.
+the ``cmd:`` protocol with ``python -m resverify.impl.serve tests.hostile_backends:Name``.
 
 Run as a script, this module is an external engine that breaks the protocol itself
 (``python tests/hostile_backends.py half_line|garbage|exits_mid_run``): it answers the
@@ -21,9 +21,9 @@ import time
 
 import numpy as np
 
-from impl.backend import Capabilities
-from impl.numpy_backend import NumpyBackend
-from spec.request import Request, Result
+from resverify.impl.backend import Capabilities
+from resverify.impl.numpy_backend import NumpyBackend
+from resverify.spec.request import Request, Result
 
 _REFERENCE = NumpyBackend()
 CAPABILITIES = Capabilities(dtypes=("float64", "float32"), ops=_REFERENCE.capabilities.ops)
@@ -136,7 +136,7 @@ IN_PROCESS = {"Raises": "raised", "ReturnsNaN": "law", "WrongShape": "bad_result
 
 def _engine(mode: str) -> int:
     """An external engine that answers the hello, then breaks the protocol per ``mode``."""
-    from impl.serve import answer
+    from resverify.impl.serve import answer
 
     engine = _Hostile()
     engine.name = f"engine-{mode.replace('_', '-')}"

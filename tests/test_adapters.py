@@ -13,10 +13,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from impl import Capabilities, NumpyBackend, resolve_backend
-from spec import Input, InvalidProgram, Node, Program, Request, UsageError
-from spec.fixtures import linear_block_request, seed_cases, shared_operand_request
-from spec.request import storage_dtype
+from resverify.impl import Capabilities, NumpyBackend, resolve_backend
+from resverify.spec import Input, InvalidProgram, Node, Program, Request, UsageError
+from resverify.spec.fixtures import linear_block_request, seed_cases, shared_operand_request
+from resverify.spec.request import storage_dtype
 
 LIBRARY = {"torch": "torch", "jax": "jax", "autograd": "autograd"}
 
@@ -110,7 +110,7 @@ def test_reference_answers_bfloat16_with_unsupported():
 
 
 def test_adapter_refuses_a_scale_node_without_alpha(adapter):
-    node = Node("s", "scale", ("x",), 2)
+    node = Node("s", "scale", ("x",), Fraction(2))
     object.__setattr__(node, "alpha", None)  # as a careless caller might build it
     with pytest.raises(InvalidProgram, match="scale needs an alpha"):
         adapter._apply(node, [adapter_value(adapter, np.ones(2))])

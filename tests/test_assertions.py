@@ -8,19 +8,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from impl.backend import Capabilities
-from impl.numpy_backend import NumpyBackend
-from properties.assertions import PropertyFailure, guarded_run, run_ok
-from properties.laws_oracle import check_matches_spec
-from properties.laws_structure import (
+from resverify.impl.backend import Capabilities
+from resverify.impl.numpy_backend import NumpyBackend
+from resverify.properties.assertions import PropertyFailure, guarded_run, run_ok
+from resverify.properties.laws_oracle import check_matches_spec
+from resverify.properties.laws_structure import (
     check_bitwise_deterministic,
     check_inputs_unchanged,
     check_rejects_mismatch,
     merge_request,
 )
-from spec.errors import BackendCrash, BackendTimeout, BadResult
-from spec.fixtures import linear_block_request
-from spec.request import Request, Result
+from resverify.spec.errors import BackendCrash, BackendTimeout, BadResult
+from resverify.spec.fixtures import linear_block_request
+from resverify.spec.request import Request, Result
 
 REQUEST = linear_block_request()  # x=[2,-1], w=[[0.5,-1],[2,0.25]], ȳ=[1,1]
 
@@ -157,7 +157,7 @@ def test_wrong_output_shape_dtype_or_type_is_a_bad_result() -> None:
         "dtype": Result(output=good.output.astype(np.float32), grads=good.grads),
         "grad dtype": Result(output=good.output,
                              grads={**good.grads, "w": good.grads["w"].astype(np.float32)}),
-        "type": Result(output=good.output.tolist(), grads=good.grads),  # type: ignore[arg-type]
+        "type": Result(output=good.output.tolist(), grads=good.grads),
         "missing grad": Result(output=good.output, grads={"x": good.grads["x"]}),
     }
     for what, result in wrong.items():

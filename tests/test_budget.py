@@ -10,13 +10,13 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from impl.numpy_backend import NumpyBackend
-from spec.budget import UNIT_ROUNDOFF, Budget, error_budget, gamma
-from spec.errors import InvalidProgram
-from spec.exact import ExactResult, evaluate
-from spec.fixtures import linear_block_request, seed_cases, shared_operand_request
-from spec.ir import Input, Node, Program
-from spec.request import Request
+from resverify.impl.numpy_backend import NumpyBackend
+from resverify.spec.budget import UNIT_ROUNDOFF, Budget, error_budget, gamma
+from resverify.spec.errors import InvalidProgram
+from resverify.spec.exact import ExactResult, evaluate
+from resverify.spec.fixtures import linear_block_request, seed_cases, shared_operand_request
+from resverify.spec.ir import Input, Node, Program
+from resverify.spec.request import Request
 
 F = Fraction
 BACKEND = NumpyBackend()
@@ -274,7 +274,7 @@ def test_budget_near_overflow_is_inf_without_numpy_warnings():
 def test_budget_is_never_nan_where_an_overflowed_magnitude_meets_zero() -> None:
     """inf·0 inside the analysis (a linear layer's magnitude overflows to inf, then meets
     the exact zero error of an input in a product) gives an infinite bound, never NaN:
-    a NaN bound would bound nothing (spec.compare rejects every value against it)."""
+    a NaN bound would bound nothing (resverify.spec.compare rejects every value against it)."""
     program = Program((Input("x", (2,)), Input("w", (2, 2)), Input("k", ())),
                       (Node("l", "linear", ("x", "w")), Node("m", "mul", ("l", "k"))), "m")
     huge = np.full(2, 1e308)

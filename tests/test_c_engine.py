@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from impl.external import ExternalBackend
-from spec.codec import validate_message
-from spec.fixtures import seed_cases
-from spec.request import Request
+from resverify.impl.external import ExternalBackend
+from resverify.spec.codec import validate_message
+from resverify.spec.fixtures import seed_cases
+from resverify.spec.request import Request
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "engines" / "c" / "resverify_engine.c"
@@ -77,7 +77,7 @@ def test_c_engine_passes_the_float64_property_suite(c_engine, tmp_path):
         assert case.find("failure") is None and case.find("error") is None, out
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
         if case.find("skipped") is None and "examples" in props:
-            examples[case.get("name")] = int(props["examples"])
+            examples[case.get("name")] = int(str(props["examples"]))
     assert examples and all(n > 0 for n in examples.values()), examples
     assert sum(examples.values()) >= 10 * len(examples), examples
 

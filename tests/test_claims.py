@@ -11,18 +11,18 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from impl import Capabilities, resolve_backend
-from reports import cmd_claims
-from reports.claim_source import run_claims
-from reports.cli import main
-from reports.html import render_html
-from reports.json_report import build_report, validate
-from reports.markdown import render_markdown
-from spec import claims as catalog
-from spec.claims import CLAIMS, SEED_FILES, Claim, check_claim, outcome_dict
-from spec.errors import BackendTimeout
-from spec.ir import DTYPES, OPS
-from spec.request import Request, Result
+from resverify.impl import Capabilities, resolve_backend
+from resverify.reports import cmd_claims
+from resverify.reports.claim_source import run_claims
+from resverify.reports.cli import main
+from resverify.reports.html import render_html
+from resverify.reports.json_report import build_report, validate
+from resverify.reports.markdown import render_markdown
+from resverify.spec import claims as catalog
+from resverify.spec.claims import CLAIMS, SEED_FILES, Claim, check_claim, outcome_dict
+from resverify.spec.errors import BackendTimeout
+from resverify.spec.ir import DTYPES, OPS
+from resverify.spec.request import Request, Result
 
 # Every S-item of SEEDS.md that can be computed (all of S01–S30; only the "context" lines
 # about He et al. and Vaswani et al. are left out). S07 and S17 each hold one settled and

@@ -10,8 +10,8 @@ import xml.etree.ElementTree as ET
 import pytest
 from test_report_fakes import write_fake_suite
 
-from reports.cli import main
-from reports.runner import Progress
+from resverify.reports.cli import main
+from resverify.reports.runner import Progress
 
 
 def _one_line_error(capsys) -> str:
@@ -76,7 +76,7 @@ class _Terminal(io.StringIO):
 
 
 def test_progress_is_shown_on_a_terminal_and_silent_otherwise():
-    events = [{"event": "collected", "count": 2},
+    events: list[dict[str, object]] = [{"event": "collected", "count": 2},
               {"event": "begin", "nodeid": "suite/t.py::test_a[numpy]"},
               {"event": "result", "nodeid": "suite/t.py::test_a[numpy]", "outcome": "failed",
                "properties": {"examples": 12}}]
@@ -91,7 +91,7 @@ def test_progress_is_shown_on_a_terminal_and_silent_otherwise():
 
 
 def test_check_runs_the_real_property_suite_and_reads_its_records(tmp_path, monkeypatch):
-    pytest.importorskip("properties.plugin", reason="the property suite is not installed")
+    pytest.importorskip("resverify.properties.plugin", reason="the property suite is not installed")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     code = main(["check", "--no-claims", "--", "-k", "residual_stack and float64"])
@@ -106,7 +106,7 @@ def test_check_runs_the_real_property_suite_and_reads_its_records(tmp_path, monk
 
 
 def test_help_lists_every_kind_of_backend_name_and_the_new_options(capsys):
-    from impl.registry import BUILTIN
+    from resverify.impl.registry import BUILTIN
 
     assert main(["check", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
@@ -137,7 +137,7 @@ def test_status_line_is_cleared_when_ctrl_c_stops_the_run(tmp_path, monkeypatch)
     def interrupted_claims(backends):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("reports.cmd_check.run_claims", interrupted_claims)
+    monkeypatch.setattr("resverify.reports.cmd_check.run_claims", interrupted_claims)
     assert main(["check", "--report-dir", "out"]) == 1
     text = terminal.getvalue()
     shown = text.index("checking claims on numpy")

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from reports.cli import main
-from spec import dumps, loads_result
-from spec.fixtures import linear_block_request
+from resverify.reports.cli import main
+from resverify.spec import dumps, loads_result
+from resverify.spec.fixtures import linear_block_request
 
 
 def test_run_prints_the_result_of_a_request(tmp_path, capsys):

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spec import InvalidProgram, dumps, loads_request, loads_result
-from spec.codec import decode_number
-from spec.fixtures import linear_block_request
+from resverify.spec import InvalidProgram, dumps, loads_request, loads_result
+from resverify.spec.codec import decode_number
+from resverify.spec.fixtures import linear_block_request
 
 # One float32 ulp at 1 is 2**-23; 1 + 2**-24 is the float32 midpoint between 1 and 1 + 2**-23.
 F32_TIE_UP = Fraction(1) + Fraction(1, 2**24) + Fraction(1, 10**30)  # just above the midpoint
@@ -127,7 +127,7 @@ def test_bare_nan_and_infinity_tokens_are_not_json():
 
 def test_bfloat16_result_says_bfloat16():
     pytest.importorskip("torch")
-    from impl.torch_backend import TorchBackend
+    from resverify.impl.torch_backend import TorchBackend
 
     request = linear_block_request(dtype="bfloat16")
     result = TorchBackend().run(request)

@@ -1,6 +1,6 @@
 """One comparison: the suite, the budget object and replay judge an element the same way.
 
-The table below is the rule of :func:`spec.compare.within`, one named case a row; every
+The table below is the rule of :func:`resverify.spec.compare.within`, one named case a row; every
 consumer (``Context.within``, ``Budget.misses``, ``resverify replay``) must follow it.
 """
 
@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+from collections.abc import Callable
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,18 +18,18 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from impl.backend import Capabilities
-from properties.assertions import Context, PropertyFailure
-from properties.laws_oracle import check_matches_spec
-from reports.cli import main
-from reports.cmd_replay import compare_array
-from spec.budget import Budget, error_budget
-from spec.codec import dumps
-from spec.compare import within
-from spec.exact import ExactResult, evaluate
-from spec.fixtures import linear_block_request
-from spec.ir import Input, Node, Program
-from spec.request import Request, Result, storage_dtype
+from resverify.impl.backend import Capabilities
+from resverify.properties.assertions import Context, PropertyFailure
+from resverify.properties.laws_oracle import check_matches_spec
+from resverify.reports.cli import main
+from resverify.reports.cmd_replay import compare_array
+from resverify.spec.budget import Budget, error_budget
+from resverify.spec.codec import dumps
+from resverify.spec.compare import within
+from resverify.spec.exact import ExactResult, evaluate
+from resverify.spec.fixtures import linear_block_request
+from resverify.spec.ir import Input, Node, Program
+from resverify.spec.request import Request, Result, storage_dtype
 
 INF, NAN = float("inf"), float("nan")
 F = Fraction
@@ -142,8 +144,8 @@ def vectors(draw: st.DrawFn) -> Request:
     return Request(program, data, dtype, draw(_values(out_shape, dtype)))
 
 
-def _perturbed(draw: st.DrawFn, exact: np.ndarray, bound: np.ndarray, storage: np.dtype
-               ) -> np.ndarray:
+def _perturbed(draw: Callable[[st.SearchStrategy[Any]], Any], exact: np.ndarray,
+               bound: np.ndarray, storage: np.dtype) -> np.ndarray:
     """The exact values rounded, with some elements moved: to NaN, ±inf, -0.0, or near the
     edge of their budget (inside or just outside it)."""
     out = np.array([_float(v) for v in exact.reshape(-1).tolist()], dtype=np.float64)

@@ -1,4 +1,4 @@
-"""The hand-written VJP rules of spec.exact equal the derivatives SymPy derives."""
+"""The hand-written VJP rules of resverify.spec.exact equal the derivatives SymPy derives."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import sympy
 
-from spec.derive import (
+from resverify.spec.derive import (
     ALPHA,
     RELU_DERIVATIVE_AT_ZERO,
     derived,
@@ -16,8 +16,8 @@ from spec.derive import (
     local_jacobian,
     relu_derivative,
 )
-from spec.errors import Shape
-from spec.exact import RULES
+from resverify.spec.errors import Shape
+from resverify.spec.exact import RULES
 
 SMOOTH_CASES: list[tuple[str, tuple[Shape, ...]]] = [
     ("add", ((2, 3), (2, 3))), ("add", ((2, 1), (3,))), ("add", ((), (2,))),
@@ -33,7 +33,8 @@ SMOOTH_CASES: list[tuple[str, tuple[Shape, ...]]] = [
 
 
 def hand_vjp(op: str, shapes: tuple[Shape, ...]) -> tuple[np.ndarray, ...]:
-    """spec.exact's rule, run on the same symbols (alpha as a symbol, tanh's output symbolic)."""
+    """resverify.spec.exact's rule, run on the same symbols (alpha as a symbol, tanh's output
+    symbolic)."""
     case = derived(op, shapes)
     alpha = ALPHA if op == "scale" else None
     return RULES[op].vjp(case.cotangent, case.args, case.output, alpha)

@@ -9,17 +9,17 @@ import numpy as np
 import pytest
 from mpmath import libmp
 
-from spec.errors import InvalidProgram
-from spec.exact import (
+from resverify.spec.errors import InvalidProgram
+from resverify.spec.exact import (
     TANH_PRECISION_BITS,
     as_fractions,
     evaluate,
     evaluate_exact,
     exact_tanh,
 )
-from spec.fixtures import seed_cases
-from spec.ir import Input, Node, Program
-from spec.request import Request
+from resverify.spec.fixtures import seed_cases
+from resverify.spec.ir import Input, Node, Program
+from resverify.spec.request import Request
 
 F = Fraction
 

@@ -15,23 +15,23 @@ from pathlib import Path
 
 import pytest
 
-from impl import NumpyBackend, resolve_backend
-from impl.external import ExternalBackend
-from impl.serve import answer
-from spec import UsageError, dumps
-from spec.errors import BackendCrash, BackendTimeout, BadResult
-from spec.fixtures import linear_block_request, stack_request
+from resverify.impl import NumpyBackend, resolve_backend
+from resverify.impl.external import ExternalBackend
+from resverify.impl.serve import answer
+from resverify.spec import UsageError, dumps
+from resverify.spec.errors import BackendCrash, BackendTimeout, BadResult
+from resverify.spec.fixtures import linear_block_request, stack_request
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVE = f"{shlex.quote(sys.executable)} -m impl.serve"
+SERVE = f"{shlex.quote(sys.executable)} -m resverify.impl.serve"
 
 # An engine that misbehaves ({behaviour}) on the first request it ever gets (a marker file
 # remembers it across restarts), and answers like the NumPy reference otherwise.
 ENGINE = '''
 import json, os, subprocess, sys, time
 sys.path.insert(0, {root!r})
-from impl import NumpyBackend
-from impl.serve import answer
+from resverify.impl import NumpyBackend
+from resverify.impl.serve import answer
 MARK = {mark!r}
 for line in sys.stdin:
     doc = json.loads(line)
@@ -113,6 +113,7 @@ def test_misbehaving_engine_raises_its_fault_and_the_next_request_runs_on_a_fres
     try:
         assert backend.name == "fake" and backend.capabilities.dtypes == ("float64",)
         first = backend.pid
+        assert first is not None, "the engine was started"
         backend.timeout = 0.5
         with pytest.raises(fault, match=message) as info:
             backend.run(linear_block_request())
@@ -164,6 +165,7 @@ def test_timed_out_engine_leaves_no_process_behind(tmp_path):
     backend = ExternalBackend(engine(tmp_path, behaviour), timeout=PATIENT)
     try:
         first = backend.pid
+        assert first is not None, "the engine was started"
         backend.timeout = 3.0  # time enough to start the child, even on a loaded machine
         with pytest.raises(BackendTimeout):
             backend.run(linear_block_request())

@@ -3,7 +3,7 @@ in a complete report, the run goes on, and ``resverify check`` exits 1.
 
 One ``resverify check`` run per mode checks every hostile backend at once beside the NumPy
 reference (which must still pass): in-process adapters, the same adapters served over
-``cmd:`` by ``python -m impl.serve``, and external engines that break the protocol.
+``cmd:`` by ``python -m resverify.impl.serve``, and external engines that break the protocol.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from reports.json_report import validate
+from resverify.reports.json_report import validate
 from tests import hostile_backends as hb
 from tests.hostile_backends import IN_PROCESS, PROTOCOL_BREAKERS
 
@@ -33,7 +33,7 @@ def check(folder: Path, backends: list[str], *extra: str) -> tuple[int, dict[str
     """``resverify check`` in a child process on ``backends`` (numpy first, as a control)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RESVERIFY_CMD_TIMEOUT": "1"}
     env.pop("GITHUB_STEP_SUMMARY", None)
-    argv = [sys.executable, "-m", "reports.cli", "check", "--no-claims", "--timeout", "2",
+    argv = [sys.executable, "-m", "resverify.reports.cli", "check", "--no-claims", "--timeout", "2",
             "--report-dir", "out", "--backend", "numpy"]
     for name in backends:
         argv += ["--backend", name]
@@ -99,7 +99,8 @@ def test_crashed_or_timed_out_tests_keep_property_and_backend(in_process):
 
 @pytest.mark.slow
 def test_served_hostile_adapters_fail_classified_over_cmd(tmp_path: Path) -> None:
-    names = [f"cmd:{sys.executable} -m impl.serve tests.hostile_backends:{n}" for n in CMD_KINDS]
+    serve = f"{sys.executable} -m resverify.impl.serve"
+    names = [f"cmd:{serve} tests.hostile_backends:{n}" for n in CMD_KINDS]
     code, doc, out = check(tmp_path, names)
     assert code == 1, out
     assert_classified(doc, {getattr(hb, n).name: k for n, k in CMD_KINDS.items()}, out)

@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 from test_report_fakes import HOSTILE, run_check
 
-from impl.backend import Capabilities
+from resverify.impl.backend import Capabilities
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                   "--no-first-run", "--disable-background-networking",

@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from spec import (
+from resverify.spec import (
     FORMAT_VERSION,
     Input,
     InvalidProgram,
@@ -24,8 +24,8 @@ from spec import (
     loads_request,
     loads_result,
 )
-from spec.codec import program_from_dict, program_to_dict
-from spec.fixtures import linear_block, linear_block_request
+from resverify.spec.codec import program_from_dict, program_to_dict
+from resverify.spec.fixtures import linear_block, linear_block_request
 
 
 def _block_doc() -> dict:
@@ -120,24 +120,25 @@ def test_shape_inference_follows_broadcasting_linear_and_sum():
 
 def test_request_refuses_wrong_inputs_shapes_and_unrepresentable_values():
     program = linear_block()
-    good = {"x": [2.0, -1.0], "w": [[0.5, -1.0], [2.0, 0.25]]}
+    good = {"x": np.array([2.0, -1.0]), "w": np.array([[0.5, -1.0], [2.0, 0.25]])}
+    ones = np.ones(2)
     with pytest.raises(InvalidProgram, match="do not match program inputs"):
-        Request(program, {"x": [2.0, -1.0]}, "float64", [1.0, 1.0])
+        Request(program, {"x": good["x"]}, "float64", ones)
     with pytest.raises(InvalidProgram, match=r"input 'x' has shape \[3\], declared \[2\]"):
-        Request(program, {**good, "x": [1.0, 2.0, 3.0]}, "float64", [1.0, 1.0])
+        Request(program, {**good, "x": np.array([1.0, 2.0, 3.0])}, "float64", ones)
     with pytest.raises(InvalidProgram, match="not exactly representable in float32"):
-        Request(program, {**good, "x": [0.1, 1.0]}, "float32", [1.0, 1.0])
+        Request(program, {**good, "x": np.array([0.1, 1.0])}, "float32", ones)
     with pytest.raises(InvalidProgram, match=r"cotangent has shape \[3\]"):
-        Request(program, good, "float64", [1.0, 1.0, 1.0])
+        Request(program, good, "float64", np.ones(3))
     with pytest.raises(InvalidProgram, match="unknown dtype"):
-        Request(program, good, "float8", [1.0, 1.0])
+        Request(program, good, "float8", ones)
     with pytest.raises(InvalidProgram, match="needs a cotangent"):
         Request(program, good, "float64", None)
 
 
 def test_request_values_are_read_only_copies():
     x = np.array([2.0, -1.0])
-    request = Request(linear_block(), {"x": x, "w": np.eye(2)}, "float64", [1.0, 1.0])
+    request = Request(linear_block(), {"x": x, "w": np.eye(2)}, "float64", np.ones(2))
     x[0] = 99.0
     assert request.inputs["x"][0] == 2.0
     assert not request.inputs["x"].flags.writeable
@@ -148,7 +149,7 @@ SPECIAL = [0.0, -0.0, 5e-324, -2.2250738585072014e-308, 1.7976931348623157e308, 
 
 
 def test_request_round_trips_bit_for_bit_through_json():
-    program = Program((Input("x", (3, 3)),), (Node("s", "scale", ("x",), "1/3"),), "s")
+    program = Program((Input("x", (3, 3)),), (Node("s", "scale", ("x",), Fraction(1, 3)),), "s")
     values = np.array(SPECIAL, dtype=np.float64).reshape(3, 3)
     request = Request(program, {"x": values}, "float64", values[::-1])
     text = dumps(request)
@@ -163,7 +164,8 @@ def test_request_round_trips_bit_for_bit_through_json():
 
 def test_nan_survives_the_round_trip():
     program = Program((Input("x", (1,)),), (), "x")
-    again = loads_request(dumps(Request(program, {"x": [math.nan]}, "float64", [1.0])))
+    request = Request(program, {"x": np.array([math.nan])}, "float64", np.array([1.0]))
+    again = loads_request(dumps(request))
     assert math.isnan(again.inputs["x"][0])
 
 
@@ -180,6 +182,7 @@ def test_results_and_typed_errors_round_trip():
     ok = Result(output=np.array([1.0, -0.0]), grads={"x": np.array([0.5, 3.25])})
     again = loads_result(dumps(ok))
     assert again.output is not None and again.grads is not None
+    assert ok.output is not None and ok.grads is not None
     assert again.output.tobytes() == ok.output.tobytes()
     assert again.grads["x"].tobytes() == ok.grads["x"].tobytes()
     bad = Result.mismatch(ShapeMismatch("residual_add", (2, 2), (2,)))

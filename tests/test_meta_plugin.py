@@ -14,14 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 
-from impl.backend import Capabilities
-from properties import pinned
-from properties.cases import Case
-from properties.plugin import PropertyRun, capability_reason
-from properties.profiles import default_profile
-from spec.codec import loads_request
-from spec.errors import UsageError
-from spec.ir import OPS, Input, Node, Program
+from resverify.impl.backend import Capabilities
+from resverify.properties import pinned
+from resverify.properties.cases import Case
+from resverify.properties.plugin import PropertyRun, capability_reason
+from resverify.properties.profiles import default_profile
+from resverify.spec.codec import loads_request
+from resverify.spec.errors import UsageError
+from resverify.spec.ir import OPS, Input, Node, Program
 from tests import broken_backends as bb
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +40,7 @@ def child_pytest(*args: str, env: dict[str, str] | None = None
 
 def test_failing_property_saves_vector_and_prints_replay_command(tmp_path: Path) -> None:
     junit = tmp_path / "junit.xml"
-    done = child_pytest("--pyargs", "properties.test_structure", "-k",
+    done = child_pytest("--pyargs", "resverify.properties.test_structure", "-k",
                         "shared_operand and float64",
                         "--backend", "tests.broken_backends:OverwrittenGrads",
                         f"--junitxml={junit}", env={"RESVERIFY_VECTOR_DIR": str(tmp_path / "v")})

@@ -26,12 +26,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
-import properties
-from impl.backend import Backend
-from properties.assertions import PropertyFailure
-from properties.plugin import PropertyRun
-from properties.profiles import PROFILES
-from properties.strategies import claiming
+from resverify import properties
+from resverify.impl.backend import Backend
+from resverify.properties.assertions import PropertyFailure
+from resverify.properties.plugin import PropertyRun
+from resverify.properties.profiles import PROFILES
+from resverify.properties.strategies import claiming
 from tests import broken_backends as bb
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,7 +85,7 @@ def property_tests() -> dict[str, Callable[..., None]]:
     found: dict[str, Callable[..., None]] = {}
     for info in pkgutil.iter_modules(properties.__path__):
         if info.name.startswith("test_"):
-            module = importlib.import_module(f"properties.{info.name}")
+            module = importlib.import_module(f"resverify.properties.{info.name}")
             for name, fn in inspect.getmembers(module, inspect.isfunction):
                 if name.startswith("test_") and fn.__module__ == module.__name__:
                     found[name.removeprefix("test_")] = fn

@@ -12,13 +12,18 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from impl import NumpyBackend
-from impl.backend import DEVICE_PATTERN
-from impl.external import ExternalBackend
-from impl.serve import answer
-from spec import DTYPES, OPS, InvalidProgram, dumps, loads_request
-from spec.codec import decode_number, protocol_schema, validate_message
-from spec.fixtures import linear_block_request, seed_cases, shared_operand_request, stack_request
+from resverify.impl import NumpyBackend
+from resverify.impl.backend import DEVICE_PATTERN
+from resverify.impl.external import ExternalBackend
+from resverify.impl.serve import answer
+from resverify.spec import DTYPES, OPS, InvalidProgram, dumps, loads_request
+from resverify.spec.codec import decode_number, protocol_schema, validate_message
+from resverify.spec.fixtures import (
+    linear_block_request,
+    seed_cases,
+    shared_operand_request,
+    stack_request,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "external-protocol.md"
@@ -80,8 +85,8 @@ def test_the_documented_double_rounding_example_rounds_once():
 RECORDER = '''
 import sys
 sys.path.insert(0, {root!r})
-from impl import NumpyBackend
-from impl.serve import answer
+from resverify.impl import NumpyBackend
+from resverify.impl.serve import answer
 with open({log!r}, "a") as log:
     for line in sys.stdin:
         log.write(line)

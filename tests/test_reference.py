@@ -7,14 +7,20 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from impl import NumpyBackend, Tensor, resolve_backend
-from impl.ops import add, linear, mul, relu, residual_add, scale, sum_all, tanh
-from spec import Input, Node, Program, Request, ShapeMismatch, UsageError
-from spec.fixtures import SEED_W, STACK_W, seed_cases, stack_request
+from resverify.impl import NumpyBackend, Tensor, resolve_backend
+from resverify.impl.ops import add, linear, mul, relu, residual_add, scale, sum_all, tanh
+from resverify.spec import Input, Node, Program, Request, ShapeMismatch, UsageError
+from resverify.spec.fixtures import SEED_W, STACK_W, seed_cases, stack_request
 
 
 def exact(array: np.ndarray) -> list[Fraction]:
     return [Fraction(float(v)) for v in np.ravel(array)]
+
+
+def grad_of(tensor: Tensor) -> np.ndarray:
+    """The gradient ``backward`` accumulated into a leaf (None before any backward)."""
+    assert tensor.grad is not None, "backward left no gradient on this leaf"
+    return tensor.grad
 
 
 def fr(*values: str) -> list[Fraction]:
@@ -34,9 +40,9 @@ def test_linear_residual_block_matches_seed_s01_s06_exactly(dtype):
     assert exact(y.value) == fr("1", "-3.25"), "S01 y"
     assert y.shape == (2,)
     y.backward(np.array([1.0, 1.0], dtype=dtype))
-    assert exact(x.grad) == fr("0.5", "3.25"), "S06 x̄ = identity [1,1] + branch [-0.5,2.25]"
-    assert exact(w.grad) == fr("2", "2", "-1", "-1"), "S06 weight gradient, row-major"
-    assert x.grad.dtype == np.dtype(dtype) and w.grad.dtype == np.dtype(dtype)
+    assert exact(grad_of(x)) == fr("0.5", "3.25"), "S06 x̄ = identity [1,1] + branch [-0.5,2.25]"
+    assert exact(grad_of(w)) == fr("2", "2", "-1", "-1"), "S06 weight gradient, row-major"
+    assert grad_of(x).dtype == np.dtype(dtype) and grad_of(w).dtype == np.dtype(dtype)
 
 
 def test_zero_branch_passes_gradient_and_still_trains_s07():
@@ -44,14 +50,14 @@ def test_zero_branch_passes_gradient_and_still_trains_s07():
     y = residual_add(x, linear(x, w))
     y.backward(np.array([1.0, 1.0]))
     assert exact(y.value) == fr("2", "-1")
-    assert exact(x.grad) == fr("1", "1")
-    assert exact(w.grad) == fr("2", "2", "-1", "-1")
+    assert exact(grad_of(x)) == fr("1", "1")
+    assert exact(grad_of(w)) == fr("2", "2", "-1", "-1")
 
 
 def test_shared_operand_receives_twice_the_cotangent_s10():
     x = leaf([2, -1])
     residual_add(x, x).backward(np.array([1.5, -2.0]))
-    assert exact(x.grad) == fr("3", "-4")
+    assert exact(grad_of(x)) == fr("3", "-4")
 
 
 @pytest.mark.parametrize(
@@ -72,11 +78,11 @@ def test_four_layer_stacks_match_seed_s11_at_every_depth(residual, rows, grad):
         seen.append(exact(h.value))
     assert seen == [fr(*row.split()) for row in rows]
     h.backward(np.array([1.0, 1.0]))
-    assert exact(x.grad) == fr(grad, grad)
+    assert exact(grad_of(x)) == fr(grad, grad)
     assert Fraction(grad) == (Fraction(3, 4) if residual else Fraction(-1, 4)) ** 4
     for i, w in enumerate(weights):
-        assert w.grad is not None and np.all(np.isfinite(w.grad)), f"layer {i}"
-        assert np.any(w.grad != 0), f"layer {i} weight gradient is zero"
+        assert grad_of(w) is not None and np.all(np.isfinite(grad_of(w))), f"layer {i}"
+        assert np.any(grad_of(w) != 0), f"layer {i} weight gradient is zero"
 
 
 def test_scaled_relu_branch_matches_seed_s17():
@@ -87,10 +93,10 @@ def test_scaled_relu_branch_matches_seed_s17():
         y = residual_add(x, f)
         assert exact(f.value) == fr("0", "1") and exact(y.value) == fr("-1", "3")
         y.backward(row)
-        rows_residual.append(exact(x.grad))
+        rows_residual.append(exact(grad_of(x)))
         x2 = leaf([-1, 2])
         scale(relu(x2), Fraction(1, 2)).backward(row)
-        rows_plain.append(exact(x2.grad))
+        rows_plain.append(exact(grad_of(x2)))
     assert rows_residual == [fr("1", "0"), fr("0", "1.5")], "Jacobian diag(1, 1.5)"
     assert rows_plain == [fr("0", "0"), fr("0", "0.5")], "Jacobian diag(0, 0.5)"
 
@@ -126,13 +132,13 @@ def test_rejected_merge_names_both_shapes_and_changes_nothing_s02(left, right):
     x, b = leaf(np.ones(left)), leaf(np.full(right, 3.0))
     out = sum_all(mul(x, x))
     out.backward(np.array(1.0))
-    before = x.grad.copy()
+    before = grad_of(x).copy()
     assert add(x, b).shape is not None, "ordinary add broadcasts this pair"
     with pytest.raises(ShapeMismatch) as info:
         residual_add(x, b)
     assert (info.value.left, info.value.right) == (left, right)
     assert str(list(left)) in str(info.value) and str(list(right)) in str(info.value)
-    assert np.array_equal(x.grad, before) and b.grad is None
+    assert np.array_equal(grad_of(x), before) and b.grad is None
     assert out.parents[0].parents == (x, x), "the graph is untouched"
 
 
@@ -152,16 +158,16 @@ def test_residual_add_accepts_equal_shapes_of_any_rank(shape):
     y = residual_add(x, f)
     assert y.shape == shape and np.all(y.value == 3.0)
     y.backward(np.full(shape, 0.5))
-    assert x.grad.shape == shape and np.all(x.grad == 0.5) and np.all(f.grad == 0.5)
+    assert grad_of(x).shape == shape and np.all(grad_of(x) == 0.5) and np.all(grad_of(f) == 0.5)
 
 
 def test_broadcasting_add_and_mul_unbroadcast_their_gradients():
     a, b = leaf(np.arange(6.0).reshape(2, 3)), leaf([[10.0, 20.0, 30.0]])
     sum_all(add(a, b)).backward(np.array(1.0))
-    assert b.grad.tolist() == [[2.0, 2.0, 2.0]] and a.grad.tolist() == [[1.0] * 3] * 2
+    assert grad_of(b).tolist() == [[2.0, 2.0, 2.0]] and grad_of(a).tolist() == [[1.0] * 3] * 2
     c, s = leaf([1.0, 2.0, 3.0]), leaf(2.0)
     mul(c, s).backward(np.array([1.0, 1.0, 1.0]))
-    assert c.grad.tolist() == [2.0, 2.0, 2.0] and s.grad.tolist() == 6.0
+    assert grad_of(c).tolist() == [2.0, 2.0, 2.0] and grad_of(s).tolist() == 6.0
 
 
 def test_linear_on_leading_axes_sums_the_weight_gradient():
@@ -169,15 +175,15 @@ def test_linear_on_leading_axes_sums_the_weight_gradient():
     y = linear(x, w)
     assert y.shape == (2, 3, 3)
     y.backward(np.ones((2, 3, 3)))
-    assert w.grad.tolist() == (x.value.reshape(-1, 2).T @ np.ones((6, 3))).tolist()
-    assert x.grad.tolist() == (np.ones((2, 3, 3)) @ w.value.T).tolist()
+    assert grad_of(w).tolist() == (x.value.reshape(-1, 2).T @ np.ones((6, 3))).tolist()
+    assert grad_of(x).tolist() == (np.ones((2, 3, 3)) @ w.value.T).tolist()
 
 
 def test_relu_derivative_is_zero_at_zero_and_output_is_positive_zero():
     x = leaf([-0.0, 0.0, 1.0])
     y = relu(x)
     y.backward(np.array([1.0, 1.0, 1.0]))
-    assert x.grad.tolist() == [0.0, 0.0, 1.0]
+    assert grad_of(x).tolist() == [0.0, 0.0, 1.0]
     assert not np.any(np.signbit(y.value))
 
 
@@ -185,16 +191,16 @@ def test_tanh_derivative_is_one_minus_tanh_squared():
     x = leaf([0.0, 0.5])
     y = tanh(x)
     y.backward(np.array([1.0, 1.0]))
-    assert x.grad.tolist() == (1 - np.tanh([0.0, 0.5]) ** 2).tolist()
+    assert grad_of(x).tolist() == (1 - np.tanh([0.0, 0.5]) ** 2).tolist()
 
 
 def test_gradients_accumulate_over_repeated_use_and_calls():
     x = leaf([1.0, -2.0])
     y = add(scale(x, 3), x)
     y.backward(np.array([1.0, 1.0]))
-    assert x.grad.tolist() == [4.0, 4.0]
+    assert grad_of(x).tolist() == [4.0, 4.0]
     y.backward(np.array([1.0, 1.0]))
-    assert x.grad.tolist() == [8.0, 8.0], "a second backward adds, it does not overwrite"
+    assert grad_of(x).tolist() == [8.0, 8.0], "a second backward adds, it does not overwrite"
 
 
 def test_float32_stays_float32_through_every_op():
@@ -202,7 +208,7 @@ def test_float32_stays_float32_through_every_op():
     y = sum_all(tanh(scale(residual_add(x, mul(relu(linear(x, w)), x)), Fraction(1, 3))))
     assert y.dtype == np.dtype("float32")
     y.backward(np.array(1.0, dtype="float32"))
-    assert x.grad.dtype == np.dtype("float32") and w.grad.dtype == np.dtype("float32")
+    assert grad_of(x).dtype == np.dtype("float32") and grad_of(w).dtype == np.dtype("float32")
 
 
 def test_backward_refuses_a_seed_of_the_wrong_shape():
@@ -212,18 +218,20 @@ def test_backward_refuses_a_seed_of_the_wrong_shape():
 
 def test_unused_input_gets_a_zero_gradient_and_bfloat16_is_unsupported():
     program = Program((Input("x", (2,)), Input("u", (1,))), (Node("y", "relu", ("x",)),), "y")
-    request = Request(program, {"x": [1.0, -1.0], "u": [5.0]}, "float64", [1.0, 1.0])
+    values = {"x": np.array([1.0, -1.0]), "u": np.array([5.0])}
+    request = Request(program, values, "float64", np.array([1.0, 1.0]))
     result = NumpyBackend().run(request)
     assert result.grads is not None and result.grads["u"].tolist() == [0.0]
-    bf = Request(program, {"x": [1.0, -1.0], "u": [5.0]}, "bfloat16", [1.0, 1.0])
+    bf = Request(program, values, "bfloat16", np.array([1.0, 1.0]))
     failed = NumpyBackend().run(bf)
     assert failed.error is not None and failed.error.kind == "unsupported"
 
 
 def test_backend_names_resolve_or_fail_with_a_usage_error():
     assert resolve_backend("numpy").name == "numpy"
-    assert resolve_backend("impl.numpy_backend:NumpyBackend").name == "numpy"
-    for bad in ("nope", "no_such_module:X", "impl.numpy_backend:Missing", "spec.ir:OPS"):
+    assert resolve_backend("resverify.impl.numpy_backend:NumpyBackend").name == "numpy"
+    for bad in ("nope", "no_such_module:X", "resverify.impl.numpy_backend:Missing",
+                "resverify.spec.ir:OPS"):
         with pytest.raises(UsageError):
             resolve_backend(bad)
 
@@ -236,5 +244,5 @@ def test_linear_with_an_empty_axis_gives_empty_or_zero_gradients(x_shape, w_shap
     y = linear(x, w)
     assert y.shape == (*x_shape[:-1], w_shape[1])
     y.backward(np.ones(y.shape))
-    assert x.grad.shape == x_shape and w.grad.shape == w_shape
-    assert not np.any(x.grad) and not np.any(w.grad)
+    assert grad_of(x).shape == x_shape and grad_of(w).shape == w_shape
+    assert not np.any(grad_of(x)) and not np.any(grad_of(w))

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from reports.cli import main
-from reports.json_report import validate
-from spec.codec import loads_request
+from resverify.reports.cli import main
+from resverify.reports.json_report import validate
+from resverify.spec.codec import loads_request
 from tests import hostile_backends as hb
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,8 +29,8 @@ SUITE = '''
 import pytest
 from hypothesis import given, strategies as st
 
-from properties.assertions import Context, PropertyFailure
-from spec.fixtures import linear_block_request
+from resverify.properties.assertions import Context, PropertyFailure
+from resverify.spec.fixtures import linear_block_request
 
 
 @pytest.mark.needs("residual_add", "linear")
@@ -77,7 +77,7 @@ def run(root: Path, mp: pytest.MonkeyPatch, *args: str,
     suite.mkdir(exist_ok=True)
     (suite / "test_small_suite.py").write_text(textwrap.dedent(SUITE))
     (suite / "pytest.ini").write_text("[pytest]\n")
-    (suite / "conftest.py").write_text('pytest_plugins = ["properties.plugin"]\n')
+    (suite / "conftest.py").write_text('pytest_plugins = ["resverify.properties.plugin"]\n')
     mp.chdir(root)
     mp.setenv("PYTHONPATH", str(ROOT))  # the child imports tests.hostile_backends
     mp.delenv("GITHUB_STEP_SUMMARY", raising=False)

@@ -66,8 +66,8 @@ def test_unclaimed_dtype_is_skipped(backend_name, record_property):
 FAILING = '''
 
 def test_zero_branch_is_identity(backend_name, record_property):
-    from spec.codec import dumps
-    from spec.fixtures import linear_block_request
+    from resverify.spec.codec import dumps
+    from resverify.spec.fixtures import linear_block_request
 
     record_property("property", "zero_branch_is_identity")
     record_property("backend", backend_name)
@@ -156,14 +156,14 @@ def fake_claims(backend_name: str) -> list[dict]:
 def run_check(mp, root: Path, *args: str, mode: str = "fail", report_dir: str = "out"):
     """``resverify check`` on the fake suite in ``root`` (the working directory), with the
     fake claim checker; returns (exit code, report folder)."""
-    from reports.cli import main
+    from resverify.reports.cli import main
 
     suite = root / f"suite-{mode}"
     if not suite.exists():
         write_fake_suite(suite, mode)
     mp.chdir(root)
     mp.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    mp.setattr("reports.claim_source.find_checker", lambda: fake_claims)
+    mp.setattr("resverify.reports.claim_source.find_checker", lambda: fake_claims)
     code = main(["check", "--suite", str(suite.relative_to(root)), "--report-dir", report_dir,
                  *args])
     return code, root / report_dir

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from test_report_fakes import HOSTILE
 
-from impl import NumpyBackend
-from impl.backend import Capabilities
-from reports.html import conformance_matrix, render_html
-from reports.json_report import build_report, claim_entry, property_entry, validate
-from reports.markdown import append_step_summary, render_markdown
+from resverify.impl import NumpyBackend
+from resverify.impl.backend import Capabilities
+from resverify.reports.html import conformance_matrix, render_html
+from resverify.reports.json_report import build_report, claim_entry, property_entry, validate
+from resverify.reports.markdown import append_step_summary, render_markdown
 
 
 class _Other:
@@ -72,7 +72,7 @@ def _doc(backends: tuple = ()) -> dict:
 
 @pytest.fixture(scope="module")
 def plots():
-    from reports.plots import render_plots
+    from resverify.reports.plots import render_plots
 
     return render_plots(3)
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from test_report_fakes import run_check, write_fake_suite
 
-from reports.atomic import write_text
-from reports.json_report import validate
-from reports.runner import EventTail, SuiteRun
+from resverify.reports.atomic import write_text
+from resverify.reports.json_report import validate
+from resverify.reports.runner import EventTail, SuiteRun
 
 FINISHED = ["test_addition_commutes[numpy-float32]", "test_addition_commutes[numpy-float64]",
             "test_unclaimed_dtype_is_skipped[numpy]"]
@@ -53,7 +53,8 @@ def _process_table() -> dict[int, tuple[int, str]]:
 
 def _descendants(pid: int) -> set[int]:
     table = _process_table()
-    found, todo = set(), [pid]
+    found: set[int] = set()
+    todo = [pid]
     while todo:
         parent = todo.pop()
         kids = {p for p, (ppid, _) in table.items() if ppid == parent} - found
@@ -89,8 +90,9 @@ def test_signals_end_the_run_with_every_finished_test_in_all_three_reports(
     the run is left, the message is one line."""
     write_fake_suite(tmp_path / "suite", mode)
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
-    child = subprocess.Popen([sys.executable, "-m", "reports.cli", "check", "--suite", "suite",
-                              "--report-dir", "out", "--no-claims"], cwd=tmp_path, env=env,
+    child = subprocess.Popen([sys.executable, "-m", "resverify.reports.cli", "check",
+                              "--suite", "suite", "--report-dir", "out", "--no-claims"],
+                             cwd=tmp_path, env=env,
                              start_new_session=True, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     out_dir = tmp_path / "out"

@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 from test_report_fakes import run_check
 
-from reports.json_report import SCHEMA_VERSION, load_schema, strip_timings, validate
+from resverify.reports.json_report import SCHEMA_VERSION, load_schema, strip_timings, validate
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,7 @@ def test_strip_timings_removes_only_timing_fields():
 def test_claim_values_become_canonical_json_text():
     from fractions import Fraction
 
-    from reports.json_report import claim_entry
+    from resverify.reports.json_report import claim_entry
 
     entry = claim_entry({"id": "S25", "source": "s.txt", "statement": "1/8",
                          "expected": {"value": Fraction(1, 8), "L": 3}, "observed": 0.125,

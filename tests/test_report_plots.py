@@ -7,8 +7,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from reports import plots
-from spec.fixtures import STACK_W
+from resverify.reports import plots
+from resverify.spec.fixtures import STACK_W
 
 
 def test_s11_retention_is_exactly_three_quarters_and_a_quarter_to_the_depth():

@@ -12,14 +12,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from impl import NumpyBackend
-from impl.backend import Capabilities
-from impl.registry import BUILTIN
-from reports.cli import build_parser, main
-from spec import Result, dumps
-from spec.fixtures import linear_block_request, stack_request
-from spec.ir import Input, Node, Program
-from spec.request import Request
+from resverify.impl import NumpyBackend
+from resverify.impl.backend import Capabilities
+from resverify.impl.registry import BUILTIN
+from resverify.reports.cli import build_parser, main
+from resverify.spec import Result, dumps
+from resverify.spec.fixtures import linear_block_request, stack_request
+from resverify.spec.ir import Input, Node, Program
+from resverify.spec.request import Request
 
 
 class OffByOneUlpBackend(NumpyBackend):
@@ -29,6 +29,7 @@ class OffByOneUlpBackend(NumpyBackend):
 
     def run(self, request):
         result = super().run(request)
+        assert result.grads is not None
         grads = {k: np.array(v, copy=True) for k, v in result.grads.items()}
         grads["x"].flat[0] = np.nextafter(grads["x"].flat[0], np.inf) * (1 + 2**-40)
         return Result(output=result.output, grads=grads)
@@ -234,7 +235,8 @@ def test_values_beyond_the_float_range_print_without_a_traceback(tmp_path, capsy
 
 def test_piping_replay_into_head_ends_without_a_traceback(tmp_path):
     vector = _vector(tmp_path, _wide_request())
-    with subprocess.Popen([sys.executable, "-m", "reports.cli", "replay", vector, "--all"],
+    command = [sys.executable, "-m", "resverify.reports.cli", "replay", vector, "--all"]
+    with subprocess.Popen(command,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
         assert child.stdout is not None and child.stderr is not None
         first = child.stdout.readline()  # what `head -1` reads before it exits

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from properties import profiles
-from properties.cases import Case, round_to_dtype
-from properties.pinned import S06
-from properties.stats import acceptance, miss_probability
-from properties.strategies import (
+from resverify.properties import profiles
+from resverify.properties.cases import Case, round_to_dtype
+from resverify.properties.pinned import S06
+from resverify.properties.stats import acceptance, miss_probability
+from resverify.properties.strategies import (
     SIZES,
     broadcast_cases,
     claiming,
@@ -31,10 +31,10 @@ from properties.strategies import (
     shared_cases,
     values,
 )
-from properties.vectors import replay_command, save_vector
-from spec.codec import loads_request
-from spec.errors import ShapeMismatch
-from spec.ir import DTYPES, broadcast_shapes, infer_shapes
+from resverify.properties.vectors import replay_command, save_vector
+from resverify.spec.codec import loads_request
+from resverify.spec.errors import ShapeMismatch
+from resverify.spec.ir import DTYPES, broadcast_shapes, infer_shapes
 from tests import broken_backends as bb
 
 FEW = settings(max_examples=30, deadline=None, derandomize=True, database=None,
@@ -356,7 +356,7 @@ def test_seed_changes_the_examples_and_the_same_seed_repeats_them(profile: str) 
 def test_profiles_are_the_same_on_a_ci_machine() -> None:
     """Hypothesis makes its own ``ci`` profile (derandomized) the parent of new settings when
     ``CI`` is set; the suite's profiles must not inherit it, or ``--seed`` stops working."""
-    code = ("import properties.profiles as p; "
+    code = ("import resverify.properties.profiles as p; "
             "print(sorted((k, v.derandomize, v.max_examples, repr(v.database)) "
             "for k, v in p.PROFILES.items()))")
     seen = {}

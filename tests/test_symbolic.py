@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from spec import symbolic as sym
+from resverify.spec import symbolic as sym
 
 
 def _is_zero(matrix: sp.Matrix) -> bool:

@@ -5,7 +5,8 @@ project was built from. Each is kept here as a :class:`Claim` with a stable id (
 ``S30`` of ``SEEDS.md``; ``S07a``/``S07b`` and ``S17a``/``S17b`` where one item holds a
 settled fact and an open one), the seed file and section it comes from, a statement in our
 own words, the exact expected value, and a zero-argument check that recomputes it with the
-exact interpreter (:mod:`spec.exact`) or the symbolic model (:mod:`spec.symbolic`).
+exact interpreter (:mod:`resverify.spec.exact`) or the symbolic model
+(:mod:`resverify.spec.symbolic`).
 
 Claims about an implementation also carry a ``backend`` check that takes a backend's
 ``run(request) -> Result`` wrapped in a :class:`Guard` (capabilities respected, answers
@@ -18,9 +19,10 @@ Section headings are quoted in the seed's own language (``ru`` or ``zh``) with o
 translation beside them.
 
 Layout: one module per seed document holds its sections, checks and claims
-(:mod:`~spec.claims.course` S01–S14, :mod:`~spec.claims.lecture` S15–S20,
-:mod:`~spec.claims.notes` S21–S30); :mod:`~spec.claims.model` defines claims and runs,
-:mod:`~spec.claims.build` the builders they share, :mod:`~spec.claims.outcome` the verdicts.
+(:mod:`~resverify.spec.claims.course` S01–S14, :mod:`~resverify.spec.claims.lecture` S15–S20,
+:mod:`~resverify.spec.claims.notes` S21–S30); :mod:`~resverify.spec.claims.model` defines
+claims and runs, :mod:`~resverify.spec.claims.build` the builders they share,
+:mod:`~resverify.spec.claims.outcome` the verdicts.
 
 Public API: :data:`CLAIMS`, :data:`SEED_FILES`, :class:`Claim`, :class:`Section`,
 :class:`ClaimOutcome` with one :class:`BackendSide` per backend, :func:`check_claim`,
@@ -29,8 +31,8 @@ Public API: :data:`CLAIMS`, :data:`SEED_FILES`, :class:`Claim`, :class:`Section`
 
 from __future__ import annotations
 
-from spec.claims import course, lecture, notes
-from spec.claims.model import (
+from resverify.spec.claims import course, lecture, notes
+from resverify.spec.claims.model import (
     BackendSide,
     Claim,
     ClaimOutcome,
@@ -40,7 +42,7 @@ from spec.claims.model import (
     Target,
     overall_status,
 )
-from spec.claims.outcome import check_claim, jsonable, outcome_dict, side_dict
+from resverify.spec.claims.outcome import check_claim, jsonable, outcome_dict, side_dict
 
 __all__ = [
     "CLAIMS",

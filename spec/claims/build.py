@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from spec.claims.model import (
+from resverify.spec.claims.model import (
     Claim,
     Interpreter,
     Runner,
@@ -22,9 +22,9 @@ from spec.claims.model import (
     backend_interpreter,
     exact_run,
 )
-from spec.errors import Shape
-from spec.ir import Input, Node, Program
-from spec.request import Request
+from resverify.spec.errors import Shape
+from resverify.spec.ir import Input, Node, Program
+from resverify.spec.request import Request
 
 __all__ = [
     "claim",

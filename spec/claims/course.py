@@ -12,9 +12,9 @@ from fractions import Fraction
 import numpy as np
 import sympy as sp
 
-from spec import fixtures
-from spec import symbolic as sym
-from spec.claims.build import (
+from resverify.spec import fixtures
+from resverify.spec import symbolic as sym
+from resverify.spec.claims.build import (
     claim,
     frac,
     fracs,
@@ -23,7 +23,7 @@ from spec.claims.build import (
     make_request,
     residual_pair,
 )
-from spec.claims.model import (
+from resverify.spec.claims.model import (
     Claim,
     Interpreter,
     Runner,
@@ -33,9 +33,9 @@ from spec.claims.model import (
     flat,
     value_of,
 )
-from spec.errors import Shape
-from spec.ir import Program
-from spec.request import Request, Result
+from resverify.spec.errors import Shape
+from resverify.spec.ir import Program
+from resverify.spec.request import Request, Result
 
 __all__ = ["CLAIMS", "COURSE"]
 

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from spec import exact
-from spec import symbolic as sym
-from spec.claims.build import (
+from resverify.spec import exact
+from resverify.spec import symbolic as sym
+from resverify.spec.claims.build import (
     claim,
     frac,
     fracs,
@@ -25,9 +25,9 @@ from spec.claims.build import (
     make_request,
     residual_pair,
 )
-from spec.claims.model import Claim, Interpreter, Section, exact_run
-from spec.ir import Program
-from spec.request import Request
+from resverify.spec.claims.model import Claim, Interpreter, Section, exact_run
+from resverify.spec.ir import Program
+from resverify.spec.request import Request
 
 __all__ = ["CLAIMS", "LECTURE"]
 

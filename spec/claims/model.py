@@ -9,7 +9,7 @@ A backend check never calls a backend directly: a :class:`Guard` sends each requ
 the whole of resverify does. A request outside the backend's capabilities is not sent and
 the claim is skipped on that backend (:class:`NotClaimed`); an ``unsupported`` answer to a
 request it claims is a failure (:class:`Refused`), as is an answer that is not a result of
-the request's form (:class:`spec.errors.BadResult`: output or gradients of the wrong
+the request's form (:class:`resverify.spec.errors.BadResult`: output or gradients of the wrong
 shape or dtype).
 """
 
@@ -22,10 +22,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from spec import exact
-from spec.errors import BackendFault, BadResult, ResverifyError, Shape
-from spec.ir import infer_shapes
-from spec.request import Request, Result, storage_dtype
+from resverify.spec import exact
+from resverify.spec.errors import BackendFault, BadResult, ResverifyError, Shape
+from resverify.spec.ir import infer_shapes
+from resverify.spec.request import Request, Result, storage_dtype
 
 __all__ = [
     "BackendRaised",

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from spec import exact, fixtures
-from spec import symbolic as sym
-from spec.budget import error_budget
-from spec.claims.build import claim, frac, fracs, is_zero, make_program, make_request
-from spec.claims.model import (
+from resverify.spec import exact, fixtures
+from resverify.spec import symbolic as sym
+from resverify.spec.budget import error_budget
+from resverify.spec.claims.build import claim, frac, fracs, is_zero, make_program, make_request
+from resverify.spec.claims.model import (
     Claim,
     Interpreter,
     Run,
@@ -29,8 +29,8 @@ from spec.claims.model import (
     flat,
     value_of,
 )
-from spec.ir import Program
-from spec.request import Request
+from resverify.spec.ir import Program
+from resverify.spec.request import Request
 
 __all__ = ["CLAIMS", "NOTES"]
 
@@ -172,7 +172,8 @@ def _float32_stack(slope: Fraction) -> Request:
 
 
 def _within_budget(request: Request, output: object, grads: Mapping[str, object]) -> bool:
-    """Inside the project's float32 error budget (:mod:`spec.budget`) around the exact result."""
+    """Inside the project's float32 error budget (:mod:`resverify.spec.budget`) around the
+    exact result."""
     reference = exact.evaluate(request)
     arrays = {k: np.asarray(v) for k, v in grads.items()}
     return error_budget(request, exact=reference).allows(reference, np.asarray(output), arrays)
@@ -276,8 +277,8 @@ def _claims() -> tuple[Claim, ...]:
                                 "float32 exact at a=-1/2 and a=1": True},
               note="The seed's exact-equality comparison would fail at a=0.1. Decision: "
                    "floating-point results are compared with the exact value within the "
-                   "dtype's error budget (spec.budget; here about 2.8e-7, and the symbolic "
-                   "bound γ_9·1.1³ ≈ 7.1e-7 for u=2⁻²⁴ agrees), never for equality."),
+                   "dtype's error budget (resverify.spec.budget; here about 2.8e-7, and the "
+                   "symbolic bound γ_9·1.1³ ≈ 7.1e-7 for u=2⁻²⁴ agrees), never for equality."),
     )
 
 

@@ -4,7 +4,7 @@ Why: a claim passes when its check returns exactly the expected value; a check t
 is a failed claim, reported with its reason, never a crash of the whole catalog. Each
 backend gets its own side: ``pass``, ``fail`` (with the kind of failure) or ``skipped``
 (the check needs a request the backend does not claim), and the claim's overall status is
-:func:`~spec.claims.model.overall_status` of the exact side and every backend side.
+:func:`~resverify.spec.claims.model.overall_status` of the exact side and every backend side.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from spec.claims.model import (
+from resverify.spec.claims.model import (
     BackendRaised,
     BackendSide,
     Claim,
@@ -24,7 +24,7 @@ from spec.claims.model import (
     Refused,
     Target,
 )
-from spec.errors import BackendFault
+from resverify.spec.errors import BackendFault
 
 __all__ = ["check_claim", "jsonable", "outcome_dict", "side_dict"]
 

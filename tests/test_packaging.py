@@ -1,0 +1,155 @@
+"""One import root: ``resverify`` is the only top-level name the distribution installs.
+
+The repository keeps its four package folders at the top (``spec/``, ``impl/``,
+``properties/``, ``reports/``); ``resverify/`` holds the root ``__init__.py`` and
+``py.typed`` and links to them, so the same files import as ``resverify.spec`` and so on,
+whether installed editable, from the wheel, or type-checked by mypy. A user's own
+``spec.py``, ``impl.py``, ``properties.py`` or ``reports/`` in the working folder, which
+once made ``resverify check`` end ``incomplete``, must change nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("spec", "impl", "properties", "reports")
+# one cheap property test: a single test, float64, the numpy reference
+CHEAP_PROPERTY = "results_have_declared_shapes_and_dtype and float64"
+WHEEL_DATA = {"resverify/py.typed", "resverify/reports/schema/report.schema.json",
+              "resverify/spec/schema/protocol.schema.json"}
+
+
+def resverify_command() -> list[str]:
+    """The installed console script, as a user runs it."""
+    script = shutil.which("resverify", path=str(Path(sys.executable).parent))
+    assert script, f"no resverify console script beside {sys.executable}"
+    return [script]
+
+
+def crowd(folder: Path) -> Path:
+    """``folder`` holding modules named like resverify's packages; each one fails loudly if
+    anything imports it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shadow = "raise RuntimeError('the user\\'s own {} was imported')\n"
+    for name in ("spec", "impl", "properties"):
+        (folder / f"{name}.py").write_text(shadow.format(f"{name}.py"))
+    (folder / "reports").mkdir()
+    (folder / "reports" / "__init__.py").write_text(shadow.format("reports/"))
+    (folder / "reports" / "cli.py").write_text(shadow.format("reports/cli.py"))
+    return folder
+
+
+def run_in(folder: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items()
+           if k != "GITHUB_STEP_SUMMARY" and not k.startswith("RESVERIFY_")}
+    return subprocess.run([*resverify_command(), *args], cwd=folder, env=env, text=True,
+                          capture_output=True, timeout=timeout, check=False)
+
+
+def test_the_root_folder_links_each_package_folder():
+    """``resverify/spec`` is ``spec/`` (a link), so there is one copy of every module."""
+    for name in PACKAGES:
+        link = ROOT / "resverify" / name
+        assert link.is_symlink(), (f"{link} is not a symbolic link: check out the repository "
+                                   "with symbolic links enabled (git config core.symlinks true)")
+        assert link.resolve() == (ROOT / name).resolve(), f"{link} points to {link.resolve()}"
+    assert (ROOT / "resverify" / "py.typed").is_file(), "the py.typed marker is missing"
+
+
+def test_every_source_folder_is_a_package_that_the_build_finds():
+    """A folder of modules without ``__init__.py`` would silently drop out of the wheel."""
+    from setuptools import find_packages
+
+    found = set(find_packages(str(ROOT), include=["resverify", "resverify.*"]))
+    assert "resverify" in found
+    for top in PACKAGES:
+        for folder in [ROOT / top, *(p for p in (ROOT / top).rglob("*") if p.is_dir())]:
+            if any(folder.glob("*.py")):
+                name = ".".join(("resverify", *folder.relative_to(ROOT).parts))
+                assert name in found, f"{name} has modules but is not packaged"
+
+
+def test_only_resverify_is_importable_under_the_package_names():
+    """The four packages import under ``resverify``; their bare names are not installed."""
+    code = ("import importlib.util, json, sys; "
+            "print(json.dumps({n: importlib.util.find_spec(n) is not None for n in sys.argv[1:]}))")
+    names = [*PACKAGES, *(f"resverify.{name}" for name in PACKAGES)]
+    done = subprocess.run([sys.executable, "-I", "-c", code, *names], text=True,
+                          capture_output=True, check=True)
+    found = json.loads(done.stdout)
+    assert found == {name: name.startswith("resverify.") for name in names}, found
+
+
+def test_check_ignores_same_named_modules_in_the_working_folder(tmp_path):
+    folder = crowd(tmp_path / "work")
+    done = run_in(folder, "check", "--no-claims", "--report-dir", "out", "--", "-k",
+                  CHEAP_PROPERTY)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    doc = json.loads((folder / "out" / "report.json").read_text())
+    assert doc["status"] == "passed", doc.get("warnings")
+    assert doc["complete"] is True
+    assert doc["properties"], "no property test ran"
+    assert all(p["status"] == "passed" and p["examples"] > 0 for p in doc["properties"])
+
+
+def test_claims_ignore_same_named_modules_in_the_working_folder(tmp_path):
+    clean = run_in(tmp_path, "claims")
+    crowded = run_in(crowd(tmp_path / "work"), "claims")
+    assert crowded.returncode == clean.returncode == 0, crowded.stdout[-3000:] + crowded.stderr
+    assert crowded.stdout == clean.stdout
+    assert re.search(r"claims=\d+ passed=\d+ failed=0 skipped=0", crowded.stdout), crowded.stdout
+
+
+def test_serve_runs_as_a_module_of_resverify(tmp_path):
+    """``python -m resverify.impl.serve NAME`` answers a hello with its capabilities, even
+    beside a user's impl.py."""
+    hello = json.dumps({"resverify": 1, "kind": "hello"}) + "\n"
+    done = subprocess.run([sys.executable, "-m", "resverify.impl.serve", "numpy"], input=hello,
+                          cwd=crowd(tmp_path / "work"), text=True, capture_output=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout.splitlines()[0])
+    assert answer["kind"] == "capabilities" and answer["name"] == "numpy", answer
+
+
+def _source_copy(target: Path) -> Path:
+    """The repository's sources without the venv, git data or build outputs."""
+    ignore = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__",
+                                    ".*_cache", ".hypothesis", "resverify-report*",
+                                    "resverify-vectors")
+    shutil.copytree(ROOT, target, symlinks=True, ignore=ignore)
+    return target
+
+
+def test_the_wheel_holds_only_resverify_and_its_package_data(tmp_path):
+    """``python -m build`` (sdist, then the wheel from it) packs every module under
+    ``resverify/`` plus the two JSON schemas and ``py.typed``, and nothing else."""
+    pytest.importorskip("build", reason="the build frontend is in the dev extra")
+    source = _source_copy(tmp_path / "src")
+    done = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir",
+                           str(tmp_path / "dist"), str(source)], text=True,
+                          capture_output=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        info = next(n for n in names if n.endswith(".dist-info/top_level.txt"))
+        top_level = archive.read(info).decode().split()
+    dist_info = {n for n in names if re.match(r"resverify-[^/]+\.dist-info/", n)}
+    package = names - dist_info
+    assert all(n.startswith("resverify/") for n in package), sorted(package)
+    assert {n for n in package if not n.endswith(".py")} == WHEEL_DATA
+    modules = {f"resverify/{p.relative_to(ROOT).as_posix()}" for top in PACKAGES
+               for p in (ROOT / top).rglob("*.py") if "__pycache__" not in p.parts}
+    assert package == modules | WHEEL_DATA | {"resverify/__init__.py"}
+    assert top_level == ["resverify"]
