@@ -21,7 +21,7 @@ from resverify.spec.request import Request, Result, storage_dtype
 try:
     import torch
 except ImportError:  # pragma: no cover - depends on the environment
-    torch = None  # type: ignore[assignment]
+    torch = None  # type: ignore[assignment, unused-ignore]  # an ignore only when torch is installed
 
 
 def _residual_add(a: Any, b: Any) -> Any:
