@@ -9,11 +9,14 @@ from __future__ import annotations
 import importlib.util
 import os
 from fractions import Fraction
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from resverify.impl import Capabilities, NumpyBackend, resolve_backend
+from resverify.impl.backend import Backend
 from resverify.spec import Input, InvalidProgram, Node, Program, Request, UsageError
 from resverify.spec.fixtures import linear_block_request, seed_cases, shared_operand_request
 from resverify.spec.request import storage_dtype
@@ -22,7 +25,7 @@ LIBRARY = {"torch": "torch", "jax": "jax", "autograd": "autograd"}
 
 
 @pytest.fixture(scope="module", params=sorted(LIBRARY))
-def adapter(request):
+def adapter(request: pytest.FixtureRequest) -> Backend:
     name = request.param
     if importlib.util.find_spec(LIBRARY[name]) is None and os.environ.get("CI") != "true":
         pytest.skip(f"{LIBRARY[name]} is not installed (pip install 'resverify[{name}]')")
@@ -34,7 +37,8 @@ def as_fractions(array: np.ndarray) -> tuple[Fraction, ...]:
 
 
 @pytest.mark.parametrize("case", sorted(seed_cases()))
-def test_seed_fixture_on_adapter_matches_exactly_in_every_claimed_dtype(adapter, case):
+def test_seed_fixture_on_adapter_matches_exactly_in_every_claimed_dtype(
+        adapter: Backend, case: str) -> None:
     request, output, grads = seed_cases()[case]
     for dtype in adapter.capabilities.dtypes:
         result = adapter.run(Request(request.program, request.inputs, dtype, request.cotangent))
@@ -48,7 +52,7 @@ def test_seed_fixture_on_adapter_matches_exactly_in_every_claimed_dtype(adapter,
             assert got == want, f"grad[{name}]={got}, but should be {want} {call}"
 
 
-def test_adapter_residual_add_rejects_a_pair_that_plus_would_broadcast(adapter):
+def test_adapter_residual_add_rejects_a_pair_that_plus_would_broadcast(adapter: Backend) -> None:
     program = Program((Input("x", (2, 2)), Input("b", (2,))),
                       (Node("y", "residual_add", ("x", "b")),), "y")
     request = Request(program, {"x": np.ones((2, 2)), "b": np.ones(2)}, "float64", None)
@@ -57,7 +61,7 @@ def test_adapter_residual_add_rejects_a_pair_that_plus_would_broadcast(adapter):
     assert result.error.shapes == ((2, 2), (2,))
 
 
-def test_adapter_gives_zero_gradient_to_an_unused_input_and_keeps_float32(adapter):
+def test_adapter_gives_zero_gradient_to_an_unused_input_and_keeps_float32(adapter: Backend) -> None:
     program = Program((Input("x", (2,)), Input("u", ())), (Node("y", "tanh", ("x",)),), "y")
     request = Request(program, {"x": np.zeros(2), "u": np.array(3.0)}, "float32", np.ones(2))
     result = adapter.run(request)
@@ -66,14 +70,14 @@ def test_adapter_gives_zero_gradient_to_an_unused_input_and_keeps_float32(adapte
     assert {a.dtype for a in (result.output, *result.grads.values())} == {np.dtype("float32")}
 
 
-def test_adapter_relu_has_zero_derivative_at_zero(adapter):
+def test_adapter_relu_has_zero_derivative_at_zero(adapter: Backend) -> None:
     program = Program((Input("x", (3,)),), (Node("y", "relu", ("x",)),), "y")
     request = Request(program, {"x": np.array([-1.0, 0.0, 2.0])}, "float64", np.ones(3))
     result = adapter.run(request)
     assert result.grads is not None and result.grads["x"].tolist() == [0.0, 0.0, 1.0]
 
 
-def test_torch_cuda_without_a_device_is_a_usage_error():
+def test_torch_cuda_without_a_device_is_a_usage_error() -> None:
     if importlib.util.find_spec("torch") is None and os.environ.get("CI") != "true":
         pytest.skip("torch is not installed")
     import torch
@@ -84,7 +88,7 @@ def test_torch_cuda_without_a_device_is_a_usage_error():
         resolve_backend("torch-cuda")
 
 
-def test_adapter_answers_an_unclaimed_dtype_with_unsupported(adapter):
+def test_adapter_answers_an_unclaimed_dtype_with_unsupported(adapter: Backend) -> None:
     unclaimed = [d for d in ("float64", "float32", "float16", "bfloat16")
                  if d not in adapter.capabilities.dtypes]
     if not unclaimed:
@@ -95,7 +99,8 @@ def test_adapter_answers_an_unclaimed_dtype_with_unsupported(adapter):
             f"{adapter.name} on an unclaimed {dtype} request gave {result}")
 
 
-def test_adapter_answers_an_unclaimed_op_with_unsupported(adapter, monkeypatch):
+def test_adapter_answers_an_unclaimed_op_with_unsupported(
+        adapter: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
     claims = Capabilities(dtypes=adapter.capabilities.dtypes, ops=("linear",),
                           device=adapter.capabilities.device)
     monkeypatch.setattr(adapter, "capabilities", claims)
@@ -104,25 +109,27 @@ def test_adapter_answers_an_unclaimed_op_with_unsupported(adapter, monkeypatch):
     assert "residual_add" in result.error.message, result.error
 
 
-def test_reference_answers_bfloat16_with_unsupported():
+def test_reference_answers_bfloat16_with_unsupported() -> None:
     result = NumpyBackend().run(linear_block_request(dtype="bfloat16"))
     assert result.error is not None and result.error.kind == "unsupported", result
 
 
-def test_adapter_refuses_a_scale_node_without_alpha(adapter):
+def test_adapter_refuses_a_scale_node_without_alpha(adapter: Any) -> None:
     node = Node("s", "scale", ("x",), Fraction(2))
     object.__setattr__(node, "alpha", None)  # as a careless caller might build it
     with pytest.raises(InvalidProgram, match="scale needs an alpha"):
         adapter._apply(node, [adapter_value(adapter, np.ones(2))])
 
 
-def adapter_value(adapter, values):
+def adapter_value(adapter: Any, values: np.ndarray) -> Any:
+    """``values`` in the adapter's own array type (its private helpers, not the protocol)."""
     if adapter.name.startswith("torch"):
         return adapter._tensor(values, "float64", False)
     return adapter.array(values, "float64")
 
 
-def test_module_that_raises_on_import_is_a_usage_error(tmp_path, monkeypatch):
+def test_module_that_raises_on_import_is_a_usage_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "explodes_on_import.py").write_text("raise RuntimeError('boom at import')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(UsageError, match="boom at import") as info:

@@ -3,6 +3,8 @@ failure is classified (``PropertyFailure.kind``), and the structural laws name w
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -75,7 +77,7 @@ class Answers(Reference):
         return self.answer  # type: ignore[return-value]
 
 
-def failure_of(check, *args) -> PropertyFailure:
+def failure_of(check: Callable[..., object], *args: object) -> PropertyFailure:
     with pytest.raises(PropertyFailure) as info:
         check(*args)
     return info.value

@@ -256,7 +256,7 @@ def test_a_missing_gradient_is_reported_as_a_miss() -> None:
     assert [m.where for m in found] == ["grad[w] missing"]
 
 
-def test_budget_near_overflow_is_inf_without_numpy_warnings():
+def test_budget_near_overflow_is_inf_without_numpy_warnings() -> None:
     """Magnitudes past float64's range give an inf (unchecked) bound, silently: pytest turns
     warnings into errors, so a RuntimeWarning here would break the extremes profile."""
     program = Program((Input("x", (2,)), Input("w", (2, 2))),

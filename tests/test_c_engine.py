@@ -41,7 +41,7 @@ def c_engine(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_c_engine_reproduces_the_seed_fixtures_exactly(c_engine, dtype):
+def test_c_engine_reproduces_the_seed_fixtures_exactly(c_engine: Path, dtype: str) -> None:
     backend = ExternalBackend(str(c_engine), timeout=10)
     try:
         assert backend.name == "c-engine", backend.name
@@ -59,7 +59,7 @@ def test_c_engine_reproduces_the_seed_fixtures_exactly(c_engine, dtype):
         backend.close()
 
 
-def test_c_engine_passes_the_float64_property_suite(c_engine, tmp_path):
+def test_c_engine_passes_the_float64_property_suite(c_engine: Path, tmp_path: Path) -> None:
     junit = tmp_path / "junit.xml"
     env = {**os.environ, "RESVERIFY_PROFILE": "ci", "RESVERIFY_VECTOR_DIR": str(tmp_path / "v")}
     env.pop("PYTEST_XDIST_WORKER", None)
@@ -82,7 +82,7 @@ def test_c_engine_passes_the_float64_property_suite(c_engine, tmp_path):
     assert sum(examples.values()) >= 10 * len(examples), examples
 
 
-def test_c_engine_answers_the_documented_worked_exchange(c_engine):
+def test_c_engine_answers_the_documented_worked_exchange(c_engine: Path) -> None:
     from tests.test_protocol import worked_exchange
 
     exchange = worked_exchange()

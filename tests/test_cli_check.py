@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from test_report_fakes import write_fake_suite
@@ -14,7 +16,7 @@ from resverify.reports.cli import main
 from resverify.reports.runner import Progress
 
 
-def _one_line_error(capsys) -> str:
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
     err = capsys.readouterr().err
     assert err.startswith("resverify: error: ") and err.count("\n") == 1, err
     assert "Traceback" not in err, err
@@ -27,7 +29,9 @@ def _one_line_error(capsys) -> str:
     (["check", "--report-dir", "taken"], "cannot write to report folder"),
     (["check", "--no-such-option"], "unrecognized arguments"),
 ])
-def test_usage_errors_exit_2_with_one_line(tmp_path, monkeypatch, capsys, argv, said):
+def test_usage_errors_exit_2_with_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        argv: list[str], said: str) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "taken").write_text("a file where the report folder should go")
     assert main(argv) == 2, argv
@@ -35,7 +39,9 @@ def test_usage_errors_exit_2_with_one_line(tmp_path, monkeypatch, capsys, argv, 
     assert not (tmp_path / "resverify-report").exists(), "a refused run wrote a report"
 
 
-def test_pytest_refusing_its_arguments_is_a_usage_error(tmp_path, monkeypatch, capsys):
+def test_pytest_refusing_its_arguments_is_a_usage_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     write_fake_suite(tmp_path / "suite")
     monkeypatch.chdir(tmp_path)
     code = main(["check", "--suite", "suite", "--no-claims", "--", "--no-such-pytest-flag"])
@@ -44,7 +50,9 @@ def test_pytest_refusing_its_arguments_is_a_usage_error(tmp_path, monkeypatch, c
     assert not (tmp_path / "resverify-report" / "report.json").exists()
 
 
-def test_bare_command_checks_with_xdist_junit_and_selection(tmp_path, monkeypatch, capsys):
+def test_bare_command_checks_with_xdist_junit_and_selection(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     write_fake_suite(tmp_path / "suite", "fail")
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
@@ -75,7 +83,7 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_progress_is_shown_on_a_terminal_and_silent_otherwise():
+def test_progress_is_shown_on_a_terminal_and_silent_otherwise() -> None:
     events: list[dict[str, object]] = [{"event": "collected", "count": 2},
               {"event": "begin", "nodeid": "suite/t.py::test_a[numpy]"},
               {"event": "result", "nodeid": "suite/t.py::test_a[numpy]", "outcome": "failed",
@@ -90,7 +98,8 @@ def test_progress_is_shown_on_a_terminal_and_silent_otherwise():
         assert (text == "") is not shown
 
 
-def test_check_runs_the_real_property_suite_and_reads_its_records(tmp_path, monkeypatch):
+def test_check_runs_the_real_property_suite_and_reads_its_records(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("resverify.properties.plugin", reason="the property suite is not installed")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
@@ -105,7 +114,8 @@ def test_check_runs_the_real_property_suite_and_reads_its_records(tmp_path, monk
         assert isinstance(prop["examples"], int) and prop["examples"] > 0, prop
 
 
-def test_help_lists_every_kind_of_backend_name_and_the_new_options(capsys):
+def test_help_lists_every_kind_of_backend_name_and_the_new_options(
+        capsys: pytest.CaptureFixture[str]) -> None:
     from resverify.impl.registry import BUILTIN
 
     assert main(["check", "--help"]) == 0
@@ -115,8 +125,9 @@ def test_help_lists_every_kind_of_backend_name_and_the_new_options(capsys):
         assert name in text, f"{name!r} missing from check --help: {text}"
 
 
-def test_adapter_module_failing_on_import_is_a_one_line_usage_error(tmp_path, monkeypatch,
-                                                                    capsys):
+def test_adapter_module_failing_on_import_is_a_one_line_usage_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "exploding_adapter.py").write_text(
         "raise RuntimeError('this adapter cannot load')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -128,13 +139,14 @@ def test_adapter_module_failing_on_import_is_a_one_line_usage_error(tmp_path, mo
     assert not (tmp_path / "resverify-report" / "report.json").exists()
 
 
-def test_status_line_is_cleared_when_ctrl_c_stops_the_run(tmp_path, monkeypatch):
+def test_status_line_is_cleared_when_ctrl_c_stops_the_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     terminal = _Terminal()
     monkeypatch.setattr("sys.stdout", terminal)
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
 
-    def interrupted_claims(backends):
+    def interrupted_claims(backends: object) -> NoReturn:
         raise KeyboardInterrupt
 
     monkeypatch.setattr("resverify.reports.cmd_check.run_claims", interrupted_claims)

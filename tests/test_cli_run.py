@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,8 @@ from resverify.spec import dumps, loads_result
 from resverify.spec.fixtures import linear_block_request
 
 
-def test_run_prints_the_result_of_a_request(tmp_path, capsys):
+def test_run_prints_the_result_of_a_request(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "req.json"
     path.write_text(dumps(linear_block_request()))
     assert main(["run", str(path)]) == 0
@@ -21,7 +23,8 @@ def test_run_prints_the_result_of_a_request(tmp_path, capsys):
     assert result.output is not None and result.output.tolist() == [1.0, -3.25]
 
 
-def test_missing_file_unknown_backend_and_bad_json_are_usage_errors(tmp_path, capsys):
+def test_missing_file_unknown_backend_and_bad_json_are_usage_errors(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"resverify": 1, "kind": "request"}))
     good = tmp_path / "good.json"
@@ -33,7 +36,8 @@ def test_missing_file_unknown_backend_and_bad_json_are_usage_errors(tmp_path, ca
         assert err.startswith("resverify: error: ") and err.count("\n") == 1, err
 
 
-def test_run_on_an_unclaimed_dtype_prints_an_unsupported_result(tmp_path, capsys):
+def test_run_on_an_unclaimed_dtype_prints_an_unsupported_result(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("autograd")
     path = tmp_path / "req.json"
     path.write_text(dumps(linear_block_request(dtype="bfloat16")))
@@ -42,7 +46,8 @@ def test_run_on_an_unclaimed_dtype_prints_an_unsupported_result(tmp_path, capsys
     assert result.error is not None and result.error.kind == "unsupported", result
 
 
-def test_run_labels_a_bfloat16_result_bfloat16(tmp_path, capsys):
+def test_run_labels_a_bfloat16_result_bfloat16(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("torch")
     path = tmp_path / "req.json"
     path.write_text(dumps(linear_block_request(dtype="bfloat16")))
@@ -51,8 +56,9 @@ def test_run_labels_a_bfloat16_result_bfloat16(tmp_path, capsys):
     assert doc["dtype"] == "bfloat16", doc
 
 
-def test_adapter_module_that_raises_on_import_exits_2_with_one_line(tmp_path, capsys,
-                                                                      monkeypatch):
+def test_adapter_module_that_raises_on_import_exits_2_with_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "explodes_at_import.py").write_text("1 / 0\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     path = tmp_path / "req.json"
@@ -63,7 +69,8 @@ def test_adapter_module_that_raises_on_import_exits_2_with_one_line(tmp_path, ca
     assert "ZeroDivisionError" in err, err
 
 
-def test_engine_whose_hello_misspells_a_dtype_exits_2_with_one_line(tmp_path, capsys):
+def test_engine_whose_hello_misspells_a_dtype_exits_2_with_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     engine = tmp_path / "typo_engine.py"
     engine.write_text(
         "import json, sys\nsys.stdin.readline()\n"

@@ -47,21 +47,21 @@ def decimal(q: Fraction, digits: int = 40) -> str:
         ("INF", "float64", math.inf),
     ],
 )
-def test_number_spellings_decode_to_their_value(text, dtype, expected):
+def test_number_spellings_decode_to_their_value(text: str, dtype: str, expected: float) -> None:
     got = decode_number(text, dtype)
     assert got == expected and math.copysign(1, got) == math.copysign(1, expected), (
         f"decode_number({text!r}, {dtype}) = {got!r}, expected {expected!r}")
 
 
 @pytest.mark.parametrize("text", ["nan", "-nan", "NAN"])
-def test_nan_spellings_decode_to_nan(text):
+def test_nan_spellings_decode_to_nan(text: str) -> None:
     assert math.isnan(decode_number(text, "float64")), text
 
 
 @pytest.mark.parametrize(
     "text", ["1.5.2", "0x", "0x1.8", "1/3", "", " 1", "1_000", "+1", "0x1p", "infinity", "1e",
              ".5", "01"])
-def test_malformed_numbers_are_refused(text):
+def test_malformed_numbers_are_refused(text: str) -> None:
     with pytest.raises(InvalidProgram, match="number"):
         decode_number(text, "float64")
 
@@ -76,7 +76,7 @@ def test_malformed_numbers_are_refused(text):
         (Fraction(1) + Fraction(1, 2**8) + Fraction(1, 10**30), "bfloat16", 1 + 2**-7),
     ],
 )
-def test_decimal_is_rounded_once_to_the_dtype(exact, dtype, nearest):
+def test_decimal_is_rounded_once_to_the_dtype(exact: Fraction, dtype: str, nearest: float) -> None:
     text = decimal(exact)
     assert float(text) == 1 + 2.0 ** -{"float32": 24, "float16": 11, "bfloat16": 8}[dtype]
     got = decode_number(text, dtype)
@@ -90,13 +90,14 @@ def test_decimal_is_rounded_once_to_the_dtype(exact, dtype, nearest):
      ("float16", 65520.0, math.inf), ("float16", 2.0**-25, 0.0),
      ("float16", 3 * 2.0**-26, 2.0**-24)],
 )
-def test_exact_ties_round_to_even_and_overflow_to_infinity(dtype, tie, even):
+def test_exact_ties_round_to_even_and_overflow_to_infinity(
+        dtype: str, tie: float, even: float) -> None:
     for text in (float.hex(tie), str(Decimal(tie))):
         got = decode_number(text, dtype)
         assert got == even, f"decode_number({text!r}, {dtype}) = {got!r}, expected {even!r}"
 
 
-def test_huge_exponents_saturate_without_computing_the_power():
+def test_huge_exponents_saturate_without_computing_the_power() -> None:
     assert decode_number("1e999999999", "float64") == math.inf
     assert decode_number("-1e-999999999", "float64") == 0.0
     assert math.copysign(1, decode_number("-1e-999999999", "float64")) == -1
@@ -106,7 +107,7 @@ def test_huge_exponents_saturate_without_computing_the_power():
     assert decode_number("0x1.fffffffffffff7p+1023", "float64") == 1.7976931348623157e308
 
 
-def test_json_numbers_are_read_as_decimal_not_through_a_binary_float():
+def test_json_numbers_are_read_as_decimal_not_through_a_binary_float() -> None:
     request = linear_block_request(dtype="float32")
     doc = json.loads(dumps(request))
     exact = decimal(F32_TIE_UP)
@@ -118,14 +119,14 @@ def test_json_numbers_are_read_as_decimal_not_through_a_binary_float():
     assert loads_request(json.dumps(doc)).inputs["x"][0] == 10.0
 
 
-def test_bare_nan_and_infinity_tokens_are_not_json():
+def test_bare_nan_and_infinity_tokens_are_not_json() -> None:
     doc = json.loads(dumps(linear_block_request()))
     text = json.dumps(doc).replace(doc["inputs"]["x"]["data"][0].join('""'), "NaN", 1)
     with pytest.raises(InvalidProgram, match="NaN"):
         loads_request(text)
 
 
-def test_bfloat16_result_says_bfloat16():
+def test_bfloat16_result_says_bfloat16() -> None:
     pytest.importorskip("torch")
     from resverify.impl.torch_backend import TorchBackend
 
@@ -144,7 +145,7 @@ def test_bfloat16_result_says_bfloat16():
         ('[1]', "must be a JSON object"),
     ],
 )
-def test_header_errors_name_what_is_wrong_in_one_line(text, message):
+def test_header_errors_name_what_is_wrong_in_one_line(text: str, message: str) -> None:
     with pytest.raises(InvalidProgram, match=message) as info:
         loads_request(text)
     assert "\n" not in str(info.value)
@@ -152,7 +153,7 @@ def test_header_errors_name_what_is_wrong_in_one_line(text, message):
 
 @settings(max_examples=300, deadline=None)
 @given(x=st.floats(allow_nan=False), dtype=st.sampled_from(["float64", "float32", "float16"]))
-def test_every_spelling_of_a_double_rounds_like_numpy_casts_it(x, dtype):
+def test_every_spelling_of_a_double_rounds_like_numpy_casts_it(x: float, dtype: str) -> None:
     """A double is exact in hex and in its full decimal expansion, so both must round to
     the dtype like NumPy's (correctly rounded) cast from float64."""
     with np.errstate(over="ignore"):

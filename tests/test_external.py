@@ -12,6 +12,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,7 @@ from resverify.impl.serve import answer
 from resverify.spec import UsageError, dumps
 from resverify.spec.errors import BackendCrash, BackendTimeout, BadResult
 from resverify.spec.fixtures import linear_block_request, stack_request
+from resverify.spec.request import Request, Result
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVE = f"{shlex.quote(sys.executable)} -m resverify.impl.serve"
@@ -70,7 +72,7 @@ def gone(pid: int) -> bool:
         return True
 
 
-def test_served_reference_gives_bitwise_the_in_process_result():
+def test_served_reference_gives_bitwise_the_in_process_result() -> None:
     backend = resolve_backend(f"cmd:{SERVE} numpy")
     try:
         assert backend.capabilities == NumpyBackend.capabilities
@@ -108,7 +110,7 @@ HOSTILE = [
 @pytest.mark.parametrize(("behaviour", "fault", "message"), HOSTILE,
                          ids=[f"{f.__name__}-{m}" for _, f, m in HOSTILE])
 def test_misbehaving_engine_raises_its_fault_and_the_next_request_runs_on_a_fresh_engine(
-        tmp_path, behaviour, fault, message):
+        tmp_path: Path, behaviour: str, fault: type[Exception], message: str) -> None:
     backend = ExternalBackend(engine(tmp_path, behaviour), timeout=PATIENT)
     try:
         assert backend.name == "fake" and backend.capabilities.dtypes == ("float64",)
@@ -145,7 +147,7 @@ def test_misbehaving_engine_raises_its_fault_and_the_next_request_runs_on_a_fres
     ],
     ids=["half-line", "slow-line"],
 )
-def test_timeout_bounds_an_unfinished_or_slow_line(tmp_path, behaviour):
+def test_timeout_bounds_an_unfinished_or_slow_line(tmp_path: Path, behaviour: str) -> None:
     backend = ExternalBackend(engine(tmp_path, behaviour), timeout=PATIENT)
     try:
         backend.timeout = 2.0
@@ -158,7 +160,7 @@ def test_timeout_bounds_an_unfinished_or_slow_line(tmp_path, behaviour):
         backend.close()
 
 
-def test_timed_out_engine_leaves_no_process_behind(tmp_path):
+def test_timed_out_engine_leaves_no_process_behind(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
     behaviour = (f"child = subprocess.Popen(['sleep', '60']); "
                  f"open({str(pid_file)!r}, 'w').write(str(child.pid)); time.sleep(30)")
@@ -180,7 +182,7 @@ def test_timed_out_engine_leaves_no_process_behind(tmp_path):
     assert backend.pid is None
 
 
-def test_a_slow_start_is_not_a_timeout_but_a_slow_request_is(tmp_path):
+def test_a_slow_start_is_not_a_timeout_but_a_slow_request_is(tmp_path: Path) -> None:
     behaviour = "time.sleep(2); print(answer(NumpyBackend(), line), flush=True)"
     command = engine(tmp_path, behaviour)
     script = tmp_path / "engine.py"
@@ -195,7 +197,7 @@ def test_a_slow_start_is_not_a_timeout_but_a_slow_request_is(tmp_path):
         backend.close()
 
 
-def test_closing_the_backend_ends_the_engine(tmp_path):
+def test_closing_the_backend_ends_the_engine(tmp_path: Path) -> None:
     backend = ExternalBackend(engine(tmp_path, "pass"))
     pid = backend.pid
     assert pid is not None
@@ -203,7 +205,7 @@ def test_closing_the_backend_ends_the_engine(tmp_path):
     assert gone(pid) and backend.pid is None
 
 
-def test_unclaimed_request_is_unsupported_without_asking_the_engine(tmp_path):
+def test_unclaimed_request_is_unsupported_without_asking_the_engine(tmp_path: Path) -> None:
     backend = ExternalBackend(engine(tmp_path, "sys.exit(3)"), timeout=PATIENT)
     try:
         result = backend.run(stack_request(2, True, "float32"))
@@ -235,13 +237,13 @@ def hello_engine(tmp_path: Path, capabilities: dict[str, object]) -> str:
     ],
 )
 def test_hello_with_unknown_or_missing_names_is_a_one_line_usage_error(
-        tmp_path, capabilities, message):
+        tmp_path: Path, capabilities: dict[str, Any], message: str) -> None:
     with pytest.raises(UsageError, match=message) as info:
         resolve_backend(hello_engine(tmp_path, capabilities))
     assert "\n" not in str(info.value), info.value
 
 
-def test_hello_naming_a_device_is_accepted(tmp_path):
+def test_hello_naming_a_device_is_accepted(tmp_path: Path) -> None:
     backend = resolve_backend(
         hello_engine(tmp_path, {"dtypes": ["float64"], "ops": ["add"], "device": "cuda:1"}))
     assert isinstance(backend, ExternalBackend)
@@ -249,7 +251,7 @@ def test_hello_naming_a_device_is_accepted(tmp_path):
     backend.close()
 
 
-def test_engine_that_cannot_start_or_greet_is_a_usage_error(tmp_path):
+def test_engine_that_cannot_start_or_greet_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="cannot start"):
         resolve_backend(f"cmd:{tmp_path / 'no-such-engine'}")
     with pytest.raises(UsageError, match="exited with status 0"):
@@ -258,7 +260,7 @@ def test_engine_that_cannot_start_or_greet_is_a_usage_error(tmp_path):
         resolve_backend("cmd:")
 
 
-def test_serve_refuses_what_is_not_a_valid_message_with_one_line():
+def test_serve_refuses_what_is_not_a_valid_message_with_one_line() -> None:
     for line, message in [('{"kind": "request"}', 'lacks the "resverify" header field'),
                           ('{"resverify": 1, "kind": "hello", "x": []', "not valid JSON"),
                           ('{"resverify": 1, "kind": "request"}', "'program' is a required")]:
@@ -267,13 +269,13 @@ def test_serve_refuses_what_is_not_a_valid_message_with_one_line():
         assert message in doc["error"]["message"], (line, doc)
 
 
-def test_serve_answers_a_backend_that_raises_or_returns_none_with_a_backend_error():
+def test_serve_answers_a_backend_that_raises_or_returns_none_with_a_backend_error() -> None:
     class Raises(NumpyBackend):
-        def run(self, request):
+        def run(self, request: Request) -> Result:
             raise RuntimeError("fell over")
 
     class ReturnsNone(NumpyBackend):
-        def run(self, request):
+        def run(self, request: Request) -> Any:  # not a Result, on purpose
             return None
 
     line = dumps(linear_block_request())
@@ -283,7 +285,7 @@ def test_serve_answers_a_backend_that_raises_or_returns_none_with_a_backend_erro
         assert doc["error"] == {"kind": "backend_error", "message": message, "shapes": None}
 
 
-def test_served_bfloat16_result_says_bfloat16():
+def test_served_bfloat16_result_says_bfloat16() -> None:
     pytest.importorskip("torch")
     request = linear_block_request(dtype="bfloat16")
     doc = json.loads(answer(resolve_backend("torch"), dumps(request)))

@@ -82,13 +82,15 @@ def in_process(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str,
     return check(tmp_path_factory.mktemp("hostile"), names)
 
 
-def test_in_process_hostile_adapters_fail_classified_and_the_run_goes_on(in_process):
+def test_in_process_hostile_adapters_fail_classified_and_the_run_goes_on(
+        in_process: tuple[int, dict[str, Any], str]) -> None:
     code, doc, out = in_process
     assert code == 1, out
     assert_classified(doc, {getattr(hb, n).name: k for n, k in IN_PROCESS.items()}, out)
 
 
-def test_crashed_or_timed_out_tests_keep_property_and_backend(in_process):
+def test_crashed_or_timed_out_tests_keep_property_and_backend(
+        in_process: tuple[int, dict[str, Any], str]) -> None:
     _, doc, _ = in_process
     for prop in doc["properties"]:
         if prop["failure_kind"] in ("crash", "timeout"):

@@ -30,6 +30,7 @@ import pytest
 from test_report_fakes import HOSTILE, run_check
 
 from resverify.impl.backend import Capabilities
+from resverify.spec.request import Request, Result
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                   "--no-first-run", "--disable-background-networking",
@@ -61,7 +62,8 @@ class HostileBackend:
     name = "<img src=x onerror=\"document.title='pwned'\"><script>document.title='pwned'</script>"
     capabilities = Capabilities(dtypes=("float64",), device="cpu")
 
-    def run(self, request):  # pragma: no cover - never run: the fake suite does not call it
+    # never run: the fake suite does not call it
+    def run(self, request: Request) -> Result:  # pragma: no cover
         raise NotImplementedError
 
 
@@ -100,7 +102,7 @@ def _tags(dom: str) -> list[tuple[str, dict[str, str | None]]]:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
+def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]:
     chromium = _chromium()
     root = tmp_path_factory.mktemp("chromium")
     (root / "hostile_backend.py").write_text(
@@ -113,7 +115,8 @@ def report(tmp_path_factory):
     return chromium, root / "out" / "report.html", root
 
 
-def test_report_page_renders_silently_and_runs_no_injected_script(report):
+def test_report_page_renders_silently_and_runs_no_injected_script(
+        report: tuple[str, Path, Path]) -> None:
     chromium, page, root = report
     done = _browse(chromium, page, root / "profile-a", "--dump-dom")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -133,7 +136,8 @@ def test_report_page_renders_silently_and_runs_no_injected_script(report):
         "matrix, backends, properties tables"
 
 
-def test_report_images_decode_and_hostile_text_is_escaped_without_the_csp(report):
+def test_report_images_decode_and_hostile_text_is_escaped_without_the_csp(
+        report: tuple[str, Path, Path]) -> None:
     chromium, page, root = report
     text = page.read_text(encoding="utf-8")
     probe = root / "probe.html"
@@ -158,7 +162,7 @@ def test_report_images_decode_and_hostile_text_is_escaped_without_the_csp(report
     assert html.escape(HOSTILE) in text, "the failure message is not in the page, escaped"
 
 
-def test_report_screenshot_is_a_rendered_page(report):
+def test_report_screenshot_is_a_rendered_page(report: tuple[str, Path, Path]) -> None:
     chromium, page, root = report
     shot = root / "report.png"
     done = _browse(chromium, page, root / "profile-c", f"--screenshot={shot}",

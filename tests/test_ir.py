@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
@@ -49,27 +51,28 @@ def _block_doc() -> dict:
         (lambda d: d.pop("output"), "missing or bad field"),
     ],
 )
-def test_malformed_program_is_refused_at_load_time(mutate, message):
+def test_malformed_program_is_refused_at_load_time(
+        mutate: Callable[[dict[str, Any]], object], message: str) -> None:
     doc = _block_doc()
     mutate(doc)
     with pytest.raises(InvalidProgram, match=message):
         program_from_dict(doc)
 
 
-def test_cycle_is_refused_at_construction():
+def test_cycle_is_refused_at_construction() -> None:
     nodes = (Node("a", "relu", ("b",)), Node("b", "tanh", ("a",)))
     with pytest.raises(InvalidProgram, match=r"cycle through node\(s\) \['a', 'b'\]"):
         Program((Input("x", (2,)),), nodes, "a")
 
 
 @pytest.mark.parametrize("alpha", [math.inf, -math.inf, math.nan, "inf", "nan", "0x1p+1024"])
-def test_non_finite_alpha_is_refused(alpha):
+def test_non_finite_alpha_is_refused(alpha: Any) -> None:
     with pytest.raises(InvalidProgram, match="alpha"):
         Node("s", "scale", ("x",), alpha)
 
 
 @pytest.mark.parametrize("alpha", [None, "abc", True, [1]])
-def test_missing_or_non_numeric_alpha_is_refused(alpha):
+def test_missing_or_non_numeric_alpha_is_refused(alpha: Any) -> None:
     with pytest.raises(InvalidProgram):
         Node("s", "scale", ("x",), alpha)
 
@@ -78,17 +81,17 @@ def test_missing_or_non_numeric_alpha_is_refused(alpha):
     ("alpha", "exact"),
     [(0.1, Fraction(0.1)), ("1/3", Fraction(1, 3)), ("0x1.8p-1", Fraction(3, 4)), (2, Fraction(2))],
 )
-def test_alpha_is_kept_as_an_exact_rational(alpha, exact):
+def test_alpha_is_kept_as_an_exact_rational(alpha: Any, exact: Fraction) -> None:
     assert Node("s", "scale", ("x",), alpha).alpha == exact
 
 
-def test_errors_share_one_root_and_the_builtin_base():
+def test_errors_share_one_root_and_the_builtin_base() -> None:
     assert issubclass(InvalidProgram, ResverifyError)
     assert issubclass(InvalidProgram, ValueError)
     assert issubclass(ShapeMismatch, ResverifyError)
 
 
-def test_nodes_may_come_in_any_order_and_are_sorted_topologically():
+def test_nodes_may_come_in_any_order_and_are_sorted_topologically() -> None:
     nodes = (Node("y", "residual_add", ("x", "f")), Node("f", "linear", ("x", "w")))
     program = Program((Input("x", (2,)), Input("w", (2, 2))), nodes, "y")
     assert [n.name for n in program.order] == ["f", "y"]
@@ -99,7 +102,8 @@ def test_nodes_may_come_in_any_order_and_are_sorted_topologically():
     ("left", "right"),
     [((2, 2), (2,)), ((2,), (2, 2)), ((1,), (3,)), ((), (1,)), ((0, 2), (2,)), ((2, 3), (3, 2))],
 )
-def test_shape_inference_rejects_every_unequal_residual_pair(left, right):
+def test_shape_inference_rejects_every_unequal_residual_pair(
+        left: tuple[int, ...], right: tuple[int, ...]) -> None:
     program = Program((Input("a", left), Input("b", right)),
                       (Node("y", "residual_add", ("a", "b")),), "y")
     with pytest.raises(ShapeMismatch) as info:
@@ -108,7 +112,7 @@ def test_shape_inference_rejects_every_unequal_residual_pair(left, right):
     assert str(list(left)) in str(info.value) and str(list(right)) in str(info.value)
 
 
-def test_shape_inference_follows_broadcasting_linear_and_sum():
+def test_shape_inference_follows_broadcasting_linear_and_sum() -> None:
     program = Program(
         (Input("x", (3, 1, 4)), Input("b", (5, 1)), Input("w", (4, 2))),
         (Node("a", "add", ("x", "b")), Node("l", "linear", ("a", "w")), Node("s", "sum", ("l",))),
@@ -118,7 +122,7 @@ def test_shape_inference_follows_broadcasting_linear_and_sum():
                                      "l": (3, 5, 2), "s": ()}
 
 
-def test_request_refuses_wrong_inputs_shapes_and_unrepresentable_values():
+def test_request_refuses_wrong_inputs_shapes_and_unrepresentable_values() -> None:
     program = linear_block()
     good = {"x": np.array([2.0, -1.0]), "w": np.array([[0.5, -1.0], [2.0, 0.25]])}
     ones = np.ones(2)
@@ -136,7 +140,7 @@ def test_request_refuses_wrong_inputs_shapes_and_unrepresentable_values():
         Request(program, good, "float64", None)
 
 
-def test_request_values_are_read_only_copies():
+def test_request_values_are_read_only_copies() -> None:
     x = np.array([2.0, -1.0])
     request = Request(linear_block(), {"x": x, "w": np.eye(2)}, "float64", np.ones(2))
     x[0] = 99.0
@@ -148,7 +152,7 @@ SPECIAL = [0.0, -0.0, 5e-324, -2.2250738585072014e-308, 1.7976931348623157e308, 
            -math.inf, 0.1, 1 / 3]
 
 
-def test_request_round_trips_bit_for_bit_through_json():
+def test_request_round_trips_bit_for_bit_through_json() -> None:
     program = Program((Input("x", (3, 3)),), (Node("s", "scale", ("x",), Fraction(1, 3)),), "s")
     values = np.array(SPECIAL, dtype=np.float64).reshape(3, 3)
     request = Request(program, {"x": values}, "float64", values[::-1])
@@ -162,7 +166,7 @@ def test_request_round_trips_bit_for_bit_through_json():
     assert dumps(again) == text
 
 
-def test_nan_survives_the_round_trip():
+def test_nan_survives_the_round_trip() -> None:
     program = Program((Input("x", (1,)),), (), "x")
     request = Request(program, {"x": np.array([math.nan])}, "float64", np.array([1.0]))
     again = loads_request(dumps(request))
@@ -170,7 +174,7 @@ def test_nan_survives_the_round_trip():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
-def test_narrow_dtypes_round_trip_in_their_own_dtype(dtype):
+def test_narrow_dtypes_round_trip_in_their_own_dtype(dtype: str) -> None:
     request = linear_block_request(dtype=dtype)
     again = loads_request(dumps(request))
     assert again.dtype == dtype
@@ -178,7 +182,7 @@ def test_narrow_dtypes_round_trip_in_their_own_dtype(dtype):
     assert again.inputs["w"].tobytes() == request.inputs["w"].tobytes()
 
 
-def test_results_and_typed_errors_round_trip():
+def test_results_and_typed_errors_round_trip() -> None:
     ok = Result(output=np.array([1.0, -0.0]), grads={"x": np.array([0.5, 3.25])})
     again = loads_result(dumps(ok))
     assert again.output is not None and again.grads is not None
@@ -200,12 +204,12 @@ def test_results_and_typed_errors_round_trip():
         ('{"resverify": 1, "kind": "request"}', "missing or bad field"),
     ],
 )
-def test_bad_documents_are_refused_with_one_clear_error(text, message):
+def test_bad_documents_are_refused_with_one_clear_error(text: str, message: str) -> None:
     with pytest.raises(InvalidProgram, match=message):
         loads_request(text)
 
 
-def test_result_must_be_values_or_an_error_not_both():
+def test_result_must_be_values_or_an_error_not_both() -> None:
     with pytest.raises(InvalidProgram):
         Result()
     with pytest.raises(InvalidProgram, match="only they"):

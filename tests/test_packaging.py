@@ -56,7 +56,7 @@ def run_in(folder: Path, *args: str, timeout: float = 300) -> subprocess.Complet
                           capture_output=True, timeout=timeout, check=False)
 
 
-def test_the_root_folder_links_each_package_folder():
+def test_the_root_folder_links_each_package_folder() -> None:
     """``resverify/spec`` is ``spec/`` (a link), so there is one copy of every module."""
     for name in PACKAGES:
         link = ROOT / "resverify" / name
@@ -66,7 +66,7 @@ def test_the_root_folder_links_each_package_folder():
     assert (ROOT / "resverify" / "py.typed").is_file(), "the py.typed marker is missing"
 
 
-def test_every_source_folder_is_a_package_that_the_build_finds():
+def test_every_source_folder_is_a_package_that_the_build_finds() -> None:
     """A folder of modules without ``__init__.py`` would silently drop out of the wheel."""
     from setuptools import find_packages
 
@@ -79,7 +79,7 @@ def test_every_source_folder_is_a_package_that_the_build_finds():
                 assert name in found, f"{name} has modules but is not packaged"
 
 
-def test_only_resverify_is_importable_under_the_package_names():
+def test_only_resverify_is_importable_under_the_package_names() -> None:
     """The four packages import under ``resverify``; their bare names are not installed."""
     code = ("import importlib.util, json, sys; "
             "print(json.dumps({n: importlib.util.find_spec(n) is not None for n in sys.argv[1:]}))")
@@ -90,7 +90,7 @@ def test_only_resverify_is_importable_under_the_package_names():
     assert found == {name: name.startswith("resverify.") for name in names}, found
 
 
-def test_check_ignores_same_named_modules_in_the_working_folder(tmp_path):
+def test_check_ignores_same_named_modules_in_the_working_folder(tmp_path: Path) -> None:
     folder = crowd(tmp_path / "work")
     done = run_in(folder, "check", "--no-claims", "--report-dir", "out", "--", "-k",
                   CHEAP_PROPERTY)
@@ -102,7 +102,7 @@ def test_check_ignores_same_named_modules_in_the_working_folder(tmp_path):
     assert all(p["status"] == "passed" and p["examples"] > 0 for p in doc["properties"])
 
 
-def test_claims_ignore_same_named_modules_in_the_working_folder(tmp_path):
+def test_claims_ignore_same_named_modules_in_the_working_folder(tmp_path: Path) -> None:
     clean = run_in(tmp_path, "claims")
     crowded = run_in(crowd(tmp_path / "work"), "claims")
     assert crowded.returncode == clean.returncode == 0, crowded.stdout[-3000:] + crowded.stderr
@@ -110,7 +110,7 @@ def test_claims_ignore_same_named_modules_in_the_working_folder(tmp_path):
     assert re.search(r"claims=\d+ passed=\d+ failed=0 skipped=0", crowded.stdout), crowded.stdout
 
 
-def test_serve_runs_as_a_module_of_resverify(tmp_path):
+def test_serve_runs_as_a_module_of_resverify(tmp_path: Path) -> None:
     """``python -m resverify.impl.serve NAME`` answers a hello with its capabilities, even
     beside a user's impl.py."""
     hello = json.dumps({"resverify": 1, "kind": "hello"}) + "\n"
@@ -131,7 +131,7 @@ def _source_copy(target: Path) -> Path:
     return target
 
 
-def test_the_wheel_holds_only_resverify_and_its_package_data(tmp_path):
+def test_the_wheel_holds_only_resverify_and_its_package_data(tmp_path: Path) -> None:
     """``python -m build`` (sdist, then the wheel from it) packs every module under
     ``resverify/`` plus the two JSON schemas and ``py.typed``, and nothing else."""
     pytest.importorskip("build", reason="the build frontend is in the dev extra")

@@ -17,12 +17,12 @@ def quick_start_commands() -> list[str]:
     return [line.strip() for line in block.group(1).splitlines() if line.strip()]
 
 
-def test_quick_start_holds_exactly_two_commands():
+def test_quick_start_holds_exactly_two_commands() -> None:
     commands = quick_start_commands()
     assert len(commands) == 2, f"Quick start block has {commands}, expected two commands"
 
 
-def test_ci_runs_exactly_the_readme_test_command():
+def test_ci_runs_exactly_the_readme_test_command() -> None:
     test_command = quick_start_commands()[1]
     script = (ROOT / ".ci" / "run").read_text()
     lines = [line.strip() for line in script.splitlines()]
@@ -33,7 +33,7 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert "set -euo pipefail" in runnable or "set -e" in runnable, ".ci/run must stop on failure"
 
 
-def test_make_targets_of_the_quick_start_exist():
+def test_make_targets_of_the_quick_start_exist() -> None:
     makefile = (ROOT / "Makefile").read_text()
     for command in quick_start_commands():
         words = shlex.split(command)
@@ -41,7 +41,7 @@ def test_make_targets_of_the_quick_start_exist():
             assert re.search(rf"^{words[1]}:", makefile, re.M), f"no make target {words[1]}"
 
 
-def test_pinned_constraints_cover_every_runtime_dependency():
+def test_pinned_constraints_cover_every_runtime_dependency() -> None:
     pins = {
         line.split("==")[0].lower().replace("_", "-")
         for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line

@@ -7,7 +7,9 @@ import json
 import re
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -39,13 +41,13 @@ def worked_exchange() -> list[tuple[str, str]]:
     return [(line[0], line[2:]) for line in lines]
 
 
-def test_schema_is_a_valid_json_schema_with_every_message():
+def test_schema_is_a_valid_json_schema_with_every_message() -> None:
     schema = protocol_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
     assert {"hello", "capabilities", "request", "result"} <= set(schema["$defs"])
 
 
-def test_schema_names_agree_with_the_ir_and_the_capabilities():
+def test_schema_names_agree_with_the_ir_and_the_capabilities() -> None:
     defs = protocol_schema()["$defs"]
     assert defs["dtype"]["enum"] == list(DTYPES), defs["dtype"]
     assert defs["op"]["enum"] == sorted(OPS), defs["op"]
@@ -55,7 +57,7 @@ def test_schema_names_agree_with_the_ir_and_the_capabilities():
         assert bool(pattern.search(name)) == bool(DEVICE_PATTERN.fullmatch(name)), name
 
 
-def test_worked_exchange_is_what_resverify_sends_and_the_reference_answers():
+def test_worked_exchange_is_what_resverify_sends_and_the_reference_answers() -> None:
     exchange = worked_exchange()
     assert [d for d, _ in exchange] == [">", "<"] * (len(exchange) // 2), exchange
     kinds = []
@@ -74,7 +76,7 @@ def test_worked_exchange_is_what_resverify_sends_and_the_reference_answers():
     assert "output" in results[0] and results[1]["error"]["kind"] == "shape_mismatch"
 
 
-def test_the_documented_double_rounding_example_rounds_once():
+def test_the_documented_double_rounding_example_rounds_once() -> None:
     example = "1.0000000596046447753906251"
     assert f'"{example}"' in DOC.read_text()
     assert float(example) == 1 + 2**-24  # through float64 it lands on the float32 midpoint
@@ -95,7 +97,7 @@ with open({log!r}, "a") as log:
 '''
 
 
-def test_everything_resverify_sends_to_an_engine_follows_the_schema(tmp_path):
+def test_everything_resverify_sends_to_an_engine_follows_the_schema(tmp_path: Path) -> None:
     script, log = tmp_path / "recorder.py", tmp_path / "sent.jsonl"
     script.write_text(RECORDER.format(root=str(ROOT), log=str(log)))
     backend = ExternalBackend(f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}")
@@ -114,7 +116,7 @@ def test_everything_resverify_sends_to_an_engine_follows_the_schema(tmp_path):
         assert not errors, (errors, line[:200])
 
 
-def test_saved_vector_with_its_vector_entry_follows_the_schema_and_loads():
+def test_saved_vector_with_its_vector_entry_follows_the_schema_and_loads() -> None:
     doc = json.loads(dumps(linear_block_request()))
     doc["vector"] = {"property": "p", "backend": "numpy", "message": "m", "kind": "law"}
     validate_message(doc, "request")
@@ -132,7 +134,8 @@ def test_saved_vector_with_its_vector_entry_follows_the_schema_and_loads():
         (lambda d: d.update(extra=1), "Additional properties"),
     ],
 )
-def test_invalid_request_is_refused_with_one_line_naming_the_problem(change, message):
+def test_invalid_request_is_refused_with_one_line_naming_the_problem(
+        change: Callable[[dict[str, Any]], object], message: str) -> None:
     doc = json.loads(dumps(linear_block_request()))
     change(doc)
     with pytest.raises(InvalidProgram, match=message) as info:

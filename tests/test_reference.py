@@ -32,7 +32,7 @@ def leaf(values: object, dtype: str = "float64") -> Tensor:
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_linear_residual_block_matches_seed_s01_s06_exactly(dtype):
+def test_linear_residual_block_matches_seed_s01_s06_exactly(dtype: str) -> None:
     x, w = leaf([2, -1], dtype), leaf(SEED_W, dtype)
     branch = linear(x, w)
     y = residual_add(x, branch)
@@ -45,7 +45,7 @@ def test_linear_residual_block_matches_seed_s01_s06_exactly(dtype):
     assert grad_of(x).dtype == np.dtype(dtype) and grad_of(w).dtype == np.dtype(dtype)
 
 
-def test_zero_branch_passes_gradient_and_still_trains_s07():
+def test_zero_branch_passes_gradient_and_still_trains_s07() -> None:
     x, w = leaf([2, -1]), leaf(np.zeros((2, 2)))
     y = residual_add(x, linear(x, w))
     y.backward(np.array([1.0, 1.0]))
@@ -54,7 +54,7 @@ def test_zero_branch_passes_gradient_and_still_trains_s07():
     assert exact(grad_of(w)) == fr("2", "2", "-1", "-1")
 
 
-def test_shared_operand_receives_twice_the_cotangent_s10():
+def test_shared_operand_receives_twice_the_cotangent_s10() -> None:
     x = leaf([2, -1])
     residual_add(x, x).backward(np.array([1.5, -2.0]))
     assert exact(grad_of(x)) == fr("3", "-4")
@@ -69,7 +69,8 @@ def test_shared_operand_receives_twice_the_cotangent_s10():
                 "0.6328125 -0.31640625"], "0.31640625"),
     ],
 )
-def test_four_layer_stacks_match_seed_s11_at_every_depth(residual, rows, grad):
+def test_four_layer_stacks_match_seed_s11_at_every_depth(
+        residual: bool, rows: list[str], grad: str) -> None:
     x = leaf([2, -1])
     weights = [leaf(STACK_W) for _ in range(4)]
     h, seen = x, [exact(x.value)]
@@ -85,7 +86,7 @@ def test_four_layer_stacks_match_seed_s11_at_every_depth(residual, rows, grad):
         assert np.any(grad_of(w) != 0), f"layer {i} weight gradient is zero"
 
 
-def test_scaled_relu_branch_matches_seed_s17():
+def test_scaled_relu_branch_matches_seed_s17() -> None:
     rows_residual, rows_plain = [], []
     for row in np.eye(2):
         x = leaf([-1, 2])
@@ -103,7 +104,7 @@ def test_scaled_relu_branch_matches_seed_s17():
 
 @pytest.mark.parametrize("case", sorted(seed_cases()))
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_seed_fixture_through_ir_matches_exactly(case, dtype):
+def test_seed_fixture_through_ir_matches_exactly(case: str, dtype: str) -> None:
     request, output, grads = seed_cases()[case]
     request = Request(request.program, request.inputs, dtype, request.cotangent)
     result = NumpyBackend().run(request)
@@ -115,7 +116,7 @@ def test_seed_fixture_through_ir_matches_exactly(case, dtype):
         assert result.grads[name].dtype == np.dtype(dtype)
 
 
-def test_same_fixture_twice_is_bitwise_identical_s12():
+def test_same_fixture_twice_is_bitwise_identical_s12() -> None:
     first = NumpyBackend().run(stack_request(4, residual=True))
     second = NumpyBackend().run(stack_request(4, residual=True))
     assert first.output is not None and second.output is not None
@@ -128,7 +129,8 @@ def test_same_fixture_twice_is_bitwise_identical_s12():
 @pytest.mark.parametrize(
     ("left", "right"), [((2, 2), (2,)), ((2,), (2, 2)), ((2,), (1,)), ((), (2,)), ((0, 2), (2,))]
 )
-def test_rejected_merge_names_both_shapes_and_changes_nothing_s02(left, right):
+def test_rejected_merge_names_both_shapes_and_changes_nothing_s02(
+        left: tuple[int, ...], right: tuple[int, ...]) -> None:
     x, b = leaf(np.ones(left)), leaf(np.full(right, 3.0))
     out = sum_all(mul(x, x))
     out.backward(np.array(1.0))
@@ -142,7 +144,7 @@ def test_rejected_merge_names_both_shapes_and_changes_nothing_s02(left, right):
     assert out.parents[0].parents == (x, x), "the graph is untouched"
 
 
-def test_ir_rejection_is_a_typed_result_naming_both_shapes():
+def test_ir_rejection_is_a_typed_result_naming_both_shapes() -> None:
     program = Program((Input("x", (2, 2)), Input("b", (2,))),
                       (Node("y", "residual_add", ("x", "b")),), "y")
     request = Request(program, {"x": np.ones((2, 2)), "b": np.ones(2)}, "float64", None)
@@ -153,7 +155,7 @@ def test_ir_rejection_is_a_typed_result_naming_both_shapes():
 
 
 @pytest.mark.parametrize("shape", [(), (0,), (0, 2), (3, 0, 2), (1, 1, 1)])
-def test_residual_add_accepts_equal_shapes_of_any_rank(shape):
+def test_residual_add_accepts_equal_shapes_of_any_rank(shape: tuple[int, ...]) -> None:
     x, f = leaf(np.ones(shape)), leaf(np.full(shape, 2.0))
     y = residual_add(x, f)
     assert y.shape == shape and np.all(y.value == 3.0)
@@ -161,7 +163,7 @@ def test_residual_add_accepts_equal_shapes_of_any_rank(shape):
     assert grad_of(x).shape == shape and np.all(grad_of(x) == 0.5) and np.all(grad_of(f) == 0.5)
 
 
-def test_broadcasting_add_and_mul_unbroadcast_their_gradients():
+def test_broadcasting_add_and_mul_unbroadcast_their_gradients() -> None:
     a, b = leaf(np.arange(6.0).reshape(2, 3)), leaf([[10.0, 20.0, 30.0]])
     sum_all(add(a, b)).backward(np.array(1.0))
     assert grad_of(b).tolist() == [[2.0, 2.0, 2.0]] and grad_of(a).tolist() == [[1.0] * 3] * 2
@@ -170,7 +172,7 @@ def test_broadcasting_add_and_mul_unbroadcast_their_gradients():
     assert grad_of(c).tolist() == [2.0, 2.0, 2.0] and grad_of(s).tolist() == 6.0
 
 
-def test_linear_on_leading_axes_sums_the_weight_gradient():
+def test_linear_on_leading_axes_sums_the_weight_gradient() -> None:
     x, w = leaf(np.arange(12.0).reshape(2, 3, 2)), leaf([[1.0, 0.0, 2.0], [0.0, 1.0, -1.0]])
     y = linear(x, w)
     assert y.shape == (2, 3, 3)
@@ -179,7 +181,7 @@ def test_linear_on_leading_axes_sums_the_weight_gradient():
     assert grad_of(x).tolist() == (np.ones((2, 3, 3)) @ w.value.T).tolist()
 
 
-def test_relu_derivative_is_zero_at_zero_and_output_is_positive_zero():
+def test_relu_derivative_is_zero_at_zero_and_output_is_positive_zero() -> None:
     x = leaf([-0.0, 0.0, 1.0])
     y = relu(x)
     y.backward(np.array([1.0, 1.0, 1.0]))
@@ -187,14 +189,14 @@ def test_relu_derivative_is_zero_at_zero_and_output_is_positive_zero():
     assert not np.any(np.signbit(y.value))
 
 
-def test_tanh_derivative_is_one_minus_tanh_squared():
+def test_tanh_derivative_is_one_minus_tanh_squared() -> None:
     x = leaf([0.0, 0.5])
     y = tanh(x)
     y.backward(np.array([1.0, 1.0]))
     assert grad_of(x).tolist() == (1 - np.tanh([0.0, 0.5]) ** 2).tolist()
 
 
-def test_gradients_accumulate_over_repeated_use_and_calls():
+def test_gradients_accumulate_over_repeated_use_and_calls() -> None:
     x = leaf([1.0, -2.0])
     y = add(scale(x, 3), x)
     y.backward(np.array([1.0, 1.0]))
@@ -203,7 +205,7 @@ def test_gradients_accumulate_over_repeated_use_and_calls():
     assert grad_of(x).tolist() == [8.0, 8.0], "a second backward adds, it does not overwrite"
 
 
-def test_float32_stays_float32_through_every_op():
+def test_float32_stays_float32_through_every_op() -> None:
     x, w = leaf([[1.0, 2.0]], "float32"), leaf(np.eye(2), "float32")
     y = sum_all(tanh(scale(residual_add(x, mul(relu(linear(x, w)), x)), Fraction(1, 3))))
     assert y.dtype == np.dtype("float32")
@@ -211,12 +213,12 @@ def test_float32_stays_float32_through_every_op():
     assert grad_of(x).dtype == np.dtype("float32") and grad_of(w).dtype == np.dtype("float32")
 
 
-def test_backward_refuses_a_seed_of_the_wrong_shape():
+def test_backward_refuses_a_seed_of_the_wrong_shape() -> None:
     with pytest.raises(ValueError, match=r"seed shape \[3\] != tensor shape \[2\]"):
         leaf([1.0, 2.0]).backward(np.ones(3))
 
 
-def test_unused_input_gets_a_zero_gradient_and_bfloat16_is_unsupported():
+def test_unused_input_gets_a_zero_gradient_and_bfloat16_is_unsupported() -> None:
     program = Program((Input("x", (2,)), Input("u", (1,))), (Node("y", "relu", ("x",)),), "y")
     values = {"x": np.array([1.0, -1.0]), "u": np.array([5.0])}
     request = Request(program, values, "float64", np.array([1.0, 1.0]))
@@ -227,7 +229,7 @@ def test_unused_input_gets_a_zero_gradient_and_bfloat16_is_unsupported():
     assert failed.error is not None and failed.error.kind == "unsupported"
 
 
-def test_backend_names_resolve_or_fail_with_a_usage_error():
+def test_backend_names_resolve_or_fail_with_a_usage_error() -> None:
     assert resolve_backend("numpy").name == "numpy"
     assert resolve_backend("resverify.impl.numpy_backend:NumpyBackend").name == "numpy"
     for bad in ("nope", "no_such_module:X", "resverify.impl.numpy_backend:Missing",
@@ -239,7 +241,8 @@ def test_backend_names_resolve_or_fail_with_a_usage_error():
 @pytest.mark.parametrize(
     ("x_shape", "w_shape"), [((2, 0), (0, 3)), ((0, 2), (2, 3)), ((2,), (2, 0))]
 )
-def test_linear_with_an_empty_axis_gives_empty_or_zero_gradients(x_shape, w_shape):
+def test_linear_with_an_empty_axis_gives_empty_or_zero_gradients(
+        x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> None:
     x, w = leaf(np.ones(x_shape)), leaf(np.ones(w_shape))
     y = linear(x, w)
     assert y.shape == (*x_shape[:-1], w_shape[1])

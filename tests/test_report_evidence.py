@@ -123,7 +123,8 @@ def _prop(doc: dict[str, Any], name: str) -> dict[str, Any]:
     return next(p for p in doc["properties"] if p["property"] == name)
 
 
-def test_examples_are_counted_per_backend_and_short_runs_are_named(counted):
+def test_examples_are_counted_per_backend_and_short_runs_are_named(
+        counted: tuple[int, dict[str, Any], Path, str]) -> None:
     _, doc, out, _ = counted
     numpy = _backend(doc, "numpy")
     assert numpy["status"] == "passed", numpy
@@ -138,7 +139,8 @@ def test_examples_are_counted_per_backend_and_short_runs_are_named(counted):
     assert "ran 3 of 25 examples" in (out / "report.html").read_text()
 
 
-def test_backend_with_nothing_checked_is_not_passed(counted):
+def test_backend_with_nothing_checked_is_not_passed(
+        counted: tuple[int, dict[str, Any], Path, str]) -> None:
     code, doc, out, said = counted
     assert code == 1, "a backend on which nothing ran was let through with exit 0"
     assert doc["status"] == "nothing checked", doc["status"]
@@ -155,13 +157,15 @@ def test_backend_with_nothing_checked_is_not_passed(counted):
     assert f"{hb.ClaimsOnlySum.name}: nothing checked" in said, said
 
 
-def test_allow_nothing_checked_exits_0_and_keeps_the_status(tmp_path, monkeypatch):
+def test_allow_nothing_checked_exits_0_and_keeps_the_status(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     code, doc, _ = run(tmp_path, monkeypatch, "--backend", NOTHING, "--allow-nothing-checked",
                        select="three_possible")
     assert (code, doc["status"]) == (0, "nothing checked")
 
 
-def test_each_distinct_failure_is_reported_with_its_message_kind_and_vector(failing):
+def test_each_distinct_failure_is_reported_with_its_message_kind_and_vector(
+        failing: tuple[dict[str, Any], Path, Path]) -> None:
     doc, out, root = failing
     prop = _prop(doc, "two_distinct_failures")
     assert prop["status"] == "failed" and prop["failure_kind"] == "law", prop
@@ -183,7 +187,8 @@ def test_each_distinct_failure_is_reported_with_its_message_kind_and_vector(fail
         assert failure["vector"] in markdown and failure["vector"] in page
 
 
-def test_failure_seen_once_is_reported_with_its_own_message(failing):
+def test_failure_seen_once_is_reported_with_its_own_message(
+        failing: tuple[dict[str, Any], Path, Path]) -> None:
     doc, _, _ = failing
     prop = _prop(doc, "fails_once_then_passes")
     assert "single exception in" not in prop["message"], prop["message"]

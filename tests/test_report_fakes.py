@@ -13,6 +13,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 HOSTILE = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
 
 CONFTEST = '''
@@ -153,7 +155,9 @@ def fake_claims(backend_name: str) -> list[dict]:
     ]
 
 
-def run_check(mp, root: Path, *args: str, mode: str = "fail", report_dir: str = "out"):
+def run_check(
+        mp: pytest.MonkeyPatch, root: Path, *args: str, mode: str = "fail",
+        report_dir: str = "out") -> tuple[int, Path]:
     """``resverify check`` on the fake suite in ``root`` (the working directory), with the
     fake claim checker; returns (exit code, report folder)."""
     from resverify.reports.cli import main

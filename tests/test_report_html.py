@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_report_fakes import HOSTILE
@@ -15,13 +16,14 @@ from resverify.impl.backend import Capabilities
 from resverify.reports.html import conformance_matrix, render_html
 from resverify.reports.json_report import build_report, claim_entry, property_entry, validate
 from resverify.reports.markdown import append_step_summary, render_markdown
+from resverify.spec.request import Request, Result
 
 
 class _Other:
     name = "other|" + HOSTILE
     capabilities = Capabilities(dtypes=("float32",), device="cuda:0")
 
-    def run(self, request):  # pragma: no cover - never run
+    def run(self, request: Request) -> Result:  # pragma: no cover - never run
         raise NotImplementedError
 
 
@@ -30,7 +32,7 @@ class _Tags(HTMLParser):
         super().__init__()
         self.tags: list[tuple[str, dict]] = []
 
-    def handle_starttag(self, tag, attrs) -> None:
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append((tag, dict(attrs)))
 
 
@@ -40,7 +42,7 @@ def _tags(page: str) -> list[tuple[str, dict]]:
     return parser.tags
 
 
-def _record(test: str, backend: str, outcome: str, **extra) -> dict:
+def _record(test: str, backend: str, outcome: str, **extra: Any) -> dict:
     props = {"property": test, "backend": backend, "dtype": "float64", "examples": 12}
     props.update(extra.pop("props", {}))
     return {"nodeid": f"properties/test_laws.py::test_{test}[{backend}]", "outcome": outcome,
@@ -71,13 +73,13 @@ def _doc(backends: tuple = ()) -> dict:
 
 
 @pytest.fixture(scope="module")
-def plots():
+def plots() -> dict[str, bytes]:
     from resverify.reports.plots import render_plots
 
     return render_plots(3)
 
 
-def test_page_is_self_contained_and_scriptless(plots):
+def test_page_is_self_contained_and_scriptless(plots: dict[str, bytes]) -> None:
     page = render_html(_doc(), plots)
     tags = _tags(page)
     assert [t for t, _ in tags if t in ("script", "iframe", "object", "embed", "link")] == []
@@ -87,13 +89,13 @@ def test_page_is_self_contained_and_scriptless(plots):
     assert "Content-Security-Policy" in page and "default-src 'none'" in page
 
 
-def test_every_backend_string_is_escaped(plots):
+def test_every_backend_string_is_escaped(plots: dict[str, bytes]) -> None:
     page = render_html(_doc(), plots)
     assert HOSTILE not in page
     assert page.count("&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;") >= 4
 
 
-def test_conformance_matrix_appears_for_several_backends_only(plots):
+def test_conformance_matrix_appears_for_several_backends_only(plots: dict[str, bytes]) -> None:
     other = _Other.name
     assert conformance_matrix(_doc()["properties"], ["numpy", other]) == {
         ("depth_law", "float64"): {"numpy": "passed", other: "skipped"},
@@ -103,7 +105,7 @@ def test_conformance_matrix_appears_for_several_backends_only(plots):
     assert "Conformance matrix" not in render_html(_doc((NumpyBackend(),)), plots)
 
 
-def test_page_is_the_same_for_the_same_document_apart_from_timings(plots):
+def test_page_is_the_same_for_the_same_document_apart_from_timings(plots: dict[str, bytes]) -> None:
     first = render_html(_doc(), plots)
     second_doc = _doc()
     second_doc["timings"] = {"total_seconds": 99.0}
@@ -115,11 +117,11 @@ def test_page_is_the_same_for_the_same_document_apart_from_timings(plots):
     assert untimed.sub("", first) == untimed.sub("", second)
 
 
-def test_report_document_built_here_is_valid():
+def test_report_document_built_here_is_valid() -> None:
     validate(_doc())
 
 
-def test_markdown_puts_failures_first_and_escapes_table_text():
+def test_markdown_puts_failures_first_and_escapes_table_text() -> None:
     text = render_markdown(_doc())
     assert text.startswith("# resverify: FAILED")
     assert text.index("## Failures") < text.index("## Properties") < text.index("## Claims")
@@ -134,7 +136,7 @@ def test_markdown_puts_failures_first_and_escapes_table_text():
     assert "other\\|&lt;script" in table, "a pipe in a backend name must not split the row"
 
 
-def test_step_summary_is_appended_only_when_named(tmp_path):
+def test_step_summary_is_appended_only_when_named(tmp_path: Path) -> None:
     target = tmp_path / "summary.md"
     target.write_text("before\n")
     assert append_step_summary("# one", {"GITHUB_STEP_SUMMARY": str(target)}) == target
@@ -143,7 +145,7 @@ def test_step_summary_is_appended_only_when_named(tmp_path):
     assert append_step_summary("# three", {}) is None
 
 
-def test_markdown_details_at_most_twenty_failures():
+def test_markdown_details_at_most_twenty_failures() -> None:
     doc = _doc()
     failed = next(p for p in doc["properties"] if p["status"] == "failed")
     doc["properties"] = [dict(failed, id=f"{failed['id']}-{i:02d}") for i in range(25)]

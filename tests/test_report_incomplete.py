@@ -9,7 +9,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from test_report_fakes import run_check, write_fake_suite
@@ -22,8 +24,8 @@ FINISHED = ["test_addition_commutes[numpy-float32]", "test_addition_commutes[num
             "test_unclaimed_dtype_is_skipped[numpy]"]
 
 
-def test_test_that_kills_its_process_is_a_crash_failure_and_the_run_goes_on(tmp_path,
-                                                                           monkeypatch):
+def test_test_that_kills_its_process_is_a_crash_failure_and_the_run_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     code, out = run_check(monkeypatch, tmp_path, mode="crash")
     assert code == 1, f"exit code {code} after a test died (os._exit), expected 1"
     doc = json.loads((out / "report.json").read_text())
@@ -69,7 +71,9 @@ def _alive(pids: set[int]) -> set[int]:
     return {p for p in pids if p in table and table[p][1] != "Z"}
 
 
-def _wait_for(condition, what: str, child: subprocess.Popen, seconds: float = 60) -> None:
+def _wait_for(
+        condition: Callable[[], object], what: str, child: subprocess.Popen,
+        seconds: float = 60) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
         assert child.poll() is None, f"resverify ended before {what}: {child.communicate()}"
@@ -83,7 +87,7 @@ def _wait_for(condition, what: str, child: subprocess.Popen, seconds: float = 60
     ("slow", [signal.SIGTERM]),
 ], ids=["sigint-once", "sigint-twice", "sigterm"])
 def test_signals_end_the_run_with_every_finished_test_in_all_three_reports(
-        tmp_path, mode, signals):
+        tmp_path: Path, mode: str, signals: list[signal.Signals]) -> None:
     """Ctrl-C (once or twice, to the whole process group as a terminal sends it) and
     SIGTERM (as ``timeout -s TERM`` and CI runners send it) stop the run: the report
     holds the finished tests, the running one is not counted as a failure, no process of
@@ -135,7 +139,7 @@ def test_signals_end_the_run_with_every_finished_test_in_all_three_reports(
     assert "Incomplete run" in markdown and "incomplete" in page
 
 
-def test_partial_event_stream_counts_only_finished_tests(tmp_path):
+def test_partial_event_stream_counts_only_finished_tests(tmp_path: Path) -> None:
     events = tmp_path / "events.jsonl"
     lines = [{"event": "collected", "count": 3},
              {"event": "result", "nodeid": "t::a", "outcome": "passed", "duration": 0.1,
@@ -150,7 +154,7 @@ def test_partial_event_stream_counts_only_finished_tests(tmp_path):
     assert not suite.finished, "1 of 3 results counted as finished"
 
 
-def test_event_tail_keeps_a_half_written_line_for_the_next_read(tmp_path):
+def test_event_tail_keeps_a_half_written_line_for_the_next_read(tmp_path: Path) -> None:
     events = tmp_path / "events.jsonl"
     events.write_text('{"event": "collected", "count": 1}\n{"event": "fin')
     tail = EventTail(events)
@@ -160,11 +164,12 @@ def test_event_tail_keeps_a_half_written_line_for_the_next_read(tmp_path):
     assert tail.read() == [{"event": "finish", "exitstatus": 0}]
 
 
-def test_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+def test_failed_write_leaves_the_old_file_and_no_temporary(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "report.json"
     write_text(target, "old")
 
-    def refuse(src, dst):
+    def refuse(src: object, dst: object) -> NoReturn:
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", refuse)
@@ -174,7 +179,7 @@ def test_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
 
 
-def test_atomic_write_keeps_the_permissions_of_the_file_it_replaces(tmp_path):
+def test_atomic_write_keeps_the_permissions_of_the_file_it_replaces(tmp_path: Path) -> None:
     target = tmp_path / "report.md"
     write_text(target, "a")
     os.chmod(target, 0o640)

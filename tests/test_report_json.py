@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+from typing import Any
 
 import jsonschema
 import pytest
@@ -15,7 +16,7 @@ from resverify.reports.json_report import SCHEMA_VERSION, load_schema, strip_tim
 
 
 @pytest.fixture(scope="module")
-def two_runs(tmp_path_factory):
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     """The failing fake suite checked twice with the same seed, into the same folder."""
     root = tmp_path_factory.mktemp("json")
     docs = []
@@ -28,14 +29,15 @@ def two_runs(tmp_path_factory):
     return docs
 
 
-def test_report_validates_against_the_shipped_schema(two_runs):
+def test_report_validates_against_the_shipped_schema(two_runs: list[dict[str, Any]]) -> None:
     doc = two_runs[0]
     validate(doc)
     assert doc["schema_version"] == SCHEMA_VERSION == load_schema()["properties"][
         "schema_version"]["const"]
 
 
-def test_schema_refuses_a_report_missing_or_misnaming_fields(two_runs):
+def test_schema_refuses_a_report_missing_or_misnaming_fields(
+        two_runs: list[dict[str, Any]]) -> None:
     missing = copy.deepcopy(two_runs[0])
     del missing["complete"]
     wrong = copy.deepcopy(two_runs[0])
@@ -47,7 +49,8 @@ def test_schema_refuses_a_report_missing_or_misnaming_fields(two_runs):
             validate(bad)
 
 
-def test_report_records_environment_backends_claims_and_properties(two_runs):
+def test_report_records_environment_backends_claims_and_properties(
+        two_runs: list[dict[str, Any]]) -> None:
     doc = two_runs[0]
     assert set(doc["environment"]["dependencies"]) >= {"numpy", "sympy", "mpmath",
                                                        "hypothesis", "pytest"}
@@ -70,20 +73,20 @@ def test_report_records_environment_backends_claims_and_properties(two_runs):
     assert doc["summary"]["properties"] == {"total": 4, "passed": 2, "failed": 1, "skipped": 1}
 
 
-def test_same_seed_gives_the_same_report_apart_from_timings(two_runs):
+def test_same_seed_gives_the_same_report_apart_from_timings(two_runs: list[dict[str, Any]]) -> None:
     first, second = two_runs
     assert strip_timings(first) == strip_timings(second)
     assert first["timings"] and "time_seconds" in first["properties"][0]
     assert "timings" not in strip_timings(first)
 
 
-def test_strip_timings_removes_only_timing_fields():
+def test_strip_timings_removes_only_timing_fields() -> None:
     doc = {"timings": {"total_seconds": 1}, "a": [{"time_seconds": 2, "b": 3}], "c_seconds": 4,
            "seconds": 5}
     assert strip_timings(doc) == {"a": [{"b": 3}], "seconds": 5}
 
 
-def test_claim_values_become_canonical_json_text():
+def test_claim_values_become_canonical_json_text() -> None:
     from fractions import Fraction
 
     from resverify.reports.json_report import claim_entry

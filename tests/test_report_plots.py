@@ -11,7 +11,7 @@ from resverify.reports import plots
 from resverify.spec.fixtures import STACK_W
 
 
-def test_s11_retention_is_exactly_three_quarters_and_a_quarter_to_the_depth():
+def test_s11_retention_is_exactly_three_quarters_and_a_quarter_to_the_depth() -> None:
     weights = [np.array(STACK_W)] * 8
     for residual, factor in ((True, Fraction(3, 4)), (False, Fraction(1, 4))):
         curve = plots.retention_curve(weights, residual)
@@ -19,7 +19,7 @@ def test_s11_retention_is_exactly_three_quarters_and_a_quarter_to_the_depth():
         assert [Fraction(v) for v in curve] == expected, (residual, curve.tolist(), expected)
 
 
-def test_unscaled_variance_grows_like_depth_and_scaled_stays_near_one():
+def test_unscaled_variance_grows_like_depth_and_scaled_stays_near_one() -> None:
     path = plots.variance_path(seed=0, width=768, depth=100)
     low, high = plots._chi2_band(767)
     layers = np.arange(101)
@@ -31,7 +31,7 @@ def test_unscaled_variance_grows_like_depth_and_scaled_stays_near_one():
     assert abs(finals.mean() - 1.0) < 6 * np.sqrt(2 / 767) / 10, finals.mean()
 
 
-def test_chi2_band_matches_the_exact_quantiles():
+def test_chi2_band_matches_the_exact_quantiles() -> None:
     import mpmath
 
     dof = 767
@@ -44,7 +44,7 @@ def test_chi2_band_matches_the_exact_quantiles():
         assert abs(approx - float(exact)) < 1e-4 * float(exact), (probability, approx, exact)
 
 
-def test_plots_are_the_same_bytes_for_the_same_seed_and_carry_no_software_stamp():
+def test_plots_are_the_same_bytes_for_the_same_seed_and_carry_no_software_stamp() -> None:
     first, second = plots.render_plots(5), plots.render_plots(5)
     assert list(first) == list(plots.PLOT_NAMES)
     assert first == second

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,7 +28,7 @@ class OffByOneUlpBackend(NumpyBackend):
 
     name = "off"
 
-    def run(self, request):
+    def run(self, request: Request) -> Result:
         result = super().run(request)
         assert result.grads is not None
         grads = {k: np.array(v, copy=True) for k, v in result.grads.items()}
@@ -40,17 +41,18 @@ class BroadcastingBackend(NumpyBackend):
 
     name = "broadcasting"
 
-    def run(self, request):
+    def run(self, request: Request) -> Result:
         return Result(output=np.zeros((2, 2)), grads={"a": np.zeros((2, 2)), "b": np.zeros(2)})
 
 
-def _vector(tmp_path, request: Request):
+def _vector(tmp_path: Path, request: Request) -> str:
     path = tmp_path / "vector.json"
     path.write_text(dumps(request))
     return str(path)
 
 
-def test_reference_run_of_a_seed_vector_is_within_budget(tmp_path, capsys):
+def test_reference_run_of_a_seed_vector_is_within_budget(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["replay", _vector(tmp_path, stack_request(4, True, "float32"))]) == 0
     out = capsys.readouterr().out
     rows = {cells[0]: cells[1:] for cells in (re.split(r"\s{2,}", line)
@@ -61,7 +63,8 @@ def test_reference_run_of_a_seed_vector_is_within_budget(tmp_path, capsys):
     assert out.rstrip().endswith("20 ok, 0 FAIL"), out
 
 
-def test_element_beyond_budget_is_reported_and_exits_1(tmp_path, capsys):
+def test_element_beyond_budget_is_reported_and_exits_1(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     vector = _vector(tmp_path, linear_block_request())
     code = main(["replay", vector, "--backend", f"{__name__}:OffByOneUlpBackend"])
     out = capsys.readouterr().out
@@ -70,7 +73,8 @@ def test_element_beyond_budget_is_reported_and_exits_1(tmp_path, capsys):
     assert len(failing) == 1 and failing[0].startswith("grad x[0]"), out
 
 
-def test_shape_mismatch_vector_needs_the_same_typed_error(tmp_path, capsys):
+def test_shape_mismatch_vector_needs_the_same_typed_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     program = Program((Input("a", (2, 2)), Input("b", (2,))),
                       (Node("y", "residual_add", ("a", "b")),), "y")
     vector = _vector(tmp_path, Request(program, {"a": np.ones((2, 2)), "b": np.ones(2)},
@@ -82,7 +86,8 @@ def test_shape_mismatch_vector_needs_the_same_typed_error(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("content", [None, "not json", json.dumps({"resverify": 1})])
-def test_unreadable_or_invalid_vector_is_a_usage_error(tmp_path, capsys, content):
+def test_unreadable_or_invalid_vector_is_a_usage_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None) -> None:
     path = tmp_path / "vector.json"
     if content is not None:
         path.write_text(content)
@@ -101,7 +106,7 @@ class FlakyBackend(NumpyBackend):
     name = "flaky"
     calls = 0
 
-    def run(self, request):
+    def run(self, request: Request) -> Result:
         result = super().run(request)
         FlakyBackend.calls += 1
         if FlakyBackend.calls % 2:
@@ -111,7 +116,8 @@ class FlakyBackend(NumpyBackend):
         return Result(output=output, grads=result.grads)
 
 
-def test_a_backend_answering_differently_from_run_to_run_is_non_deterministic(tmp_path, capsys):
+def test_a_backend_answering_differently_from_run_to_run_is_non_deterministic(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     FlakyBackend.calls = 0
     vector = _vector(tmp_path, linear_block_request())
     code = main(["replay", vector, "--backend", f"{__name__}:FlakyBackend"])
@@ -120,7 +126,8 @@ def test_a_backend_answering_differently_from_run_to_run_is_non_deterministic(tm
     assert "non-deterministic" in out and "output[0]: 1.0 then 1.0000000000000002" in out, out
 
 
-def test_one_run_cannot_tell_non_determinism(tmp_path, capsys):
+def test_one_run_cannot_tell_non_determinism(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     FlakyBackend.calls = 0
     vector = _vector(tmp_path, linear_block_request())
     code = main(["replay", vector, "--backend", f"{__name__}:FlakyBackend", "--runs", "1"])
@@ -128,7 +135,8 @@ def test_one_run_cannot_tell_non_determinism(tmp_path, capsys):
     assert code == 0 and "non-deterministic" not in out, out
 
 
-def test_the_recorded_failure_is_printed_with_the_vector(tmp_path, capsys):
+def test_the_recorded_failure_is_printed_with_the_vector(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc = json.loads(dumps(linear_block_request()))
     doc["vector"] = {"property": "forward_and_gradients_match_spec_within_budget",
                      "backend": "cmd:./engine", "kind": "law",
@@ -142,7 +150,7 @@ def test_the_recorded_failure_is_printed_with_the_vector(tmp_path, capsys):
         assert text in out, (text, out)
 
 
-def test_inputs_and_cotangent_are_shown(tmp_path, capsys):
+def test_inputs_and_cotangent_are_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["replay", _vector(tmp_path, linear_block_request())]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "input x [2]: [2.0, -1.0]" in lines, lines
@@ -163,7 +171,7 @@ class SomeElementsOff(NumpyBackend):
 
     name = "some-off"
 
-    def run(self, request):
+    def run(self, request: Request) -> Result:
         result = super().run(request)
         output = np.array(result.output, copy=True)
         output[[5, 6]] *= 2
@@ -171,7 +179,8 @@ class SomeElementsOff(NumpyBackend):
         return Result(output=output, grads=result.grads)
 
 
-def test_a_big_vector_prints_a_summary_unless_all_is_asked(tmp_path, capsys):
+def test_a_big_vector_prints_a_summary_unless_all_is_asked(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     vector = _vector(tmp_path, _wide_request())
     backend = f"{__name__}:SomeElementsOff"
     assert main(["replay", vector, "--backend", backend]) == 1
@@ -192,7 +201,7 @@ class Refuses(NumpyBackend):
 
     name = "refuses"
 
-    def run(self, request):
+    def run(self, request: Request) -> Result:
         return Result.failure("unsupported", "not here")
 
 
@@ -200,7 +209,8 @@ class RefusesUnclaimed(Refuses):
     capabilities = Capabilities(ops=("add",))
 
 
-def test_unsupported_for_an_unclaimed_request_is_skipped(tmp_path, capsys):
+def test_unsupported_for_an_unclaimed_request_is_skipped(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     vector = _vector(tmp_path, linear_block_request())
     code = main(["replay", vector, "--backend", f"{__name__}:RefusesUnclaimed"])
     out = capsys.readouterr().out
@@ -208,21 +218,23 @@ def test_unsupported_for_an_unclaimed_request_is_skipped(tmp_path, capsys):
     assert "skipped" in out and "not claimed" in out and "FAIL" not in out, out
 
 
-def test_unsupported_for_a_claimed_request_is_a_failure(tmp_path, capsys):
+def test_unsupported_for_a_claimed_request_is_a_failure(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     vector = _vector(tmp_path, linear_block_request())
     code = main(["replay", vector, "--backend", f"{__name__}:Refuses"])
     out = capsys.readouterr().out
     assert code == 1 and "FAIL" in out and "refused" in out, out
 
 
-def test_backend_help_lists_the_builtin_names(capsys):
+def test_backend_help_lists_the_builtin_names(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["replay", "--help"])
     out = "".join(capsys.readouterr().out.split())  # help wraps lines anywhere, even at "-"
     assert all(name in out for name in BUILTIN), out
 
 
-def test_values_beyond_the_float_range_print_without_a_traceback(tmp_path, capsys):
+def test_values_beyond_the_float_range_print_without_a_traceback(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     program = Program((Input("x", (2,)), Input("w", (2, 2))),
                       (Node("f", "linear", ("x", "w")), Node("y", "residual_add", ("x", "f"))),
                       "y")
@@ -233,7 +245,7 @@ def test_values_beyond_the_float_range_print_without_a_traceback(tmp_path, capsy
     assert "2.0e+616~" in out, out
 
 
-def test_piping_replay_into_head_ends_without_a_traceback(tmp_path):
+def test_piping_replay_into_head_ends_without_a_traceback(tmp_path: Path) -> None:
     vector = _vector(tmp_path, _wide_request())
     command = [sys.executable, "-m", "resverify.reports.cli", "replay", vector, "--all"]
     with subprocess.Popen(command,
