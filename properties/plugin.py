@@ -18,10 +18,12 @@ can load it with ``-p resverify.properties.plugin``.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import threading
 from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 from fractions import Fraction
 from typing import Any
 
@@ -116,22 +118,61 @@ def capability_reason(backend: Backend, dtype: str, ops: tuple[str, ...]) -> str
 
 
 class PropertyRun:
-    """One property test against one backend: counts examples, filters unclaimed requests."""
+    """One property test against one backend: counts examples, filters unclaimed requests.
+
+    Examples are counted in one place, :meth:`counting`, which the ``prop`` fixture wraps
+    around the test's inner Hypothesis function: a test body never counts its own.
+    """
 
     def __init__(self, name: str, label: str, backend: Backend) -> None:
         self.name, self.label, self.backend = name, label, backend
         self.examples = 0
+        self._in_counted_example = False
+
+    @contextmanager
+    def counting(self, test: Any) -> Iterator[None]:
+        """Within the block, every example the Hypothesis test ``test`` runs is counted.
+
+        Wraps ``test.hypothesis.inner_test``, the function Hypothesis calls once per
+        example (its documented hook for plugins), and puts it back afterwards.
+        """
+        hypothesis = getattr(test, "hypothesis", None)
+        if hypothesis is None:  # not a Hypothesis test: it runs once, as one example
+            self.examples += 1
+            yield
+            return
+        inner = hypothesis.inner_test
+
+        @functools.wraps(inner)
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.examples += 1
+            self._in_counted_example = True
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self._in_counted_example = False
+
+        hypothesis.inner_test = counted
+        try:
+            yield
+        finally:
+            hypothesis.inner_test = inner
 
     def tick(self) -> None:
-        """Count one Hypothesis example (call first thing in the test body)."""
-        self.examples += 1
+        """Count one example by hand, for an example run outside :meth:`counting`.
+
+        Inside a counted example it does nothing, so a test body written when each test
+        counted its own examples is not counted twice.
+        """
+        if not self._in_counted_example:
+            self.examples += 1
 
     def request(self, case: Case, dtype: str) -> Request:
         """``case`` as a request; examples using ops the backend does not claim are rejected."""
         request = case.request(dtype)
         reason = self.backend.capabilities.covers(request)
         if reason is not None:
-            self.examples -= 1  # ticked at the start of the body, but never run
+            self.examples -= 1  # counted when it started, but never run
             event(f"rejected, unclaimed: {reason}")  # --hypothesis-show-statistics counts it
             reject()
         return request
@@ -142,7 +183,8 @@ def prop(request: pytest.FixtureRequest, backend: Backend) -> Iterator[PropertyR
     """The running property: records who runs what, skips what the backend does not claim.
 
     While the test runs, strategies build programs from the backend's claimed ops only
-    (:func:`resverify.properties.strategies.claiming`).
+    (:func:`resverify.properties.strategies.claiming`) and every example it runs is
+    counted (:meth:`PropertyRun.counting`).
     """
     node = request.node
     params = getattr(getattr(node, "callspec", None), "params", {})
@@ -158,7 +200,7 @@ def prop(request: pytest.FixtureRequest, backend: Backend) -> Iterator[PropertyR
     if reason:
         pytest.skip(f"backend {label}: {reason}")
     node.stash[_RUN] = run
-    with claiming(backend.capabilities.ops):
+    with claiming(backend.capabilities.ops), run.counting(request.function):
         yield run
 
 

@@ -44,7 +44,6 @@ def _chain(prop: PropertyRun, data: Inputs, factors: list[Fraction], residual: b
 def test_residual_stack_gradient_is_one_plus_a_to_the_depth(
         backend: Backend, dtype: str, prop: PropertyRun, data: Inputs, a: Fraction,
         depth: int) -> None:
-    prop.tick()
     check_residual_depth_law(backend, _chain(prop, data, [a] * depth, True, dtype), a, depth)
 
 
@@ -55,7 +54,6 @@ def test_residual_stack_gradient_is_one_plus_a_to_the_depth(
 def test_plain_stack_gradient_is_a_to_the_depth(
         backend: Backend, dtype: str, prop: PropertyRun, data: Inputs, a: Fraction,
         depth: int) -> None:
-    prop.tick()
     check_plain_depth_law(backend, _chain(prop, data, [a] * depth, False, dtype), a, depth)
 
 
@@ -66,7 +64,6 @@ def test_plain_stack_gradient_is_a_to_the_depth(
 def test_stack_output_is_input_plus_sum_of_branches(
         backend: Backend, dtype: str, prop: PropertyRun, data: Inputs,
         factors: list[Fraction]) -> None:
-    prop.tick()
     requests = [_chain(prop, data, factors[:depth], True, dtype)
                 for depth in range(len(factors) + 1)]
     check_unrolled_sum(backend, requests, factors)
@@ -79,7 +76,6 @@ def test_stack_output_is_input_plus_sum_of_branches(
 def test_block_with_a_minus_one_cancels_gradient_exactly(
         backend: Backend, dtype: str, prop: PropertyRun, data: Inputs,
         factors: list[Fraction], where: int) -> None:
-    prop.tick()
     factors = list(factors)
     factors.insert(where % (len(factors) + 1), Fraction(-1))
     check_cancellation_is_exact(backend, _chain(prop, data, factors, True, dtype))

@@ -28,7 +28,6 @@ ANY_CASE = st.one_of(residual_cases(), mismatch_cases())
 @example(case=pinned.S11_RESIDUAL)  # S12
 def test_same_request_gives_bitwise_identical_results(
         backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
-    prop.tick()
     check_bitwise_deterministic(backend, prop.request(case, dtype))
 
 
@@ -38,7 +37,6 @@ def test_same_request_gives_bitwise_identical_results(
 @example(case=pinned.S06)
 def test_backend_never_mutates_inputs(
         backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
-    prop.tick()
     check_inputs_unchanged(backend, prop.request(case, dtype))
 
 
@@ -48,5 +46,4 @@ def test_backend_never_mutates_inputs(
 @example(case=pinned.S06)
 def test_results_have_declared_shapes_and_dtype(
         backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
-    prop.tick()
     check_declared_form(backend, prop.request(case, dtype))

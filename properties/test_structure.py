@@ -45,7 +45,6 @@ DTYPE = pytest.mark.parametrize("dtype", DTYPES)
 @example(case=mismatch_case((2,), (3,)))
 def test_residual_add_rejects_every_shape_mismatch(
         backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
-    prop.tick()
     check_rejects_mismatch(backend, prop.request(case, dtype))
 
 
@@ -55,7 +54,6 @@ def test_residual_add_rejects_every_shape_mismatch(
 @example(shared=(pinned.S10, 2))
 def test_shared_operand_receives_k_times_the_cotangent(
         backend: Backend, dtype: str, prop: PropertyRun, shared: tuple[Case, int]) -> None:
-    prop.tick()
     case, uses = shared
     check_shared_operand_gradient(backend, prop.request(case, dtype), uses)
 
@@ -66,7 +64,6 @@ def test_shared_operand_receives_k_times_the_cotangent(
 @example(case=pinned.S07)
 def test_zero_branch_is_identity_and_still_learns(
         backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
-    prop.tick()
     check_zero_branch(backend, prop.request(case, dtype))
 
 
@@ -76,7 +73,6 @@ def test_zero_branch_is_identity_and_still_learns(
 @example(case=pinned.S06.with_values(w=np.array([[1.0, 1.0], [2.0, 2.0]])))  # S08: F(x)=0, J_F != 0
 def test_branch_zero_at_one_input_still_passes_gradient(
         backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
-    prop.tick()
     check_null_space_branch_keeps_gradient(backend, prop.request(case, dtype))
 
 
@@ -86,7 +82,6 @@ def test_branch_zero_at_one_input_still_passes_gradient(
 @example(case=zero_alphas(pinned.S17))
 def test_alpha_zero_is_identity_and_branch_gets_no_gradient(
         backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
-    prop.tick()
     check_alpha_zero_is_identity(backend, prop.request(case, dtype))
 
 
@@ -96,6 +91,5 @@ def test_alpha_zero_is_identity_and_branch_gets_no_gradient(
 @example(case=pinned.S17, a=Fraction(1, 2))
 def test_output_and_gradients_are_affine_in_alpha(
         backend: Backend, dtype: str, prop: PropertyRun, case: Case, a: Fraction) -> None:
-    prop.tick()
     prop.request(case, dtype)
     check_output_affine_in_alpha(backend, case, dtype, a)

@@ -36,7 +36,6 @@ COUPLINGS = st.sampled_from([Fraction(v) for v in
 @given(case=sample_block_cases())
 def test_sample_variance_of_merge_is_sum_plus_twice_covariance(
         backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
-    prop.tick()
     check_sample_variance_identity(backend, prop.request(case, dtype))
 
 
@@ -46,7 +45,6 @@ def test_sample_variance_of_merge_is_sum_plus_twice_covariance(
 @example(seed=0, root=10)  # S26: 100 layers of N(0, 1) noise: variance 100
 def test_independent_updates_add_their_variances(
         backend: Backend, dtype: str, prop: PropertyRun, seed: int, root: int) -> None:
-    prop.tick()
     check_independent_updates_variance(backend, dtype, seed, root, rescale=False)
 
 
@@ -56,7 +54,6 @@ def test_independent_updates_add_their_variances(
 @example(seed=0, root=10)  # S27: scaled by 1/√100 = 0.1, variance 1
 def test_inverse_sqrt_depth_scaling_keeps_unit_variance(
         backend: Backend, dtype: str, prop: PropertyRun, seed: int, root: int) -> None:
-    prop.tick()
     check_independent_updates_variance(backend, dtype, seed, root, rescale=True)
 
 
@@ -65,5 +62,4 @@ def test_inverse_sqrt_depth_scaling_keeps_unit_variance(
 @given(seed=SEEDS, a=COUPLINGS)
 def test_branch_depending_on_input_breaks_naive_variance_sum(
         backend: Backend, dtype: str, prop: PropertyRun, seed: int, a: Fraction) -> None:
-    prop.tick()
     check_dependent_branch_variance(backend, dtype, seed, a)

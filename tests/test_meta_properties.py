@@ -99,15 +99,17 @@ def _failures(exc: BaseException) -> Iterator[PropertyFailure]:
         yield from _failures(inner)
 
 
-def run_property(name: str, backend: Backend, dtype: str,
-                 chosen: settings) -> PropertyFailure | None:
-    """Run one property test against ``backend``; the PropertyFailure it raised, or None."""
+def run_property(name: str, backend: Backend, dtype: str, chosen: settings,
+                 run: PropertyRun | None = None) -> PropertyFailure | None:
+    """Run one property test against ``backend``, its examples counted in ``run`` as the
+    plugin counts them; the PropertyFailure it raised, or None."""
     test: Any = property_tests()[name]
+    run = PropertyRun(name, backend.name, backend) if run is None else run
     bound = test._hypothesis_internal_use_settings
     test._hypothesis_internal_use_settings = chosen
     try:
-        with claiming(backend.capabilities.ops):
-            test(backend=backend, dtype=dtype, prop=PropertyRun(name, backend.name, backend))
+        with claiming(backend.capabilities.ops), run.counting(test):
+            test(backend=backend, dtype=dtype, prop=run)
     except BaseException as exc:
         failure = next(_failures(exc), None)
         if failure is None:
@@ -167,6 +169,29 @@ def test_statistical_property_has_power_on_generated_streams(
 def test_property_passes_on_the_unbroken_base(law: str) -> None:
     failure = run_property(law, bb.Reference(), "float64", CONTROL)
     assert failure is None, f"property {law} fails on the unbroken base: {failure}"
+
+
+@pytest.mark.parametrize("law", sorted(property_tests()))
+def test_every_example_of_a_property_is_counted(law: str) -> None:
+    """The count comes from the run, not from the test body: each explicit example and
+    each generated one Hypothesis ran is counted once."""
+    test = property_tests()[law]
+    explicit = len(getattr(test, "hypothesis_explicit_examples", []))
+    seen: list[int] = []
+    run = PropertyRun(law, "numpy", bb.Reference())
+    inner = test.hypothesis.inner_test  # type: ignore[attr-defined]
+
+    def observed(*args: Any, **kwargs: Any) -> None:
+        seen.append(run.examples)  # the count while the example runs
+        inner(*args, **kwargs)
+
+    test.hypothesis.inner_test = observed  # type: ignore[attr-defined]
+    try:
+        assert run_property(law, bb.Reference(), "float64", CONTROL, run) is None
+    finally:
+        test.hypothesis.inner_test = inner  # type: ignore[attr-defined]
+    assert seen == list(range(1, len(seen) + 1)), seen  # counted once, before it ran
+    assert run.examples == len(seen) >= explicit + 1, (run.examples, explicit)
 
 
 def test_every_property_has_a_broken_backend_it_catches() -> None:
