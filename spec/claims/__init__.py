@@ -4,9 +4,10 @@ Why: the seeds state facts (fixture values, Jacobians, depth and variance laws) 
 project was built from. Each is kept here as a :class:`Claim` with a stable id (``S01`` …
 ``S30`` of ``SEEDS.md``; ``S07a``/``S07b`` and ``S17a``/``S17b`` where one item holds a
 settled fact and an open one), the seed file and section it comes from, a statement in our
-own words, the exact expected value, and a zero-argument check that recomputes it with the
-exact interpreter (:mod:`resverify.spec.exact`) or the symbolic model
-(:mod:`resverify.spec.symbolic`).
+own words, the exact expected value, and the function that observes it, with the exact
+interpreter (:mod:`resverify.spec.exact`) or the symbolic model
+(:mod:`resverify.spec.symbolic`). Each claim is declared by a decorator on that function
+(:mod:`~resverify.spec.claims.register`), so all of it reads as one block.
 
 Claims about an implementation also carry a ``backend`` check that takes a backend's
 ``run(request) -> Result`` wrapped in a :class:`Guard` (capabilities respected, answers
@@ -18,10 +19,13 @@ or leave open carry a ``note`` with the project's decision.
 Section headings are quoted in the seed's own language (``ru`` or ``zh``) with our English
 translation beside them.
 
-Layout: one module per seed document holds its sections, checks and claims
-(:mod:`~resverify.spec.claims.course` S01–S14, :mod:`~resverify.spec.claims.lecture` S15–S20,
-:mod:`~resverify.spec.claims.notes` S21–S30); :mod:`~resverify.spec.claims.model` defines
-claims and runs, :mod:`~resverify.spec.claims.build` the builders they share,
+Layout: one module per seed document holds its sections and claims, each claim's
+declaration on its observing function (:mod:`~resverify.spec.claims.course` S01–S14,
+:mod:`~resverify.spec.claims.lecture` S15–S20, :mod:`~resverify.spec.claims.notes` S21–S30);
+adding a claim is one decorated function in one of them.
+:mod:`~resverify.spec.claims.register` holds the decorators,
+:mod:`~resverify.spec.claims.model` defines claims and runs,
+:mod:`~resverify.spec.claims.build` the program and request helpers they share,
 :mod:`~resverify.spec.claims.outcome` the verdicts.
 
 Public API: :data:`CLAIMS`, :data:`SEED_FILES`, :class:`Claim`, :class:`Section`,

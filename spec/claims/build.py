@@ -1,33 +1,23 @@
-"""Small builders shared by the seed modules: programs, requests, and the claims themselves.
+"""Small builders shared by the seed modules: programs, requests and exact values.
 
-Why: most checks build a one- or two-node program and a float64 request around it, and every
-claim pairs an exact check with a backend check of the same observation; one helper each
-keeps the seed modules down to their facts.
+Why: most observations build a one- or two-node program and a float64 request around it;
+one helper each keeps the seed modules down to their facts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 import sympy as sp
 
-from resverify.spec.claims.model import (
-    Claim,
-    Interpreter,
-    Runner,
-    Section,
-    backend_interpreter,
-    exact_run,
-)
 from resverify.spec.errors import Shape
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.request import Request
 
 __all__ = [
-    "claim",
     "frac",
     "fracs",
     "is_zero",
@@ -70,24 +60,3 @@ def frac(text: str) -> Fraction:
 def fracs(*texts: str) -> tuple[Fraction, ...]:
     """A flat tuple of exact expected values: ``fracs("1", "-13/4")``."""
     return tuple(Fraction(t) for t in texts)
-
-
-def _both(observe: Callable[[Interpreter], object]
-          ) -> tuple[Callable[[], object], Callable[[Runner], object]]:
-    """The exact check and the backend check of one observation."""
-    return (lambda: observe(exact_run)), (lambda run: observe(backend_interpreter(run)))
-
-
-def claim(id_: str, source: Section, statement: str, expected: object,
-          observe: Callable[[Interpreter], object] | None = None, *,
-          check: Callable[[], object] | None = None,
-          backend: Callable[[Runner], object] | None = None,
-          backend_expected: object = None, note: str = "") -> Claim:
-    """A claim; ``observe`` gives both checks at once, ``check``/``backend`` override them."""
-    if observe is not None:
-        exact_check, backend_check = _both(observe)
-        check = check or exact_check
-        backend = backend or backend_check
-    assert check is not None
-    return Claim(id_, source, statement, expected, check, backend, backend_expected, note)
-

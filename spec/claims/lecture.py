@@ -2,6 +2,8 @@
 
 Why: the page states the block's Jacobian ``I + J_F`` and works it through a small relu
 block; its claims check the law symbolically and the block's values and Jacobians exactly.
+Each claim is one block: its declaration (:mod:`~resverify.spec.claims.register`) on the
+function that observes it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import sympy as sp
 from resverify.spec import exact
 from resverify.spec import symbolic as sym
 from resverify.spec.claims.build import (
-    claim,
     frac,
     fracs,
     is_zero,
@@ -25,17 +26,19 @@ from resverify.spec.claims.build import (
     make_request,
     residual_pair,
 )
-from resverify.spec.claims.model import Claim, Interpreter, Section, exact_run
+from resverify.spec.claims.model import Claim, Interpreter
+from resverify.spec.claims.register import SeedClaims
 from resverify.spec.ir import Program
 from resverify.spec.request import Request
 
 __all__ = ["CLAIMS", "LECTURE"]
 
 LECTURE = "001_47336aab8f275adc.txt"
+SEED = SeedClaims(LECTURE)
 
-_KEEP_PATH = Section(LECTURE, "Учить поправку и сохранять прямой путь",
-                     "Learn the correction and keep the straight path", "ru")
-_EXPERIMENT = Section(LECTURE, "Эксперимент", "Experiment", "ru")
+_KEEP_PATH = SEED.section("Учить поправку и сохранять прямой путь",
+                          "Learn the correction and keep the straight path", "ru")
+_EXPERIMENT = SEED.section("Эксперимент", "Experiment", "ru")
 
 
 def _jacobian(interp: Interpreter, request_for_row: Callable[[int], Request], n: int
@@ -60,7 +63,16 @@ def _relu_block(gain: Fraction, residual: bool) -> Program:
     return make_program({"x": (2,)}, nodes, "y" if residual else "f")
 
 
+def _relu_request(gain: Fraction, residual: bool, x: list[float], row: int) -> Request:
+    """The relu block at ``x`` with the unit cotangent of output ``row``."""
+    return make_request(_relu_block(gain, residual), {"x": x}, _unit(row, 2))
 
+
+@SEED.claim("S15", _KEEP_PATH,
+            "A zero branch makes the block the identity; a shape mismatch, even a "
+            "broadcastable one, is refused, and an explicit projection makes it valid.",
+            expected={"zero branch is identity": True, "broadcastable pair refused": True,
+                      "explicit projection accepted": True})
 def _s15(interp: Interpreter) -> dict[str, object]:
     zero = sym.Branch("zero", sym.symbolic_branch(2).xs, sp.zeros(2, 1))
     identity = (sym.block_output(zero, sp.Integer(1)) == sp.Matrix(zero.xs)
@@ -77,17 +89,35 @@ def _s15(interp: Interpreter) -> dict[str, object]:
             "explicit projection accepted": run.error is None}
 
 
+@SEED.exact_claim("S16", _KEEP_PATH,
+                  "For any differentiable branch J_y = I + J_F and ∇_x L = (I + J_F)ᵀ ∇_y L.",
+                  expected={"J_y = I + J_F": True, "grad_x = (I + J_F)^T grad_y": True})
 def _s16() -> dict[str, bool]:
     branch, one = sym.symbolic_branch(3), sp.Integer(1)
     return {"J_y = I + J_F": is_zero(sym.jacobian_law_difference(branch, one)),
             "grad_x = (I + J_F)^T grad_y": is_zero(sym.vjp_law_difference(branch, one))}
 
 
-def _relu_request(gain: Fraction, residual: bool, x: list[float], row: int) -> Request:
-    """The relu block at ``x`` with the unit cotangent of output ``row``."""
-    return make_request(_relu_block(gain, residual), {"x": x}, _unit(row, 2))
+_RESIDUAL_JACOBIAN = ((frac("1"), frac("0")), (frac("0"), frac("3/2")))
+_PLAIN_JACOBIAN = ((frac("0"), frac("0")), (frac("0"), frac("1/2")))
 
 
+def _symbolic_residual_jacobian() -> tuple[tuple[Fraction, ...], ...]:
+    branch = sym.relu_branch(2, sp.Rational(1, 2))
+    point = dict(zip(branch.xs, (-1, 2), strict=True))
+    symbolic = sym.block_jacobian(branch, sp.Integer(1)).subs(point)
+    return tuple(tuple(Fraction(str(v)) for v in symbolic.row(i)) for i in range(2))
+
+
+@SEED.claim("S17a", _KEEP_PATH,
+            "F(x)=0.5·relu(x) at x=[-1,2]: F=[0,1], y=[-1,3], Jacobian diag(1,1.5); "
+            "without the skip the output is [0,1] and the Jacobian diag(0,0.5).",
+            expected={"residual output": fracs("-1", "3"),
+                      "residual jacobian": _RESIDUAL_JACOBIAN,
+                      "plain output": fracs("0", "1"),
+                      "plain jacobian": _PLAIN_JACOBIAN,
+                      "symbolic residual jacobian": _RESIDUAL_JACOBIAN},
+            exact_also={"symbolic residual jacobian": _symbolic_residual_jacobian})
 def _s17a(interp: Interpreter) -> dict[str, object]:
     half, x = Fraction(1, 2), [-1.0, 2.0]
     observed: dict[str, object] = {}
@@ -98,25 +128,29 @@ def _s17a(interp: Interpreter) -> dict[str, object]:
     return observed
 
 
-def _s17a_exact() -> dict[str, object]:
-    branch = sym.relu_branch(2, sp.Rational(1, 2))
-    point = dict(zip(branch.xs, (-1, 2), strict=True))
-    symbolic = sym.block_jacobian(branch, sp.Integer(1)).subs(point)
-    return {**_s17a(exact_run), "symbolic residual jacobian":
-            tuple(tuple(Fraction(str(v)) for v in symbolic.row(i)) for i in range(2))}
+def _relu_slope_at_zero() -> Fraction:
+    v = sp.Symbol("v", real=True)
+    return Fraction(str(sp.diff(sym.relu(v), v).subs(v, 0)))
 
 
+@SEED.claim("S17b", _KEEP_PATH,
+            "At the kink the project declares relu'(0) = 0, so the residual relu block's "
+            "derivative at x=0 is exactly 1.",
+            expected={"relu'(0)": frac("0"),
+                      "residual jacobian row 0 at x=[0,2]": fracs("1", "0")},
+            exact_also={"relu'(0)": _relu_slope_at_zero},
+            note="Left open by the seeds. Decision: relu'(0) = 0 everywhere (spec, "
+                 "reference, and what backends are checked against).")
 def _s17b(interp: Interpreter) -> dict[str, object]:
     row = interp(_relu_request(Fraction(1, 2), True, [0.0, 2.0], 0)).grads
     assert row is not None
     return {"residual jacobian row 0 at x=[0,2]": row["x"]}
 
 
-def _s17b_exact() -> dict[str, object]:
-    v = sp.Symbol("v", real=True)
-    return {"relu'(0)": Fraction(str(sp.diff(sym.relu(v), v).subs(v, 0))), **_s17b(exact_run)}
-
-
+@SEED.claim("S18", _EXPERIMENT,
+            "With g=-1 the positive coordinate's derivative is 1 + F' = 0: a residual "
+            "block can cancel its gradient, so 'a unit path' is no lower bound of 1.",
+            expected={"jacobian g=-1": ((frac("1"), frac("0")), (frac("0"), frac("0")))})
 def _s18(interp: Interpreter) -> dict[str, object]:
     return {"jacobian g=-1": _jacobian(
         interp, lambda i: _relu_request(Fraction(-1), True, [-1.0, 2.0], i), 2)}
@@ -132,6 +166,11 @@ class _CountingFraction(Fraction):
         return Fraction(self) + other
 
 
+@SEED.exact_claim("S19", _EXPERIMENT,
+                  "The skip adds no weights, only one residual_add, costing one addition per "
+                  "component.",
+                  expected={"added inputs": (), "added ops": ("residual_add",),
+                            "additions per component": frac("1")})
 def _s19() -> dict[str, object]:
     plain, residual = _relu_block(Fraction(1, 2), False), _relu_block(Fraction(1, 2), True)
     added_inputs = tuple(sorted(set(residual.input_names) - set(plain.input_names)))
@@ -144,61 +183,12 @@ def _s19() -> dict[str, object]:
             "additions per component": Fraction(_CountingFraction.additions, width)}
 
 
+@SEED.claim("S20", _EXPERIMENT,
+            "The page's snippet values hold: F=[0,1] and y=[-1,3] for x=[-1,2], g=0.5.",
+            expected={"F": fracs("0", "1"), "y": fracs("-1", "3")})
 def _s20(interp: Interpreter) -> dict[str, object]:
     return {"F": interp(_relu_request(Fraction(1, 2), False, [-1.0, 2.0], 0)).output,
             "y": interp(_relu_request(Fraction(1, 2), True, [-1.0, 2.0], 0)).output}
 
 
-# --- the claims -------------------------------------------------------------------------------
-
-_RESIDUAL_JACOBIAN = ((frac("1"), frac("0")), (frac("0"), frac("3/2")))
-_PLAIN_JACOBIAN = ((frac("0"), frac("0")), (frac("0"), frac("1/2")))
-
-
-def _claims() -> tuple[Claim, ...]:
-    return (
-        claim("S15", _KEEP_PATH,
-              "A zero branch makes the block the identity; a shape mismatch, even a "
-              "broadcastable one, is refused, and an explicit projection makes it valid.",
-              {"zero branch is identity": True, "broadcastable pair refused": True,
-               "explicit projection accepted": True}, _s15),
-        claim("S16", _KEEP_PATH,
-              "For any differentiable branch J_y = I + J_F and ∇_x L = (I + J_F)ᵀ ∇_y L.",
-              {"J_y = I + J_F": True, "grad_x = (I + J_F)^T grad_y": True}, check=_s16),
-        claim("S17a", _KEEP_PATH,
-              "F(x)=0.5·relu(x) at x=[-1,2]: F=[0,1], y=[-1,3], Jacobian diag(1,1.5); "
-              "without the skip the output is [0,1] and the Jacobian diag(0,0.5).",
-              {"residual output": fracs("-1", "3"),
-               "residual jacobian": _RESIDUAL_JACOBIAN,
-               "plain output": fracs("0", "1"),
-               "plain jacobian": _PLAIN_JACOBIAN,
-               "symbolic residual jacobian": _RESIDUAL_JACOBIAN},
-              _s17a, check=_s17a_exact,
-              backend_expected={"residual output": fracs("-1", "3"),
-                                "residual jacobian": _RESIDUAL_JACOBIAN,
-                                "plain output": fracs("0", "1"),
-                                "plain jacobian": _PLAIN_JACOBIAN}),
-        claim("S17b", _KEEP_PATH,
-              "At the kink the project declares relu'(0) = 0, so the residual relu block's "
-              "derivative at x=0 is exactly 1.",
-              {"relu'(0)": frac("0"), "residual jacobian row 0 at x=[0,2]": fracs("1", "0")},
-              _s17b, check=_s17b_exact,
-              backend_expected={"residual jacobian row 0 at x=[0,2]": fracs("1", "0")},
-              note="Left open by the seeds. Decision: relu'(0) = 0 everywhere (spec, "
-                   "reference, and what backends are checked against)."),
-        claim("S18", _EXPERIMENT,
-              "With g=-1 the positive coordinate's derivative is 1 + F' = 0: a residual "
-              "block can cancel its gradient, so 'a unit path' is no lower bound of 1.",
-              {"jacobian g=-1": ((frac("1"), frac("0")), (frac("0"), frac("0")))}, _s18),
-        claim("S19", _EXPERIMENT,
-              "The skip adds no weights, only one residual_add, costing one addition per "
-              "component.",
-              {"added inputs": (), "added ops": ("residual_add",),
-               "additions per component": frac("1")}, check=_s19),
-        claim("S20", _EXPERIMENT,
-              "The page's snippet values hold: F=[0,1] and y=[-1,3] for x=[-1,2], g=0.5.",
-              {"F": fracs("0", "1"), "y": fracs("-1", "3")}, _s20),
-    )
-
-
-CLAIMS: tuple[Claim, ...] = _claims()
+CLAIMS: tuple[Claim, ...] = SEED.claims

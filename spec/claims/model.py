@@ -94,7 +94,11 @@ class Section:
 
 @dataclass(frozen=True)
 class Claim:
-    """One checkable fact: ``check()`` must return ``expected``; ``backend(run)`` likewise."""
+    """One checkable fact: ``check()`` must return ``expected``; ``backend(run)`` likewise.
+
+    ``observers`` are the functions the claim was declared with (see
+    :mod:`~resverify.spec.claims.register`): the observation and any side's own keys.
+    """
 
     id: str
     source: Section
@@ -104,6 +108,7 @@ class Claim:
     backend: Callable[[Runner], object] | None = None
     backend_expected: object = None
     note: str = ""
+    observers: tuple[Callable[..., object], ...] = ()
 
     @property
     def expected_from_backend(self) -> object:

@@ -3,6 +3,8 @@
 Why: the notes unroll a stack of scalar blocks into ``(1+a)^L``, reason about the variance
 of the residual stream, and compare float32 with exact arithmetic; some of their statements
 are subtly wrong, and the claims record the project's decision beside the corrected fact.
+Each claim is one block: its declaration (:mod:`~resverify.spec.claims.register`) on the
+function that observes it.
 """
 
 from __future__ import annotations
@@ -17,36 +19,37 @@ import sympy as sp
 from resverify.spec import exact, fixtures
 from resverify.spec import symbolic as sym
 from resverify.spec.budget import error_budget
-from resverify.spec.claims.build import claim, frac, fracs, is_zero, make_program, make_request
+from resverify.spec.claims.build import frac, fracs, is_zero, make_program, make_request
 from resverify.spec.claims.model import (
     Claim,
     Interpreter,
     Run,
     Runner,
-    Section,
     backend_interpreter,
     exact_run,
     flat,
     value_of,
 )
+from resverify.spec.claims.register import SeedClaims
 from resverify.spec.ir import Program
 from resverify.spec.request import Request
 
 __all__ = ["CLAIMS", "NOTES"]
 
 NOTES = "004_d56be5c065187336.txt"
+SEED = SeedClaims(NOTES)
 
-_COMPOSITE = Section(NOTES, "从复合函数理解残差连接",
-                     "Understanding residual connections as composite functions", "zh")
-_RECURRENCE = Section(NOTES, "先写递推，再展开公式",
-                      "Write the recurrence first, then unroll the formula", "zh")
-_LINEAR_CHECK = Section(NOTES, "用一个线性函数检查梯度",
-                        "Checking the gradient with a linear function", "zh")
-_VARIANCE = Section(NOTES, "残差流的方差为什么会增长",
-                    "Why the variance of the residual stream grows", "zh")
-_IMPLEMENTATION = Section(NOTES, "实现时应该检查什么",
-                          "What to check in an implementation", "zh")
-_PYTORCH = Section(NOTES, "展开 PyTorch 示例", "Expand the PyTorch example", "zh")
+_COMPOSITE = SEED.section("从复合函数理解残差连接",
+                          "Understanding residual connections as composite functions", "zh")
+_RECURRENCE = SEED.section("先写递推，再展开公式",
+                           "Write the recurrence first, then unroll the formula", "zh")
+_LINEAR_CHECK = SEED.section("用一个线性函数检查梯度",
+                             "Checking the gradient with a linear function", "zh")
+_VARIANCE = SEED.section("残差流的方差为什么会增长",
+                         "Why the variance of the residual stream grows", "zh")
+_IMPLEMENTATION = SEED.section("实现时应该检查什么",
+                               "What to check in an implementation", "zh")
+_PYTORCH = SEED.section("展开 PyTorch 示例", "Expand the PyTorch example", "zh")
 
 
 def _chain(residual: bool, depth: int = 3) -> bool:
@@ -62,6 +65,12 @@ def _chain(residual: bool, depth: int = 3) -> bool:
     return bool(sp.simplify(sp.diff(state, x0) - sp.Mul(*factors)) == 0)
 
 
+@SEED.exact_claim("S21", _COMPOSITE,
+                  "A residual module has Jacobian I + J_F, and the derivative of a composition "
+                  "is the product of the modules' Jacobians, plain or residual.",
+                  expected={"residual module J = I + J_F": True,
+                            "plain chain is product of J_F": True,
+                            "residual chain is product of (I + J_F)": True})
 def _s21() -> dict[str, bool]:
     branch = sym.symbolic_branch(2)
     module = is_zero(sym.jacobian_law_difference(branch, sp.Integer(1)))
@@ -70,6 +79,10 @@ def _s21() -> dict[str, bool]:
             "residual chain is product of (I + J_F)": _chain(True)}
 
 
+@SEED.exact_claim("S22", _RECURRENCE,
+                  "x_{l+1} = x_l + F_l(x_l) unrolls to x_L = x_0 + Σ F_l(x_l), each F_l taken "
+                  "at its own state (symbolic L by induction, and L=1..5 directly).",
+                  expected={"symbolic L": True, "L = 1..5": True})
 def _s22() -> dict[str, bool]:
     return {"symbolic L": sym.unrolled_sum_induction().holds,
             "L = 1..5": all(sym.unrolled_sum_difference(d) == 0 for d in range(1, 6))}
@@ -92,11 +105,25 @@ def _scalar_grad(interp: Interpreter, depth: int, slope: Fraction) -> Fraction:
     return grads["x"][0]
 
 
+@SEED.claim("S23", _RECURRENCE,
+            "A block's input gradient (1+a)ȳ for F=a·x is not bounded below by 1: it can "
+            "shrink (a=-1/2), grow (a=1) or vanish (a=-1).",
+            expected={"a=-1/2": frac("1/2"), "a=1": frac("2"), "a=-1": frac("0")})
 def _s23(interp: Interpreter) -> dict[str, object]:
     return {f"a={a}": _scalar_grad(interp, 1, a)
             for a in (Fraction(-1, 2), Fraction(1), Fraction(-1))}
 
 
+@SEED.exact_claim("S24", _LINEAR_CHECK,
+                  "L blocks of F=a·x have derivative (1+a)^L, not 1+a+…+a^L; at L=3 it is "
+                  "1+3a+3a²+a³.",
+                  expected={"(1+a)^L for symbolic L": True,
+                            "binomial expansion for symbolic L": True,
+                            "expansion L=3": "a**3 + 3*a**2 + 3*a + 1",
+                            "1+a+...+a^L first differs": {"L": 2, "a": frac("1"),
+                                                          "(1+a)^L": frac("4"),
+                                                          "sum": frac("3")},
+                            "expansion checked for L=1..1000": True})
 def _s24() -> dict[str, object]:
     ref = sym.refute_geometric_sum()
     return {"(1+a)^L for symbolic L": sym.depth_induction(True).holds,
@@ -107,6 +134,9 @@ def _s24() -> dict[str, object]:
             "expansion checked for L=1..1000": sym.expansion_sweep(1000) is None}
 
 
+@SEED.claim("S25", _LINEAR_CHECK,
+            "Three blocks: a=-0.5 gives derivative 0.125 and a=1 gives 8.",
+            expected={"a=-1/2": frac("1/8"), "a=1": frac("8")})
 def _s25(interp: Interpreter) -> dict[str, object]:
     return {f"a={a}": _scalar_grad(interp, 3, a) for a in (Fraction(-1, 2), Fraction(1))}
 
@@ -114,6 +144,15 @@ def _s25(interp: Interpreter) -> dict[str, object]:
 _SAMPLE_SEED = 20240824
 
 
+@SEED.exact_claim("S26", _VARIANCE,
+                  "100 layers of independent unit normal noise give per-component variance "
+                  "100 and sd 10; one run's sample sd over 768 components only approximates "
+                  "10.",
+                  expected={"variance": frac("100"), "sd": frac("10"),
+                            "sample sd exactly 10": False,
+                            "sample sd within 4 standard errors": True},
+                  note="The sample part uses a fixed seed; 4 standard errors of an sd estimate "
+                       "from 768 values is about ±1.02.")
 def _s26() -> dict[str, object]:
     variance = sym.noise_variance(100)
     sd = Fraction(str(sp.sqrt(sp.Rational(variance))))
@@ -124,12 +163,23 @@ def _s26() -> dict[str, object]:
             "sample sd within 4 standard errors": bool(abs(sample_sd - 10) < 4 * standard_error)}
 
 
+@SEED.exact_claim("S27", _VARIANCE,
+                  "Scaling each of the 100 updates by 1/√100 = 0.1 brings the variance of "
+                  "their sum to 1; for any L the 1/√L scaling keeps it at σ².",
+                  expected={"scale": frac("1/10"), "variance": frac("1"),
+                            "rescaled variance, symbolic L": "sigma**2"})
 def _s27() -> dict[str, object]:
     scale = Fraction(str(1 / sp.sqrt(100)))
     return {"scale": scale, "variance": sym.noise_variance(100, scale=scale),
             "rescaled variance, symbolic L": str(sym.rescaled_variance())}
 
 
+@SEED.exact_claim("S28", _VARIANCE,
+                  "Var(x+F) = Var x + Var F + 2Cov(x,F), and when F depends on x the "
+                  "covariance is not zero; the same identity holds exactly for sample moments.",
+                  expected={"identity gap": "0", "Cov(X, F) for F = cX + Z": "c*sigma_X**2",
+                            "sample identity gap (rationals)": frac("0"),
+                            "sample covariance nonzero": True})
 def _s28() -> dict[str, object]:
     gap, cov = sym.variance_identity()
     rng = np.random.default_rng(_SAMPLE_SEED)
@@ -148,6 +198,14 @@ def _centered(name: str, source: str) -> list[tuple[Any, ...]]:
             (name, "add", (source, f"{name}_m"))]
 
 
+@SEED.claim("S29", _IMPLEMENTATION,
+            "A branch that changes the width cannot be merged without a projection, and "
+            "normalizing the branch input differs from normalizing after the sum.",
+            expected={"width change refused": "shape_mismatch", "refused shapes": ((3,), (2,)),
+                      "normalize branch input": fracs("-1/4", "-23/8"),
+                      "normalize after the sum": fracs("17/8", "-17/8")},
+            note="Mean-centering stands in for a normalization layer so the values stay "
+                 "rational.")
 def _s29(interp: Interpreter) -> dict[str, object]:
     wide = make_program({"x": (3,), "w": (3, 2)},
                         [("f", "linear", ("x", "w")), ("y", "residual_add", ("x", "f"))], "y")
@@ -179,7 +237,13 @@ def _within_budget(request: Request, output: object, grads: Mapping[str, object]
     return error_budget(request, exact=reference).allows(reference, np.asarray(output), arrays)
 
 
-def _s30_exact() -> dict[str, object]:
+def _grad_x(run: Run) -> Fraction:
+    assert run.grads is not None
+    return run.grads["x"][0]
+
+
+def _s30_rounded_in_python() -> dict[str, object]:
+    """The exact side: float32 rounding of ``(1+a)^3`` simulated step by step."""
     rounded = sym.rounded_depth_product(0.1, 3, "float32")
     exact_value = _scalar_grad(exact_run, 3, _TENTH)
     as_array = np.array([rounded], dtype=np.float32)
@@ -194,7 +258,25 @@ def _s30_exact() -> dict[str, object]:
                 for a in (-0.5, 1.0))}
 
 
-def _s30_backend(run: Runner) -> dict[str, object]:
+@SEED.backend_claim("S30", _PYTORCH,
+                    "Three steps y = y + a·y from 1 give (1+a)^3; in float32 a=-0.5 and a=1 "
+                    "are exact but a=0.1 gives 1.3310000896… ≠ 1.331, inside the float32 "
+                    "error bound.",
+                    expected={"exact a=1/10": frac("1331/1000"),
+                              "float32 a=0.1": 1.3310000896453857,
+                              "float32 equals exact": False, "float32 within budget": True,
+                              "float32 within γ_9·(1+a)^3": True,
+                              "float32 exact at a=-1/2 and a=1": True},
+                    exact=_s30_rounded_in_python,
+                    backend_expected={"float32 equals exact": False,
+                                      "float32 within budget": True,
+                                      "float32 exact at a=-1/2 and a=1": True},
+                    note="The seed's exact-equality comparison would fail at a=0.1. Decision: "
+                         "floating-point results are compared with the exact value within the "
+                         "dtype's error budget (resverify.spec.budget; here about 2.8e-7, and "
+                         "the symbolic bound γ_9·1.1³ ≈ 7.1e-7 for u=2⁻²⁴ agrees), never for "
+                         "equality.")
+def _s30(run: Runner) -> dict[str, object]:
     request = _float32_stack(_TENTH)
     result = value_of(run, request)
     assert result.output is not None and result.grads is not None
@@ -207,79 +289,4 @@ def _s30_backend(run: Runner) -> dict[str, object]:
                 for a in (Fraction(-1, 2), Fraction(1)))}
 
 
-def _grad_x(run: Run) -> Fraction:
-    assert run.grads is not None
-    return run.grads["x"][0]
-
-
-# --- the claims -------------------------------------------------------------------------------
-
-def _claims() -> tuple[Claim, ...]:
-    return (
-        claim("S21", _COMPOSITE,
-              "A residual module has Jacobian I + J_F, and the derivative of a composition is "
-              "the product of the modules' Jacobians, plain or residual.",
-              {"residual module J = I + J_F": True, "plain chain is product of J_F": True,
-               "residual chain is product of (I + J_F)": True}, check=_s21),
-        claim("S22", _RECURRENCE,
-              "x_{l+1} = x_l + F_l(x_l) unrolls to x_L = x_0 + Σ F_l(x_l), each F_l taken at "
-              "its own state (symbolic L by induction, and L=1..5 directly).",
-              {"symbolic L": True, "L = 1..5": True}, check=_s22),
-        claim("S23", _RECURRENCE,
-              "A block's input gradient (1+a)ȳ for F=a·x is not bounded below by 1: it can "
-              "shrink (a=-1/2), grow (a=1) or vanish (a=-1).",
-              {"a=-1/2": frac("1/2"), "a=1": frac("2"), "a=-1": frac("0")}, _s23),
-        claim("S24", _LINEAR_CHECK,
-              "L blocks of F=a·x have derivative (1+a)^L, not 1+a+…+a^L; at L=3 it is "
-              "1+3a+3a²+a³.",
-              {"(1+a)^L for symbolic L": True, "binomial expansion for symbolic L": True,
-               "expansion L=3": "a**3 + 3*a**2 + 3*a + 1",
-               "1+a+...+a^L first differs": {"L": 2, "a": frac("1"), "(1+a)^L": frac("4"),
-                                             "sum": frac("3")},
-               "expansion checked for L=1..1000": True}, check=_s24),
-        claim("S25", _LINEAR_CHECK,
-              "Three blocks: a=-0.5 gives derivative 0.125 and a=1 gives 8.",
-              {"a=-1/2": frac("1/8"), "a=1": frac("8")}, _s25),
-        claim("S26", _VARIANCE,
-              "100 layers of independent unit normal noise give per-component variance 100 "
-              "and sd 10; one run's sample sd over 768 components only approximates 10.",
-              {"variance": frac("100"), "sd": frac("10"), "sample sd exactly 10": False,
-               "sample sd within 4 standard errors": True}, check=_s26,
-              note="The sample part uses a fixed seed; 4 standard errors of an sd estimate "
-                   "from 768 values is about ±1.02."),
-        claim("S27", _VARIANCE,
-              "Scaling each of the 100 updates by 1/√100 = 0.1 brings the variance of their "
-              "sum to 1; for any L the 1/√L scaling keeps it at σ².",
-              {"scale": frac("1/10"), "variance": frac("1"),
-               "rescaled variance, symbolic L": "sigma**2"}, check=_s27),
-        claim("S28", _VARIANCE,
-              "Var(x+F) = Var x + Var F + 2Cov(x,F), and when F depends on x the covariance is "
-              "not zero; the same identity holds exactly for sample moments.",
-              {"identity gap": "0", "Cov(X, F) for F = cX + Z": "c*sigma_X**2",
-               "sample identity gap (rationals)": frac("0"), "sample covariance nonzero": True},
-              check=_s28),
-        claim("S29", _IMPLEMENTATION,
-              "A branch that changes the width cannot be merged without a projection, and "
-              "normalizing the branch input differs from normalizing after the sum.",
-              {"width change refused": "shape_mismatch", "refused shapes": ((3,), (2,)),
-               "normalize branch input": fracs("-1/4", "-23/8"),
-               "normalize after the sum": fracs("17/8", "-17/8")}, _s29,
-              note="Mean-centering stands in for a normalization layer so the values stay "
-                   "rational."),
-        claim("S30", _PYTORCH,
-              "Three steps y = y + a·y from 1 give (1+a)^3; in float32 a=-0.5 and a=1 are "
-              "exact but a=0.1 gives 1.3310000896… ≠ 1.331, inside the float32 error bound.",
-              {"exact a=1/10": frac("1331/1000"), "float32 a=0.1": 1.3310000896453857,
-               "float32 equals exact": False, "float32 within budget": True,
-               "float32 within γ_9·(1+a)^3": True, "float32 exact at a=-1/2 and a=1": True},
-              check=_s30_exact, backend=_s30_backend,
-              backend_expected={"float32 equals exact": False, "float32 within budget": True,
-                                "float32 exact at a=-1/2 and a=1": True},
-              note="The seed's exact-equality comparison would fail at a=0.1. Decision: "
-                   "floating-point results are compared with the exact value within the "
-                   "dtype's error budget (resverify.spec.budget; here about 2.8e-7, and the "
-                   "symbolic bound γ_9·1.1³ ≈ 7.1e-7 for u=2⁻²⁴ agrees), never for equality."),
-    )
-
-
-CLAIMS: tuple[Claim, ...] = _claims()
+CLAIMS: tuple[Claim, ...] = SEED.claims
