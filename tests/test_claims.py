@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import re
 from collections.abc import Callable, Iterable
@@ -19,7 +20,10 @@ from resverify.reports.html import render_html
 from resverify.reports.json_report import build_report, validate
 from resverify.reports.markdown import render_markdown
 from resverify.spec import claims as catalog
+from resverify.spec import fixtures
 from resverify.spec.claims import CLAIMS, SEED_FILES, Claim, check_claim, outcome_dict
+from resverify.spec.claims.model import Interpreter
+from resverify.spec.claims.register import SeedClaims
 from resverify.spec.errors import BackendTimeout
 from resverify.spec.ir import DTYPES, OPS
 from resverify.spec.request import Request, Result
@@ -558,3 +562,73 @@ def test_s02_judges_the_typed_shapes_not_the_message_text() -> None:
     outcome = check_claim(BY_ID["S02"], Engine(_terse_mismatch))
     side = outcome.backends[0]
     assert side.status == "pass", f"S02 on an engine writing '[2,2]'-style messages: {side}"
+
+
+
+# --- each claim is one block: its declaration on the functions that observe it ----------------
+
+ONE_SCREEN = 50
+"""Lines a claim's declaration and every function it names may span (S30, the longest, 45)."""
+
+
+def _declaration(claim: Claim) -> tuple[set[str], int, str]:
+    """The files a claim's observers are in, the lines they span, and the first one's text
+    (which starts with the declaration: the decorator sits on it)."""
+    files, lines, texts = set(), [], []
+    for function in claim.observers:
+        source, start = inspect.getsourcelines(function)
+        files.add(str(inspect.getsourcefile(function)))
+        lines += [start, start + len(source) - 1]
+        texts.append("".join(source))
+    return files, max(lines) - min(lines) + 1, texts[0]
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.id)
+def test_claim_statement_and_observers_are_declared_together(claim: Claim) -> None:
+    files, span, declaration = _declaration(claim)
+    assert declaration.startswith("@SEED.") and f'"{claim.id}"' in declaration, (
+        f"{claim.id} is not declared on its observer:\n{declaration}")
+    assert len(files) == 1, f"{claim.id} is observed from several files: {sorted(files)}"
+    assert span <= ONE_SCREEN, f"{claim.id} spans {span} lines, more than {ONE_SCREEN}"
+
+
+def test_observers_far_from_their_declaration_are_seen() -> None:
+    s01, s14, s30 = BY_ID["S01"], BY_ID["S14"], BY_ID["S30"]
+    far = dataclasses.replace(s01, observers=(*s01.observers, *s14.observers))
+    elsewhere = dataclasses.replace(s01, observers=(*s01.observers, *s30.observers))
+    assert _declaration(far)[1] > ONE_SCREEN
+    assert len(_declaration(elsewhere)[0]) == 2
+
+
+def _made_up_claim(exact_says: bool, backend_says: str) -> Claim:
+    """One observation on both sides, plus a key each side observes alone."""
+    seed = SeedClaims(SEED_FILES[0])
+
+    @seed.claim("S99", seed.section("Раздел", "Section", "ru"), "A made-up claim.",
+                expected={"law": True, "shape": (2,), "bits": "same"},
+                exact_also={"law": lambda: exact_says},
+                backend_also={"bits": lambda run: backend_says})
+    def _observe(interp: Interpreter) -> dict[str, object]:
+        return {"shape": interp(fixtures.linear_block_request()).shape}
+
+    return seed.claims[0]
+
+
+def test_a_key_one_side_observes_is_expected_of_that_side_only(numpy_backend: Engine) -> None:
+    claim = _made_up_claim(True, "same")
+    assert (claim.expected, claim.expected_from_backend) == (
+        {"law": True, "shape": (2,)}, {"shape": (2,), "bits": "same"})
+    outcome = check_claim(claim, numpy_backend)
+    assert outcome.observed == {"law": True, "shape": (2,)}, outcome
+    assert outcome.backends[0].observed == {"shape": (2,), "bits": "same"}, outcome
+    assert outcome.status == "pass", outcome
+
+
+@pytest.mark.parametrize(("exact_says", "backend_says", "sides"), [
+    (False, "same", ("fail", "pass")), (True, "flipped", ("pass", "fail"))])
+def test_a_key_one_side_observes_fails_that_side_alone(
+        exact_says: bool, backend_says: str, sides: tuple[str, str],
+        numpy_backend: Engine) -> None:
+    outcome = check_claim(_made_up_claim(exact_says, backend_says), numpy_backend)
+    assert (outcome.exact_status, outcome.backends[0].status) == sides, outcome
+    assert outcome.status == "fail"
