@@ -31,8 +31,11 @@ from resverify.spec.errors import UsageError
 __all__ = ["CI_SEED", "DEFAULT", "PROFILES", "SEEDED", "active_profile", "default_profile",
            "extremes_enabled", "load_profile"]
 
-_QUIET_CHECKS = (HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                 HealthCheck.data_too_large, HealthCheck.filter_too_much)
+# Health checks stay on, except this one, which fires on every property test by design:
+# ``prop`` (and ``backend``) are function-scoped fixtures shared by all the examples of a
+# test, on purpose, since ``prop`` counts those examples (properties/plugin.py). Tried
+# without it under ci, dev, thorough and extremes: no other health check fires.
+_QUIET_CHECKS = (HealthCheck.function_scoped_fixture,)
 
 # Hypothesis' own defaults as the parent, whatever profile is loaded when this module is
 # imported: with ``CI`` set, Hypothesis loads its derandomized ``ci`` profile, and settings

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import Phase, settings
 
 from resverify import properties
 from resverify.impl.backend import Backend
@@ -36,10 +36,8 @@ from tests import broken_backends as bb
 
 ROOT = Path(__file__).resolve().parents[1]
 
-_QUIET = (HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-          HealthCheck.data_too_large, HealthCheck.filter_too_much)
 CATCH = settings(max_examples=60, deadline=None, derandomize=True, database=None,
-                 phases=(Phase.explicit, Phase.generate), suppress_health_check=_QUIET)
+                 phases=(Phase.explicit, Phase.generate))
 CONTROL = settings(CATCH, max_examples=6)
 GENERATED_ONLY = settings(CATCH, phases=(Phase.generate,))
 

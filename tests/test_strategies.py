@@ -13,7 +13,7 @@ from typing import Any
 import mpmath
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from resverify.properties import profiles
@@ -37,8 +37,7 @@ from resverify.spec.errors import ShapeMismatch
 from resverify.spec.ir import DTYPES, broadcast_shapes, infer_shapes
 from tests import broken_backends as bb
 
-FEW = settings(max_examples=30, deadline=None, derandomize=True, database=None,
-               suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+FEW = settings(max_examples=30, deadline=None, derandomize=True, database=None)
 SEARCH = settings(FEW, max_examples=400, phases=[Phase.generate])
 
 
