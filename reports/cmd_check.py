@@ -38,7 +38,6 @@ from resverify.reports.runner import (
     Interrupted,
     Progress,
     SuiteRun,
-    child_environment,
     pytest_command,
     run_suite,
 )
@@ -51,6 +50,7 @@ _REWRITE_SECONDS = 2.0
 DEFAULT_TIMEOUT_SECONDS = 600.0
 _PLOTTING = threading.Lock()
 _REPLAYS_SHOWN = 5
+_SAID_LIMIT = 1000
 _PYTEST_ENDINGS = {2: "the property suite was interrupted", 3: "pytest hit an internal error",
                    4: "pytest refused its arguments"}
 
@@ -287,13 +287,12 @@ def _run_claims(state: _Run) -> None:
 
 def _run_suite(state: _Run) -> None:
     args, report_dir = state.args, state.report_dir
-    events = report_dir / "events.jsonl"
-    events.unlink(missing_ok=True)
+    report_log = report_dir / "report-log.jsonl"
     target = [args.suite] if args.suite else list(DEFAULT_TARGET)
     junit = None if args.junitxml is None else args.junitxml.resolve()
-    cmd = pytest_command(events=events, backends=list(state.named),
-                         profile=args.profile, seed=args.seed, target=target,
-                         numprocesses=args.numprocesses, junitxml=junit,
+    cmd = pytest_command(report_log=report_log, backends=list(state.named),
+                         profile=args.profile, seed=args.seed, vector_dir=report_dir / "vectors",
+                         target=target, numprocesses=args.numprocesses, junitxml=junit,
                          timeout=args.timeout, extra=args.pytest_args)
     written = [time.monotonic(), 0]
 
@@ -307,8 +306,7 @@ def _run_suite(state: _Run) -> None:
     began = time.monotonic()
     state.suite_ran = True
     try:
-        run_suite(cmd, events=events, log=report_dir / "pytest.log",
-                  env=child_environment(report_dir / "vectors", args.profile),
+        run_suite(cmd, report_log=report_log, log=report_dir / "pytest.log",
                   progress=state.progress, suite=state.suite, on_tick=rewrite)
     finally:
         state.timings["properties_seconds"] = round(time.monotonic() - began, 3)
@@ -332,14 +330,14 @@ def _suite_warnings(suite: SuiteRun, log: Path) -> list[str]:
 
 
 def _usage_error_from_pytest(state: _Run) -> None:
-    """pytest refusing its arguments (exit code 4) is a usage error of ours."""
-    if state.suite.returncode != 4 or state.suite.results:
+    """pytest refusing its arguments (a usage error before its session began) is a usage
+    error of ours; its message is all that pytest printed, on one line."""
+    if not state.suite.refused:
         return
     (state.report_dir / "report.json").unlink(missing_ok=True)  # a refused run has no report
     log = state.report_dir / "pytest.log"
-    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
-    said = next((ln for ln in reversed(lines) if "error" in ln.lower()), "see pytest.log")
-    raise UsageError(f"pytest refused the arguments: {said.strip()}")
+    said = " ".join(log.read_text(errors="replace").split()) if log.exists() else ""
+    raise UsageError(f"pytest refused the arguments: {said[:_SAID_LIMIT] or 'no message'}")
 
 
 def _write_json(state: _Run) -> dict[str, Any]:

@@ -5,10 +5,18 @@ taking the report down with it, and it lets pytest's own options (``-n`` from
 pytest-xdist, ``-k``, ``--junitxml``) work unchanged. The suite always runs under
 pytest-xdist (one worker unless ``-n`` says otherwise), so a test that kills its
 process (a segfault, ``os._exit``) kills a worker that xdist replaces, and the run goes
-on. The child loads :mod:`resverify.reports.collector`, which appends one JSON line per finished
-test to an events file; this module tails that file into a :class:`SuiteRun` that the
+on.
+
+One channel carries the run back: pytest-reportlog's ``--report-log`` file, one JSON
+record a line, written and flushed as each phase of each test ends
+(``SessionStart``, ``TestReport`` for setup, call and teardown, ``SessionFinish`` with
+pytest's exit status). :mod:`resverify.reports.collector`, loaded into the child, adds
+what pytest-reportlog does not say by itself (how many tests were collected, which
+test's process died). This module tails that file into a :class:`SuiteRun` that the
 caller can read at any moment, shows progress on a terminal and returns what finished,
-whether or not pytest reached the end.
+whether or not pytest reached the end. Every setting reaches the child as a pytest
+option (:func:`pytest_command`); a child that exits with pytest's usage-error status
+before its session began refused its command line (:attr:`SuiteRun.refused`).
 
 The child runs in its own process group: a terminal's Ctrl-C reaches only resverify,
 which then stops the whole group (pytest and its xdist workers) with SIGTERM, and
@@ -31,13 +39,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["EventTail", "Interrupted", "Progress", "SuiteRun", "child_environment",
-           "pytest_command", "run_suite", "stop_group"]
+from resverify.reports.collector import COLLECTED, summarize
+
+__all__ = ["Interrupted", "Progress", "RecordTail", "SuiteRun", "pytest_command", "run_suite",
+           "stop_group"]
 
 DEFAULT_TARGET = ("--pyargs", "resverify.properties")
 # loaded explicitly: a root conftest.py is not seen from another working directory
 SUITE_PLUGIN = "resverify.properties.plugin"
-Event = dict[str, Any]
+USAGE_ERROR = 4  # pytest's exit status for a command line it refused
+Record = dict[str, Any]
 
 
 class Interrupted(KeyboardInterrupt):
@@ -53,12 +64,13 @@ class Interrupted(KeyboardInterrupt):
 class SuiteRun:
     """What the child pytest reported: results of finished tests, and how it ended."""
 
+    began: bool = False  # pytest's session started (its command line was accepted)
     collected: int | None = None
-    results: list[Event] = field(default_factory=list)
+    results: list[Record] = field(default_factory=list)
     exitstatus: int | None = None
     returncode: int | None = None
     interrupted: str = ""  # the signal that stopped the run ("SIGINT", "SIGTERM"), if one did
-    running: dict[str, None] = field(default_factory=dict)  # begun, not finished
+    running: dict[str, list[Record]] = field(default_factory=dict)  # begun: phases so far
 
     @property
     def finished(self) -> bool:
@@ -66,31 +78,45 @@ class SuiteRun:
         return (self.exitstatus in (0, 1) and self.collected is not None
                 and len(self.results) >= self.collected)
 
-    def add(self, event: Event) -> None:
-        kind = event.get("event")
-        if kind == "collected":
-            self.collected = int(event["count"])
-        elif kind == "begin":
-            self.running[str(event["nodeid"])] = None
-        elif kind == "result":
-            self.results.append(event)
-            self.running.pop(str(event["nodeid"]), None)
-        elif kind == "finish":
-            self.exitstatus = int(event["exitstatus"])
+    @property
+    def refused(self) -> bool:
+        """pytest refused its command line: a usage error before its session began."""
+        return self.returncode == USAGE_ERROR and not self.began
+
+    def add(self, record: Record) -> Record | None:
+        """Take one report-log record; returns the test's result when it ends one."""
+        kind = record.get("$report_type")
+        if kind == "SessionStart":
+            self.began = True
+        elif kind == "SessionFinish":
+            self.exitstatus = int(record["exitstatus"])
+        elif kind == "TestReport":
+            if COLLECTED in record:
+                self.collected = int(record[COLLECTED])
+            nodeid = str(record["nodeid"])
+            self.running.setdefault(nodeid, []).append(record)
+            if record.get("when") not in ("setup", "call"):  # teardown, or xdist's crash report
+                result = summarize(self.running.pop(nodeid))
+                self.results.append(result)
+                return result
+        return None
 
 
-def pytest_command(*, events: Path, backends: Sequence[str], profile: str, seed: int,
-                   target: Sequence[str] = DEFAULT_TARGET, numprocesses: str | None = None,
-                   junitxml: Path | None = None, timeout: float | None = None,
-                   extra: Sequence[str] = ()) -> list[str]:
-    """The command line of the child pytest run: under pytest-xdist (``numprocesses``
-    workers, 1 by default) and, when ``timeout`` is given, pytest-timeout's per-test limit
-    in seconds (signal method)."""
+def pytest_command(*, report_log: Path, backends: Sequence[str], profile: str, seed: int,
+                   vector_dir: Path, target: Sequence[str] = DEFAULT_TARGET,
+                   numprocesses: str | None = None, junitxml: Path | None = None,
+                   timeout: float | None = None, extra: Sequence[str] = ()) -> list[str]:
+    """The command line of the child pytest run, which carries every setting: under
+    pytest-xdist (``numprocesses`` workers, 1 by default) and, when ``timeout`` is given,
+    pytest-timeout's per-test limit in seconds (signal method). A suite other than the
+    default target accepts ``--backend`` and ``--vector-dir`` like the property suite."""
     own_suite = tuple(target) == DEFAULT_TARGET
     plugin = ["-p", SUITE_PLUGIN] if own_suite else []
-    cmd = [sys.executable, "-m", "pytest", *target, *plugin, "-p", "resverify.reports.collector",
-           f"--resverify-events={events}", "-q", "-p", "no:cacheprovider",
-           f"--hypothesis-profile={profile}", f"--hypothesis-seed={seed}"]
+    cmd = [sys.executable, "-m", "pytest", *target, *plugin, "-q", "-p", "no:cacheprovider",
+           "-p", "pytest_reportlog", f"--report-log={report_log}",
+           "-p", "resverify.reports.collector",
+           f"--hypothesis-profile={profile}", f"--hypothesis-seed={seed}",
+           f"--vector-dir={vector_dir}"]
     cmd += [f"--backend={name}" for name in backends]
     cmd += ["-p", "xdist", "-n", numprocesses or "1"]
     if timeout:
@@ -100,15 +126,15 @@ def pytest_command(*, events: Path, backends: Sequence[str], profile: str, seed:
     return cmd + list(extra)
 
 
-class EventTail:
-    """Reads the complete lines appended to the events file since the last call."""
+class RecordTail:
+    """Reads the complete JSON lines appended to a file since the last call."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.offset = 0
         self.partial = b""
 
-    def read(self) -> list[Event]:
+    def read(self) -> list[Record]:
         try:
             with open(self.path, "rb") as handle:
                 handle.seek(self.offset)
@@ -117,13 +143,13 @@ class EventTail:
             return []
         self.offset += len(chunk)
         *lines, self.partial = (self.partial + chunk).split(b"\n")
-        events = []
+        records = []
         for line in lines:
             try:
-                events.append(json.loads(line))
+                records.append(json.loads(line))
             except ValueError:
                 continue
-        return events
+        return records
 
 
 class Progress:
@@ -132,8 +158,6 @@ class Progress:
     def __init__(self, stream: IO[str] | None = None) -> None:
         self.stream = sys.stdout if stream is None else stream
         self.enabled = self.stream.isatty()
-        self.total: int | None = None
-        self.done = 0
         self.failed = 0
 
     def show(self, text: str) -> None:
@@ -142,24 +166,21 @@ class Progress:
             self.stream.write("\r\033[K" + text[:width])
             self.stream.flush()
 
-    def event(self, event: Event) -> None:
-        kind = event.get("event")
-        if kind == "collected":
-            self.total = int(event["count"])
-        elif kind == "begin":
-            self.show(f"{self._count()} running {event['nodeid'].split('::')[-1]}")
-        elif kind == "result":
-            self.done += 1
-            self.failed += event.get("outcome") == "failed"
-            examples = event.get("properties", {}).get("examples")
+    def update(self, suite: SuiteRun, record: Record, result: Record | None) -> None:
+        """Show what ``record``, just added to ``suite``, says: a test began, or ended with
+        ``result``."""
+        if result is not None:
+            self.failed += result["outcome"] == "failed"
+            examples = result["properties"].get("examples")
             shown = "" if examples is None else f", {examples} examples"
-            name = event["nodeid"].split("::")[-1]
-            self.show(f"{self._count()} {name}: {event.get('outcome')}{shown}")
+            self.show(f"{self._count(suite)} {_test_name(result)}: {result['outcome']}{shown}")
+        elif record.get("$report_type") == "TestReport" and record.get("when") == "setup":
+            self.show(f"{self._count(suite)} running {_test_name(record)}")
 
-    def _count(self) -> str:
-        total = "?" if self.total is None else str(self.total)
+    def _count(self, suite: SuiteRun) -> str:
+        total = "?" if suite.collected is None else str(suite.collected)
         failed = f" {self.failed} failed" if self.failed else ""
-        return f"[{self.done}/{total}{failed}]"
+        return f"[{len(suite.results)}/{total}{failed}]"
 
     def close(self) -> None:
         if self.enabled:
@@ -167,24 +188,31 @@ class Progress:
             self.stream.flush()
 
 
-def run_suite(cmd: Sequence[str], *, events: Path, log: Path, env: dict[str, str],
-              progress: Progress, suite: SuiteRun | None = None,
+def _test_name(record: Record) -> str:
+    return str(record["nodeid"]).split("::")[-1]
+
+
+def run_suite(cmd: Sequence[str], *, report_log: Path, log: Path, progress: Progress,
+              suite: SuiteRun | None = None,
               on_tick: Callable[[SuiteRun], None] | None = None,
               poll_seconds: float = 0.1) -> SuiteRun:
-    """Run ``cmd`` (see :func:`pytest_command`), filling ``suite`` with its events as they
-    come, until it exits; ``on_tick`` is called after every poll.
+    """Run ``cmd`` (see :func:`pytest_command`), filling ``suite`` with the records of
+    ``report_log`` as they come, until it exits; ``on_tick`` is called after every poll.
+    pytest's own output goes to ``log``, for people.
 
     On KeyboardInterrupt (Ctrl-C, or a SIGTERM turned into one by the caller) the child's
     process group is stopped (:func:`stop_group`) and the run is marked interrupted; what
     finished stays in ``suite``, the status line is cleared.
     """
     suite = SuiteRun() if suite is None else suite
-    tail = EventTail(events)
+    report_log.unlink(missing_ok=True)
+    tail = RecordTail(report_log)
+    # the one variable the child's interpreter needs before it starts: stable str hashes
+    env = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
 
     def drain() -> None:
-        for event in tail.read():
-            suite.add(event)
-            progress.event(event)
+        for record in tail.read():
+            progress.update(suite, record, suite.add(record))
 
     try:
         with open(log, "wb") as log_handle:
@@ -221,12 +249,3 @@ def stop_group(child: subprocess.Popen[bytes], grace_seconds: float = 5.0) -> No
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-
-
-def child_environment(vector_dir: Path, profile: str) -> dict[str, str]:
-    """The environment of the child: where to save counterexamples, which profile."""
-    env = dict(os.environ)
-    env["RESVERIFY_VECTOR_DIR"] = str(vector_dir)
-    env["RESVERIFY_PROFILE"] = profile
-    env.setdefault("PYTHONHASHSEED", "0")
-    return env

@@ -13,7 +13,7 @@ import pytest
 from test_report_fakes import write_fake_suite
 
 from resverify.reports.cli import main
-from resverify.reports.runner import Progress
+from resverify.reports.runner import Progress, SuiteRun
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
@@ -84,14 +84,16 @@ class _Terminal(io.StringIO):
 
 
 def test_progress_is_shown_on_a_terminal_and_silent_otherwise() -> None:
-    events: list[dict[str, object]] = [{"event": "collected", "count": 2},
-              {"event": "begin", "nodeid": "suite/t.py::test_a[numpy]"},
-              {"event": "result", "nodeid": "suite/t.py::test_a[numpy]", "outcome": "failed",
-               "properties": {"examples": 12}}]
+    nodeid = "suite/t.py::test_a[numpy]"
+    records: list[dict[str, object]] = [{"$report_type": "SessionStart"}]
+    for when, outcome in (("setup", "passed"), ("call", "failed"), ("teardown", "passed")):
+        records.append({"$report_type": "TestReport", "nodeid": nodeid, "when": when,
+                        "outcome": outcome, "duration": 0.0, "longrepr": None,
+                        "resverify_collected": 2, "user_properties": [["examples", 12]]})
     for stream, shown in ((_Terminal(), True), (io.StringIO(), False)):
-        progress = Progress(stream)
-        for event in events:
-            progress.event(event)
+        progress, suite = Progress(stream), SuiteRun()
+        for record in records:
+            progress.update(suite, record, suite.add(record))
         text = stream.getvalue()
         assert ("[0/2] running test_a[numpy]" in text) is shown, text
         assert ("[1/2 1 failed] test_a[numpy]: failed, 12 examples" in text) is shown, text

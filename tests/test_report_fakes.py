@@ -2,10 +2,10 @@
 claim checker, and :func:`run_check` that runs ``resverify check`` on them.
 
 It behaves like the real suite from the runner's point of view: a ``--backend`` option
-(repeatable), the Hypothesis profiles dev/ci/thorough, and ``record_property`` of
-``property``, ``backend``, ``dtype``, ``examples`` and, on failure, ``vector`` and
-``replay``. ``mode`` adds a failing test (its message carries hostile HTML), or a test that
-interrupts pytest, kills it, or hangs, after the others finished.
+(repeatable), a ``--vector-dir`` option, the Hypothesis profiles dev/ci/thorough, and
+``record_property`` of ``property``, ``backend``, ``dtype``, ``examples`` and, on failure,
+``vector`` and ``replay``. ``mode`` adds a failing test (its message carries hostile
+HTML), or a test that interrupts pytest, kills it, or hangs, after the others finished.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ for _name, _n in (("dev", 5), ("ci", 4), ("thorough", 50)):
 
 def pytest_addoption(parser):
     parser.addoption("--backend", action="append", default=[])
+    parser.addoption("--vector-dir", default="resverify-vectors")
 
 
 def pytest_generate_tests(metafunc):
@@ -67,7 +68,7 @@ def test_unclaimed_dtype_is_skipped(backend_name, record_property):
 
 FAILING = '''
 
-def test_zero_branch_is_identity(backend_name, record_property):
+def test_zero_branch_is_identity(backend_name, record_property, pytestconfig):
     from resverify.spec.codec import dumps
     from resverify.spec.fixtures import linear_block_request
 
@@ -75,7 +76,7 @@ def test_zero_branch_is_identity(backend_name, record_property):
     record_property("backend", backend_name)
     record_property("dtype", "float64")
     record_property("examples", 1)
-    folder = Path(os.environ.get("RESVERIFY_VECTOR_DIR", "resverify-vectors"))
+    folder = Path(pytestconfig.getoption("--vector-dir"))
     folder.mkdir(parents=True, exist_ok=True)
     vector = folder / ("zero_branch-" + backend_name + ".json")
     vector.write_text(dumps(linear_block_request()))

@@ -18,7 +18,7 @@ from test_report_fakes import run_check, write_fake_suite
 
 from resverify.reports.atomic import write_text
 from resverify.reports.json_report import validate
-from resverify.reports.runner import EventTail, SuiteRun
+from resverify.reports.runner import RecordTail, SuiteRun
 
 FINISHED = ["test_addition_commutes[numpy-float32]", "test_addition_commutes[numpy-float64]",
             "test_unclaimed_dtype_is_skipped[numpy]"]
@@ -100,8 +100,8 @@ def test_signals_end_the_run_with_every_finished_test_in_all_three_reports(
                              start_new_session=True, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     out_dir = tmp_path / "out"
-    events = out_dir / "events.jsonl"
-    _wait_for(lambda: f"test_zz_{mode}" in (events.read_text() if events.exists() else ""),
+    records = out_dir / "report-log.jsonl"
+    _wait_for(lambda: f"test_zz_{mode}" in (records.read_text() if records.exists() else ""),
               f"test_zz_{mode} to begin", child)
 
     def progress_shown() -> bool:  # the periodic report.json follows the run
@@ -139,29 +139,36 @@ def test_signals_end_the_run_with_every_finished_test_in_all_three_reports(
     assert "Incomplete run" in markdown and "incomplete" in page
 
 
-def test_partial_event_stream_counts_only_finished_tests(tmp_path: Path) -> None:
-    events = tmp_path / "events.jsonl"
-    lines = [{"event": "collected", "count": 3},
-             {"event": "result", "nodeid": "t::a", "outcome": "passed", "duration": 0.1,
-              "properties": {}, "skip_reason": None, "message": None}]
-    events.write_text("".join(json.dumps(e) + "\n" for e in lines) + '{"event": "res')
+def _phase(nodeid: str, when: str, outcome: str = "passed") -> dict[str, object]:
+    """A TestReport record as pytest-reportlog writes it (the fields resverify reads)."""
+    return {"$report_type": "TestReport", "nodeid": nodeid, "when": when, "outcome": outcome,
+            "duration": 0.1, "user_properties": [], "longrepr": None,
+            "resverify_collected": 3}
+
+
+def test_partial_record_stream_counts_only_finished_tests(tmp_path: Path) -> None:
+    log = tmp_path / "report-log.jsonl"
+    lines = [{"$report_type": "SessionStart"}, _phase("t::a", "setup"), _phase("t::a", "call"),
+             _phase("t::a", "teardown"), _phase("t::b", "setup")]
+    log.write_text("".join(json.dumps(e) + "\n" for e in lines) + '{"$report_type": "Tes')
     suite = SuiteRun()
-    for event in EventTail(events).read():
-        suite.add(event)
+    for record in RecordTail(log).read():
+        suite.add(record)
     assert (suite.collected, len(suite.results), suite.exitstatus) == (3, 1, None)
-    assert not suite.finished, "a run without its finish event counted as finished"
-    suite.add({"event": "finish", "exitstatus": 1})
+    assert list(suite.running) == ["t::b"], "the test whose setup ended is not running"
+    assert not suite.finished, "a run without its SessionFinish record counted as finished"
+    suite.add({"$report_type": "SessionFinish", "exitstatus": 1})
     assert not suite.finished, "1 of 3 results counted as finished"
 
 
-def test_event_tail_keeps_a_half_written_line_for_the_next_read(tmp_path: Path) -> None:
-    events = tmp_path / "events.jsonl"
-    events.write_text('{"event": "collected", "count": 1}\n{"event": "fin')
-    tail = EventTail(events)
-    assert tail.read() == [{"event": "collected", "count": 1}]
-    with open(events, "a") as handle:
-        handle.write('ish", "exitstatus": 0}\n')
-    assert tail.read() == [{"event": "finish", "exitstatus": 0}]
+def test_record_tail_keeps_a_half_written_line_for_the_next_read(tmp_path: Path) -> None:
+    log = tmp_path / "report-log.jsonl"
+    log.write_text('{"$report_type": "SessionStart"}\n{"$report_type": "Session')
+    tail = RecordTail(log)
+    assert tail.read() == [{"$report_type": "SessionStart"}]
+    with open(log, "a") as handle:
+        handle.write('Finish", "exitstatus": 0}\n')
+    assert tail.read() == [{"$report_type": "SessionFinish", "exitstatus": 0}]
 
 
 def test_failed_write_leaves_the_old_file_and_no_temporary(
