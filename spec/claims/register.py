@@ -43,8 +43,9 @@ from resverify.spec.claims.model import (
 
 __all__ = ["SeedClaims"]
 
-F = TypeVar("F", bound=Callable[..., object])
 Observe = Callable[[Interpreter], object]
+Law = TypeVar("Law", bound=Callable[[], object])
+Raw = TypeVar("Raw", bound=Callable[[Runner], object])
 
 
 def _only(expected: object, keys: Mapping[str, object]) -> object:
@@ -113,10 +114,10 @@ class SeedClaims:
         return register
 
     def exact_claim(self, id_: str, source: Section, statement: str, *, expected: object,
-                    note: str = "") -> Callable[[F], F]:
+                    note: str = "") -> Callable[[Law], Law]:
         """A law of the spec ``f()``, checked exactly; no backend side."""
 
-        def register(observe: F) -> F:
+        def register(observe: Law) -> Law:
             self._add(Claim(id_, source, statement, expected, observe, None, None, note,
                             (observe,)))
             return observe
@@ -125,10 +126,10 @@ class SeedClaims:
 
     def backend_claim(self, id_: str, source: Section, statement: str, *, expected: object,
                       exact: Callable[[], object], backend_expected: object = None,
-                      note: str = "") -> Callable[[F], F]:
+                      note: str = "") -> Callable[[Raw], Raw]:
         """A backend's raw answers ``f(run)``; ``exact()`` observes the exact side."""
 
-        def register(observe: F) -> F:
+        def register(observe: Raw) -> Raw:
             self._add(Claim(id_, source, statement, expected, exact, observe,
                             backend_expected, note, (observe, exact)))
             return observe
