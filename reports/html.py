@@ -15,7 +15,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from resverify.reports.markdown import short_note
+from resverify.reports.markdown import citation, short_note
 
 __all__ = ["CSP", "conformance_matrix", "esc", "render_html"]
 
@@ -211,8 +211,7 @@ def _claims(doc: Mapping[str, Any]) -> str:
     rows = []
     for c in doc["claims"]:
         sides = {s["backend"]: s for s in c["backends"]}
-        rows.append([_td(c["id"]), _td(c["source"] + (f" §{c['section']}" if c["section"]
-                                                        else "")),
+        rows.append([_td(c["id"]), _td(citation(c)),
                      _td(c["statement"]), _td(c["expected"], "msg"), _td(c["observed"], "msg"),
                      _status(c["exact_status"]),
                      *(_claim_side(sides.get(n)) for n in names),

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["append_step_summary", "render_markdown"]
+__all__ = ["append_step_summary", "citation", "render_markdown"]
 
 DETAILED_FAILURES = 20  # a job summary must stay small (GitHub caps it at 1 MiB)
 MESSAGE_CHARS = 2000
@@ -159,6 +159,22 @@ def _property_table(props: Sequence[Mapping[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
+def citation(claim: Mapping[str, Any]) -> str:
+    """Where a claim comes from: ``file § heading as written (English title)``.
+
+    The English title (``section_en``) is left out when there is none or when it is the
+    heading itself (a source written in English); a claim without a section is its file.
+    """
+    text = str(claim["source"])
+    section = claim.get("section")
+    if section:
+        text += f" § {section}"
+        english = claim.get("section_en")
+        if english and english != section:
+            text += f" ({english})"
+    return text
+
+
 def _claim_table(claims: Sequence[Mapping[str, Any]]) -> list[str]:
     """One row per claim: the overall status, the exact side, each backend's side, and the
     reason of every side that failed or was skipped."""
@@ -179,7 +195,7 @@ def _claim_table(claims: Sequence[Mapping[str, Any]]) -> list[str]:
                             if s["status"] != "pass" and s["reason"])
         lines.append(f"| {cell(c['id'])} | {_ICON.get(c['status'], c['status'])} | "
                      f"{_ICON.get(c['exact_status'], c['exact_status'])} | {cells}"
-                     f"{cell(c['source'])} | {cell(reasons)} |")
+                     f"{cell(citation(c))} | {cell(reasons)} |")
     return [*lines, ""]
 
 
