@@ -1,8 +1,191 @@
-"""Claim citations name the English section title beside the original."""
+"""The newcomer docs act as written: the README's commands parse, the adapter guide's code
+runs, the toy adapter is short and passes the property suite, claim citations name the
+English section title beside the original."""
 
 from __future__ import annotations
 
-from resverify.reports import html, markdown
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from resverify.impl import Backend, resolve_backend
+from resverify.reports import cli, html, markdown
+
+REPO = Path(__file__).resolve().parent.parent
+README = REPO / "README.md"
+ADAPTERS = REPO / "docs" / "adapters.md"
+TOY = REPO / "examples" / "toy_adapter.py"
+TOY_BACKEND = "examples.toy_adapter:ToyBackend"
+NEWCOMER_SECTIONS = ("Using resverify", "Writing an adapter")
+
+
+def section(text: str, title: str) -> str:
+    """The body of the ``## title`` section of a Markdown text."""
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+    assert match, f"no section '## {title}'"
+    return match.group(1)
+
+
+def code_blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", text, re.S | re.M)
+
+
+def command_lines(text: str) -> list[str]:
+    """Every command of the ``sh`` blocks of ``text``, comments and blank lines left out."""
+    lines = [line.split("#")[0].strip() for block in code_blocks(text, "sh")
+             for line in block.splitlines()]
+    return [line for line in lines if line]
+
+
+def resverify_argv(line: str) -> list[str] | None:
+    """The arguments of a ``resverify`` command line (with an environment prefix or the
+    ``.venv/bin/`` path), or None for another command."""
+    words = shlex.split(line)
+    while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+        words = words[1:]
+    if not words or Path(words[0]).name != "resverify":
+        return None
+    return words[1:]
+
+
+def parse(argv: list[str]) -> Any:
+    """Parse like ``resverify`` does (a leading option means ``check``); fail on an error."""
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+        argv = [cli.DEFAULT_COMMAND, *argv]
+    try:
+        return cli.build_parser().parse_args(argv)
+    except SystemExit as exc:
+        raise AssertionError(f"resverify {shlex.join(argv)}: exit {exc.code}") from None
+
+
+def newcomer_commands() -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    return [line for title in NEWCOMER_SECTIONS for line in command_lines(section(text, title))]
+
+
+def test_readme_commands_name_existing_subcommands_options_files_and_backends() -> None:
+    commands = [*newcomer_commands(), *command_lines(ADAPTERS.read_text(encoding="utf-8"))]
+    used = set()
+    for line in commands:
+        argv = resverify_argv(line)
+        if argv is None or argv == ["--help"]:
+            continue
+        args = parse(argv)
+        used.add(args.command)
+        for name in [*(getattr(args, "backends", None) or ()),
+                     *([args.backend] if isinstance(getattr(args, "backend", None), str) else [])]:
+            if ":" in name and not name.startswith("cmd:"):
+                sys.path.insert(0, str(REPO))
+                try:
+                    assert isinstance(resolve_backend(name), Backend), line
+                finally:
+                    sys.path.remove(str(REPO))
+        for value in vars(args).values():
+            if isinstance(value, Path) and value.suffix == ".json":
+                assert (REPO / value).is_file(), f"{line}: no file {value}"
+    assert used == {"check", "run", "replay", "claims"}, used
+
+
+def test_readme_shows_one_example_per_command_and_every_make_target() -> None:
+    text = section(README.read_text(encoding="utf-8"), "Using resverify")
+    examples = [argv[0] for line in command_lines(text)
+                if (argv := resverify_argv(line)) and argv[0] != "--help"]
+    assert set(examples) == {"check", "run", "replay", "claims"}, examples
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    declared = re.search(r"^\.PHONY: (.*)$", makefile, re.M)
+    assert declared, "Makefile has no .PHONY line"
+    phony = set(declared.group(1).split())
+    shown = set(re.findall(r"^\| `make (\S+)` \|", text, re.M))
+    assert shown == phony, shown ^ phony
+    for target in shown:
+        assert re.search(rf"^{target}:", makefile, re.M), target
+    assert ". .venv/bin/activate" in text and ".venv/bin/resverify" in text
+
+
+@pytest.mark.parametrize("command", ["check", "run", "replay", "claims"])
+def test_help_of_each_documented_command_exits_zero(
+        command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([command, "--help"]) == 0
+    assert f"usage: resverify {command}" in capsys.readouterr().out
+
+
+def test_toy_adapter_is_under_50_lines() -> None:
+    lines = TOY.read_text(encoding="utf-8").splitlines()
+    assert len(lines) < 50, f"examples/toy_adapter.py has {len(lines)} lines"
+
+
+def test_toy_adapter_uses_only_the_public_packages() -> None:
+    imports = re.findall(r"^from (resverify\S*) import", TOY.read_text(encoding="utf-8"), re.M)
+    assert imports and set(imports) <= {"resverify.spec", "resverify.impl"}, imports
+
+
+def test_adapter_guide_python_blocks_run_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(REPO))
+    blocks = code_blocks(ADAPTERS.read_text(encoding="utf-8"), "python")
+    assert len(blocks) >= 5
+    namespace: dict[str, Any] = {"__name__": "adapters_md"}
+    for number, block in enumerate(blocks[:-1], 1):
+        try:
+            exec(compile(block, f"docs/adapters.md block {number}", "exec"), namespace)
+        except Exception as exc:
+            raise AssertionError(f"docs/adapters.md python block {number} fails: {exc!r}\n"
+                                 f"{block}") from exc
+
+
+def test_adapter_guide_lists_the_toy_adapter_verbatim() -> None:
+    listed = code_blocks(ADAPTERS.read_text(encoding="utf-8"), "python")[-1]
+    assert listed == TOY.read_text(encoding="utf-8")
+
+
+def test_example_request_is_the_guides_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    from resverify.spec import dumps, loads_request
+
+    monkeypatch.syspath_prepend(str(REPO))
+    namespace: dict[str, Any] = {}
+    blocks = code_blocks(ADAPTERS.read_text(encoding="utf-8"), "python")
+    exec(compile(next(b for b in blocks if "Program(" in b), "adapters.md", "exec"), namespace)
+    saved = loads_request((REPO / "examples" / "request.json").read_text(encoding="utf-8"))
+    assert dumps(saved) == dumps(namespace["request"])
+
+
+def mutant(source: str, old: str, new: str) -> str:
+    assert source.count(old) == 1, f"the toy adapter no longer has {old!r}"
+    return source.replace(old, new)
+
+
+def test_toy_adapter_passes_the_property_suite_and_a_broken_twin_fails(tmp_path: Path) -> None:
+    broken = mutant(TOY.read_text(encoding="utf-8"), 'name = "toy"', 'name = "toy-broken"')
+    broken = mutant(broken, "[np.float64(n.alpha) * g]", "[g]")  # scale's gradient forgets α
+    (tmp_path / "broken_toy.py").write_text(broken, encoding="utf-8")
+    report = tmp_path / "report"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(tmp_path)]))
+    command = [str(Path(sys.executable).parent / "resverify"), "check", "--no-claims",
+               "--backend", TOY_BACKEND, "--backend", "broken_toy:ToyBackend",
+               "--report-dir", str(report), "--", "-k", "shared_operand or one_plus_a"]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    doc = json.loads((report / "report.json").read_text(encoding="utf-8"))
+    backends = {b["name"]: b for b in doc["backends"]}
+    assert backends["toy"]["status"] == "passed", backends["toy"]
+    assert backends["toy-broken"]["status"] == "failed", backends["toy-broken"]
+    ran = [p for p in doc["properties"] if p["status"] != "skipped"]
+    toy = [p for p in ran if p["backend"] in ("toy", TOY_BACKEND)]
+    assert len(toy) == 2 and all(p["status"] == "passed" and p["examples"] > 0 for p in toy), toy
+    assert all(p["dtype"] == "float64" for p in ran), ran
+    wrong = [p for p in ran if p not in toy]
+    assert any(p["status"] == "failed" and p["failure_kind"] == "law" for p in wrong), wrong
+    skipped = [p for p in doc["properties"] if p["status"] == "skipped"]
+    assert skipped and all("not claimed" in (p.get("skip_reason") or "") for p in skipped), \
+        skipped
+
 
 RUSSIAN = {"id": "S05", "source": "000_course.txt", "section": "Проверить предсказания",
            "section_en": "Check the predictions", "statement": "s", "expected": "1",
