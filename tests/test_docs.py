@@ -70,7 +70,9 @@ def newcomer_commands() -> list[str]:
     return [line for title in NEWCOMER_SECTIONS for line in command_lines(section(text, title))]
 
 
-def test_readme_commands_name_existing_subcommands_options_files_and_backends() -> None:
+def test_readme_commands_name_existing_subcommands_options_files_and_backends(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(REPO))  # as PYTHONPATH=. does for the command
     commands = [*newcomer_commands(), *command_lines(ADAPTERS.read_text(encoding="utf-8"))]
     used = set()
     for line in commands:
@@ -82,11 +84,7 @@ def test_readme_commands_name_existing_subcommands_options_files_and_backends() 
         for name in [*(getattr(args, "backends", None) or ()),
                      *([args.backend] if isinstance(getattr(args, "backend", None), str) else [])]:
             if ":" in name and not name.startswith("cmd:"):
-                sys.path.insert(0, str(REPO))
-                try:
-                    assert isinstance(resolve_backend(name), Backend), line
-                finally:
-                    sys.path.remove(str(REPO))
+                assert isinstance(resolve_backend(name), Backend), line
         for value in vars(args).values():
             if isinstance(value, Path) and value.suffix == ".json":
                 assert (REPO / value).is_file(), f"{line}: no file {value}"
@@ -107,6 +105,15 @@ def test_readme_shows_one_example_per_command_and_every_make_target() -> None:
     for target in shown:
         assert re.search(rf"^{target}:", makefile, re.M), target
     assert ". .venv/bin/activate" in text and ".venv/bin/resverify" in text
+
+
+@pytest.mark.parametrize("line", ["resverify check --no-such-option",
+                                  "resverify frobnicate", "resverify run"])
+def test_a_command_line_that_does_not_parse_fails_the_readme_check(line: str) -> None:
+    argv = resverify_argv(line)
+    assert argv is not None
+    with pytest.raises(AssertionError, match="exit 2"):
+        parse(argv)
 
 
 @pytest.mark.parametrize("command", ["check", "run", "replay", "claims"])
