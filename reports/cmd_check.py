@@ -8,6 +8,12 @@ atomically, and they are written whatever happens: a failed, crashed or interrup
 ``"complete": false``; report.json is also rewritten every few seconds while the suite
 runs, so a long run can be followed.
 
+The parts: the command line is checked once into a :class:`_Request` (backends resolved,
+profile known, report folder writable); the claims and the suite's records gather in an
+:class:`_Evidence`; :func:`document` makes the report from the two at any moment. Every
+setting reaches pytest as one of its options, and pytest's records come back through
+pytest-reportlog (:mod:`resverify.reports.runner`).
+
 A verdict needs evidence: a backend on which no example ran is ``nothing checked``, never
 ``passed``, and the run exits 1 unless ``--allow-nothing-checked`` is given.
 """
@@ -22,7 +28,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +56,7 @@ _REWRITE_SECONDS = 2.0
 DEFAULT_TIMEOUT_SECONDS = 600.0
 _PLOTTING = threading.Lock()
 _REPLAYS_SHOWN = 5
+_PYTEST_LOG = "pytest.log"
 _SAID_LIMIT = 1000
 _PYTEST_ENDINGS = {2: "the property suite was interrupted", 3: "pytest hit an internal error",
                    4: "pytest refused its arguments"}
@@ -86,46 +93,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="extra pytest arguments after --, e.g. -- -k shape")
 
 
-@dataclass
-class _Run:
-    """Everything a report is built from; filled in as the run goes."""
+@dataclass(frozen=True)
+class _Request:
+    """What the command line asked for, checked once before anything runs."""
 
-    args: argparse.Namespace
-    named: dict[str, Backend]
+    named: dict[str, Backend]  # each backend as typed on the command line, resolved
     report_dir: Path
-    claims: ClaimRun = field(default_factory=ClaimRun)
-    suite: SuiteRun = field(default_factory=SuiteRun)
-    warnings: list[str] = field(default_factory=list)
-    started: float = field(default_factory=time.monotonic)
-    timings: dict[str, Any] = field(default_factory=dict)
-    suite_ran: bool = False
-    plot_job: _PlotJob | None = None
-    progress: Progress = field(default_factory=Progress)
+    seed: int
+    profile: str
+    pytest_args: tuple[str, ...]
 
     @property
     def backends(self) -> list[Backend]:
         return list(self.named.values())
 
-    def complete(self) -> bool:
-        return (self.suite_ran and self.suite.finished and not self.suite.interrupted
-                and not self.claims.broken)
 
-    def document(self) -> dict[str, Any]:
-        names = [b.name for b in self.backends]
-        base = Path.cwd()
-        default = names[0] if len(names) == 1 else None
-        props = [json_report.property_entry(r, default, base) for r in self.suite.results]
-        for prop in props:  # a suite may record the backend as typed on the command line
-            if prop["backend"] in self.named:
-                prop["backend"] = self.named[prop["backend"]].name
-        timings = dict(self.timings, total_seconds=round(time.monotonic() - self.started, 3))
-        return json_report.build_report(
-            run={"seed": self.args.seed, "profile": self.args.profile, "backends": names,
-                 "pytest_args": list(self.args.pytest_args),
-                 "pytest_exit_code": self.suite.exitstatus},
-            backends=self.backends, claims=self.claims.claims, properties=props,
-            complete=self.complete(), warnings=self.claims.warnings + self.warnings,
-            timings=timings)
+@dataclass
+class _Evidence:
+    """What the run found so far: the claims, the suite, how long each took."""
+
+    claims: ClaimRun = field(default_factory=ClaimRun)
+    suite: SuiteRun = field(default_factory=SuiteRun)
+    timings: dict[str, float] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+
+    def complete(self) -> bool:
+        return self.suite.finished and not self.suite.interrupted and not self.claims.broken
 
 
 def _seconds(text: str) -> float:
@@ -195,24 +188,29 @@ class _PlotJob:
 
 
 def run(args: argparse.Namespace) -> int:
-    args.pytest_args = _pytest_args(args)
-    _check_profile(args.profile)
-    state = _Run(args, _backends(args.backends or ["numpy"]), _report_dir(args.report_dir))
-    state.plot_job = _PlotJob(args.seed)
+    profile = _check_profile(args.profile)  # the one check of the profile's name
+    named = _backends(args.backends or ["numpy"])
+    request = _Request(named=named, report_dir=_report_dir(args.report_dir), seed=args.seed,
+                       profile=profile, pytest_args=tuple(_pytest_args(args)))
+    plots = _PlotJob(request.seed)
+    progress = Progress()
+    found = _Evidence()
     with StopSignals() as signals:
         try:
-            _run_claims(state)
-            _run_suite(state)
+            if args.no_claims:
+                found.claims = ClaimRun(warnings=["claims were not checked (--no-claims)"])
+            else:
+                _run_claims(request, found, progress)
+            _run_suite(args, request, found, progress)
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM outside the suite
-            state.suite.interrupted = getattr(exc, "signal_name", "SIGINT")
+            found.suite.interrupted = getattr(exc, "signal_name", "SIGINT")
         except Exception:
-            write_reports(state, signals)  # leave a report of what finished, then let the
-            raise  # bug show
-        stop = _stop_message(state)
-        _usage_error_from_pytest(state)
-        doc = write_reports(state, signals)
-    state.progress.close()
-    _print_summary(doc, state.report_dir, stop)
+            write_reports(request, found, plots, signals)  # leave a report of what
+            raise  # finished, then let the bug show
+        _usage_error_from_pytest(request, found.suite)
+        doc = write_reports(request, found, plots, signals)
+    progress.close()
+    _print_summary(doc, request.report_dir, _stop_message(found.suite))
     allowed = ("passed", "nothing checked") if args.allow_nothing_checked else ("passed",)
     return 0 if doc["status"] in allowed else 1
 
@@ -261,39 +259,34 @@ class StopSignals:
             self.raising = raising
 
 
-def _stop_message(state: _Run) -> str | None:
+def _stop_message(suite: SuiteRun) -> str | None:
     """The one line that says the run was stopped (also a report warning), or None."""
-    if not state.suite.interrupted:
+    if not suite.interrupted:
         return None
-    finished = len(state.suite.results)
-    message = (f"interrupted by {state.suite.interrupted}: the report holds the {finished} "
-               f"test{'s' if finished != 1 else ''} that finished")
-    state.warnings.append(message)
-    state.warnings += [f"not counted, it was running when the run stopped: {nodeid}"
-                       for nodeid in state.suite.running]
-    return message
+    finished = len(suite.results)
+    return (f"interrupted by {suite.interrupted}: the report holds the {finished} "
+            f"test{'s' if finished != 1 else ''} that finished")
 
 
-def _run_claims(state: _Run) -> None:
-    if state.args.no_claims:
-        state.claims = ClaimRun(warnings=["claims were not checked (--no-claims)"])
-        return
+def _run_claims(request: _Request, found: _Evidence, progress: Progress) -> None:
     began = time.monotonic()
-    state.progress.show(f"checking claims on {', '.join(state.named)}")
-    state.claims = run_claims({name: b.name for name, b in state.named.items()})
-    state.timings["claims_seconds"] = round(time.monotonic() - began, 3)
-    _write_json(state)
+    progress.show(f"checking claims on {', '.join(request.named)}")
+    found.claims = run_claims({name: b.name for name, b in request.named.items()})
+    found.timings["claims_seconds"] = round(time.monotonic() - began, 3)
+    _write_json(request, found)
 
 
-def _run_suite(state: _Run) -> None:
-    args, report_dir = state.args, state.report_dir
+def _run_suite(args: argparse.Namespace, request: _Request, found: _Evidence,
+               progress: Progress) -> None:
+    report_dir = request.report_dir
     report_log = report_dir / "report-log.jsonl"
-    target = [args.suite] if args.suite else list(DEFAULT_TARGET)
-    junit = None if args.junitxml is None else args.junitxml.resolve()
-    cmd = pytest_command(report_log=report_log, backends=list(state.named),
-                         profile=args.profile, seed=args.seed, vector_dir=report_dir / "vectors",
-                         target=target, numprocesses=args.numprocesses, junitxml=junit,
-                         timeout=args.timeout, extra=args.pytest_args)
+    cmd = pytest_command(report_log=report_log, backends=list(request.named),
+                         profile=request.profile, seed=request.seed,
+                         vector_dir=report_dir / "vectors",
+                         target=[args.suite] if args.suite else list(DEFAULT_TARGET),
+                         numprocesses=args.numprocesses,
+                         junitxml=None if args.junitxml is None else args.junitxml.resolve(),
+                         timeout=args.timeout, extra=request.pytest_args)
     written = [time.monotonic(), 0]
 
     def rewrite(suite: SuiteRun) -> None:
@@ -301,83 +294,104 @@ def _run_suite(state: _Run) -> None:
         if (len(suite.results) != written[1]
                 and time.monotonic() - written[0] >= _REWRITE_SECONDS):
             written[:] = [time.monotonic(), len(suite.results)]
-            _write_json(state)
+            _write_json(request, found)
 
     began = time.monotonic()
-    state.suite_ran = True
     try:
-        run_suite(cmd, report_log=report_log, log=report_dir / "pytest.log",
-                  progress=state.progress, suite=state.suite, on_tick=rewrite)
+        run_suite(cmd, report_log=report_log, log=report_dir / _PYTEST_LOG,
+                  progress=progress, suite=found.suite, on_tick=rewrite)
     finally:
-        state.timings["properties_seconds"] = round(time.monotonic() - began, 3)
-    state.warnings.extend(_suite_warnings(state.suite, report_dir / "pytest.log"))
+        found.timings["properties_seconds"] = round(time.monotonic() - began, 3)
 
 
-def _suite_warnings(suite: SuiteRun, log: Path) -> list[str]:
-    if suite.interrupted:
-        return []  # said once, by the stop message
+def _suite_warnings(suite: SuiteRun) -> list[str]:
+    """What the report must say about how the suite ended (nothing while it runs)."""
+    stop = _stop_message(suite)
+    if stop is not None:
+        return [stop, *(f"not counted, it was running when the run stopped: {nodeid}"
+                        for nodeid in suite.running)]
+    if suite.returncode is None:
+        return []
     if suite.exitstatus is None:
         return [f"pytest stopped before the end of its session (exit code {suite.returncode}); "
-                f"see {log.name}"]
+                f"see {_PYTEST_LOG}"]
     if suite.exitstatus == 5:
         return ["pytest collected no property tests"]
     if suite.exitstatus not in (0, 1):
         what = _PYTEST_ENDINGS.get(suite.exitstatus, "pytest ended early")
-        return [f"{what} (exit code {suite.exitstatus}); see {log.name}"]
+        return [f"{what} (exit code {suite.exitstatus}); see {_PYTEST_LOG}"]
     if suite.collected is not None and len(suite.results) < suite.collected:
         return [f"only {len(suite.results)} of {suite.collected} property tests finished"]
     return []
 
 
-def _usage_error_from_pytest(state: _Run) -> None:
+def _usage_error_from_pytest(request: _Request, suite: SuiteRun) -> None:
     """pytest refusing its arguments (a usage error before its session began) is a usage
     error of ours; its message is all that pytest printed, on one line."""
-    if not state.suite.refused:
+    if not suite.refused:
         return
-    (state.report_dir / "report.json").unlink(missing_ok=True)  # a refused run has no report
-    log = state.report_dir / "pytest.log"
+    (request.report_dir / "report.json").unlink(missing_ok=True)  # a refused run has no report
+    log = request.report_dir / _PYTEST_LOG
     said = " ".join(log.read_text(errors="replace").split()) if log.exists() else ""
     raise UsageError(f"pytest refused the arguments: {said[:_SAID_LIMIT] or 'no message'}")
 
 
-def _write_json(state: _Run) -> dict[str, Any]:
-    doc = state.document()
-    json_report.write_report(state.report_dir / "report.json", doc)
+def document(request: _Request, found: _Evidence, notes: Sequence[str] = ()) -> dict[str, Any]:
+    """The report of what ``found`` holds now; ``notes`` are further warnings."""
+    names = [b.name for b in request.backends]
+    base = Path.cwd()
+    default = names[0] if len(names) == 1 else None
+    props = [json_report.property_entry(r, default, base) for r in found.suite.results]
+    for prop in props:  # a suite may record the backend as typed on the command line
+        if prop["backend"] in request.named:
+            prop["backend"] = request.named[prop["backend"]].name
+    timings = dict(found.timings, total_seconds=round(time.monotonic() - found.started, 3))
+    return json_report.build_report(
+        run={"seed": request.seed, "profile": request.profile, "backends": names,
+             "pytest_args": list(request.pytest_args),
+             "pytest_exit_code": found.suite.exitstatus},
+        backends=request.backends, claims=found.claims.claims, properties=props,
+        complete=found.complete(),
+        warnings=[*found.claims.warnings, *_suite_warnings(found.suite), *notes],
+        timings=timings)
+
+
+def _write_json(request: _Request, found: _Evidence,
+                notes: Sequence[str] = ()) -> dict[str, Any]:
+    doc = document(request, found, notes)
+    json_report.write_report(request.report_dir / "report.json", doc)
     return doc
 
 
-def write_reports(state: _Run, signals: StopSignals | None = None) -> dict[str, Any]:
+def write_reports(request: _Request, found: _Evidence, plots: _PlotJob,
+                  signals: StopSignals) -> dict[str, Any]:
     """report.json first (cheapest, most important), then report.md, then report.html;
     no signal cuts them short (only the wait for the plots can be interrupted)."""
-    signals = StopSignals() if signals is None else signals
     with signals.held():
-        doc = _write_json(state)
-    wait = 0.0 if state.suite.interrupted else None
+        doc = _write_json(request, found)
+    wait = 0.0 if found.suite.interrupted else None
     try:
-        plots, error = (state.plot_job.result(wait) if state.plot_job
-                        else ({}, "plots were not drawn"))
+        drawn, error = plots.result(wait)
     except KeyboardInterrupt:
-        plots, error = {}, "plots were not drawn: interrupted while they were drawn"
+        drawn, error = {}, "plots were not drawn: interrupted while they were drawn"
     with signals.held():
-        return _write_rest(state, doc, plots, error)
+        if error:
+            doc = _write_json(request, found, [error])
+        _write_rest(request.report_dir, doc, drawn)
+    return doc
 
 
-def _write_rest(state: _Run, doc: dict[str, Any], plots: dict[str, bytes],
-                error: str | None) -> dict[str, Any]:
+def _write_rest(report_dir: Path, doc: dict[str, Any], plots: dict[str, bytes]) -> None:
     from resverify.reports.html import render_html
     from resverify.reports.markdown import append_step_summary, render_markdown
 
-    if error:
-        state.warnings.append(error)
-        doc = _write_json(state)
     markdown = render_markdown(doc)
-    write_text(state.report_dir / "report.md", markdown)
+    write_text(report_dir / "report.md", markdown)
     append_step_summary(markdown)
-    (state.report_dir / "plots").mkdir(exist_ok=True)
+    (report_dir / "plots").mkdir(exist_ok=True)
     for name, png in plots.items():
-        write_bytes(state.report_dir / "plots" / f"{name}.png", png)
-    write_text(state.report_dir / "report.html", render_html(doc, plots))
-    return doc
+        write_bytes(report_dir / "plots" / f"{name}.png", png)
+    write_text(report_dir / "report.html", render_html(doc, plots))
 
 
 def _print_summary(doc: dict[str, Any], report_dir: Path, stop: str | None) -> None:
