@@ -1,8 +1,11 @@
 """A case: a program with float64 values, turned into a request for any dtype on demand.
 
-Strategies draw cases without knowing the dtype (a pytest parameter), so one strategy
-serves every dtype and seed fixtures can be pinned with ``@example(case=...)``. Values
-are rounded to the dtype when the request is made (clamped to its finite range first).
+A case holds no dtype (the dtype is a pytest parameter), so one strategy serves every
+dtype and seed fixtures can be pinned with ``@example(case=...)``. Its values are float64,
+which holds every value of the four dtypes exactly: the strategies draw values in the
+test's dtype (:func:`resverify.properties.strategies.drawing`), which the request then
+takes over unchanged; a pinned value the dtype cannot hold is rounded by
+:func:`round_to_dtype` when the request is made.
 """
 
 from __future__ import annotations
@@ -13,27 +16,28 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from resverify.spec.ir import Node, Program
 from resverify.spec.request import Request, storage_dtype
 
-__all__ = ["Case", "round_to_dtype"]
+__all__ = ["Case", "numpy_dtype", "round_to_dtype"]
 
-_BF16_MAX = float.fromhex("0x1.fep+127")
+
+def numpy_dtype(dtype: str) -> np.dtype[Any]:
+    """The NumPy dtype of ``dtype``: NumPy's own, or ml_dtypes' for bfloat16."""
+    return np.dtype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
 
 
 def round_to_dtype(values: object, dtype: str) -> np.ndarray:
-    """``values`` rounded to the nearest value of ``dtype`` (clamped to its finite range)."""
-    raw = np.asarray(values, dtype=np.float64)
-    if dtype == "bfloat16":
-        f32 = np.clip(raw, -_BF16_MAX, _BF16_MAX).astype(np.float32)
-        bits = f32.view(np.uint32).astype(np.uint64)
-        kept = (bits + np.uint64(0x7FFF) + ((bits >> np.uint64(16)) & np.uint64(1))
-                ) & np.uint64(0xFFFF0000)
-        return np.asarray(kept.astype(np.uint32).view(np.float32))
-    limit = float(np.finfo(storage_dtype(dtype)).max)
-    return np.asarray(np.clip(raw, -limit, limit).astype(storage_dtype(dtype)))
+    """``values`` rounded to the nearest value of ``dtype`` (clamped to its finite range),
+    by NumPy's cast (ml_dtypes' for bfloat16, which rounds float64 through float32), held in
+    :func:`resverify.spec.request.storage_dtype`."""
+    target = numpy_dtype(dtype)
+    limit = float(ml_dtypes.finfo(target).max)
+    clamped = np.clip(np.asarray(values, dtype=np.float64), -limit, limit)
+    return np.asarray(clamped.astype(target).astype(storage_dtype(dtype)))
 
 
 @dataclass(frozen=True)

@@ -37,12 +37,19 @@ from resverify.properties.assertions import PropertyFailure
 from resverify.properties.cases import Case
 from resverify.properties.profiles import (
     CI_SEED,
+    EXTREME_PROFILES,
     SEEDED,
     active_profile,
     default_profile,
     load_profile,
 )
-from resverify.properties.strategies import claiming
+from resverify.properties.strategies import (
+    EXTREMES,
+    SENSIBLE,
+    ValueRange,
+    claiming,
+    drawing,
+)
 from resverify.properties.vectors import replay_command, save_vector, vector_dir
 from resverify.spec.errors import BackendFault, UsageError
 from resverify.spec.ir import OPS, Input, Node, Program
@@ -53,6 +60,7 @@ __all__ = ["PropertyRun", "capability_reason"]
 _MESSAGE_LIMIT = 4000
 _BACKENDS = pytest.StashKey[list[tuple[str, Backend]]]()
 _RUN = pytest.StashKey["PropertyRun"]()
+_VALUES = pytest.StashKey[ValueRange]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -86,14 +94,17 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     if profile in SEEDED and config.getoption("--hypothesis-seed", None) is None:
         config.option.hypothesis_seed = str(CI_SEED)
+    config.stash[_VALUES] = EXTREMES if profile in EXTREME_PROFILES else SENSIBLE
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     names = ", ".join(n for n, _ in config.stash[_BACKENDS])
     folder = vector_dir(config.getoption("resverify_vector_dir"))
     seed = config.getoption("--hypothesis-seed", None)
+    values = "extreme" if config.stash[_VALUES].extremes else "sensible"
     return (f"resverify: backends {names}; Hypothesis profile {active_profile()}; "
-            f"seed {'random' if seed is None else seed}; vectors to {folder}/")
+            f"seed {'random' if seed is None else seed}; {values} values; "
+            f"vectors to {folder}/")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -183,8 +194,9 @@ def prop(request: pytest.FixtureRequest, backend: Backend) -> Iterator[PropertyR
     """The running property: records who runs what, skips what the backend does not claim.
 
     While the test runs, strategies build programs from the backend's claimed ops only
-    (:func:`resverify.properties.strategies.claiming`) and every example it runs is
-    counted (:meth:`PropertyRun.counting`).
+    (:func:`resverify.properties.strategies.claiming`), values in the test's dtype from the
+    run's value range (:func:`resverify.properties.strategies.drawing`), and every example
+    it runs is counted (:meth:`PropertyRun.counting`).
     """
     node = request.node
     params = getattr(getattr(node, "callspec", None), "params", {})
@@ -200,7 +212,9 @@ def prop(request: pytest.FixtureRequest, backend: Backend) -> Iterator[PropertyR
     if reason:
         pytest.skip(f"backend {label}: {reason}")
     node.stash[_RUN] = run
-    with claiming(backend.capabilities.ops), run.counting(request.function):
+    dtype = params.get("dtype", "float64")
+    with (claiming(backend.capabilities.ops), drawing(dtype, request.config.stash[_VALUES]),
+          run.counting(request.function)):
         yield run
 
 

@@ -7,8 +7,10 @@
               (:func:`resverify.properties.plugin.pytest_configure`); the whole suite against the
               NumPy reference takes about 20 s on 2 cores.
 ``thorough``  many examples, for a nightly job or before a release.
-``extremes``  opt-in: like ``dev`` but inputs are drawn from huge, tiny, subnormal and
-              signed-zero values instead of the sensible default range.
+``extremes``  opt-in: like ``dev``, and the plugin has the strategies draw every element
+              from huge, tiny, subnormal and signed-zero values of the dtype instead of
+              the sensible default range (:data:`EXTREME_PROFILES`; the strategies take
+              the range as a parameter and never read the profile).
 
 Selection, first match wins: pytest's ``--hypothesis-profile NAME`` (Hypothesis' own
 option), then the environment variable ``RESVERIFY_PROFILE``, then ``ci``. ``ci`` is the
@@ -28,8 +30,8 @@ from hypothesis import HealthCheck, settings
 
 from resverify.spec.errors import UsageError
 
-__all__ = ["CI_SEED", "DEFAULT", "PROFILES", "SEEDED", "active_profile", "default_profile",
-           "extremes_enabled", "load_profile"]
+__all__ = ["CI_SEED", "DEFAULT", "EXTREME_PROFILES", "PROFILES", "SEEDED", "active_profile",
+           "default_profile", "load_profile"]
 
 # Health checks stay on, except this one, which fires on every property test by design:
 # ``prop`` (and ``backend``) are function-scoped fixtures shared by all the examples of a
@@ -52,6 +54,7 @@ PROFILES: Mapping[str, settings] = {
 DEFAULT = "ci"
 SEEDED = frozenset({"ci"})  # profiles that get CI_SEED when no seed is given
 CI_SEED = 0
+EXTREME_PROFILES = frozenset({"extremes"})  # profiles whose strategies draw extreme values
 
 for _name, _profile in PROFILES.items():
     settings.register_profile(_name, _profile)
@@ -83,7 +86,3 @@ def active_profile() -> str:
     name = settings.get_current_profile_name()
     return next((p for p in PROFILES if name.startswith(f"{p}-with-")), name)
 
-
-def extremes_enabled() -> bool:
-    """True while the ``extremes`` profile is loaded: strategies then draw extreme values."""
-    return active_profile() == "extremes"

@@ -17,12 +17,17 @@ code paths that switch on size are reached; a weight stays within ``max_weight``
 so the exact checks stay fast. Arrays of more than ``DRAWN_ELEMENTS`` elements are filled
 by a NumPy generator seeded from Hypothesis (one draw) instead of element by element.
 
-Default values are sensible: inputs within ±8 (and either zero or at least 2**-10 in
-magnitude), weights within ±1 (±4/d for d > 4 inputs, so a wide layer at most quadruples
-its input), α within ±2, so even float16 neither overflows nor flushes to zero on a path
-that matters. Cotangents are always dense random values (:func:`cotangents`). Under the
-``extremes`` profile every element is drawn from a mix of huge, tiny, subnormal and
-signed-zero values instead (see :func:`resverify.properties.profiles.extremes_enabled`).
+Values are drawn in the dtype of the test (``hypothesis.extra.numpy.from_dtype``;
+bfloat16, which NumPy lacks, as float32 rounded by ml_dtypes) and held as float64, which
+holds them exactly; the dtype and the value range are parameters, left at None to take
+the ones the plugin sets with :func:`drawing` for each property test (float64 and
+:data:`SENSIBLE` outside a test). Sensible values: inputs within ±8 (and either zero or
+at least 2**-10 in magnitude), weights within ±1 (±4/d for d > 4 inputs, so a wide layer
+at most quadruples its input), α within ±2, so even float16 neither overflows nor
+flushes to zero on a path that matters. Cotangents are always dense random values
+(:func:`cotangents`). With :data:`EXTREMES` (the plugin passes it under the ``extremes``
+profile) every element comes from a mix of huge, tiny, subnormal and signed-zero values
+of the dtype instead.
 """
 
 from __future__ import annotations
@@ -36,31 +41,38 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import (
     array_shapes,
     arrays,
     broadcastable_shapes,
+    from_dtype,
     mutually_broadcastable_shapes,
 )
 
-from resverify.properties.cases import Case, node
-from resverify.properties.profiles import extremes_enabled
+from resverify.properties.cases import Case, node, numpy_dtype, round_to_dtype
 from resverify.spec.errors import Shape
 from resverify.spec.ir import OPS, Input, Node, Program, broadcast_shapes
 
 __all__ = [
+    "EXTREMES",
     "FAMILIES",
     "FAMILY_OPS",
+    "SENSIBLE",
     "SIZES",
     "SMOOTH_FAMILIES",
     "Sizes",
+    "ValueRange",
     "alphas",
     "broadcast_cases",
     "claimed_ops",
     "claiming",
     "cotangents",
+    "drawing",
+    "drawn_dtype",
+    "drawn_range",
     "dyadic_arrays",
     "dyadics",
     "feature_shapes",
@@ -124,27 +136,96 @@ def claimed_ops(ops: Collection[str] | None = None) -> frozenset[str]:
     return _CLAIMED.get() if ops is None else frozenset(ops)
 
 
-_EXTREME = st.one_of(
-    st.sampled_from([0.0, -0.0, 5e-324, -5e-324]),
-    st.floats(1e30, 1e300) | st.floats(-1e300, -1e30),
-    st.floats(1e-300, 1e-30) | st.floats(-1e-30, -1e-300),
-    st.floats(-2.2250738585072014e-308, 2.2250738585072014e-308, allow_subnormal=True),
-)
+@dataclass(frozen=True)
+class ValueRange:
+    """Where element values come from: the sensible default range, or with ``extremes``
+    a mix of huge, tiny, subnormal and signed-zero values of the dtype."""
+
+    extremes: bool = False
+
+
+SENSIBLE = ValueRange()
+EXTREMES = ValueRange(extremes=True)
+
+_DTYPE: ContextVar[str] = ContextVar("drawn_dtype", default="float64")
+_RANGE: ContextVar[ValueRange] = ContextVar("drawn_range", default=SENSIBLE)
+
+
+@contextmanager
+def drawing(dtype: str, value_range: ValueRange = SENSIBLE) -> Iterator[None]:
+    """Within the block, strategies left at ``dtype=None`` / ``value_range=None`` draw
+    values of ``dtype`` from ``value_range``."""
+    tokens = _DTYPE.set(dtype), _RANGE.set(value_range)
+    try:
+        yield
+    finally:
+        _DTYPE.reset(tokens[0])
+        _RANGE.reset(tokens[1])
+
+
+def drawn_dtype(dtype: str | None = None) -> str:
+    """``dtype``, or when None the dtype of the property test running (float64 outside)."""
+    return _DTYPE.get() if dtype is None else dtype
+
+
+def drawn_range(value_range: ValueRange | None = None) -> ValueRange:
+    """``value_range``, or when None the one the plugin set (:data:`SENSIBLE` outside a test)."""
+    return _RANGE.get() if value_range is None else value_range
 
 
 def _flush_tiny(value: float) -> float:
     return 0.0 * value if abs(value) < TINY else value  # keeps the sign of zero
 
 
-def elements(bound: float) -> st.SearchStrategy[float]:
-    """Floats with ``TINY <= |v| <= bound`` or ±0, or extremes under that profile.
+def _floats(dtype: str, low: float | None = None, high: float | None = None,
+            subnormal: bool | None = None) -> st.SearchStrategy[float]:
+    """Finite values of ``dtype`` within [low, high] (bounds of that dtype), as floats:
+    ``from_dtype``, and for bfloat16 float32 values rounded by ml_dtypes (the bounds of a
+    bfloat16 are float32 values too, and rounding to nearest stays within them)."""
+    drawn = "float32" if dtype == "bfloat16" else dtype
+    floats = from_dtype(np.dtype(drawn), min_value=low, max_value=high, allow_nan=False,
+                        allow_infinity=False, allow_subnormal=subnormal)
+    if dtype == "bfloat16":
+        return floats.map(lambda v: float(round_to_dtype(v, "bfloat16")))
+    return floats.map(float)
+
+
+def _inward(bound: float, dtype: str) -> float:
+    """The largest value of ``dtype`` at most ``bound`` (bound > 0)."""
+    near = float(round_to_dtype(bound, dtype))
+    if near <= bound:
+        return near
+    return float(round_to_dtype(near * (1 - float(ml_dtypes.finfo(numpy_dtype(dtype)).eps)), dtype))
+
+
+def _extremes(dtype: str) -> st.SearchStrategy[float]:
+    """Signed zeros and the smallest subnormals, huge values (from 2**(maxexp/2), whose
+    squares overflow, to the largest), tiny normal ones and subnormals, all of ``dtype``."""
+    info = ml_dtypes.finfo(numpy_dtype(dtype))
+    least, normal, most = (float(info.smallest_subnormal), float(info.smallest_normal),
+                           float(info.max))
+    huge, tiny = 2.0 ** (info.maxexp // 2), 2.0 ** (info.minexp // 2)
+    return st.one_of(
+        st.sampled_from([0.0, -0.0, least, -least]),
+        _floats(dtype, huge, most) | _floats(dtype, -most, -huge),
+        _floats(dtype, normal, tiny) | _floats(dtype, -tiny, -normal),
+        _floats(dtype, -normal, normal, subnormal=True),
+    )
+
+
+def elements(bound: float, dtype: str | None = None,
+             value_range: ValueRange | None = None) -> st.SearchStrategy[float]:
+    """Values of the dtype with ``TINY <= |v| <= bound`` or ±0, or extremes with
+    :data:`EXTREMES` (both None: the test's dtype and the plugin's range).
 
     Magnitudes below ``TINY = 2**-10`` become a zero of the same sign, so sensible runs
     never meet subnormals: backends that flush them to zero (XLA on CPU does) are judged
-    on that only under the ``extremes`` profile.
+    on that only with :data:`EXTREMES`.
     """
-    sane = st.floats(-bound, bound, allow_nan=False, allow_infinity=False).map(_flush_tiny)
-    return st.deferred(lambda: st.one_of(sane, _EXTREME) if extremes_enabled() else sane)
+    kind = drawn_dtype(dtype)
+    limit = _inward(bound, kind)
+    sane = _floats(kind, -limit, limit).map(_flush_tiny)
+    return st.one_of(sane, _extremes(kind)) if drawn_range(value_range).extremes else sane
 
 
 def shapes(min_dims: int = 0, max_dims: int = 3, max_side: int = 3) -> st.SearchStrategy[Shape]:
@@ -152,40 +233,54 @@ def shapes(min_dims: int = 0, max_dims: int = 3, max_side: int = 3) -> st.Search
     return array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=0, max_side=max_side)
 
 
-def values(shape: Shape, bound: float = X_BOUND) -> st.SearchStrategy[np.ndarray]:
-    """float64 arrays of ``shape``; the request rounds them to its dtype.
+def values(shape: Shape, bound: float = X_BOUND, dtype: str | None = None,
+           value_range: ValueRange | None = None) -> st.SearchStrategy[np.ndarray]:
+    """float64 arrays of ``shape`` holding values of ``dtype`` (None: the test's dtype).
 
     Up to ``DRAWN_ELEMENTS`` elements Hypothesis draws (and shrinks) each one on its own,
     never filling the array with one repeated value; larger arrays come from
-    :func:`seeded_values` with a drawn seed.
+    :func:`seeded_values` with a drawn seed. The dtype and range are read when the
+    strategy is built, so a strategy made inside :func:`drawing` keeps them.
     """
+    kind, chosen = drawn_dtype(dtype), drawn_range(value_range)
     if math.prod(shape) <= DRAWN_ELEMENTS:
-        return arrays(np.float64, shape, elements=elements(bound), fill=st.nothing())
-    return st.integers(0, 2**32 - 1).map(lambda seed: seeded_values(shape, bound, seed))
+        return arrays(np.float64, shape, elements=elements(bound, kind, chosen),
+                      fill=st.nothing())
+    return st.integers(0, 2**32 - 1).map(
+        lambda seed: seeded_values(shape, bound, seed, kind, chosen))
 
 
-def cotangents(shape: Shape, bound: float = X_BOUND) -> st.SearchStrategy[np.ndarray]:
+def cotangents(shape: Shape, bound: float = X_BOUND, dtype: str | None = None,
+               value_range: ValueRange | None = None) -> st.SearchStrategy[np.ndarray]:
     """Output cotangents: always dense random values (:func:`seeded_values`).
 
     Element by element, Hypothesis often draws all zeros or one repeated value, which
     checks no gradient at all or hides one summed over the wrong axes.
     """
-    return st.integers(0, 2**32 - 1).map(lambda seed: seeded_values(shape, bound, seed))
+    kind, chosen = drawn_dtype(dtype), drawn_range(value_range)
+    return st.integers(0, 2**32 - 1).map(
+        lambda seed: seeded_values(shape, bound, seed, kind, chosen))
 
 
-def seeded_values(shape: Shape, bound: float, seed: int) -> np.ndarray:
-    """Dense values like :func:`elements` draws, from a NumPy generator seeded by ``seed``.
+def seeded_values(shape: Shape, bound: float, seed: int, dtype: str = "float64",
+                  value_range: ValueRange = SENSIBLE) -> np.ndarray:
+    """Dense values of ``dtype`` like :func:`elements` draws, from a NumPy generator
+    seeded by ``seed``, cast to the dtype by NumPy (ml_dtypes for bfloat16).
 
-    Uniform within ±bound with magnitudes below ``TINY`` flushed to a signed zero; under
-    the ``extremes`` profile log-uniform over every binade (subnormals included) with
-    one zero in ten.
+    Uniform within ±bound with magnitudes below ``TINY`` flushed to a signed zero; with
+    :data:`EXTREMES` log-uniform over every binade of the dtype (subnormals included)
+    with one zero in ten.
     """
     rng = np.random.default_rng(seed)
-    if extremes_enabled():
-        magnitude = np.ldexp(rng.uniform(1.0, 2.0, shape), rng.integers(-1075, 1023, shape))
+    if value_range.extremes:
+        info = ml_dtypes.finfo(numpy_dtype(dtype))
+        exponents = rng.integers(info.minexp - info.nmant - 1, info.maxexp - 1, shape)
+        magnitude = np.ldexp(rng.uniform(1.0, 2.0, shape), exponents)
         signed = magnitude * rng.choice([-1.0, 1.0], shape)
-        return np.where(rng.random(shape) < 0.1, 0.0 * signed, signed)
-    drawn = rng.uniform(-bound, bound, shape)
+        drawn = np.where(rng.random(shape) < 0.1, 0.0 * signed, signed)
+        return round_to_dtype(drawn, dtype).astype(np.float64)
+    limit = _inward(bound, dtype)
+    drawn = round_to_dtype(rng.uniform(-limit, limit, shape), dtype).astype(np.float64)
     return np.where(np.abs(drawn) < TINY, 0.0 * drawn, drawn)
 
 

@@ -31,7 +31,7 @@ from resverify.impl.backend import Backend
 from resverify.properties.assertions import PropertyFailure
 from resverify.properties.plugin import PropertyRun
 from resverify.properties.profiles import PROFILES
-from resverify.properties.strategies import claiming
+from resverify.properties.strategies import claiming, drawing
 from tests import broken_backends as bb
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,7 +106,8 @@ def run_property(name: str, backend: Backend, dtype: str, chosen: settings,
     bound = test._hypothesis_internal_use_settings
     test._hypothesis_internal_use_settings = chosen
     try:
-        with claiming(backend.capabilities.ops), run.counting(test):
+        with (claiming(backend.capabilities.ops), drawing(dtype),
+              run.counting(test)):
             test(backend=backend, dtype=dtype, prop=run)
     except BaseException as exc:
         failure = next(_failures(exc), None)

@@ -5,25 +5,30 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import mpmath
 import numpy as np
 import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from resverify.properties import profiles
-from resverify.properties.cases import Case, round_to_dtype
+from resverify.properties.cases import Case, numpy_dtype, round_to_dtype
 from resverify.properties.pinned import S06
 from resverify.properties.stats import acceptance, miss_probability
 from resverify.properties.strategies import (
+    DRAWN_ELEMENTS,
+    EXTREMES,
     SIZES,
     broadcast_cases,
     claiming,
+    cotangents,
+    drawing,
+    linear_bound,
     mismatched_shape_pairs,
     null_space_cases,
     residual_cases,
@@ -258,27 +263,42 @@ def test_case_round_trips_through_a_request() -> None:
     assert all(np.array_equal(again.values[k], S06.values[k]) for k in S06.values)
 
 
-@pytest.fixture
-def extremes() -> Iterator[None]:
-    before = profiles.active_profile()
-    profiles.load_profile("extremes")
-    yield
-    profiles.load_profile(before)
+def _exactly_in(a: np.ndarray, dtype: str) -> bool:
+    return bool(np.array_equal(round_to_dtype(a, dtype).astype(np.float64), a))
 
 
-@pytest.mark.usefixtures("extremes")
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("what", "condition"), [
-    ("huge", lambda v: abs(v) >= 1e30),
-    ("subnormal", lambda v: 0 < abs(v) < 2.2250738585072014e-308),
-    ("negative zero", lambda v: v == 0 and np.signbit(v)),
+    ("huge", lambda v, info: abs(v) >= 2.0 ** (info.maxexp // 2)),
+    ("subnormal", lambda v, info: 0 < abs(v) < float(info.smallest_normal)),
+    ("negative zero", lambda v, info: v == 0 and np.signbit(v)),
 ])
-def test_extremes_profile_draws_extreme_values(what: str,
-                                              condition: Callable[[float], bool]) -> None:
-    assert reaches(values((4,)), lambda a: any(condition(float(v)) for v in a)), what
+def test_extreme_range_draws_extreme_values_of_the_dtype(
+        what: str, condition: Callable[[float, Any], bool], dtype: str) -> None:
+    info = ml_dtypes.finfo(numpy_dtype(dtype))
+    for shape in [(4,), (DRAWN_ELEMENTS + 1,)]:  # drawn element by element; seeded
+        strategy = values(shape, dtype=dtype, value_range=EXTREMES)
+        assert reaches(strategy, lambda a: any(condition(float(v), info) for v in a)), what
+        assert not reaches(strategy, lambda a: not _exactly_in(a, dtype), 100), dtype
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bound", [8.0, linear_bound(384)])
+def test_values_are_values_of_the_dtype_within_the_bound(dtype: str, bound: float) -> None:
+    for shape in [(8,), (DRAWN_ELEMENTS + 1,)]:
+        strategy = st.one_of(values(shape, bound, dtype), cotangents(shape, bound, dtype))
+        assert not reaches(strategy, lambda a: not _exactly_in(a, dtype), 100), dtype
+        assert not reaches(strategy, lambda a: bool(np.any(np.abs(a) > bound)), 100), bound
+
+
+def test_strategies_draw_in_the_dtype_and_range_the_plugin_sets() -> None:
+    with drawing("bfloat16", EXTREMES):
+        assert reaches(values((4,)), lambda a: bool(np.any(np.abs(a) > 1e30)))
+        assert not reaches(values((4,)), lambda a: not _exactly_in(a, "bfloat16"), 100)
+    assert not reaches(values((4,)), lambda a: bool(np.any(np.abs(a) > 8)), 100)
 
 
 def test_default_values_stay_in_range() -> None:
-    assert not profiles.extremes_enabled()
     assert not reaches(values((8,)), lambda a: bool(np.any(np.abs(a) > 8)))
     assert not reaches(values((8,)), lambda a: bool(np.any((a != 0) & (np.abs(a) < 2**-10))))
     assert reaches(values((8,)), lambda a: bool(np.any((a == 0) & np.signbit(a))))
@@ -350,6 +370,13 @@ def test_seed_changes_the_examples_and_the_same_seed_repeats_them(profile: str) 
     assert f"Hypothesis profile {profile}; seed 1;" in header, header
     assert one == one_again, f"seed 1 drew different examples in two {profile} runs"
     assert one != two, f"seeds 1 and 2 drew the same examples under the {profile} profile"
+
+
+def test_extremes_profile_has_the_plugin_pass_extreme_values() -> None:
+    _, header = drawn_examples("extremes", "--hypothesis-seed", "1")
+    assert "Hypothesis profile extremes; seed 1; extreme values;" in header, header
+    _, header = drawn_examples("dev", "--hypothesis-seed", "1")
+    assert "; sensible values;" in header, header
 
 
 def test_profiles_are_the_same_on_a_ci_machine() -> None:
