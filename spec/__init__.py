@@ -1,5 +1,8 @@
 """resverify's specification layer.
 
+Where an op is defined: :mod:`resverify.spec.ops`, one entry per op holding its arity,
+shape rule, exact, error, budget, SymPy, reference NumPy and array-library rules.
+
 Public API: the program IR (:class:`Program`, :class:`Input`, :class:`Node`, ``OPS``,
 ``DTYPES``, :func:`infer_shapes`), requests and results (:class:`Request`,
 :class:`Result`, :class:`ResultError`), their lossless JSON (:func:`dumps`,

@@ -1,11 +1,12 @@
 """Each op's local derivative, derived by SymPy rather than written by hand.
 
 For an op and concrete argument shapes we build the op's forward value from SymPy
-primitives over one real symbol per element (``Max(a, 0)`` for relu, ``tanh`` for tanh,
-explicit sums for ``linear`` and ``sum``), let SymPy differentiate it into the Jacobian of
+primitives over one real symbol per element (each op's ``symbolic`` form in its entry in
+:mod:`resverify.spec.ops`: ``Max(a, 0)`` for relu, ``tanh`` for tanh, explicit sums for
+``linear`` and ``sum``), let SymPy differentiate it into the Jacobian of
 the flattened output with respect to each flattened argument, and form the VJP
 ``J_iᵀ ȳ``. ``tests/test_derive.py`` feeds the same symbols to the hand-written rules of
-:mod:`resverify.spec.exact` and asks SymPy whether the two agree.
+:mod:`resverify.spec.ops` and asks SymPy whether the two agree.
 
 Broadcasting is only index bookkeeping (which input element feeds which output element),
 so it is done with ``np.broadcast_to`` on the symbol arrays; the arithmetic is SymPy's.
@@ -21,7 +22,6 @@ Derivations are cached per (op, shapes), so each is done once per process.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -29,7 +29,8 @@ import numpy as np
 import sympy
 
 from resverify.spec.errors import Shape
-from resverify.spec.ir import OPS, node_shape
+from resverify.spec.ir import OPS
+from resverify.spec.ops import OP_TABLE
 
 __all__ = [
     "ALPHA",
@@ -68,41 +69,10 @@ def symbols(prefix: str, shape: Shape) -> np.ndarray:
     return out
 
 
-def _elementwise(fn: Callable[[sympy.Expr], sympy.Expr], array: np.ndarray) -> np.ndarray:
-    out = np.empty(array.shape, dtype=object)
-    for index in np.ndindex(*array.shape):
-        out[index] = fn(array[index])
-    return out
-
-
-def _linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    out = np.empty(x.shape[:-1] + w.shape[1:], dtype=object)
-    for index in np.ndindex(*out.shape):
-        *lead, j = index
-        out[index] = sympy.Add(*(x[(*lead, k)] * w[k, j] for k in range(w.shape[0])))
-    return out
-
-
 def symbolic_forward(op: str, args: tuple[np.ndarray, ...]) -> np.ndarray:
-    """The op's value on symbol arrays, built from SymPy primitives (not from
-    resverify.spec.exact)."""
-    shape = node_shape(op, (a.shape for a in args))
-    if op in ("add", "residual_add", "mul"):
-        left, right = (np.broadcast_to(a, shape) for a in args)
-        combine = sympy.Add if op != "mul" else sympy.Mul
-        return np.array([combine(p, q) for p, q in zip(left.flat, right.flat, strict=True)],
-                        dtype=object).reshape(shape)
-    if op == "scale":
-        return _elementwise(lambda v: sympy.Mul(ALPHA, v), args[0])
-    if op == "linear":
-        return _linear(args[0], args[1])
-    if op == "relu":
-        return _elementwise(lambda v: sympy.Max(v, 0), args[0])
-    if op == "tanh":
-        return _elementwise(sympy.tanh, args[0])
-    out = np.empty((), dtype=object)
-    out[()] = sympy.Add(*args[0].flat)
-    return out
+    """The op's value on symbol arrays, from its SymPy form (not from its exact rule)."""
+    entry = OP_TABLE[op]
+    return entry.symbolic(sympy, args, ALPHA if entry.takes_alpha else None)
 
 
 def _jacobian(output: np.ndarray, arg: np.ndarray) -> sympy.Matrix:

@@ -1,5 +1,8 @@
 """The program IR: a tiny graph over named inputs that every party interprets.
 
+The ops themselves (arity, attribute, shape rule and every other rule) are defined in
+:mod:`resverify.spec.ops`; :data:`OPS` here is their name and arity, read from there.
+
 A program is validated once, when it is built (or loaded from JSON), so that no
 interpreter ever meets an unknown op, a dangling name or a cycle. Shape errors are
 not structural: they are found by :func:`infer_shapes` (and by every interpreter)
@@ -13,19 +16,24 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from resverify.spec.errors import InvalidProgram, Shape, ShapeMismatch
+from resverify.spec.errors import InvalidProgram, Shape
+from resverify.spec.ops import OP_TABLE, broadcast_shapes
 
-# op name -> number of tensor arguments
-OPS: Mapping[str, int] = {
-    "add": 2,
-    "mul": 2,
-    "residual_add": 2,
-    "linear": 2,
-    "scale": 1,
-    "relu": 1,
-    "tanh": 1,
-    "sum": 1,
-}
+__all__ = [
+    "DTYPES",
+    "OPS",
+    "Input",
+    "Node",
+    "Program",
+    "as_alpha",
+    "as_shape",
+    "broadcast_shapes",
+    "infer_shapes",
+    "node_shape",
+]
+
+OPS: Mapping[str, int] = {name: op.arity for name, op in OP_TABLE.items()}
+"""Op name -> number of tensor arguments (the entries are in :mod:`resverify.spec.ops`)."""
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 
@@ -74,7 +82,7 @@ class Input:
 
 @dataclass(frozen=True)
 class Node:
-    """One op applied to earlier names; ``alpha`` only for ``scale``."""
+    """One op applied to earlier names; ``alpha`` only for an op that takes one (``scale``)."""
 
     name: str
     op: str
@@ -93,12 +101,13 @@ class Node:
                 f"node {self.name!r}: {self.op} takes {OPS[self.op]} argument(s), got {len(args)}"
             )
         object.__setattr__(self, "args", args)
-        if self.op == "scale":
+        if OP_TABLE[self.op].takes_alpha:
             if self.alpha is None:
-                raise InvalidProgram(f"node {self.name!r}: scale needs an alpha")
+                raise InvalidProgram(f"node {self.name!r}: {self.op} needs an alpha")
             object.__setattr__(self, "alpha", as_alpha(self.alpha))
         elif self.alpha is not None:
-            raise InvalidProgram(f"node {self.name!r}: only scale takes an alpha")
+            takers = " and ".join(n for n, op in OP_TABLE.items() if op.takes_alpha)
+            raise InvalidProgram(f"node {self.name!r}: only {takers} takes an alpha")
 
 
 @dataclass(frozen=True)
@@ -172,35 +181,9 @@ def _topological(inputs: tuple[Input, ...], nodes: tuple[Node, ...]) -> tuple[No
     return tuple(order)
 
 
-def broadcast_shapes(op: str, left: Shape, right: Shape) -> Shape:
-    """NumPy broadcasting of two shapes, or ShapeMismatch naming both."""
-    out: list[int] = []
-    for i in range(1, max(len(left), len(right)) + 1):
-        a = left[-i] if i <= len(left) else 1
-        b = right[-i] if i <= len(right) else 1
-        if a != b and 1 not in (a, b):
-            raise ShapeMismatch(op, left, right)
-        out.append(b if a == 1 else a)
-    return tuple(reversed(out))
-
-
 def node_shape(op: str, shapes: Iterable[Shape]) -> Shape:
     """The output shape of one op from its argument shapes (raises ShapeMismatch)."""
-    args = list(shapes)
-    if op in ("add", "mul"):
-        return broadcast_shapes(op, args[0], args[1])
-    if op == "residual_add":
-        if args[0] != args[1]:
-            raise ShapeMismatch(op, args[0], args[1])
-        return args[0]
-    if op == "linear":
-        x, w = args
-        if len(x) < 1 or len(w) != 2 or x[-1] != w[0]:
-            raise ShapeMismatch(op, x, w)
-        return (*x[:-1], w[1])
-    if op == "sum":
-        return ()
-    return args[0]
+    return OP_TABLE[op].shape(list(shapes))
 
 
 def infer_shapes(program: Program) -> dict[str, Shape]:

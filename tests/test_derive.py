@@ -1,4 +1,4 @@
-"""The hand-written VJP rules of resverify.spec.exact equal the derivatives SymPy derives."""
+"""The hand-written VJP rules of resverify.spec.ops equal the derivatives SymPy derives."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from resverify.spec.derive import (
     relu_derivative,
 )
 from resverify.spec.errors import Shape
-from resverify.spec.exact import RULES
+from resverify.spec.ops import OP_TABLE
 
 SMOOTH_CASES: list[tuple[str, tuple[Shape, ...]]] = [
     ("add", ((2, 3), (2, 3))), ("add", ((2, 1), (3,))), ("add", ((), (2,))),
@@ -33,11 +33,11 @@ SMOOTH_CASES: list[tuple[str, tuple[Shape, ...]]] = [
 
 
 def hand_vjp(op: str, shapes: tuple[Shape, ...]) -> tuple[np.ndarray, ...]:
-    """resverify.spec.exact's rule, run on the same symbols (alpha as a symbol, tanh's output
+    """The op entry's exact rule, run on the same symbols (alpha as a symbol, tanh's output
     symbolic)."""
     case = derived(op, shapes)
     alpha = ALPHA if op == "scale" else None
-    return RULES[op].vjp(case.cotangent, case.args, case.output, alpha)
+    return OP_TABLE[op].exact_vjp(case.cotangent, case.args, case.output, alpha)
 
 
 def differences(left: np.ndarray, right: np.ndarray) -> list[sympy.Expr]:
@@ -58,7 +58,7 @@ def test_hand_vjp_equals_the_sympy_derivative(op: str, shapes: tuple[Shape, ...]
 def test_hand_forward_equals_the_symbolic_forward(op: str, shapes: tuple[Shape, ...]) -> None:
     case = derived(op, shapes)
     alpha = ALPHA if op == "scale" else None
-    hand = RULES[op].forward(case.args, alpha)
+    hand = OP_TABLE[op].exact(case.args, alpha)
     wrong = differences(np.asarray(hand, dtype=object).reshape(case.output.shape), case.output)
     assert not wrong, f"{op}{shapes}: hand - symbolic forward = {wrong[:3]}"
 
@@ -86,7 +86,7 @@ def test_derivations_are_cached() -> None:
 @pytest.mark.parametrize("point", [Fraction(-3), Fraction(-1, 7), Fraction(1, 9), Fraction(5, 2)])
 def test_relu_hand_rule_equals_the_derived_heaviside_away_from_zero(point: Fraction) -> None:
     g = np.array([Fraction(3, 2)], dtype=object)
-    (hand,) = RULES["relu"].vjp(g, [np.array([point], dtype=object)], g, None)
+    (hand,) = OP_TABLE["relu"].exact_vjp(g, [np.array([point], dtype=object)], g, None)
     case = derived("relu", ((1,),))
     symbolic = case.vjp[0][0].subs({case.args[0][0]: sympy.Rational(point.numerator,
                                                                     point.denominator),
@@ -100,7 +100,7 @@ def test_relu_derivative_at_zero_is_the_declared_zero_not_sympys_half() -> None:
     assert sympy.diff(sympy.Max(a, 0), a).subs(a, 0) == sympy.Rational(1, 2)
     assert relu_derivative(0) == RELU_DERIVATIVE_AT_ZERO == 0
     g = np.array([Fraction(7)], dtype=object)
-    (hand,) = RULES["relu"].vjp(g, [np.array([Fraction(0)], dtype=object)], g, None)
+    (hand,) = OP_TABLE["relu"].exact_vjp(g, [np.array([Fraction(0)], dtype=object)], g, None)
     assert hand[0] == 0, f"relu vjp at 0 = {hand[0]}, but the declared convention says 0"
 
 

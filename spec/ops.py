@@ -1,0 +1,686 @@
+"""Every op of the IR, one entry each: everything resverify knows about an op is here.
+
+An entry is a small class, one instance per op in :data:`OP_TABLE`, holding side by side:
+
+* ``name``, ``arity`` and ``takes_alpha`` (the IR's one attribute), and :meth:`Op.shape`,
+  the shape rule (raises :class:`~resverify.spec.errors.ShapeMismatch`);
+* :meth:`Op.exact` and :meth:`Op.exact_vjp`, the exact forward and VJP on object arrays of
+  Fractions (or SymPy symbols), with ``rational`` saying whether they stay rational;
+* :meth:`Op.error` and :meth:`Op.error_vjp`, how the exact interpreter's approximation
+  error (non-zero only through tanh) passes through the op;
+* :meth:`Op.budget` and :meth:`Op.budget_vjp`, the floating-point error budget rules
+  (built from :mod:`resverify.spec.rounding`);
+* :meth:`Op.symbolic`, the forward value from SymPy primitives, which
+  :mod:`resverify.spec.derive` differentiates to check the hand-written VJP;
+* :meth:`Op.numpy`, the reference NumPy forward, returning its local VJP beside it (the
+  Tensor graph of :mod:`resverify.impl.ops` calls it);
+* :meth:`Op.array`, the op in any array library with NumPy operators (torch, jax, HIPS
+  autograd), given the library's few functions as an :class:`ArrayNamespace`;
+* ``samples``: argument shapes the generic op tests (``tests/test_ops.py``) run it on.
+
+Every consumer reads these entries: the IR (:mod:`resverify.spec.ir`), the exact
+interpreter (:mod:`resverify.spec.exact`), the budget (:mod:`resverify.spec.budget`), the
+SymPy derivation (:mod:`resverify.spec.derive`), the reference (:mod:`resverify.impl.ops`)
+and the array-library adapters (:mod:`resverify.impl.interpret`). Adding an op is one
+class here, its line in :data:`OP_TABLE`, and its tests.
+
+The reference NumPy rule sits here, in ``spec``, beside the exact rule it is checked
+against, because ``spec`` may not import ``impl``: an entry can only be whole on this side.
+It is plain NumPy on arrays; the autograd graph stays in :mod:`resverify.impl.tensor`.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, ClassVar
+
+import numpy as np
+
+from resverify.spec.errors import Shape, ShapeMismatch
+from resverify.spec.rational import (
+    ZERO,
+    ZERO_OBJ,
+    Arr,
+    exact_tanh,
+    fraction,
+    mag,
+    matmul,
+    obj,
+    objects,
+    tanh_error,
+    times,
+)
+from resverify.spec.rounding import INF, Bound, Ctx, dot, inflate, product, rows, transposed, up
+
+__all__ = [
+    "OP_TABLE",
+    "TANH_ULPS",
+    "ArrayNamespace",
+    "Op",
+    "Pullback",
+    "Site",
+    "broadcast_shapes",
+    "same_shape",
+    "unbroadcast",
+]
+
+TANH_ULPS = 4
+"""Error allowed for a backend's tanh, in ulps of the result.
+
+glibc lists 2–3 ulps for tanh and CUDA 2 ulps for tanhf; NumPy's tanh measured 1.05 ulp
+(float64) and 1.26 ulp (float32) against mpmath. 4 covers these with a small margin and
+is still far too tight to hide a wrong formula."""
+
+Pullback = Callable[[np.ndarray], tuple[np.ndarray, ...]]
+"""A reference op's local VJP: the output's cotangent to one gradient per argument."""
+
+
+# ----------------------------------------------------------------------------------------
+# shapes: the helpers the shape rules and the VJPs share
+
+
+def broadcast_shapes(op: str, left: Shape, right: Shape) -> Shape:
+    """NumPy broadcasting of two shapes, or ShapeMismatch naming both."""
+    out: list[int] = []
+    for i in range(1, max(len(left), len(right)) + 1):
+        a = left[-i] if i <= len(left) else 1
+        b = right[-i] if i <= len(right) else 1
+        if a != b and 1 not in (a, b):
+            raise ShapeMismatch(op, left, right)
+        out.append(b if a == 1 else a)
+    return tuple(reversed(out))
+
+
+def same_shape(op: str, left: Shape, right: Shape) -> Shape:
+    """``left`` when it equals ``right`` exactly, else ShapeMismatch naming both."""
+    if left != right:
+        raise ShapeMismatch(op, left, right)
+    return left
+
+
+def unbroadcast(grad: np.ndarray, shape: Shape) -> np.ndarray:
+    """Sum ``grad`` over the axes broadcasting added or stretched to go from ``shape``.
+
+    Keeps the dtype of ``grad``: object arrays of numbers, float bounds, or a reference
+    gradient in its own dtype.
+    """
+    extra = grad.ndim - len(shape)
+    out = grad.sum(axis=tuple(range(extra))) if extra else grad
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and out.shape[i] != 1)
+    if stretched:
+        out = out.sum(axis=stretched, keepdims=True)
+    return np.asarray(out, dtype=grad.dtype).reshape(shape)
+
+
+# ----------------------------------------------------------------------------------------
+# what an entry is
+
+
+@dataclass(frozen=True)
+class Site:
+    """The exact run at one node: α, the arguments' values and error bounds, the output's."""
+
+    alpha: Fraction | None
+    args: Sequence[Arr]
+    errs: Sequence[Fraction]
+    out: Arr
+    err: Fraction
+
+
+@dataclass(frozen=True)
+class ArrayNamespace:
+    """The functions of an array library that the ops use beyond ``+``, ``*`` and ``@``."""
+
+    relu: Callable[[Any], Any]
+    tanh: Callable[[Any], Any]
+    sum: Callable[[Any], Any]
+
+
+class Op(ABC):
+    """One op. Subclasses define every part; :data:`OP_TABLE` holds one instance of each."""
+
+    name: ClassVar[str]
+    arity: ClassVar[int]
+    takes_alpha: ClassVar[bool] = False
+    rational: ClassVar[bool] = True
+    """Whether the exact rules map rationals to rationals (so SymPy can check the forward)."""
+    samples: ClassVar[tuple[tuple[Shape, ...], ...]]
+    """Argument shapes the generic op tests run the op on."""
+
+    @abstractmethod
+    def shape(self, shapes: Sequence[Shape]) -> Shape:
+        """The output shape from the argument shapes, or ShapeMismatch."""
+
+    @abstractmethod
+    def exact(self, args: Sequence[Arr], alpha: Any) -> Arr:
+        """The exact forward value (object arrays of Fractions or SymPy expressions)."""
+
+    @abstractmethod
+    def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
+        """One gradient per argument for the output cotangent ``g``, exactly."""
+
+    @abstractmethod
+    def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
+              alpha: Fraction | None) -> Fraction:
+        """A bound of the output's approximation error from the arguments' bounds ``errs``."""
+
+    @abstractmethod
+    def error_vjp(self, at: Site, g: Arr, g_err: Fraction) -> tuple[Fraction, ...]:
+        """Bounds of each gradient's approximation error (``g_err`` bounds ``g``'s)."""
+
+    @abstractmethod
+    def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
+        """The output's floating-point bound from the arguments' bounds ``a``."""
+
+    @abstractmethod
+    def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
+                   ) -> list[Bound]:
+        """Each gradient's bound from the arguments' ``a``, the output's ``y``, the cotangent's
+        ``g``."""
+
+    @abstractmethod
+    def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
+        """The forward value built from SymPy primitives (``sp`` is the sympy module)."""
+
+    @abstractmethod
+    def numpy(self, args: Sequence[np.ndarray], alpha: Fraction | float | None
+              ) -> tuple[np.ndarray, Pullback]:
+        """The reference forward in the arguments' dtype, and its local VJP."""
+
+    @abstractmethod
+    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
+        """The forward in an array library (its autodiff gives the VJP)."""
+
+
+def _cast(value: object, like: np.ndarray) -> np.ndarray:
+    """``value`` in the dtype of ``like`` (reference ops never widen their inputs)."""
+    return np.asarray(value, dtype=like.dtype)
+
+
+def _copies(big: np.ndarray, small: np.ndarray) -> int:
+    """How many elements of ``big`` each element of ``small`` was broadcast to (at least 1)."""
+    return max(1, big.size // max(1, small.size))
+
+
+def _symbolic_pairs(sp_op: Callable[[Any, Any], Any], shape: Shape,
+                    args: Sequence[np.ndarray]) -> np.ndarray:
+    left, right = (np.broadcast_to(a, shape) for a in args)
+    return np.array([sp_op(p, q) for p, q in zip(left.flat, right.flat, strict=True)],
+                    dtype=object).reshape(shape)
+
+
+def _elementwise(fn: Callable[[Any], Any], array: np.ndarray) -> np.ndarray:
+    out = np.empty(array.shape, dtype=object)
+    for index in np.ndindex(*array.shape):
+        out[index] = fn(array[index])
+    return out
+
+
+def _sum_back(c: Ctx, g: Bound, shape: Shape) -> Bound:
+    """``g`` un-broadcast to ``shape``: its errors summed plus gamma of the copies' sizes."""
+    copies = g.mag.size // max(1, math.prod(shape))
+    err = unbroadcast(g.err, shape) + c.gamma(copies - 1) * unbroadcast(g.hat, shape)
+    return c.done(unbroadcast(g.mag, shape), err, copies)
+
+
+# ----------------------------------------------------------------------------------------
+# the ops
+
+
+class Add(Op):
+    """``add(a, b)``: elementwise sum, NumPy broadcasting allowed. d(a+b) = da + db."""
+
+    name, arity = "add", 2
+    samples = (((2, 3), (2, 3)), ((2, 1), (3,)), ((), (2,)), ((1,), (2, 2)), ((0, 2), (2,)))
+
+    def shape(self, shapes: Sequence[Shape]) -> Shape:
+        return broadcast_shapes(self.name, shapes[0], shapes[1])
+
+    def exact(self, args: Sequence[Arr], alpha: Any) -> Arr:
+        return obj(args[0] + args[1])
+
+    def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
+        return unbroadcast(g, args[0].shape), unbroadcast(g, args[1].shape)
+
+    def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
+              alpha: Fraction | None) -> Fraction:
+        return errs[0] + errs[1]
+
+    def error_vjp(self, at: Site, g: Arr, g_err: Fraction) -> tuple[Fraction, ...]:
+        return tuple(g_err * _copies(g, a) for a in at.args)
+
+    def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
+        """``e_a + e_b + u (hat_a + hat_b)``."""
+        return c.done(a[0].mag + a[1].mag, a[0].err + a[1].err + c.u * (a[0].hat + a[1].hat))
+
+    def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
+                   ) -> list[Bound]:
+        """Un-broadcasting N cotangent copies: gamma_{N-1} times the sum of their sizes."""
+        return [_sum_back(c, g, arg.mag.shape) for arg in a]
+
+    def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
+        return _symbolic_pairs(sp.Add, self.shape([a.shape for a in args]), args)
+
+    def numpy(self, args: Sequence[np.ndarray], alpha: Fraction | float | None
+              ) -> tuple[np.ndarray, Pullback]:
+        a, b = args
+        return _cast(a + b, a), lambda g: (unbroadcast(g, a.shape), unbroadcast(g, b.shape))
+
+    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
+        return args[0] + args[1]
+
+
+class ResidualAdd(Op):
+    """``residual_add(identity, branch)``: the exact-shape merge. Any other shape pair,
+    broadcastable or not, is a ShapeMismatch naming both; the cotangent passes unchanged
+    to both edges."""
+
+    name, arity = "residual_add", 2
+    samples = (((2,), (2,)), ((), ()), ((2, 2), (2, 2)), ((0, 3), (0, 3)))
+
+    def shape(self, shapes: Sequence[Shape]) -> Shape:
+        return same_shape(self.name, shapes[0], shapes[1])
+
+    def exact(self, args: Sequence[Arr], alpha: Any) -> Arr:
+        return obj(args[0] + args[1])
+
+    def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
+        return g, g
+
+    def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
+              alpha: Fraction | None) -> Fraction:
+        return errs[0] + errs[1]
+
+    def error_vjp(self, at: Site, g: Arr, g_err: Fraction) -> tuple[Fraction, ...]:
+        return tuple(g_err * _copies(g, a) for a in at.args)
+
+    def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
+        """As for add: ``e_a + e_b + u (hat_a + hat_b)``."""
+        return c.done(a[0].mag + a[1].mag, a[0].err + a[1].err + c.u * (a[0].hat + a[1].hat))
+
+    def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
+                   ) -> list[Bound]:
+        """The cotangent itself, on both edges: no rounding."""
+        return [g, g]
+
+    def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
+        return _symbolic_pairs(sp.Add, self.shape([a.shape for a in args]), args)
+
+    def numpy(self, args: Sequence[np.ndarray], alpha: Fraction | float | None
+              ) -> tuple[np.ndarray, Pullback]:
+        return _cast(args[0] + args[1], args[0]), lambda g: (g, g)
+
+    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
+        return args[0] + args[1]
+
+
+class Mul(Op):
+    """``mul(a, b)``: elementwise product, broadcasting as add. d(ab) = b da + a db."""
+
+    name, arity = "mul", 2
+    samples = (((2, 3), (2, 3)), ((2, 1), (1, 3)), ((3,), ()))
+
+    def shape(self, shapes: Sequence[Shape]) -> Shape:
+        return broadcast_shapes(self.name, shapes[0], shapes[1])
+
+    def exact(self, args: Sequence[Arr], alpha: Any) -> Arr:
+        return obj(args[0] * args[1])
+
+    def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
+        return (unbroadcast(obj(g * args[1]), args[0].shape),
+                unbroadcast(obj(g * args[0]), args[1].shape))
+
+    def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
+              alpha: Fraction | None) -> Fraction:
+        if not any(errs):
+            return ZERO
+        return times(mag(args[0]), errs[0], mag(args[1]), errs[1])
+
+    def error_vjp(self, at: Site, g: Arr, g_err: Fraction) -> tuple[Fraction, ...]:
+        mg, (a, b), (ea, eb) = mag(g), at.args, at.errs
+        return (_copies(g, a) * times(mg, g_err, mag(b), eb),
+                _copies(g, b) * times(mg, g_err, mag(a), ea))
+
+    def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
+        """``|a| e_b + |b| e_a + e_a e_b + u hat_a hat_b``."""
+        return c.done(*product(c, a[0], a[1]))
+
+    def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
+                   ) -> list[Bound]:
+        """One product per element, then un-broadcast as for add."""
+        out = []
+        for arg, other in ((a[0], a[1]), (a[1], a[0])):
+            size, err = product(c, g, other)
+            shape = arg.mag.shape
+            copies = size.size // max(1, arg.mag.size)
+            summed = unbroadcast(err, shape) + c.gamma(copies - 1) * unbroadcast(
+                (1 + c.u) * g.hat * other.hat + c.tiny, shape)
+            out.append(c.done(unbroadcast(size, shape), summed, copies))
+        return out
+
+    def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
+        return _symbolic_pairs(sp.Mul, self.shape([a.shape for a in args]), args)
+
+    def numpy(self, args: Sequence[np.ndarray], alpha: Fraction | float | None
+              ) -> tuple[np.ndarray, Pullback]:
+        a, b = args
+        return _cast(a * b, a), lambda g: (unbroadcast(g * b, a.shape),
+                                           unbroadcast(g * a, b.shape))
+
+    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
+        return args[0] * args[1]
+
+
+class Scale(Op):
+    """``scale(a, alpha)``: multiply by a constant α (exact rational). d(αa) = α da."""
+
+    name, arity, takes_alpha = "scale", 1, True
+    samples = (((2, 2),), ((),))
+
+    def shape(self, shapes: Sequence[Shape]) -> Shape:
+        return shapes[0]
+
+    def exact(self, args: Sequence[Arr], alpha: Any) -> Arr:
+        return obj(args[0] * alpha)
+
+    def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
+        return (obj(g * alpha),)
+
+    def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
+              alpha: Fraction | None) -> Fraction:
+        assert alpha is not None
+        return abs(alpha) * errs[0]
+
+    def error_vjp(self, at: Site, g: Arr, g_err: Fraction) -> tuple[Fraction, ...]:
+        assert at.alpha is not None
+        return (abs(at.alpha) * g_err,)
+
+    @staticmethod
+    def _scaled(c: Ctx, alpha: Fraction | None, x: Bound) -> Bound:
+        assert alpha is not None
+        size, miss = c.alpha(alpha)
+        err = size * x.err + miss * x.hat + c.u * (size + miss) * x.hat + c.tiny
+        return c.done(size * x.mag, err)
+
+    def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
+        """α is first rounded to the dtype (``|α̂ - α| <= u|α|``, plus ``2**-53 |α|`` when it
+        passes through float64 on the way), then one product as for mul."""
+        return self._scaled(c, at.alpha, a[0])
+
+    def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
+                   ) -> list[Bound]:
+        """The same product, on the cotangent."""
+        return [self._scaled(c, at.alpha, g)]
+
+    def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
+        return _elementwise(lambda v: sp.Mul(alpha, v), args[0])
+
+    def numpy(self, args: Sequence[np.ndarray], alpha: Fraction | float | None
+              ) -> tuple[np.ndarray, Pullback]:
+        assert alpha is not None
+        (a,) = args
+        k = _cast(float(alpha), a)  # α rounded once to the tensor's dtype
+        return _cast(a * k, a), lambda g: (_cast(g * k, a),)
+
+    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
+        assert alpha is not None
+        return args[0] * float(alpha)
+
+
+class Linear(Op):
+    """``linear(x, w)``: ``x @ w``, x of shape (..., d_in), w of shape (d_in, d_out), no bias.
+    VJP: x̄ = ȳ wᵀ, w̄ = Σ over leading axes of xᵀ ȳ."""
+
+    name, arity = "linear", 2
+    samples = (((3,), (3, 2)), ((2, 3), (3, 2)), ((2, 1, 2), (2, 3)), ((0, 2), (2, 3)))
+
+    def shape(self, shapes: Sequence[Shape]) -> Shape:
+        x, w = shapes
+        if len(x) < 1 or len(w) != 2 or x[-1] != w[0]:
+            raise ShapeMismatch(self.name, x, w)
+        return (*x[:-1], w[1])
+
+    def exact(self, args: Sequence[Arr], alpha: Any) -> Arr:
+        return matmul(args[0], args[1]).reshape(args[0].shape[:-1] + args[1].shape[1:])
+
+    def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
+        x, w = args
+        d_in, d_out = w.shape
+        count = math.prod(x.shape[:-1])  # not reshape(-1, d_in): d_in may be 0
+        gw = matmul(x.reshape(count, d_in).T, g.reshape(count, d_out)).reshape(w.shape)
+        return matmul(g, w.T).reshape(x.shape), gw
+
+    def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
+              alpha: Fraction | None) -> Fraction:
+        if not any(errs):
+            return ZERO
+        return args[1].shape[0] * times(mag(args[0]), errs[0], mag(args[1]), errs[1])
+
+    def error_vjp(self, at: Site, g: Arr, g_err: Fraction) -> tuple[Fraction, ...]:
+        mg, (x, w), (ex, ew) = mag(g), at.args, at.errs
+        count = math.prod(x.shape[:-1])
+        return (w.shape[1] * times(mg, g_err, mag(w), ew), count * times(mg, g_err, mag(x), ex))
+
+    def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
+        """A dot product of length n: the propagated part as for mul summed over n terms,
+        plus ``gamma_n (|x̂| @ |ŵ|)`` (any summation order, with or without FMA)."""
+        x, w = a
+        out = dot(c, rows(x, w.mag.shape[0]), w)
+        shape = x.mag.shape[:-1] + w.mag.shape[1:]
+        return Bound(out.mag.reshape(shape), out.err.reshape(shape))
+
+    def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
+                   ) -> list[Bound]:
+        """Both VJPs are dot products too: ``ḡ wᵀ`` and ``xᵀ ḡ``."""
+        x, w = a
+        d_in, d_out = w.mag.shape
+        gx = dot(c, rows(g, d_out), transposed(w))
+        gw = dot(c, transposed(rows(x, d_in)), rows(g, d_out))
+        return [Bound(gx.mag.reshape(x.mag.shape), gx.err.reshape(x.mag.shape)), gw]
+
+    def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
+        x, w = args
+        out = np.empty(x.shape[:-1] + w.shape[1:], dtype=object)
+        for index in np.ndindex(*out.shape):
+            *lead, j = index
+            out[index] = sp.Add(*(x[(*lead, k)] * w[k, j] for k in range(w.shape[0])))
+        return out
+
+    def numpy(self, args: Sequence[np.ndarray], alpha: Fraction | float | None
+              ) -> tuple[np.ndarray, Pullback]:
+        x, w = args
+
+        def vjp(g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            d_in, d_out = w.shape
+            count = math.prod(x.shape[:-1])
+            gw = x.reshape(count, d_in).T @ g.reshape(count, d_out)
+            return _cast(g @ w.T, x), _cast(gw, w)
+
+        return _cast(x @ w, x), vjp
+
+    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
+        return args[0] @ args[1]
+
+
+class Relu(Op):
+    """``relu(a)``: ``max(a, 0)``, +0 for every non-positive input; its derivative is 1
+    where a > 0, else 0 (0 at 0: the declared convention)."""
+
+    name, arity = "relu", 1
+    samples = (((3,),), ((),))
+
+    def shape(self, shapes: Sequence[Shape]) -> Shape:
+        return shapes[0]
+
+    def exact(self, args: Sequence[Arr], alpha: Any) -> Arr:
+        return obj(np.where(args[0] > 0, args[0], ZERO_OBJ))
+
+    def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
+        return (obj(np.where(args[0] > 0, g, ZERO_OBJ)),)
+
+    def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
+              alpha: Fraction | None) -> Fraction:
+        return errs[0]  # 1-Lipschitz
+
+    def error_vjp(self, at: Site, g: Arr, g_err: Fraction) -> tuple[Fraction, ...]:
+        """Where the input's sign is uncertain, the whole cotangent may be wrong."""
+        e = at.errs[0]
+        unsure = e > 0 and any(abs(v) <= e for v in at.args[0].reshape(-1).tolist())
+        return (g_err + (mag(g) if unsure else ZERO),)
+
+    @staticmethod
+    def _masks(at: Site, x: Bound) -> tuple[np.ndarray, np.ndarray]:
+        """(positive, uncertain): where the exact input is > 0, and where its sign may flip."""
+        exact, slack = at.args[0], at.errs[0]
+        margin = inflate(x.err + up(slack), 0)
+        flat = exact.reshape(-1).tolist()
+        positive = np.array([v > 0 for v in flat], dtype=bool).reshape(exact.shape)
+        uncertain = np.array([m == INF or abs(v) <= Fraction(m)
+                              for v, m in zip(flat, margin.reshape(-1).tolist(), strict=True)],
+                             dtype=bool).reshape(exact.shape)
+        return positive, uncertain & (x.err + slack > 0)
+
+    def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
+        """Exact and 1-Lipschitz: the input's bound where it is (or may be) positive."""
+        positive, uncertain = self._masks(at, a[0])
+        keep = positive | uncertain
+        return Bound(np.where(keep, a[0].mag, 0.0), np.where(keep, a[0].err, 0.0))
+
+    def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
+                   ) -> list[Bound]:
+        """Where the input's sign is uncertain (``|x| <= e_x``) the gradient may be the
+        whole cotangent or nothing, and is charged so."""
+        positive, uncertain = self._masks(at, a[0])
+        err = np.where(uncertain, g.hat, np.where(positive, g.err, 0.0))
+        return [Bound(np.where(positive | uncertain, g.mag, 0.0), err)]
+
+    def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
+        return _elementwise(lambda v: sp.Max(v, 0), args[0])
+
+    def numpy(self, args: Sequence[np.ndarray], alpha: Fraction | float | None
+              ) -> tuple[np.ndarray, Pullback]:
+        (a,) = args
+        zero = _cast(0, a)
+        positive = a > 0
+        return np.where(positive, a, zero), lambda g: (np.where(positive, g, zero),)
+
+    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
+        return xp.relu(args[0])
+
+
+class Tanh(Op):
+    """``tanh(a)``: a smooth nonlinear branch, tanh' = 1 - tanh². Not rational: the exact
+    value is enclosed with mpmath (:func:`resverify.spec.rational.exact_tanh`)."""
+
+    name, arity, rational = "tanh", 1, False
+    samples = (((3,),), ((),))
+
+    def shape(self, shapes: Sequence[Shape]) -> Shape:
+        return shapes[0]
+
+    def exact(self, args: Sequence[Arr], alpha: Any) -> Arr:
+        return objects([exact_tanh(fraction(v))[0] for v in args[0].reshape(-1).tolist()],
+                       args[0].shape)
+
+    def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
+        return (obj(g * (1 - out * out)),)
+
+    def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
+              alpha: Fraction | None) -> Fraction:
+        return errs[0] + tanh_error(out)  # 1-Lipschitz, plus the enclosure's own width
+
+    def error_vjp(self, at: Site, g: Arr, g_err: Fraction) -> tuple[Fraction, ...]:
+        return (g_err + mag(g) * at.err * (2 * mag(at.out) + at.err),)
+
+    def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
+        """1-Lipschitz; a backend's tanh may be :data:`TANH_ULPS` ulps off
+        (``ulp(t) <= 2u|t|``)."""
+        x = a[0]
+        err = x.err + 2 * TANH_ULPS * c.u * np.minimum(x.hat, 1.0) + TANH_ULPS * c.tiny
+        return c.done(np.minimum(x.mag, 1.0), err)
+
+    def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
+                   ) -> list[Bound]:
+        """``ḡ (1 - t²)`` gets ``e_t (2|t| + e_t)`` for the error of t and ``5u`` for the
+        rounding of ``1 - t²`` (or ``(1 - t)(1 + t)``)."""
+        s = at.err
+        slope = np.array([min(1.0, up(1 - v * v + s * (2 + s)))
+                          for v in at.out.reshape(-1).tolist()],
+                         dtype=np.float64).reshape(y.mag.shape)
+        slope_err = y.err * (2 * np.minimum(y.mag, 1.0) + y.err) + 5 * c.u
+        err = (g.mag * slope_err + slope * g.err + g.err * slope_err
+               + c.u * g.hat * (slope + slope_err) + c.tiny)
+        return [c.done(g.mag * slope, err)]
+
+    def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
+        return _elementwise(sp.tanh, args[0])
+
+    def numpy(self, args: Sequence[np.ndarray], alpha: Fraction | float | None
+              ) -> tuple[np.ndarray, Pullback]:
+        (a,) = args
+        t = _cast(np.tanh(a), a)
+        one = _cast(1, a)
+        return t, lambda g: (_cast(g * (one - t * t), a),)
+
+    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
+        return xp.tanh(args[0])
+
+
+class Sum(Op):
+    """``sum(a)``: the sum of every element, shape (); the cotangent is copied to every
+    element."""
+
+    name, arity = "sum", 1
+    samples = (((2, 3),), ((),), ((0, 2),))
+
+    def shape(self, shapes: Sequence[Shape]) -> Shape:
+        return ()
+
+    def exact(self, args: Sequence[Arr], alpha: Any) -> Arr:
+        return obj(args[0].sum())
+
+    def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
+        return (obj(np.broadcast_to(g, args[0].shape)).copy(),)
+
+    def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
+              alpha: Fraction | None) -> Fraction:
+        return args[0].size * errs[0]
+
+    def error_vjp(self, at: Site, g: Arr, g_err: Fraction) -> tuple[Fraction, ...]:
+        return (g_err,)
+
+    def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
+        """A sum of N elements: ``gamma_{N-1}`` times the sum of magnitudes."""
+        x = a[0]
+        n = x.mag.size
+        err = x.err.sum() + c.gamma(n - 1) * x.hat.sum()
+        return c.done(np.asarray(x.mag.sum()), np.asarray(err), n)
+
+    def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
+                   ) -> list[Bound]:
+        """Copies: no rounding."""
+        shape = a[0].mag.shape
+        return [Bound(np.broadcast_to(g.mag, shape).copy(), np.broadcast_to(g.err, shape).copy())]
+
+    def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
+        out = np.empty((), dtype=object)
+        out[()] = sp.Add(*args[0].flat)
+        return out
+
+    def numpy(self, args: Sequence[np.ndarray], alpha: Fraction | float | None
+              ) -> tuple[np.ndarray, Pullback]:
+        (a,) = args
+        return _cast(a.sum(), a), lambda g: (np.broadcast_to(_cast(g, a), a.shape).copy(),)
+
+    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
+        return xp.sum(args[0])
+
+
+OP_TABLE: Mapping[str, Op] = {
+    op.name: op for op in (Add(), ResidualAdd(), Mul(), Scale(), Linear(), Relu(), Tanh(), Sum())
+}
+"""Every op of the IR by name; the order is the order the IR documents them in."""

@@ -1,0 +1,197 @@
+"""Exact arithmetic on NumPy object arrays of Fractions, and tanh enclosed with mpmath.
+
+The exact rules of every op (in :mod:`resverify.spec.ops`) are written with these
+helpers; :mod:`resverify.spec.exact` runs them. Every op except ``tanh`` maps rationals to
+rationals and stays in :class:`fractions.Fraction` arithmetic (NumPy object arrays give
+NumPy's own shapes and broadcasting, rank 0 and empty axes included). ``tanh`` is enclosed
+with mpmath's interval arithmetic (outward-rounded ``exp``) at a working precision that
+grows until the enclosure is narrower than ``2**-TANH_PRECISION_BITS`` relative to the
+value; the midpoint becomes the Fraction carried on, half the width its error.
+
+The error helpers (:func:`mag`, :func:`times`) bound how such approximation errors spread:
+one absolute bound per array, ``|ab - a'b'| <= |a'|e_b + |b'|e_a + e_a e_b``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from mpmath import libmp
+
+from resverify.spec.errors import InvalidProgram, Shape
+
+__all__ = [
+    "TANH_PRECISION_BITS",
+    "ZERO",
+    "Arr",
+    "as_fractions",
+    "exact_tanh",
+    "fraction",
+    "mag",
+    "matmul",
+    "normalize",
+    "obj",
+    "objects",
+    "tanh_error",
+    "times",
+]
+
+TANH_PRECISION_BITS = 200
+"""Each tanh element is enclosed to within ``2**-200`` of its own magnitude (relative)."""
+
+ZERO = Fraction(0)
+ZERO_OBJ = np.array(ZERO, dtype=object)
+Arr = np.ndarray
+
+
+def fraction(value: object) -> Fraction:
+    """One finite number as an exact Fraction (NaN, infinities and non-numbers refused)."""
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        raise InvalidProgram(f"expected a number, got {value!r}")
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        if number != number or number in (float("inf"), float("-inf")):
+            raise InvalidProgram(f"the exact interpreter needs finite values, got {number!r}")
+        return Fraction(number)
+    if isinstance(value, (int, np.integer)):
+        return Fraction(int(value))
+    if isinstance(value, str):
+        return Fraction(value)
+    raise InvalidProgram(f"expected a number, got {type(value).__name__} {value!r}")
+
+
+def objects(values: Sequence[object], shape: Shape) -> Arr:
+    """An object array of ``shape`` holding ``values`` (in row-major order)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = list(values)
+    return out.reshape(shape)
+
+
+def obj(value: Any) -> Arr:
+    """``value`` as an object array (NumPy's scalar results become rank-0 arrays)."""
+    return np.asarray(value, dtype=object)
+
+
+def as_fractions(array: object) -> Arr:
+    """An object array of exact Fractions with the same shape (-0.0 becomes Fraction(0)).
+
+    Floats convert exactly (every finite float is a dyadic rational); NaN and infinities
+    are refused with :class:`~resverify.spec.errors.InvalidProgram`.
+    """
+    raw = array if isinstance(array, np.ndarray) else np.array(array, dtype=object)
+    return objects([fraction(v) for v in raw.reshape(-1).tolist()], raw.shape)
+
+
+def normalize(array: Arr) -> Arr:
+    """Object arrays whose elements are all Fractions (NumPy's empty sums yield int 0)."""
+    flat = np.asarray(array, dtype=object).reshape(-1).tolist()
+    return objects([v if isinstance(v, Fraction) else Fraction(v) for v in flat],
+                   np.shape(array))
+
+
+def _scaled(array: Arr) -> tuple[Arr, int] | None:
+    """``(ints, d)`` with ``array == ints / d`` when every element is a Fraction or int."""
+    flat = array.reshape(-1).tolist()
+    if not all(isinstance(v, (Fraction, int)) for v in flat):
+        return None
+    d = math.lcm(*(v.denominator for v in flat)) if flat else 1
+    ints = [v.numerator * (d // v.denominator) for v in flat]
+    return objects(ints, array.shape), d
+
+
+def matmul(a: Arr, b: Arr) -> Arr:
+    """``a @ b``; on rationals, done on integers over a common denominator (no gcd per step)."""
+    sa, sb = _scaled(a), _scaled(b)
+    if sa is None or sb is None:
+        return obj(a @ b)
+    product = obj(sa[0] @ sb[0])
+    d = sa[1] * sb[1]
+    return objects([Fraction(v, d) for v in product.reshape(-1).tolist()], product.shape)
+
+
+# ----------------------------------------------------------------------------------------
+# tanh, enclosed
+
+
+def _to_fraction(raw: tuple[int, int, int, int]) -> Fraction:
+    p, q = libmp.to_rational(raw)
+    return Fraction(p, q)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def exact_tanh(x: Fraction) -> tuple[Fraction, Fraction]:
+    """``(t, e)`` with ``|tanh(x) - t| <= e <= |t| * 2**-TANH_PRECISION_BITS``.
+
+    Small and large arguments use bounds that need no evaluation:
+    ``x - x**3/3 <= tanh x <= x`` for x >= 0, and ``0 < 1 - tanh x < 2 exp(-2x) < 2**-700``
+    for x >= 256. Between, ``tanh x = 1 - 2/(exp(2x) + 1)`` with outward rounding, redone at
+    double the precision until the enclosure is narrow enough. The result is cached.
+    """
+    if x < 0:
+        t, e = exact_tanh(-x)
+        return -t, e
+    if x == 0:
+        return ZERO, ZERO
+    if x < Fraction(1, 2**TANH_PRECISION_BITS):
+        return x, x**3 / 3
+    if x >= 256:
+        return Fraction(1), Fraction(1, 2**700)
+    prec = TANH_PRECISION_BITS + 24 + max(0, -x.numerator.bit_length() + x.denominator.bit_length())
+    while True:
+        lo, hi = _tanh_enclosure(x, prec)
+        mid, half = (lo + hi) / 2, (hi - lo) / 2
+        if half <= abs(mid) / 2**TANH_PRECISION_BITS:
+            return mid, half
+        prec *= 2
+
+
+def _tanh_enclosure(x: Fraction, prec: int) -> tuple[Fraction, Fraction]:
+    """Bounds on tanh(x) for x > 0, as ``1 - 2/(exp(2x) + 1)`` with every step rounded outward.
+
+    This is mpmath's interval ``exp`` (``mpf_exp`` rounded down and up) without the
+    interval-object overhead; the expression is increasing in exp(2x), so the lower bound
+    uses only lower bounds of its increasing parts and upper bounds of its decreasing ones.
+    """
+    down, up = libmp.round_floor, libmp.round_ceiling
+    one, two = libmp.fone, libmp.from_int(2)
+    bounds = []
+    for rnd, other in ((down, up), (up, down)):
+        twice = libmp.from_rational(2 * x.numerator, x.denominator, prec, rnd)
+        grown = libmp.mpf_add(libmp.mpf_exp(twice, prec, rnd), one, prec, rnd)
+        share = libmp.mpf_div(two, grown, prec, other)
+        bounds.append(_to_fraction(libmp.mpf_sub(one, share, prec, rnd)))
+    return bounds[0], bounds[1]
+
+
+def tanh_error(out: Arr) -> Fraction:
+    """The largest enclosure half-width among tanh values just computed (cached)."""
+    return max((_tanh_value_error(v) for v in out.reshape(-1).tolist()), default=ZERO)
+
+
+def _tanh_value_error(t: Fraction) -> Fraction:
+    """A bound for the error of a tanh value t: ``|t| 2**-P`` (or ``2**-700`` at ±1)."""
+    if abs(t) == 1:
+        return Fraction(1, 2**700)
+    return abs(t) / 2**TANH_PRECISION_BITS
+
+
+# ----------------------------------------------------------------------------------------
+# error bounds of approximate elements (only tanh makes them non-zero)
+
+
+def mag(array: Arr) -> Fraction:
+    """The largest magnitude in ``array`` (0 for an empty one)."""
+    flat = array.reshape(-1).tolist()
+    return max((abs(v) for v in flat), default=ZERO)
+
+
+def times(ma: Fraction, ea: Fraction, mb: Fraction, eb: Fraction) -> Fraction:
+    """Error of a product of approximations with magnitudes ma, mb and errors ea, eb."""
+    return ma * eb + mb * ea + ea * eb

@@ -1,0 +1,139 @@
+"""Floating-point error arithmetic: the pieces every op's budget rule is built from.
+
+A value in the budget analysis is a :class:`Bound`: ``mag``, an upper bound of the true
+value's magnitude, and ``err``, an upper bound of ``|computed - true|`` (float64 arrays,
+elementwise). :class:`Ctx` knows the dtype being judged (its unit roundoff ``u`` and
+smallest subnormal) and rounds every new bound up (:meth:`Ctx.done`). :func:`product`
+and :func:`dot` are the rounded elementwise product and dot product. The rules that use
+them, one per op, are in :mod:`resverify.spec.ops`; :mod:`resverify.spec.budget` runs them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+__all__ = [
+    "INF",
+    "LARGEST",
+    "TINY",
+    "UNIT_ROUNDOFF",
+    "Bound",
+    "Ctx",
+    "dot",
+    "gamma",
+    "inflate",
+    "product",
+    "rows",
+    "transposed",
+    "up",
+]
+
+UNIT_ROUNDOFF: Mapping[str, Fraction] = {
+    "float64": Fraction(1, 2**53),
+    "float32": Fraction(1, 2**24),
+    "float16": Fraction(1, 2**11),
+    "bfloat16": Fraction(1, 2**8),
+}
+TINY: Mapping[str, Fraction] = {  # smallest positive subnormal
+    "float64": Fraction(1, 2**1074),
+    "float32": Fraction(1, 2**149),
+    "float16": Fraction(1, 2**24),
+    "bfloat16": Fraction(1, 2**133),
+}
+LARGEST: Mapping[str, float] = {
+    "float64": float(np.finfo(np.float64).max),
+    "float32": float(np.finfo(np.float32).max),
+    "float16": 65504.0,
+    "bfloat16": float((2 - Fraction(1, 2**7)) * 2**127),
+}
+INF = float("inf")
+
+
+def up(value: Fraction) -> float:
+    """The smallest float64 >= ``value`` (``inf`` beyond the float64 range)."""
+    try:
+        f = float(value)
+    except OverflowError:
+        return INF
+    return f if Fraction(f) >= value else math.nextafter(f, INF)
+
+
+def gamma(n: int, dtype: str) -> float:
+    """``n u / (1 - n u)`` rounded up: the relative error bound of a length-n sum or dot."""
+    nu = max(n, 0) * UNIT_ROUNDOFF[dtype]
+    return INF if nu >= 1 else up(nu / (1 - nu))
+
+
+def inflate(x: np.ndarray, terms: int) -> np.ndarray:
+    """Round a non-negative float64 bound up past the roundings made while computing it."""
+    arr = np.asarray(x, dtype=np.float64)
+    arr = np.where(np.isnan(arr), INF, arr)
+    grown = arr * (1 + (terms + 64) * 2.0**-50) + (terms + 64) * 2.0**-1074
+    return np.nextafter(grown, INF)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """``mag >= |true value|`` and ``err >= |computed - true|``, elementwise."""
+
+    mag: np.ndarray
+    err: np.ndarray
+
+    @property
+    def hat(self) -> np.ndarray:
+        return self.mag + self.err
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """The dtype a budget is for: its unit roundoff ``u`` and smallest subnormal ``tiny``."""
+
+    dtype: str
+    u: float
+    tiny: float
+
+    def gamma(self, n: int) -> float:
+        return gamma(n, self.dtype)
+
+    def done(self, mag: np.ndarray, err: np.ndarray, terms: int = 0) -> Bound:
+        """The bound rounded up (``terms``: the longest sum involved); inf near overflow."""
+        mag, err = inflate(mag, terms), inflate(err, terms)
+        overflow = (mag + err) >= LARGEST[self.dtype] / 2
+        return Bound(mag, np.where(overflow, INF, err))
+
+    def alpha(self, alpha: Fraction) -> tuple[float, float]:
+        """``(|α|, bound on |α̂ - α|)`` where α̂ is α rounded to the dtype."""
+        size = abs(alpha)
+        if size >= Fraction(LARGEST[self.dtype]):
+            return up(size), INF
+        rel = UNIT_ROUNDOFF[self.dtype] + (0 if self.dtype == "float64" else Fraction(1, 2**53))
+        return up(size), up(rel * size + TINY[self.dtype])
+
+
+def product(c: Ctx, x: Bound, y: Bound) -> tuple[np.ndarray, np.ndarray]:
+    """Magnitude and error of one rounded elementwise product of two bounded values."""
+    err = x.mag * y.err + y.mag * x.err + x.err * y.err + c.u * (x.hat * y.hat) + c.tiny
+    return x.mag * y.mag, err
+
+
+def dot(c: Ctx, x: Bound, w: Bound) -> Bound:
+    """``x @ w`` with 2-D operands: propagated error plus gamma_n of the magnitude product."""
+    n = x.mag.shape[-1]
+    err = (x.mag @ w.err + x.err @ w.mag + x.err @ w.err
+           + c.gamma(n) * (x.hat @ w.hat) + n * c.tiny)
+    return c.done(x.mag @ w.mag, err, n)
+
+
+def rows(b: Bound, width: int) -> Bound:
+    """As a 2-D (rows, width) matrix; not reshape(-1, width), which fails for width 0."""
+    count = math.prod(b.mag.shape[:-1])
+    return Bound(b.mag.reshape(count, width), b.err.reshape(count, width))
+
+
+def transposed(b: Bound) -> Bound:
+    return Bound(b.mag.T, b.err.T)
