@@ -1,34 +1,25 @@
-"""The reference backend: interprets IR requests with the NumPy autograd of this package."""
+"""The reference backend: interprets IR requests with the NumPy autograd of this package.
+
+Each node runs its op's reference rule from :mod:`resverify.spec.ops` through
+:func:`resverify.impl.ops.apply_op`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
-from resverify.impl import ops
-from resverify.impl.backend import Capabilities, scale_alpha
-from resverify.impl.interpret import interpret
+from resverify.impl.backend import Capabilities
+from resverify.impl.interpret import interpret, node_alpha
+from resverify.impl.ops import apply_op
 from resverify.impl.tensor import Tensor
 from resverify.spec.errors import ShapeMismatch
 from resverify.spec.ir import Node
 from resverify.spec.request import Request, Result
 
-_BINARY: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
-    "add": ops.add, "mul": ops.mul, "residual_add": ops.residual_add, "linear": ops.linear,
-}
-_UNARY: dict[str, Callable[[Tensor], Tensor]] = {
-    "relu": ops.relu, "tanh": ops.tanh, "sum": ops.sum_all,
-}
-
 
 def apply(node: Node, args: list[Tensor]) -> Tensor:
     """Apply one IR node to tensors."""
-    if node.op == "scale":
-        return ops.scale(args[0], scale_alpha(node))
-    if node.op in _BINARY:
-        return _BINARY[node.op](args[0], args[1])
-    return _UNARY[node.op](args[0])
+    return apply_op(node.op, args, node_alpha(node))
 
 
 class NumpyBackend:

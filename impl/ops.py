@@ -1,40 +1,48 @@
-"""The reference ops: each computes its forward value and returns its local VJP beside it.
+"""The reference ops on Tensors: each op's NumPy forward and VJP from its entry.
 
-Every op keeps the dtype of its inputs (a float32 program never widens to float64),
-and constants are cast to that dtype before use.
+The rules themselves are in the op's entry in :mod:`resverify.spec.ops` (``numpy``:
+the forward value in the arguments' dtype and its local VJP beside it). :func:`apply_op`
+checks the entry's shape rule first, so a refused op raises before it builds anything
+and leaves no trace in any graph; it then links the result into the Tensor graph of
+:mod:`resverify.impl.tensor`. The named functions below are shortcuts for the ops the
+seed fixtures and plots use; the reference backend reaches every op through
+:func:`apply_op`.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 from fractions import Fraction
 
-import numpy as np
-
 from resverify.impl.tensor import Tensor
-from resverify.spec.errors import ShapeMismatch
-from resverify.spec.ir import broadcast_shapes, node_shape
+from resverify.spec.ops import OP_TABLE, unbroadcast
+
+__all__ = [
+    "add",
+    "apply_op",
+    "linear",
+    "mul",
+    "relu",
+    "residual_add",
+    "scale",
+    "sum_all",
+    "tanh",
+    "unbroadcast",
+]
 
 
-def _arr(value: object, dtype: np.dtype) -> np.ndarray:
-    return np.asarray(value, dtype=dtype)
-
-
-def unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Sum ``grad`` over the axes that broadcasting added or stretched to reach its shape."""
-    extra = grad.ndim - len(shape)
-    out = grad.sum(axis=tuple(range(extra))) if extra else grad
-    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and out.shape[i] != 1)
-    if stretched:
-        out = out.sum(axis=stretched, keepdims=True)
-    return _arr(out, grad.dtype)
+def apply_op(name: str, args: Sequence[Tensor], alpha: Fraction | float | None = None
+             ) -> Tensor:
+    """The op ``name`` on tensors: its shape rule, then its reference forward and VJP."""
+    op = OP_TABLE[name]
+    op.shape([a.shape for a in args])
+    value, vjp = op.numpy([a.value for a in args], alpha)
+    return Tensor(value, tuple(args), vjp, name)
 
 
 def add(a: Tensor, b: Tensor) -> Tensor:
     """Elementwise sum with NumPy broadcasting; the backward pass un-broadcasts."""
-    broadcast_shapes("add", a.shape, b.shape)
-    return Tensor(_arr(a.value + b.value, a.dtype), (a, b),
-                  lambda g: (unbroadcast(g, a.shape), unbroadcast(g, b.shape)), "add")
+    return apply_op("add", (a, b))
 
 
 def residual_add(identity: Tensor, branch: Tensor) -> Tensor:
@@ -43,58 +51,34 @@ def residual_add(identity: Tensor, branch: Tensor) -> Tensor:
     The check runs before anything is built, so a refused merge changes no graph and
     no gradient. Both edges pass the cotangent through unchanged.
     """
-    if identity.shape != branch.shape:
-        raise ShapeMismatch("residual_add", identity.shape, branch.shape)
-    return Tensor(_arr(identity.value + branch.value, identity.dtype), (identity, branch),
-                  lambda g: (g, g), "residual_add")
+    return apply_op("residual_add", (identity, branch))
 
 
 def mul(a: Tensor, b: Tensor) -> Tensor:
     """Elementwise product with broadcasting: d(ab) = b·da + a·db."""
-    broadcast_shapes("mul", a.shape, b.shape)
-    return Tensor(_arr(a.value * b.value, a.dtype), (a, b),
-                  lambda g: (unbroadcast(g * b.value, a.shape),
-                             unbroadcast(g * a.value, b.shape)), "mul")
+    return apply_op("mul", (a, b))
 
 
 def scale(a: Tensor, alpha: Fraction | float) -> Tensor:
     """Multiply by a constant α (rounded once to the tensor's dtype)."""
-    k = _arr(float(alpha), a.dtype)
-    return Tensor(_arr(a.value * k, a.dtype), (a,), lambda g: (_arr(g * k, a.dtype),), "scale")
+    return apply_op("scale", (a,), alpha)
 
 
 def linear(x: Tensor, w: Tensor) -> Tensor:
-    """``x @ w`` for x of shape (..., d_in), w of shape (d_in, d_out); no bias.
-
-    VJP: x̄ = ȳ wᵀ, w̄ = Σ over leading axes of xᵀ ȳ.
-    """
-    node_shape("linear", (x.shape, w.shape))
-
-    def vjp(g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        d_in, d_out = w.shape
-        rows = math.prod(x.shape[:-1])
-        gw = x.value.reshape(rows, d_in).T @ g.reshape(rows, d_out)
-        return _arr(g @ w.value.T, x.dtype), _arr(gw, w.dtype)
-
-    return Tensor(_arr(x.value @ w.value, x.dtype), (x, w), vjp, "linear")
+    """``x @ w`` for x of shape (..., d_in), w of shape (d_in, d_out); no bias."""
+    return apply_op("linear", (x, w))
 
 
 def relu(a: Tensor) -> Tensor:
     """max(a, 0) with +0 for every non-positive input; derivative 0 at 0 (declared convention)."""
-    zero = _arr(0, a.dtype)
-    positive = a.value > 0
-    return Tensor(np.where(positive, a.value, zero), (a,),
-                  lambda g: (np.where(positive, g, zero),), "relu")
+    return apply_op("relu", (a,))
 
 
 def tanh(a: Tensor) -> Tensor:
     """tanh, with derivative 1 - tanh²."""
-    t = _arr(np.tanh(a.value), a.dtype)
-    one = _arr(1, a.dtype)
-    return Tensor(t, (a,), lambda g: (_arr(g * (one - t * t), a.dtype),), "tanh")
+    return apply_op("tanh", (a,))
 
 
 def sum_all(a: Tensor) -> Tensor:
     """Sum of every element, shape (); the cotangent is copied back to every element."""
-    return Tensor(_arr(a.value.sum(), a.dtype), (a,),
-                  lambda g: (np.broadcast_to(_arr(g, a.dtype), a.shape).copy(),), "sum")
+    return apply_op("sum", (a,))
