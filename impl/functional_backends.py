@@ -1,8 +1,10 @@
 """Adapters for functional autodiff libraries: JAX (``jax.vjp``) and HIPS autograd (``make_vjp``).
 
 Both see the program as a pure function of its inputs, written against a NumPy-like
-module, and pull the cotangent back through it. The op table is shared; only the array
-module, the relu (each library's own, with derivative 0 at 0) and the VJP call differ.
+module, and pull the cotangent back through it. Each op is written once for every array
+library in its entry in :mod:`resverify.spec.ops`; only the array module, the
+:class:`ArrayNamespace` (relu is each library's own, with derivative 0 at 0) and the VJP
+call differ.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from resverify.impl.backend import Capabilities, scale_alpha
-from resverify.impl.interpret import interpret
+from resverify.impl.backend import Capabilities
+from resverify.impl.interpret import array_apply, interpret
 from resverify.spec.errors import ShapeMismatch, UsageError
-from resverify.spec.ir import Node, node_shape
+from resverify.spec.ir import Node
+from resverify.spec.ops import ArrayNamespace
 from resverify.spec.request import Request, Result
 
 Pullback = Callable[[Any], Sequence[Any]]
@@ -36,9 +39,7 @@ class _Functional:
     name = ""
     capabilities = Capabilities()
     xp: Any
-
-    def relu(self, a: Any) -> Any:
-        raise NotImplementedError
+    namespace: ArrayNamespace
 
     def vjp(self, fn: Callable[..., Any], primals: list[Any]) -> tuple[Any, Pullback]:
         raise NotImplementedError
@@ -47,17 +48,7 @@ class _Functional:
         return self.xp.asarray(np.array(values, copy=True), dtype=dtype)
 
     def _apply(self, node: Node, args: list[Any]) -> Any:
-        xp, op = self.xp, node.op
-        if len(args) == 2:
-            if op == "residual_add" and tuple(args[0].shape) != tuple(args[1].shape):
-                raise ShapeMismatch(op, tuple(args[0].shape), tuple(args[1].shape))
-            node_shape(op, (tuple(args[0].shape), tuple(args[1].shape)))
-            a, b = args
-            return a @ b if op == "linear" else a * b if op == "mul" else a + b
-        (a,) = args
-        if op == "scale":
-            return a * float(scale_alpha(node))
-        return {"relu": self.relu, "tanh": xp.tanh, "sum": xp.sum}[op](a)
+        return array_apply(self.namespace, node, args)
 
     def run(self, request: Request) -> Result:
         refused = self.capabilities.unclaimed(request, self.name)
@@ -95,9 +86,7 @@ class JaxBackend(_Functional):
         self.jax = _load("jax", "jax")
         self.jax.config.update("jax_enable_x64", True)
         self.xp = _load("jax.numpy", "jax")
-
-    def relu(self, a: Any) -> Any:
-        return self.jax.nn.relu(a)
+        self.namespace = ArrayNamespace(relu=self.jax.nn.relu, tanh=self.xp.tanh, sum=self.xp.sum)
 
     def vjp(self, fn: Callable[..., Any], primals: list[Any]) -> tuple[Any, Pullback]:
         out, pullback = self.jax.vjp(fn, *primals)
@@ -113,8 +102,10 @@ class AutogradBackend(_Functional):
     def __init__(self) -> None:
         self.autograd = _load("autograd", "autograd")
         self.xp = _load("autograd.numpy", "autograd")
+        self.namespace = ArrayNamespace(relu=self.relu, tanh=self.xp.tanh, sum=self.xp.sum)
 
     def relu(self, a: Any) -> Any:
+        """autograd has no relu of its own: ``where``, with derivative 0 at 0."""
         return self.xp.where(a > 0, a, 0.0 * a)
 
     def vjp(self, fn: Callable[..., Any], primals: list[Any]) -> tuple[Any, Pullback]:

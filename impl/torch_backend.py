@@ -1,51 +1,30 @@
 """PyTorch adapter (``--backend torch`` or ``torch-cuda``): IR requests through torch autograd.
 
-Each IR op maps to the torch op a model author would write; ``residual_add`` adds the
-exact-shape check that ``+`` lacks. Values cross from NumPy exactly (bfloat16 requests are
-stored in float32 and converted without rounding), and results come back the same way.
+Each IR op is written once for every array library in its entry in
+:mod:`resverify.spec.ops` (``array``: the operators and :class:`ArrayNamespace` functions a
+model author would write); torch supplies its namespace, and the entry's shape rule adds the
+exact-shape check of ``residual_add`` that ``+`` lacks. Values cross from NumPy exactly
+(bfloat16 requests are stored in float32 and converted without rounding), and results come
+back the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from resverify.impl.backend import Capabilities, scale_alpha
-from resverify.impl.interpret import interpret
+from resverify.impl.backend import Capabilities
+from resverify.impl.interpret import array_apply, interpret
 from resverify.spec.errors import ShapeMismatch, UsageError
-from resverify.spec.ir import Node, node_shape
+from resverify.spec.ir import Node
+from resverify.spec.ops import ArrayNamespace
 from resverify.spec.request import Request, Result, storage_dtype
 
 try:
     import torch
 except ImportError:  # pragma: no cover - depends on the environment
     torch = None  # type: ignore[assignment, unused-ignore]  # an ignore only when torch is installed
-
-
-def _residual_add(a: Any, b: Any) -> Any:
-    if tuple(a.shape) != tuple(b.shape):
-        raise ShapeMismatch("residual_add", tuple(a.shape), tuple(b.shape))
-    return a + b
-
-
-def _checked(op: str, fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    def apply(a: Any, b: Any) -> Any:
-        node_shape(op, (tuple(a.shape), tuple(b.shape)))
-        return fn(a, b)
-    return apply
-
-
-_OPS: dict[str, Callable[..., Any]] = {
-    "add": _checked("add", lambda a, b: a + b),
-    "mul": _checked("mul", lambda a, b: a * b),
-    "linear": _checked("linear", lambda x, w: x @ w),
-    "residual_add": _residual_add,
-    "relu": lambda a: torch.relu(a),
-    "tanh": lambda a: torch.tanh(a),
-    "sum": lambda a: a.sum(),
-}
 
 
 class TorchBackend:
@@ -60,6 +39,7 @@ class TorchBackend:
         self.name = "torch" if device == "cpu" else f"torch-{device}"
         self.capabilities = Capabilities(
             dtypes=("float64", "float32", "float16", "bfloat16"), device=device)
+        self.xp = ArrayNamespace(relu=torch.relu, tanh=torch.tanh, sum=torch.sum)
 
     def _tensor(self, values: np.ndarray, dtype: str, grad: bool) -> Any:
         t = torch.from_numpy(np.array(values, copy=True)).to(self.device)
@@ -72,9 +52,7 @@ class TorchBackend:
         return (t.float() if t.dtype == torch.bfloat16 else t).numpy().copy()
 
     def _apply(self, node: Node, args: list[Any]) -> Any:
-        if node.op == "scale":
-            return args[0] * float(scale_alpha(node))
-        return _OPS[node.op](*args)
+        return array_apply(self.xp, node, args)
 
     def run(self, request: Request) -> Result:
         refused = self.capabilities.unclaimed(request, self.name)
