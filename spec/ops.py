@@ -5,7 +5,8 @@ An entry is a small class, one instance per op in :data:`OP_TABLE`, holding side
 * ``name``, ``arity`` and ``takes_alpha`` (the IR's one attribute), and :meth:`Op.shape`,
   the shape rule (raises :class:`~resverify.spec.errors.ShapeMismatch`);
 * :meth:`Op.exact` and :meth:`Op.exact_vjp`, the exact forward and VJP on object arrays of
-  Fractions (or SymPy symbols), with ``rational`` saying whether they stay rational;
+  Fractions (or SymPy symbols), with ``rational`` saying whether they stay rational and
+  ``smooth`` whether the VJP is one formula everywhere;
 * :meth:`Op.error` and :meth:`Op.error_vjp`, how the exact interpreter's approximation
   error (non-zero only through tanh) passes through the op;
 * :meth:`Op.budget` and :meth:`Op.budget_vjp`, the floating-point error budget rules
@@ -148,6 +149,8 @@ class Op(ABC):
     takes_alpha: ClassVar[bool] = False
     rational: ClassVar[bool] = True
     """Whether the exact rules map rationals to rationals (so SymPy can check the forward)."""
+    smooth: ClassVar[bool] = True
+    """Whether the exact VJP is one formula everywhere (so SymPy can check it on symbols)."""
     samples: ClassVar[tuple[tuple[Shape, ...], ...]]
     """Argument shapes the generic op tests run the op on."""
 
@@ -510,7 +513,7 @@ class Relu(Op):
     """``relu(a)``: ``max(a, 0)``, +0 for every non-positive input; its derivative is 1
     where a > 0, else 0 (0 at 0: the declared convention)."""
 
-    name, arity = "relu", 1
+    name, arity, smooth = "relu", 1, False
     samples = (((3,),), ((),))
 
     def shape(self, shapes: Sequence[Shape]) -> Shape:

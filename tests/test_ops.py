@@ -1,0 +1,135 @@
+"""Every op entry is whole, and every consumer of it agrees with its exact rules.
+
+These tests run over :data:`resverify.spec.ops.OP_TABLE` and each entry's ``samples``, so a
+new op is checked by them as soon as its entry exists: its SymPy form against its
+hand-written VJP, its reference NumPy rule and every installed array library within the
+error budget of its exact rule, and its shape rule enforced by each of them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import sympy
+
+from resverify.impl import resolve_backend
+from resverify.impl.numpy_backend import NumpyBackend
+from resverify.spec.budget import error_budget
+from resverify.spec.derive import ALPHA, derived, derived_vjp
+from resverify.spec.errors import Shape, ShapeMismatch
+from resverify.spec.exact import evaluate
+from resverify.spec.ir import OPS, Input, Node, Program
+from resverify.spec.ops import OP_TABLE, Op
+from resverify.spec.request import Request
+
+PARTS = sorted(name for name, member in vars(Op).items()
+               if getattr(member, "__isabstractmethod__", False))
+CASES = [(name, shapes) for name, op in OP_TABLE.items() for shapes in op.samples]
+ADAPTERS = [name for name, module in (("torch", "torch"), ("jax", "jax"),
+                                      ("autograd", "autograd"))
+            if importlib.util.find_spec(module) is not None]
+
+
+def one_op_request(name: str, shapes: tuple[Shape, ...], seed: int = 0) -> Request:
+    """The op alone on inputs ``a``, ``b`` of ``shapes``, random dyadic values, α = 3/4."""
+    rng = np.random.default_rng(seed)
+    names = "ab"[: len(shapes)]
+    alpha = Fraction(3, 4) if OP_TABLE[name].takes_alpha else None
+    program = Program(tuple(Input(n, s) for n, s in zip(names, shapes, strict=True)),
+                      (Node("y", name, tuple(names), alpha),), "y")
+    out_shape = OP_TABLE[name].shape(list(shapes))
+    inputs = {n: rng.integers(-8, 9, size=s) / 4.0 for n, s in zip(names, shapes, strict=True)}
+    return Request(program, inputs, "float64", rng.integers(-8, 9, size=out_shape) / 4.0)
+
+
+def test_every_op_has_every_part() -> None:
+    expected = ["array", "budget", "budget_vjp", "error", "error_vjp", "exact", "exact_vjp",
+                "numpy", "shape", "symbolic"]
+    assert expected == PARTS
+    for name, op in OP_TABLE.items():
+        assert op.name == name and OPS[name] == op.arity, name
+        for part in PARTS:
+            assert not getattr(getattr(op, part), "__isabstractmethod__", False), (name, part)
+        assert op.samples, f"{name} has no sample shapes"
+        assert all(len(shapes) == op.arity for shapes in op.samples), name
+
+
+def test_an_entry_missing_a_part_cannot_be_made() -> None:
+    """The check above can fail: a class without every rule is refused at construction."""
+    members = {part: getattr(OP_TABLE["relu"], part) for part in PARTS if part != "budget_vjp"}
+    partial = type("Partial", (Op,), {"name": "partial", "arity": 1, **members})
+    assert inspect.isabstract(partial)
+    with pytest.raises(TypeError, match="budget_vjp"):
+        partial()
+
+
+def nonzero_differences(left: np.ndarray, right: np.ndarray) -> list[sympy.Expr]:
+    assert left.shape == right.shape, f"shape {left.shape}, but should be {right.shape}"
+    return [d for d in (sympy.simplify(sympy.sympify(p) - q)
+                        for p, q in zip(left.flat, right.flat, strict=True)) if d != 0]
+
+
+@pytest.mark.parametrize(("name", "shapes"), CASES)
+def test_entry_vjp_equals_the_sympy_derivative_of_its_symbolic_form(
+        name: str, shapes: tuple[Shape, ...]) -> None:
+    """On symbols where the VJP is one formula; at random non-zero rationals otherwise."""
+    op, case = OP_TABLE[name], derived(name, shapes)
+    alpha = ALPHA if op.takes_alpha else None
+    derived_parts = derived_vjp(name, shapes)
+    if op.smooth:
+        hand = op.exact_vjp(case.cotangent, case.args, case.output, alpha)
+        for i, (mine, sym) in enumerate(zip(hand, derived_parts, strict=True)):
+            wrong = nonzero_differences(mine, sym)
+            assert not wrong, f"{name}{shapes} arg {i}: hand - derived = {wrong[:3]}"
+    if op.rational:
+        rng = np.random.default_rng(1)
+        symbols = [*case.args, case.cotangent, np.array(ALPHA)]
+        point = {s: sympy.Rational(int(rng.choice([-7, -3, -1, 1, 2, 5])), 4)
+                 for array in symbols for s in np.asarray(array).flat}
+        at = [np.vectorize(lambda s: sympy.sympify(s).subs(point), otypes=[object])(a)
+              for a in symbols]
+        args, g, k = at[:-2], at[-2], (at[-1][()] if op.takes_alpha else None)
+        forward = np.asarray(op.exact(args, k), dtype=object).reshape(case.output.shape)
+        assert not nonzero_differences(forward, at_point(case.output, point)), f"{name}{shapes}"
+        hand = op.exact_vjp(g, args, forward, k)
+        for i, (mine, sym) in enumerate(zip(hand, derived_parts, strict=True)):
+            wrong = nonzero_differences(mine, at_point(sym, point))
+            assert not wrong, f"{name}{shapes} arg {i} at a point: hand - derived = {wrong[:3]}"
+
+
+def at_point(array: np.ndarray, point: dict[sympy.Symbol, sympy.Expr]) -> np.ndarray:
+    return np.vectorize(lambda e: sympy.sympify(e).subs(point), otypes=[object])(array)
+
+
+@pytest.mark.parametrize(("name", "shapes"), CASES)
+@pytest.mark.parametrize("backend", ["numpy", *ADAPTERS])
+def test_reference_and_adapters_run_each_op_within_its_budget(
+        backend: str, name: str, shapes: tuple[Shape, ...]) -> None:
+    request = one_op_request(name, shapes)
+    exact = evaluate(request)
+    result = NumpyBackend().run(request) if backend == "numpy" else resolve_backend(
+        backend).run(request)
+    assert result.output is not None and result.grads is not None, result.error
+    misses = error_budget(request, exact=exact).misses(exact, result.output, result.grads)
+    assert not misses, f"{backend} {request.program.describe()}{shapes}: {misses[:3]}"
+
+
+@pytest.mark.parametrize("backend", ["numpy", *ADAPTERS])
+@pytest.mark.parametrize("name", sorted(n for n, op in OP_TABLE.items() if op.arity == 2))
+def test_reference_and_adapters_refuse_what_the_shape_rule_refuses(
+        backend: str, name: str) -> None:
+    shapes = ((2, 3), (2,))  # refused by every binary op of the table
+    with pytest.raises(ShapeMismatch, match=r"\[2, 3\] vs \[2\]"):
+        OP_TABLE[name].shape(list(shapes))
+    program = Program((Input("a", shapes[0]), Input("b", shapes[1])),
+                      (Node("y", name, ("a", "b")),), "y")
+    request = Request(program, {"a": np.ones(shapes[0]), "b": np.ones(shapes[1])}, "float64",
+                      None)
+    result = NumpyBackend().run(request) if backend == "numpy" else resolve_backend(
+        backend).run(request)
+    assert result.error is not None and result.error.kind == "shape_mismatch", result
+    assert result.error.shapes == shapes
