@@ -33,6 +33,7 @@ of the dtype instead.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -190,6 +191,7 @@ def _floats(dtype: str, low: float | None = None, high: float | None = None,
     return floats.map(float)
 
 
+@functools.cache
 def _inward(bound: float, dtype: str) -> float:
     """The largest value of ``dtype`` at most ``bound`` (bound > 0)."""
     near = float(round_to_dtype(bound, dtype))
@@ -222,10 +224,13 @@ def elements(bound: float, dtype: str | None = None,
     never meet subnormals: backends that flush them to zero (XLA on CPU does) are judged
     on that only with :data:`EXTREMES`.
     """
-    kind = drawn_dtype(dtype)
-    limit = _inward(bound, kind)
-    sane = _floats(kind, -limit, limit).map(_flush_tiny)
-    return st.one_of(sane, _extremes(kind)) if drawn_range(value_range).extremes else sane
+    return _elements(bound, drawn_dtype(dtype), drawn_range(value_range))
+
+
+@functools.cache  # strategies are immutable: one (validated) strategy per set of arguments
+def _elements(bound: float, dtype: str, value_range: ValueRange) -> st.SearchStrategy[float]:
+    sane = _floats(dtype, -_inward(bound, dtype), _inward(bound, dtype)).map(_flush_tiny)
+    return st.one_of(sane, _extremes(dtype)) if value_range.extremes else sane
 
 
 def shapes(min_dims: int = 0, max_dims: int = 3, max_side: int = 3) -> st.SearchStrategy[Shape]:
