@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from resverify.impl import Backend, resolve_backend
+from resverify.reports.markdown import citation
 from resverify.spec.claims import CLAIMS, check_claim, outcome_dict
 
 __all__ = ["HELP", "NAME", "add_arguments", "collect_claims", "run"]
@@ -60,7 +61,7 @@ def _table(entries: list[dict[str, Any]], backends: list[str]) -> str:
         cells = [(sides[b]["status"] if b in sides else "-") for b in backends]
         lines.append(f"{e['id']:<{width}}  {e['status']:<7}  {e['exact_status']:<5}  "
                      + "".join(f"{c:<{w}}  " for c, w in zip(cells, columns, strict=True))
-                     + f"{e['source']} § {e['section']}")
+                     + citation(e))
         reasons += [f"{e['id']} on {s['backend']}: {s['status']}"
                     + (f" ({s['failure_kind']})" if s["failure_kind"] else "")
                     + f": {s['reason'] or _values(s)}"

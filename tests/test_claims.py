@@ -632,3 +632,16 @@ def test_a_key_one_side_observes_fails_that_side_alone(
     outcome = check_claim(_made_up_claim(exact_says, backend_says), numpy_backend)
     assert (outcome.exact_status, outcome.backends[0].status) == sides, outcome
     assert outcome.status == "fail"
+
+
+def test_cli_claims_cites_the_original_heading_with_its_english_title(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["claims"]) == 0
+    out = capsys.readouterr().out
+    for claim in CLAIMS:
+        section = claim.source
+        cited = f"{section.file} § {section.heading}"
+        if section.english != section.heading:
+            cited += f" ({section.english})"
+        row = next(line for line in out.splitlines() if line.startswith(f"{claim.id} "))
+        assert row.endswith(cited), f"{claim.id}: row {row!r} does not end with {cited!r}"
