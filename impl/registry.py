@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable
 
 from resverify.impl.backend import Backend
@@ -39,6 +41,17 @@ BUILTIN: dict[str, Callable[[], Backend]] = {
 }
 
 
+def _working_folder_importable() -> None:
+    """Let ``module:attr`` name a module in the working folder, as ``python -m`` would.
+
+    The folder goes last on ``sys.path``, so it never shadows an installed package; the
+    only top-level name resverify installs is ``resverify``.
+    """
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.append(here)
+
+
 def resolve_backend(name: str) -> Backend:
     """A built-in name (``numpy``), ``package.module:attr`` naming a backend or a factory,
     or ``cmd:COMMAND`` for an engine in another process (:mod:`resverify.impl.external`)."""
@@ -60,6 +73,7 @@ def resolve_backend(name: str) -> Backend:
             f"unknown backend {name!r}; use one of {sorted(BUILTIN)}, module:attr or cmd:COMMAND"
         )
     module_name, _, attr = name.partition(":")
+    _working_folder_importable()
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # an adapter module may fail to import in any way

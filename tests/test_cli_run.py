@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -83,3 +85,19 @@ def test_engine_whose_hello_misspells_a_dtype_exits_2_with_one_line(
     err = capsys.readouterr().err
     assert err.startswith("resverify: error: ") and err.count("\n") == 1, err
     assert "'f64' is not one of" in err, err
+
+
+def test_adapter_module_in_the_working_folder_is_found(tmp_path: Path) -> None:
+    """``resverify run --backend mymod:Engine`` from the folder holding ``mymod.py`` works
+    without PYTHONPATH, as ``python -m pytest`` would find it."""
+    (tmp_path / "my_engine_module.py").write_text(
+        "from resverify.impl import NumpyBackend\n\n"
+        "class Engine(NumpyBackend):\n    name = 'my-engine'\n", encoding="utf-8")
+    (tmp_path / "request.json").write_text(dumps(linear_block_request()), encoding="utf-8")
+    script = Path(sys.executable).with_name("resverify")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([str(script), "run", "request.json", "--backend",
+                           "my_engine_module:Engine"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert loads_result(done.stdout).error is None, done.stdout

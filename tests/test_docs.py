@@ -72,7 +72,7 @@ def newcomer_commands() -> list[str]:
 
 def test_readme_commands_name_existing_subcommands_options_files_and_backends(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(REPO))  # as PYTHONPATH=. does for the command
+    monkeypatch.syspath_prepend(str(REPO))  # the command finds the working folder too
     commands = [*newcomer_commands(), *command_lines(ADAPTERS.read_text(encoding="utf-8"))]
     used = set()
     for line in commands:
