@@ -78,7 +78,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junitxml", type=Path, metavar="PATH", help="also write JUnit XML")
     parser.add_argument("--suite", metavar="TARGET",
                         help="pytest target of the property suite (default: the installed "
-                        "'resverify.properties' package)")
+                        "'resverify.properties' package); a suite of your own takes the "
+                        "options --backend NAME and --vector-dir DIR")
     parser.add_argument("--no-claims", action="store_true",
                         help="skip the claim checker (the report says so)")
     parser.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT_SECONDS,
