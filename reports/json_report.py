@@ -129,7 +129,7 @@ def claim_entry(raw: Mapping[str, Any], backend: str) -> dict[str, Any]:
     entries of one claim on several backends merge with
     :func:`resverify.reports.claim_source.merge_claims`.
     """
-    section = raw.get("section")
+    section, english = raw.get("section"), raw.get("section_en")
     note = raw.get("note")
     exact = raw.get("exact_status", raw.get("status"))
     exact_status = "pass" if exact == "pass" else "fail"
@@ -138,6 +138,7 @@ def claim_entry(raw: Mapping[str, Any], backend: str) -> dict[str, Any]:
         "id": _text(raw.get("id", "?")),
         "source": _text(raw.get("source", "")),
         "section": None if section is None else _text(section),
+        "section_en": None if english is None else _text(english),
         "statement": _text(raw.get("statement", "")),
         "expected": _text(raw.get("expected", "")),
         "observed": _text(raw.get("observed", "")),

@@ -645,3 +645,15 @@ def test_cli_claims_cites_the_original_heading_with_its_english_title(
             cited += f" ({section.english})"
         row = next(line for line in out.splitlines() if line.startswith(f"{claim.id} "))
         assert row.endswith(cited), f"{claim.id}: row {row!r} does not end with {cited!r}"
+
+
+def test_report_claims_cite_the_english_section_title() -> None:
+    """report.json keeps each claim's English section title, so report.md cites it."""
+    entries = run_claims({"numpy": "numpy"}).claims
+    by_id = {e["id"]: e for e in entries}
+    for claim in CLAIMS:
+        assert by_id[claim.id]["section_en"] == claim.source.english, by_id[claim.id]
+    doc = _report(entries)
+    validate(doc)
+    first = CLAIMS[0].source
+    assert f"§ {first.heading} ({first.english})" in render_markdown(doc)
