@@ -8,13 +8,19 @@ Public API: the program IR (:class:`Program`, :class:`Input`, :class:`Node`, ``O
 :class:`Result`, :class:`ResultError`), their lossless JSON (:func:`dumps`,
 :func:`loads_request`, :func:`loads_result`), the exact interpreter (:func:`evaluate`,
 :func:`evaluate_exact`, :class:`ExactResult`), error budgets (:func:`error_budget`,
-:class:`Budget`) and the error types rooted at :class:`ResverifyError`. The SymPy
-derivations live in ``resverify.spec.derive`` (imported on demand: SymPy is slow to load).
+:class:`Budget`) and the error types rooted at :class:`ResverifyError`, among them the
+faults an adapter raises when its engine hangs, dies or answers garbage
+(:class:`BackendFault`: :class:`BackendTimeout`, :class:`BackendCrash`, :class:`BadResult`).
+The SymPy derivations live in ``resverify.spec.derive`` (imported on demand: SymPy is slow to load).
 """
 
 from resverify.spec.budget import UNIT_ROUNDOFF, Budget, error_budget
 from resverify.spec.codec import FORMAT_VERSION, dumps, loads_request, loads_result
 from resverify.spec.errors import (
+    BackendCrash,
+    BackendFault,
+    BackendTimeout,
+    BadResult,
     InvalidProgram,
     ResverifyError,
     ShapeMismatch,
@@ -37,6 +43,10 @@ __all__ = [
     "OPS",
     "TANH_PRECISION_BITS",
     "UNIT_ROUNDOFF",
+    "BackendCrash",
+    "BackendFault",
+    "BackendTimeout",
+    "BadResult",
     "Budget",
     "ExactResult",
     "Input",
