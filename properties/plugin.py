@@ -138,7 +138,6 @@ class PropertyRun:
     def __init__(self, name: str, label: str, backend: Backend) -> None:
         self.name, self.label, self.backend = name, label, backend
         self.examples = 0
-        self._in_counted_example = False
 
     @contextmanager
     def counting(self, test: Any) -> Iterator[None]:
@@ -157,26 +156,13 @@ class PropertyRun:
         @functools.wraps(inner)
         def counted(*args: Any, **kwargs: Any) -> Any:
             self.examples += 1
-            self._in_counted_example = True
-            try:
-                return inner(*args, **kwargs)
-            finally:
-                self._in_counted_example = False
+            return inner(*args, **kwargs)
 
         hypothesis.inner_test = counted
         try:
             yield
         finally:
             hypothesis.inner_test = inner
-
-    def tick(self) -> None:
-        """Count one example by hand, for an example run outside :meth:`counting`.
-
-        Inside a counted example it does nothing, so a test body written when each test
-        counted its own examples is not counted twice.
-        """
-        if not self._in_counted_example:
-            self.examples += 1
 
     def request(self, case: Case, dtype: str) -> Request:
         """``case`` as a request; examples using ops the backend does not claim are rejected."""

@@ -36,19 +36,18 @@ from resverify.spec.fixtures import linear_block_request
 @pytest.mark.needs("residual_add", "linear")
 @given(n=st.integers(0, 1000))
 def test_full_count(backend, prop, n):
-    prop.tick()
+    pass
 
 
 @pytest.mark.needs("residual_add", "linear")
 @given(n=st.sampled_from([0, 1, 2]))
 def test_three_possible_examples(backend, prop, n):
-    prop.tick()
+    pass
 
 
 @pytest.mark.needs("residual_add", "linear")
 @given(n=st.integers(0, 1000))
 def test_two_distinct_failures(backend, prop, n):
-    prop.tick()
     if backend.name == "numpy":
         return
     request = linear_block_request()
@@ -63,7 +62,6 @@ CALLS = []
 @pytest.mark.needs("residual_add", "linear")
 @given(n=st.integers(0, 1000))
 def test_fails_once_then_passes(backend, prop, n):
-    prop.tick()
     CALLS.append(n)
     if backend.name != "numpy" and len(CALLS) == 3:
         Context(prop.label, linear_block_request()).fail("wrong on one call only")
