@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -20,8 +20,7 @@ from resverify.spec.request import Request
 
 F = Fraction
 BACKEND = NumpyBackend()
-SETTINGS = settings(max_examples=40, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(max_examples=40, deadline=None)
 BRANCHES = ("linear", "relu", "ax", "tanh", "tanh_linear")
 
 

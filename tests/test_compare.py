@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -172,8 +172,7 @@ def _float(value: Fraction) -> float:
         return float("inf") if value > 0 else float("-inf")
 
 
-@settings(max_examples=30, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=30, deadline=None, database=None)
 @given(request=vectors(), data=st.data())
 def test_suite_and_replay_give_the_same_verdict_on_a_vector(
         tmp_path_factory: pytest.TempPathFactory, request: Request,
