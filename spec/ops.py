@@ -277,10 +277,10 @@ class Add(Op):
         return args[0] + args[1]
 
 
-class ResidualAdd(Op):
+class ResidualAdd(Add):
     """``residual_add(identity, branch)``: the exact-shape merge. Any other shape pair,
     broadcastable or not, is a ShapeMismatch naming both; the cotangent passes unchanged
-    to both edges."""
+    to both edges. The forward, its error and its budget are add's (inherited)."""
 
     name, arity = "residual_add", 2
     samples = (((2,), (2,)), ((), ()), ((2, 2), (2, 2)), ((0, 3), (0, 3)))
@@ -288,37 +288,17 @@ class ResidualAdd(Op):
     def shape(self, shapes: Sequence[Shape]) -> Shape:
         return same_shape(self.name, shapes[0], shapes[1])
 
-    def exact(self, args: Sequence[Arr], alpha: Any) -> Arr:
-        return obj(args[0] + args[1])
-
     def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
         return g, g
-
-    def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
-              alpha: Fraction | None) -> Fraction:
-        return errs[0] + errs[1]
-
-    def error_vjp(self, at: Site, g: Arr, g_err: Fraction) -> tuple[Fraction, ...]:
-        return tuple(g_err * _copies(g, a) for a in at.args)
-
-    def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
-        """As for add: ``e_a + e_b + u (hat_a + hat_b)``."""
-        return c.done(a[0].mag + a[1].mag, a[0].err + a[1].err + c.u * (a[0].hat + a[1].hat))
 
     def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
                    ) -> list[Bound]:
         """The cotangent itself, on both edges: no rounding."""
         return [g, g]
 
-    def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
-        return _symbolic_pairs(sp.Add, self.shape([a.shape for a in args]), args)
-
     def numpy(self, args: Sequence[np.ndarray], alpha: Fraction | float | None
               ) -> tuple[np.ndarray, Pullback]:
         return _cast(args[0] + args[1], args[0]), lambda g: (g, g)
-
-    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
-        return args[0] + args[1]
 
 
 class Mul(Op):
