@@ -13,13 +13,14 @@ import json
 import platform
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
-from importlib import metadata, resources
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from resverify.impl.backend import Backend
 from resverify.reports.atomic import write_text
 from resverify.spec.claims import overall_status
+from resverify.spec.codec import packaged_schema
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -46,10 +47,7 @@ _FAILURE_KINDS = ("law", "refused", "raised", "timeout", "crash", "bad_result")
 @cache
 def load_schema() -> dict[str, Any]:
     """The JSON Schema of report.json, read from the installed package."""
-    schema_file = resources.files("resverify.reports").joinpath("schema/report.schema.json")
-    text = schema_file.read_text("utf-8")
-    schema: dict[str, Any] = json.loads(text)
-    return schema
+    return packaged_schema("resverify.reports", "report.schema.json")
 
 
 def _version(dist: str) -> str | None:

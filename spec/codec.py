@@ -233,13 +233,17 @@ def result_from_dict(doc: Mapping[str, Any], dtype: str = "float64") -> Result:
     return Result(output=decode_array(doc["output"], dtype, "output"), grads=grads)
 
 
+def packaged_schema(package: str, name: str) -> dict[str, Any]:
+    """The JSON Schema ``schema/<name>`` shipped as data of ``package``."""
+    text = resources.files(package).joinpath(f"schema/{name}").read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
 @cache
 def protocol_schema() -> dict[str, Any]:
     """The JSON Schema of every protocol message (``spec/schema/protocol.schema.json``)."""
-    schema_file = resources.files("resverify.spec").joinpath("schema/protocol.schema.json")
-    text = schema_file.read_text("utf-8")
-    schema: dict[str, Any] = json.loads(text)
-    return schema
+    return packaged_schema("resverify.spec", "protocol.schema.json")
 
 
 @cache
