@@ -238,7 +238,8 @@ class Add(Op):
     """``add(a, b)``: elementwise sum, NumPy broadcasting allowed. d(a+b) = da + db."""
 
     name, arity = "add", 2
-    samples = (((2, 3), (2, 3)), ((2, 1), (3,)), ((), (2,)), ((1,), (2, 2)), ((0, 2), (2,)))
+    samples: ClassVar[tuple[tuple[Shape, ...], ...]] = (
+        ((2, 3), (2, 3)), ((2, 1), (3,)), ((), (2,)), ((1,), (2, 2)), ((0, 2), (2,)))
 
     def shape(self, shapes: Sequence[Shape]) -> Shape:
         return broadcast_shapes(self.name, shapes[0], shapes[1])
