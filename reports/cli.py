@@ -1,7 +1,9 @@
 """The ``resverify`` command.
 
 Each subcommand is a module ``reports/cmd_*.py`` with ``NAME``, ``HELP``,
-``add_arguments(parser)`` and ``run(args) -> int``, listed in ``COMMANDS``.
+``add_arguments(parser)`` and ``run(args) -> int``; every such module is a command
+(found by :func:`commands`, listed in ``ORDER`` first, the rest by name). A command
+module imports its heavy libraries inside ``run``, so ``resverify --help`` stays light.
 
 Exit codes: 0 everything passed, 1 something failed, 2 a usage error (bad option,
 unknown backend, unreadable file), always with a one-line message and no traceback.
@@ -12,16 +14,27 @@ quietly with exit 1, as the Python documentation recommends for a broken pipe.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import pkgutil
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from resverify.reports import cmd_check, cmd_claims, cmd_replay, cmd_run
-from resverify.spec import ResverifyError
+from resverify import reports
+from resverify.spec.errors import ResverifyError
 
-COMMANDS: tuple[ModuleType, ...] = (cmd_check, cmd_run, cmd_replay, cmd_claims)
+ORDER = ("check", "run", "replay", "claims")
+"""Commands listed first in ``--help``, in this order; any other ``cmd_*`` module follows."""
 DEFAULT_COMMAND = "check"
+
+
+def commands() -> tuple[ModuleType, ...]:
+    """Every ``resverify.reports.cmd_*`` module, in ``ORDER`` then by name."""
+    names = sorted(m.name[len("cmd_"):] for m in pkgutil.iter_modules(reports.__path__)
+                   if m.name.startswith("cmd_"))
+    names.sort(key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER))
+    return tuple(importlib.import_module(f"resverify.reports.cmd_{n}") for n in names)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -32,7 +45,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="resverify", description="Verify residual connections y = x + αF(x).")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for module in COMMANDS:
+    for module in commands():
         module.add_arguments(sub.add_parser(module.NAME, help=module.HELP))
     return parser
 
@@ -45,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # argparse said its one line (or printed --help)
         return exc.code if isinstance(exc.code, int) else 2
-    command = next(m for m in COMMANDS if args.command == m.NAME)
+    command = next(m for m in commands() if args.command == m.NAME)
     try:
         code = int(command.run(args))
         sys.stdout.flush()  # a closed pipe shows here, inside the try, not at exit
