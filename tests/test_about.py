@@ -1,0 +1,141 @@
+"""describe_backend says which library, version, device and numerics settings were checked."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+
+from resverify.impl import Capabilities, NumpyBackend, resolve_backend
+from resverify.impl.about import describe_backend, distribution_version
+from resverify.spec import Request, Result
+
+COMMON = {"backend", "library", "version", "device"}
+
+
+def needs(library: str) -> None:
+    if importlib.util.find_spec(library) is None and os.environ.get("CI") != "true":
+        pytest.skip(f"{library} is not installed")
+
+
+def test_numpy_reference_names_numpy_and_its_version() -> None:
+    about = describe_backend(NumpyBackend())
+    assert about["backend"] == "numpy" and about["library"] == "numpy", about
+    assert about["version"] == np.__version__, (about, np.__version__)
+    assert about["device"] == "cpu", about
+    assert all(isinstance(v, str) for v in about.values()), about
+
+
+def test_torch_records_version_and_the_tf32_and_determinism_flags() -> None:
+    needs("torch")
+    import torch
+
+    backend = resolve_backend("torch")
+    tf32, precision = torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision()
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.set_float32_matmul_precision("high")
+    try:
+        about = describe_backend(backend)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.set_float32_matmul_precision(precision)
+    assert about["library"] == "torch" and about["version"] == torch.__version__, about
+    assert about["float32_matmul_precision"] == "high", about
+    assert about["cuda.matmul.allow_tf32"] == "True", about
+    assert about["deterministic_algorithms"] == str(
+        torch.are_deterministic_algorithms_enabled()), about
+    assert about["device"] == "cpu", about
+
+
+def test_jax_records_x64_matmul_precision_and_platform() -> None:
+    needs("jax")
+    import jax
+
+    backend = resolve_backend("jax")
+    about = describe_backend(backend)
+    assert about["library"] == "jax" and about["version"] == jax.__version__, about
+    assert about["jax_enable_x64"] == "True", about  # the adapter switches it on
+    assert about["jax_default_matmul_precision"] == "default", about
+    assert about["platform"] == jax.default_backend() == about["device"], about
+
+
+def test_jax_matmul_precision_setting_is_reported_as_set() -> None:
+    needs("jax")
+    import jax
+
+    backend = resolve_backend("jax")
+    with jax.default_matmul_precision("bfloat16"):
+        about = describe_backend(backend)
+    assert about["jax_default_matmul_precision"] == "bfloat16", about
+
+
+def test_autograd_records_its_version_and_numpys() -> None:
+    needs("autograd")
+    about = describe_backend(resolve_backend("autograd"))
+    assert about["version"] == importlib.metadata.version("autograd"), about
+    assert about["numpy"] == np.__version__, about
+
+
+def test_cmd_engine_records_its_command_and_hello_name() -> None:
+    command = f"{sys.executable} -m resverify.impl.serve numpy"
+    backend = resolve_backend(f"cmd:{command}")
+    try:
+        about = describe_backend(backend)
+    finally:
+        backend.close()  # type: ignore[attr-defined]
+    assert about["library"] == "cmd" and about["command"] == command, about
+    assert about["engine_name"] == "numpy" and about["device"] == "cpu", about
+
+
+class _Described:
+    name = "described"
+    capabilities = Capabilities(dtypes=("float64",))
+
+    def __init__(self, about: Any) -> None:
+        self._about = about
+
+    def about(self) -> Any:
+        if isinstance(self._about, Exception):
+            raise self._about
+        return self._about
+
+    def run(self, request: Request) -> Result:
+        raise NotImplementedError
+
+
+def test_own_about_is_preferred_and_its_values_become_strings() -> None:
+    about = describe_backend(_Described({"library": "numpy", "fma": True, "lanes": 8}))
+    assert about == {"backend": "described", "library": "numpy", "version": np.__version__,
+                     "device": "cpu", "fma": "True", "lanes": "8"}, about
+
+
+def test_a_failing_about_is_recorded_not_raised() -> None:
+    about = describe_backend(_Described(RuntimeError("no\ndriver")))
+    assert about["about_error"] == "RuntimeError: no driver", about
+    assert about["backend"] == "described", about
+
+
+def test_about_that_is_not_a_mapping_is_recorded() -> None:
+    about = describe_backend(_Described(["library", "x"]))
+    assert about["about_error"].startswith("TypeError: about() must return a mapping"), about
+
+
+def test_unknown_adapter_names_the_package_of_its_class() -> None:
+    class Plain:
+        name = "plain"
+        capabilities = Capabilities()
+
+    Plain.__module__ = "acme_engines.plain"
+    about = describe_backend(Plain())
+    assert about == {"backend": "plain", "library": "acme_engines", "version": "unknown",
+                     "device": "cpu"}, about
+
+
+def test_distribution_version_of_a_missing_distribution_is_unknown() -> None:
+    assert distribution_version("no-such-distribution-resverify") == "unknown"
+    assert distribution_version("numpy") == np.__version__
