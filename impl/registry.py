@@ -20,6 +20,18 @@ def _torch(device: str) -> Callable[[], Backend]:
     return make
 
 
+def _torch_compile() -> Backend:
+    from resverify.impl.compiled_backends import TorchCompileBackend
+
+    return TorchCompileBackend()
+
+
+def _jax_jit() -> Backend:
+    from resverify.impl.compiled_backends import JaxJitBackend
+
+    return JaxJitBackend()
+
+
 def _jax() -> Backend:
     from resverify.impl.functional_backends import JaxBackend
 
@@ -36,7 +48,9 @@ BUILTIN: dict[str, Callable[[], Backend]] = {
     "numpy": NumpyBackend,
     "torch": _torch("cpu"),
     "torch-cuda": _torch("cuda"),
+    "torch-compile": _torch_compile,
     "jax": _jax,
+    "jax-jit": _jax_jit,
     "autograd": _autograd,
 }
 

@@ -1,0 +1,168 @@
+"""Compiled variants of the torch and JAX adapters: ``torch-compile`` and ``jax-jit``.
+
+Eager engines run one kernel per op; a compiler sees the whole residual block and may fuse
+the ops, reorder a sum, contract ``a*b + c`` into one fused multiply-add or pick other
+kernels. That is where real numerical differences live, so each compiled variant is its
+own backend, with exactly its eager twin's capabilities: the same requests, checked
+against the same exact spec and the same budgets (docs/findings.md says what the budgets
+allow a compiler to change, and what they do not).
+
+* ``torch-compile``: ``torch.compile(fullgraph=True, dynamic=False)`` with the inductor
+  backend (C++ kernels on the CPU), then ``backward`` through the compiled graph, as a
+  training loop runs a compiled module. ``fullgraph`` makes a graph break an error instead
+  of a silent fall-back to eager code, so an answer always comes from compiled code.
+* ``jax-jit``: one ``jax.jit`` around the forward and its VJP together, as a jitted
+  training step is written.
+
+Compiling costs seconds (inductor) or tens of milliseconds (XLA) per program, so each
+variant keeps its compiled functions per program, input order and dtype (and, through the
+compilers' own caches, per shape) in a small LRU cache: examples that repeat a program
+structure do not compile again. Every cached torch function gets its own code object,
+because dynamo caches compiled frames per code object and falls back after a few
+recompilations of one.
+"""
+
+from __future__ import annotations
+
+import types
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from itertools import count
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from resverify.impl.about import jax_about, torch_about
+from resverify.impl.functional_backends import JaxBackend
+from resverify.impl.interpret import interpret
+from resverify.impl.torch_backend import TorchBackend
+from resverify.spec.errors import ShapeMismatch
+from resverify.spec.ir import Program, infer_shapes
+from resverify.spec.request import Request, Result, ResultError, Value, storage_dtype
+
+F = TypeVar("F")
+
+CACHE_SIZE = 512
+"""Compiled programs kept per backend (least recently used dropped first)."""
+
+
+class CompiledCache(Generic[F]):
+    """At most ``size`` compiled functions by key; ``compiles`` counts the misses."""
+
+    def __init__(self, size: int = CACHE_SIZE) -> None:
+        self.size = size
+        self.compiles = 0
+        self._entries: OrderedDict[Hashable, F] = OrderedDict()
+
+    def get(self, key: Hashable, build: Callable[[], F]) -> F:
+        if key in self._entries:
+            self._entries.move_to_end(key)
+            return self._entries[key]
+        self.compiles += 1
+        entry = self._entries[key] = build()
+        if len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return entry
+
+
+_serial = count()
+
+
+def program_function(program: Program, apply: Callable[[Any, list[Any]], Any]) -> Any:
+    """``f(*inputs) -> output`` for ``program`` in its input order, with a code object of
+    its own (named after the program) so that a tracing compiler caches it separately."""
+    names = program.input_names
+
+    def resverify_program(*values: Any) -> Any:
+        return interpret(program, dict(zip(names, values, strict=True)), apply)
+
+    code = resverify_program.__code__.replace(co_name=f"resverify_program_{next(_serial)}")
+    return types.FunctionType(code, resverify_program.__globals__, code.co_name, None,
+                              resverify_program.__closure__)
+
+
+class TorchCompileBackend(TorchBackend):
+    """``--backend torch-compile``: torch's eager adapter, with the program compiled by
+    ``torch.compile`` (inductor) before its forward and backward run."""
+
+    def __init__(self, device: str = "cpu", compiler_backend: str = "inductor") -> None:
+        super().__init__(device)
+        self.name = "torch-compile" if device == "cpu" else f"torch-compile-{device}"
+        self.compiler_backend = compiler_backend
+        self.cache: CompiledCache[Any] = CompiledCache()
+
+    def about(self) -> dict[str, str]:
+        return {**torch_about(self), "compiler": "torch.compile",
+                "compiler_backend": self.compiler_backend, "fullgraph": "True",
+                "dynamic": "False"}
+
+    def _compiled(self, request: Request) -> Any:
+        import torch
+
+        def build() -> Any:
+            return torch.compile(program_function(request.program, self._apply),
+                                 backend=self.compiler_backend, fullgraph=True, dynamic=False)
+
+        return self.cache.get((request.program, request.dtype), build)
+
+    def run(self, request: Request) -> Result:
+        refused = self.capabilities.unclaimed(request, self.name)
+        if refused is not None:
+            return refused
+        try:
+            infer_shapes(request.program)
+        except ShapeMismatch as exc:
+            return ResultError.mismatch(exc)
+        names = request.program.input_names
+        leaves = [self._tensor(request.inputs[n], request.dtype, True) for n in names]
+        out = self._compiled(request)(*leaves)
+        if out.requires_grad:
+            out.backward(self._tensor(request.cotangent, request.dtype, False))
+        grads = {n: self._numpy(t.grad) if t.grad is not None
+                 else np.zeros(t.shape, storage_dtype(request.dtype))
+                 for n, t in zip(names, leaves, strict=True)}
+        return Value(self._numpy(out), grads=grads)
+
+
+class JaxJitBackend(JaxBackend):
+    """``--backend jax-jit``: the JAX adapter with the forward and the VJP under one
+    ``jax.jit``."""
+
+    name = "jax-jit"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cache: CompiledCache[Any] = CompiledCache()
+
+    def about(self) -> dict[str, str]:
+        return {**jax_about(self), "compiler": "jax.jit",
+                "compiler_backend": "xla"}
+
+    def _compiled(self, program: Program) -> Any:
+        jax = self.jax
+
+        def build() -> Any:
+            forward = program_function(program, self._apply)
+
+            def step(primals: list[Any], cotangent: Any) -> tuple[Any, Any]:
+                out, pullback = jax.vjp(forward, *primals)
+                return out, pullback(cotangent)
+
+            return jax.jit(step)
+
+        return self.cache.get(program, build)
+
+    def run(self, request: Request) -> Result:
+        refused = self.capabilities.unclaimed(request, self.name)
+        if refused is not None:
+            return refused
+        try:
+            infer_shapes(request.program)
+        except ShapeMismatch as exc:
+            return ResultError.mismatch(exc)
+        names = request.program.input_names
+        primals = [self.array(request.inputs[n], request.dtype) for n in names]
+        cotangent = self.array(request.cotangent, request.dtype)
+        out, grads = self._compiled(request.program)(primals, cotangent)
+        return Value(self.numpy(out),
+                     grads={n: self.numpy(g) for n, g in zip(names, grads, strict=True)})
