@@ -35,7 +35,8 @@ Public API: :data:`CLAIMS`, :data:`SEED_FILES`, :class:`Claim`, :class:`Section`
 
 from __future__ import annotations
 
-from resverify.spec.claims import course, lecture, notes
+from typing import TYPE_CHECKING
+
 from resverify.spec.claims.model import (
     BackendSide,
     Claim,
@@ -65,6 +66,18 @@ __all__ = [
     "side_dict",
 ]
 
-SEED_FILES = (course.COURSE, lecture.LECTURE, notes.NOTES)
+if TYPE_CHECKING:
+    SEED_FILES: tuple[str, ...]
+    CLAIMS: tuple[Claim, ...]
 
-CLAIMS: tuple[Claim, ...] = (*course.CLAIMS, *lecture.CLAIMS, *notes.CLAIMS)
+
+def __getattr__(name: str) -> object:
+    """``CLAIMS`` and ``SEED_FILES``, built on first use: the seed modules import SymPy,
+    which ``resverify --help`` and the verdict helpers above must not pay for."""
+    if name not in ("CLAIMS", "SEED_FILES"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from resverify.spec.claims import course, lecture, notes
+
+    globals().update(SEED_FILES=(course.COURSE, lecture.LECTURE, notes.NOTES),
+                     CLAIMS=(*course.CLAIMS, *lecture.CLAIMS, *notes.CLAIMS))
+    return globals()[name]
