@@ -58,9 +58,10 @@ def interleaved(candidates: Mapping[str, Callable[[], object]], rounds: int = 5,
 class Row:
     """One line of the bench table: ``candidate`` against ``baseline``, timed in one run.
 
-    ``ratio`` is ``baseline / candidate`` (how many times faster the candidate is, or for a
-    cost row how many times the baseline's time it takes, as ``target`` says); ``met`` is
-    None when the row has no target or was skipped, with ``note`` saying why.
+    ``ratio`` is ``baseline / candidate`` (how many times faster the candidate is) when
+    ``unit`` is ``"x faster"``, and ``candidate / baseline`` (what the candidate costs in
+    baseline times) when it is ``"x baseline"``; ``met`` is None when the row has no
+    target or was skipped, with ``note`` saying why.
     """
 
     section: str
@@ -73,6 +74,7 @@ class Row:
     target: str = ""
     met: bool | None = None
     note: str = ""
+    unit: str = "x faster"
 
 
 def skipped(section: str, case: str, reason: str) -> Row:

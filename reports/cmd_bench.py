@@ -32,9 +32,10 @@ HELP = "measure resverify's speed against baselines (ratios), print a table"
 
 SECTIONS = {
     "encoding": "resverify.reports.bench_encoding",
+    "startup": "resverify.reports.bench_startup",
 }
 """Section name -> module with ``rows(quick) -> list[Row]``."""
-DEFAULT = ("encoding",)
+DEFAULT = ("encoding", "startup")
 """Sections run without ``--only`` (``suite`` runs the whole check several times: minutes)."""
 
 
@@ -81,7 +82,8 @@ def table(rows: list[Any]) -> str:
     head = ("section", "case", "baseline", "candidate", "base", "cand", "ratio", "target",
             "met")
     body = [(r.section, r.case, r.baseline, r.candidate, _number(r.baseline_s, "s"),
-             _number(r.candidate_s, "s"), _number(r.ratio), r.target,
+             _number(r.candidate_s, "s"),
+             "-" if r.ratio is None else f"{_number(r.ratio)}{r.unit}", r.target,
              {True: "yes", False: "NO", None: "-"}[r.met]) for r in rows]
     widths = [max(len(str(line[i])) for line in [head, *body]) for i in range(len(head))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
