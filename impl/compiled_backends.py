@@ -25,45 +25,20 @@ recompilations of one.
 from __future__ import annotations
 
 import types
-from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from itertools import count
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import numpy as np
 
 from resverify.impl.about import jax_about, torch_about
+from resverify.impl.compile_cache import CompiledCache
 from resverify.impl.functional_backends import JaxBackend
 from resverify.impl.interpret import interpret
 from resverify.impl.torch_backend import TorchBackend
 from resverify.spec.errors import ShapeMismatch
 from resverify.spec.ir import Program, infer_shapes
 from resverify.spec.request import Request, Result, ResultError, Value, storage_dtype
-
-F = TypeVar("F")
-
-CACHE_SIZE = 512
-"""Compiled programs kept per backend (least recently used dropped first)."""
-
-
-class CompiledCache(Generic[F]):
-    """At most ``size`` compiled functions by key; ``compiles`` counts the misses."""
-
-    def __init__(self, size: int = CACHE_SIZE) -> None:
-        self.size = size
-        self.compiles = 0
-        self._entries: OrderedDict[Hashable, F] = OrderedDict()
-
-    def get(self, key: Hashable, build: Callable[[], F]) -> F:
-        if key in self._entries:
-            self._entries.move_to_end(key)
-            return self._entries[key]
-        self.compiles += 1
-        entry = self._entries[key] = build()
-        if len(self._entries) > self.size:
-            self._entries.popitem(last=False)
-        return entry
-
 
 _serial = count()
 

@@ -32,6 +32,24 @@ def _jax_jit() -> Backend:
     return JaxJitBackend()
 
 
+def _tensorflow() -> Backend:
+    from resverify.impl.tensorflow_backend import TensorflowBackend
+
+    return TensorflowBackend()
+
+
+def _tinygrad() -> Backend:
+    from resverify.impl.tinygrad_backend import TinygradBackend
+
+    return TinygradBackend()
+
+
+def _pytensor() -> Backend:
+    from resverify.impl.pytensor_backend import PytensorBackend
+
+    return PytensorBackend()
+
+
 def _jax() -> Backend:
     from resverify.impl.functional_backends import JaxBackend
 
@@ -52,6 +70,9 @@ BUILTIN: dict[str, Callable[[], Backend]] = {
     "jax": _jax,
     "jax-jit": _jax_jit,
     "autograd": _autograd,
+    "tensorflow": _tensorflow,
+    "tinygrad": _tinygrad,
+    "pytensor": _pytensor,
 }
 
 

@@ -1,0 +1,109 @@
+"""PyTensor adapter (``--backend pytensor``): a symbolic graph, rewritten and compiled.
+
+A PyTensor user declares typed symbolic inputs, builds the expression, asks
+``pytensor.grad`` for the gradients and compiles it all with ``pytensor.function``; the
+graph rewriter (canonicalisation, stabilisation, elementwise fusion) runs before the
+default Numba backend compiles it. This adapter does exactly that, with the cotangent as
+one more input (``pytensor.grad(None, inputs, known_grads={out: cotangent})`` is the
+VJP), and keeps each compiled function per program and dtype, since compiling costs far
+more than running.
+
+The ops are each entry's array form from :mod:`resverify.spec.ops`, with PyTensor's
+``tanh`` and ``sum`` and, for ``relu``, ``maximum(x, 0)``: PyTensor has no relu of its
+own, and ``maximum`` is what its users write. ``maximum`` passes the gradient of a tie to
+its first argument, so relu's derivative at 0 is 1 here, not the 0 of the declared
+convention (docs/findings.md).
+
+Two adapter choices, with their reasons:
+
+* the graph is built under ``config.change_flags(floatX=dtype)``, as PyTensor's
+  documentation tells float32 users to: under the default ``floatX=float64`` a float32
+  input times a Python float that float32 cannot hold exactly (α = 1/3) becomes float64,
+  and the block's output silently changes dtype (docs/findings.md);
+* only float64 and float32 are claimed: the default Numba backend cannot compile float16,
+  and PyTensor has no bfloat16.
+
+Install with ``pip install 'resverify[pytensor]'``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Hashable
+from typing import Any
+
+import numpy as np
+
+from resverify.impl.about import distribution_version
+from resverify.impl.backend import Capabilities
+from resverify.impl.compile_cache import CompiledCache
+from resverify.impl.interpret import interpret, node_alpha
+from resverify.spec.errors import ShapeMismatch, UsageError
+from resverify.spec.ir import Node, Program, infer_shapes
+from resverify.spec.ops import OP_TABLE, ArrayNamespace
+from resverify.spec.request import Request, Result, ResultError, Value
+
+CLAIMED_OPS = ("add", "residual_add", "mul", "scale", "linear", "relu", "tanh", "sum")
+"""The ops this adapter was checked with (the normalization ops are not claimed yet)."""
+
+
+class PytensorBackend:
+    """Runs requests as compiled PyTensor functions (the default mode: Numba)."""
+
+    name = "pytensor"
+    capabilities = Capabilities(dtypes=("float64", "float32"), ops=CLAIMED_OPS)
+
+    def __init__(self) -> None:
+        try:
+            self.pytensor = importlib.import_module("pytensor")
+            self.pt = importlib.import_module("pytensor.tensor")
+        except ImportError:
+            raise UsageError(
+                "the pytensor backend needs PyTensor: pip install 'resverify[pytensor]'"
+            ) from None
+        self.xp = ArrayNamespace(relu=self.relu, tanh=self.pt.tanh, sum=self.pt.sum)
+        self.cache: CompiledCache[Any] = CompiledCache()
+
+    def about(self) -> dict[str, str]:
+        config = self.pytensor.config
+        return {"library": "pytensor", "version": distribution_version("pytensor"),
+                "device": "cpu", "mode": str(config.mode), "linker": str(config.linker),
+                "floatX": "the request's dtype (config.change_flags)",
+                "cast_policy": str(config.cast_policy)}
+
+    def relu(self, a: Any) -> Any:
+        """``maximum(a, 0)``: PyTensor users' relu (derivative 1 at 0, see the module)."""
+        return self.pt.maximum(a, 0)
+
+    def _apply(self, node: Node, args: list[Any]) -> Any:
+        """The entry's array form; shapes were checked beforehand on the program
+        (:func:`~resverify.spec.ir.infer_shapes`), since symbolic ``.shape`` is not a tuple."""
+        return OP_TABLE[node.op].array(self.xp, args, node_alpha(node))
+
+    def _build(self, program: Program, dtype: str) -> Any:
+        pytensor, pt = self.pytensor, self.pt
+        with pytensor.config.change_flags(floatX=dtype):
+            symbols = [pt.tensor(i.name, dtype=dtype, shape=i.shape) for i in program.inputs]
+            out = interpret(program, dict(zip(program.input_names, symbols, strict=True)),
+                            self._apply)
+            seed = pt.tensor("cotangent", dtype=dtype, shape=infer_shapes(program)[program.output])
+            grads = pytensor.grad(None, symbols, known_grads={out: seed},
+                                  disconnected_inputs="ignore", return_disconnected="zero")
+            return pytensor.function([*symbols, seed], [out, *grads])
+
+    def run(self, request: Request) -> Result:
+        refused = self.capabilities.unclaimed(request, self.name)
+        if refused is not None:
+            return refused
+        program, dtype = request.program, request.dtype
+        try:
+            infer_shapes(program)
+        except ShapeMismatch as exc:
+            return ResultError.mismatch(exc)
+        key: Hashable = (program, dtype)
+        function = self.cache.get(key, lambda: self._build(program, dtype))
+        names = program.input_names
+        values = [np.array(request.inputs[n], dtype=dtype, copy=True) for n in names]
+        out, *grads = function(*values, np.array(request.cotangent, dtype=dtype, copy=True))
+        return Value(np.array(out, copy=True),
+                     grads={n: np.array(g, copy=True) for n, g in zip(names, grads, strict=True)})

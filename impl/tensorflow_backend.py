@@ -1,0 +1,109 @@
+"""TensorFlow adapter (``--backend tensorflow``): the program under a ``tf.GradientTape``.
+
+Written the way a Keras user's residual block runs: eager tensors on the CPU, the forward
+recorded by a ``GradientTape`` and pulled back with ``tape.gradient(out, inputs,
+output_gradients=cotangent)``. Every op but one is its entry's array form in
+:mod:`resverify.spec.ops` with TensorFlow's ``nn.relu``, ``math.tanh`` and
+``reduce_sum``; ``linear`` is ``tf.tensordot(x, w, axes=1)``, which is how
+``keras.layers.Dense`` multiplies an input of any rank (``tf.matmul``, behind ``@``,
+refuses a vector and needs batch ranks to match). An input the output does not depend on
+gets a zero gradient (``UnconnectedGradients.ZERO``), as in every other adapter.
+
+Install with ``pip install 'resverify[tensorflow]'`` (the ``tensorflow-cpu`` build).
+TensorFlow logs C++ start-up messages at import; the adapter quiets everything below
+errors unless ``TF_CPP_MIN_LOG_LEVEL`` is already set. Numerics settings that the report
+records (:meth:`TensorflowBackend.about`): TF32 execution (on by default, used only on
+GPUs), op determinism, and oneDNN's custom CPU kernels (``TF_ENABLE_ONEDNN_OPTS``), which
+TensorFlow itself warns "may give slightly different numerical results".
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+import numpy as np
+
+from resverify.impl.backend import Capabilities
+from resverify.impl.interpret import array_apply, interpret
+from resverify.spec.errors import ShapeMismatch, UsageError
+from resverify.spec.ir import Node
+from resverify.spec.ops import OP_TABLE, ArrayNamespace
+from resverify.spec.request import Request, Result, ResultError, Value
+
+
+def _import_tensorflow() -> Any:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        return importlib.import_module("tensorflow")
+    except ImportError:
+        raise UsageError(
+            "the tensorflow backend needs TensorFlow: pip install 'resverify[tensorflow]'"
+        ) from None
+
+
+CLAIMED_OPS = ("add", "residual_add", "mul", "scale", "linear", "relu", "tanh", "sum")
+"""The ops this adapter was checked with (the normalization ops are not claimed yet)."""
+
+
+class TensorflowBackend:
+    """Runs requests eagerly on the CPU with ``tf.GradientTape``."""
+
+    name = "tensorflow"
+    capabilities = Capabilities(dtypes=("float64", "float32", "float16", "bfloat16"),
+                                ops=CLAIMED_OPS)
+
+    def __init__(self) -> None:
+        self.tf = _import_tensorflow()
+        self.xp = ArrayNamespace(relu=self.tf.nn.relu, tanh=self.tf.math.tanh,
+                                 sum=self.tf.reduce_sum)
+
+    def about(self) -> dict[str, str]:
+        tf = self.tf
+        determinism = getattr(importlib.import_module("tensorflow.python.framework.config"),
+                              "is_op_determinism_enabled", None)
+        return {
+            "library": "tensorflow", "version": tf.__version__, "device": "cpu",
+            "tensor_float_32_execution": str(
+                tf.config.experimental.tensor_float_32_execution_enabled()),
+            "op_determinism": "unknown" if determinism is None else str(determinism()),
+            "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
+        }
+
+    def array(self, values: np.ndarray, dtype: str) -> Any:
+        """A TensorFlow tensor in ``dtype`` (bfloat16 arrives in float32 storage: exact)."""
+        return self.tf.cast(self.tf.constant(np.array(values, copy=True)), dtype)
+
+    def numpy(self, value: Any) -> np.ndarray:
+        """A NumPy copy in TensorFlow's dtype (bfloat16 widened exactly to float32)."""
+        if value.dtype == self.tf.bfloat16:
+            value = self.tf.cast(value, self.tf.float32)
+        return np.array(value.numpy(), copy=True)
+
+    def _apply(self, node: Node, args: list[Any]) -> Any:
+        if node.op == "linear":
+            OP_TABLE["linear"].shape([tuple(a.shape) for a in args])
+            return self.tf.tensordot(args[0], args[1], axes=1)
+        return array_apply(self.xp, node, args)
+
+    def run(self, request: Request) -> Result:
+        refused = self.capabilities.unclaimed(request, self.name)
+        if refused is not None:
+            return refused
+        tf = self.tf
+        names = request.program.input_names
+        with tf.device("/CPU:0"):
+            leaves = [self.array(request.inputs[n], request.dtype) for n in names]
+            with tf.GradientTape() as tape:
+                tape.watch(leaves)
+                try:
+                    out = interpret(request.program, dict(zip(names, leaves, strict=True)),
+                                    self._apply)
+                except ShapeMismatch as exc:
+                    return ResultError.mismatch(exc)
+            grads = tape.gradient(out, leaves,
+                                  output_gradients=self.array(request.cotangent, request.dtype),
+                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        return Value(self.numpy(out),
+                     grads={n: self.numpy(g) for n, g in zip(names, grads, strict=True)})

@@ -1,0 +1,89 @@
+"""tinygrad adapter (``--backend tinygrad``): lazy tensors, kernels compiled on demand.
+
+tinygrad builds a lazy graph of the whole computation, fuses it into kernels and compiles
+them (with clang on the CPU device) only when a value is read: even "eager" tinygrad is a
+compiler, so it is the engine that most freely reorders and fuses. Its ``tanh`` is not a
+library call but ``2·sigmoid(2x) - 1`` built from ``exp2``, and its float64 runs through
+the same code generator. The program is each op entry's array form from
+:mod:`resverify.spec.ops` over ``Tensor.relu``, ``Tensor.tanh`` and ``Tensor.sum``; the
+VJP is tinygrad's own ``out.gradient(*inputs, gradient=cotangent)`` (what
+``out.backward(cotangent)`` fills ``.grad`` with). An input the output does not use gets a
+zero gradient, as in every adapter.
+
+Install with ``pip install 'resverify[tinygrad]'``; the CPU device needs ``clang`` on the
+``PATH`` (Debian: ``apt-get install clang``), and the adapter says so when it is missing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+from typing import Any
+
+import numpy as np
+
+from resverify.impl.about import distribution_version
+from resverify.impl.backend import Capabilities
+from resverify.impl.interpret import array_apply, interpret
+from resverify.spec.errors import ShapeMismatch, UsageError
+from resverify.spec.ir import Node
+from resverify.spec.ops import ArrayNamespace
+from resverify.spec.request import Request, Result, ResultError, Value
+
+CLAIMED_OPS = ("add", "residual_add", "mul", "scale", "linear", "relu", "tanh", "sum")
+"""The ops this adapter was checked with (the normalization ops are not claimed yet)."""
+
+
+class TinygradBackend:
+    """Runs requests on tinygrad's CPU device."""
+
+    name = "tinygrad"
+    capabilities = Capabilities(dtypes=("float64", "float32", "float16", "bfloat16"),
+                                ops=CLAIMED_OPS)
+
+    def __init__(self) -> None:
+        try:
+            self.tinygrad = importlib.import_module("tinygrad")
+        except ImportError:
+            raise UsageError(
+                "the tinygrad backend needs tinygrad: pip install 'resverify[tinygrad]'"
+            ) from None
+        if shutil.which("clang") is None:
+            raise UsageError("tinygrad's CPU device compiles with clang, which is not on the "
+                             "PATH (Debian: apt-get install clang)")
+        self.Tensor = self.tinygrad.Tensor
+        self.device = "CPU"
+        self.xp = ArrayNamespace(relu=self.Tensor.relu, tanh=self.Tensor.tanh,
+                                 sum=self.Tensor.sum)
+
+    def about(self) -> dict[str, str]:
+        return {"library": "tinygrad", "version": distribution_version("tinygrad"),
+                "device": "cpu", "tinygrad_device": self.device, "compiler": "clang"}
+
+    def array(self, values: np.ndarray, dtype: str) -> Any:
+        """A tinygrad tensor in ``dtype`` (bfloat16 arrives in float32 storage: exact)."""
+        stored = self.Tensor(np.array(values, copy=True), device=self.device)
+        return stored.cast(getattr(self.tinygrad.dtypes, dtype))
+
+    def numpy(self, value: Any) -> np.ndarray:
+        """A NumPy copy in tinygrad's dtype (bfloat16 widened exactly to float32)."""
+        if value.dtype == self.tinygrad.dtypes.bfloat16:
+            value = value.float()
+        return np.array(value.numpy(), copy=True)
+
+    def _apply(self, node: Node, args: list[Any]) -> Any:
+        return array_apply(self.xp, node, args)
+
+    def run(self, request: Request) -> Result:
+        refused = self.capabilities.unclaimed(request, self.name)
+        if refused is not None:
+            return refused
+        names = request.program.input_names
+        leaves = [self.array(request.inputs[n], request.dtype) for n in names]
+        try:
+            out = interpret(request.program, dict(zip(names, leaves, strict=True)), self._apply)
+        except ShapeMismatch as exc:
+            return ResultError.mismatch(exc)
+        pulled = out.gradient(*leaves, gradient=self.array(request.cotangent, request.dtype))
+        return Value(self.numpy(out),
+                     grads={n: self.numpy(g) for n, g in zip(names, pulled, strict=True)})
