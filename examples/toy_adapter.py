@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 from resverify.impl import Capabilities
-from resverify.spec import Node, Request, Result, ShapeMismatch, infer_shapes
+from resverify.spec import Node, Request, Result, ResultError, ShapeMismatch, Value, infer_shapes
 
 Arrays = list[np.ndarray]
 Forward = Callable[[Node, Arrays], np.ndarray]  # (node, argument values) -> value y
@@ -34,7 +34,7 @@ class ToyBackend:
         try:
             infer_shapes(request.program)
         except ShapeMismatch as exc:  # e.g. residual_add of [2, 2] and [2]
-            return Result.mismatch(exc)
+            return ResultError.mismatch(exc)
         program, env = request.program, dict(request.inputs)
         for node in program.order:  # every argument before its use
             env[node.name] = np.asarray(OPS[node.op][0](node, [env[a] for a in node.args]))
@@ -44,5 +44,5 @@ class ToyBackend:
             args, y, g = [env[a] for a in node.args], env[node.name], grads[node.name]
             for name, grad in zip(node.args, OPS[node.op][1](node, args, y, g), strict=True):
                 grads[name] = grads[name] + grad
-        return Result(output=env[program.output],
-                      grads={i.name: np.asarray(grads[i.name]) for i in program.inputs})
+        return Value(env[program.output],
+                     grads={i.name: np.asarray(grads[i.name]) for i in program.inputs})

@@ -9,7 +9,7 @@ from typing import Protocol, runtime_checkable
 
 from resverify.spec.errors import InvalidProgram, UsageError
 from resverify.spec.ir import DTYPES, OPS, Node
-from resverify.spec.request import Request, Result
+from resverify.spec.request import Request, Result, ResultError
 
 DEVICE_PATTERN = re.compile(r"cpu|mps|external|(?:cuda|tpu|xpu)(?::[0-9]+)?")
 """Known device names: ``cpu``, ``cuda``, ``cuda:N``, ``tpu``, ``tpu:N``, ``xpu``, ``xpu:N``,
@@ -52,10 +52,10 @@ class Capabilities:
         missing = sorted({n.op for n in request.program.nodes} - set(self.ops))
         return f"op(s) {missing} not claimed" if missing else None
 
-    def unclaimed(self, request: Request, backend: str) -> Result | None:
+    def unclaimed(self, request: Request, backend: str) -> ResultError | None:
         """The ``unsupported`` answer for a request outside the claims, else None."""
         reason = self.covers(request)
-        return None if reason is None else Result.failure("unsupported", f"{backend}: {reason}")
+        return None if reason is None else ResultError("unsupported", f"{backend}: {reason}")
 
 
 def scale_alpha(node: Node) -> Fraction:

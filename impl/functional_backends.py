@@ -21,7 +21,7 @@ from resverify.impl.interpret import array_apply, interpret
 from resverify.spec.errors import ShapeMismatch, UsageError
 from resverify.spec.ir import Node
 from resverify.spec.ops import ArrayNamespace
-from resverify.spec.request import Request, Result
+from resverify.spec.request import Request, Result, ResultError, Value
 
 Pullback = Callable[[Any], Sequence[Any]]
 
@@ -63,11 +63,10 @@ class _Functional:
         try:
             out, pullback = self.vjp(fn, primals)
         except ShapeMismatch as exc:
-            return Result.mismatch(exc)
-        assert request.cotangent is not None
+            return ResultError.mismatch(exc)
         grads = pullback(self.array(request.cotangent, request.dtype))
-        return Result(output=self.numpy(out),
-                      grads={n: self.numpy(g) for n, g in zip(names, grads, strict=True)})
+        return Value(self.numpy(out),
+                     grads={n: self.numpy(g) for n, g in zip(names, grads, strict=True)})
 
     @staticmethod
     def numpy(value: Any) -> np.ndarray:

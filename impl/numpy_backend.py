@@ -14,7 +14,7 @@ from resverify.impl.ops import apply_op
 from resverify.impl.tensor import Tensor
 from resverify.spec.errors import ShapeMismatch
 from resverify.spec.ir import Node
-from resverify.spec.request import Request, Result
+from resverify.spec.request import Request, Result, ResultError, Value
 
 
 def apply(node: Node, args: list[Tensor]) -> Tensor:
@@ -36,13 +36,12 @@ class NumpyBackend:
         try:
             out = interpret(request.program, leaves, apply)
         except ShapeMismatch as exc:
-            return Result.mismatch(exc)
-        assert request.cotangent is not None
+            return ResultError.mismatch(exc)
         out.backward(request.cotangent)
         grads = {
             name: t.grad if t.grad is not None else np.zeros_like(t.value)
             for name, t in leaves.items()
         }
-        return Result(output=np.array(out.value, copy=True), grads=grads)
+        return Value(np.array(out.value, copy=True), grads=grads)
 
 

@@ -25,7 +25,7 @@ from resverify.spec.codec import (
     validate_message,
 )
 from resverify.spec.errors import ResverifyError
-from resverify.spec.request import Result
+from resverify.spec.request import Result, ResultError
 
 
 def capabilities_doc(backend: Backend) -> dict[str, object]:
@@ -44,14 +44,14 @@ def answer(backend: Backend, line: str) -> str:
             return json.dumps(capabilities_doc(backend))
         request = request_from_dict(doc)
     except ResverifyError as exc:
-        return dumps(Result.failure("backend_error", f"bad request: {exc}"))
+        return dumps(ResultError("backend_error", f"bad request: {exc}"))
     try:
         result = backend.run(request)
     except Exception as exc:
-        return dumps(Result.failure("backend_error", f"{type(exc).__name__}: {exc}"))
+        return dumps(ResultError("backend_error", f"{type(exc).__name__}: {exc}"))
     if not isinstance(result, Result):
         got = "None" if result is None else type(result).__name__
-        return dumps(Result.failure("backend_error", f"run() must return a Result, got {got}"))
+        return dumps(ResultError("backend_error", f"run() must return a Result, got {got}"))
     return dumps(result, request.dtype)
 
 

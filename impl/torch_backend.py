@@ -19,7 +19,7 @@ from resverify.impl.interpret import array_apply, interpret
 from resverify.spec.errors import ShapeMismatch, UsageError
 from resverify.spec.ir import Node
 from resverify.spec.ops import ArrayNamespace
-from resverify.spec.request import Request, Result, storage_dtype
+from resverify.spec.request import Request, Result, ResultError, Value, storage_dtype
 
 try:
     import torch
@@ -62,11 +62,10 @@ class TorchBackend:
         try:
             out = interpret(request.program, leaves, self._apply)
         except ShapeMismatch as exc:
-            return Result.mismatch(exc)
-        assert request.cotangent is not None
+            return ResultError.mismatch(exc)
         seed = self._tensor(request.cotangent, request.dtype, False)
         if out.requires_grad:
             out.backward(seed)
         grads = {k: self._numpy(t.grad) if t.grad is not None
                  else np.zeros(t.shape, storage_dtype(request.dtype)) for k, t in leaves.items()}
-        return Result(output=self._numpy(out), grads=grads)
+        return Value(self._numpy(out), grads=grads)

@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import NoReturn
 
 import numpy as np
 from hypothesis import reject
@@ -23,7 +24,7 @@ from resverify.impl.backend import Backend
 from resverify.spec.compare import cells, decimal
 from resverify.spec.errors import BackendFault
 from resverify.spec.ir import infer_shapes
-from resverify.spec.request import Request, Result, storage_dtype
+from resverify.spec.request import Request, Result, ResultError, Value, storage_dtype
 
 __all__ = [
     "KINDS",
@@ -84,7 +85,7 @@ class Context:
     def where(self) -> str:
         return f"[{self.request.dtype}] {self.request.program.describe()}"
 
-    def fail(self, message: str, kind: str = "law") -> None:
+    def fail(self, message: str, kind: str = "law") -> NoReturn:
         """Raise a PropertyFailure whose one line ends with the dtype and the program."""
         __tracebackhide__ = True
         raise PropertyFailure(f"{message} {self.where}", self.request, kind)
@@ -132,8 +133,8 @@ class Context:
                           "(must be equal, budget 0)")
 
 
-def run_ok(backend: Backend, request: Request, label: str | None = None) -> Result:
-    """Run ``request``; fail unless the backend returns an output of the declared form.
+def run_ok(backend: Backend, request: Request, label: str | None = None) -> Value:
+    """Run ``request``; fail unless the backend returns a value of the declared form.
 
     An error result is a failure of kind ``refused``, except ``unsupported`` for a
     request outside the backend's claimed capabilities: that example is skipped
@@ -142,23 +143,21 @@ def run_ok(backend: Backend, request: Request, label: str | None = None) -> Resu
     __tracebackhide__ = True
     ctx = Context(label or backend.name, request)
     result = guarded_run(backend, request)
-    if result.error is not None:
-        if result.error.kind == "unsupported" and backend.capabilities.covers(request):
+    if isinstance(result, ResultError):
+        if result.kind == "unsupported" and backend.capabilities.covers(request):
             reject()
-        ctx.fail(f"backend {ctx.backend} returned {result.error.kind}: "
-                 f"{result.error.message!r}, spec returns a value", "refused")
+        ctx.fail(f"backend {ctx.backend} returned {result.kind}: "
+                 f"{result.message!r}, spec returns a value", "refused")
     check_declared_form(ctx, result)
     return result
 
 
 def private_copy(request: Request) -> Request:
     """The same request with fresh, writable copies of every array (the backend's own)."""
-    cot = request.cotangent
     copy = dataclasses.replace(request, inputs={k: np.array(v) for k, v in request.inputs.items()},
-                               cotangent=None if cot is None else np.array(cot))
+                               cotangent=np.array(request.cotangent))
     for array in [*copy.inputs.values(), copy.cotangent]:
-        if array is not None:
-            array.flags.writeable = True
+        array.flags.writeable = True
     return copy
 
 
@@ -240,15 +239,14 @@ def mutation(sent: Request, seen: Request) -> str | None:
 
 
 def _said(result: Result) -> str:
-    return "a value" if result.error is None else f"{result.error.kind} {result.error.message!r}"
+    return "a value" if isinstance(result, Value) else f"{result.kind} {result.message!r}"
 
 
 def differences(first: Result, second: Result, limit: int = 10) -> list[str]:
     """How two results differ bit for bit, at most ``limit`` items, e.g.
     ``output[0, 1]: 0.5 then 0.5000000000000001``; empty when they are the same."""
-    if first.error is not None or second.error is not None:
-        return [] if first.error == second.error else [f"{_said(first)} then {_said(second)}"]
-    assert first.grads is not None and second.grads is not None
+    if not (isinstance(first, Value) and isinstance(second, Value)):
+        return [] if first == second else [f"{_said(first)} then {_said(second)}"]
     if set(first.grads) != set(second.grads):
         return [f"grads for {sorted(first.grads)} then for {sorted(second.grads)}"]
     found: list[str] = []
@@ -268,11 +266,10 @@ def differences(first: Result, second: Result, limit: int = 10) -> list[str]:
     return found[:limit]
 
 
-def check_declared_form(ctx: Context, result: Result) -> None:
+def check_declared_form(ctx: Context, result: Value) -> None:
     """Output and gradients are arrays of the declared shapes and the request's storage
     dtype, one gradient per input; anything else is a ``bad_result``."""
     __tracebackhide__ = True
-    assert result.output is not None and result.grads is not None
     request = ctx.request
     want = storage_dtype(request.dtype)
     shape = infer_shapes(request.program)[request.program.output]

@@ -36,7 +36,6 @@ def check_matches_spec(backend: Backend, request: Request) -> None:
     __tracebackhide__ = True
     ctx = Context(backend.name, request)
     result = run_ok(backend, request)
-    assert result.output is not None and result.grads is not None
     exact = evaluate(request)
     assert exact.output is not None and exact.grads is not None
     budget = error_budget(request, exact=exact)  # includes the exact side's own slack
@@ -67,7 +66,6 @@ def check_finite_differences(backend: Backend, request: Request,
     __tracebackhide__ = True
     ctx = Context(backend.name, request)
     result = run_ok(backend, request)
-    assert result.grads is not None
     budget = error_budget(request)
     for name, flat in coordinates:
         bound = float(budget.grads[name].reshape(-1)[flat])

@@ -38,7 +38,7 @@ import numpy as np
 from resverify.impl import Backend, resolve_backend
 from resverify.impl.registry import BUILTIN
 from resverify.properties.assertions import PropertyFailure, differences, send
-from resverify.spec import InvalidProgram, Request, Result, UsageError
+from resverify.spec import InvalidProgram, Request, Result, ResultError, UsageError
 from resverify.spec.budget import Budget, error_budget
 from resverify.spec.codec import parse_json, request_from_dict
 from resverify.spec.compare import Cell, cells, decimal
@@ -172,9 +172,8 @@ def _show(value: Fraction) -> str:
 def compare(request: Request, result: Result, exact: ExactResult,
             budget: Budget | None) -> list[list[Row]]:
     """Rows for every element, one list per array, or one row for an error on either side."""
-    if exact.error is not None or result.error is not None or budget is None:
-        return [[_error_row(exact.error, result.error)]]
-    assert result.output is not None and result.grads is not None
+    if exact.error is not None or isinstance(result, ResultError) or budget is None:
+        return [[_error_row(exact.error, result if isinstance(result, ResultError) else None)]]
     assert exact.output is not None and exact.grads is not None
     groups = [compare_array("output", np.asarray(result.output), exact.output, budget.output)]
     for name, grad in exact.grads.items():
@@ -201,7 +200,7 @@ def _error_row(spec_error: Any, backend_error: Any) -> Row:
 
 
 def _dtype_rows(request: Request, result: Result) -> list[Row]:
-    if result.output is None:
+    if isinstance(result, ResultError):
         return []
     want = storage_dtype(request.dtype)
     got = np.asarray(result.output).dtype
@@ -226,8 +225,8 @@ def _print_request(request: Request, record: Mapping[str, Any] | None, show_all:
               f"{record.get('message', '')}")
     for name, value in request.inputs.items():
         print(f"input {name} {list(value.shape)}: {_values(value, show_all)}")
-    cot = request.cotangent
-    print(f"cotangent: {'none' if cot is None else _values(cot, show_all)}")
+    cot = _values(request.cotangent, show_all) if request.shape_valid else "none (shape-invalid)"
+    print(f"cotangent: {cot}")
 
 
 def _table(rows: list[Row]) -> None:
@@ -287,10 +286,10 @@ def _replay(args: argparse.Namespace, request: Request, record: Mapping[str, Any
     answers = [_answer(backend, request) for _ in range(args.runs)]
     first = answers[0]
     unclaimed = backend.capabilities.covers(request)
-    if (first.result is not None and first.result.error is not None
-            and first.result.error.kind == "unsupported" and unclaimed):
+    if (isinstance(first.result, ResultError) and first.result.kind == "unsupported"
+            and unclaimed):
         print(f"skipped: backend {backend.name} answered unsupported "
-              f"({first.result.error.message!r}) to a request it does not claim "
+              f"({first.result.message!r}) to a request it does not claim "
               f"({unclaimed}); nothing checked")
         return 1
     exact = evaluate(request)

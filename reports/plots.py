@@ -32,7 +32,7 @@ from matplotlib.figure import Figure
 from resverify.impl import NumpyBackend, Tensor
 from resverify.impl.ops import residual_add, scale
 from resverify.spec.fixtures import STACK_W, stack_program
-from resverify.spec.request import Request
+from resverify.spec.request import Request, Value
 
 __all__ = ["PLOT_NAMES", "depth_law", "gradient_retention", "render_plots",
            "retention_curve", "scaled_finals", "variance_growth", "variance_path"]
@@ -63,7 +63,7 @@ def retention_curve(weights: list[np.ndarray], residual: bool) -> np.ndarray:
         values.update({f"w{i}": weights[i] for i in range(depth)})
         request = Request(stack_program(depth, residual, width), values, "float64", cot)
         result = backend.run(request)
-        assert result.grads is not None, result.error
+        assert isinstance(result, Value), result
         out.append(np.max(np.abs(result.grads["x"])) / np.max(np.abs(cot)))
     return np.array(out)
 

@@ -5,7 +5,7 @@ shape rule, exact, error, budget, SymPy, reference NumPy and array-library rules
 
 Public API: the program IR (:class:`Program`, :class:`Input`, :class:`Node`, ``OPS``,
 ``DTYPES``, :func:`infer_shapes`), requests and results (:class:`Request`,
-:class:`Result`, :class:`ResultError`), their lossless JSON (:func:`dumps`,
+:data:`Result` = :class:`Value` | :class:`ResultError`), their lossless JSON (:func:`dumps`,
 :func:`loads_request`, :func:`loads_result`), the exact interpreter (:func:`evaluate`,
 :func:`evaluate_exact`, :class:`ExactResult`), error budgets (:func:`error_budget`,
 :class:`Budget`) and the error types rooted at :class:`ResverifyError`, among them the
@@ -35,7 +35,7 @@ from resverify.spec.exact import (
     evaluate_exact,
 )
 from resverify.spec.ir import DTYPES, OPS, Input, Node, Program, infer_shapes
-from resverify.spec.request import Request, Result, ResultError
+from resverify.spec.request import Request, Result, ResultError, Value
 
 __all__ = [
     "DTYPES",
@@ -60,6 +60,7 @@ __all__ = [
     "ShapeMismatch",
     "Unsupported",
     "UsageError",
+    "Value",
     "as_fractions",
     "dumps",
     "error_budget",

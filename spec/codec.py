@@ -32,7 +32,7 @@ import numpy as np
 
 from resverify.spec.errors import InvalidProgram
 from resverify.spec.ir import Input, Node, Program, as_shape
-from resverify.spec.request import Request, Result, ResultError, storage_dtype
+from resverify.spec.request import Request, Result, ResultError, Value, storage_dtype
 
 FORMAT_VERSION = 1
 MESSAGE_KINDS = ("hello", "capabilities", "request", "result")
@@ -184,7 +184,7 @@ def request_to_dict(request: Request) -> dict[str, Any]:
         "program": program_to_dict(request.program),
         "dtype": request.dtype,
         "inputs": {k: encode_array(v) for k, v in request.inputs.items()},
-        "cotangent": None if request.cotangent is None else encode_array(request.cotangent),
+        "cotangent": encode_array(request.cotangent) if request.shape_valid else None,
     }
 
 
@@ -206,12 +206,11 @@ def result_to_dict(result: Result, dtype: str | None = None) -> dict[str, Any]:
     its own, for the reader to refuse.
     """
     doc: dict[str, Any] = {"resverify": FORMAT_VERSION, "kind": "result"}
-    if result.error is not None:
-        err = result.error
+    if isinstance(result, ResultError):
+        err = result
         doc["error"] = {"kind": err.kind, "message": err.message,
                         "shapes": None if err.shapes is None else [list(s) for s in err.shapes]}
         return doc
-    assert result.output is not None and result.grads is not None
     own = str(result.output.dtype)
     doc["dtype"] = dtype if dtype is not None and storage_dtype(dtype) == own else own
     doc["output"] = encode_array(result.output)
@@ -227,10 +226,10 @@ def result_from_dict(doc: Mapping[str, Any], dtype: str = "float64") -> Result:
         shapes = err.get("shapes")
         pair = None if shapes is None else (
             as_shape(shapes[0], "error shape"), as_shape(shapes[1], "error shape"))
-        return Result(error=ResultError(err["kind"], err["message"], pair))
+        return ResultError(err["kind"], err["message"], pair)
     dtype = doc.get("dtype", dtype)
     grads = {k: decode_array(v, dtype, f"grad {k!r}") for k, v in doc["grads"].items()}
-    return Result(output=decode_array(doc["output"], dtype, "output"), grads=grads)
+    return Value(decode_array(doc["output"], dtype, "output"), grads)
 
 
 def packaged_schema(package: str, name: str) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from resverify.spec.rational import (
     obj,
     objects,
 )
-from resverify.spec.request import Request, Result, ResultError
+from resverify.spec.request import Request, ResultError
 
 __all__ = [
     "TANH_PRECISION_BITS",
@@ -96,7 +96,7 @@ def evaluate_exact(program: Program, inputs: Mapping[str, object],
     try:
         shapes = infer_shapes(program)
     except ShapeMismatch as exc:
-        return ExactResult(None, None, ZERO, Result.mismatch(exc).error)
+        return ExactResult(None, None, ZERO, ResultError.mismatch(exc))
     values = _read_inputs(program, inputs)
     slack = dict.fromkeys(values, ZERO)
     for node in program.order:

@@ -1,10 +1,17 @@
-"""Requests (program + values + dtype + cotangent) and results (values or a typed error)."""
+"""Requests (program + values + dtype + cotangent) and results (a value or a typed error).
+
+Why these types: a backend's answer is either a :class:`Value` (the output and every
+input's gradient, all present) or a :class:`ResultError` (a typed refusal), and
+:data:`Result` is that union, so a consumer matches on the type instead of testing which
+optional fields are set. A :class:`Request` always carries a cotangent (derived for a
+shape-invalid program, see its docstring).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal, TypeAlias
 
 import numpy as np
 
@@ -13,6 +20,10 @@ from resverify.spec.ir import DTYPES, Program, infer_shapes
 
 ErrorKind = Literal["shape_mismatch", "unsupported", "backend_error"]
 ERROR_KINDS: tuple[str, ...] = ("shape_mismatch", "unsupported", "backend_error")
+
+NO_OUTPUT: Final[np.ndarray] = np.zeros((0,))
+NO_OUTPUT.flags.writeable = False
+"""The derived cotangent of a shape-invalid program (stored in the request's dtype)."""
 
 
 def storage_dtype(dtype: str) -> np.dtype:
@@ -40,55 +51,103 @@ def as_values(value: object, dtype: str, where: str) -> np.ndarray:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Request:
-    """Everything needed to run a program once: the values of each input and the output cotangent.
+    """Everything needed to run a program once: the values of each input and the output
+    cotangent. ``cotangent`` is always an array of the request's dtype.
 
-    ``cotangent`` may be None only when the program is shape-invalid (the request then
-    asks the backend to reject it).
+    A shape-invalid program (one :func:`resverify.spec.ir.infer_shapes` rejects) has no output
+    shape, so no cotangent can fit it; its cotangent is *derived*: pass ``cotangent=None``
+    and the request holds :data:`NO_OUTPUT`'s empty array of shape ``(0,)``, which holds no
+    value and is read by nobody (the spec's answer is a ``shape_mismatch`` before any
+    gradient). Only None or that empty array is accepted for such a program, so each
+    request has one form, and the wire format writes ``null`` for it losslessly.
+
+    Why derive rather than give the invalid case its own type: every adapter answers a
+    shape-invalid program in its shape check, before it reads a cotangent. One request type
+    keeps ``Backend.run(request: Request)`` a single signature and lets every adapter read
+    ``request.cotangent`` as an array with no type test; a second type would make each
+    adapter branch on the request's type for a case it already handles.
     """
 
     program: Program
     inputs: Mapping[str, np.ndarray]
     dtype: str
-    cotangent: np.ndarray | None
+    cotangent: np.ndarray
 
-    def __post_init__(self) -> None:
-        storage_dtype(self.dtype)
-        declared = {i.name: i.shape for i in self.program.inputs}
-        given = set(self.inputs)
-        if given != set(declared):
+    def __init__(self, program: Program, inputs: Mapping[str, object], dtype: str,
+                 cotangent: object | None) -> None:
+        storage_dtype(dtype)
+        object.__setattr__(self, "program", program)
+        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "inputs", _read_inputs(program, inputs, dtype))
+        object.__setattr__(self, "cotangent", _read_cotangent(program, cotangent, dtype))
+
+    @property
+    def shape_valid(self) -> bool:
+        """Whether the program's shapes fit (else the cotangent is the derived empty one)."""
+        return output_shape(self.program) is not None
+
+
+def output_shape(program: Program) -> Shape | None:
+    """The shape of ``program``'s output, or None when the program is shape-invalid."""
+    try:
+        return infer_shapes(program)[program.output]
+    except ShapeMismatch:
+        return None
+
+
+def _read_inputs(program: Program, inputs: Mapping[str, object],
+                 dtype: str) -> dict[str, np.ndarray]:
+    declared = {i.name: i.shape for i in program.inputs}
+    if set(inputs) != set(declared):
+        raise InvalidProgram(
+            f"request inputs {sorted(inputs)} do not match program inputs {sorted(declared)}")
+    values = {}
+    for name, shape in declared.items():
+        array = as_values(inputs[name], dtype, f"input {name!r}")
+        if array.shape != shape:
             raise InvalidProgram(
-                f"request inputs {sorted(given)} do not match program inputs {sorted(declared)}"
-            )
-        values = {}
-        for name, shape in declared.items():
-            array = as_values(self.inputs[name], self.dtype, f"input {name!r}")
-            if array.shape != shape:
-                raise InvalidProgram(
-                    f"input {name!r} has shape {list(array.shape)}, declared {list(shape)}"
-                )
-            values[name] = array
-        object.__setattr__(self, "inputs", values)
-        try:
-            out_shape: Shape | None = infer_shapes(self.program)[self.program.output]
-        except ShapeMismatch:
-            out_shape = None
-        if self.cotangent is None:
-            if out_shape is not None:
-                raise InvalidProgram("a shape-valid program needs a cotangent for its output")
-            return
-        cot = as_values(self.cotangent, self.dtype, "cotangent")
-        if out_shape is not None and cot.shape != out_shape:
-            raise InvalidProgram(
-                f"cotangent has shape {list(cot.shape)}, output has {list(out_shape)}"
-            )
-        object.__setattr__(self, "cotangent", cot)
+                f"input {name!r} has shape {list(array.shape)}, declared {list(shape)}")
+        values[name] = array
+    return values
+
+
+def _read_cotangent(program: Program, cotangent: object | None, dtype: str) -> np.ndarray:
+    out_shape = output_shape(program)
+    if out_shape is None:
+        given = None if cotangent is None else np.asarray(cotangent)
+        if given is not None and given.shape != NO_OUTPUT.shape:
+            raise InvalidProgram("a shape-invalid program's cotangent is derived: pass None "
+                                 f"(got shape {list(given.shape)})")
+        return as_values(NO_OUTPUT, dtype, "cotangent")
+    if cotangent is None:
+        raise InvalidProgram("a shape-valid program needs a cotangent for its output")
+    cot = as_values(cotangent, dtype, "cotangent")
+    if cot.shape != out_shape:
+        raise InvalidProgram(f"cotangent has shape {list(cot.shape)}, output has {list(out_shape)}")
+    return cot
+
+
+@dataclass(frozen=True)
+class Value:
+    """A backend's answer to a shape-valid request: the output and every input's gradient.
+
+    Both are required: a value is never partial. Whether the arrays have the request's
+    shapes and dtype is :func:`check_form`'s question (a backend may answer garbage, and
+    resverify reports it as a ``bad_result`` rather than failing to build the answer).
+    """
+
+    output: np.ndarray
+    grads: Mapping[str, np.ndarray]
 
 
 @dataclass(frozen=True)
 class ResultError:
-    """A typed failure: a rejected shape pair, an op the backend lacks, or anything else."""
+    """A typed failure: a rejected shape pair, an op the backend lacks, or anything else.
+
+    ``shapes`` holds both operands' shapes for ``shape_mismatch``, and only for it.
+    """
 
     kind: ErrorKind
     message: str
@@ -100,24 +159,13 @@ class ResultError:
         if (self.kind == "shape_mismatch") != (self.shapes is not None):
             raise InvalidProgram("shape_mismatch errors, and only they, carry both shapes")
 
-
-@dataclass(frozen=True)
-class Result:
-    """The output value and the gradient of every input, or a typed error."""
-
-    output: np.ndarray | None = None
-    grads: Mapping[str, np.ndarray] | None = None
-    error: ResultError | None = None
-
-    def __post_init__(self) -> None:
-        if (self.error is None) == (self.output is None or self.grads is None):
-            raise InvalidProgram("a result has either an output with grads, or an error")
-
     @classmethod
-    def failure(cls, kind: ErrorKind, message: str,
-                shapes: tuple[Shape, Shape] | None = None) -> Result:
-        return cls(error=ResultError(kind, message, shapes))
+    def mismatch(cls, exc: ShapeMismatch) -> ResultError:
+        """The ``shape_mismatch`` answer to the :class:`ShapeMismatch` shape inference raised."""
+        return cls("shape_mismatch", str(exc), (exc.left, exc.right))
 
-    @classmethod
-    def mismatch(cls, exc: ShapeMismatch) -> Result:
-        return cls.failure("shape_mismatch", str(exc), (exc.left, exc.right))
+
+Result: TypeAlias = Value | ResultError
+"""What a backend's ``run`` returns: a :class:`Value` or a :class:`ResultError`. Match on it
+(``match result: case Value(output, grads): ...``) or test ``isinstance(result, Value)``;
+``isinstance(x, Result)`` tells whether ``x`` is either."""

@@ -23,7 +23,7 @@ from resverify.impl.numpy_backend import NumpyBackend, apply
 from resverify.impl.tensor import Tensor, _topological
 from resverify.spec.errors import ShapeMismatch
 from resverify.spec.ir import Node, node_shape
-from resverify.spec.request import Request, Result
+from resverify.spec.request import Request, Result, ResultError, Value
 
 
 def linear(x: Tensor, w: Tensor, transpose: bool = True) -> Tensor:
@@ -57,7 +57,7 @@ class Reference(NumpyBackend):
     def backward(self, out: Tensor, seed: np.ndarray) -> None:
         out.backward(seed)
 
-    def finish(self, result: Result) -> Result:
+    def finish(self, result: Value) -> Value:
         return result
 
     def run(self, request: Request) -> Result:
@@ -67,13 +67,12 @@ class Reference(NumpyBackend):
             for node in request.program.order:
                 env[node.name] = self.apply(node, [env[a] for a in node.args])
         except ShapeMismatch as exc:
-            return Result.mismatch(exc)
+            return ResultError.mismatch(exc)
         out = env[request.program.output]
-        seed = np.zeros_like(out.value) if request.cotangent is None else request.cotangent
-        self.backward(out, seed)
+        self.backward(out, request.cotangent)
         grads = {n: t.grad if t.grad is not None else np.zeros_like(t.value)
                  for n, t in leaves.items()}
-        return self.finish(Result(output=np.array(out.value, copy=True), grads=grads))
+        return self.finish(Value(np.array(out.value, copy=True), grads))
 
 
 def _tensor(value: np.ndarray, parents: tuple[Tensor, ...], vjp: object, op: str) -> Tensor:
@@ -268,13 +267,12 @@ class Nondeterministic(Reference):
 
     name = "broken-nondeterministic"
 
-    def finish(self, result: Result) -> Result:
-        assert result.output is not None
+    def finish(self, result: Value) -> Value:
         out = np.array(result.output, copy=True)
         if out.size and np.random.default_rng().random() < 0.5:
             flat = out.reshape(-1)
             flat[0] = np.nextafter(flat[0], np.inf, dtype=out.dtype)
-        return Result(output=out, grads=result.grads)
+        return Value(out, result.grads)
 
 
 class WrongDtype(Reference):
@@ -282,10 +280,9 @@ class WrongDtype(Reference):
 
     name = "broken-wrong-dtype"
 
-    def finish(self, result: Result) -> Result:
-        assert result.grads is not None
+    def finish(self, result: Value) -> Value:
         grads = {k: np.asarray(v, dtype=np.float64) for k, v in result.grads.items()}
-        return Result(output=result.output, grads=grads)
+        return Value(result.output, grads)
 
 
 class WidePrecisionSwitch(Reference):
@@ -311,14 +308,13 @@ class SharedWeightGrads(Reference):
 
     name = "broken-shared-grad-buffer"
 
-    def finish(self, result: Result) -> Result:
-        assert result.grads is not None
+    def finish(self, result: Value) -> Value:
         pools: dict[tuple[int, ...], np.ndarray] = {}
         for grad in result.grads.values():
             if grad.ndim == 2:
                 pools[grad.shape] = pools.get(grad.shape, np.zeros_like(grad)) + grad
         grads = {k: pools[v.shape] if v.ndim == 2 else v for k, v in result.grads.items()}
-        return Result(output=result.output, grads=grads)
+        return Value(result.output, grads)
 
 
 def contiguous_unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

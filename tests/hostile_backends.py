@@ -23,7 +23,7 @@ import numpy as np
 
 from resverify.impl.backend import Capabilities
 from resverify.impl.numpy_backend import NumpyBackend
-from resverify.spec.request import Request, Result
+from resverify.spec.request import Request, Result, ResultError, Value
 
 _REFERENCE = NumpyBackend()
 CAPABILITIES = Capabilities(dtypes=("float64", "float32"), ops=_REFERENCE.capabilities.ops)
@@ -34,16 +34,22 @@ class _Hostile:
 
     name = "hostile"
     capabilities = CAPABILITIES
-    values_only = False  # True: spoils values only, a typed error result passes through
 
     def run(self, request: Request) -> Result:
-        result = _REFERENCE.run(request)
-        if result.error is not None and self.values_only:
-            return result
-        return self.spoil(request, result)
+        return self.spoil(request, _REFERENCE.run(request))
 
     def spoil(self, request: Request, result: Result) -> Result:
         return result
+
+
+class _SpoilsValues(_Hostile):
+    """Spoils values only: a typed error result passes through."""
+
+    def spoil(self, request: Request, result: Result) -> Result:
+        return result if isinstance(result, ResultError) else self.spoil_value(result)
+
+    def spoil_value(self, value: Value) -> Result:
+        return value
 
 
 class Raises(_Hostile):
@@ -53,33 +59,27 @@ class Raises(_Hostile):
         raise RuntimeError("the engine fell over")
 
 
-class ReturnsNaN(_Hostile):
-    values_only = True
+class ReturnsNaN(_SpoilsValues):
     name = "hostile-nan"
 
-    def spoil(self, request: Request, result: Result) -> Result:
-        assert result.output is not None and result.grads is not None
-        return Result(output=np.full_like(result.output, np.nan), grads=result.grads)
+    def spoil_value(self, result: Value) -> Result:
+        return Value(np.full_like(result.output, np.nan), result.grads)
 
 
-class WrongShape(_Hostile):
-    values_only = True
+class WrongShape(_SpoilsValues):
     name = "hostile-wrong-shape"
 
-    def spoil(self, request: Request, result: Result) -> Result:
-        assert result.output is not None and result.grads is not None
+    def spoil_value(self, result: Value) -> Result:
         longer = np.append(result.output.ravel(), result.output.dtype.type(0))
-        return Result(output=longer, grads=result.grads)
+        return Value(longer, result.grads)
 
 
-class WrongDtype(_Hostile):
-    values_only = True
+class WrongDtype(_SpoilsValues):
     name = "hostile-wrong-dtype"
 
-    def spoil(self, request: Request, result: Result) -> Result:
-        assert result.output is not None and result.grads is not None
+    def spoil_value(self, result: Value) -> Result:
         other = np.float32 if result.output.dtype == np.float64 else np.float64
-        return Result(output=result.output.astype(other), grads=result.grads)
+        return Value(result.output.astype(other), result.grads)
 
 
 class ReturnsNone(_Hostile):

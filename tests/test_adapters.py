@@ -19,7 +19,7 @@ from resverify.impl import Capabilities, NumpyBackend, resolve_backend
 from resverify.impl.backend import Backend
 from resverify.spec import Input, InvalidProgram, Node, Program, Request, UsageError
 from resverify.spec.fixtures import linear_block_request, seed_cases, shared_operand_request
-from resverify.spec.request import storage_dtype
+from resverify.spec.request import ResultError, Value, storage_dtype
 
 LIBRARY = {"torch": "torch", "jax": "jax", "autograd": "autograd"}
 
@@ -43,7 +43,7 @@ def test_seed_fixture_on_adapter_matches_exactly_in_every_claimed_dtype(
     for dtype in adapter.capabilities.dtypes:
         result = adapter.run(Request(request.program, request.inputs, dtype, request.cotangent))
         call = f"[{adapter.name} {dtype} {case}: {request.program.describe()}]"
-        assert result.output is not None and result.grads is not None, f"{result.error} {call}"
+        assert isinstance(result, Value), f"{result} {call}"
         assert as_fractions(result.output) == output, f"output {call}"
         dtypes = {a.dtype for a in (result.output, *result.grads.values())}
         assert dtypes == {storage_dtype(dtype)}, f"dtypes {dtypes} {call}"
@@ -57,15 +57,15 @@ def test_adapter_residual_add_rejects_a_pair_that_plus_would_broadcast(adapter: 
                       (Node("y", "residual_add", ("x", "b")),), "y")
     request = Request(program, {"x": np.ones((2, 2)), "b": np.ones(2)}, "float64", None)
     result = adapter.run(request)
-    assert result.error is not None and result.error.kind == "shape_mismatch"
-    assert result.error.shapes == ((2, 2), (2,))
+    assert isinstance(result, ResultError) and result.kind == "shape_mismatch"
+    assert result.shapes == ((2, 2), (2,))
 
 
 def test_adapter_gives_zero_gradient_to_an_unused_input_and_keeps_float32(adapter: Backend) -> None:
     program = Program((Input("x", (2,)), Input("u", ())), (Node("y", "tanh", ("x",)),), "y")
     request = Request(program, {"x": np.zeros(2), "u": np.array(3.0)}, "float32", np.ones(2))
     result = adapter.run(request)
-    assert result.grads is not None and result.output is not None
+    assert isinstance(result, Value)
     assert result.grads["u"].tolist() == 0.0 and result.grads["x"].tolist() == [1.0, 1.0]
     assert {a.dtype for a in (result.output, *result.grads.values())} == {np.dtype("float32")}
 
@@ -74,7 +74,7 @@ def test_adapter_relu_has_zero_derivative_at_zero(adapter: Backend) -> None:
     program = Program((Input("x", (3,)),), (Node("y", "relu", ("x",)),), "y")
     request = Request(program, {"x": np.array([-1.0, 0.0, 2.0])}, "float64", np.ones(3))
     result = adapter.run(request)
-    assert result.grads is not None and result.grads["x"].tolist() == [0.0, 0.0, 1.0]
+    assert isinstance(result, Value) and result.grads["x"].tolist() == [0.0, 0.0, 1.0]
 
 
 def test_torch_cuda_without_a_device_is_a_usage_error() -> None:
@@ -95,7 +95,7 @@ def test_adapter_answers_an_unclaimed_dtype_with_unsupported(adapter: Backend) -
         pytest.skip(f"{adapter.name} claims every dtype")
     for dtype in unclaimed:
         result = adapter.run(linear_block_request(dtype=dtype))
-        assert result.error is not None and result.error.kind == "unsupported", (
+        assert isinstance(result, ResultError) and result.kind == "unsupported", (
             f"{adapter.name} on an unclaimed {dtype} request gave {result}")
 
 
@@ -105,13 +105,13 @@ def test_adapter_answers_an_unclaimed_op_with_unsupported(
                           device=adapter.capabilities.device)
     monkeypatch.setattr(adapter, "capabilities", claims)
     result = adapter.run(shared_operand_request())
-    assert result.error is not None and result.error.kind == "unsupported", result
-    assert "residual_add" in result.error.message, result.error
+    assert isinstance(result, ResultError) and result.kind == "unsupported", result
+    assert "residual_add" in result.message, result
 
 
 def test_reference_answers_bfloat16_with_unsupported() -> None:
     result = NumpyBackend().run(linear_block_request(dtype="bfloat16"))
-    assert result.error is not None and result.error.kind == "unsupported", result
+    assert isinstance(result, ResultError) and result.kind == "unsupported", result
 
 
 def test_adapter_refuses_a_scale_node_without_alpha(adapter: Any) -> None:

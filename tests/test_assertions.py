@@ -22,7 +22,7 @@ from resverify.properties.laws_structure import (
 )
 from resverify.spec.errors import BackendCrash, BackendTimeout, BadResult
 from resverify.spec.fixtures import linear_block_request
-from resverify.spec.request import Request, Result
+from resverify.spec.request import Request, Result, ResultError, Value
 
 REQUEST = linear_block_request()  # x=[2,-1], w=[[0.5,-1],[2,0.25]], ȳ=[1,1]
 
@@ -147,20 +147,20 @@ def test_an_exception_from_run_is_classified(fault: Exception, kind: str) -> Non
 
 def _reference_result() -> Result:
     result = Reference().run(REQUEST)
-    assert result.output is not None and result.grads is not None
+    assert isinstance(result, Value)
     return result
 
 
 def test_wrong_output_shape_dtype_or_type_is_a_bad_result() -> None:
     good = _reference_result()
-    assert good.grads is not None and good.output is not None
+    assert isinstance(good, Value)
     wrong = {
-        "shape": Result(output=np.zeros(3), grads=good.grads),
-        "dtype": Result(output=good.output.astype(np.float32), grads=good.grads),
-        "grad dtype": Result(output=good.output,
+        "shape": Value(np.zeros(3), grads=good.grads),
+        "dtype": Value(good.output.astype(np.float32), grads=good.grads),
+        "grad dtype": Value(good.output,
                              grads={**good.grads, "w": good.grads["w"].astype(np.float32)}),
-        "type": Result(output=good.output.tolist(), grads=good.grads),
-        "missing grad": Result(output=good.output, grads={"x": good.grads["x"]}),
+        "type": Value(good.output.tolist(), grads=good.grads),
+        "missing grad": Value(good.output, grads={"x": good.grads["x"]}),
     }
     for what, result in wrong.items():
         failure = failure_of(run_ok, Answers(result), REQUEST)
@@ -169,14 +169,14 @@ def test_wrong_output_shape_dtype_or_type_is_a_bad_result() -> None:
 
 def test_a_wrong_value_is_a_law_failure() -> None:
     good = _reference_result()
-    assert good.grads is not None and good.output is not None
-    failure = failure_of(check_matches_spec, Answers(Result(output=good.output + 1,
+    assert isinstance(good, Value)
+    failure = failure_of(check_matches_spec, Answers(Value(good.output + 1,
                                                              grads=good.grads)), REQUEST)
     assert failure.kind == "law", str(failure)
 
 
 def test_an_error_answer_to_a_claimed_request_is_refused() -> None:
-    failure = failure_of(run_ok, Answers(Result.failure("unsupported", "no linear")), REQUEST)
+    failure = failure_of(run_ok, Answers(ResultError("unsupported", "no linear")), REQUEST)
     assert failure.kind == "refused" and "unsupported" in str(failure), str(failure)
 
 
@@ -184,7 +184,7 @@ def test_an_error_answer_to_a_claimed_request_is_refused() -> None:
 @given(claimed=st.booleans())
 def test_unsupported_is_refused_when_claimed_and_skips_the_example_when_not(
         claimed: bool) -> None:
-    backend = Answers(Result.failure("unsupported", "no linear"))
+    backend = Answers(ResultError("unsupported", "no linear"))
     backend.capabilities = Capabilities() if claimed else Capabilities(ops=("residual_add",))
     if claimed:
         assert failure_of(run_ok, backend, REQUEST).kind == "refused"
@@ -206,9 +206,9 @@ class TerseRefusal(Reference):
 
     def run(self, request: Request) -> Result:
         result = super().run(request)
-        if result.error is not None and result.error.shapes is not None:
-            return Result.failure("shape_mismatch", "residual_add: [2,2] vs [2]",
-                                  result.error.shapes)
+        if isinstance(result, ResultError) and result.shapes is not None:
+            return ResultError("shape_mismatch", "residual_add: [2,2] vs [2]",
+                                  result.shapes)
         return result
 
 
@@ -224,11 +224,11 @@ class Flaky(Reference):
     def run(self, request: Request) -> Result:
         result = super().run(request)
         self.calls += 1
-        if self.calls % 2 or result.output is None:
+        if self.calls % 2 or isinstance(result, ResultError):
             return result
         output = np.array(result.output, copy=True)
         output.flat[0] = np.nextafter(output.flat[0], np.inf)
-        return Result(output=output, grads=result.grads)
+        return Value(output, grads=result.grads)
 
 
 def test_a_non_deterministic_backend_is_not_blamed_on_the_refusal() -> None:
@@ -245,11 +245,11 @@ class ForgetfulAfterRefusal(Reference):
 
     def run(self, request: Request) -> Result:
         result = super().run(request)
-        if result.error is not None:
+        if isinstance(result, ResultError):
             self.refused = True
             return result
-        if self.refused and result.output is not None:
-            return Result(output=result.output * 2, grads=result.grads)
+        if self.refused and isinstance(result, Value):
+            return Value(result.output * 2, grads=result.grads)
         return result
 
 
@@ -271,11 +271,11 @@ class WrongAxisAdd(Reference):
     def run(self, request: Request) -> Result:
         result = super().run(request)
         ops = {n.op for n in request.program.nodes}
-        if result.grads is None or ops != {"add"} or request.inputs["b"].shape != (2,):
+        if isinstance(result, ResultError) or ops != {"add"} or request.inputs["b"].shape != (2,):
             return result
         cot = np.asarray(request.cotangent)
-        return Result(output=result.output,
-                      grads={**result.grads, "b": cot.sum(axis=1).astype(cot.dtype)})
+        return Value(result.output,
+                     grads={**result.grads, "b": cot.sum(axis=1).astype(cot.dtype)})
 
 
 def test_mismatch_law_checks_add_with_a_cotangent_that_shows_the_summed_axes() -> None:

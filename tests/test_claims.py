@@ -26,7 +26,7 @@ from resverify.spec.claims.model import Interpreter
 from resverify.spec.claims.register import SeedClaims
 from resverify.spec.errors import BackendTimeout
 from resverify.spec.ir import DTYPES, OPS
-from resverify.spec.request import Request, Result
+from resverify.spec.request import Request, Result, ResultError, Value
 
 # Every S-item of SEEDS.md that can be computed (all of S01–S30; only the "context" lines
 # about He et al. and Vaswani et al. are left out). S07 and S17 each hold one settled and
@@ -67,31 +67,33 @@ def _uses(request: Request, op: str) -> bool:
 
 def _refuse_relu(request: Request) -> Result:
     if _uses(request, "relu"):
-        return Result.failure("unsupported", "this engine has no relu")
+        return ResultError("unsupported", "this engine has no relu")
     return REFERENCE.run(request)
 
 
 def _refuse_float32(request: Request) -> Result:
     if request.dtype == "float32":
-        return Result.failure("unsupported", "this engine has no float32")
+        return ResultError("unsupported", "this engine has no float32")
     return REFERENCE.run(request)
 
 
 def _as_float64(result: Result, grads_only: bool = False) -> Result:
-    assert result.output is not None and result.grads is not None
+    assert isinstance(result, Value)
     output = result.output if grads_only else result.output.astype(np.float64)
-    return Result(output=output, grads={k: v.astype(np.float64) for k, v in result.grads.items()})
+    return Value(output, grads={k: v.astype(np.float64) for k, v in result.grads.items()})
 
 
 def _upcast_float32(request: Request) -> Result:
     """Right values, but a float32 request answered in float64."""
     result = REFERENCE.run(request)
-    return _as_float64(result) if request.dtype == "float32" and result.error is None else result
+    if request.dtype == "float32" and isinstance(result, Value):
+        return _as_float64(result)
+    return result
 
 
 def _upcast_float32_grads(request: Request) -> Result:
     result = REFERENCE.run(request)
-    if request.dtype == "float32" and result.error is None:
+    if request.dtype == "float32" and isinstance(result, Value):
         return _as_float64(result, grads_only=True)
     return result
 
@@ -99,9 +101,9 @@ def _upcast_float32_grads(request: Request) -> Result:
 def _doubled_grads(request: Request) -> Result:
     """A broken backend: right outputs, every gradient doubled."""
     result = REFERENCE.run(request)
-    if result.grads is None:
+    if isinstance(result, ResultError):
         return result
-    return Result(output=result.output, grads={k: 2 * v for k, v in result.grads.items()})
+    return Value(result.output, grads={k: 2 * v for k, v in result.grads.items()})
 
 
 class Float64WithoutRelu(Engine):
@@ -285,10 +287,10 @@ def test_every_backend_claim_checks_the_answer_dtype() -> None:
     """A float64 backend check answered in float32 fails too: no claim reads values blind."""
     def downcast(request: Request) -> Result:
         result = REFERENCE.run(request)
-        if result.error is not None:
+        if isinstance(result, ResultError):
             return result
-        assert result.output is not None and result.grads is not None
-        return Result(output=result.output.astype(np.float32),
+        assert isinstance(result, Value)
+        return Value(result.output.astype(np.float32),
                       grads={k: v.astype(np.float32) for k, v in result.grads.items()})
 
     got = _statuses(Engine(downcast, ("float64",)))
@@ -299,9 +301,9 @@ def test_every_backend_claim_checks_the_answer_dtype() -> None:
 def test_output_of_the_wrong_shape_is_a_bad_result() -> None:
     def flattened(request: Request) -> Result:
         result = REFERENCE.run(request)
-        if result.output is None:
+        if isinstance(result, ResultError):
             return result
-        return Result(output=result.output.reshape(1, -1), grads=result.grads)
+        return Value(result.output.reshape(1, -1), grads=result.grads)
 
     side = check_claim(BY_ID["S06"], Engine(flattened)).backends[0]
     assert (side.status, side.failure_kind) == ("fail", "bad_result"), side
@@ -333,7 +335,7 @@ def test_run_returning_none_is_a_bad_result() -> None:
 
 def test_error_answer_where_a_value_is_due_is_named() -> None:
     def internal(request: Request) -> Result:
-        return Result.failure("backend_error", "out of memory")
+        return ResultError("backend_error", "out of memory")
 
     side = check_claim(BY_ID["S06"], Engine(internal)).backends[0]
     assert (side.status, side.failure_kind) == ("fail", "refused"), side
@@ -343,14 +345,14 @@ def test_error_answer_where_a_value_is_due_is_named() -> None:
 def test_float32_result_beyond_its_budget_fails_s30() -> None:
     def off_by_eight_ulps(request: Request) -> Result:
         result = REFERENCE.run(request)
-        if request.dtype != "float32" or result.grads is None or result.output is None:
+        if request.dtype != "float32" or isinstance(result, ResultError):
             return result
 
         def bump(v: np.ndarray) -> np.ndarray:
             return np.asarray(v + 8 * np.spacing(v), dtype=v.dtype)
 
-        return Result(output=bump(result.output),
-                      grads={k: bump(v) for k, v in result.grads.items()})
+        return Value(bump(result.output),
+                     grads={k: bump(v) for k, v in result.grads.items()})
 
     side = check_claim(BY_ID["S30"], Engine(off_by_eight_ulps)).backends[0]
     assert side.status == "fail", side
@@ -551,11 +553,11 @@ def test_claim_skipped_on_a_backend_is_not_reported_as_passed(
 def _terse_mismatch(request: Request) -> Result:
     """The reference's answers, but shape errors spell shapes without spaces ("[2,2]")."""
     result = REFERENCE.run(request)
-    if result.error is None or result.error.shapes is None:
+    if isinstance(result, Value) or result.shapes is None:
         return result
-    left, right = result.error.shapes
+    left, right = result.shapes
     text = f"cannot merge {','.join(map(str, left))} with {','.join(map(str, right))}"
-    return Result.failure("shape_mismatch", text.replace(" ", ""), result.error.shapes)
+    return ResultError("shape_mismatch", text.replace(" ", ""), result.shapes)
 
 
 def test_s02_judges_the_typed_shapes_not_the_message_text() -> None:

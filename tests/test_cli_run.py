@@ -14,6 +14,7 @@ import pytest
 from resverify.reports.cli import main
 from resverify.spec import dumps, loads_result
 from resverify.spec.fixtures import linear_block_request
+from resverify.spec.request import ResultError, Value
 
 
 def test_run_prints_the_result_of_a_request(
@@ -22,7 +23,7 @@ def test_run_prints_the_result_of_a_request(
     path.write_text(dumps(linear_block_request()))
     assert main(["run", str(path)]) == 0
     result = loads_result(capsys.readouterr().out)
-    assert result.output is not None and result.output.tolist() == [1.0, -3.25]
+    assert isinstance(result, Value) and result.output.tolist() == [1.0, -3.25]
 
 
 def test_missing_file_unknown_backend_and_bad_json_are_usage_errors(
@@ -45,7 +46,7 @@ def test_run_on_an_unclaimed_dtype_prints_an_unsupported_result(
     path.write_text(dumps(linear_block_request(dtype="bfloat16")))
     assert main(["run", str(path), "--backend", "autograd"]) == 0
     result = loads_result(capsys.readouterr().out)
-    assert result.error is not None and result.error.kind == "unsupported", result
+    assert isinstance(result, ResultError) and result.kind == "unsupported", result
 
 
 def test_run_labels_a_bfloat16_result_bfloat16(
@@ -100,4 +101,4 @@ def test_adapter_module_in_the_working_folder_is_found(tmp_path: Path) -> None:
                            "my_engine_module:Engine"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
-    assert loads_result(done.stdout).error is None, done.stdout
+    assert isinstance(loads_result(done.stdout), Value), done.stdout

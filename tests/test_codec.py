@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from resverify.spec import InvalidProgram, dumps, loads_request, loads_result
 from resverify.spec.codec import decode_number
 from resverify.spec.fixtures import linear_block_request
+from resverify.spec.request import Value
 
 # One float32 ulp at 1 is 2**-23; 1 + 2**-24 is the float32 midpoint between 1 and 1 + 2**-23.
 F32_TIE_UP = Fraction(1) + Fraction(1, 2**24) + Fraction(1, 10**30)  # just above the midpoint
@@ -134,7 +135,7 @@ def test_bfloat16_result_says_bfloat16() -> None:
     result = TorchBackend().run(request)
     doc = json.loads(dumps(result, request.dtype))
     assert doc["dtype"] == "bfloat16", doc
-    assert loads_result(dumps(result, request.dtype), "bfloat16").output is not None
+    assert isinstance(loads_result(dumps(result, request.dtype), "bfloat16"), Value)
 
 
 @pytest.mark.parametrize(

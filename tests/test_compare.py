@@ -29,7 +29,7 @@ from resverify.spec.compare import within
 from resverify.spec.exact import ExactResult, evaluate
 from resverify.spec.fixtures import linear_block_request
 from resverify.spec.ir import Input, Node, Program
-from resverify.spec.request import Request, Result, storage_dtype
+from resverify.spec.request import Request, Result, ResultError, Value, storage_dtype
 
 INF, NAN = float("inf"), float("nan")
 F = Fraction
@@ -112,7 +112,7 @@ class Answering:
 
     name = "answering"
     capabilities = Capabilities()
-    answer: Result = Result.failure("backend_error", "no answer set")
+    answer: Result = ResultError("backend_error", "no answer set")
 
     def run(self, request: Request) -> Result:
         return Answering.answer
@@ -181,8 +181,8 @@ def test_suite_and_replay_give_the_same_verdict_on_a_vector(
     budget = error_budget(request, exact=exact)
     assert exact.output is not None and exact.grads is not None
     storage = storage_dtype(request.dtype)
-    Answering.answer = Result(
-        output=_perturbed(data.draw, exact.output, budget.output, storage),
+    Answering.answer = Value(
+        _perturbed(data.draw, exact.output, budget.output, storage),
         grads={n: _perturbed(data.draw, exact.grads[n], budget.grads[n], storage)
                for n in request.inputs})
     try:

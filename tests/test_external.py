@@ -22,7 +22,7 @@ from resverify.impl.serve import answer
 from resverify.spec import UsageError, dumps
 from resverify.spec.errors import BackendCrash, BackendTimeout, BadResult
 from resverify.spec.fixtures import linear_block_request, stack_request
-from resverify.spec.request import Request, Result
+from resverify.spec.request import Request, Result, ResultError, Value
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVE = f"{shlex.quote(sys.executable)} -m resverify.impl.serve"
@@ -78,9 +78,8 @@ def test_served_reference_gives_bitwise_the_in_process_result() -> None:
         assert backend.capabilities == NumpyBackend.capabilities
         for request in (linear_block_request(), stack_request(4, True, "float32")):
             here, there = NumpyBackend().run(request), backend.run(request)
-            assert here.output is not None and there.output is not None
+            assert isinstance(here, Value) and isinstance(there, Value)
             assert there.output.tobytes() == here.output.tobytes()
-            assert there.grads is not None and here.grads is not None
             assert {k: v.tobytes() for k, v in there.grads.items()} == {
                 k: v.tobytes() for k, v in here.grads.items()}
     finally:
@@ -124,7 +123,7 @@ def test_misbehaving_engine_raises_its_fault_and_the_next_request_runs_on_a_fres
         backend.timeout = PATIENT
         again = backend.run(linear_block_request())
         want = NumpyBackend().run(linear_block_request())
-        assert again.output is not None and want.output is not None, again.error
+        assert isinstance(again, Value) and isinstance(want, Value), again
         assert again.output.tolist() == want.output.tolist(), (again, want)
         assert backend.pid != first
         firsts: dict[str, str] = {}
@@ -192,7 +191,7 @@ def test_a_slow_start_is_not_a_timeout_but_a_slow_request_is(tmp_path: Path) -> 
         with pytest.raises(BackendTimeout, match=r"within 0\.5 s"):
             backend.run(linear_block_request())
         result = backend.run(linear_block_request())  # restarted: slow hello, quick answer
-        assert result.output is not None, result
+        assert isinstance(result, Value), result
     finally:
         backend.close()
 
@@ -209,8 +208,8 @@ def test_unclaimed_request_is_unsupported_without_asking_the_engine(tmp_path: Pa
     backend = ExternalBackend(engine(tmp_path, "sys.exit(3)"), timeout=PATIENT)
     try:
         result = backend.run(stack_request(2, True, "float32"))
-        assert result.error is not None and result.error.kind == "unsupported", result
-        assert "float32" in result.error.message
+        assert isinstance(result, ResultError) and result.kind == "unsupported", result
+        assert "float32" in result.message
         assert not (tmp_path / "misbehaved").exists()
     finally:
         backend.close()

@@ -18,7 +18,6 @@ from resverify.spec import (
     Node,
     Program,
     Request,
-    Result,
     ResverifyError,
     ShapeMismatch,
     dumps,
@@ -28,6 +27,7 @@ from resverify.spec import (
 )
 from resverify.spec.codec import program_from_dict, program_to_dict
 from resverify.spec.fixtures import linear_block, linear_block_request
+from resverify.spec.request import ResultError, Value
 
 
 def _block_doc() -> dict:
@@ -183,16 +183,15 @@ def test_narrow_dtypes_round_trip_in_their_own_dtype(dtype: str) -> None:
 
 
 def test_results_and_typed_errors_round_trip() -> None:
-    ok = Result(output=np.array([1.0, -0.0]), grads={"x": np.array([0.5, 3.25])})
+    ok = Value(np.array([1.0, -0.0]), grads={"x": np.array([0.5, 3.25])})
     again = loads_result(dumps(ok))
-    assert again.output is not None and again.grads is not None
-    assert ok.output is not None and ok.grads is not None
+    assert isinstance(again, Value)
     assert again.output.tobytes() == ok.output.tobytes()
     assert again.grads["x"].tobytes() == ok.grads["x"].tobytes()
-    bad = Result.mismatch(ShapeMismatch("residual_add", (2, 2), (2,)))
+    bad = ResultError.mismatch(ShapeMismatch("residual_add", (2, 2), (2,)))
     back = loads_result(dumps(bad))
-    assert back.error == bad.error
-    assert back.error is not None and back.error.shapes == ((2, 2), (2,))
+    assert back == bad
+    assert isinstance(back, ResultError) and back.shapes == ((2, 2), (2,))
 
 
 @pytest.mark.parametrize(
@@ -209,10 +208,8 @@ def test_bad_documents_are_refused_with_one_clear_error(text: str, message: str)
         loads_request(text)
 
 
-def test_result_must_be_values_or_an_error_not_both() -> None:
-    with pytest.raises(InvalidProgram):
-        Result()
+def test_error_results_carry_a_known_kind_and_shapes_only_for_a_mismatch() -> None:
     with pytest.raises(InvalidProgram, match="only they"):
-        Result.failure("backend_error", "boom", ((1,), (2,)))
+        ResultError("backend_error", "boom", ((1,), (2,)))
     with pytest.raises(InvalidProgram, match="unknown error kind"):
-        Result.failure("oops", "boom")  # type: ignore[arg-type]
+        ResultError("oops", "boom")  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ from resverify.impl import NumpyBackend, Tensor, resolve_backend
 from resverify.impl.ops import add, linear, mul, relu, residual_add, scale, sum_all, tanh
 from resverify.spec import Input, Node, Program, Request, ShapeMismatch, UsageError
 from resverify.spec.fixtures import SEED_W, STACK_W, seed_cases, stack_request
+from resverify.spec.request import ResultError, Value
 
 
 def exact(array: np.ndarray) -> list[Fraction]:
@@ -108,8 +109,8 @@ def test_seed_fixture_through_ir_matches_exactly(case: str, dtype: str) -> None:
     request, output, grads = seed_cases()[case]
     request = Request(request.program, request.inputs, dtype, request.cotangent)
     result = NumpyBackend().run(request)
-    assert result.error is None, result.error
-    assert result.output is not None and result.grads is not None
+    assert isinstance(result, Value), result
+    assert isinstance(result, Value)
     assert tuple(exact(result.output)) == output, f"{case} output [{request.program.describe()}]"
     for name, want in grads.items():
         assert tuple(exact(result.grads[name])) == want, f"{case} grad[{name}]"
@@ -119,8 +120,8 @@ def test_seed_fixture_through_ir_matches_exactly(case: str, dtype: str) -> None:
 def test_same_fixture_twice_is_bitwise_identical_s12() -> None:
     first = NumpyBackend().run(stack_request(4, residual=True))
     second = NumpyBackend().run(stack_request(4, residual=True))
-    assert first.output is not None and second.output is not None
-    assert first.grads is not None and second.grads is not None
+    assert isinstance(first, Value) and isinstance(second, Value)
+    assert isinstance(first, Value) and isinstance(second, Value)
     assert first.output.tobytes() == second.output.tobytes()
     for name in first.grads:
         assert first.grads[name].tobytes() == second.grads[name].tobytes(), name
@@ -149,9 +150,9 @@ def test_ir_rejection_is_a_typed_result_naming_both_shapes() -> None:
                       (Node("y", "residual_add", ("x", "b")),), "y")
     request = Request(program, {"x": np.ones((2, 2)), "b": np.ones(2)}, "float64", None)
     result = NumpyBackend().run(request)
-    assert result.error is not None and result.error.kind == "shape_mismatch"
-    assert result.error.shapes == ((2, 2), (2,))
-    assert "[2, 2] vs [2]" in result.error.message
+    assert isinstance(result, ResultError) and result.kind == "shape_mismatch"
+    assert result.shapes == ((2, 2), (2,))
+    assert "[2, 2] vs [2]" in result.message
 
 
 @pytest.mark.parametrize("shape", [(), (0,), (0, 2), (3, 0, 2), (1, 1, 1)])
@@ -223,10 +224,10 @@ def test_unused_input_gets_a_zero_gradient_and_bfloat16_is_unsupported() -> None
     values = {"x": np.array([1.0, -1.0]), "u": np.array([5.0])}
     request = Request(program, values, "float64", np.array([1.0, 1.0]))
     result = NumpyBackend().run(request)
-    assert result.grads is not None and result.grads["u"].tolist() == [0.0]
+    assert isinstance(result, Value) and result.grads["u"].tolist() == [0.0]
     bf = Request(program, values, "bfloat16", np.array([1.0, 1.0]))
     failed = NumpyBackend().run(bf)
-    assert failed.error is not None and failed.error.kind == "unsupported"
+    assert isinstance(failed, ResultError) and failed.kind == "unsupported"
 
 
 def test_backend_names_resolve_or_fail_with_a_usage_error() -> None:

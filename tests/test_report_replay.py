@@ -20,7 +20,7 @@ from resverify.reports.cli import build_parser, main
 from resverify.spec import Result, dumps
 from resverify.spec.fixtures import linear_block_request, stack_request
 from resverify.spec.ir import Input, Node, Program
-from resverify.spec.request import Request
+from resverify.spec.request import Request, ResultError, Value
 
 
 class OffByOneUlpBackend(NumpyBackend):
@@ -30,10 +30,10 @@ class OffByOneUlpBackend(NumpyBackend):
 
     def run(self, request: Request) -> Result:
         result = super().run(request)
-        assert result.grads is not None
+        assert isinstance(result, Value)
         grads = {k: np.array(v, copy=True) for k, v in result.grads.items()}
         grads["x"].flat[0] = np.nextafter(grads["x"].flat[0], np.inf) * (1 + 2**-40)
-        return Result(output=result.output, grads=grads)
+        return Value(result.output, grads=grads)
 
 
 class BroadcastingBackend(NumpyBackend):
@@ -42,7 +42,7 @@ class BroadcastingBackend(NumpyBackend):
     name = "broadcasting"
 
     def run(self, request: Request) -> Result:
-        return Result(output=np.zeros((2, 2)), grads={"a": np.zeros((2, 2)), "b": np.zeros(2)})
+        return Value(np.zeros((2, 2)), grads={"a": np.zeros((2, 2)), "b": np.zeros(2)})
 
 
 def _vector(tmp_path: Path, request: Request) -> str:
@@ -109,11 +109,11 @@ class FlakyBackend(NumpyBackend):
     def run(self, request: Request) -> Result:
         result = super().run(request)
         FlakyBackend.calls += 1
-        if FlakyBackend.calls % 2:
+        if FlakyBackend.calls % 2 or isinstance(result, ResultError):
             return result
         output = np.array(result.output, copy=True)
         output.flat[0] = np.nextafter(output.flat[0], np.inf)
-        return Result(output=output, grads=result.grads)
+        return Value(output, grads=result.grads)
 
 
 def test_a_backend_answering_differently_from_run_to_run_is_non_deterministic(
@@ -173,10 +173,11 @@ class SomeElementsOff(NumpyBackend):
 
     def run(self, request: Request) -> Result:
         result = super().run(request)
+        assert isinstance(result, Value), result
         output = np.array(result.output, copy=True)
         output[[5, 6]] *= 2
         output[4000] *= 10
-        return Result(output=output, grads=result.grads)
+        return Value(output, grads=result.grads)
 
 
 def test_a_big_vector_prints_a_summary_unless_all_is_asked(
@@ -202,7 +203,7 @@ class Refuses(NumpyBackend):
     name = "refuses"
 
     def run(self, request: Request) -> Result:
-        return Result.failure("unsupported", "not here")
+        return ResultError("unsupported", "not here")
 
 
 class RefusesUnclaimed(Refuses):

@@ -16,7 +16,7 @@ shape or dtype).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol
 
@@ -25,7 +25,7 @@ import numpy as np
 from resverify.spec import exact
 from resverify.spec.errors import BackendFault, BadResult, ResverifyError, Shape
 from resverify.spec.ir import infer_shapes
-from resverify.spec.request import Request, Result, storage_dtype
+from resverify.spec.request import Request, Result, ResultError, Value, storage_dtype
 
 __all__ = [
     "BackendRaised",
@@ -160,11 +160,12 @@ class ClaimOutcome:
 
 @dataclass(frozen=True)
 class Run:
-    """A result flattened to exact Fractions (row-major), or the error's kind and shapes."""
+    """A result flattened to exact Fractions (row-major), or the error's kind and shapes
+    (an error's run has no output and no gradients)."""
 
     output: tuple[Fraction, ...] = ()
     shape: Shape = ()
-    grads: Mapping[str, tuple[Fraction, ...]] | None = None
+    grads: Mapping[str, tuple[Fraction, ...]] = field(default_factory=dict)
     error: str | None = None
     error_shapes: tuple[Shape, ...] = ()
     message: str = ""
@@ -182,8 +183,15 @@ def flat(array: object) -> tuple[Fraction, ...]:
 def _run_of(output: object, grads: Mapping[str, object] | None, error: Any) -> Run:
     if error is not None:
         return Run(error=error.kind, error_shapes=tuple(error.shapes or ()), message=error.message)
-    flat_grads = {k: flat(v) for k, v in grads.items()} if grads is not None else None
-    return Run(flat(output), tuple(np.asarray(output).shape), flat_grads)
+    assert grads is not None, "an exact value always has gradients"
+    return Run(flat(output), tuple(np.asarray(output).shape),
+               {k: flat(v) for k, v in grads.items()})
+
+
+def _flatten(result: Result) -> Run:
+    if isinstance(result, ResultError):
+        return _run_of(None, None, result)
+    return _run_of(result.output, result.grads, None)
 
 
 def exact_run(request: Request) -> Run:
@@ -198,8 +206,7 @@ def backend_interpreter(run: Runner) -> Interpreter:
     """A (guarded) backend ``run`` seen as an interpreter: each result flattened to a Run."""
 
     def interpret(request: Request) -> Run:
-        result = run(request)
-        return _run_of(result.output, result.grads, result.error)
+        return _flatten(run(request))
 
     return interpret
 
@@ -208,9 +215,8 @@ def _call(request: Request) -> str:
     return f"[{request.dtype}] {request.program.describe()}"
 
 
-def _check_form(request: Request, result: Result) -> None:
+def _check_form(request: Request, result: Value) -> None:
     """Output and gradients of the declared shapes in the request's storage dtype."""
-    assert result.output is not None and result.grads is not None
     if set(result.grads) != set(request.inputs):
         raise BadResult(f"grads have keys {sorted(result.grads)}, the request's inputs are "
                         f"{sorted(request.inputs)} {_call(request)}")
@@ -258,22 +264,21 @@ class Guard:
         if not isinstance(result, Result):
             got = "None" if result is None else type(result).__name__
             raise BadResult(f"run() must return a Result, got {got} {_call(request)}")
-        if result.error is None:
+        if isinstance(result, Value):
             _check_form(request, result)
             self.last_error = None
             return result
-        if result.error.kind == "unsupported":
+        if result.kind == "unsupported":
             raise Refused(f"answered unsupported to a request it claims: "
-                          f"{result.error.message!r} {_call(request)}")
-        self.last_error = (f"answered {result.error.kind}: {result.error.message!r} "
-                           f"{_call(request)}")
+                          f"{result.message!r} {_call(request)}")
+        self.last_error = f"answered {result.kind}: {result.message!r} {_call(request)}"
         return result
 
 
-def value_of(run: Runner, request: Request) -> Result:
+def value_of(run: Runner, request: Request) -> Value:
     """``run(request)`` for a valid request, whose answer must be a value, not an error."""
     result = run(request)
-    if result.error is not None:
-        raise Refused(f"answered {result.error.kind}: {result.error.message!r} to a valid "
+    if isinstance(result, ResultError):
+        raise Refused(f"answered {result.kind}: {result.message!r} to a valid "
                       f"request {_call(request)}")
     return result
