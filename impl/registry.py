@@ -1,79 +1,114 @@
-"""Turn a backend name from the command line or pytest into a backend object."""
+"""Turn a backend name from the command line or pytest into a backend object.
+
+Names come from four places, in this order: the built-in adapters (:data:`BUILTIN`),
+plug-ins (an installed distribution that names a backend in the ``resverify.backends``
+entry-point group, e.g. ``[project.entry-points."resverify.backends"] my-engine =
+"my_pkg.engine:MyBackend"``), ``cmd:COMMAND`` for an engine in another process, and
+``module:attr``. A plug-in cannot take a built-in name: the built-in wins, and
+``resverify backends`` shows the plug-in as shadowed.
+
+Each built-in records what ``resverify backends`` lists without importing its library
+(torch takes seconds to import): the distribution it needs, the import name to look for
+with :func:`importlib.util.find_spec`, and the capabilities its adapter declares (a test
+checks them against the adapter's own wherever the library is installed).
+"""
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import importlib.util
 import os
+import shutil
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-from resverify.impl.backend import Backend
+from resverify.impl.backend import Backend, Capabilities
 from resverify.impl.numpy_backend import NumpyBackend
 from resverify.spec.errors import UsageError
 
+ENTRY_POINT_GROUP = "resverify.backends"
+"""The entry-point group an installed distribution registers backend names in."""
 
-def _torch(device: str) -> Callable[[], Backend]:
+ALL_FLOATS = ("float64", "float32", "float16", "bfloat16")
+CORE_OPS = ("add", "residual_add", "mul", "scale", "linear", "relu", "tanh", "sum")
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """A built-in backend: how to make it and what it needs, known without importing it."""
+
+    name: str
+    make: Callable[[], Backend]
+    module: str
+    """The top-level import name of the library (``find_spec`` tells if it is installed)."""
+    distribution: str
+    """The distribution whose version the listing shows."""
+    extra: str | None
+    """The resverify extra that installs it (None: always installed)."""
+    capabilities: Capabilities
+    needs: tuple[str, ...] = ()
+    """Programs the adapter runs, looked up on the PATH."""
+
+    def missing(self) -> str | None:
+        """Why the backend cannot be made here (a library or a program missing), else None."""
+        if importlib.util.find_spec(self.module) is None:
+            return f"{self.module} is not installed (pip install 'resverify[{self.extra}]')"
+        for program in self.needs:
+            if shutil.which(program) is None:
+                return f"{program} is not on the PATH"
+        return None
+
+
+def _lazy(module: str, cls: str, *args: Any) -> Callable[[], Backend]:
+    """A factory that imports ``resverify.impl.<module>`` only when the backend is made."""
+
     def make() -> Backend:
-        from resverify.impl.torch_backend import TorchBackend
+        made: Backend = getattr(importlib.import_module(f"resverify.impl.{module}"), cls)(*args)
+        return made
 
-        return TorchBackend(device)
     return make
 
 
-def _torch_compile() -> Backend:
-    from resverify.impl.compiled_backends import TorchCompileBackend
-
-    return TorchCompileBackend()
-
-
-def _jax_jit() -> Backend:
-    from resverify.impl.compiled_backends import JaxJitBackend
-
-    return JaxJitBackend()
-
-
-def _tensorflow() -> Backend:
-    from resverify.impl.tensorflow_backend import TensorflowBackend
-
-    return TensorflowBackend()
-
-
-def _tinygrad() -> Backend:
-    from resverify.impl.tinygrad_backend import TinygradBackend
-
-    return TinygradBackend()
-
-
-def _pytensor() -> Backend:
-    from resverify.impl.pytensor_backend import PytensorBackend
-
-    return PytensorBackend()
-
-
-def _jax() -> Backend:
-    from resverify.impl.functional_backends import JaxBackend
-
-    return JaxBackend()
+def _builtins() -> dict[str, Builtin]:
+    every = Capabilities(dtypes=ALL_FLOATS)
+    table = (
+        Builtin("numpy", NumpyBackend, "numpy", "numpy", None, NumpyBackend.capabilities),
+        Builtin("torch", _lazy("torch_backend", "TorchBackend", "cpu"),
+                "torch", "torch", "torch", every),
+        Builtin("torch-cuda", _lazy("torch_backend", "TorchBackend", "cuda"),
+                "torch", "torch", "torch", Capabilities(dtypes=ALL_FLOATS, device="cuda")),
+        Builtin("torch-compile", _lazy("compiled_backends", "TorchCompileBackend"),
+                "torch", "torch", "torch", every),
+        Builtin("jax", _lazy("functional_backends", "JaxBackend"), "jax", "jax", "jax", every),
+        Builtin("jax-jit", _lazy("compiled_backends", "JaxJitBackend"),
+                "jax", "jax", "jax", every),
+        Builtin("autograd", _lazy("functional_backends", "AutogradBackend"),
+                "autograd", "autograd", "autograd",
+                Capabilities(dtypes=("float64", "float32"))),
+        Builtin("tensorflow", _lazy("tensorflow_backend", "TensorflowBackend"),
+                "tensorflow", "tensorflow-cpu", "tensorflow",
+                Capabilities(dtypes=ALL_FLOATS, ops=CORE_OPS)),
+        Builtin("tinygrad", _lazy("tinygrad_backend", "TinygradBackend"),
+                "tinygrad", "tinygrad", "tinygrad",
+                Capabilities(dtypes=ALL_FLOATS, ops=CORE_OPS), needs=("clang",)),
+        Builtin("pytensor", _lazy("pytensor_backend", "PytensorBackend"),
+                "pytensor", "pytensor", "pytensor",
+                Capabilities(dtypes=("float64", "float32"), ops=CORE_OPS)),
+    )
+    return {b.name: b for b in table}
 
 
-def _autograd() -> Backend:
-    from resverify.impl.functional_backends import AutogradBackend
+BUILTINS: dict[str, Builtin] = _builtins()
+BUILTIN: dict[str, Callable[[], Backend]] = {name: b.make for name, b in BUILTINS.items()}
+"""Every built-in name and its factory."""
 
-    return AutogradBackend()
 
-
-BUILTIN: dict[str, Callable[[], Backend]] = {
-    "numpy": NumpyBackend,
-    "torch": _torch("cpu"),
-    "torch-cuda": _torch("cuda"),
-    "torch-compile": _torch_compile,
-    "jax": _jax,
-    "jax-jit": _jax_jit,
-    "autograd": _autograd,
-    "tensorflow": _tensorflow,
-    "tinygrad": _tinygrad,
-    "pytensor": _pytensor,
-}
+def plugins() -> dict[str, importlib.metadata.EntryPoint]:
+    """Every backend name installed distributions register in :data:`ENTRY_POINT_GROUP`."""
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def _working_folder_importable() -> None:
@@ -88,8 +123,9 @@ def _working_folder_importable() -> None:
 
 
 def resolve_backend(name: str) -> Backend:
-    """A built-in name (``numpy``), ``package.module:attr`` naming a backend or a factory,
-    or ``cmd:COMMAND`` for an engine in another process (:mod:`resverify.impl.external`)."""
+    """A built-in name (``numpy``), a plug-in's name, ``package.module:attr`` naming a
+    backend or a factory, or ``cmd:COMMAND`` for an engine in another process
+    (:mod:`resverify.impl.external`)."""
     if name in BUILTIN:
         try:
             return BUILTIN[name]()
@@ -103,9 +139,13 @@ def resolve_backend(name: str) -> Backend:
         from resverify.impl.external import ExternalBackend
 
         return ExternalBackend(name.removeprefix("cmd:"))
+    found = plugins().get(name)
+    if found is not None:
+        return _instantiate(name, load_plugin(found))
     if ":" not in name:
         raise UsageError(
-            f"unknown backend {name!r}; use one of {sorted(BUILTIN)}, module:attr or cmd:COMMAND"
+            f"unknown backend {name!r}; use one of {sorted(BUILTIN)}, an installed plug-in "
+            f"({', '.join(sorted(plugins())) or 'none installed'}), module:attr or cmd:COMMAND"
         )
     module_name, _, attr = name.partition(":")
     _working_folder_importable()
@@ -119,10 +159,29 @@ def resolve_backend(name: str) -> Backend:
         target = getattr(module, attr)
     except AttributeError:
         raise UsageError(f"module {module_name!r} has no attribute {attr!r}") from None
+    return _instantiate(name, target)
+
+
+def load_plugin(entry: importlib.metadata.EntryPoint) -> Any:
+    """The object a plug-in's entry point names; any failure is a one-line UsageError."""
+    dist = entry.dist.name if entry.dist is not None else "an unknown distribution"
+    try:
+        return entry.load()
+    except Exception as exc:  # a plug-in may fail to import in any way
+        raise UsageError(
+            f"cannot load plug-in backend {entry.name!r} ({entry.value}, from {dist}): "
+            f"{type(exc).__name__}: {_one_line(exc)}") from None
+
+
+def _instantiate(name: str, target: Any) -> Backend:
+    """``target`` itself when it is a backend, else what calling it (a class or a factory)
+    returns, checked to be a backend."""
     backend = target
     if isinstance(target, type) or (callable(target) and not isinstance(target, Backend)):
         try:
             backend = target()
+        except UsageError:
+            raise
         except Exception as exc:
             raise UsageError(
                 f"cannot create backend {name!r}: {type(exc).__name__}: {_one_line(exc)}"
@@ -134,3 +193,4 @@ def resolve_backend(name: str) -> Backend:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300]
+

@@ -1,0 +1,122 @@
+"""Plug-in backends: an installed distribution names a backend in ``resverify.backends``.
+
+Each test installs a real (tiny) distribution the way pip leaves one on ``sys.path``: a
+module and a ``*.dist-info`` folder with ``METADATA`` and ``entry_points.txt``, which
+``importlib.metadata`` reads like any other.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from resverify.impl import Capabilities, NumpyBackend, resolve_backend
+from resverify.impl.registry import BUILTINS, ENTRY_POINT_GROUP, plugins
+from resverify.spec import UsageError
+
+ENGINE = '''
+from resverify.impl import Capabilities, NumpyBackend
+
+class PluggedBackend(NumpyBackend):
+    name = "plugged"
+    capabilities = Capabilities(dtypes=("float64",), ops=("add", "linear"))
+
+def broken():
+    raise RuntimeError("plug-in factory\\nfailed")
+'''
+
+
+def install_distribution(root: Path, entries: dict[str, str], module: str = ENGINE,
+                         dist: str = "resverify_plugged_engine") -> None:
+    """A distribution ``dist`` 1.2.3 on ``root`` with a module and these backend names."""
+    (root / f"{dist}.py").write_text(module)
+    info = root / f"{dist}-1.2.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.2.3\n")
+    lines = "".join(f"{name} = {value}\n" for name, value in entries.items())
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\n{lines}")
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh folder on ``sys.path``; the plug-in module is forgotten afterwards."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    sys.modules.pop("resverify_plugged_engine", None)
+
+
+def test_an_installed_distribution_registers_a_backend_name(site: Path) -> None:
+    install_distribution(site, {"plugged": "resverify_plugged_engine:PluggedBackend"})
+    assert "plugged" in plugins(), sorted(plugins())
+    backend = resolve_backend("plugged")
+    assert backend.name == "plugged" and isinstance(backend, NumpyBackend), backend
+    assert backend.capabilities == Capabilities(dtypes=("float64",), ops=("add", "linear"))
+
+
+def test_without_the_distribution_the_name_is_unknown() -> None:
+    assert "plugged" not in plugins()
+    with pytest.raises(UsageError, match="unknown backend 'plugged'"):
+        resolve_backend("plugged")
+
+
+def test_a_plugin_that_fails_to_import_is_a_one_line_usage_error(site: Path) -> None:
+    install_distribution(site, {"plugged": "resverify_plugged_engine:PluggedBackend"},
+                         module="raise ImportError('needs\\nlibfoo.so')\n")
+    with pytest.raises(UsageError, match="cannot load plug-in backend 'plugged'") as info:
+        resolve_backend("plugged")
+    message = str(info.value)
+    assert "resverify_plugged_engine" in message and "needs libfoo.so" in message, message
+    assert "\n" not in message, message
+
+
+def test_a_plugin_factory_that_raises_is_a_one_line_usage_error(site: Path) -> None:
+    install_distribution(site, {"plugged": "resverify_plugged_engine:broken"})
+    with pytest.raises(UsageError, match="plug-in factory failed") as info:
+        resolve_backend("plugged")
+    assert "\n" not in str(info.value)
+
+
+def test_a_plugin_naming_something_that_is_not_a_backend_is_refused(site: Path) -> None:
+    install_distribution(site, {"plugged": "resverify_plugged_engine:ENGINE_NAME"},
+                         module="ENGINE_NAME = 'not a backend'\n")
+    with pytest.raises(UsageError, match="'plugged' is not a backend"):
+        resolve_backend("plugged")
+
+
+def test_a_plugin_cannot_take_a_builtin_name(site: Path) -> None:
+    install_distribution(site, {"numpy": "resverify_plugged_engine:PluggedBackend"})
+    assert "numpy" in plugins()
+    assert resolve_backend("numpy").name == "numpy"
+
+
+SLOW_IMPORTS = {"tensorflow"}  # about ten seconds to import
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=[pytest.mark.slow] if n in SLOW_IMPORTS else [])
+    for n in sorted(BUILTINS)])
+def test_builtin_listing_declares_the_adapters_own_capabilities(name: str) -> None:
+    """The capabilities ``resverify backends`` lists without importing a library are the
+    ones the adapter declares once made."""
+    builtin = BUILTINS[name]
+    missing = builtin.missing()
+    if missing is not None and os.environ.get("CI") != "true":
+        pytest.skip(missing)
+    if name == "torch-cuda" and not _cuda():
+        pytest.skip("needs a CUDA device")
+    backend = resolve_backend(name)
+    assert backend.capabilities == builtin.capabilities, (
+        f"{name}: adapter declares {backend.capabilities}, listing says {builtin.capabilities}")
+
+
+def _cuda() -> bool:
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
