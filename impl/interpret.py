@@ -1,7 +1,8 @@
 """The one loop every in-process adapter shares, and the per-node dispatch to the op table.
 
 :func:`interpret` walks the program and applies each node. Each node's op comes from its
-entry in :mod:`resverify.spec.ops`: :func:`node_alpha` gives it its α (checked present),
+entry in :mod:`resverify.spec.ops`: :func:`node_alpha` gives it its exact attribute (α or
+ε, checked present),
 and :func:`array_apply` is the whole dispatch of the array-library adapters (torch, jax,
 HIPS autograd), which differ only in the :class:`~resverify.spec.ops.ArrayNamespace`
 they pass.
@@ -14,6 +15,7 @@ from fractions import Fraction
 from typing import Any, TypeVar
 
 from resverify.impl.backend import scale_alpha
+from resverify.spec.errors import InvalidProgram
 from resverify.spec.ir import Node, Program
 from resverify.spec.ops import OP_TABLE, ArrayNamespace
 
@@ -32,8 +34,21 @@ def interpret(program: Program, leaves: Mapping[str, T], apply: Callable[[Node, 
 
 
 def node_alpha(node: Node) -> Fraction | None:
-    """The α the node's op takes; a missing one is an error, never a silent 0."""
-    return scale_alpha(node) if OP_TABLE[node.op].takes_alpha else None
+    """The exact attribute the node's op takes (scale's α, a norm's ε), None for an op
+    without one; a missing one is an error, never a silent 0."""
+    attr = OP_TABLE[node.op].attribute
+    if attr is None:
+        return None
+    return scale_alpha(node) if attr == "alpha" else node_attribute(node, attr)
+
+
+def node_attribute(node: Node, attr: str) -> Fraction:
+    """The node's exact ``attr``; a missing one is an error (a Node made without checks)."""
+    value = getattr(node, attr)
+    if value is None:
+        raise InvalidProgram(f"node {node.name!r}: {node.op} needs an {attr}")
+    assert isinstance(value, Fraction)
+    return value
 
 
 def array_apply(xp: ArrayNamespace, node: Node, args: list[Any]) -> Any:

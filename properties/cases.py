@@ -92,6 +92,7 @@ def _brief(values: object, most: int = 64) -> str:
     return f"<{array.size} values, shape {list(array.shape)}: {array.reshape(-1)[:4].tolist()}...>"
 
 
-def node(name: str, op: str, *args: str, alpha: Fraction | None = None) -> Node:
-    """Shorthand for building programs in strategies."""
-    return Node(name, op, tuple(args), alpha)
+def node(name: str, op: str, *args: str, alpha: Fraction | None = None,
+         eps: Fraction | None = None) -> Node:
+    """Shorthand for building programs in strategies (``alpha``: scale's, ``eps``: a norm's)."""
+    return Node(name, op, tuple(args), alpha, eps)

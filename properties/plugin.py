@@ -53,6 +53,7 @@ from resverify.properties.strategies import (
 from resverify.properties.vectors import replay_command, save_vector, vector_dir
 from resverify.spec.errors import BackendFault, UsageError
 from resverify.spec.ir import OPS, Input, Node, Program
+from resverify.spec.ops import OP_TABLE
 from resverify.spec.request import Request
 
 __all__ = ["PropertyRun", "capability_reason"]
@@ -118,7 +119,8 @@ def _probe(dtype: str, ops: tuple[str, ...]) -> Request:
     nodes = []
     for i, op in enumerate(ops):
         args = ("x", "w") if op == "linear" else ("x",) * OPS[op]
-        nodes.append(Node(f"n{i}", op, args, Fraction(1) if op == "scale" else None))
+        attr = OP_TABLE[op].attribute
+        nodes.append(Node(f"n{i}", op, args, **({attr: Fraction(1)} if attr else {})))
     program = Program((Input("x", (1,)), Input("w", (1, 1))), tuple(nodes), "x")
     return Request(program, {"x": np.zeros(1), "w": np.zeros((1, 1))}, dtype, np.zeros(1))
 

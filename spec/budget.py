@@ -62,7 +62,7 @@ def _final(x: np.ndarray) -> np.ndarray:
 
 
 def _site(trace: Trace, node: Node) -> Site:
-    return Site(node.alpha, [trace.values[a] for a in node.args],
+    return Site(node.attribute, [trace.values[a] for a in node.args],
                 [trace.slack[a] for a in node.args], trace.values[node.name],
                 trace.slack[node.name])
 

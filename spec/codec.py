@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from resverify.spec.errors import InvalidProgram
-from resverify.spec.ir import Input, Node, Program, as_shape
+from resverify.spec.ir import ATTRIBUTES, Input, Node, Program, as_shape
 from resverify.spec.request import Request, Result, ResultError, Value, storage_dtype
 
 FORMAT_VERSION = 1
@@ -156,8 +156,10 @@ def program_to_dict(program: Program) -> dict[str, Any]:
     nodes = []
     for node in program.nodes:
         entry: dict[str, Any] = {"name": node.name, "op": node.op, "args": list(node.args)}
-        if node.alpha is not None:
-            entry["alpha"] = str(node.alpha)
+        for attr in ATTRIBUTES:  # scale's alpha, a norm's eps: exact "p/q" strings
+            value = getattr(node, attr)
+            if value is not None:
+                entry[attr] = str(value)
         nodes.append(entry)
     return {
         "inputs": [{"name": i.name, "shape": list(i.shape)} for i in program.inputs],
@@ -170,7 +172,8 @@ def program_from_dict(doc: Mapping[str, Any]) -> Program:
     try:
         inputs = tuple(Input(i["name"], i["shape"]) for i in doc["inputs"])
         nodes = tuple(
-            Node(n["name"], n["op"], tuple(n["args"]), n.get("alpha")) for n in doc["nodes"]
+            Node(n["name"], n["op"], tuple(n["args"]), **{a: n.get(a) for a in ATTRIBUTES})
+            for n in doc["nodes"]
         )
         return Program(inputs, nodes, doc["output"])
     except (KeyError, TypeError) as exc:

@@ -3,7 +3,8 @@
 For an op and concrete argument shapes we build the op's forward value from SymPy
 primitives over one real symbol per element (each op's ``symbolic`` form in its entry in
 :mod:`resverify.spec.ops`: ``Max(a, 0)`` for relu, ``tanh`` for tanh, explicit sums for
-``linear`` and ``sum``), let SymPy differentiate it into the Jacobian of
+``linear`` and ``sum``, ``sqrt`` of the mean square plus a positive ε for the norms),
+let SymPy differentiate it into the Jacobian of
 the flattened output with respect to each flattened argument, and form the VJP
 ``J_iᵀ ȳ``. ``tests/test_derive.py`` feeds the same symbols to the hand-written rules of
 :mod:`resverify.spec.ops` and asks SymPy whether the two agree.
@@ -34,8 +35,10 @@ from resverify.spec.ops import OP_TABLE
 
 __all__ = [
     "ALPHA",
+    "EPS",
     "RELU_DERIVATIVE_AT_ZERO",
     "Derived",
+    "attribute_symbol",
     "derived",
     "derived_vjp",
     "local_jacobian",
@@ -47,6 +50,17 @@ RELU_DERIVATIVE_AT_ZERO = sympy.Integer(0)
 
 ALPHA = sympy.Symbol("alpha", real=True)
 """The symbol standing for ``scale``'s constant."""
+
+EPS = sympy.Symbol("eps", positive=True)
+"""The symbol standing for a norm's ε (positive, so SymPy may take square roots)."""
+
+ATTRIBUTE_SYMBOLS = {"alpha": ALPHA, "eps": EPS}
+
+
+def attribute_symbol(op: str) -> sympy.Symbol | None:
+    """The symbol standing for ``op``'s attribute (None for an op without one)."""
+    attr = OP_TABLE[op].attribute
+    return None if attr is None else ATTRIBUTE_SYMBOLS[attr]
 
 
 @dataclass(frozen=True)
@@ -71,8 +85,7 @@ def symbols(prefix: str, shape: Shape) -> np.ndarray:
 
 def symbolic_forward(op: str, args: tuple[np.ndarray, ...]) -> np.ndarray:
     """The op's value on symbol arrays, from its SymPy form (not from its exact rule)."""
-    entry = OP_TABLE[op]
-    return entry.symbolic(sympy, args, ALPHA if entry.takes_alpha else None)
+    return OP_TABLE[op].symbolic(sympy, args, attribute_symbol(op))
 
 
 def _jacobian(output: np.ndarray, arg: np.ndarray) -> sympy.Matrix:

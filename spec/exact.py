@@ -101,8 +101,8 @@ def evaluate_exact(program: Program, inputs: Mapping[str, object],
     slack = dict.fromkeys(values, ZERO)
     for node in program.order:
         op, args = OP_TABLE[node.op], [values[a] for a in node.args]
-        out = values[node.name] = op.exact(args, node.alpha)
-        slack[node.name] = op.error(args, [slack[a] for a in node.args], out, node.alpha)
+        out = values[node.name] = op.exact(args, node.attribute)
+        slack[node.name] = op.error(args, [slack[a] for a in node.args], out, node.attribute)
     output = normalize(values[program.output])
     trace = Trace(values, slack)
     if cotangent is None:
@@ -140,9 +140,9 @@ def _backward(program: Program, values: dict[str, Arr], slack: dict[str, Fractio
             continue
         g, eg = grads.pop(node.name), errs.pop(node.name)
         op = OP_TABLE[node.op]
-        at = Site(node.alpha, [values[a] for a in node.args], [slack[a] for a in node.args],
+        at = Site(node.attribute, [values[a] for a in node.args], [slack[a] for a in node.args],
                   values[node.name], slack[node.name])
-        parts = op.exact_vjp(g, at.args, at.out, node.alpha)
+        parts = op.exact_vjp(g, at.args, at.out, node.attribute)
         exact_parts = not (eg or any(at.errs) or at.err)
         part_errs = (ZERO,) * len(at.args) if exact_parts else op.error_vjp(at, g, eg)
         for arg, part, err in zip(node.args, parts, part_errs, strict=True):

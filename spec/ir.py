@@ -3,6 +3,12 @@
 The ops themselves (arity, attribute, shape rule and every other rule) are defined in
 :mod:`resverify.spec.ops`; :data:`OPS` here is their name and arity, read from there.
 
+A node carries at most one exact rational attribute, the one its op's entry names
+(:attr:`~resverify.spec.ops.Op.attribute`): ``alpha`` for ``scale``, ``eps`` for
+``layer_norm`` and ``rms_norm``. Each attribute name is a field of :class:`Node` and a key
+of the JSON wire format (:data:`ATTRIBUTES`); all are read by :func:`as_exact`, so an ε is
+as exact as an α. :attr:`Node.attribute` is the value of the node's own one.
+
 A program is validated once, when it is built (or loaded from JSON), so that no
 interpreter ever meets an unknown op, a dangling name or a cycle. Shape errors are
 not structural: they are found by :func:`infer_shapes` (and by every interpreter)
@@ -20,12 +26,14 @@ from resverify.spec.errors import InvalidProgram, Shape
 from resverify.spec.ops import OP_TABLE, broadcast_shapes
 
 __all__ = [
+    "ATTRIBUTES",
     "DTYPES",
     "OPS",
     "Input",
     "Node",
     "Program",
     "as_alpha",
+    "as_exact",
     "as_shape",
     "broadcast_shapes",
     "infer_shapes",
@@ -37,25 +45,36 @@ OPS: Mapping[str, int] = {name: op.arity for name, op in OP_TABLE.items()}
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 
+ATTRIBUTES = tuple(sorted({op.attribute for op in OP_TABLE.values() if op.attribute}))
+"""Every attribute name an op takes (``alpha``, ``eps``): a field of Node, a JSON key."""
 
-def as_alpha(value: object) -> Fraction:
-    """Turn an int, float, Fraction or ``"p/q"`` string into an exact, finite Fraction."""
+
+def as_exact(value: object, what: str = "alpha") -> Fraction:
+    """Turn an int, float, Fraction or ``"p/q"`` string into an exact, finite Fraction.
+
+    ``what`` names the attribute in the error message.
+    """
     if isinstance(value, bool):
-        raise InvalidProgram(f"alpha must be a number, got {value!r}")
+        raise InvalidProgram(f"{what} must be a number, got {value!r}")
     if isinstance(value, float) and not math.isfinite(value):
-        raise InvalidProgram(f"alpha must be finite, got {value!r}")
+        raise InvalidProgram(f"{what} must be finite, got {value!r}")
     try:
         if isinstance(value, str):
             text = value.strip().lower()
             if text.lstrip("+-").startswith("0x"):
-                return as_alpha(float.fromhex(text))
+                return as_exact(float.fromhex(text), what)
             if any(word in text for word in ("inf", "nan")):
-                raise InvalidProgram(f"alpha must be finite, got {value!r}")
+                raise InvalidProgram(f"{what} must be finite, got {value!r}")
         if isinstance(value, (int, float, Fraction, str)):
             return Fraction(value)
     except (ValueError, ZeroDivisionError, OverflowError) as exc:
-        raise InvalidProgram(f"alpha {value!r} is not a finite number: {exc}") from None
-    raise InvalidProgram(f"alpha must be a number, got {type(value).__name__} {value!r}")
+        raise InvalidProgram(f"{what} {value!r} is not a finite number: {exc}") from None
+    raise InvalidProgram(f"{what} must be a number, got {type(value).__name__} {value!r}")
+
+
+def as_alpha(value: object) -> Fraction:
+    """:func:`as_exact` for ``scale``'s α."""
+    return as_exact(value, "alpha")
 
 
 def as_shape(value: object, where: str) -> Shape:
@@ -82,12 +101,14 @@ class Input:
 
 @dataclass(frozen=True)
 class Node:
-    """One op applied to earlier names; ``alpha`` only for an op that takes one (``scale``)."""
+    """One op applied to earlier names, with the exact attribute its op names, if any:
+    ``alpha`` for ``scale``, ``eps`` for ``layer_norm`` and ``rms_norm``."""
 
     name: str
     op: str
     args: tuple[str, ...]
     alpha: Fraction | None = None
+    eps: Fraction | None = None
 
     def __post_init__(self) -> None:
         _check_name(self.name)
@@ -101,13 +122,27 @@ class Node:
                 f"node {self.name!r}: {self.op} takes {OPS[self.op]} argument(s), got {len(args)}"
             )
         object.__setattr__(self, "args", args)
-        if OP_TABLE[self.op].takes_alpha:
-            if self.alpha is None:
-                raise InvalidProgram(f"node {self.name!r}: {self.op} needs an alpha")
-            object.__setattr__(self, "alpha", as_alpha(self.alpha))
-        elif self.alpha is not None:
-            takers = " and ".join(n for n, op in OP_TABLE.items() if op.takes_alpha)
-            raise InvalidProgram(f"node {self.name!r}: only {takers} takes an alpha")
+        entry = OP_TABLE[self.op]
+        for attr in ATTRIBUTES:
+            value = getattr(self, attr)
+            if attr != entry.attribute:
+                if value is not None:
+                    takers = " and ".join(n for n, op in OP_TABLE.items() if op.attribute == attr)
+                    raise InvalidProgram(f"node {self.name!r}: only {takers} takes an {attr}")
+                continue
+            if value is None:
+                raise InvalidProgram(f"node {self.name!r}: {self.op} needs an {attr}")
+            exact = as_exact(value, attr)
+            refused = entry.refuses(exact)
+            if refused:
+                raise InvalidProgram(f"node {self.name!r}: {self.op}'s {attr} {refused}")
+            object.__setattr__(self, attr, exact)
+
+    @property
+    def attribute(self) -> Fraction | None:
+        """The value of the attribute this node's op takes (None for an op without one)."""
+        attr = OP_TABLE[self.op].attribute
+        return None if attr is None else getattr(self, attr)
 
 
 @dataclass(frozen=True)
@@ -156,6 +191,8 @@ class Program:
             inner = ", ".join(text(a) for a in node.args)
             if node.alpha is not None:
                 inner += f", {node.alpha}"
+            if node.eps is not None:
+                inner += f", eps={node.eps}"
             return f"{node.op}({inner})"
 
         return text(self.output)

@@ -2,8 +2,10 @@
 
 An entry is a small class, one instance per op in :data:`OP_TABLE`, holding side by side:
 
-* ``name``, ``arity`` and ``takes_alpha`` (the IR's one attribute), and :meth:`Op.shape`,
-  the shape rule (raises :class:`~resverify.spec.errors.ShapeMismatch`);
+* ``name``, ``arity`` and ``attribute``, the name of the op's one exact rational attribute
+  if it takes one (``alpha`` for scale, ``eps`` for the norms; :meth:`Op.refuses` says
+  which values it refuses), and :meth:`Op.shape`, the shape rule (raises
+  :class:`~resverify.spec.errors.ShapeMismatch`);
 * :meth:`Op.exact` and :meth:`Op.exact_vjp`, the exact forward and VJP on object arrays of
   Fractions (or SymPy symbols), with ``rational`` saying whether they stay rational and
   ``smooth`` whether the VJP is one formula everywhere;
@@ -46,6 +48,7 @@ from resverify.spec.rational import (
     ZERO,
     ZERO_OBJ,
     Arr,
+    exact_rsqrt,
     exact_tanh,
     fraction,
     mag,
@@ -55,10 +58,22 @@ from resverify.spec.rational import (
     tanh_error,
     times,
 )
-from resverify.spec.rounding import INF, Bound, Ctx, dot, inflate, product, rows, transposed, up
+from resverify.spec.rounding import (
+    INF,
+    LARGEST,
+    Bound,
+    Ctx,
+    dot,
+    inflate,
+    product,
+    rows,
+    transposed,
+    up,
+)
 
 __all__ = [
     "OP_TABLE",
+    "SQRT_ULPS",
     "TANH_ULPS",
     "ArrayNamespace",
     "Op",
@@ -75,6 +90,12 @@ TANH_ULPS = 4
 glibc lists 2–3 ulps for tanh and CUDA 2 ulps for tanhf; NumPy's tanh measured 1.05 ulp
 (float64) and 1.26 ulp (float32) against mpmath. 4 covers these with a small margin and
 is still far too tight to hide a wrong formula."""
+
+SQRT_ULPS = 2
+"""Error allowed for a backend's square root or reciprocal square root, in ulps.
+
+IEEE 754 sqrt is correctly rounded (half an ulp); CUDA's ``rsqrtf`` is documented at 2 ulps
+and vectorised CPU kernels use ``1/sqrt`` (two roundings, within 1 ulp)."""
 
 Pullback = Callable[[np.ndarray], tuple[np.ndarray, ...]]
 """A reference op's local VJP: the output's cotangent to one gradient per argument."""
@@ -134,11 +155,19 @@ class Site:
 
 @dataclass(frozen=True)
 class ArrayNamespace:
-    """The functions of an array library that the ops use beyond ``+``, ``*`` and ``@``."""
+    """The functions of an array library that the ops use beyond ``+``, ``*`` and ``@``.
+
+    ``layer_norm`` and ``rms_norm`` (called with the array and ε as a float) are the
+    library's own normalization over the last axis where it has one; left at None, the
+    op entries compose them from ``.mean(axis=-1, keepdims=True)``, ``-``, ``*``, ``/``
+    and ``** 0.5``, which every library here supports.
+    """
 
     relu: Callable[[Any], Any]
     tanh: Callable[[Any], Any]
     sum: Callable[[Any], Any]
+    layer_norm: Callable[[Any, float], Any] | None = None
+    rms_norm: Callable[[Any, float], Any] | None = None
 
 
 class Op(ABC):
@@ -146,13 +175,25 @@ class Op(ABC):
 
     name: ClassVar[str]
     arity: ClassVar[int]
-    takes_alpha: ClassVar[bool] = False
+    attribute: ClassVar[str | None] = None
+    """The name of the op's exact rational attribute (a Node field and a JSON key), if any.
+
+    Every rule below receives its value as ``alpha`` (None for an op without one)."""
     rational: ClassVar[bool] = True
     """Whether the exact rules map rationals to rationals (so SymPy can check the forward)."""
     smooth: ClassVar[bool] = True
     """Whether the exact VJP is one formula everywhere (so SymPy can check it on symbols)."""
     samples: ClassVar[tuple[tuple[Shape, ...], ...]]
     """Argument shapes the generic op tests run the op on."""
+
+    @property
+    def takes_alpha(self) -> bool:
+        """Whether the op's attribute is ``alpha`` (scale's constant)."""
+        return self.attribute == "alpha"
+
+    def refuses(self, value: Fraction) -> str | None:
+        """Why the attribute's ``value`` is refused (ends "<op>'s <attribute> ..."), or None."""
+        return None
 
     @abstractmethod
     def shape(self, shapes: Sequence[Shape]) -> Shape:
@@ -362,7 +403,7 @@ class Mul(Op):
 class Scale(Op):
     """``scale(a, alpha)``: multiply by a constant α (exact rational). d(αa) = α da."""
 
-    name, arity, takes_alpha = "scale", 1, True
+    name, arity, attribute = "scale", 1, "alpha"
     samples = (((2, 2),), ((),))
 
     def shape(self, shapes: Sequence[Shape]) -> Shape:
@@ -664,7 +705,242 @@ class Sum(Op):
         return xp.sum(args[0])
 
 
+class LayerNorm(Op):
+    """``layer_norm(a, eps)`` over the last axis: ``(a - μ) / sqrt(σ² + ε)`` with μ the mean
+    and σ² the (biased) variance of each row; ε > 0 an exact rational. No affine part:
+    scale and shift are separate ``mul`` and ``add`` nodes. With ``r = 1/sqrt(σ² + ε)``
+    and ``y`` the output, the VJP is ``ā = r (ḡ - mean(ḡ) - y mean(ḡ y))``. Not rational:
+    ``r`` is enclosed exactly (:func:`resverify.spec.rational.exact_rsqrt`).
+
+    A rank-0 argument has no axis to normalise and is refused (``[] vs [1]``: at least
+    one axis); a last axis of length 0 gives an empty output.
+    """
+
+    name, arity, attribute, rational = "layer_norm", 1, "eps", False
+    centred: ClassVar[bool] = True
+    samples = (((3,),), ((2, 2),), ((1,),), ((2, 0),))
+
+    def refuses(self, value: Fraction) -> str | None:
+        return None if value > 0 else f"must be > 0, got {value}"
+
+    def shape(self, shapes: Sequence[Shape]) -> Shape:
+        if not shapes[0]:
+            raise ShapeMismatch(self.name, shapes[0], (1,))
+        return shapes[0]
+
+    # the exact rules, on Fractions (r enclosed) or on SymPy expressions (r symbolic)
+
+    def _centred(self, a: Arr) -> Arr:
+        n = a.shape[-1]
+        return obj(a - a.sum(axis=-1, keepdims=True) / n) if self.centred and n else a
+
+    def _rsqrt(self, c: Arr, eps: Any) -> tuple[Arr, Fraction]:
+        """``r`` per row (shape (..., 1)) and the largest enclosure half-width."""
+        n = c.shape[-1]
+        if not n or not c.size:
+            return np.zeros((*c.shape[:-1], 1), dtype=object), ZERO
+        w = obj((c * c).sum(axis=-1, keepdims=True) / n + eps)
+        flat = w.reshape(-1).tolist()
+        if all(isinstance(v, (Fraction, int)) for v in flat):
+            pairs = [exact_rsqrt(Fraction(v)) for v in flat]
+            return objects([p[0] for p in pairs], w.shape), max(p[1] for p in pairs)
+        import sympy  # the SymPy check of the VJP (spec.derive) passes symbols
+
+        return objects([1 / sympy.sqrt(v) for v in flat], w.shape), ZERO
+
+    def exact(self, args: Sequence[Arr], alpha: Any) -> Arr:
+        c = self._centred(args[0])
+        return obj(c * self._rsqrt(c, alpha)[0])
+
+    def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
+        n = g.shape[-1]
+        if not n:
+            return (obj(g).copy(),)
+        r = self._rsqrt(self._centred(args[0]), alpha)[0]
+        inner = obj(g - out * ((g * out).sum(axis=-1, keepdims=True) / n))
+        if self.centred:
+            inner = obj(inner - g.sum(axis=-1, keepdims=True) / n)
+        return (obj(r * inner),)
+
+    # the exact interpreter's error bounds (non-zero only through tanh upstream)
+
+    def _constants(self, a: Arr, alpha: Fraction | None) -> tuple[Fraction, Fraction]:
+        """``(1/sqrt(ε), sqrt(n))`` rounded up: ``|y_i| <= sqrt(n)``, ``r <= 1/sqrt(ε)``."""
+        assert alpha is not None
+        r_eps, half = exact_rsqrt(alpha)
+        n = a.shape[-1]
+        return r_eps + half, Fraction(math.isqrt(n) + (math.isqrt(n) ** 2 != n))
+
+    def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
+              alpha: Fraction | None) -> Fraction:
+        """Lipschitz: each row of the Jacobian ``r (P - y yᵀ/n)`` has 1-norm at most
+        ``(k + sqrt(n))/sqrt(ε)`` (k = 2 centred, 1 not), plus ``|c| ×`` the enclosure."""
+        if not args[0].size:
+            return ZERO
+        c = self._centred(args[0])
+        _, half = self._rsqrt(c, alpha)
+        r_eps, root_n = self._constants(args[0], alpha)
+        k = 2 if self.centred else 1
+        return errs[0] * (k + root_n) * r_eps + mag(c) * half
+
+    def error_vjp(self, at: Site, g: Arr, g_err: Fraction) -> tuple[Fraction, ...]:
+        """``ā = r A``, ``A = ḡ - mean(ḡ) - y m``, ``m = mean(ḡ y)``, every factor bounded
+        for both the true and the carried values (``|y_i| <= sqrt(n) + e_y``,
+        ``mean|y| <= 1 + e_y``), each difference telescoped."""
+        if not g.size:
+            return (ZERO,)
+        r_eps, root_n = self._constants(at.args[0], at.alpha)
+        k = 2 if self.centred else 1
+        e_in, e_y = at.errs[0], at.err
+        big_g, y_max, y_mean = mag(g) + g_err, root_n + e_y, 1 + e_y
+        a_max = big_g * (k + y_max * y_mean)
+        d_a = g_err * (k + y_max * y_mean) + e_y * big_g * (y_mean + y_max)
+        d_r = self._rsqrt(self._centred(at.args[0]), at.alpha)[1] + e_in * r_eps * r_eps
+        return (d_r * a_max + r_eps * d_a,)
+
+    # the floating-point budget
+
+    def _rows(self, c: Ctx, at: Site) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """From the exact trace, rounded up: ``|c_i|`` (widened by the carried error),
+        and per row bounds of the true ``w = σ² + ε`` (low, high) and of ``r``."""
+        a, e = at.args[0], 2 * up(at.errs[0])
+        cx = self._centred(a)
+        c_mag = np.array([up(abs(Fraction(v))) for v in cx.reshape(-1).tolist()],
+                         dtype=np.float64).reshape(a.shape) + e
+        n = a.shape[-1]
+        rms = np.sqrt(np.array([float(Fraction(v) / n) for v in
+                                (cx * cx).sum(axis=-1, keepdims=True).reshape(-1).tolist()],
+                               dtype=np.float64).reshape((*a.shape[:-1], 1)))
+        assert at.alpha is not None
+        slop = 1 + 2.0**-40  # covers the float64 rounding of these few steps
+        eps = float(at.alpha)
+        w_low = (np.maximum(rms / slop - e, 0.0) ** 2 + eps) / slop
+        w_high = ((rms * slop + e) ** 2 + eps) * slop
+        return c_mag, w_low, w_high, slop / np.sqrt(w_low)
+
+    def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
+        """Mean, centred values, variance, ``+ ε``, square root and division (or product
+        with a reciprocal square root), each step's rounding and propagated error; see
+        docs/error-budget.md."""
+        x = a[0]
+        n = x.mag.shape[-1]
+        if not x.mag.size or not n:
+            return Bound(np.zeros_like(x.mag), np.zeros_like(x.mag))
+        c_mag, w_low, w_high, r_up = self._rows(c, at)
+        e_c, c_hat = self._centred_error(c, x, c_mag)
+        rho, big_r, r_err = self._rsqrt_error(c, at, n, c_mag, e_c, c_hat, w_low, w_high, r_up)
+        err = e_c * big_r + c_mag * r_err + c.u * c_hat * big_r + c.tiny
+        overflow = (c_hat * c_hat).sum(axis=-1, keepdims=True) >= LARGEST[c.dtype] / 2
+        return c.done(c_mag * r_up, np.where(overflow | np.isinf(rho), INF, err), n)
+
+    def _centred_error(self, c: Ctx, x: Bound, c_mag: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """The error of the computed centred values and a bound of their magnitude."""
+        if not self.centred:
+            return x.err, c_mag + x.err
+        n = x.mag.shape[-1]
+        e_mu = x.err.mean(axis=-1, keepdims=True) + c.gamma(n + 2) * x.hat.mean(
+            axis=-1, keepdims=True)
+        e_c = x.err + e_mu + c.u * (c_mag + x.err + e_mu)
+        return e_c, c_mag + e_c
+
+    def _rsqrt_error(self, c: Ctx, at: Site, n: int, c_mag: np.ndarray, e_c: np.ndarray,
+                     c_hat: np.ndarray, w_low: np.ndarray, w_high: np.ndarray,
+                     r_up: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(ρ, R, e_r)``: the relative error of ``1/sqrt(ŵ)`` against ``r`` from ŵ's
+        error, an upper bound of the computed reciprocal, and its absolute error."""
+        assert at.alpha is not None
+        e_v = ((2 * c_mag * e_c + e_c * e_c).mean(axis=-1, keepdims=True)
+               + c.gamma(n + 2) * (c_hat * c_hat).mean(axis=-1, keepdims=True))
+        eps_size, eps_miss = c.alpha(at.alpha)
+        e_w = e_v + eps_miss + c.u * (w_high + e_v + eps_miss)
+        w_hat_low = np.maximum(w_low - e_w, eps_size * (1 - 3 * c.u))
+        rho = e_w / (np.sqrt(w_hat_low) * (np.sqrt(w_low) + np.sqrt(w_hat_low)))
+        own = 2 * SQRT_ULPS * c.u
+        big_r = r_up * (1 + rho) * (1 + own)
+        return rho, big_r, r_up * (rho + own * (1 + rho))
+
+    def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
+                   ) -> list[Bound]:
+        """``r A`` with ``A = ḡ - mean(ḡ) - y mean(ḡ y)`` by any of the usual algorithms
+        (the fused formula, or autodiff through the composition, where ``r³`` appears):
+        the propagated errors of ḡ, y and r, and ``gamma_{2n+16}`` of the terms' sizes."""
+        x = a[0]
+        n = x.mag.shape[-1]
+        if not x.mag.size or not n:
+            return [Bound(np.zeros_like(x.mag), np.zeros_like(x.mag))]
+        c_mag, w_low, w_high, r_up = self._rows(c, at)
+        e_c, c_hat = self._centred_error(c, x, c_mag)
+        rho, big_r, r_err = self._rsqrt_error(c, at, n, c_mag, e_c, c_hat, w_low, w_high, r_up)
+        m_hat = (g.hat * y.hat).mean(axis=-1, keepdims=True)
+        terms = g.hat + y.hat * m_hat
+        size = g.mag + y.mag * (g.mag * y.mag).mean(axis=-1, keepdims=True)
+        d_a = g.err + y.err * m_hat + y.hat * (g.err * y.hat + g.hat * y.err).mean(
+            axis=-1, keepdims=True)
+        if self.centred:
+            terms = terms + terms.mean(axis=-1, keepdims=True)
+            size = size + g.mag.mean(axis=-1, keepdims=True)
+            d_a = d_a + g.err.mean(axis=-1, keepdims=True)
+        cubed = 3 * (r_err / np.maximum(r_up, c.tiny)) * (1 + rho) ** 3
+        err = big_r * (d_a + c.gamma(2 * n + 16) * terms) + r_up * cubed * terms + n * c.tiny
+        return [c.done(r_up * size, np.where(np.isinf(rho), INF, err), 2 * n + 16)]
+
+    # the other forms
+
+    def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
+        a = args[0]
+        out = np.empty(a.shape, dtype=object)
+        n = a.shape[-1]
+        for lead in np.ndindex(*a.shape[:-1]):
+            row = [a[(*lead, j)] for j in range(n)]
+            mean = sp.Add(*row) / n if self.centred else 0
+            centred = [v - mean for v in row]
+            root = sp.sqrt(sp.Add(*(v * v for v in centred)) / n + alpha)
+            for j, v in enumerate(centred):
+                out[(*lead, j)] = v / root
+        return out
+
+    def numpy(self, args: Sequence[np.ndarray], alpha: Fraction | float | None
+              ) -> tuple[np.ndarray, Pullback]:
+        assert alpha is not None
+        (a,) = args
+        if not a.size:
+            return a.copy(), lambda g: (_cast(g, a).copy(),)
+        c = a - a.mean(axis=-1, keepdims=True) if self.centred else a
+        r = _cast(1, a) / np.sqrt((c * c).mean(axis=-1, keepdims=True) + _cast(float(alpha), a))
+        y = _cast(c * r, a)
+
+        def vjp(g: np.ndarray) -> tuple[np.ndarray]:
+            inner = g - y * (g * y).mean(axis=-1, keepdims=True)
+            if self.centred:
+                inner = inner - g.mean(axis=-1, keepdims=True)
+            return (_cast(r * inner, a),)
+
+        return y, vjp
+
+    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
+        assert alpha is not None
+        x = args[0]
+        if not x.shape[-1]:
+            return x  # empty rows: nothing to normalise (a mean over none would be NaN)
+        own = xp.layer_norm if self.centred else xp.rms_norm
+        if own is not None:
+            return own(x, float(alpha))
+        c = x - x.mean(axis=-1, keepdims=True) if self.centred else x
+        return c / ((c * c).mean(axis=-1, keepdims=True) + float(alpha)) ** 0.5
+
+
+class RmsNorm(LayerNorm):
+    """``rms_norm(a, eps)`` over the last axis: ``a / sqrt(mean(a²) + ε)``, no centring
+    and no affine part; the VJP is ``ā = r (ḡ - y mean(ḡ y))``. Every rule is layer_norm's
+    without the mean (inherited: ``centred`` is False)."""
+
+    name = "rms_norm"
+    centred = False
+
+
 OP_TABLE: Mapping[str, Op] = {
-    op.name: op for op in (Add(), ResidualAdd(), Mul(), Scale(), Linear(), Relu(), Tanh(), Sum())
+    op.name: op for op in (Add(), ResidualAdd(), Mul(), Scale(), Linear(), Relu(), Tanh(), Sum(),
+                           LayerNorm(), RmsNorm())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""

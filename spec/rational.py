@@ -8,6 +8,11 @@ with mpmath's interval arithmetic (outward-rounded ``exp``) at a working precisi
 grows until the enclosure is narrower than ``2**-TANH_PRECISION_BITS`` relative to the
 value; the midpoint becomes the Fraction carried on, half the width its error.
 
+``layer_norm`` and ``rms_norm`` divide by a square root, ``1/sqrt(w)`` for a rational
+``w > 0``: :func:`exact_rsqrt` encloses it with integer square roots (``math.isqrt`` is
+the exact floor, so the enclosure is rigorous at any size) to the same relative
+``2**-TANH_PRECISION_BITS``, and again the midpoint is carried on, half the width its error.
+
 The error helpers (:func:`mag`, :func:`times`) bound how such approximation errors spread:
 one absolute bound per array, ``|ab - a'b'| <= |a'|e_b + |b'|e_a + e_a e_b``.
 """
@@ -30,6 +35,7 @@ __all__ = [
     "ZERO",
     "Arr",
     "as_fractions",
+    "exact_rsqrt",
     "exact_tanh",
     "fraction",
     "mag",
@@ -180,6 +186,30 @@ def _tanh_value_error(t: Fraction) -> Fraction:
     if abs(t) == 1:
         return Fraction(1, 2**700)
     return abs(t) / 2**TANH_PRECISION_BITS
+
+
+# ----------------------------------------------------------------------------------------
+# 1/sqrt, enclosed
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def exact_rsqrt(w: Fraction) -> tuple[Fraction, Fraction]:
+    """``(r, e)`` with ``|1/sqrt(w) - r| <= e <= r * 2**-TANH_PRECISION_BITS`` for ``w > 0``.
+
+    For ``w = p/q``, ``1/sqrt(w) = sqrt(p q) / p``; with ``k = isqrt(p q 4**K)``,
+    ``k <= 2**K sqrt(p q) < k + 1``, so ``[k, k + 1] / (p 2**K)`` encloses it, and
+    ``K = TANH_PRECISION_BITS + 2`` makes the width (``1/k`` of it, ``k >= 2**K``) narrow
+    enough. Exact when ``p q`` is a perfect square (``w = 1/4`` gives ``r = 2``, ``e = 0``).
+    """
+    if w <= 0:
+        raise InvalidProgram(f"1/sqrt needs a positive argument, got {w}")
+    p, q = w.numerator, w.denominator
+    if math.isqrt(p * q) ** 2 == p * q:
+        return Fraction(math.isqrt(p * q), p), ZERO
+    shift = TANH_PRECISION_BITS + 2
+    k = math.isqrt((p * q) << (2 * shift))
+    scale = p << shift
+    return Fraction(2 * k + 1, 2 * scale), Fraction(1, 2 * scale)
 
 
 # ----------------------------------------------------------------------------------------

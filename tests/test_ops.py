@@ -19,7 +19,7 @@ import sympy
 from resverify.impl import resolve_backend
 from resverify.impl.numpy_backend import NumpyBackend
 from resverify.spec.budget import error_budget
-from resverify.spec.derive import ALPHA, derived, derived_vjp
+from resverify.spec.derive import attribute_symbol, derived, derived_vjp
 from resverify.spec.errors import Shape, ShapeMismatch
 from resverify.spec.exact import evaluate
 from resverify.spec.ir import OPS, Input, Node, Program
@@ -28,6 +28,7 @@ from resverify.spec.request import Request, ResultError, Value
 
 PARTS = sorted(name for name, member in vars(Op).items()
                if getattr(member, "__isabstractmethod__", False))
+ATTRIBUTE_VALUES = {"alpha": Fraction(3, 4), "eps": Fraction(1, 100)}
 CASES = [(name, shapes) for name, op in OP_TABLE.items() for shapes in op.samples]
 ADAPTERS = [name for name, module in (("torch", "torch"), ("jax", "jax"),
                                       ("autograd", "autograd"))
@@ -35,12 +36,14 @@ ADAPTERS = [name for name, module in (("torch", "torch"), ("jax", "jax"),
 
 
 def one_op_request(name: str, shapes: tuple[Shape, ...], seed: int = 0) -> Request:
-    """The op alone on inputs ``a``, ``b`` of ``shapes``, random dyadic values, α = 3/4."""
+    """The op alone on inputs ``a``, ``b`` of ``shapes``, random dyadic values, α = 3/4,
+    ε = 1/100."""
     rng = np.random.default_rng(seed)
     names = "ab"[: len(shapes)]
-    alpha = Fraction(3, 4) if OP_TABLE[name].takes_alpha else None
+    attr = OP_TABLE[name].attribute
+    given = {attr: ATTRIBUTE_VALUES[attr]} if attr else {}
     program = Program(tuple(Input(n, s) for n, s in zip(names, shapes, strict=True)),
-                      (Node("y", name, tuple(names), alpha),), "y")
+                      (Node("y", name, tuple(names), **given),), "y")
     out_shape = OP_TABLE[name].shape(list(shapes))
     inputs = {n: rng.integers(-8, 9, size=s) / 4.0 for n, s in zip(names, shapes, strict=True)}
     return Request(program, inputs, "float64", rng.integers(-8, 9, size=out_shape) / 4.0)
@@ -78,7 +81,7 @@ def test_entry_vjp_equals_the_sympy_derivative_of_its_symbolic_form(
         name: str, shapes: tuple[Shape, ...]) -> None:
     """On symbols where the VJP is one formula; at random non-zero rationals otherwise."""
     op, case = OP_TABLE[name], derived(name, shapes)
-    alpha = ALPHA if op.takes_alpha else None
+    alpha = attribute_symbol(name)
     derived_parts = derived_vjp(name, shapes)
     if op.smooth:
         hand = op.exact_vjp(case.cotangent, case.args, case.output, alpha)
@@ -87,12 +90,13 @@ def test_entry_vjp_equals_the_sympy_derivative_of_its_symbolic_form(
             assert not wrong, f"{name}{shapes} arg {i}: hand - derived = {wrong[:3]}"
     if op.rational:
         rng = np.random.default_rng(1)
-        symbols = [*case.args, case.cotangent, np.array(ALPHA)]
+        symbols = [*case.args, case.cotangent] + ([] if alpha is None else [np.array(alpha)])
         point = {s: sympy.Rational(int(rng.choice([-7, -3, -1, 1, 2, 5])), 4)
                  for array in symbols for s in np.asarray(array).flat}
         at = [np.vectorize(lambda s: sympy.sympify(s).subs(point), otypes=[object])(a)
               for a in symbols]
-        args, g, k = at[:-2], at[-2], (at[-1][()] if op.takes_alpha else None)
+        k = None if alpha is None else at.pop()[()]
+        args, g = at[:-1], at[-1]
         forward = np.asarray(op.exact(args, k), dtype=object).reshape(case.output.shape)
         assert not nonzero_differences(forward, at_point(case.output, point)), f"{name}{shapes}"
         hand = op.exact_vjp(g, args, forward, k)
