@@ -1,4 +1,5 @@
-"""Plug-in backends: an installed distribution names a backend in ``resverify.backends``.
+"""Plug-in backends (an installed distribution names a backend in ``resverify.backends``),
+and ``resverify backends``, which lists every backend without importing its library.
 
 Each test installs a real (tiny) distribution the way pip leaves one on ``sys.path``: a
 module and a ``*.dist-info`` folder with ``METADATA`` and ``entry_points.txt``, which
@@ -8,15 +9,19 @@ module and a ``*.dist-info`` folder with ``METADATA`` and ``entry_points.txt``, 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from resverify.impl import Capabilities, NumpyBackend, resolve_backend
 from resverify.impl.registry import BUILTINS, ENTRY_POINT_GROUP, plugins
+from resverify.reports.cli import main
 from resverify.spec import UsageError
 
 ENGINE = '''
@@ -120,3 +125,59 @@ def _cuda() -> bool:
     import torch
 
     return bool(torch.cuda.is_available())
+
+
+def listing(capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, object]]:
+    assert main(["backends", "--json"]) == 0
+    return {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+
+
+def test_every_builtin_is_listed_with_its_claims_and_install_state(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    rows = listing(capsys)
+    assert set(BUILTINS) <= set(rows), sorted(rows)
+    numpy = rows["numpy"]
+    assert numpy["installed"] is True and numpy["version"] == np.__version__, numpy
+    assert numpy["dtypes"] == ["float64", "float32", "float16"], numpy
+    for name, row in rows.items():
+        if row["kind"] != "built-in":
+            continue
+        found = importlib.util.find_spec(BUILTINS[name].module) is not None
+        assert row["installed"] is (found and BUILTINS[name].missing() is None), row
+        assert row["dtypes"] == list(BUILTINS[name].capabilities.dtypes), row
+
+
+def test_an_installed_plugin_is_listed_with_its_distribution_and_claims(
+        site: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    install_distribution(site, {"plugged": "resverify_plugged_engine:PluggedBackend"})
+    row = listing(capsys)["plugged"]
+    assert row["kind"] == "plug-in" and row["library"] == "resverify_plugged_engine", row
+    assert row["version"] == "1.2.3" and row["installed"] is True, row
+    assert row["dtypes"] == ["float64"] and row["ops"] == ["add", "linear"], row
+
+
+def test_a_broken_plugin_is_listed_as_not_installed_with_the_reason(
+        site: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    install_distribution(site, {"plugged": "resverify_plugged_engine:PluggedBackend"},
+                         module="raise ImportError('needs libfoo.so')\n")
+    row = listing(capsys)["plugged"]
+    assert row["installed"] is False and "needs libfoo.so" in str(row["note"]), row
+
+
+def test_a_plugin_with_a_builtin_name_is_listed_as_shadowed(
+        site: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    install_distribution(site, {"numpy": "resverify_plugged_engine:PluggedBackend"})
+    assert main(["backends"]) == 0
+    text = capsys.readouterr().out
+    assert "numpy: shadowed by the built-in 'numpy'" in text, text
+    assert text.splitlines()[0].split() == ["name", "kind", "library", "version", "installed",
+                                            "device", "dtypes", "ops"], text
+
+
+def test_listing_imports_no_array_library() -> None:
+    code = ("import sys; from resverify.reports.cli import main; main(['backends']); "
+            "heavy = {'torch', 'jax', 'tensorflow', 'tinygrad', 'pytensor', 'autograd'}; "
+            "print(sorted(heavy & set(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.splitlines()[-1] == "[]", done.stdout

@@ -1,0 +1,98 @@
+"""``resverify backends``: every backend name, what it claims, and whether it can run here.
+
+A conformance run is only as broad as the backends installed, so this is the first thing
+to look at: each built-in adapter and each plug-in (an installed distribution's entry in
+the ``resverify.backends`` group) with its dtypes, ops and device, whether its library is
+installed, the library's version, and the extra that installs it. Listing must stay
+instant, so a built-in's library is looked up with ``importlib.util.find_spec`` and
+``importlib.metadata`` and never imported (torch and TensorFlow take seconds); a plug-in's
+module is imported, since only it knows what it claims, but the plug-in is not created.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from resverify.impl import Capabilities
+from resverify.impl.about import distribution_version
+from resverify.impl.registry import BUILTINS, Builtin, load_plugin, plugins
+from resverify.spec.errors import UsageError
+from resverify.spec.ir import OPS
+
+NAME = "backends"
+HELP = "list every backend (built-in and plug-in), what it claims and whether it is installed"
+
+COLUMNS = ("name", "kind", "library", "version", "installed", "device", "dtypes", "ops")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print a JSON list instead")
+
+
+def run(args: argparse.Namespace) -> int:
+    rows = [builtin_row(b) for b in BUILTINS.values()]
+    rows += [plugin_row(name, entry) for name, entry in sorted(plugins().items())]
+    print(json.dumps(rows, indent=2) if args.json else table(rows))
+    return 0
+
+
+def builtin_row(builtin: Builtin) -> dict[str, Any]:
+    missing = builtin.missing()
+    return {
+        "name": builtin.name, "kind": "built-in", "library": builtin.distribution,
+        "version": distribution_version(builtin.distribution)
+        if missing is None or "PATH" in missing else None,
+        "installed": missing is None, "note": missing or "",
+        "install": None if builtin.extra is None else f"pip install 'resverify[{builtin.extra}]'",
+        **claims(builtin.capabilities),
+    }
+
+
+def plugin_row(name: str, entry: Any) -> dict[str, Any]:
+    dist = entry.dist
+    row: dict[str, Any] = {
+        "name": name, "kind": "plug-in", "library": dist.name if dist else "unknown",
+        "version": dist.version if dist else None, "installed": True, "note": "",
+        "install": None, "entry_point": entry.value,
+        "device": None, "dtypes": None, "ops": None,
+    }
+    if name in BUILTINS:
+        row["note"] = f"shadowed by the built-in {name!r}"
+    try:
+        capabilities = getattr(load_plugin(entry), "capabilities", None)
+    except UsageError as exc:
+        row.update(installed=False, note=str(exc))
+        return row
+    if isinstance(capabilities, Capabilities):
+        row.update(claims(capabilities))
+    else:
+        row["note"] = row["note"] or "capabilities are declared when the backend is made"
+    return row
+
+
+def claims(capabilities: Capabilities) -> dict[str, Any]:
+    return {"device": capabilities.device, "dtypes": list(capabilities.dtypes),
+            "ops": sorted(capabilities.ops)}
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """Aligned text columns, one backend a line, then each note on its own line."""
+    cells = [[cell(row, c) for c in COLUMNS] for row in rows]
+    widths = [max(len(x) for x in column) for column in zip(COLUMNS, *cells, strict=True)]
+    lines = ["  ".join(x.ljust(w) for x, w in zip(line, widths, strict=True)).rstrip()
+             for line in [list(COLUMNS), *cells]]
+    notes = [f"{row['name']}: {row['note']}" for row in rows if row["note"]]
+    return "\n".join(lines + (["", *notes] if notes else []))
+
+
+def cell(row: dict[str, Any], column: str) -> str:
+    value = row[column]
+    if column == "installed":
+        return "yes" if value else "no"
+    if column == "ops" and value is not None and set(value) == set(OPS):
+        return "all"
+    if isinstance(value, list):
+        return ",".join(value)
+    return "-" if value is None else str(value)
