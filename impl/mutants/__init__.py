@@ -1,0 +1,113 @@
+"""The mutant catalog: deliberately wrong backends, each planting one realistic autograd bug.
+
+A conformance suite earns trust by the bugs it catches. Each mutant here is the
+reference backend with ONE bug seen in real engines (a broadcasting merge, an overwritten
+gradient, a float32 α, a TF32 matmul past some width, an in-place relu, ...), grouped by
+class (:data:`resverify.impl.mutants.base.CLASSES`); several hide, wrong only beyond some
+size or depth, at the third use, or on one call in several. ``resverify mutants`` runs
+the property suite against every one and reports which property killed it, after how
+many examples; a survivor is a gap in the suite.
+
+Every mutant is an ordinary backend, so one can be checked alone::
+
+    resverify check --backend resverify.impl.mutants:AlphaSquared
+
+Public API: :data:`CATALOG` (every mutant class, in table order), :func:`by_name` and the
+classes themselves.
+"""
+
+from __future__ import annotations
+
+from resverify.impl.mutants.base import CLASSES, Mutant
+from resverify.impl.mutants.faults import (
+    CrashOnWideLinear,
+    MismatchAsBackendError,
+    RaisesOnMismatch,
+    ScaleIgnoredPastDepth8,
+    StaleBranchPastDepth4,
+    SwappedMismatchShapes,
+    UnsupportedForEmpty,
+)
+from resverify.impl.mutants.graph import (
+    BroadcastingMerge,
+    CotangentScaledInPlace,
+    DedupedRepeatedOperand,
+    DetachedIdentityPastDepth4,
+    DoubledIdentityGrad,
+    DroppedIdentityGrad,
+    FusedScaleOnIdentityGrad,
+    GradsNotZeroed,
+    InplaceRelu,
+    LastBitEveryThirdCall,
+    OverwriteAtThirdUse,
+    ReshapingMerge,
+    RunningTotalPropagated,
+    SharedTanhBuffer,
+    SqueezingMerge,
+    StickyFallbackAfterRefusal,
+    TransposingMerge,
+)
+from resverify.impl.mutants.numeric import (
+    AccumulatesInFloat32,
+    AlphaRoundedViaFloat32,
+    AlphaSignLost,
+    AlphaSquared,
+    FalsyAlpha,
+    GradsThroughFloat16,
+    LeakyRelu,
+    LinearFirstAxisRows,
+    LinearWeightGradReshaped,
+    MulProductOfSums,
+    OutputUpcast,
+    ReluGradOneAtZero,
+    ReluGradThreshold,
+    ReshapedWeightTranspose,
+    ScalarOperandGradRank1,
+    ScaleBackwardForgetsAlpha,
+    SumEmptyIsNan,
+    SumKeepsRank1,
+    TanhDerivFromInput,
+    TanhInFloat32,
+    Tf32AboveWidth32,
+    UnbroadcastSlicesSizeOneAxes,
+)
+from resverify.spec.errors import UsageError
+
+_ALL: tuple[type[Mutant], ...] = (
+    BroadcastingMerge, ReshapingMerge, SqueezingMerge, TransposingMerge,
+    OverwriteAtThirdUse, DedupedRepeatedOperand, RunningTotalPropagated,
+    DroppedIdentityGrad, DoubledIdentityGrad, FusedScaleOnIdentityGrad,
+    DetachedIdentityPastDepth4,
+    AlphaSquared, AlphaRoundedViaFloat32, AlphaSignLost, FalsyAlpha, ScaleBackwardForgetsAlpha,
+    ReshapedWeightTranspose, LinearWeightGradReshaped, LinearFirstAxisRows, Tf32AboveWidth32,
+    ReluGradOneAtZero, ReluGradThreshold, LeakyRelu, TanhDerivFromInput,
+    SumKeepsRank1, SumEmptyIsNan, UnbroadcastSlicesSizeOneAxes, MulProductOfSums,
+    ScalarOperandGradRank1,
+    OutputUpcast, GradsThroughFloat16, AccumulatesInFloat32, TanhInFloat32,
+    GradsNotZeroed, InplaceRelu, CotangentScaledInPlace, SharedTanhBuffer,
+    StickyFallbackAfterRefusal, LastBitEveryThirdCall,
+    MismatchAsBackendError, SwappedMismatchShapes, RaisesOnMismatch, UnsupportedForEmpty,
+    CrashOnWideLinear,
+    StaleBranchPastDepth4, ScaleIgnoredPastDepth8,
+)
+CATALOG: tuple[type[Mutant], ...] = tuple(
+    sorted(_ALL, key=lambda m: CLASSES.index(m.bug_class)))
+"""Every mutant class, grouped by bug class in the order of ``CLASSES``."""
+
+__all__ = ["CATALOG", "CLASSES", "Mutant", "bug", "by_name", *(m.__name__ for m in CATALOG)]
+
+
+def bug(mutant: type[Mutant]) -> str:
+    """The one-line description of the mutant's bug (its docstring, joined to one line)."""
+    return " ".join((mutant.__doc__ or "").split())
+
+
+def by_name(names: list[str]) -> list[type[Mutant]]:
+    """The mutants named (class name or ``name``), in catalog order; UsageError for an
+    unknown one."""
+    known = {m.__name__: m for m in CATALOG} | {m.name: m for m in CATALOG}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UsageError(f"unknown mutant(s) {unknown}; `resverify mutants --list` lists them")
+    chosen = {known[n] for n in names}
+    return [m for m in CATALOG if m in chosen]

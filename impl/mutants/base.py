@@ -1,0 +1,124 @@
+"""The base every mutant builds on: the reference backend run through hooks a bug can replace.
+
+A mutant is a correct engine with ONE planted bug, so a failure of the suite on it is due
+to that bug alone. :class:`Mutant` runs the reference ops of
+:mod:`resverify.impl.numpy_backend` on the Tensor graph of :mod:`resverify.impl.tensor`
+behind five hooks (``leaf``, ``apply``, ``backward``, ``finish``, ``refuse``); a mutant
+overrides one of them. Results are made in one place (:func:`answer`), so the result
+type can change without touching the bugs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import ClassVar
+
+import numpy as np
+
+from resverify.impl.numpy_backend import NumpyBackend, apply
+from resverify.impl.tensor import Tensor, Vjp, _topological
+from resverify.spec.errors import ShapeMismatch
+from resverify.spec.ir import Node
+from resverify.spec.request import Request, Result, ResultError, Value
+
+__all__ = ["CLASSES", "Mutant", "accumulate", "all_edges", "answer", "retarget"]
+
+CLASSES = ("merge semantics", "gradient accumulation", "identity path", "alpha", "linear",
+           "activations", "reductions", "dtypes", "state", "errors", "statistics")
+"""The bug classes of the catalog, in the order the table lists them."""
+
+
+def answer(output: np.ndarray, grads: Mapping[str, np.ndarray]) -> Value:
+    """A successful result: the output and every input's gradient."""
+    return Value(output, dict(grads))
+
+
+def retarget(out: Tensor, vjp: Vjp) -> Tensor:
+    """``out`` with its local VJP replaced (the forward value stays)."""
+    out.vjp = vjp
+    return out
+
+
+def accumulate(out: Tensor, seed: np.ndarray,
+                add: Callable[[np.ndarray, np.ndarray, int], np.ndarray],
+                contributions: Callable[[Tensor, np.ndarray], list[tuple[Tensor, np.ndarray]]]
+                ) -> None:
+    """Reverse-mode accumulation in topological order, with the pending sum made by
+    ``add(pending, contribution, uses_so_far)`` and each node's contributions listed by
+    ``contributions(node, g)``: the places accumulation bugs live."""
+    pending: dict[int, np.ndarray] = {id(out): np.asarray(seed, out.dtype)}
+    uses: dict[int, int] = {}
+    for node in reversed(_topological(out)):
+        g = pending.pop(id(node))
+        node.grad = g.copy() if node.grad is None else np.asarray(node.grad + g, node.dtype)
+        if node.vjp is None:
+            continue
+        for parent, part in contributions(node, g):
+            part = np.asarray(part, parent.dtype)
+            key = id(parent)
+            uses[key] = uses.get(key, 0) + 1
+            pending[key] = part if key not in pending else np.asarray(
+                add(pending[key], part, uses[key]), parent.dtype)
+
+
+def all_edges(node: Tensor, g: np.ndarray) -> list[tuple[Tensor, np.ndarray]]:
+    assert node.vjp is not None
+    return list(zip(node.parents, node.vjp(g), strict=True))
+
+
+def _seed(out: Tensor, cotangent: np.ndarray) -> np.ndarray:
+    """The cotangent, reshaped to the output when only its shape differs, else ones (as an
+    engine seeds ``backward()`` when it has no cotangent): a mutant that accepts what the
+    spec refuses, or answers in another shape, still answers with a value."""
+    if cotangent.shape == out.shape:
+        return cotangent
+    if cotangent.size == out.value.size:
+        return cotangent.reshape(out.shape)
+    return np.ones_like(out.value)
+
+
+class Mutant(NumpyBackend):
+    """The reference backend with hooks; subclasses plant one bug and say which in ``bug``.
+
+    ``bug_class`` is one of :data:`CLASSES`; the class docstring's first line is the bug.
+    """
+
+    name: str = "mutant"
+    bug_class: ClassVar[str] = ""
+
+    def leaf(self, name: str, value: np.ndarray) -> Tensor:
+        """The tensor of input ``name`` (a private copy of the request's array)."""
+        return Tensor(np.array(value, copy=True))
+
+    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
+        """One node of the program, applied to its argument tensors."""
+        return apply(node, args)
+
+    def backward(self, out: Tensor, seed: np.ndarray) -> None:
+        """Reverse-mode accumulation from the output's cotangent ``seed``."""
+        out.backward(seed)
+
+    def refuse(self, request: Request, exc: ShapeMismatch) -> Result:
+        """The answer to a shape-invalid program."""
+        return ResultError.mismatch(exc)
+
+    def finish(self, request: Request, result: Value) -> Result:
+        """The result as returned (a last chance to change it)."""
+        return result
+
+    def run(self, request: Request) -> Result:
+        refused = self.capabilities.unclaimed(request, self.name)
+        if refused is not None:
+            return refused
+        leaves = {n: self.leaf(n, v) for n, v in request.inputs.items()}
+        env: dict[str, Tensor] = dict(leaves)
+        try:
+            for node in request.program.order:
+                env[node.name] = self.apply(node, [env[a] for a in node.args])
+        except ShapeMismatch as exc:
+            return self.refuse(request, exc)
+        out = env[request.program.output]
+        self.backward(out, _seed(out, request.cotangent))
+        grads = {n: np.zeros_like(t.value) if t.grad is None else t.grad
+                 for n, t in leaves.items()}
+        return self.finish(request, answer(np.array(out.value, copy=True), grads))
