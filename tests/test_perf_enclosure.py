@@ -1,0 +1,229 @@
+"""The fast oracle is sound: its balls hold the exact values, its verdicts are the exact ones.
+
+Every test compares :mod:`resverify.spec.enclosure` with the exact interpreter
+(:mod:`resverify.spec.exact`, Fractions) on small generated programs: residual stacks of
+every branch family the enclosure covers, and broadcasting add and mul.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from resverify.properties.cases import Case
+from resverify.properties.strategies import Sizes, broadcast_cases, residual_cases
+from resverify.spec import enclosure
+from resverify.spec.budget import error_budget
+from resverify.spec.compare import within
+from resverify.spec.enclosure import RULES, Ball, NotEnclosed, decide, enclose, verify
+from resverify.spec.exact import evaluate
+from resverify.spec.ir import Input, Node, Program
+from resverify.spec.request import Request
+
+SMALL = Sizes(max_width=12, max_weight=64, wide_percent=35, narrow=4)
+cases = st.one_of(residual_cases(ops=set(RULES), sizes=SMALL),
+                  st.sampled_from(["add", "mul"]).flatmap(broadcast_cases))
+
+
+def _request(case: Case) -> Request:
+    return case.request("float64")
+
+
+def _outside(ball: Ball, exact: np.ndarray) -> list[tuple[int, ...]]:
+    """Indices where the exact Fraction is not within ``rad`` of ``mid + lo``."""
+    values: list[Fraction] = [Fraction(v) for v in np.asarray(exact, dtype=object).ravel()]
+    indices = list(np.ndindex(*np.shape(exact)))
+    return [i for i, v in zip(indices, values, strict=True)
+            if abs(v - Fraction(float(ball.mid[i])) - Fraction(float(ball.lo[i])))
+            > Fraction(float(ball.rad[i]))]
+
+
+@settings(max_examples=60, deadline=None)
+@given(cases)
+def test_balls_hold_every_exact_value_forward_and_reverse(case: Case) -> None:
+    request = _request(case)
+    try:
+        balls = enclose(request)
+    except NotEnclosed:
+        return
+    exact = evaluate(request)
+    assert exact.output is not None and exact.grads is not None and exact.trace is not None
+    program = request.program.describe()
+    for name, ball in balls.values.items():
+        wrong = _outside(ball, exact.trace.values[name])
+        assert not wrong, f"value {name} of {program}: exact outside the ball at {wrong[:3]}"
+    for name, ball in balls.grads.items():
+        wrong = _outside(ball, exact.grads[name])
+        assert not wrong, f"grad[{name}] of {program}: exact outside the ball at {wrong[:3]}"
+
+
+def _edge(op: str, x: list[float], alpha: Fraction | None = None) -> Request:
+    program = Program((Input("x", (len(x),)),), (Node("y", op, ("x",), alpha),), "y")
+    cotangent = np.array(1.5) if op == "sum" else np.linspace(1, 2, len(x))
+    return Request(program, {"x": np.array(x)}, "float64", cotangent)
+
+
+EDGES = [
+    _edge("relu", [0.0, -0.0, 5e-324, -5e-324, 1.0, -1.0]),
+    _edge("tanh", [0.0, 1e-300, -1e-8, 0.5, 19.0, -25.0, 400.0, 5e-324, 1e-200]),
+    _edge("scale", [1.0, 3.0, -7.5, 2.0**-900], Fraction(1, 3)),
+    _edge("scale", [1e299, -1e-280], Fraction(-2, 7)),
+    _edge("sum", [1e16, 1.0, -1e16, 2.0**-60]),
+]
+
+
+@pytest.mark.parametrize("request_", EDGES, ids=lambda r: r.program.describe())
+def test_balls_hold_the_exact_values_at_the_edges(request_: Request) -> None:
+    balls, exact = enclose(request_), evaluate(request_)
+    assert exact.output is not None and exact.grads is not None
+    assert not _outside(balls.output, exact.output), request_.program.describe()
+    assert not _outside(balls.grads["x"], exact.grads["x"]), request_.program.describe()
+
+
+@settings(max_examples=40, deadline=None)
+@given(cases)
+def test_fast_budget_is_at_least_the_exact_budget(case: Case) -> None:
+    request = _request(case)
+    try:
+        fast = enclosure.fast_budget(request, enclose(request))
+    except NotEnclosed:
+        return
+    exact = error_budget(request)
+    pairs = [("output", fast.output, exact.output)]
+    pairs += [(f"grad[{n}]", fast.grads[n], exact.grads[n]) for n in exact.grads]
+    for where, got, want in pairs:
+        low = ~(got >= want)
+        assert not low.any(), (f"{where} of {request.program.describe()}: fast budget "
+                                 f"{got[low][:3]} below the exact {want[low][:3]}")
+
+
+def _near_bound(exact: np.ndarray, bound: np.ndarray, where: np.ndarray) -> np.ndarray:
+    """Values at ``exact + where·bound``: on, just inside and just outside each bound."""
+    flat = [float(Fraction(e) + Fraction(w) * Fraction(float(b)))
+            for e, b, w in zip(np.asarray(exact, dtype=object).ravel().tolist(),
+                               np.broadcast_to(bound, exact.shape).ravel().tolist(),
+                               where.ravel().tolist(), strict=True)]
+    return np.array(flat).reshape(exact.shape)
+
+
+@settings(max_examples=40, deadline=None)
+@given(cases, st.data())
+def test_fast_verdicts_equal_exact_verdicts_at_the_edge_of_the_budget(
+        case: Case, data: st.DataObject) -> None:
+    request = _request(case)
+    try:
+        balls = enclose(request)
+    except NotEnclosed:
+        return
+    budget = enclosure.fast_budget(request, balls)
+    exact = evaluate(request)
+    assert exact.output is not None and exact.grads is not None
+    steps = st.sampled_from([0.0, 0.5, 1.0, -1.0, 1.0 + 2**-40, -1.0 - 2**-40, 3.0])
+    arrays = [("output", exact.output, balls.output, budget.output)]
+    arrays += [(n, exact.grads[n], balls.grads[n], budget.grads[n]) for n in exact.grads]
+    for where, want, ball, bound in arrays:
+        shifts = np.array(data.draw(st.lists(steps, min_size=want.size, max_size=want.size)))
+        actual = _near_bound(want, bound, shifts.reshape(want.shape))
+        inside, unsure = decide(actual, ball, bound)
+        bounds = np.broadcast_to(bound, want.shape)
+        for i in map(tuple, np.argwhere(~unsure)):
+            expected = within(float(actual[i]), Fraction(want[i]), float(bounds[i]))
+            assert inside[i] == expected, (
+                f"{where}{list(i)}={actual[i]!r} against {want[i]} ± {bounds[i]!r}: "
+                f"fast says inside={inside[i]}, exact says {expected} "
+                f"[{request.program.describe()}]")
+
+
+@settings(max_examples=30, deadline=None)
+@given(cases, st.integers(0, 3))
+def test_verify_finds_exactly_the_misses_the_exact_path_finds(case: Case, ulps: int) -> None:
+    request = _request(case)
+    exact = evaluate(request)
+    assert exact.output is not None and exact.grads is not None
+    # a backend off by `ulps` ulps everywhere, plus 2**20 ulps on the first element
+    output = np.array([float(v) for v in exact.output.ravel()]).reshape(exact.output.shape)
+    flat = (output + ulps * np.abs(np.spacing(output))).reshape(-1)
+    if flat.size:
+        flat[0] += 2**20 * abs(np.spacing(flat[0])) + 2**-30
+    output = flat.reshape(exact.output.shape)
+    grads = {n: np.array([float(v) for v in g.ravel()]).reshape(g.shape)
+             for n, g in exact.grads.items()}
+    verdict = verify(request, output, grads)
+    by_exact = verdict.budget.misses(exact, output, grads)
+    assert {(m.where, m.index) for m in verdict.misses} == {(m.where, m.index) for m in by_exact}
+    if output.size:
+        assert ("output", (0,) * output.ndim) in {(m.where, m.index) for m in verdict.misses}
+
+
+def _block(width: int, batch: int, tanh: bool) -> Request:
+    rng = np.random.default_rng(width)
+    branch = [Node("t", "tanh", ("zb",))] if tanh else []
+    nodes = (Node("z", "linear", ("x", "w")), Node("zb", "add", ("z", "b")), *branch,
+             Node("s", "scale", ("t" if tanh else "zb",), Fraction(1, 3)),
+             Node("y", "residual_add", ("x", "s")))
+    program = Program((Input("x", (batch, width)), Input("w", (width, width)),
+                       Input("b", (width,))), nodes, "y")
+    values = {"x": rng.standard_normal((batch, width)),
+              "w": rng.standard_normal((width, width)) / np.sqrt(width),
+              "b": rng.standard_normal(width)}
+    return Request(program, values, "float64", rng.standard_normal((batch, width)))
+
+
+@pytest.mark.parametrize(("width", "batch"), [(16, 1), (16, 3), (40, 2)])
+@pytest.mark.parametrize("tanh", [False, True])
+def test_the_residual_block_is_decided_without_the_exact_interpreter(
+        width: int, batch: int, tanh: bool) -> None:
+    request = _block(width, batch, tanh)
+    balls = enclose(request)
+    exact = evaluate(request)
+    assert exact.output is not None and exact.grads is not None
+    output = np.array([float(v) for v in exact.output.ravel()]).reshape(exact.output.shape)
+    grads = {n: np.array([float(v) for v in g.ravel()]).reshape(g.shape)
+             for n, g in exact.grads.items()}
+    verdict = verify(request, output, grads)
+    assert verdict.misses == [] and not verdict.exact_path
+    assert verdict.decided_exactly == 0, f"{verdict.decided_exactly} elements needed Fractions"
+    assert not _outside(balls.output, exact.output)
+
+
+@pytest.mark.parametrize("x", [1e300, 2.0**-1000, 5e-324])
+def test_a_product_beyond_the_safe_range_goes_to_the_exact_path(x: float) -> None:
+    request = _edge("scale", [x, 1.0], Fraction(1, 3))
+    with pytest.raises(NotEnclosed):
+        enclose(request)
+    exact = evaluate(request)
+    assert exact.output is not None and exact.grads is not None
+    output = np.array([float(v) for v in exact.output])
+    assert verify(request, output, {"x": np.array([float(v) for v in exact.grads["x"]])}
+                  ).exact_path
+
+
+def test_an_op_without_a_rule_goes_to_the_exact_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    request = _block(4, 1, tanh=True)
+    monkeypatch.delitem(enclosure.RULES, "tanh")
+    with pytest.raises(NotEnclosed):
+        enclose(request)
+    exact = evaluate(request)
+    assert exact.output is not None and exact.grads is not None
+    output = np.array([float(v) for v in exact.output.ravel()]).reshape(exact.output.shape)
+    grads = {n: np.array([float(v) for v in g.ravel()]).reshape(g.shape)
+             for n, g in exact.grads.items()}
+    assert verify(request, output, grads).exact_path
+
+
+def test_the_containment_check_catches_a_tanh_ball_without_its_ulps(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check above has teeth: a tanh ball that trusts ``np.tanh`` to be exact misses
+    the exact value."""
+    x = np.array([0.5, 0.7, 1.3, -2.2, 0.1])
+    program = Program((Input("x", (5,)),), (Node("t", "tanh", ("x",)),), "t")
+    request = Request(program, {"x": x}, "float64", np.ones(5))
+    monkeypatch.setattr(enclosure, "LIBM_TANH_ULPS", -1)
+    monkeypatch.setattr(enclosure, "_half_ulp", lambda v: np.zeros(np.shape(v)))
+    exact = evaluate(request)
+    assert exact.output is not None
+    assert _outside(enclose(request).output, exact.output), "np.tanh is exact on all five?"
