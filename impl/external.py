@@ -40,7 +40,7 @@ from resverify.spec.errors import (
     BackendFault,
     BackendTimeout,
     BadResult,
-    InvalidProgram,
+    InvalidInput,
     UsageError,
 )
 from resverify.spec.request import Request, Result
@@ -73,7 +73,7 @@ class ExternalBackend:
         except BackendFault as exc:
             self.close()
             raise UsageError(f"{exc} (answering the hello)") from None
-        except InvalidProgram as exc:
+        except InvalidInput as exc:
             self.close()
             raise UsageError(f"{self._who()}: bad answer to the hello: {exc}") from None
         except UsageError:
@@ -97,7 +97,7 @@ class ExternalBackend:
             if said is not None and said != request.dtype:
                 raise BadResult(f"{self._who()}: answered {said} for a {request.dtype} request")
             return result_from_dict(doc, request.dtype)
-        except InvalidProgram as exc:
+        except InvalidInput as exc:
             self.close()
             raise BadResult(f"{self._who()}: {exc}") from None
         except BackendFault:
@@ -144,7 +144,7 @@ class ExternalBackend:
         if restarted and hasattr(self, "capabilities"):
             try:
                 validate_message(self._talk(self._start(), HELLO), "capabilities")
-            except InvalidProgram as exc:
+            except InvalidInput as exc:
                 raise BadResult(f"{self._who()}: bad answer to the hello: {exc}") from None
         return self._talk(self._start(), doc)
 
@@ -166,7 +166,7 @@ class ExternalBackend:
             raise BadResult(f"{self._who()}: answered more than one line")
         try:
             return parse_json(text)
-        except InvalidProgram:
+        except InvalidInput:
             raise BadResult(
                 f"{self._who()}: answered a line that is not JSON: {text[:80]!r}") from None
 

@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from resverify.spec.errors import InvalidRequest
+
 Vjp = Callable[[np.ndarray], Sequence[np.ndarray]]
 
 
@@ -45,7 +47,8 @@ class Tensor:
         """
         seed = np.asarray(seed, dtype=self.dtype)
         if seed.shape != self.shape:
-            raise ValueError(f"seed shape {list(seed.shape)} != tensor shape {list(self.shape)}")
+            raise InvalidRequest(f"seed shape {list(seed.shape)} != tensor shape "
+                                 f"{list(self.shape)}")
         pending: dict[int, np.ndarray] = {id(self): seed}
         for node in reversed(_topological(self)):
             g = pending.pop(id(node))

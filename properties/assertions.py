@@ -12,7 +12,6 @@ so pytest shows the property's own line, not ours.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import NoReturn
@@ -22,9 +21,8 @@ from hypothesis import reject
 
 from resverify.impl.backend import Backend
 from resverify.spec.compare import cells, decimal
-from resverify.spec.errors import BackendFault
-from resverify.spec.ir import infer_shapes
-from resverify.spec.request import Request, Result, ResultError, Value, storage_dtype
+from resverify.spec.errors import BackendFault, BadResult, ResverifyError, UsageError
+from resverify.spec.request import Request, Result, ResultError, Value, check_form
 
 __all__ = [
     "KINDS",
@@ -49,12 +47,16 @@ raised an exception that is not a :class:`~resverify.spec.errors.BackendFault`; 
 that is not a Result or has the wrong keys, shape, dtype or type."""
 
 
-class PropertyFailure(AssertionError):
-    """A backend broke a law; ``request`` is the input to save and replay (as sent)."""
+class PropertyFailure(ResverifyError, AssertionError):
+    """A backend broke a law; ``request`` is the input to save and replay (as sent).
+
+    Under the root of every resverify error (:mod:`resverify.spec.errors`), and an
+    ``AssertionError``, as pytest and Hypothesis expect of a failing check.
+    """
 
     def __init__(self, message: str, request: Request, kind: str = "law") -> None:
         if kind not in KINDS:
-            raise ValueError(f"unknown failure kind {kind!r}; known: {list(KINDS)}")
+            raise UsageError(f"unknown failure kind {kind!r}; known: {list(KINDS)}")
         super().__init__(message)
         self.request = request
         self.kind = kind
@@ -267,28 +269,10 @@ def differences(first: Result, second: Result, limit: int = 10) -> list[str]:
 
 
 def check_declared_form(ctx: Context, result: Value) -> None:
-    """Output and gradients are arrays of the declared shapes and the request's storage
-    dtype, one gradient per input; anything else is a ``bad_result``."""
+    """:func:`resverify.spec.request.check_form` as a property check: a value not of the
+    declared form is a failure of kind ``bad_result``."""
     __tracebackhide__ = True
-    request = ctx.request
-    want = storage_dtype(request.dtype)
-    shape = infer_shapes(request.program)[request.program.output]
-    ctx.check(isinstance(result.grads, Mapping),
-              f"grads: backend {ctx.backend} gives a {type(result.grads).__name__}, "
-              "spec declares a mapping from input names to arrays", "bad_result")
-    ctx.check(set(result.grads) == set(request.inputs),
-              f"grads: backend {ctx.backend} has keys {sorted(result.grads)}, "
-              f"spec has {sorted(request.inputs)}", "bad_result")
-    declared = [("output", result.output, shape)] + [
-        (f"grads[{k!r}]", v, request.inputs[k].shape) for k, v in result.grads.items()]
-    for what, raw, expected in declared:
-        ctx.check(isinstance(raw, np.ndarray | np.generic),
-                  f"{what}: backend {ctx.backend} gives a {type(raw).__name__}, "
-                  "spec declares an array", "bad_result")
-        array = np.asarray(raw)
-        ctx.check(array.shape == tuple(expected),
-                  f"{what}: backend {ctx.backend} gives shape {list(array.shape)}, "
-                  f"spec declares {list(expected)}", "bad_result")
-        ctx.check(array.dtype == want,
-                  f"{what}: backend {ctx.backend} gives dtype {array.dtype}, "
-                  f"spec declares {want}", "bad_result")
+    try:
+        check_form(ctx.request, result)
+    except BadResult as exc:
+        ctx.fail(f"backend {ctx.backend}: {exc}", "bad_result")

@@ -209,7 +209,10 @@ def prop(request: pytest.FixtureRequest, backend: Backend) -> Iterator[PropertyR
 class ExampleTimeout(BaseException):
     """pytest-timeout's limit reached inside a test. A BaseException, like
     KeyboardInterrupt, so that neither Hypothesis (which would retry and shrink an example
-    that hangs again) nor an ``except Exception`` in the suite catches it."""
+    that hangs again) nor an ``except Exception`` in the suite catches it.
+
+    Outside :class:`~resverify.spec.errors.ResverifyError` on purpose, and it cannot be
+    inside: every subclass of that root is an ``Exception`` (see :mod:`resverify.spec.errors`)."""
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)

@@ -38,7 +38,7 @@ import numpy as np
 from resverify.impl import Backend, resolve_backend
 from resverify.impl.registry import BUILTIN
 from resverify.properties.assertions import PropertyFailure, differences, send
-from resverify.spec import InvalidProgram, Request, Result, ResultError, UsageError
+from resverify.spec import InvalidDocument, Request, Result, ResultError, UsageError
 from resverify.spec.budget import Budget, error_budget
 from resverify.spec.codec import parse_json, request_from_dict
 from resverify.spec.compare import Cell, cells, decimal
@@ -108,7 +108,7 @@ def _load(path: Path) -> tuple[Request, Mapping[str, Any] | None]:
     doc = parse_json(text)
     record = doc.get("vector") if isinstance(doc, Mapping) else None
     if record is not None and not isinstance(record, Mapping):
-        raise InvalidProgram(f"the 'vector' entry must be an object, got {record!r}")
+        raise InvalidDocument(f"the 'vector' entry must be an object, got {record!r}")
     request = dict(doc) if isinstance(doc, Mapping) else doc
     if isinstance(request, dict):
         request.pop("vector", None)

@@ -8,7 +8,8 @@ Public API: the program IR (:class:`Program`, :class:`Input`, :class:`Node`, ``O
 :data:`Result` = :class:`Value` | :class:`ResultError`), their lossless JSON (:func:`dumps`,
 :func:`loads_request`, :func:`loads_result`), the exact interpreter (:func:`evaluate`,
 :func:`evaluate_exact`, :class:`ExactResult`), error budgets (:func:`error_budget`,
-:class:`Budget`) and the error types rooted at :class:`ResverifyError`, among them the
+:class:`Budget`) and the error types rooted at :class:`ResverifyError` (the tree and
+where each is raised: :mod:`resverify.spec.errors`), among them the
 faults an adapter raises when its engine hangs, dies or answers garbage
 (:class:`BackendFault`: :class:`BackendTimeout`, :class:`BackendCrash`, :class:`BadResult`).
 The SymPy derivations live in ``resverify.spec.derive`` (imported on demand: SymPy is slow to load).
@@ -21,10 +22,12 @@ from resverify.spec.errors import (
     BackendFault,
     BackendTimeout,
     BadResult,
+    InvalidDocument,
+    InvalidInput,
     InvalidProgram,
+    InvalidRequest,
     ResverifyError,
     ShapeMismatch,
-    Unsupported,
     UsageError,
 )
 from resverify.spec.exact import (
@@ -35,7 +38,7 @@ from resverify.spec.exact import (
     evaluate_exact,
 )
 from resverify.spec.ir import DTYPES, OPS, Input, Node, Program, infer_shapes
-from resverify.spec.request import Request, Result, ResultError, Value
+from resverify.spec.request import Request, Result, ResultError, Value, check_form
 
 __all__ = [
     "DTYPES",
@@ -50,7 +53,10 @@ __all__ = [
     "Budget",
     "ExactResult",
     "Input",
+    "InvalidDocument",
+    "InvalidInput",
     "InvalidProgram",
+    "InvalidRequest",
     "Node",
     "Program",
     "Request",
@@ -58,10 +64,10 @@ __all__ = [
     "ResultError",
     "ResverifyError",
     "ShapeMismatch",
-    "Unsupported",
     "UsageError",
     "Value",
     "as_fractions",
+    "check_form",
     "dumps",
     "error_budget",
     "evaluate",

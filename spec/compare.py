@@ -34,6 +34,8 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 
+from resverify.spec.errors import BadResult
+
 __all__ = ["Cell", "cells", "decimal", "within"]
 
 INF = float("inf")
@@ -76,7 +78,7 @@ def cells(actual: np.ndarray, exact: np.ndarray, bound: np.ndarray) -> Iterator[
     actual = np.asarray(actual)
     exact = np.asarray(exact, dtype=object)
     if actual.shape != exact.shape:
-        raise ValueError(f"shapes differ: actual {list(actual.shape)}, exact {list(exact.shape)}")
+        raise BadResult(f"shapes differ: actual {list(actual.shape)}, exact {list(exact.shape)}")
     limits = np.broadcast_to(np.asarray(bound, dtype=np.float64), actual.shape)
     flat = zip(np.ndindex(*actual.shape), actual.reshape(-1).tolist(),
                exact.reshape(-1).tolist(), limits.reshape(-1).tolist(), strict=True)

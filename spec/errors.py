@@ -1,7 +1,35 @@
-"""The one exception root of resverify and the typed errors every layer shares.
+"""The one exception root of resverify, and what each error means and where it is raised.
 
-User-facing errors also inherit the matching builtin, so callers that only know
-``ValueError`` or ``TypeError`` still catch them.
+Why one root with built-in mix-ins (as in Hypothesis's ``errors.py``): ``except
+ResverifyError`` catches everything resverify raises on purpose (the CLI prints its one
+line and exits 2 for a :class:`UsageError`), while each class also inherits the builtin
+it resembles, so code that only knows ``ValueError`` or ``RuntimeError`` still catches it.
+Each class names one meaning, so a caller catches exactly what it can handle::
+
+    ResverifyError (Exception)
+    ├── UsageError (ValueError)         a user's mistake: CLI option, name, path, API misuse
+    ├── InvalidInput (ValueError)       something resverify was given is malformed
+    │   ├── InvalidProgram              the IR's structure
+    │   ├── InvalidRequest              a request's dtype, values, shapes or cotangent
+    │   └── InvalidDocument             JSON text that is not a well-formed document
+    ├── ShapeMismatch (ValueError)      an op refuses its operands' shapes
+    ├── BackendFault (RuntimeError)     a backend misbehaved beyond giving wrong numbers
+    │   ├── BackendTimeout              no answer in time
+    │   ├── BackendCrash                the engine's process died
+    │   └── BadResult                   an answer that is not a well-formed result
+    ├── PropertyFailure (AssertionError)    a law broken (resverify.properties.assertions)
+    └── NotClaimed, Refused, BackendRaised  a claim's backend side (resverify.spec.claims.model)
+
+Two classes stay outside the root on purpose, because neither may be an
+``Exception`` and every subclass of :class:`ResverifyError` is one:
+``resverify.properties.plugin.ExampleTimeout`` is a ``BaseException`` (like
+``KeyboardInterrupt``) so that neither Hypothesis nor an ``except Exception`` catches a
+test that ran out of time, and ``resverify.reports.runner.Interrupted`` is a
+``KeyboardInterrupt`` so that SIGTERM ends a run the way Ctrl-C does.
+
+A backend's typed *answers* (``shape_mismatch``, ``unsupported``, ``backend_error``) are not
+exceptions: they are :class:`resverify.spec.request.ResultError` values that ``run``
+returns.
 """
 
 from __future__ import annotations
@@ -13,12 +41,67 @@ class ResverifyError(Exception):
     """Root of every error resverify raises on purpose."""
 
 
-class InvalidProgram(ResverifyError, ValueError):
-    """A program, request or result that is malformed: refused at construction or load time."""
+class UsageError(ResverifyError, ValueError):
+    """A user's mistake: a bad command-line option, backend name, path or file, misspelt
+    capabilities, or a resverify API called with arguments it does not take.
+
+    Raised by ``resverify.reports.*`` (the CLI prints the one line and exits 2),
+    ``resverify.impl.registry`` and ``resverify.impl.external`` (backend names, ``cmd:``),
+    ``resverify.impl.backend.Capabilities``, ``resverify.properties.plugin`` (options) and
+    ``resverify.properties.assertions`` (an unknown failure kind).
+    """
+
+
+class InvalidInput(ResverifyError, ValueError):
+    """Something resverify was given is malformed: refused where it is made or read.
+
+    Catch this to refuse any malformed program, request or document in one clause.
+    """
+
+
+class InvalidProgram(InvalidInput):
+    """A program whose structure is wrong: an unknown op, the wrong number of arguments, a
+    missing, extra or non-finite attribute (``alpha``, ``eps``), an empty, duplicate or
+    unknown name, a cycle, a shape that is not a list of sizes.
+
+    Raised by ``resverify.spec.ir`` (``Node``, ``Program``), ``resverify.spec.codec`` (a
+    program document missing a field) and ``resverify.impl.backend.scale_alpha``. A program
+    whose shapes do not fit is *not* invalid: it is a valid question whose answer is a
+    ``shape_mismatch`` (:class:`ShapeMismatch`).
+    """
+
+
+class InvalidRequest(InvalidInput):
+    """A request whose values do not fit its program or dtype: an unknown dtype, values the
+    dtype cannot hold exactly, inputs missing or of the wrong shape, a cotangent of the
+    wrong shape (or one given to a shape-invalid program), non-finite values for the exact
+    interpreter, a budget asked for a request the spec rejects.
+
+    Raised by ``resverify.spec.request`` (``Request``, ``storage_dtype``, ``as_values``),
+    ``resverify.spec.exact``, ``resverify.spec.rational``, ``resverify.spec.budget``,
+    ``resverify.impl.tensor`` (a seed that does not fit) and
+    ``resverify.spec.claims.model`` (a claim that needs an exact answer for an inexact one).
+    """
+
+
+class InvalidDocument(InvalidInput):
+    """JSON text that is not a well-formed resverify document: not JSON, NaN tokens, no
+    ``"resverify"`` header or another format version, the wrong ``kind``, a field the
+    schema refuses, a number not spelt exactly, an array whose data does not fill its shape.
+
+    Raised by ``resverify.spec.codec`` and ``resverify.reports.cmd_replay`` (a test
+    vector's record). ``resverify.impl.external`` turns one in an engine's answer into a
+    :class:`BadResult`.
+    """
 
 
 class ShapeMismatch(ResverifyError, ValueError):
-    """``residual_add`` (or a broadcasting op) was given shapes it does not accept."""
+    """``residual_add`` (or a broadcasting op) was given shapes it does not accept.
+
+    Raised by each op's shape rule (``resverify.spec.ops``, through
+    ``resverify.spec.ir.infer_shapes``) and by the reference ops; adapters answer it with
+    ``ResultError.mismatch(exc)``.
+    """
 
     def __init__(self, op: str, left: Shape, right: Shape) -> None:
         self.op = op
@@ -29,14 +112,6 @@ class ShapeMismatch(ResverifyError, ValueError):
             + (" (residual_add needs equal shapes; add an explicit projection)"
                if op == "residual_add" else "")
         )
-
-
-class Unsupported(ResverifyError, NotImplementedError):
-    """A backend does not implement an op or dtype it was asked for."""
-
-
-class UsageError(ResverifyError, ValueError):
-    """A user's mistake on the command line or in an option: bad name, bad path."""
 
 
 class BackendFault(ResverifyError, RuntimeError):
@@ -65,6 +140,12 @@ class BackendCrash(BackendFault):
 
 
 class BadResult(BackendFault):
-    """The backend answered something that is not a well-formed result for the request."""
+    """The backend answered something that is not a well-formed result for the request.
+
+    Raised by ``resverify.spec.request.check_form`` (output or gradients missing, of the
+    wrong shape, dtype or type), by ``ResultError`` (an unknown error kind, shapes on the
+    wrong kind), by ``resverify.spec.compare.cells`` (an array of another shape than the
+    spec's) and by ``resverify.impl.external`` (an unreadable answer line).
+    """
 
     kind = "bad_result"

@@ -15,7 +15,7 @@ from typing import Final, Literal, TypeAlias
 
 import numpy as np
 
-from resverify.spec.errors import InvalidProgram, Shape, ShapeMismatch
+from resverify.spec.errors import BadResult, InvalidRequest, Shape, ShapeMismatch
 from resverify.spec.ir import DTYPES, Program, infer_shapes
 
 ErrorKind = Literal["shape_mismatch", "unsupported", "backend_error"]
@@ -29,7 +29,7 @@ NO_OUTPUT.flags.writeable = False
 def storage_dtype(dtype: str) -> np.dtype:
     """The NumPy dtype that holds values of ``dtype`` exactly (bfloat16 lives in float32)."""
     if dtype not in DTYPES:
-        raise InvalidProgram(f"unknown dtype {dtype!r}; known: {list(DTYPES)}")
+        raise InvalidRequest(f"unknown dtype {dtype!r}; known: {list(DTYPES)}")
     return np.dtype("float32" if dtype == "bfloat16" else dtype)
 
 
@@ -42,10 +42,10 @@ def as_values(value: object, dtype: str, where: str) -> np.ndarray:
     if dtype == "bfloat16":
         out = out.copy()
         if np.any(out.view(np.uint32) & np.uint32(0xFFFF)):
-            raise InvalidProgram(f"{where}: values are not representable in bfloat16")
+            raise InvalidRequest(f"{where}: values are not representable in bfloat16")
     same = (out.astype(np.float64) == raw.astype(np.float64)) | (np.isnan(out) & np.isnan(raw))
     if not np.all(same):
-        raise InvalidProgram(f"{where}: values are not exactly representable in {dtype}")
+        raise InvalidRequest(f"{where}: values are not exactly representable in {dtype}")
     out = np.array(out, copy=True)
     out.flags.writeable = False
     return out
@@ -101,13 +101,13 @@ def _read_inputs(program: Program, inputs: Mapping[str, object],
                  dtype: str) -> dict[str, np.ndarray]:
     declared = {i.name: i.shape for i in program.inputs}
     if set(inputs) != set(declared):
-        raise InvalidProgram(
+        raise InvalidRequest(
             f"request inputs {sorted(inputs)} do not match program inputs {sorted(declared)}")
     values = {}
     for name, shape in declared.items():
         array = as_values(inputs[name], dtype, f"input {name!r}")
         if array.shape != shape:
-            raise InvalidProgram(
+            raise InvalidRequest(
                 f"input {name!r} has shape {list(array.shape)}, declared {list(shape)}")
         values[name] = array
     return values
@@ -118,14 +118,14 @@ def _read_cotangent(program: Program, cotangent: object | None, dtype: str) -> n
     if out_shape is None:
         given = None if cotangent is None else np.asarray(cotangent)
         if given is not None and given.shape != NO_OUTPUT.shape:
-            raise InvalidProgram("a shape-invalid program's cotangent is derived: pass None "
+            raise InvalidRequest("a shape-invalid program's cotangent is derived: pass None "
                                  f"(got shape {list(given.shape)})")
         return as_values(NO_OUTPUT, dtype, "cotangent")
     if cotangent is None:
-        raise InvalidProgram("a shape-valid program needs a cotangent for its output")
+        raise InvalidRequest("a shape-valid program needs a cotangent for its output")
     cot = as_values(cotangent, dtype, "cotangent")
     if cot.shape != out_shape:
-        raise InvalidProgram(f"cotangent has shape {list(cot.shape)}, output has {list(out_shape)}")
+        raise InvalidRequest(f"cotangent has shape {list(cot.shape)}, output has {list(out_shape)}")
     return cot
 
 
@@ -155,9 +155,9 @@ class ResultError:
 
     def __post_init__(self) -> None:
         if self.kind not in ERROR_KINDS:
-            raise InvalidProgram(f"unknown error kind {self.kind!r}; known: {list(ERROR_KINDS)}")
+            raise BadResult(f"unknown error kind {self.kind!r}; known: {list(ERROR_KINDS)}")
         if (self.kind == "shape_mismatch") != (self.shapes is not None):
-            raise InvalidProgram("shape_mismatch errors, and only they, carry both shapes")
+            raise BadResult("shape_mismatch errors, and only they, carry both shapes")
 
     @classmethod
     def mismatch(cls, exc: ShapeMismatch) -> ResultError:
@@ -169,3 +169,35 @@ Result: TypeAlias = Value | ResultError
 """What a backend's ``run`` returns: a :class:`Value` or a :class:`ResultError`. Match on it
 (``match result: case Value(output, grads): ...``) or test ``isinstance(result, Value)``;
 ``isinstance(x, Result)`` tells whether ``x`` is either."""
+
+
+def check_form(request: Request, value: Value) -> None:
+    """Raise :class:`BadResult` unless ``value`` has the form ``request`` declares: the output
+    and one gradient per input (no other key), each a NumPy array of the declared shape in
+    the request's storage dtype.
+
+    The message names the array and both sides, e.g. ``grads['w']: gives shape [2], spec
+    declares [2, 2]``; callers add who answered and the request.
+    """
+    shape = output_shape(request.program)
+    if shape is None:
+        raise BadResult("gives a value, spec gives shape_mismatch (the shapes do not fit)")
+    grads = value.grads
+    if not isinstance(grads, Mapping):
+        raise BadResult(f"grads: gives a {type(grads).__name__}, spec declares a mapping "
+                        "from input names to arrays")
+    if set(grads) != set(request.inputs):
+        raise BadResult(f"grads: gives keys {sorted(grads)}, spec has {sorted(request.inputs)}")
+    want = storage_dtype(request.dtype)
+    declared = [("output", value.output, shape)] + [
+        (f"grads[{k!r}]", grads[k], request.inputs[k].shape) for k in sorted(grads)]
+    for what, raw, expected in declared:
+        if not isinstance(raw, np.ndarray | np.generic):
+            raise BadResult(f"{what}: gives a {type(raw).__name__}, spec declares an array")
+        array = np.asarray(raw)
+        if array.shape != tuple(expected):
+            raise BadResult(f"{what}: gives shape {list(array.shape)}, "
+                            f"spec declares {list(expected)}")
+        if array.dtype != want:
+            raise BadResult(f"{what}: gives dtype {array.dtype}, spec declares {want} "
+                            f"(the storage dtype of {request.dtype})")

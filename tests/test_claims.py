@@ -307,7 +307,7 @@ def test_output_of_the_wrong_shape_is_a_bad_result() -> None:
 
     side = check_claim(BY_ID["S06"], Engine(flattened)).backends[0]
     assert (side.status, side.failure_kind) == ("fail", "bad_result"), side
-    assert "shape [1, 2], declared [2]" in str(side.reason), side.reason
+    assert "output: gives shape [1, 2], spec declares [2]" in str(side.reason), side.reason
 
 
 def test_backend_that_raises_fails_the_claim_with_the_reason() -> None:

@@ -13,8 +13,11 @@ import pytest
 
 from resverify.spec import (
     FORMAT_VERSION,
+    BadResult,
     Input,
+    InvalidInput,
     InvalidProgram,
+    InvalidRequest,
     Node,
     Program,
     Request,
@@ -126,17 +129,17 @@ def test_request_refuses_wrong_inputs_shapes_and_unrepresentable_values() -> Non
     program = linear_block()
     good = {"x": np.array([2.0, -1.0]), "w": np.array([[0.5, -1.0], [2.0, 0.25]])}
     ones = np.ones(2)
-    with pytest.raises(InvalidProgram, match="do not match program inputs"):
+    with pytest.raises(InvalidRequest, match="do not match program inputs"):
         Request(program, {"x": good["x"]}, "float64", ones)
-    with pytest.raises(InvalidProgram, match=r"input 'x' has shape \[3\], declared \[2\]"):
+    with pytest.raises(InvalidRequest, match=r"input 'x' has shape \[3\], declared \[2\]"):
         Request(program, {**good, "x": np.array([1.0, 2.0, 3.0])}, "float64", ones)
-    with pytest.raises(InvalidProgram, match="not exactly representable in float32"):
+    with pytest.raises(InvalidRequest, match="not exactly representable in float32"):
         Request(program, {**good, "x": np.array([0.1, 1.0])}, "float32", ones)
-    with pytest.raises(InvalidProgram, match=r"cotangent has shape \[3\]"):
+    with pytest.raises(InvalidRequest, match=r"cotangent has shape \[3\]"):
         Request(program, good, "float64", np.ones(3))
-    with pytest.raises(InvalidProgram, match="unknown dtype"):
+    with pytest.raises(InvalidRequest, match="unknown dtype"):
         Request(program, good, "float8", ones)
-    with pytest.raises(InvalidProgram, match="needs a cotangent"):
+    with pytest.raises(InvalidRequest, match="needs a cotangent"):
         Request(program, good, "float64", None)
 
 
@@ -204,12 +207,12 @@ def test_results_and_typed_errors_round_trip() -> None:
     ],
 )
 def test_bad_documents_are_refused_with_one_clear_error(text: str, message: str) -> None:
-    with pytest.raises(InvalidProgram, match=message):
+    with pytest.raises(InvalidInput, match=message):
         loads_request(text)
 
 
 def test_error_results_carry_a_known_kind_and_shapes_only_for_a_mismatch() -> None:
-    with pytest.raises(InvalidProgram, match="only they"):
+    with pytest.raises(BadResult, match="only they"):
         ResultError("backend_error", "boom", ((1,), (2,)))
-    with pytest.raises(InvalidProgram, match="unknown error kind"):
+    with pytest.raises(BadResult, match="unknown error kind"):
         ResultError("oops", "boom")  # type: ignore[arg-type]

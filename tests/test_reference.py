@@ -9,7 +9,7 @@ import pytest
 
 from resverify.impl import NumpyBackend, Tensor, resolve_backend
 from resverify.impl.ops import add, linear, mul, relu, residual_add, scale, sum_all, tanh
-from resverify.spec import Input, Node, Program, Request, ShapeMismatch, UsageError
+from resverify.spec import Input, InvalidRequest, Node, Program, Request, ShapeMismatch, UsageError
 from resverify.spec.fixtures import SEED_W, STACK_W, seed_cases, stack_request
 from resverify.spec.request import ResultError, Value
 
@@ -215,7 +215,7 @@ def test_float32_stays_float32_through_every_op() -> None:
 
 
 def test_backward_refuses_a_seed_of_the_wrong_shape() -> None:
-    with pytest.raises(ValueError, match=r"seed shape \[3\] != tensor shape \[2\]"):
+    with pytest.raises(InvalidRequest, match=r"seed shape \[3\] != tensor shape \[2\]"):
         leaf([1.0, 2.0]).backward(np.ones(3))
 
 

@@ -23,9 +23,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from resverify.spec import exact
-from resverify.spec.errors import BackendFault, BadResult, ResverifyError, Shape
-from resverify.spec.ir import infer_shapes
-from resverify.spec.request import Request, Result, ResultError, Value, storage_dtype
+from resverify.spec.errors import BackendFault, BadResult, InvalidRequest, ResverifyError, Shape
+from resverify.spec.request import Request, Result, ResultError, Value, check_form
 
 __all__ = [
     "BackendRaised",
@@ -198,7 +197,8 @@ def exact_run(request: Request) -> Run:
     """Interpret ``request`` with the exact interpreter (every claim here is rational)."""
     result = exact.evaluate(request)
     if result.slack != 0:
-        raise ArithmeticError(f"claims need exact results, got slack {result.slack}")
+        raise InvalidRequest(f"claims need exact answers, got slack {result.slack} for "
+                             f"{_call(request)}")
     return _run_of(result.output, result.grads, result.error)
 
 
@@ -213,25 +213,6 @@ def backend_interpreter(run: Runner) -> Interpreter:
 
 def _call(request: Request) -> str:
     return f"[{request.dtype}] {request.program.describe()}"
-
-
-def _check_form(request: Request, result: Value) -> None:
-    """Output and gradients of the declared shapes in the request's storage dtype."""
-    if set(result.grads) != set(request.inputs):
-        raise BadResult(f"grads have keys {sorted(result.grads)}, the request's inputs are "
-                        f"{sorted(request.inputs)} {_call(request)}")
-    want = storage_dtype(request.dtype)
-    shape = infer_shapes(request.program)[request.program.output]
-    declared = [("output", result.output, shape)] + [
-        (f"grads[{k!r}]", v, request.inputs[k].shape) for k, v in sorted(result.grads.items())]
-    for what, raw, expected in declared:
-        array = np.asarray(raw)
-        if array.dtype != want:
-            raise BadResult(f"{what} came back as {array.dtype} for a {request.dtype} request "
-                            f"(storage dtype {want}) {_call(request)}")
-        if array.shape != tuple(expected):
-            raise BadResult(f"{what} came back with shape {list(array.shape)}, declared "
-                            f"{list(expected)} {_call(request)}")
 
 
 class Guard:
@@ -265,7 +246,10 @@ class Guard:
             got = "None" if result is None else type(result).__name__
             raise BadResult(f"run() must return a Result, got {got} {_call(request)}")
         if isinstance(result, Value):
-            _check_form(request, result)
+            try:
+                check_form(request, result)
+            except BadResult as exc:
+                raise BadResult(f"{exc} {_call(request)}") from None
             self.last_error = None
             return result
         if result.kind == "unsupported":
