@@ -4,7 +4,8 @@ Both see the program as a pure function of its inputs, written against a NumPy-l
 module, and pull the cotangent back through it. Each op is written once for every array
 library in its entry in :mod:`resverify.spec.ops`; only the array module, the
 :class:`ArrayNamespace` (relu is each library's own, with derivative 0 at 0) and the VJP
-call differ.
+call differ. The norms are JAX's two-pass composition (below) and, for autograd, the op
+entries' own composition.
 """
 
 from __future__ import annotations
@@ -85,7 +86,24 @@ class JaxBackend(_Functional):
         self.jax = _load("jax", "jax")
         self.jax.config.update("jax_enable_x64", True)
         self.xp = _load("jax.numpy", "jax")
-        self.namespace = ArrayNamespace(relu=self.jax.nn.relu, tanh=self.xp.tanh, sum=self.xp.sum)
+        self.namespace = ArrayNamespace(relu=self.jax.nn.relu, tanh=self.xp.tanh, sum=self.xp.sum,
+                                        layer_norm=self.layer_norm, rms_norm=self.rms_norm)
+
+    def layer_norm(self, x: Any, eps: float) -> Any:
+        return self._norm(x, eps, centred=True)
+
+    def rms_norm(self, x: Any, eps: float) -> Any:
+        return self._norm(x, eps, centred=False)
+
+    def _norm(self, x: Any, eps: float, centred: bool) -> Any:
+        """JAX has no normalization of its own (``jax.nn.standardize`` takes the variance as
+        ``mean(x²) - mean(x)²``, which cancels for shifted rows): two passes, the statistics
+        of float16 and bfloat16 rows in float32 as Flax and PyTorch do (in float16 the
+        VJP's ``r³`` overflows for a variance below about 6e-4), rounded back once."""
+        wide = x.astype(self.xp.promote_types(x.dtype, self.xp.float32))
+        c = wide - wide.mean(axis=-1, keepdims=True) if centred else wide
+        r = self.jax.lax.rsqrt((c * c).mean(axis=-1, keepdims=True) + eps)
+        return (c * r).astype(x.dtype)
 
     def vjp(self, fn: Callable[..., Any], primals: list[Any]) -> tuple[Any, Pullback]:
         out, pullback = self.jax.vjp(fn, *primals)

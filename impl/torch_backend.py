@@ -2,10 +2,11 @@
 
 Each IR op is written once for every array library in its entry in
 :mod:`resverify.spec.ops` (``array``: the operators and :class:`ArrayNamespace` functions a
-model author would write); torch supplies its namespace, and the entry's shape rule adds the
-exact-shape check of ``residual_add`` that ``+`` lacks. Values cross from NumPy exactly
-(bfloat16 requests are stored in float32 and converted without rounding), and results come
-back the same way.
+model author would write); torch supplies its namespace (``layer_norm`` and ``rms_norm``
+are ``torch.nn.functional``'s own, which compute half-precision statistics in float32),
+and the entry's shape rule adds the exact-shape check of ``residual_add`` that ``+`` lacks.
+Values cross from NumPy exactly (bfloat16 requests are stored in float32 and converted
+without rounding), and results come back the same way.
 """
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ class TorchBackend:
         self.name = "torch" if device == "cpu" else f"torch-{device}"
         self.capabilities = Capabilities(
             dtypes=("float64", "float32", "float16", "bfloat16"), device=device)
-        self.xp = ArrayNamespace(relu=torch.relu, tanh=torch.tanh, sum=torch.sum)
+        self.xp = ArrayNamespace(
+            relu=torch.relu, tanh=torch.tanh, sum=torch.sum,
+            layer_norm=lambda x, eps: torch.nn.functional.layer_norm(x, x.shape[-1:], eps=eps),
+            rms_norm=lambda x, eps: torch.nn.functional.rms_norm(x, x.shape[-1:], eps=eps))
 
     def _tensor(self, values: np.ndarray, dtype: str, grad: bool) -> Any:
         t = torch.from_numpy(np.array(values, copy=True)).to(self.device)

@@ -840,7 +840,7 @@ class LayerNorm(Op):
             return x.err, c_mag + x.err
         n = x.mag.shape[-1]
         e_mu = x.err.mean(axis=-1, keepdims=True) + c.gamma(n + 2) * x.hat.mean(
-            axis=-1, keepdims=True)
+            axis=-1, keepdims=True) + c.tiny  # the mean may round into the subnormals
         e_c = x.err + e_mu + c.u * (c_mag + x.err + e_mu)
         return e_c, c_mag + e_c
 
@@ -851,7 +851,8 @@ class LayerNorm(Op):
         error, an upper bound of the computed reciprocal, and its absolute error."""
         assert at.alpha is not None
         e_v = ((2 * c_mag * e_c + e_c * e_c).mean(axis=-1, keepdims=True)
-               + c.gamma(n + 2) * (c_hat * c_hat).mean(axis=-1, keepdims=True))
+               + c.gamma(n + 2) * (c_hat * c_hat).mean(axis=-1, keepdims=True)
+               + 2 * c.tiny)  # each square, and the mean, may underflow
         eps_size, eps_miss = c.alpha(at.alpha)
         e_w = e_v + eps_miss + c.u * (w_high + e_v + eps_miss)
         w_hat_low = np.maximum(w_low - e_w, eps_size * (1 - 3 * c.u))
