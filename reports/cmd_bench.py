@@ -32,10 +32,11 @@ HELP = "measure resverify's speed against baselines (ratios), print a table"
 
 SECTIONS = {
     "encoding": "resverify.reports.bench_encoding",
+    "oracle": "resverify.reports.bench_oracle",
     "startup": "resverify.reports.bench_startup",
 }
 """Section name -> module with ``rows(quick) -> list[Row]``."""
-DEFAULT = ("encoding", "startup")
+DEFAULT = ("encoding", "oracle", "startup")
 """Sections run without ``--only`` (``suite`` runs the whole check several times: minutes)."""
 
 
