@@ -12,6 +12,9 @@ zero gradient, as in every adapter.
 
 Install with ``pip install 'resverify[tinygrad]'``; the CPU device needs ``clang`` on the
 ``PATH`` (Debian: ``apt-get install clang``), and the adapter says so when it is missing.
+bfloat16 is not claimed: tinygrad renders it as C's ``__bf16``, which clang accepts on
+x86-64 only from version 15 (Debian 12 ships 14: "__bf16 is not supported on this
+target"), so whether it works depends on the compiler, not on tinygrad.
 """
 
 from __future__ import annotations
@@ -38,8 +41,7 @@ class TinygradBackend:
     """Runs requests on tinygrad's CPU device."""
 
     name = "tinygrad"
-    capabilities = Capabilities(dtypes=("float64", "float32", "float16", "bfloat16"),
-                                ops=CLAIMED_OPS)
+    capabilities = Capabilities(dtypes=("float64", "float32", "float16"), ops=CLAIMED_OPS)
 
     def __init__(self) -> None:
         try:
@@ -61,14 +63,13 @@ class TinygradBackend:
                 "device": "cpu", "tinygrad_device": self.device, "compiler": "clang"}
 
     def array(self, values: np.ndarray, dtype: str) -> Any:
-        """A tinygrad tensor in ``dtype`` (bfloat16 arrives in float32 storage: exact)."""
+        """A tinygrad tensor in ``dtype``."""
         stored = self.Tensor(np.array(values, copy=True), device=self.device)
         return stored.cast(getattr(self.tinygrad.dtypes, dtype))
 
-    def numpy(self, value: Any) -> np.ndarray:
-        """A NumPy copy in tinygrad's dtype (bfloat16 widened exactly to float32)."""
-        if value.dtype == self.tinygrad.dtypes.bfloat16:
-            value = value.float()
+    @staticmethod
+    def numpy(value: Any) -> np.ndarray:
+        """A NumPy copy in tinygrad's dtype."""
         return np.array(value.numpy(), copy=True)
 
     def _apply(self, node: Node, args: list[Any]) -> Any:
