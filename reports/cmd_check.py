@@ -16,6 +16,10 @@ pytest-reportlog (:mod:`resverify.reports.runner`).
 
 A verdict needs evidence: a backend on which no example ran is ``nothing checked``, never
 ``passed``, and the run exits 1 unless ``--allow-nothing-checked`` is given.
+
+Known failures (:mod:`resverify.reports.known_failures`): the file is read and checked
+with the command line, before anything runs; each entry's vector is judged on its backend
+right after the claims, so the report says ``expected`` or ``fixed`` from its first write.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from typing import Any
 from resverify.impl import Backend, resolve_backend
 from resverify.impl.registry import BUILTIN
 from resverify.properties.profiles import PROFILES
-from resverify.reports import json_report
+from resverify.reports import json_report, known_failures
 from resverify.reports.atomic import write_bytes, write_text
 from resverify.reports.claim_source import ClaimRun, run_claims
 from resverify.reports.runner import (
@@ -90,6 +94,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-nothing-checked", action="store_true",
                         help="exit 0 even when a backend had no example checked (its status "
                         "stays 'nothing checked'); by default that exits 1")
+    parser.add_argument("--known-failures", type=Path, metavar="FILE",
+                        help="known failures, each pinned to a saved vector (TOML, or JSON "
+                        "when FILE ends in .json): a listed failure that reproduces is "
+                        "'expected', a listed one that passes now is 'fixed' and fails the "
+                        f"run (default: ./{known_failures.DEFAULT_FILE} when it exists)")
     parser.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS",
                         help="extra pytest arguments after --, e.g. -- -k shape")
 
@@ -103,6 +112,8 @@ class _Request:
     seed: int
     profile: str
     pytest_args: tuple[str, ...]
+    known_file: Path | None = None
+    known: tuple[known_failures.KnownFailure, ...] = ()
 
     @property
     def backends(self) -> list[Backend]:
@@ -117,6 +128,7 @@ class _Evidence:
     suite: SuiteRun = field(default_factory=SuiteRun)
     timings: dict[str, float] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
+    known: list[dict[str, Any]] = field(default_factory=list)
 
     def complete(self) -> bool:
         return self.suite.finished and not self.suite.interrupted and not self.claims.broken
@@ -191,8 +203,11 @@ class _PlotJob:
 def run(args: argparse.Namespace) -> int:
     profile = _check_profile(args.profile)  # the one check of the profile's name
     named = _backends(args.backends or ["numpy"])
+    known_file = known_failures.find_file(args.known_failures)
+    known = tuple(known_failures.load(known_file)) if known_file is not None else ()
     request = _Request(named=named, report_dir=_report_dir(args.report_dir), seed=args.seed,
-                       profile=profile, pytest_args=tuple(_pytest_args(args)))
+                       profile=profile, pytest_args=tuple(_pytest_args(args)),
+                       known_file=known_file, known=known)
     plots = _PlotJob(request.seed)
     progress = Progress()
     found = _Evidence()
@@ -202,6 +217,7 @@ def run(args: argparse.Namespace) -> int:
                 found.claims = ClaimRun(warnings=["claims were not checked (--no-claims)"])
             else:
                 _run_claims(request, found, progress)
+            _check_known(request, found, progress)
             _run_suite(args, request, found, progress)
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM outside the suite
             found.suite.interrupted = getattr(exc, "signal_name", "SIGINT")
@@ -275,6 +291,16 @@ def _run_claims(request: _Request, found: _Evidence, progress: Progress) -> None
     found.claims = run_claims({name: b.name for name, b in request.named.items()})
     found.timings["claims_seconds"] = round(time.monotonic() - began, 3)
     _write_json(request, found)
+
+
+def _check_known(request: _Request, found: _Evidence, progress: Progress) -> None:
+    """Judge each known failure's vector on its backend (see known_failures)."""
+    if not request.known:
+        return
+    began = time.monotonic()
+    progress.show(f"checking {len(request.known)} known failures")
+    found.known = known_failures.check_entries(request.known, request.named, Path.cwd())
+    found.timings["known_failures_seconds"] = round(time.monotonic() - began, 3)
 
 
 def _run_suite(args: argparse.Namespace, request: _Request, found: _Evidence,
@@ -354,7 +380,14 @@ def document(request: _Request, found: _Evidence, notes: Sequence[str] = ()) -> 
         backends=request.backends, claims=found.claims.claims, properties=props,
         complete=found.complete(),
         warnings=[*found.claims.warnings, *_suite_warnings(found.suite), *notes],
-        timings=timings)
+        timings=timings, known=_known(request, found))
+
+
+def _known(request: _Request, found: _Evidence) -> dict[str, Any]:
+    shown = request.known_file
+    if shown is not None and shown.resolve().is_relative_to(Path.cwd().resolve()):
+        shown = shown.resolve().relative_to(Path.cwd().resolve())
+    return {"file": None if shown is None else str(shown), "entries": found.known}
 
 
 def _write_json(request: _Request, found: _Evidence,
@@ -395,11 +428,26 @@ def _write_rest(report_dir: Path, doc: dict[str, Any], plots: dict[str, bytes]) 
     write_text(report_dir / "report.html", render_html(doc, plots))
 
 
+def _print_known(known: dict[str, Any], counts: dict[str, int]) -> None:
+    """The known failures' tally, and one line per fixed entry (each fails the run)."""
+    if known["file"] is None:
+        return
+    print(f"known failures ({known['file']}): {counts['expected']} expected, "
+          f"{counts['fixed']} fixed, {counts['not_checked']} not checked")
+    for entry in known["entries"]:
+        if entry["status"] == "fixed":
+            what = entry["property"] or f"claim {entry['claim']}"
+            on = f" on {entry['vector']}" if entry["vector"] else ""
+            print(f"fixed: entry {entry['entry']} ({entry['backend']}, {what}) passes now{on}: "
+                  f"remove it from {known['file']}")
+
+
 def _print_summary(doc: dict[str, Any], report_dir: Path, stop: str | None) -> None:
     props, claims = doc["summary"]["properties"], doc["summary"]["claims"]
     print(f"properties: {props['passed']} passed, {props['failed']} failed, "
-          f"{props['skipped']} skipped; claims: {claims['passed']} passed, "
-          f"{claims['failed']} failed")
+          f"{props['expected']} expected, {props['skipped']} skipped; claims: "
+          f"{claims['passed']} passed, {claims['failed']} failed, {claims['expected']} expected")
+    _print_known(doc["known_failures"], doc["summary"]["known_failures"])
     for backend in doc["backends"]:
         if backend["status"] == "nothing checked":
             count = len(backend["not_run"])

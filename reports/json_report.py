@@ -9,6 +9,7 @@ profile and versions.
 
 from __future__ import annotations
 
+import copy
 import json
 import platform
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,8 +18,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from resverify.impl.about import describe_backend
 from resverify.impl.backend import Backend
 from resverify.reports.atomic import write_text
+from resverify.reports.known_failures import apply as apply_known_failures
 from resverify.spec.claims import overall_status
 from resverify.spec.codec import packaged_schema
 
@@ -37,10 +40,11 @@ __all__ = [
     "write_report",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEPENDENCIES = ("numpy", "sympy", "mpmath", "hypothesis", "pytest",
                 "pytest-xdist", "pytest-timeout", "matplotlib", "jsonschema")
 _OUTCOMES = ("passed", "failed", "skipped", "xfailed")
+NO_KNOWN_FAILURES: Mapping[str, Any] = {"file": None, "entries": []}
 _FAILURE_KINDS = ("law", "refused", "raised", "timeout", "crash", "bad_result")
 
 
@@ -69,17 +73,21 @@ def environment() -> dict[str, Any]:
 
 
 def backend_entry(backend: Backend, properties: Sequence[Mapping[str, Any]] = (),
-                  claims: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+                  claims: Sequence[Mapping[str, Any]] = (),
+                  known: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """A backend, what it claims, and the evidence behind its verdict: the examples that
     ran on it, the tests that ran, and every test that could not run, with the reason.
 
-    Its ``status`` is ``failed`` (a property or a claim failed on it), ``nothing checked``
-    (no test ran a single example on it) or ``passed``.
+    Its ``status`` is ``failed`` (a property or a claim failed on it, not expected by a
+    known failure, or a known failure of it is fixed), ``nothing checked`` (no test ran a
+    single example on it) or ``passed``; ``expected`` counts its expected failures.
+    ``about`` says what exactly ran (:func:`resverify.impl.about.describe_backend`: library,
+    version, device and the settings that change numerics).
     """
     caps = backend.capabilities
     name = str(backend.name)
     mine = [p for p in properties if p["backend"] == name]
-    ran = [p for p in mine if p["status"] in ("passed", "failed")
+    ran = [p for p in mine if p["status"] in ("passed", "failed", "expected")
            and (p["examples"] is None or p["examples"] > 0)]
     not_run = [{"id": p["id"], "property": p["property"], "dtype": p["dtype"],
                 "reason": p["skip_reason"] or "no example ran"}
@@ -87,12 +95,15 @@ def backend_entry(backend: Backend, properties: Sequence[Mapping[str, Any]] = ()
                    p["status"] == "passed" and p["examples"] == 0)]
     failed = any(p["status"] == "failed" for p in mine) or any(
         side["backend"] == name and side["status"] == "fail"
-        for claim in claims for side in claim.get("backends") or ())
+        for claim in claims for side in claim.get("backends") or ()) or any(
+        k["backend"] == name and k["status"] == "fixed" for k in known)
     status = "failed" if failed else "passed" if ran else "nothing checked"
     return {"name": name, "device": str(caps.device),
             "dtypes": [str(d) for d in caps.dtypes], "ops": sorted(str(o) for o in caps.ops),
             "status": status, "examples": sum(p["examples"] or 0 for p in ran),
-            "tests_run": len(ran), "not_run": not_run}
+            "tests_run": len(ran), "not_run": not_run,
+            "expected": sum(p["status"] == "expected" for p in mine),
+            "about": describe_backend(backend)}
 
 
 def _text(value: object) -> str:
@@ -188,6 +199,7 @@ def property_entry(record: Mapping[str, Any], default_backend: str | None,
         "examples_wanted": _count(props.get("max_examples")),
         "failure_kind": props.get("failure_kind") if record["outcome"] == "failed" else None,
         "failures": failures,
+        "known_failure": None,
     }
 
 
@@ -223,30 +235,48 @@ def _count(value: object) -> int | None:
 
 def summarize(claims: Sequence[Mapping[str, Any]],
               properties: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Counts per status; expected failures count as skipped."""
+    """Counts per status: ``expected`` (a known failure that reproduced) apart from
+    ``failed``; pytest's xfailed tests count as skipped."""
     def counts(statuses: Iterable[str]) -> dict[str, int]:
         items = list(statuses)
         return {"total": len(items),
                 "passed": sum(s in ("pass", "passed") for s in items),
                 "failed": sum(s in ("fail", "failed") for s in items),
-                "skipped": sum(s in ("skipped", "xfailed") for s in items)}
+                "skipped": sum(s in ("skipped", "xfailed") for s in items),
+                "expected": sum(s == "expected" for s in items)}
     return {"claims": counts(c["status"] for c in claims),
             "properties": counts(p["status"] for p in properties)}
 
 
+def _known_counts(entries: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    return {status.replace(" ", "_"): sum(e["status"] == status for e in entries)
+            for status in ("expected", "fixed", "not checked")}
+
+
 def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
                  claims: Sequence[Mapping[str, Any]], properties: Sequence[Mapping[str, Any]],
-                 complete: bool, warnings: Sequence[str],
-                 timings: Mapping[str, Any]) -> dict[str, Any]:
+                 complete: bool, warnings: Sequence[str], timings: Mapping[str, Any],
+                 known: Mapping[str, Any] = NO_KNOWN_FAILURES) -> dict[str, Any]:
     """The whole report document (see the module docstring for what varies run to run).
 
+    ``known`` is the known-failures file (``file``) and its checked ``entries``
+    (:func:`resverify.reports.known_failures.check_entries`): the failures they expect are
+    marked ``expected`` here (``properties``, ``claims`` and ``known`` are not changed).
+
     ``status``: ``incomplete`` when the run did not finish, else ``failed`` when a property
-    or a claim failed, else ``nothing checked`` when a backend had no example checked, else
-    ``passed``.
+    or a claim failed unexpectedly or a known failure is fixed, else ``nothing checked``
+    when a backend had no example checked, else ``passed``.
     """
+    props = [copy.deepcopy(dict(p)) for p in properties]
+    claim_docs = [copy.deepcopy(dict(c)) for c in claims]
+    known_entries = copy.deepcopy(list(known["entries"]))
+    apply_known_failures(known_entries, props, claim_docs)
+    properties, claims = props, claim_docs
     summary = summarize(claims, properties)
-    failed = summary["claims"]["failed"] + summary["properties"]["failed"]
-    entries = [backend_entry(b, properties, claims) for b in backends]
+    summary["known_failures"] = _known_counts(known_entries)
+    failed = (summary["claims"]["failed"] + summary["properties"]["failed"]
+              + summary["known_failures"]["fixed"])
+    entries = [backend_entry(b, properties, claims, known_entries) for b in backends]
     unchecked = any(b["status"] == "nothing checked" for b in entries)
     status = ("incomplete" if not complete else "failed" if failed
               else "nothing checked" if unchecked else "passed")
@@ -262,6 +292,7 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
         "claims": list(claims),
         "properties": sorted(properties, key=lambda p: (p["id"], p["backend"] or "")),
         "summary": summary,
+        "known_failures": {"file": known["file"], "entries": known_entries},
         "warnings": list(warnings),
         "timings": dict(timings),
     }

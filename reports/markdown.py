@@ -21,7 +21,8 @@ MESSAGE_CHARS = 2000
 NOT_RUN_SHOWN = 20  # per backend; the rest are in report.json
 _ICON = {"nothing checked": "⚠️ nothing checked",
          "passed": "✅ passed", "pass": "✅ pass", "failed": "❌ failed", "fail": "❌ fail",
-         "skipped": "⏭ skipped", "xfailed": "⏭ xfailed"}
+         "skipped": "⏭ skipped", "xfailed": "⏭ xfailed", "expected": "☑️ expected",
+         "fixed": "❌ fixed", "not checked": "⏭ not checked"}
 
 
 def cell(value: object) -> str:
@@ -49,10 +50,12 @@ def _header(doc: Mapping[str, Any]) -> list[str]:
     lines += [f"> warning: {cell(w)}" for w in doc["warnings"]]
     if doc["warnings"]:
         lines.append("")
-    lines += ["| | total | passed | failed | skipped |", "| --- | --- | --- | --- | --- |"]
+    lines += ["| | total | passed | failed | expected | skipped |",
+              "| --- | --- | --- | --- | --- | --- |"]
     for part in ("properties", "claims"):
         c = doc["summary"][part]
-        lines.append(f"| {part} | {c['total']} | {c['passed']} | {c['failed']} | {c['skipped']} |")
+        lines.append(f"| {part} | {c['total']} | {c['passed']} | {c['failed']} | "
+                     f"{c['expected']} | {c['skipped']} |")
     return [*lines, ""]
 
 
@@ -97,8 +100,10 @@ def _failure(failure: Mapping[str, Any], count: str) -> list[str]:
 
 
 def short_note(prop: Mapping[str, Any]) -> str:
-    """What a property's row says besides its status: why it was skipped, or that a test
-    that passed ran fewer examples than its profile asks."""
+    """What a property's row says besides its status: why it was skipped, which known
+    failure expects it, or that a test that passed ran fewer examples than its profile asks."""
+    if prop.get("known_failure") is not None:
+        return f"known failure, entry {prop['known_failure']}"
     if prop["skip_reason"]:
         return str(prop["skip_reason"])
     ran, wanted = prop["examples"], prop["examples_wanted"]
@@ -109,12 +114,14 @@ def short_note(prop: Mapping[str, Any]) -> str:
 
 def _backend_table(doc: Mapping[str, Any]) -> list[str]:
     """Each backend's verdict and its evidence; the tests that could not run, with why."""
-    lines = ["## Backends", "", "| backend | status | tests run | examples | could not run |",
-             "| --- | --- | --- | --- | --- |"]
+    lines = ["## Backends", "",
+             "| backend | status | tests run | examples | expected failures | could not run |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for b in doc["backends"]:
         lines.append(f"| `{cell(b['name'])}` | {_ICON.get(b['status'], b['status'])} | "
-                     f"{b['tests_run']} | {b['examples']} | {len(b['not_run'])} |")
-    lines.append("")
+                     f"{b['tests_run']} | {b['examples']} | {b['expected']} | "
+                     f"{len(b['not_run'])} |")
+    lines += ["", *_about(doc["backends"])]
     for b in doc["backends"]:
         if not b["not_run"]:
             continue
@@ -125,6 +132,19 @@ def _backend_table(doc: Mapping[str, Any]) -> list[str]:
             lines.append(f"- ... and {len(b['not_run']) - NOT_RUN_SHOWN} more (report.json)")
         lines.append("")
     return lines
+
+
+def _about(backends: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What exactly ran: each backend's library, version, device and numerics settings."""
+    lines = ["| backend | library | version | device | settings |",
+             "| --- | --- | --- | --- | --- |"]
+    for b in backends:
+        about = b["about"]
+        settings = ", ".join(f"{k}={v}" for k, v in sorted(about.items())
+                             if k not in ("backend", "library", "version", "device"))
+        lines.append(f"| `{cell(b['name'])}` | {cell(about['library'])} | "
+                     f"{cell(about['version'])} | {cell(about['device'])} | {cell(settings)} |")
+    return [*lines, ""]
 
 
 def _claim_failure(claim: Mapping[str, Any]) -> list[str]:
@@ -145,7 +165,7 @@ def _claim_failure(claim: Mapping[str, Any]) -> list[str]:
 
 
 def _property_table(props: Sequence[Mapping[str, Any]]) -> list[str]:
-    order = {"failed": 0, "xfailed": 1, "skipped": 2, "passed": 3}
+    order = {"failed": 0, "expected": 1, "xfailed": 2, "skipped": 3, "passed": 4}
     rows = sorted(props, key=lambda p: (order.get(p["status"], 0), p["id"]))
     lines = ["## Properties", "", "| property | backend | dtype | status | examples | note |",
              "| --- | --- | --- | --- | --- | --- |"]
@@ -180,7 +200,7 @@ def _claim_table(claims: Sequence[Mapping[str, Any]]) -> list[str]:
     reason of every side that failed or was skipped."""
     if not claims:
         return []
-    order = {"fail": 0, "skipped": 1, "pass": 2}
+    order = {"fail": 0, "expected": 1, "skipped": 2, "pass": 3}
     rows = sorted(claims, key=lambda c: (order.get(c["status"], 0), c["id"]))
     names = list(dict.fromkeys(s["backend"] for c in claims for s in c["backends"]))
     lines = ["## Claims", "",
@@ -199,9 +219,30 @@ def _claim_table(claims: Sequence[Mapping[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
+def _known_failures(doc: Mapping[str, Any]) -> list[str]:
+    """Every entry of the known-failures file, fixed ones first: a fixed entry fails the
+    run until it is removed."""
+    known = doc["known_failures"]
+    if known["file"] is None:
+        return []
+    order = {"fixed": 0, "expected": 1, "not checked": 2}
+    lines = ["## Known failures", "", f"From `{cell(known['file'])}`.", "",
+             "| entry | backend | property or claim | dtype | status | vector | reason | detail |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for e in sorted(known["entries"], key=lambda e: (order.get(e["status"], 0), e["entry"])):
+        what = e["property"] or f"claim {e['claim']}"
+        vector = f"`{cell(e['vector'])}`" if e["vector"] else ""
+        lines.append(f"| {e['entry']} | `{cell(e['backend'])}` | `{cell(what)}` | "
+                     f"{cell(e['dtype'])} | {_ICON.get(e['status'], e['status'])} | {vector} | "
+                     f"{cell(e['reason'])} | {cell(e['detail'])} |")
+    if any(e["status"] == "fixed" for e in known["entries"]):
+        lines += ["", "A fixed entry passes now and fails the run: remove it from the file."]
+    return [*lines, ""]
+
+
 def render_markdown(doc: Mapping[str, Any]) -> str:
     """The Markdown summary of a report document (see :mod:`resverify.reports.json_report`)."""
-    parts = (_header(doc) + _failures(doc) + _backend_table(doc)
+    parts = (_header(doc) + _failures(doc) + _known_failures(doc) + _backend_table(doc)
              + _property_table(doc["properties"])
              + _claim_table(doc["claims"]))
     return "\n".join(parts).rstrip() + "\n"

@@ -9,6 +9,7 @@ import shutil
 from typing import Any
 
 import jsonschema
+import numpy as np
 import pytest
 from test_report_fakes import run_check
 
@@ -56,6 +57,9 @@ def test_report_records_environment_backends_claims_and_properties(
                                                        "hypothesis", "pytest"}
     assert doc["run"]["seed"] == 7 and doc["run"]["profile"] == "dev"
     assert doc["backends"][0]["name"] == "numpy" and "float64" in doc["backends"][0]["dtypes"]
+    about = doc["backends"][0]["about"]
+    assert (about["library"], about["version"], about["device"]) == (
+        "numpy", np.__version__, "cpu"), about
     assert [c["id"] for c in doc["claims"]] == ["S25", "S99"]
     by_status = {p["id"].split("::")[-1]: p for p in doc["properties"]}
     failed = by_status["test_zero_branch_is_identity[numpy]"]
@@ -70,7 +74,8 @@ def test_report_records_environment_backends_claims_and_properties(
     passed = by_status["test_addition_commutes[numpy-float32]"]
     assert (passed["status"], passed["dtype"], passed["examples"]) == ("passed", "float32", 5)
     assert doc["complete"] is True and doc["status"] == "failed"
-    assert doc["summary"]["properties"] == {"total": 4, "passed": 2, "failed": 1, "skipped": 1}
+    assert doc["summary"]["properties"] == {"total": 4, "passed": 2, "failed": 1, "skipped": 1,
+                                             "expected": 0}
 
 
 def test_same_seed_gives_the_same_report_apart_from_timings(two_runs: list[dict[str, Any]]) -> None:

@@ -1,0 +1,119 @@
+"""One request, one backend, one verdict: the judgement shared by known failures and the corpus.
+
+A saved vector (``resverify check --known-failures``) and a corpus entry (``resverify vectors
+run``) are both a request with what a correct backend must answer: exact values with a
+per-element budget, or a typed error. :func:`judge` sends the request the way the property
+suite does (:func:`resverify.properties.assertions.send`: the backend's own copy, faults
+classified), twice, and states the verdict with the suite's own assertion helpers, so the
+messages and failure kinds are the suite's, and "within budget" is
+:func:`resverify.spec.compare.within` and nothing else:
+
+* not claimed by the backend's capabilities: ``skipped`` (never sent);
+* raised, timed out, crashed, answered a non-result: that kind;
+* the two answers differ bit for bit, or the backend changed its copy: ``law``;
+* an error is expected: the same kind (and shapes) or ``law``;
+* a value is expected: an error answer is ``refused``; the wrong keys, shapes or dtype
+  ``bad_result``; an element outside its budget ``law``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from resverify.impl.backend import Backend
+from resverify.properties.assertions import (
+    Context,
+    PropertyFailure,
+    check_declared_form,
+    differences,
+    send,
+)
+from resverify.spec.budget import error_budget
+from resverify.spec.exact import evaluate
+from resverify.spec.request import Request, ResultError
+
+__all__ = ["Expected", "Verdict", "expected_from_spec", "judge"]
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a correct backend answers: ``output`` and ``grads`` (exact rationals) each with
+    its budget (floats, broadcastable), or an ``error`` kind with the ``shapes`` it names."""
+
+    output: np.ndarray | None = None
+    grads: Mapping[str, np.ndarray] | None = None
+    output_budget: np.ndarray | None = None
+    grad_budgets: Mapping[str, np.ndarray] | None = None
+    error: str | None = None
+    shapes: tuple[tuple[int, ...], ...] | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``status`` is ``pass``, ``fail`` or ``skipped``; a failure has its ``kind`` (one of
+    :data:`resverify.properties.assertions.KINDS`) and a one-line ``message``."""
+
+    status: str
+    kind: str | None = None
+    message: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "kind": self.kind, "message": self.message}
+
+
+def expected_from_spec(request: Request) -> Expected:
+    """The exact specification's answer to ``request`` with its error budget."""
+    exact = evaluate(request)
+    if exact.error is not None:
+        shapes = getattr(exact.error, "shapes", None)
+        return Expected(error=exact.error.kind,
+                        shapes=None if shapes is None else tuple(map(tuple, shapes)))
+    budget = error_budget(request, exact=exact)
+    return Expected(exact.output, exact.grads, budget.output, budget.grads)
+
+
+def judge(backend: Backend, request: Request, expected: Expected) -> Verdict:
+    """The verdict on ``backend`` for ``request`` (see the module docstring)."""
+    unclaimed = backend.capabilities.covers(request)
+    if unclaimed is not None:
+        return Verdict("skipped", None, f"backend {backend.name}: {unclaimed}")
+    try:
+        _check(backend, request, expected)
+    except PropertyFailure as failure:
+        return Verdict("fail", failure.kind, " ".join(str(failure).split()))
+    return Verdict("pass")
+
+
+def _check(backend: Backend, request: Request, expected: Expected) -> None:
+    ctx = Context(backend.name, request)
+    sent = send(backend, request)
+    again = differences(sent.result, send(backend, request).result, 1)
+    ctx.check(not again, f"backend {backend.name} gives two different results for one "
+              f"request: {next(iter(again), '')} (spec: bitwise identical)")
+    changed = sent.mutation()
+    ctx.check(changed is None,
+              f"backend {backend.name} changed {changed} (spec: inputs and cotangent untouched)")
+    result = sent.result
+    if expected.error is not None:
+        got = result.kind if isinstance(result, ResultError) else "a value"
+        ctx.check(got == expected.error,
+                  f"backend {backend.name} gives {got}, spec gives {expected.error}")
+        assert isinstance(result, ResultError)
+        if expected.shapes is not None:
+            ctx.check(tuple(map(tuple, result.shapes or ())) == expected.shapes,
+                      f"backend {backend.name} names shapes {result.shapes}, spec "
+                      f"names {expected.shapes}")
+        return
+    if isinstance(result, ResultError):
+        ctx.fail(f"backend {backend.name} returned {result.kind}: {result.message!r}, "
+                 "spec returns a value", "refused")
+    check_declared_form(ctx, result)
+    assert expected.output is not None and expected.output_budget is not None
+    assert expected.grads is not None and expected.grad_budgets is not None
+    ctx.within("output", result.output, expected.output, expected.output_budget)
+    for name, grad in expected.grads.items():
+        ctx.within(f"grads[{name!r}]", result.grads[name], grad, expected.grad_budgets[name])

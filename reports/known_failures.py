@@ -1,0 +1,221 @@
+"""Known failures, pinned: a file in the user's repository that turns a known deviation of a
+backend into an ``expected`` failure, and a deviation that went away into a ``fixed`` one.
+
+Why pinned to a vector: a failure that is only "allowed" is forgotten; one that must
+reproduce on its saved vector on every run is tracked. ``resverify check`` reads the file
+given by ``--known-failures FILE``, else :data:`DEFAULT_FILE` in the working directory when
+it exists (TOML, or JSON when the name ends in ``.json``; the schema is
+``spec/schema/known-failures.schema.json``). Each entry names a backend, a property with
+its saved vector (or a claim), and a reason. For each entry, on each run:
+
+* its vector is judged on its backend (:func:`resverify.reports.judge.judge`, the one
+  comparison rule): still failing, the entry is ``expected``; passing now, it is ``fixed``,
+  and a fixed entry fails the run until it is removed (strict); an entry whose backend is
+  not part of the run is ``not checked``;
+* a failed property test is ``expected`` when an expected entry names its backend, property
+  and dtype, and every failure of the test has the entry's kind (default ``law``): a crash
+  is never hidden by a known wrong value. Any other failure fails the run as before.
+* a claim entry is ``expected`` when the claim fails on that backend, ``fixed`` when it passes.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from resverify.impl.backend import Backend
+from resverify.reports.judge import expected_from_spec, judge
+from resverify.spec.codec import packaged_schema, parse_json, request_from_dict
+from resverify.spec.errors import ResverifyError, UsageError
+from resverify.spec.request import Request
+
+__all__ = ["DEFAULT_FILE", "KnownFailure", "apply", "check_entries", "find_file", "load"]
+
+DEFAULT_FILE = Path("resverify-known-failures.toml")
+Doc = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class KnownFailure:
+    """One entry of the file (``number`` counts from 1), its vector read and checked."""
+
+    number: int
+    backend: str
+    reason: str
+    kind: str = "law"
+    prop: str | None = None
+    claim: str | None = None
+    vector: Path | None = None
+    request: Request | None = None
+    dtype: str | None = None
+
+    @property
+    def label(self) -> str:
+        what = f"property {self.prop}" if self.prop else f"claim {self.claim}"
+        return f"entry {self.number} (backend {self.backend}, {what})"
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The JSON Schema of a known-failures file."""
+    return packaged_schema("resverify.spec", "known-failures.schema.json")
+
+
+def find_file(option: Path | None, cwd: Path | None = None) -> Path | None:
+    """The file to read: ``option``, else :data:`DEFAULT_FILE` in ``cwd`` when it exists."""
+    if option is not None:
+        return option
+    default = (cwd or Path.cwd()) / DEFAULT_FILE
+    return default if default.is_file() else None
+
+
+def _read(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise UsageError(f"cannot read known failures {str(path)!r}: {reason}") from None
+    try:
+        return json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"known failures {str(path)!r}: not valid "
+                         f"{'JSON' if path.suffix == '.json' else 'TOML'}: "
+                         f"{' '.join(str(exc).split())}") from None
+
+
+def _validate(doc: Any, path: Path) -> None:
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema())
+    error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
+    if error is None:
+        return
+    where = list(error.absolute_path)
+    entry = f"entry {where[1] + 1}" if where[:1] == ["failure"] and len(where) > 1 else "top level"
+    field = f" field {where[2]!r}" if len(where) > 2 else ""
+    said = " ".join(error.message.split())[:300]
+    if error.validator == "oneOf":
+        said = ("give either property and vector, or claim (without vector or dtype); "
+                "both or neither were given")
+    raise UsageError(f"known failures {str(path)!r}: {entry}{field}: {said}")
+
+
+def _vector(path: Path, number: int, raw: Mapping[str, Any], base: Path) -> tuple[Path, Request]:
+    where = f"known failures {str(path)!r}: entry {number}"
+    vector = base / str(raw["vector"])
+    try:
+        text = vector.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise UsageError(f"{where}: cannot read vector {str(vector)!r}: {reason}") from None
+    try:
+        doc = parse_json(text)
+        if isinstance(doc, dict):
+            doc.pop("vector", None)
+        return vector, request_from_dict(doc)
+    except ResverifyError as exc:
+        raise UsageError(f"{where}: vector {str(vector)!r} is not a valid request: "
+                         f"{' '.join(str(exc).split())}") from None
+
+
+def load(path: Path) -> list[KnownFailure]:
+    """Every entry of the known-failures file ``path``; a one-line :class:`UsageError`
+    naming the file and the entry for anything wrong (unreadable, invalid, bad vector)."""
+    doc = _read(path)
+    _validate(doc, path)
+    entries = []
+    for number, raw in enumerate(doc["failure"], start=1):
+        vector, request = (None, None)
+        if "vector" in raw:
+            vector, request = _vector(path, number, raw, path.parent)
+        dtype = raw.get("dtype") or (request.dtype if request is not None else None)
+        entries.append(KnownFailure(number, raw["backend"], raw["reason"],
+                                    raw.get("kind", "law"), raw.get("property"),
+                                    raw.get("claim"), vector, request, dtype))
+    return entries
+
+
+def _backend(name: str, named: Mapping[str, Backend]) -> Backend | None:
+    """The backend an entry names: as given on the command line, or by its own name."""
+    return named.get(name) or next((b for b in named.values() if b.name == name), None)
+
+
+def check_entries(entries: Sequence[KnownFailure], named: Mapping[str, Backend],
+                  base: Path) -> list[Doc]:
+    """Each entry as a report entry, with its vector judged on its backend (claim entries
+    are settled by :func:`apply`, from the claims of the run). ``base``: vector paths are
+    shown relative to it."""
+    checked = []
+    for entry in entries:
+        backend = _backend(entry.backend, named)
+        doc: Doc = {"entry": entry.number, "backend": backend.name if backend else entry.backend,
+                    "property": entry.prop, "claim": entry.claim, "dtype": entry.dtype,
+                    "kind": entry.kind, "reason": entry.reason,
+                    "vector": None if entry.vector is None else _shown(entry.vector, base),
+                    "status": "not checked", "detail": None}
+        if backend is None:
+            doc["detail"] = f"backend {entry.backend} is not checked in this run"
+        elif entry.request is not None:
+            verdict = judge(backend, entry.request, expected_from_spec(entry.request))
+            doc["status"] = {"fail": "expected", "pass": "fixed"}.get(verdict.status,
+                                                                      "not checked")
+            doc["detail"] = verdict.message or "the vector passes now"
+        checked.append(doc)
+    return checked
+
+
+def _shown(path: Path, base: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(base.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _kinds(prop: Mapping[str, Any]) -> set[str]:
+    kinds = {str(f["kind"]) for f in prop.get("failures") or ()}
+    return kinds or {str(prop.get("failure_kind") or "law")}
+
+
+def _covers(entry: Mapping[str, Any], prop: Mapping[str, Any]) -> bool:
+    return (entry["status"] == "expected" and entry["property"] == prop["property"]
+            and entry["backend"] == prop["backend"] and entry["dtype"] == prop["dtype"]
+            and _kinds(prop) == {entry["kind"]})
+
+
+def apply(entries: Sequence[Doc], properties: Sequence[Doc], claims: Sequence[Doc]) -> None:
+    """Mark the failed properties and claim sides that ``entries`` expect (in place), and
+    settle the claim entries from the claims' sides."""
+    for prop in properties:
+        if prop["status"] == "failed":
+            entry = next((e for e in entries if _covers(e, prop)), None)
+            if entry is not None:
+                prop["status"] = "expected"
+                prop["known_failure"] = entry["entry"]
+    for entry in entries:
+        if entry["claim"] is None or entry["detail"] is not None:
+            continue
+        _settle_claim(entry, claims)
+
+
+def _settle_claim(entry: Doc, claims: Sequence[Doc]) -> None:
+    sides = [(claim, side) for claim in claims if claim["id"] == entry["claim"]
+             for side in claim["backends"] if side["backend"] == entry["backend"]]
+    if not sides:
+        entry["detail"] = f"claim {entry['claim']} was not checked on {entry['backend']}"
+        return
+    for claim, side in sides:
+        if side["status"] == "fail" and side["failure_kind"] == entry["kind"]:
+            side["status"] = "expected"
+            entry["status"], entry["detail"] = "expected", side["reason"] or "the claim fails"
+        elif side["status"] == "pass":
+            entry["status"], entry["detail"] = "fixed", "the claim passes now"
+        else:
+            entry["detail"] = f"claim {entry['claim']} is {side['status']} on {entry['backend']}"
+        others = [s["status"] for s in claim["backends"]]
+        if claim["exact_status"] == "pass" and "fail" not in others and "expected" in others:
+            claim["status"] = "expected"
