@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from resverify.spec.errors import InvalidProgram
+from resverify.spec.errors import InvalidDocument, InvalidProgram
+from resverify.spec.hexfloat import format_hex, parse_hex
 from resverify.spec.ir import ATTRIBUTES, Input, Node, Program, as_shape
 from resverify.spec.request import Request, Result, ResultError, Value, storage_dtype
 
@@ -85,7 +86,7 @@ def round_to_dtype(value: float | Fraction, dtype: str) -> float:
 def decode_number(value: object, dtype: str, where: str = "value") -> float:
     """One wire number (a string spelling, a JSON integer or decimal) rounded once to ``dtype``."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float, Decimal)):
-        raise InvalidProgram(f"{where}: {value!r} is not a number; write {_SPELLINGS}")
+        raise InvalidDocument(f"{where}: {value!r} is not a number; write {_SPELLINGS}")
     if isinstance(value, float):
         return round_to_dtype(value, dtype)
     if isinstance(value, int):
@@ -100,13 +101,13 @@ def decode_number(value: object, dtype: str, where: str = "value") -> float:
         if word[2].lower() == "nan":
             return math.nan
         return -math.inf if word[1] else math.inf
-    raise InvalidProgram(f"{where}: {value[:40]!r} is not a number; write {_SPELLINGS}")
+    raise InvalidDocument(f"{where}: {value[:40]!r} is not a number; write {_SPELLINGS}")
 
 
 def _decimal(value: Decimal, dtype: str) -> float:
     negative = value.is_signed()
     if not value.is_finite():
-        raise InvalidProgram(f"{value} is not a finite decimal; write inf, -inf or nan")
+        raise InvalidDocument(f"{value} is not a finite decimal; write inf, -inf or nan")
     if value.is_zero() or value.adjusted() < -400:  # below half the smallest subnormal
         return -0.0 if negative else 0.0
     if value.adjusted() > 400:  # above every dtype's largest finite number
@@ -135,21 +136,46 @@ def _hex(text: str, match: re.Match[str], dtype: str) -> float:
 
 
 def encode_array(array: np.ndarray) -> dict[str, Any]:
-    flat = np.asarray(array, dtype=np.float64).ravel()
-    return {"shape": list(array.shape), "data": [float(v).hex() for v in flat]}
+    """``{"shape", "data"}`` with every element as ``float.hex`` text (written at once by
+    :func:`resverify.spec.hexfloat.format_hex`, the same text)."""
+    return {"shape": list(array.shape), "data": format_hex(np.asarray(array))}
 
 
 def decode_array(doc: Mapping[str, Any], dtype: str, where: str) -> np.ndarray:
+    """An array document read exactly and rounded once to ``dtype``.
+
+    The canonical ``float.hex`` spelling (all resverify writes) is read for the whole
+    array at once (:func:`resverify.spec.hexfloat.parse_hex`); every other element, and
+    every value that is not exactly a ``dtype`` value, goes through :func:`decode_number`.
+    """
     if not isinstance(doc, Mapping) or "data" not in doc or "shape" not in doc:
-        raise InvalidProgram(f"{where}: an array needs 'shape' and 'data'")
+        raise InvalidDocument(f"{where}: an array needs 'shape' and 'data'")
     shape = as_shape(doc["shape"], where)
     data = doc["data"]
     if not isinstance(data, list):
-        raise InvalidProgram(f"{where}: 'data' must be a list of numbers")
-    flat = [decode_number(v, dtype, f"{where} element {i}") for i, v in enumerate(data)]
-    if len(flat) != math.prod(shape):
-        raise InvalidProgram(f"{where}: {len(flat)} values do not fill shape {list(shape)}")
-    return np.array(flat, dtype=np.float64).reshape(shape).astype(storage_dtype(dtype))
+        raise InvalidDocument(f"{where}: 'data' must be a list of numbers")
+    values, parsed = parse_hex(data)
+    parsed &= _representable(values, dtype)
+    for i in np.flatnonzero(~parsed).tolist():
+        values[i] = decode_number(data[i], dtype, f"{where} element {i}")
+    if len(values) != math.prod(shape):
+        raise InvalidDocument(f"{where}: {len(values)} values do not fill shape {list(shape)}")
+    return values.reshape(shape).astype(storage_dtype(dtype))
+
+
+def _representable(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Where a float64 value is already a ``dtype`` value (NaN and infinities are)."""
+    if dtype == "float64":
+        return np.ones(values.shape, dtype=bool)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if dtype == "bfloat16":  # a float32 whose low 16 bits are zero
+            narrow = values.astype(np.float32)
+            ok = (narrow.view(np.uint32) & np.uint32(0xFFFF)) == 0
+        else:
+            narrow = values.astype(storage_dtype(dtype))
+            ok = np.ones(values.shape, dtype=bool)
+        same = narrow.astype(np.float64) == values
+    return ok & (same | ~np.isfinite(values))
 
 
 def program_to_dict(program: Program) -> dict[str, Any]:
@@ -250,37 +276,78 @@ def protocol_schema() -> dict[str, Any]:
 
 @cache
 def _validator(kind: str) -> Any:
+    """The ``kind`` message's structure; array elements are checked by :func:`_elements`."""
     import jsonschema
 
     schema = protocol_schema()
     defs = json.loads(json.dumps(schema["$defs"]))
-    # Array elements are the bulk of a document: their schema is inlined, which makes
-    # validation several times faster than following the "$ref" per element.
-    defs["array"]["properties"]["data"]["items"] = defs["number"]
+    defs["array"]["properties"]["data"]["items"] = {}
     sub = {"$schema": schema["$schema"], "$defs": defs, "$ref": f"#/$defs/{kind}"}
     return jsonschema.Draft202012Validator(sub)
 
 
+@cache
+def _number_validator() -> Any:
+    import jsonschema
+
+    schema = protocol_schema()
+    return jsonschema.Draft202012Validator(
+        {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": "#/$defs/number"})
+
+
+def _arrays(doc: Mapping[str, Any], kind: str) -> list[tuple[str, list[Any]]]:
+    """``(path, data)`` of every array of a structurally valid ``kind`` message."""
+    found = []
+    for field, many in (("inputs", True), ("cotangent", False), ("output", False),
+                        ("grads", True)):
+        entry = doc.get(field)
+        if not isinstance(entry, Mapping) or kind not in ("request", "result"):
+            continue
+        named = entry.items() if many else [(None, entry)]
+        found += [("/".join(p for p in (field, name, "data") if p), array["data"])
+                  for name, array in named if isinstance(array, Mapping)]
+    return found
+
+
+def _elements(doc: Mapping[str, Any], kind: str) -> Any:
+    """The first array element that breaks the number schema, as a jsonschema error.
+
+    Elements in the canonical ``float.hex`` spelling are valid by construction (that is
+    what :func:`resverify.spec.hexfloat.parse_hex` reads); only the others are checked
+    one by one, which keeps validating a large array cheap.
+    """
+    for path, data in _arrays(doc, kind):
+        _, parsed = parse_hex(data)
+        for i in np.flatnonzero(~parsed).tolist():
+            error = next(iter(_number_validator().iter_errors(data[i])), None)
+            if error is not None:
+                return f"{path}/{i}", error
+    return None
+
+
 def validate_message(doc: object, kind: str) -> None:
-    """Raise a one-line InvalidProgram unless ``doc`` is a valid ``kind`` message."""
+    """Raise a one-line InvalidDocument unless ``doc`` is a valid ``kind`` message."""
     if not isinstance(doc, Mapping):
-        raise InvalidProgram(f"a {kind} document must be a JSON object, got {_short(doc)}")
+        raise InvalidDocument(f"a {kind} document must be a JSON object, got {_short(doc)}")
     if "resverify" not in doc:
-        raise InvalidProgram(
+        raise InvalidDocument(
             f'the {kind} document lacks the "resverify" header field '
             f'(expected "resverify": {FORMAT_VERSION})')
     if doc["resverify"] != FORMAT_VERSION or isinstance(doc["resverify"], bool):
-        raise InvalidProgram(
+        raise InvalidDocument(
             f"unsupported format version {doc['resverify']!r}; this resverify reads "
             f"{FORMAT_VERSION}")
     if doc.get("kind") != kind:
-        raise InvalidProgram(f"expected a {kind} document, got kind {doc.get('kind')!r}")
+        raise InvalidDocument(f"expected a {kind} document, got kind {doc.get('kind')!r}")
     import jsonschema
 
     error = jsonschema.exceptions.best_match(_validator(kind).iter_errors(doc))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "top level"
-        raise InvalidProgram(
+    elif (found := _elements(doc, kind)) is not None:
+        where, error = found
+    if error is not None:
+        raise InvalidDocument(
             f"malformed {kind} document: missing or bad field at {where}: {_message(error)}")
 
 
@@ -299,7 +366,7 @@ def _short(value: object) -> str:
 
 
 def _reject_constant(name: str) -> float:
-    raise InvalidProgram(f"{name} is not JSON; write the string \"nan\", \"inf\" or \"-inf\"")
+    raise InvalidDocument(f"{name} is not JSON; write the string \"nan\", \"inf\" or \"-inf\"")
 
 
 def parse_json(text: str) -> Any:
@@ -307,9 +374,9 @@ def parse_json(text: str) -> Any:
     try:
         return json.loads(text, parse_float=Decimal, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
-        raise InvalidProgram(f"not valid JSON: {exc}") from None
+        raise InvalidDocument(f"not valid JSON: {exc}") from None
     except RecursionError:
-        raise InvalidProgram("not valid JSON: nested too deeply") from None
+        raise InvalidDocument("not valid JSON: nested too deeply") from None
 
 
 def dumps(obj: Request | Result, dtype: str | None = None) -> str:

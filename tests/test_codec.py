@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resverify.spec import InvalidProgram, dumps, loads_request, loads_result
+from resverify.spec import InvalidDocument, dumps, loads_request, loads_result
 from resverify.spec.codec import decode_number
 from resverify.spec.fixtures import linear_block_request
 from resverify.spec.request import Value
@@ -63,7 +63,7 @@ def test_nan_spellings_decode_to_nan(text: str) -> None:
     "text", ["1.5.2", "0x", "0x1.8", "1/3", "", " 1", "1_000", "+1", "0x1p", "infinity", "1e",
              ".5", "01"])
 def test_malformed_numbers_are_refused(text: str) -> None:
-    with pytest.raises(InvalidProgram, match="number"):
+    with pytest.raises(InvalidDocument, match="number"):
         decode_number(text, "float64")
 
 
@@ -123,7 +123,7 @@ def test_json_numbers_are_read_as_decimal_not_through_a_binary_float() -> None:
 def test_bare_nan_and_infinity_tokens_are_not_json() -> None:
     doc = json.loads(dumps(linear_block_request()))
     text = json.dumps(doc).replace(doc["inputs"]["x"]["data"][0].join('""'), "NaN", 1)
-    with pytest.raises(InvalidProgram, match="NaN"):
+    with pytest.raises(InvalidDocument, match="NaN"):
         loads_request(text)
 
 
@@ -147,7 +147,7 @@ def test_bfloat16_result_says_bfloat16() -> None:
     ],
 )
 def test_header_errors_name_what_is_wrong_in_one_line(text: str, message: str) -> None:
-    with pytest.raises(InvalidProgram, match=message) as info:
+    with pytest.raises(InvalidDocument, match=message) as info:
         loads_request(text)
     assert "\n" not in str(info.value)
 

@@ -18,7 +18,7 @@ from resverify.impl import NumpyBackend
 from resverify.impl.backend import DEVICE_PATTERN
 from resverify.impl.external import ExternalBackend
 from resverify.impl.serve import answer
-from resverify.spec import DTYPES, OPS, InvalidProgram, dumps, loads_request
+from resverify.spec import DTYPES, OPS, InvalidDocument, dumps, loads_request
 from resverify.spec.codec import decode_number, protocol_schema, validate_message
 from resverify.spec.fixtures import (
     linear_block_request,
@@ -138,6 +138,6 @@ def test_invalid_request_is_refused_with_one_line_naming_the_problem(
         change: Callable[[dict[str, Any]], object], message: str) -> None:
     doc = json.loads(dumps(linear_block_request()))
     change(doc)
-    with pytest.raises(InvalidProgram, match=message) as info:
+    with pytest.raises(InvalidDocument, match=message) as info:
         loads_request(json.dumps(doc))
     assert "\n" not in str(info.value), info.value
