@@ -1,10 +1,11 @@
-"""Bench section ``encoding``: the wire format's numbers, one at a time against vectorised.
+"""Bench section ``encoding``: a result document of 4,096 float64, per element against whole.
 
-Baseline: what resverify's codec did per element before :mod:`resverify.spec.hexfloat`:
-``float.hex`` per element to write, and to read a JSON Schema check of every element plus
-:func:`resverify.spec.codec.decode_number` per element. Candidate: :func:`format_hex` and
-:func:`parse_hex` on the whole array. The round trip rows include ``json.dumps`` and
-``json.loads`` on both sides, as an exchange with a ``cmd:`` engine pays them.
+Baseline: what resverify's codec did before :mod:`resverify.spec.hexfloat`: ``float.hex``
+per element to write; to read, a JSON Schema check of every element and
+:func:`resverify.spec.codec.decode_number` per element. Candidate: today's
+:mod:`resverify.spec.codec` (``dumps`` and ``loads_result``), which formats and parses the
+canonical spelling for the whole array and schema-checks only other spellings. Both sides
+include ``json.dumps`` and ``json.loads``, as an exchange with a ``cmd:`` engine pays them.
 """
 
 from __future__ import annotations
@@ -22,17 +23,25 @@ TARGET = 20.0
 
 
 def _scalar_validator() -> Any:
+    """The result schema with every array element checked against the number schema."""
     import jsonschema
 
     from resverify.spec.codec import protocol_schema
 
     schema = protocol_schema()
+    defs = json.loads(json.dumps(schema["$defs"]))
+    defs["array"]["properties"]["data"]["items"] = defs["number"]
     return jsonschema.Draft202012Validator(
-        {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": "#/$defs/array"})
+        {"$schema": schema["$schema"], "$defs": defs, "$ref": "#/$defs/result"})
+
+
+def _document(data: list[str], size: int) -> dict[str, Any]:
+    return {"resverify": 1, "kind": "result", "dtype": "float64",
+            "output": {"shape": [size], "data": data}, "grads": {}}
 
 
 def _scalar_write(values: np.ndarray) -> str:
-    return json.dumps({"shape": list(values.shape), "data": [float(v).hex() for v in values]})
+    return json.dumps(_document([float(v).hex() for v in values], values.size), sort_keys=True)
 
 
 def _scalar_read(text: str, validator: Any) -> np.ndarray:
@@ -40,22 +49,21 @@ def _scalar_read(text: str, validator: Any) -> np.ndarray:
 
     doc = parse_json(text)
     validator.validate(doc)
-    return np.array([decode_number(v, "float64") for v in doc["data"]])
+    return np.array([decode_number(v, "float64") for v in doc["output"]["data"]])
 
 
 def _fast_write(values: np.ndarray) -> str:
-    from resverify.spec.hexfloat import format_hex
+    from resverify.spec.codec import dumps
+    from resverify.spec.request import Value
 
-    return json.dumps({"shape": list(values.shape), "data": format_hex(values)})
+    return dumps(Value(values, {}), "float64")
 
 
 def _fast_read(text: str) -> np.ndarray:
-    from resverify.spec.codec import parse_json
-    from resverify.spec.hexfloat import parse_hex
+    from resverify.spec.codec import loads_result
 
-    values, parsed = parse_hex(parse_json(text)["data"])
-    assert parsed.all(), "the canonical spelling must always parse"
-    return values
+    result = loads_result(text)
+    return np.asarray(getattr(result, "output"))  # noqa: B009 - a Value, or a failed check
 
 
 def rows(quick: bool = False, size: int = 4096) -> list[Row]:
@@ -80,8 +88,8 @@ def rows(quick: bool = False, size: int = 4096) -> list[Row]:
         timing = interleaved(fns, rounds)
         ratio = timing.ratio("scalar", "vectorised")
         target = f">= {TARGET:g}x faster" if case == "round trip" else ""
-        out.append(Row(SECTION, f"{case}, {size} float64", "scalar (per element)",
-                       "vectorised (spec.hexfloat)", timing.seconds["scalar"],
+        out.append(Row(SECTION, f"{case}, {size} float64", "per element",
+                       "spec.codec (vectorised)", timing.seconds["scalar"],
                        timing.seconds["vectorised"], ratio, target,
                        ratio >= TARGET if target else None))
     return out

@@ -141,7 +141,12 @@ def encode_array(array: np.ndarray) -> dict[str, Any]:
     return {"shape": list(array.shape), "data": format_hex(np.asarray(array))}
 
 
-def decode_array(doc: Mapping[str, Any], dtype: str, where: str) -> np.ndarray:
+Parsed = dict[int, tuple[np.ndarray, np.ndarray]]
+"""``id(data list) -> parse_hex(data)``: the parse validation made, reused to decode."""
+
+
+def decode_array(doc: Mapping[str, Any], dtype: str, where: str,
+                 parsed_by_id: Parsed | None = None) -> np.ndarray:
     """An array document read exactly and rounded once to ``dtype``.
 
     The canonical ``float.hex`` spelling (all resverify writes) is read for the whole
@@ -154,7 +159,8 @@ def decode_array(doc: Mapping[str, Any], dtype: str, where: str) -> np.ndarray:
     data = doc["data"]
     if not isinstance(data, list):
         raise InvalidDocument(f"{where}: 'data' must be a list of numbers")
-    values, parsed = parse_hex(data)
+    known = (parsed_by_id or {}).get(id(data))
+    values, parsed = (known[0].copy(), known[1].copy()) if known else parse_hex(data)
     parsed &= _representable(values, dtype)
     for i in np.flatnonzero(~parsed).tolist():
         values[i] = decode_number(data[i], dtype, f"{where} element {i}")
@@ -219,11 +225,11 @@ def request_to_dict(request: Request) -> dict[str, Any]:
 
 def request_from_dict(doc: Mapping[str, Any]) -> Request:
     """Decode a request document (a saved vector's ``"vector"`` entry is ignored)."""
-    validate_message(doc, "request")
+    seen = _validate(doc, "request")
     dtype = doc["dtype"]
-    inputs = {k: decode_array(v, dtype, f"input {k!r}") for k, v in doc["inputs"].items()}
+    inputs = {k: decode_array(v, dtype, f"input {k!r}", seen) for k, v in doc["inputs"].items()}
     cot = doc["cotangent"]
-    cotangent = None if cot is None else decode_array(cot, dtype, "cotangent")
+    cotangent = None if cot is None else decode_array(cot, dtype, "cotangent", seen)
     return Request(program_from_dict(doc["program"]), inputs, dtype, cotangent)
 
 
@@ -249,7 +255,7 @@ def result_to_dict(result: Result, dtype: str | None = None) -> dict[str, Any]:
 
 def result_from_dict(doc: Mapping[str, Any], dtype: str = "float64") -> Result:
     """Decode a result; ``dtype`` is the request's, used when the document names none."""
-    validate_message(doc, "result")
+    seen = _validate(doc, "result")
     if "error" in doc:
         err = doc["error"]
         shapes = err.get("shapes")
@@ -257,8 +263,8 @@ def result_from_dict(doc: Mapping[str, Any], dtype: str = "float64") -> Result:
             as_shape(shapes[0], "error shape"), as_shape(shapes[1], "error shape"))
         return ResultError(err["kind"], err["message"], pair)
     dtype = doc.get("dtype", dtype)
-    grads = {k: decode_array(v, dtype, f"grad {k!r}") for k, v in doc["grads"].items()}
-    return Value(decode_array(doc["output"], dtype, "output"), grads)
+    grads = {k: decode_array(v, dtype, f"grad {k!r}", seen) for k, v in doc["grads"].items()}
+    return Value(decode_array(doc["output"], dtype, "output", seen), grads)
 
 
 def packaged_schema(package: str, name: str) -> dict[str, Any]:
@@ -281,7 +287,7 @@ def _validator(kind: str) -> Any:
 
     schema = protocol_schema()
     defs = json.loads(json.dumps(schema["$defs"]))
-    defs["array"]["properties"]["data"]["items"] = {}
+    del defs["array"]["properties"]["data"]["items"]  # jsonschema would visit each one
     sub = {"$schema": schema["$schema"], "$defs": defs, "$ref": f"#/$defs/{kind}"}
     return jsonschema.Draft202012Validator(sub)
 
@@ -309,15 +315,16 @@ def _arrays(doc: Mapping[str, Any], kind: str) -> list[tuple[str, list[Any]]]:
     return found
 
 
-def _elements(doc: Mapping[str, Any], kind: str) -> Any:
-    """The first array element that breaks the number schema, as a jsonschema error.
+def _elements(doc: Mapping[str, Any], kind: str, seen: Parsed) -> Any:
+    """The first array element that breaks the number schema, as a jsonschema error
+    (each array's parse is kept in ``seen`` for the decoder).
 
     Elements in the canonical ``float.hex`` spelling are valid by construction (that is
     what :func:`resverify.spec.hexfloat.parse_hex` reads); only the others are checked
     one by one, which keeps validating a large array cheap.
     """
     for path, data in _arrays(doc, kind):
-        _, parsed = parse_hex(data)
+        _, parsed = seen[id(data)] = parse_hex(data)
         for i in np.flatnonzero(~parsed).tolist():
             error = next(iter(_number_validator().iter_errors(data[i])), None)
             if error is not None:
@@ -327,6 +334,11 @@ def _elements(doc: Mapping[str, Any], kind: str) -> Any:
 
 def validate_message(doc: object, kind: str) -> None:
     """Raise a one-line InvalidDocument unless ``doc`` is a valid ``kind`` message."""
+    _validate(doc, kind)
+
+
+def _validate(doc: object, kind: str) -> Parsed:
+    """:func:`validate_message`, returning the parse of every array's elements."""
     if not isinstance(doc, Mapping):
         raise InvalidDocument(f"a {kind} document must be a JSON object, got {_short(doc)}")
     if "resverify" not in doc:
@@ -341,14 +353,17 @@ def validate_message(doc: object, kind: str) -> None:
         raise InvalidDocument(f"expected a {kind} document, got kind {doc.get('kind')!r}")
     import jsonschema
 
+    seen: Parsed = {}
     error = jsonschema.exceptions.best_match(_validator(kind).iter_errors(doc))
+    where = "top level"
     if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "top level"
-    elif (found := _elements(doc, kind)) is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or where
+    elif (found := _elements(doc, kind, seen)) is not None:
         where, error = found
     if error is not None:
         raise InvalidDocument(
             f"malformed {kind} document: missing or bad field at {where}: {_message(error)}")
+    return seen
 
 
 def _message(error: Any) -> str:

@@ -32,6 +32,12 @@ _MANT_BITS, _EXP_MASK, _MANT_MASK = 52, 0x7FF, (1 << 52) - 1
 _WIDTH = 25  # "-0x1." + 13 digits + "p" + sign + 4 digits
 _NIBBLE = np.zeros(256, dtype=np.uint8)
 _NIBBLE[_DIGITS] = np.arange(16)
+# every exponent float.hex writes ("+1023" ... "-1074"), as 6 NUL-padded bytes
+_EXPONENTS = np.arange(-1074, 1024)
+_EXP_TEXT = np.array([f"{e:+d}".encode() for e in _EXPONENTS.tolist()], dtype="S6")
+_EXP_KEYS = np.frombuffer(_EXP_TEXT.tobytes(), dtype=np.uint8).reshape(-1, 6)
+_KEY_ORDER = np.argsort(np.pad(_EXP_KEYS, ((0, 0), (0, 2))).view(np.uint64).ravel())
+_SORTED_KEYS = np.pad(_EXP_KEYS, ((0, 0), (0, 2))).view(np.uint64).ravel()[_KEY_ORDER]
 _SPECIAL = {"inf": np.inf, "-inf": -np.inf, "nan": np.nan, "0x0.0p+0": 0.0, "-0x0.0p+0": -0.0}
 
 
@@ -48,22 +54,12 @@ def format_hex(values: np.ndarray) -> list[str]:
     rows[:, 5:18] = _DIGITS[((mant[:, None] >> shifts) & np.uint64(15)).astype(np.intp)]
     rows[:, 18] = ord("p")
     exponent = np.where(biased == 0, -1022, biased - 1023)
-    rows[:, 19] = np.where(exponent < 0, ord("-"), ord("+"))
-    _write_exponent(rows, np.abs(exponent))
+    rows[:, 19:25] = _EXP_KEYS[np.minimum(exponent + 1074, len(_EXP_KEYS) - 1)]  # inf, nan: below
     rows = _drop_sign(rows, bits >> np.uint64(63) == 0)
-    text: list[str] = rows.view(f"S{_WIDTH}").ravel().astype(f"U{_WIDTH}").tolist()
+    text: list[str] = list(map(bytes.decode, rows.view(f"S{_WIDTH}").ravel().tolist()))
     for i in np.flatnonzero((biased == _EXP_MASK) | ((bits << np.uint64(1)) == 0)).tolist():
         text[i] = float(flat[i]).hex()  # inf, nan and zeros: rare, spelled by Python itself
     return text
-
-
-def _write_exponent(rows: np.ndarray, size: np.ndarray) -> None:
-    """The decimal digits of ``size`` (0..1074) into columns 20.., left-aligned."""
-    count = 1 + (size >= 10) + (size >= 100) + (size >= 1000)
-    for k in range(4):  # k-th digit from the left, for rows that have one
-        has = count > k
-        digit = (size // 10 ** np.where(has, count - 1 - k, 0)) % 10
-        rows[:, 20 + k] = np.where(has, ord("0") + digit, 0)
 
 
 def _drop_sign(rows: np.ndarray, positive: np.ndarray) -> np.ndarray:
@@ -129,17 +125,9 @@ def _hex_digits(cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _exponent(cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``[+-]`` then 1 to 4 decimal digits, then nothing (NUL padding)."""
-    sign = cols[:, 0]
-    digits = cols[:, 1:5]
-    is_digit = (digits >= ord("0")) & (digits <= ord("9"))
-    count = np.argmin(np.concatenate([is_digit, np.zeros((len(cols), 1), bool)], axis=1),
-                      axis=1)
-    rest_empty = (np.where(np.arange(4) >= count[:, None], digits, 0) == 0).all(axis=1)
-    tail_empty = (cols[:, 5:] == 0).all(axis=1)
-    weights = 10 ** np.clip(count[:, None] - 1 - np.arange(4), 0, None)
-    value = digits.astype(np.int64) - ord("0")
-    size = np.where(np.arange(4) < count[:, None], value * weights, 0).sum(axis=1)
-    ok = ((sign == ord("+")) | (sign == ord("-"))) & (count > 0) & rest_empty & tail_empty
-    ok &= (count == 1) | (digits[:, 0] != ord("0"))  # no leading zeros: canonical only
-    return np.where(sign == ord("-"), -size, size).astype(np.int64), ok
+    """``[+-]`` and 1 to 4 digits as float.hex writes them (looked up among all 2,098),
+    then nothing (NUL padding)."""
+    key = np.ascontiguousarray(np.pad(cols[:, :6], ((0, 0), (0, 2)))).view(np.uint64).ravel()
+    where = np.minimum(np.searchsorted(_SORTED_KEYS, key), len(_SORTED_KEYS) - 1)
+    ok = (_SORTED_KEYS[where] == key) & (cols[:, 6:] == 0).all(axis=1)
+    return _EXPONENTS[_KEY_ORDER[where]], ok
