@@ -28,13 +28,25 @@ COLUMNS = ("name", "kind", "library", "version", "installed", "device", "dtypes"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print a JSON list instead")
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print a JSON list instead")
+    shown.add_argument(
+        "--names", action="store_true",
+        help="print only the names of the installed backends, one a line (for scripts: "
+             "make matrix checks each of them)")
+    parser.add_argument("--device", help="only the backends that run on this device (cpu, cuda)")
 
 
 def run(args: argparse.Namespace) -> int:
     rows = [builtin_row(b) for b in BUILTINS.values()]
     rows += [plugin_row(name, entry) for name, entry in sorted(plugins().items())]
-    print(json.dumps(rows, indent=2) if args.json else table(rows))
+    if args.device is not None:
+        rows = [row for row in rows if row["device"] == args.device]
+    if args.names:
+        print("\n".join(row["name"] for row in rows
+                        if row["installed"] and not row["note"].startswith("shadowed")))
+    else:
+        print(json.dumps(rows, indent=2) if args.json else table(rows))
     return 0
 
 

@@ -181,3 +181,16 @@ def test_listing_imports_no_array_library() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, check=True)
     assert done.stdout.splitlines()[-1] == "[]", done.stdout
+
+
+def test_names_lists_only_installed_backends_on_the_device(
+        site: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    install_distribution(site, {"plugged": "resverify_plugged_engine:PluggedBackend",
+                                "numpy": "resverify_plugged_engine:PluggedBackend"})
+    assert main(["backends", "--names", "--device", "cpu"]) == 0
+    names = capsys.readouterr().out.split()
+    expected = [n for n, b in BUILTINS.items()
+                if b.missing() is None and b.capabilities.device == "cpu"] + ["plugged"]
+    assert names == expected, f"--names printed {names}, but should print {expected}"
+    assert main(["backends", "--names", "--device", "cuda"]) == 0
+    assert "numpy" not in capsys.readouterr().out.split()
