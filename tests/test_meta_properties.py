@@ -75,6 +75,8 @@ CATCHES: list[tuple[str, str, type[bb.Reference]]] = [
     ("same_request_gives_bitwise_identical_results", "float64", bb.Nondeterministic),
     ("backend_never_mutates_inputs", "float64", bb.MutatingMerge),
     ("results_have_declared_shapes_and_dtype", "float32", bb.WrongDtype),
+    ("residual_add_rejects_equal_size_shape_pairs", "float64", bb.BroadcastingMerge),
+    ("relu_gradient_is_exact_near_zero", "float64", bb.WrongReluDerivative),
 ]
 
 
