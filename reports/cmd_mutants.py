@@ -1,0 +1,142 @@
+"""``resverify mutants``: the property suite against every mutant of the catalog, scored.
+
+A mutant (:mod:`resverify.impl.mutants`) is the reference backend with one planted bug.
+This command runs the whole suite against each (one child pytest per mutant, ``-n`` at a
+time, each stopped at its first failure; :mod:`resverify.reports.mutant_runs`), prints
+``killed/total`` and a table (mutant, class, the property that killed it first, examples
+run until the kill, time), and writes the same as JSON (``--out``) and as a standalone
+HTML page (``--html``, :mod:`resverify.reports.html_mutants`). A surviving mutant is a
+bug the suite does not catch: exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from resverify.spec.errors import UsageError
+
+__all__ = ["HELP", "NAME", "add_arguments", "render_table", "run", "score_document"]
+
+NAME = "mutants"
+HELP = "run the property suite against the catalog of deliberately wrong backends"
+MODULE = "resverify.impl.mutants"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", default="ci",
+                        help="Hypothesis profile: ci (default; seeded), dev, thorough, extremes")
+    parser.add_argument("--seed", type=int, default=0, help="Hypothesis seed (default 0)")
+    parser.add_argument("-n", "--numprocesses", type=int, default=1, metavar="N",
+                        help="mutants checked at once, one pytest each (default 1)")
+    parser.add_argument("--only", action="append", metavar="MUTANT",
+                        help="check only this mutant (class name or name), repeatable")
+    parser.add_argument("--list", action="store_true", help="list the catalog and exit")
+    parser.add_argument("--out", type=Path, metavar="PATH", help="write the scores as JSON")
+    parser.add_argument("--html", type=Path, metavar="PATH",
+                        help="write the scores as an HTML page")
+    parser.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                        help="time limit of one property test (default 300)")
+
+
+def _catalog(only: list[str] | None) -> list[Any]:
+    from resverify.impl import mutants
+
+    return mutants.by_name(only) if only else list(mutants.CATALOG)
+
+
+def _check(args: argparse.Namespace) -> None:
+    from resverify.properties.profiles import PROFILES
+
+    if args.profile not in PROFILES:
+        raise UsageError(f"unknown profile {args.profile!r}; use one of {sorted(PROFILES)}")
+    if args.numprocesses < 1:
+        raise UsageError(f"-n needs at least 1 process, got {args.numprocesses}")
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout needs a positive number of seconds, got {args.timeout}")
+    for path in (args.out, args.html):
+        if path is not None and not path.resolve().parent.is_dir():
+            raise UsageError(f"cannot write {str(path)!r}: its folder does not exist")
+
+
+def score_document(entries: list[dict[str, Any]], profile: str, seed: int,
+                   seconds: float) -> dict[str, Any]:
+    """The JSON document: run settings, ``killed``, ``total``, ``score`` and each mutant."""
+    killed = sum(e["status"] == "killed" for e in entries)
+    return {"profile": profile, "seed": seed, "killed": killed, "total": len(entries),
+            "score": round(killed / len(entries), 4) if entries else None,
+            "seconds": round(seconds, 2), "mutants": entries}
+
+
+def _killer(entry: dict[str, Any]) -> str:
+    if entry["status"] != "killed":
+        return entry["status"].upper()
+    dtype = f"[{entry['dtype']}]" if entry.get("dtype") else ""
+    return f"{entry['property']}{dtype} ({entry['kind']})"
+
+
+def render_table(doc: dict[str, Any]) -> str:
+    """The text table: one row per mutant, then the score line."""
+    rows = [("mutant", "class", "killed by", "examples", "time")]
+    rows += [(e["mutant"], e["bug_class"], _killer(e), str(e["examples"]), f"{e['seconds']:.1f}s")
+             for e in doc["mutants"]]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[4]
+             for r in rows]
+    lines.append(f"{doc['killed']}/{doc['total']} mutants killed "
+                 f"({doc['profile']} profile, seed {doc['seed']}, {doc['seconds']:.0f}s)")
+    return "\n".join(lines)
+
+
+def _entry(mutant: Any, result: dict[str, Any]) -> dict[str, Any]:
+    from resverify.impl.mutants import bug
+
+    return {"mutant": mutant.__name__, "name": mutant.name, "bug_class": mutant.bug_class,
+            "bug": bug(mutant), **result}
+
+
+def _list() -> int:
+    from resverify.impl.mutants import CATALOG, bug
+
+    for mutant in CATALOG:
+        print(f"{mutant.__name__:<30} {mutant.bug_class:<22} {bug(mutant)}")
+    print(f"{len(CATALOG)} mutants")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list:
+        return _list()
+    _check(args)
+    from resverify.reports.mutant_runs import MutantRun, run_mutants
+
+    chosen = _catalog(args.only)
+    settings = MutantRun(profile=args.profile, seed=args.seed, processes=args.numprocesses,
+                         timeout=args.timeout)
+    targets = {f"{MODULE}:{m.__name__}": m for m in chosen}
+    began = time.monotonic()
+
+    def said(target: str, result: dict[str, Any]) -> None:
+        print(f"  {targets[target].__name__}: {result['status']}", file=sys.stderr, flush=True)
+
+    results = run_mutants(list(targets), settings, on_done=said)
+    entries = [_entry(m, results[t]) for t, m in targets.items()]
+    doc = score_document(entries, args.profile, args.seed, time.monotonic() - began)
+    print(render_table(doc))
+    _write(args, doc)
+    return 0 if doc["killed"] == doc["total"] else 1
+
+
+def _write(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    from resverify.reports.atomic import write_text
+
+    if args.out is not None:
+        write_text(args.out, json.dumps(doc, indent=2) + "\n")
+    if args.html is not None:
+        from resverify.reports.html_mutants import render_page
+
+        write_text(args.html, render_page(doc))

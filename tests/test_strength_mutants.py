@@ -1,0 +1,138 @@
+"""The mutant catalog and ``resverify mutants``: the catalog's shape, the verdicts, the
+command's output, and (slow) the score of the whole catalog under the ci profile.
+
+The score test is the guard the catalog exists for: every mutant must be killed by the
+property suite as it is; a survivor is a gap in the suite to close with a property,
+never a mutant to delete. A control proves the kills are due to the planted bugs: the
+mutants' base, with no bug, survives the same run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from resverify.impl import Backend
+from resverify.impl import mutants as catalog
+from resverify.reports import cli
+from resverify.reports.cmd_mutants import render_table, score_document
+from resverify.reports.html_mutants import mutants_section, render_page
+from resverify.reports.mutant_runs import MutantRun, outcome, run_mutants
+from resverify.reports.runner import SuiteRun
+
+# killed by the first tests of the suite, so a run of these few stays short
+QUICK = ("AlphaSquared", "DroppedIdentityGrad")
+
+
+def test_catalog_has_thirty_mutants_in_every_class() -> None:
+    classes = {m.bug_class for m in catalog.CATALOG}
+    assert len(catalog.CATALOG) >= 30, len(catalog.CATALOG)
+    assert classes == set(catalog.CLASSES), sorted(set(catalog.CLASSES) ^ classes)
+    names = [m.name for m in catalog.CATALOG]
+    assert len(set(names)) == len(names), sorted(n for n in names if names.count(n) > 1)
+
+
+@pytest.mark.parametrize("mutant", catalog.CATALOG, ids=lambda m: m.__name__)
+def test_every_mutant_is_a_backend_with_a_one_line_bug(mutant: type[catalog.Mutant]) -> None:
+    assert isinstance(mutant(), Backend), mutant
+    assert mutant.name.startswith("mutant-"), mutant.name
+    text = catalog.bug(mutant)
+    assert 20 <= len(text) <= 200, (mutant.__name__, text)
+    assert "\n" not in text
+
+
+def test_by_name_takes_class_names_and_backend_names_in_catalog_order() -> None:
+    chosen = catalog.by_name(["mutant-alpha-squared", "BroadcastingMerge"])
+    assert chosen == [catalog.BroadcastingMerge, catalog.AlphaSquared], chosen
+
+
+def _result(outcome_: str, prop: str, examples: int, **more: Any) -> dict[str, Any]:
+    props = {"property": prop, "examples": examples, "dtype": "float64", **more}
+    return {"nodeid": f"t::{prop}", "outcome": outcome_, "properties": props,
+            "message": "AssertionError: grads['x'][0]: backend m = 1, spec = 2"}
+
+
+def test_outcome_names_the_first_failure_and_counts_examples_until_it() -> None:
+    suite = SuiteRun(results=[_result("passed", "a", 25), _result("skipped", "b", 0),
+                              _result("failed", "c", 7, failure_kind="law"),
+                              _result("failed", "d", 1)], exitstatus=1, collected=9)
+    got = outcome(suite)
+    assert (got["status"], got["property"], got["kind"], got["examples"], got["tests_run"]) == (
+        "killed", "c", "law", 32, 3), got
+
+
+def test_outcome_is_survived_only_for_a_finished_passing_suite() -> None:
+    passed = [_result("passed", "a", 25)]
+    assert outcome(SuiteRun(results=passed, exitstatus=0, collected=1))["status"] == "survived"
+    stopped = outcome(SuiteRun(results=passed, exitstatus=2, collected=3, returncode=2))
+    assert stopped["status"] == "error" and "exit 2" in stopped["message"], stopped
+
+
+def _doc(status: str = "killed") -> dict[str, Any]:
+    entry = {"mutant": "AlphaSquared", "name": "mutant-alpha-squared", "bug_class": "alpha",
+             "bug": "scale multiplies by <α²>", "status": status, "property": "p<x>",
+             "dtype": "float64", "kind": "law", "message": "m", "examples": 3, "tests_run": 1,
+             "seconds": 1.5}
+    return score_document([entry], "ci", 0, 2.0)
+
+
+def test_table_and_html_show_score_row_and_escape_text() -> None:
+    doc = _doc()
+    assert render_table(doc).splitlines()[-1].startswith("1/1 mutants killed"), render_table(doc)
+    page = render_page(doc)
+    assert "1/1 killed" in page and "&lt;α²&gt;" in page and "<α²>" not in page
+    assert "p&lt;x&gt; [float64]" in mutants_section(doc)
+    assert 'class="badge failed"' in mutants_section(_doc("survived"))
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--only", "NoSuchMutant"], "unknown mutant(s) ['NoSuchMutant']"),
+    (["--profile", "nightly"], "unknown profile 'nightly'"),
+    (["-n", "0"], "-n needs at least 1 process"),
+    (["--out", "/no/such/folder/m.json"], "its folder does not exist"),
+])
+def test_usage_errors_are_one_line_and_exit_2(argv: list[str], said: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["mutants", *argv]) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1, err
+
+
+def test_list_prints_every_mutant(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["mutants", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert all(m.__name__ in out for m in catalog.CATALOG)
+    assert out.splitlines()[-1] == f"{len(catalog.CATALOG)} mutants"
+
+
+def test_a_few_mutants_are_killed_and_written(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    out, page = tmp_path / "m.json", tmp_path / "m.html"
+    argv = ["mutants", "-n", "2", "--out", str(out), "--html", str(page)]
+    argv += [a for name in QUICK for a in ("--only", name)]
+    assert cli.main(argv) == 0, capsys.readouterr()
+    doc = json.loads(out.read_text())
+    assert (doc["killed"], doc["total"]) == (len(QUICK), len(QUICK)), doc
+    assert all(e["examples"] >= 1 and e["property"] for e in doc["mutants"]), doc["mutants"]
+    assert f"{len(QUICK)}/{len(QUICK)} mutants killed" in capsys.readouterr().out
+    assert "resverify mutants" in page.read_text()
+
+
+@pytest.mark.slow
+def test_the_base_without_a_bug_survives_the_suite() -> None:
+    result = run_mutants(["resverify.impl.mutants:Mutant"], MutantRun())
+    got = result["resverify.impl.mutants:Mutant"]
+    assert got["status"] == "survived", got
+
+
+@pytest.mark.slow
+def test_every_mutant_is_killed_under_the_ci_profile(tmp_path: Path) -> None:
+    out = tmp_path / "mutants.json"
+    code = cli.main(["mutants", "-n", "2", "--out", str(out)])
+    doc = json.loads(out.read_text())
+    survivors = [(e["mutant"], e["status"], e["message"]) for e in doc["mutants"]
+                 if e["status"] != "killed"]
+    assert code == 0 and not survivors, f"{doc['killed']}/{doc['total']}: {survivors}"
