@@ -1,0 +1,121 @@
+"""``resverify vectors export DIR`` and ``resverify vectors run DIR --backend B``.
+
+``export`` writes the portable corpus (:mod:`resverify.reports.corpus`): every request the
+property suite's laws send for their pinned examples, and every seed fixture, in each dtype,
+with the exact answer and the per-element budget, plus a manifest and the JSON Schema. An
+engine in any language can test itself against it without Python (``docs/vectors.md``).
+
+``run`` checks a backend against such a folder without Hypothesis: each entry is judged by
+:func:`resverify.reports.judge.judge` (the one comparison rule of the suite). It prints one
+line per property and dtype that failed (its kind, the first failure's message and entry),
+or for every one with ``--all``, then the counts. Exit 0 when every entry the backend claims
+passed and at least one ran; 1 when one failed or none could run; 2 for a usage error (a
+missing or malformed corpus).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+NAME = "vectors"
+HELP = "export the portable corpus of exact test vectors, or check a backend against one"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    export = actions.add_parser("export", help="write the corpus into DIR (entries/, "
+                                "manifest.json, vectors.schema.json)")
+    export.add_argument("dir", type=Path, metavar="DIR",
+                        help="an empty or new folder, or one holding an earlier corpus")
+    export.add_argument("--select", action="append", default=[], metavar="TEXT",
+                        help="only the properties (and seed fixtures) whose name contains "
+                        "TEXT; repeatable (default: all)")
+    check = actions.add_parser("run", help="check a backend against the corpus in DIR")
+    check.add_argument("dir", type=Path, metavar="DIR", help="a folder written by export")
+    check.add_argument("--backend", default="numpy",
+                       help="a built-in backend (default numpy), module:attr or cmd:COMMAND")
+    check.add_argument("--all", action="store_true",
+                       help="print every property and dtype, not only those that failed")
+    check.add_argument("--json", type=Path, metavar="PATH",
+                       help="also write every entry's verdict to PATH as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "export":
+        return _export(args.dir, args.select)
+    return _run(args)
+
+
+def _export(folder: Path, select: list[str]) -> int:
+    from resverify.reports import corpus
+    from resverify.spec.errors import UsageError
+
+    if folder.exists() and any(folder.iterdir()) and not (folder / corpus.MANIFEST).is_file():
+        raise UsageError(f"{str(folder)!r} is not empty and holds no corpus: export into a "
+                         "new or empty folder")
+    shutil.rmtree(folder / "entries", ignore_errors=True)
+    try:
+        manifest = corpus.export(folder, select)
+    except OSError as exc:
+        raise UsageError(f"cannot write the corpus into {str(folder)!r}: "
+                         f"{exc.strerror or exc}") from None
+    entries = manifest["entries"]
+    if not entries:
+        raise UsageError(f"no property or seed fixture matches --select {select}")
+    families = sorted({e["family"] for e in entries})
+    print(f"wrote {len(entries)} entries ({len({e['property'] for e in entries})} properties "
+          f"and fixtures; families {', '.join(families)}) to {folder}/")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from resverify.impl import resolve_backend
+    from resverify.reports import corpus
+
+    backend = resolve_backend(args.backend)
+    try:
+        verdicts = [{**_listing(entry.listing), **verdict.as_dict()}
+                    for entry, verdict in corpus.run(args.dir, backend)]
+    finally:
+        close = getattr(backend, "close", None)
+        if callable(close):
+            close()
+    if args.json is not None:
+        args.json.write_text(json.dumps(verdicts, indent=1) + "\n", encoding="utf-8")
+    _print(verdicts, backend.name, args.all)
+    failed = sum(v["status"] == "fail" for v in verdicts)
+    passed = sum(v["status"] == "pass" for v in verdicts)
+    return 1 if failed or not passed else 0
+
+
+def _listing(listing: Any) -> dict[str, Any]:
+    return {key: listing[key] for key in ("id", "property", "family", "dtype")}
+
+
+def groups(verdicts: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(property, dtype) → its verdict: the first failure, else pass when one passed, else
+    skipped, as the property suite gives one verdict per test."""
+    grouped: dict[tuple[str, str], dict[str, Any]] = {}
+    rank = {"fail": 2, "pass": 1, "skipped": 0}
+    for verdict in verdicts:
+        key = (verdict["property"], verdict["dtype"])
+        if rank[verdict["status"]] > rank[grouped.get(key, {"status": "skipped"})["status"]] or (
+                key not in grouped):
+            grouped[key] = verdict
+    return grouped
+
+
+def _print(verdicts: list[dict[str, Any]], name: str, show_all: bool) -> None:
+    for (prop, dtype), verdict in sorted(groups(verdicts).items()):
+        if verdict["status"] == "fail":
+            print(f"{prop}[{dtype}]: fail ({verdict['kind']}) in {verdict['id']}: "
+                  f"{verdict['message']}")
+        elif show_all:
+            print(f"{prop}[{dtype}]: {verdict['status']}")
+    counts = {s: sum(v["status"] == s for v in verdicts) for s in ("pass", "fail", "skipped")}
+    print(f"{name}: {len(verdicts)} entries, {counts['pass']} passed, {counts['fail']} failed, "
+          f"{counts['skipped']} skipped (dtypes or ops the backend does not claim)")

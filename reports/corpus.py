@@ -1,0 +1,442 @@
+"""A portable corpus: the suite's pinned cases as requests with their exact answers.
+
+Why: an engine that cannot run Python (Rust, C++, Julia, a GPU kernel's test harness)
+still needs the test cases with their exact expected results and the budget each element
+may miss by. ``resverify vectors export DIR`` writes them; the engine's own test suite reads
+JSON, computes, and compares (``docs/vectors.md``); ``resverify vectors run DIR --backend
+B`` does the same for any backend resverify can drive, without Hypothesis.
+
+What goes in: every request the property suite's laws send for each pinned example of
+every property test (``@example``, across the four dtypes) -- recorded by running the law
+on :class:`Oracle`, a backend that answers the exact specification rounded to the dtype --,
+each op alone on its sample shapes (family ``ops``), and every seed fixture of
+:func:`resverify.spec.fixtures.seed_cases`, each in every dtype. Each
+entry holds the request, and either the exact output and gradients (rationals as text,
+``"-13/4"``) with a per-element budget (hex floats; ``"inf"`` where the analysis allows
+overflow) or the typed error the spec gives. The budget is
+:func:`resverify.spec.budget.error_budget`'s, except where the property's law demands
+exact equality (:data:`EXACT`): there it is 0 (still ``inf`` where the analysis allows
+overflow). Where ``tanh`` is involved the exact value is not rational: the entry's exact
+values are the midpoints of enclosures of half-width ``enclosure`` (text), which the
+budget already includes.
+
+A backend passes an entry (:func:`resverify.reports.judge.judge`) when it gives bitwise the
+same answer twice, leaves its inputs untouched, and every element is within its budget
+(:func:`resverify.spec.compare.within`), or it gives the expected error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from resverify.impl.backend import Backend, Capabilities
+from resverify.reports.judge import Expected, Verdict, judge
+from resverify.spec.budget import error_budget
+from resverify.spec.codec import (
+    packaged_schema,
+    parse_json,
+    request_from_dict,
+    request_to_dict,
+    round_to_dtype,
+)
+from resverify.spec.errors import InvalidProgram, ResverifyError, UsageError
+from resverify.spec.exact import ExactResult, evaluate
+from resverify.spec.ir import DTYPES
+from resverify.spec.ops import OP_TABLE
+from resverify.spec.request import Request, ResultError, Value, storage_dtype
+
+__all__ = ["EXACT", "FORMAT", "Entry", "Oracle", "export", "load", "run"]
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+SCHEMA = "vectors.schema.json"
+FAMILIES = ("oracle", "structure", "depth", "variance", "hygiene")
+EXACT: Mapping[str, tuple[str, ...] | None] = {
+    "shared_operand_receives_k_times_the_cotangent": None,
+    "zero_branch_is_identity_and_still_learns": ("output", "x"),
+    "branch_zero_at_one_input_still_passes_gradient": None,
+    "alpha_zero_is_identity_and_branch_gets_no_gradient": None,
+    "block_with_a_minus_one_cancels_gradient_exactly": ("output", "x"),
+}
+"""Properties whose law demands exact equality, and the arrays it judges exactly
+(``output`` and input names; None: all of them)."""
+VALUE = ("form", "output", "grads")
+LAW_CHECKS: Mapping[str, tuple[str, ...]] = {
+    "same_request_gives_bitwise_identical_results": ("deterministic",),
+    "backend_never_mutates_inputs": ("untouched",),
+    "results_have_declared_shapes_and_dtype": ("form",),
+    "stack_output_is_input_plus_sum_of_branches": ("form", "output"),
+    "gradient_matches_central_differences": ("form", "grads"),
+    "independent_updates_add_their_variances": ("form", "output"),
+    "inverse_sqrt_depth_scaling_keeps_unit_variance": ("form", "output"),
+    "branch_depending_on_input_breaks_naive_variance_sum": ("form", "output"),
+    "sample_variance_of_merge_is_sum_plus_twice_covariance": ("form", "output"),
+}
+"""The checks (:data:`resverify.reports.judge.CHECKS`) of each property's law on one
+request; every other property checks a value (``VALUE``). A law that relates several
+requests cannot be checked on one: the entries of affinity in α check each value (stricter
+than the law, which a backend wrong in an affine way passes), those of the unrolled sum and
+the variance laws each output (the laws read only outputs). A refused shape mismatch is
+checked with ``error`` and ``untouched``; the probe the mismatch law runs around it (a
+valid ``residual_add`` of two equal inputs) with ``deterministic``."""
+Doc = dict[str, Any]
+# the schema's element patterns (spec/schema/vectors.schema.json), applied by _arrays
+_RATIONAL = re.compile(r"-?[0-9]+(/[1-9][0-9]*)?")
+_BOUND = re.compile(r"inf|0x[0-9a-f]+(\.[0-9a-f]*)?p[+-]?[0-9]+")
+
+
+class Oracle:
+    """A backend that answers the exact specification, each element rounded once to the
+    request's dtype: it claims every dtype and op, and breaks no law."""
+
+    name = "oracle"
+    capabilities = Capabilities(DTYPES, tuple(OP_TABLE), "cpu")
+
+    def __init__(self) -> None:
+        self.seen: dict[str, Request] = {}
+
+    def run(self, request: Request) -> Value | ResultError:
+        self.seen.setdefault(_digest(request), request)
+        exact = evaluate(request)
+        if exact.error is not None:
+            return exact.error
+        assert exact.output is not None and exact.grads is not None
+        return Value(_rounded(exact.output, request.dtype),
+                     {k: _rounded(v, request.dtype) for k, v in exact.grads.items()})
+
+
+def _rounded(values: np.ndarray, dtype: str) -> np.ndarray:
+    flat = [round_to_dtype(Fraction(v), dtype) for v in np.asarray(values).reshape(-1).tolist()]
+    return np.array(flat, dtype=np.float64).reshape(np.shape(values)).astype(
+        storage_dtype(dtype))
+
+
+def _digest(request: Request) -> str:
+    text = json.dumps(request_to_dict(request), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------------------
+# collecting the cases
+
+
+@dataclass(frozen=True)
+class CorpusCase:
+    """One request of the corpus and where it comes from."""
+
+    property: str
+    family: str
+    source: str
+    request: Request
+
+
+def _property_tests() -> Iterator[tuple[str, str, Any]]:
+    """(family, property name, test function) for every property test of the suite."""
+    for family in FAMILIES:
+        module = importlib.import_module(f"resverify.properties.test_{family}")
+        for name in sorted(vars(module)):
+            test = getattr(module, name)
+            if name.startswith("test_") and hasattr(test, "hypothesis"):
+                yield family, name.removeprefix("test_"), test
+
+
+def _pinned_cases(family: str, prop: str, test: Any) -> Iterator[CorpusCase]:
+    """The requests the law of ``test`` sends for each of its pinned examples, per dtype."""
+    from resverify.properties.plugin import PropertyRun
+    from resverify.properties.strategies import SENSIBLE, claiming, drawing
+
+    inner = test.hypothesis.inner_test
+    examples = reversed(getattr(test, "hypothesis_explicit_examples", []))
+    for number, example in enumerate(examples, 1):
+        for dtype in DTYPES:
+            oracle = Oracle()
+            run = PropertyRun(prop, oracle.name, oracle)
+            with claiming(oracle.capabilities.ops), drawing(dtype, SENSIBLE):
+                inner(backend=oracle, dtype=dtype, prop=run, **example.kwargs)
+            for request in oracle.seen.values():
+                yield CorpusCase(prop, family, f"example {number} of test_{prop}", request)
+
+
+def _fixture_cases() -> Iterator[CorpusCase]:
+    """Every seed fixture (spec/fixtures.py) in every dtype; the spec must give the values
+    the seeds state (checked here: a corpus never ships an answer the seeds contradict)."""
+    from resverify.spec.fixtures import seed_cases
+
+    for name, (request, output, grads) in seed_cases().items():
+        exact = evaluate(request)
+        assert exact.output is not None and exact.grads is not None
+        found = (tuple(exact.output.reshape(-1).tolist()),
+                 {k: tuple(exact.grads[k].reshape(-1).tolist()) for k in grads})
+        if found != (output, grads):
+            raise InvalidProgram(f"the spec disagrees with seed fixture {name}: {found}")
+        for dtype in DTYPES:
+            typed = Request(request.program, request.inputs, dtype, request.cotangent)
+            yield CorpusCase("seed_fixture_" + name.split(".")[0], "fixtures", name, typed)
+
+
+OP_ATTRIBUTES: Mapping[str, Fraction] = {"alpha": Fraction(3, 4), "eps": Fraction(1, 100)}
+
+
+def _op_cases() -> Iterator[CorpusCase]:
+    """Each op of :data:`resverify.spec.ops.OP_TABLE` alone on each of its sample shapes
+    (values k/4, |k| <= 8, from a seeded generator; α = 3/4, ε = 1/100), in every dtype:
+    the entries that reach every op, tanh's enclosures included."""
+    from resverify.spec.ir import Input, Node, Program
+
+    for name, op in OP_TABLE.items():
+        attr = getattr(op, "attribute", "alpha" if name == "scale" else None)
+        if attr is not None and attr not in OP_ATTRIBUTES:
+            continue
+        given = {attr: OP_ATTRIBUTES[attr]} if attr else {}
+        for number, shapes in enumerate(op.samples, 1):
+            rng = np.random.default_rng(number)
+            names = "ab"[:len(shapes)]
+            program = Program(tuple(Input(n, s) for n, s in zip(names, shapes, strict=True)),
+                              (Node("y", name, tuple(names), **given),), "y")
+            values = {n: rng.integers(-8, 9, size=s) / 4.0
+                      for n, s in zip(names, shapes, strict=True)}
+            cot = rng.integers(-8, 9, size=op.shape(list(shapes))) / 4.0
+            for dtype in DTYPES:
+                yield CorpusCase(f"op_{name}", "ops", f"{name} on sample shapes "
+                                 f"{[list(s) for s in shapes]}",
+                                 Request(program, values, dtype, cot))
+
+
+def collect(select: Sequence[str] = (),
+            progress: Callable[[str], None] = lambda _: None) -> list[CorpusCase]:
+    """Every case of the corpus, each request once (the first property that sends it);
+    with ``select``, only the properties (and seed fixtures) whose name contains one of
+    its texts."""
+    cases: dict[str, CorpusCase] = {}
+    chosen = (lambda name: any(text in name for text in select)) if select else (
+        lambda name: True)
+    for family, prop, test in _property_tests():
+        if not chosen(prop):
+            continue
+        progress(f"recording {prop}")
+        for case in _pinned_cases(family, prop, test):
+            cases.setdefault(f"{prop}:{_digest(case.request)}", case)
+    for case in filter(lambda c: chosen(c.property), _op_cases()):
+        cases.setdefault(f"{case.property}:{_digest(case.request)}", case)
+    for case in filter(lambda c: chosen(c.property), _fixture_cases()):
+        cases[f"{case.source}:{case.request.dtype}"] = case  # every fixture has its entries
+    return list(cases.values())
+
+
+# ----------------------------------------------------------------------------------------
+# writing
+
+
+def rational(value: Fraction | int) -> str:
+    """``"p/q"`` (or ``"p"``) for a rational."""
+    exact = Fraction(value)
+    return str(exact) if exact.denominator == 1 else f"{exact.numerator}/{exact.denominator}"
+
+
+def _bound_text(value: float) -> str:
+    return "inf" if value == float("inf") else float(value).hex()
+
+
+def _array(exact: np.ndarray, budget: np.ndarray) -> Doc:
+    shape = list(np.shape(exact))
+    limits = np.broadcast_to(np.asarray(budget, dtype=np.float64), shape).reshape(-1)
+    return {"shape": shape, "exact": [rational(v) for v in np.asarray(exact).reshape(-1).tolist()],
+            "budget": [_bound_text(b) for b in limits.tolist()]}
+
+
+def _exactly(prop: str, where: str, budget: np.ndarray) -> np.ndarray:
+    arrays = EXACT.get(prop, ())
+    if prop in EXACT and (arrays is None or where in arrays):
+        return np.where(np.isinf(budget), np.inf, 0.0)
+    return budget
+
+
+def expectation(case: CorpusCase) -> Doc:
+    """The ``expect`` object of an entry: the spec's value with its budget, or its error."""
+    exact: ExactResult = evaluate(case.request)
+    if exact.error is not None:
+        shapes = exact.error.shapes
+        return {"kind": "error", "error": exact.error.kind,
+                "shapes": None if shapes is None else [list(s) for s in shapes]}
+    assert exact.output is not None and exact.grads is not None
+    budget = error_budget(case.request, exact=exact)
+    grads = {name: _array(grad, _exactly(case.property, name, budget.grads[name]))
+             for name, grad in exact.grads.items()}
+    return {"kind": "value", "enclosure": rational(exact.slack),
+            "output": _array(exact.output, _exactly(case.property, "output", budget.output)),
+            "grads": grads}
+
+
+def checks(case: CorpusCase, expect: str) -> tuple[str, ...]:
+    """What the law of ``case``'s property checks on its request (see :data:`LAW_CHECKS`)."""
+    if expect == "error":
+        return ("error", "untouched")
+    ops = [n.op for n in case.request.program.nodes]
+    if case.property == "residual_add_rejects_every_shape_mismatch" and ops == ["residual_add"]:
+        return ("deterministic",)
+    return LAW_CHECKS.get(case.property, VALUE)
+
+
+def entry_doc(case: CorpusCase, ident: str) -> Doc:
+    request = case.request
+    expect = expectation(case)
+    return {"resverify-corpus": FORMAT, "id": ident, "property": case.property,
+            "family": case.family, "source": case.source, "dtype": request.dtype,
+            "ops": sorted({n.op for n in request.program.nodes}),
+            "checks": list(checks(case, expect["kind"])),
+            "request": request_to_dict(request), "expect": expect}
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of the corpus files (manifest and entries)."""
+    return packaged_schema("resverify.spec", SCHEMA)
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("resverify")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def export(folder: Path, select: Sequence[str] = (),
+           progress: Callable[[str], None] = lambda _: None) -> Doc:
+    """Write the corpus into ``folder`` (``entries/``, the manifest, the schema); returns
+    the manifest. ``select``: see :func:`collect`."""
+    cases = collect(select, progress)
+    (folder / "entries").mkdir(parents=True, exist_ok=True)
+    listed = []
+    for number, case in enumerate(cases, 1):
+        ident = f"{number:04d}-{case.property}-{case.request.dtype}"
+        doc = entry_doc(case, ident)
+        path = f"entries/{ident}.json"
+        (folder / path).write_text(json.dumps(doc, sort_keys=True) + "\n", encoding="utf-8")
+        listed.append({"id": ident, "file": path, "property": case.property,
+                       "family": case.family, "source": case.source,
+                       "dtype": case.request.dtype, "ops": doc["ops"],
+                       "expect": doc["expect"]["kind"]})
+        progress(f"wrote {path}")
+    manifest = {"resverify-corpus": FORMAT, "kind": "manifest", "generator": _version(),
+                "schema": SCHEMA, "dtypes": list(DTYPES), "entries": listed}
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n",
+                                   encoding="utf-8")
+    (folder / SCHEMA).write_text(json.dumps(schema(), indent=2) + "\n", encoding="utf-8")
+    return manifest
+
+
+# ----------------------------------------------------------------------------------------
+# reading and running
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry read back: its listing in the manifest, its request, its expectation."""
+
+    listing: Mapping[str, Any]
+    request: Request
+    expected: Expected
+    checks: tuple[str, ...]
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        return parse_json(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise UsageError(f"cannot read {what} {str(path)!r}: {reason}") from None
+    except InvalidProgram as exc:
+        raise UsageError(f"{what} {str(path)!r}: {exc}") from None
+
+
+@cache
+def _validator(ref: str) -> Any:
+    """The schema's validator for a manifest or an entry. The elements of the exact and
+    budget arrays (the bulk of an entry) are checked as strings here and parsed one by one
+    by :func:`_arrays` (jsonschema per element would take most of a run)."""
+    import jsonschema
+
+    full = schema()
+    defs = json.loads(json.dumps(full["$defs"]))
+    for key in ("exact", "budget"):
+        defs["array"]["properties"][key]["items"] = {"type": "string"}
+    return jsonschema.Draft202012Validator({"$schema": full["$schema"], "$defs": defs,
+                                            "$ref": f"#/$defs/{ref}"})
+
+
+def _validate(doc: Any, where: str, ref: str) -> None:
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(_validator(ref).iter_errors(doc))
+    if error is not None:
+        at = "/".join(str(p) for p in error.absolute_path) or "top level"
+        raise UsageError(f"{where}: bad field at {at}: {' '.join(error.message.split())[:300]}")
+
+
+def _bound(text: str, where: str) -> float:
+    if not _BOUND.fullmatch(text):
+        raise UsageError(f"{where}: budget {text!r} is not a hex float or inf")
+    return float.fromhex(text)
+
+
+def _arrays(doc: Mapping[str, Any], where: str) -> tuple[np.ndarray, np.ndarray]:
+    shape = tuple(doc["shape"])
+    if len(doc["exact"]) != int(np.prod(shape)) or len(doc["budget"]) != len(doc["exact"]):
+        raise UsageError(f"{where}: exact and budget must each fill shape {list(shape)}")
+    exact = np.empty(len(doc["exact"]), dtype=object)
+    exact[:] = [_rational(text, where) for text in doc["exact"]]
+    bound = [_bound(text, where) for text in doc["budget"]]
+    return exact.reshape(shape), np.array(bound, dtype=np.float64).reshape(shape)
+
+
+def _rational(text: str, where: str) -> Fraction:
+    if not _RATIONAL.fullmatch(text):
+        raise UsageError(f"{where}: exact value {text!r} is not a rational like -13/4")
+    return Fraction(text)
+
+
+def _expected(doc: Mapping[str, Any], where: str) -> Expected:
+    if doc["kind"] == "error":
+        shapes = doc.get("shapes")
+        return Expected(error=doc["error"],
+                        shapes=None if shapes is None else tuple(tuple(s) for s in shapes))
+    output, output_budget = _arrays(doc["output"], f"{where} output")
+    pairs = {k: _arrays(v, f"{where} grad {k}") for k, v in doc["grads"].items()}
+    return Expected(output, {k: v[0] for k, v in pairs.items()}, output_budget,
+                    {k: v[1] for k, v in pairs.items()})
+
+
+def load(folder: Path) -> Iterator[Entry]:
+    """Every entry of the corpus in ``folder``, checked against the schema as it is read;
+    a one-line :class:`UsageError` naming the file for anything wrong."""
+    manifest = _read_json(folder / MANIFEST, "corpus manifest")
+    _validate(manifest, f"corpus manifest {str(folder / MANIFEST)!r}", "manifest")
+    for listing in manifest["entries"]:
+        path = folder / listing["file"]
+        doc = _read_json(path, "corpus entry")
+        where = f"corpus entry {str(path)!r}"
+        _validate(doc, where, "entry")
+        try:
+            request = request_from_dict(doc["request"])
+            expected = _expected(doc["expect"], where)
+        except (ResverifyError, ValueError, ZeroDivisionError) as exc:
+            raise UsageError(f"{where}: {' '.join(str(exc).split())[:300]}") from None
+        yield Entry(listing, request, expected, tuple(doc["checks"]))
+
+
+def run(folder: Path, backend: Backend) -> Iterator[tuple[Entry, Verdict]]:
+    """Each entry of the corpus with its verdict on ``backend``."""
+    for entry in load(folder):
+        yield entry, judge(backend, entry.request, entry.expected, entry.checks)

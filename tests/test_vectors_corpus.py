@@ -1,0 +1,225 @@
+"""The portable corpus round-trips: export, every entry passes on numpy, and a deliberately
+broken backend fails it with the verdicts the suite's own laws give it on the same pinned
+examples. Entries follow the shipped schema; a malformed corpus is a one-line usage error.
+
+The fast tests export every family but the variance laws (whose pinned examples are 100
+layers of 768 samples); the slow test exports and runs the whole corpus.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis.errors import UnsatisfiedAssumption
+
+from resverify.impl.backend import Backend
+from resverify.impl.numpy_backend import NumpyBackend
+from resverify.properties import assertions, plugin
+from resverify.properties.assertions import PropertyFailure
+from resverify.properties.strategies import SENSIBLE, claiming, drawing
+from resverify.reports import corpus
+from resverify.reports.cli import main
+from resverify.reports.cmd_vectors import groups
+from resverify.spec.ir import DTYPES
+from tests import broken_backends as bb
+
+FAST = [prop for family, prop, _ in corpus._property_tests() if family != "variance"]
+Verdicts = dict[tuple[str, str], tuple[str, str | None]]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The corpus of every property but the variance laws, and every seed fixture."""
+    out = tmp_path_factory.mktemp("corpus")
+    corpus.export(out, [*FAST, "seed_fixture", "op_"])
+    return out
+
+
+def _corpus_verdicts(folder: Path, backend: Backend) -> Verdicts:
+    rows = [{**{k: e.listing[k] for k in ("id", "property", "dtype")}, **v.as_dict()}
+            for e, v in corpus.run(folder, backend)]
+    return {key: (v["status"], v["kind"]) for key, v in groups(rows).items()}
+
+
+def _suite_verdicts(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> Verdicts:
+    """Each property test of the suite on its pinned examples, on ``backend``: ``fail``
+    with the first failure's kind, ``pass`` when an example ran and none failed, else
+    ``skipped``."""
+    def unsatisfied() -> None:
+        raise UnsatisfiedAssumption
+
+    # the pinned examples run outside a Hypothesis run: an unclaimed request is skipped
+    monkeypatch.setattr(plugin, "event", lambda *args: None)
+    monkeypatch.setattr(plugin, "reject", unsatisfied)
+    monkeypatch.setattr(assertions, "reject", unsatisfied)
+    found: Verdicts = {}
+    for _, prop, test in corpus._property_tests():
+        if prop not in FAST:
+            continue
+        needs = next((m.args for m in test.pytestmark if m.name == "needs"), ())
+        for dtype in DTYPES:
+            if plugin.capability_reason(backend, dtype, tuple(needs)):
+                found[(prop, dtype)] = ("skipped", None)
+                continue
+            found[(prop, dtype)] = _run_examples(backend, prop, test, dtype)
+    return found
+
+
+def _run_examples(backend: Backend, prop: str, test: Any, dtype: str) -> tuple[str, str | None]:
+    ran = False
+    for example in reversed(test.hypothesis_explicit_examples):
+        run = plugin.PropertyRun(prop, backend.name, backend)
+        try:
+            with claiming(backend.capabilities.ops), drawing(dtype, SENSIBLE):
+                test.hypothesis.inner_test(backend=backend, dtype=dtype, prop=run,
+                                           **example.kwargs)
+            ran = True
+        except PropertyFailure as failure:
+            return ("fail", failure.kind)
+        except UnsatisfiedAssumption:
+            continue
+    return ("pass", None) if ran else ("skipped", None)
+
+
+def test_entries_and_manifest_follow_the_shipped_schema(folder: Path) -> None:
+    schema = json.loads((folder / corpus.SCHEMA).read_text())
+    assert schema == corpus.schema()
+    manifest = json.loads((folder / corpus.MANIFEST).read_text())
+    jsonschema.validate(manifest, schema, cls=jsonschema.Draft202012Validator)
+    for listing in manifest["entries"][::7]:
+        entry = json.loads((folder / listing["file"]).read_text())
+        jsonschema.validate(entry, schema, cls=jsonschema.Draft202012Validator)
+        assert entry["property"] == listing["property"] and entry["dtype"] == listing["dtype"]
+
+
+def test_element_patterns_of_the_loader_are_the_schemas() -> None:
+    defs = corpus.schema()["$defs"]
+    assert defs["rational"]["pattern"] == f"^{corpus._RATIONAL.pattern}$"
+    assert defs["bound"]["pattern"] == f"^({corpus._BOUND.pattern})$"
+
+
+def test_corpus_covers_every_pinned_property_and_seed_fixture_in_every_dtype(
+        folder: Path) -> None:
+    from resverify.spec.fixtures import seed_cases
+
+    listed = json.loads((folder / corpus.MANIFEST).read_text())["entries"]
+    pairs = {(e["property"], e["dtype"]) for e in listed}
+    pinned = [p for _, p, t in corpus._property_tests()
+              if p in FAST and getattr(t, "hypothesis_explicit_examples", None)]
+    fixtures = {"seed_fixture_" + name.split(".")[0] for name in seed_cases()}
+    for name in [*pinned, *fixtures]:
+        missing = [d for d in DTYPES if (name, d) not in pairs]
+        assert not missing, f"{name}: no entry in {missing}"
+    sources = {e["source"] for e in listed}
+    assert set(seed_cases()) <= sources, set(seed_cases()) - sources
+    assert {e["expect"] for e in listed} == {"value", "error"}
+    ops = {e["property"].removeprefix("op_") for e in listed if e["family"] == "ops"}
+    assert ops == set(corpus.OP_TABLE), set(corpus.OP_TABLE) - ops
+
+
+def test_exact_values_are_rationals_and_tanh_entries_carry_their_enclosure(
+        folder: Path) -> None:
+    listed = json.loads((folder / corpus.MANIFEST).read_text())["entries"]
+    s06 = next(e for e in listed if e["source"] == "S06.linear_block" and
+               e["dtype"] == "float64")
+    doc = json.loads((folder / s06["file"]).read_text())
+    assert doc["expect"]["output"]["exact"] == ["1", "-13/4"], doc["expect"]["output"]
+    assert doc["expect"]["enclosure"] == "0"
+    tanh = [e for e in listed if "tanh" in e["ops"]]
+    assert tanh, "no pinned example uses tanh"
+    enclosures = [json.loads((folder / e["file"]).read_text())["expect"]["enclosure"]
+                  for e in tanh]
+    assert all(text != "0" for text in enclosures), enclosures
+
+
+def test_numpy_passes_every_entry_it_claims(folder: Path) -> None:
+    verdicts = list(corpus.run(folder, NumpyBackend()))
+    failed = [(e.listing["id"], v.message) for e, v in verdicts if v.status == "fail"]
+    assert not failed, failed[:3]
+    skipped = {e.listing["dtype"] for e, v in verdicts if v.status == "skipped"}
+    assert skipped == {"bfloat16"}, skipped
+    assert sum(v.status == "pass" for _, v in verdicts) > 100
+
+
+# affinity in α relates three requests: a backend wrong in an affine way passes the law, but
+# its entries check each value, so the corpus also fails it there (documented in LAW_CHECKS)
+STRICTER = {"output_and_gradients_are_affine_in_alpha"}
+FAST_BROKEN = [bb.MissingIdentityBackward, bb.MutatingReject, bb.FalsyAlpha, bb.WrongDtype,
+               bb.Float64Subset]
+SLOW_BROKEN = [bb.BroadcastingMerge, bb.StrictAdd, bb.OverwrittenGrads, bb.AlphaTwice,
+               bb.IgnoresScale, bb.WrongReluDerivative, bb.SkipZeroBranch, bb.SharedWeightGrads,
+               bb.WrongAxisUnbroadcast, bb.UntransposedLinear, bb.MutatingMerge,
+               bb.Float32InFloat64]
+BROKEN = [*FAST_BROKEN, *(pytest.param(b, marks=pytest.mark.slow) for b in SLOW_BROKEN)]
+
+
+@pytest.mark.parametrize("broken", BROKEN, ids=lambda cls: cls.name)
+def test_broken_backend_fails_the_corpus_as_the_suite_fails_it(
+        folder: Path, broken: type[Backend], monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = broken()
+    ours, suite = _corpus_verdicts(folder, backend), _suite_verdicts(backend, monkeypatch)
+    differ = {key: (ours[key], suite[key]) for key in suite if ours.get(key) != suite[key]
+              and not (key[0] in STRICTER and suite[key][0] == "pass")}
+    assert not differ, f"(corpus, suite) verdicts differ on {backend.name}: {differ}"
+    assert any(status == "fail" for status, _ in ours.values()) or broken is bb.Float64Subset
+
+
+def _cli(*args: str) -> int:
+    return main(["vectors", *args])
+
+
+def test_cli_round_trip_and_usage_errors(folder: Path, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    assert _cli("run", str(folder)) == 0
+    assert "0 failed" in capsys.readouterr().out
+    assert _cli("run", str(folder), "--backend", "tests.broken_backends:AlphaTwice",
+                "--json", str(tmp_path / "v.json")) == 1
+    said = capsys.readouterr().out
+    assert "fail (law)" in said and "broken-alpha-twice" in said, said
+    rows = json.loads((tmp_path / "v.json").read_text())
+    assert {r["status"] for r in rows} == {"pass", "fail", "skipped"}
+    (tmp_path / "other.txt").write_text("not a corpus")
+    assert _cli("export", str(tmp_path)) == 2
+    assert _cli("run", str(tmp_path / "missing")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and "not empty" in err and "cannot read" in err, err
+
+
+def _broken_copy(folder: Path, tmp_path: Path) -> Iterator[Path]:
+    copy = tmp_path / "copy"
+    (copy / "entries").mkdir(parents=True)
+    manifest = json.loads((folder / corpus.MANIFEST).read_text())
+    manifest["entries"] = manifest["entries"][:1]
+    (copy / corpus.MANIFEST).write_text(json.dumps(manifest))
+    entry = json.loads((folder / manifest["entries"][0]["file"]).read_text())
+    path = copy / manifest["entries"][0]["file"]
+    for bad in ({**entry, "checks": ["sideways"]},
+                {**entry, "expect": {**entry["expect"], "output": {
+                    **entry["expect"]["output"], "exact": ["one"] * len(
+                        entry["expect"]["output"]["exact"])}}}):
+        path.write_text(json.dumps(bad))
+        yield path
+
+
+def test_malformed_entries_are_one_line_usage_errors_naming_the_file(
+        folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for path in _broken_copy(folder, tmp_path):
+        assert _cli("run", str(path.parent.parent)) == 2
+        err = capsys.readouterr().err
+        assert str(path) in err and err.count("\n") == 1, err
+
+
+@pytest.mark.slow
+def test_whole_corpus_exports_and_numpy_passes_all_of_it(tmp_path: Path) -> None:
+    manifest = corpus.export(tmp_path)
+    assert {e["family"] for e in manifest["entries"]} == {*corpus.FAMILIES, "ops", "fixtures"}
+    verdicts = list(corpus.run(tmp_path, NumpyBackend()))
+    failed = [(e.listing["id"], v.message) for e, v in verdicts if v.status == "fail"]
+    assert not failed, failed[:3]
+    variance = [v for e, v in verdicts if e.listing["family"] == "variance"]
+    assert variance and all(v.status in ("pass", "skipped") for v in variance)
