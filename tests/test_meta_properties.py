@@ -77,6 +77,7 @@ CATCHES: list[tuple[str, str, type[bb.Reference]]] = [
     ("results_have_declared_shapes_and_dtype", "float32", bb.WrongDtype),
     ("residual_add_rejects_equal_size_shape_pairs", "float64", bb.BroadcastingMerge),
     ("relu_gradient_is_exact_near_zero", "float64", bb.WrongReluDerivative),
+    ("stack_of_one_branch_family_matches_spec", "float64", bb.MissingIdentityBackward),
 ]
 
 
