@@ -1,0 +1,55 @@
+"""Smoke run of the real property suite on every adapter, for CI: one law, one dtype.
+
+``make matrix`` runs the whole suite on every installed backend (tens of minutes: the
+compiled variants compile each program the suite draws); this runs one property, the
+forward and gradients of random programs against the exact spec within budget, in
+float64 and seeded, through ``resverify check`` itself, so that CI sees every adapter
+answer real requests, and that the report says which library, version and numerics
+settings were checked. Missing libraries skip, except under CI=true.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from resverify.impl.registry import BUILTINS
+from resverify.reports.cli import main
+
+ENGINES = ("torch", "torch-compile", "jax", "jax-jit", "autograd", "tensorflow", "tinygrad",
+           "pytensor")
+SETTINGS = {
+    "torch-compile": ("compiler", "compiler_backend", "float32_matmul_precision"),
+    "torch": ("float32_matmul_precision", "cuda.matmul.allow_tf32", "deterministic_algorithms"),
+    "jax": ("jax_enable_x64", "jax_default_matmul_precision", "platform"),
+    "jax-jit": ("compiler", "jax_enable_x64", "jax_default_matmul_precision"),
+    "tensorflow": ("tensor_float_32_execution", "TF_ENABLE_ONEDNN_OPTS"),
+    "tinygrad": ("tinygrad_device",),
+    "pytensor": ("mode", "linker"),
+    "autograd": ("numpy",),
+}
+"""The numerics settings each backend's report entry must carry."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ENGINES)
+def test_engine_passes_the_spec_law_in_float64_and_the_report_says_what_ran(
+        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = BUILTINS[name].missing()
+    if missing is not None and os.environ.get("CI") != "true":
+        pytest.skip(missing)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    code = main(["check", "--backend", name, "--no-claims", "--",
+                 "-k", "forward_and_gradients_match_spec_within_budget and float64"])
+    doc = json.loads((tmp_path / "resverify-report" / "report.json").read_text())
+    statuses = {(p["backend"], p["dtype"], p["status"]) for p in doc["properties"]}
+    assert code == 0 and statuses == {(name, "float64", "passed")}, (code, statuses)
+    (entry,) = [b for b in doc["backends"] if b["name"] == name]
+    about = entry["about"]
+    assert about["library"] == BUILTINS[name].module and about["version"] != "unknown", about
+    missing_settings = [k for k in SETTINGS[name] if k not in about]
+    assert not missing_settings, f"{name}: report lacks {missing_settings}: {about}"
