@@ -11,6 +11,12 @@ projection shortcut when the width changes), ``relu`` (g·relu(x)), ``scale`` (a
 broadcast). Half the stacks repeat one family in every layer, so stacks of distinct
 same-shaped weights are common.
 
+Normalization (:func:`norm_stack_cases`): pre-norm blocks ``h + α·F(N(h))`` and post-norm
+blocks ``N(h + α·F(h))``, stacked, with N one of :data:`NORMS` and ε from
+:func:`epsilons`; projection shortcuts ``linear(x, P) + α·F(x)`` where F changes the
+width (:func:`projection_cases`), and width-changing branches whose output plain ``+``
+would broadcast (:func:`width_change_cases`).
+
 Sizes (:class:`Sizes`). Most arrays are small (sides up to 3), but about a third of the
 feature shapes have a wide last axis, up to ``max_width``, and linear layers follow it, so
 code paths that switch on size are reached; a weight stays within ``max_weight`` elements
@@ -76,13 +82,21 @@ __all__ = [
     "drawn_range",
     "dyadic_arrays",
     "dyadics",
+    "epsilons",
     "feature_shapes",
     "merge_case",
     "mismatched_shape_pairs",
+    "norm_block_case",
+    "norm_cases",
+    "norm_stack_cases",
+    "projection_cases",
     "residual_cases",
     "seeded_values",
     "shapes",
+    "shifted_norm_cases",
+    "single_norm_case",
     "values",
+    "width_change_cases",
 ]
 
 X_BOUND, W_BOUND = 8.0, 1.0
@@ -100,6 +114,8 @@ FAMILY_OPS: Mapping[str, frozenset[str]] = {
 FAMILIES = tuple(FAMILY_OPS)
 LIKELY = ("linear",)  # drawn twice as often: the usual branch, and the one that sums over a width
 SMOOTH_FAMILIES = tuple(f for f in FAMILIES if f != "relu")
+NORMS = ("layer_norm", "rms_norm")
+PLACEMENTS = ("pre", "post")  # x + α·F(N(x)), N(x + α·F(x))
 
 
 @dataclass(frozen=True)
@@ -371,6 +387,10 @@ class _Builder:
 
     def add(self, name: str, op: str, *args: str, alpha: Fraction | None = None) -> str:
         self.nodes.append(node(name, op, *args, alpha=alpha))
+        return name
+
+    def norm(self, name: str, op: str, arg: str, eps: Fraction) -> str:
+        self.nodes.append(Node(name, op, (arg,), eps=eps))
         return name
 
     def either_order(self, name: str, op: str, left: str, right: str) -> str:
@@ -646,3 +666,153 @@ def sample_block_cases(draw: Callable[[st.SearchStrategy[Any]], Any],
     shortcut, f, shape = _branch(b, 0, h, (n,), family, allowed, SIZES, project=False)
     s = b.add("s0", "scale", f, alpha=draw(alphas()))
     return b.case(b.add("h0", "residual_add", shortcut, s), shape)
+
+
+# ----------------------------------------------------------------------------------------
+# normalization: pre-norm and post-norm streams, projection shortcuts
+
+
+def epsilons() -> st.SearchStrategy[Fraction]:
+    """ε of a norm: PyTorch's 1e-5, 1e-6 (common in RMSNorm), and two powers of two."""
+    return st.sampled_from([Fraction(1, 10**5), Fraction(1, 10**6), Fraction(1, 2**10),
+                            Fraction(1, 2**4)])
+
+
+def _norms(ops: frozenset[str]) -> list[str]:
+    norms = [n for n in NORMS if n in ops]
+    if not norms:
+        raise ValueError(f"norm blocks need layer_norm or rms_norm; the ops given are "
+                         f"{sorted(ops)}")
+    return norms
+
+
+@st.composite
+def norm_stack_cases(draw: Callable[[st.SearchStrategy[Any]], Any],
+                     placement: str | None = None, max_depth: int = 3,
+                     families: Sequence[str] = FAMILIES, ops: Collection[str] | None = None,
+                     sizes: Sizes = SIZES) -> Case:
+    """Stacks of pre-norm blocks ``h = residual_add(h, scale(F(N(h)), α))`` or post-norm
+    blocks ``h = N(residual_add(h, scale(F(h), α)))`` (``placement`` "pre" or "post",
+    None: either), one norm N of the claimed ones and one ε per stack.
+
+    x has rank >= 1 (a norm needs an axis); branches keep the width (no projections), so
+    a linear branch's weight is square within ``max_weight``. Block ``l`` names its
+    norm ``n{l}``, its scale ``s{l}`` and its merge ``h{l}``.
+    """
+    allowed = claimed_ops(ops)
+    _require(allowed, "residual_add", "scale")
+    norm = draw(st.sampled_from(_norms(allowed)))
+    eps = draw(epsilons())
+    where = placement or draw(st.sampled_from(PLACEMENTS))
+    square = dataclasses.replace(sizes, max_width=min(sizes.max_width,
+                                                      math.isqrt(sizes.max_weight)))
+    b = _Builder(draw)
+    shape = draw(feature_shapes(square, min_dims=1))
+    h = b.input("x", shape, X_BOUND)
+    for layer in range(draw(st.integers(1, max_depth))):
+        family = draw(st.sampled_from(_families(families, shape, allowed, square, False)))
+        into = b.norm(f"n{layer}", norm, h, eps) if where == "pre" else h
+        _, f, _ = _branch(b, layer, into, shape, family, allowed, square, project=False)
+        s = b.add(f"s{layer}", "scale", f, alpha=draw(alphas()))
+        h = b.add(f"h{layer}", "residual_add", h, s)
+        if where == "post":
+            h = b.norm(f"n{layer}", norm, h, eps)
+    return b.case(h, shape)
+
+
+@st.composite
+def norm_cases(draw: Callable[[st.SearchStrategy[Any]], Any], ops: Collection[str] | None = None,
+               sizes: Sizes = SIZES) -> Case:
+    """One norm ``y = N(x)`` over x of rank 1..3 with a last axis of at least 2 (where the
+    mean and the scale are not trivial), ε from :func:`epsilons`."""
+    norm = draw(st.sampled_from(_norms(claimed_ops(ops))))
+    lead = draw(shapes(min_dims=0, max_dims=2))
+    width = draw(st.integers(2, sizes.max_width) if draw(st.booleans()) else st.integers(2, 4))
+    shape = (*lead, width)
+    b = _Builder(draw)
+    y = b.norm("y", norm, b.input("x", shape, X_BOUND), draw(epsilons()))
+    return b.case(y, shape)
+
+
+@st.composite
+def projection_cases(draw: Callable[[st.SearchStrategy[Any]], Any],
+                     ops: Collection[str] | None = None, sizes: Sizes = SIZES) -> Case:
+    """``residual_add(linear(x, P), scale(F(x), α))`` with F changing the width d -> k
+    (``linear(x, W)``, then tanh, relu or nothing as claimed), so the shortcut is the
+    projection P of shape (d, k). Inputs ``x``, ``p``, ``w``; the merge is ``y``."""
+    allowed = claimed_ops(ops)
+    _require(allowed, "residual_add", "scale", "linear")
+    b = _Builder(draw)
+    shape = draw(feature_shapes(sizes, min_dims=1, max_dims=2).filter(lambda s: s[-1] > 0))
+    d = shape[-1]
+    k = _out_width(draw, d, min(sizes.max_width, sizes.max_weight // d), sizes)
+    x = b.input("x", shape, X_BOUND)
+    q = b.add("q", "linear", x, b.input("p", (d, k), linear_bound(d)))
+    f = b.add("f", "linear", x, b.input("w", (d, k), linear_bound(d)))
+    after = draw(st.sampled_from([op for op in ("tanh", "relu") if op in allowed] + [""]))
+    if after:
+        f = b.add("g", after, f)
+    s = b.add("s", "scale", f, alpha=draw(alphas()))
+    return b.case(b.add("y", "residual_add", q, s), (*shape[:-1], k))
+
+
+@st.composite
+def width_change_cases(draw: Callable[[st.SearchStrategy[Any]], Any]) -> Case:
+    """``residual_add(x, linear(x, W))`` where W changes the last axis d -> k with
+    ``d == 1`` or ``k == 1``, so that plain ``x + F(x)`` would broadcast to width
+    ``max(d, k)``; no cotangent (the spec refuses the merge)."""
+    lead = draw(shapes(min_dims=0, max_dims=2, max_side=3))
+    d, k = draw(st.sampled_from([(1, 2), (1, 3), (2, 1), (3, 1), (4, 1)]))
+    b = _Builder(draw)
+    x = b.input("x", (*lead, d), X_BOUND)
+    f = b.add("f", "linear", x, b.input("w", (d, k), W_BOUND))
+    program = Program(tuple(b.inputs), (*b.nodes, node("y", "residual_add", x, f)), "y")
+    return Case(program, dict(b.values), None)
+
+
+def norm_block_case(placement: str, op: str, x: np.ndarray, w: np.ndarray, alpha: Fraction,
+                    eps: Fraction = Fraction(1, 10**5), depth: int = 1) -> Case:
+    """A pinned stack of ``depth`` pre-norm or post-norm blocks with the linear branch
+    ``linear(·, w)`` (one shared weight), cotangent 1, 2, ... (distinct along the row)."""
+    x = np.asarray(x, dtype=np.float64)
+    nodes, h = [], "x"
+    for layer in range(depth):
+        into = h
+        if placement == "pre":
+            nodes.append(Node(f"n{layer}", op, (h,), eps=eps))
+            into = f"n{layer}"
+        nodes += [node(f"f{layer}", "linear", into, "w"),
+                  node(f"s{layer}", "scale", f"f{layer}", alpha=alpha),
+                  node(f"h{layer}", "residual_add", h, f"s{layer}")]
+        h = f"h{layer}"
+        if placement == "post":
+            nodes.append(Node(f"n{layer}", op, (h,), eps=eps))
+            h = f"n{layer}"
+    program = Program((Input("x", x.shape), Input("w", np.shape(w))), tuple(nodes), h)
+    cot = (1 + np.arange(x.size, dtype=np.float64)).reshape(x.shape)
+    return Case(program, {"x": x, "w": np.asarray(w, dtype=np.float64)}, cot)
+
+
+def single_norm_case(op: str, x: np.ndarray, eps: Fraction = Fraction(1, 10**5)) -> Case:
+    """A pinned ``op(x, eps)`` with cotangent 1, 2, ... (distinct along the row)."""
+    x = np.asarray(x, dtype=np.float64)
+    program = Program((Input("x", x.shape),), (Node("y", op, ("x",), eps=eps),), "y")
+    return Case(program, {"x": x}, (1 + np.arange(x.size, dtype=np.float64)).reshape(x.shape))
+
+
+SHIFT_BITS = {"float64": 15, "float32": 15, "float16": 10, "bfloat16": 7}
+
+
+@st.composite
+def shifted_norm_cases(draw: Callable[[st.SearchStrategy[Any]], Any]
+                       ) -> tuple[Case, Fraction]:
+    """``layer_norm(x)`` and an integer shift t, |t| <= 8, with x + t exact in the test's
+    dtype: x = k·2^(5-b), |k| < 2^(b-1), b = :data:`SHIFT_BITS` of the dtype, so |x + t| < 32
+    needs at most b significant bits. The squares need more, so a one-pass variance rounds."""
+    bits = SHIFT_BITS[drawn_dtype()]
+    width = draw(st.integers(2, 6))
+    lead = draw(shapes(min_dims=0, max_dims=1, max_side=2))
+    step, top = 2.0 ** (5 - bits), 2 ** (bits - 1) - 1
+    x = draw(arrays(np.int64, (*lead, width), elements=st.integers(-top, top))) * step
+    case = single_norm_case("layer_norm", x, draw(epsilons()))
+    return case, Fraction(draw(st.integers(-8, 8).filter(bool)))

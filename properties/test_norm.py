@@ -1,0 +1,140 @@
+"""Normalization in residual streams: pre-norm, post-norm, the norm's laws, projections.
+
+Where the norm sits changes the recurrence (seed fact S29): a pre-norm stack with its
+branches off is the identity, a post-norm stack is N applied once per block; width
+changes need an explicit projection. Each property here has a broken backend it catches
+(tests/broken_norm_backends.py, checked by tests/test_meta_norm.py).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import assume, example, given
+from hypothesis import strategies as st
+
+from resverify.impl.backend import Backend
+from resverify.properties.cases import Case, round_to_dtype
+from resverify.properties.laws_norm import (
+    check_gradient_orthogonal_to_constants,
+    check_norm_statistics,
+    check_post_norm_zero_branch,
+    check_pre_norm_zero_branch_identity,
+    check_projection_gradient_splits,
+    check_scale_moves_into_eps,
+    check_shift_invariance,
+    check_width_change_refused,
+)
+from resverify.properties.laws_oracle import check_matches_spec
+from resverify.properties.plugin import PropertyRun
+from resverify.properties.strategies import (
+    norm_block_case,
+    norm_cases,
+    norm_stack_cases,
+    projection_cases,
+    shifted_norm_cases,
+    single_norm_case,
+    width_change_cases,
+    zero_alphas,
+)
+from resverify.spec.ir import DTYPES
+
+DTYPE = pytest.mark.parametrize("dtype", DTYPES)
+NORMED = pytest.mark.needs("layer_norm", "rms_norm", "residual_add", "scale")
+
+W = np.array([[0.5, -1.0, 0.25], [1.0, 0.5, -0.5], [-0.25, 0.75, 1.0]])
+X = np.array([1.0, -2.0, 3.5])
+ROWS = np.array([[1.0, -2.0, 3.5, 0.5], [3.0, 3.0, 3.0, 3.25]])  # the second row nearly constant
+NEAR_NINE = np.array([9.01, 9.02, 9.015, 9.03])  # shifted by 1 exactly, squares round
+
+
+@DTYPE
+@NORMED
+@given(case=norm_stack_cases())
+@example(case=norm_block_case("pre", "layer_norm", X, W, Fraction(1, 2), depth=2))
+@example(case=norm_block_case("post", "rms_norm", X, W, Fraction(-3, 4), Fraction(1, 16)))
+def test_norm_stacks_match_spec_within_budget(
+        backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
+    """Pre-norm and post-norm stacks: output and every gradient within budget."""
+    check_matches_spec(backend, prop.request(case, dtype))
+
+
+@DTYPE
+@NORMED
+@given(case=norm_stack_cases(placement="pre").map(zero_alphas))
+@example(case=norm_block_case("pre", "layer_norm", X, W, Fraction(0), depth=3))
+def test_pre_norm_zero_branch_stack_is_exact_identity(
+        backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
+    check_pre_norm_zero_branch_identity(backend, prop.request(case, dtype))
+
+
+@DTYPE
+@NORMED
+@given(case=norm_stack_cases(placement="post").map(zero_alphas))
+@example(case=norm_block_case("post", "layer_norm", X, W, Fraction(0), depth=2))
+@example(case=norm_block_case("post", "rms_norm", X, W, Fraction(0), Fraction(1, 16)))
+def test_post_norm_zero_branch_stack_is_the_normalization(
+        backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
+    check_post_norm_zero_branch(backend, prop.request(case, dtype))
+
+
+@DTYPE
+@pytest.mark.needs("layer_norm", "rms_norm")
+@given(case=norm_cases())
+@example(case=single_norm_case("layer_norm", ROWS))
+@example(case=single_norm_case("rms_norm", ROWS, Fraction(1, 16)))
+def test_norm_output_has_mean_zero_and_mean_square_one_up_to_eps(
+        backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
+    check_norm_statistics(backend, prop.request(case, dtype))
+
+
+@DTYPE
+@pytest.mark.needs("layer_norm")
+@given(shifted=shifted_norm_cases())
+@example(shifted=(single_norm_case("layer_norm", ROWS), Fraction(4)))
+@example(shifted=(single_norm_case("layer_norm", NEAR_NINE), Fraction(1)))
+def test_layer_norm_is_invariant_to_shifting_its_input(
+        backend: Backend, dtype: str, prop: PropertyRun, shifted: tuple[Case, Fraction]) -> None:
+    case, shift = shifted
+    request = prop.request(case, dtype)
+    moved = request.inputs["x"] + float(shift)
+    assume(np.array_equal(round_to_dtype(moved, dtype), moved))  # x + t exact in the dtype
+    check_shift_invariance(backend, request, shift)
+
+
+@DTYPE
+@pytest.mark.needs("layer_norm", "rms_norm")
+@given(case=norm_cases(), power=st.integers(-3, 3).filter(bool))
+@example(case=single_norm_case("layer_norm", ROWS, Fraction(1, 16)), power=2)
+@example(case=single_norm_case("rms_norm", ROWS, Fraction(1, 16)), power=-2)
+def test_scaling_the_input_moves_into_eps(
+        backend: Backend, dtype: str, prop: PropertyRun, case: Case, power: int) -> None:
+    """``N_ε(2^p x) = N_{ε/4^p}(x)``: positive scaling is invariance with ε rescaled."""
+    check_scale_moves_into_eps(backend, prop.request(case, dtype), power)
+
+
+@DTYPE
+@pytest.mark.needs("layer_norm")
+@given(case=norm_cases(ops=("layer_norm",)))
+@example(case=single_norm_case("layer_norm", ROWS))
+def test_layer_norm_gradient_is_orthogonal_to_constants(
+        backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
+    check_gradient_orthogonal_to_constants(backend, prop.request(case, dtype))
+
+
+@DTYPE
+@pytest.mark.needs("residual_add", "linear", "add")
+@given(case=width_change_cases())
+def test_residual_add_refuses_a_width_change_even_where_add_broadcasts(
+        backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
+    check_width_change_refused(backend, prop.request(case, dtype))
+
+
+@DTYPE
+@pytest.mark.needs("residual_add", "linear", "scale")
+@given(case=projection_cases())
+def test_projection_shortcut_gradient_is_both_paths(
+        backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
+    check_projection_gradient_splits(backend, prop.request(case, dtype))

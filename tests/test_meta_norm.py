@@ -1,0 +1,61 @@
+"""Meta-tests of the normalization properties: each one catches a planted wiring or
+numerical bug (tests/broken_norm_backends.py), and each broken backend is caught.
+
+The properties run exactly as the suite runs them (same strategies, same pinned
+examples), through :func:`tests.test_meta_properties.run_property`; that module also
+checks that every property passes on the unbroken base and counts its examples.
+:data:`NORM_CATCHES` is the normalization part of the suite's catch list.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import broken_backends as bb
+from tests import broken_norm_backends as bn
+from tests.test_meta_properties import CATCH, property_tests, run_property
+
+# (property, dtype, broken backend it must catch)
+NORM_CATCHES: list[tuple[str, str, type[bb.Reference]]] = [
+    ("norm_stacks_match_spec_within_budget", "float64", bn.NormTwice),
+    ("norm_stacks_match_spec_within_budget", "float32", bn.IdentityCarriesNorm),
+    ("norm_stacks_match_spec_within_budget", "float64", bn.PostAsPre),
+    ("pre_norm_zero_branch_stack_is_exact_identity", "float64", bn.IdentityCarriesNorm),
+    ("pre_norm_zero_branch_stack_is_exact_identity", "float16", bn.IdentityCarriesNorm),
+    ("post_norm_zero_branch_stack_is_the_normalization", "float64", bn.PostAsPre),
+    ("post_norm_zero_branch_stack_is_the_normalization", "float32", bn.NormTwice),
+    ("norm_output_has_mean_zero_and_mean_square_one_up_to_eps", "float64",
+     bn.UncentredLayerNorm),
+    ("layer_norm_is_invariant_to_shifting_its_input", "float32", bn.OnePassVariance),
+    ("layer_norm_is_invariant_to_shifting_its_input", "float64", bn.UncentredLayerNorm),
+    ("scaling_the_input_moves_into_eps", "float64", bn.EpsOutsideSqrt),
+    ("layer_norm_gradient_is_orthogonal_to_constants", "float64", bn.NoMeanInBackward),
+    ("residual_add_refuses_a_width_change_even_where_add_broadcasts", "float64",
+     bb.BroadcastingMerge),
+    ("projection_shortcut_gradient_is_both_paths", "float64", bn.DetachedProjection),
+]
+
+NORM_LAWS = {law for law, fn in property_tests().items() if fn.__module__.endswith("test_norm")}
+
+
+@pytest.mark.parametrize(("law", "dtype", "broken"), NORM_CATCHES,
+                         ids=[f"{p}-{b.__name__}-{d}" for p, d, b in NORM_CATCHES])
+def test_norm_property_catches_its_broken_backend(law: str, dtype: str,
+                                                  broken: type[bb.Reference]) -> None:
+    failure = run_property(law, broken(), dtype, CATCH)
+    assert failure is not None, (
+        f"property {law} passed {CATCH.max_examples} examples against {broken.__name__} "
+        f"[{dtype}]: it no longer catches '{broken.__doc__}'")
+    assert broken.name in str(failure), f"failure does not name the backend: {failure}"
+
+
+def test_every_norm_property_has_a_broken_backend_it_catches() -> None:
+    caught = {law for law, _, _ in NORM_CATCHES}
+    assert NORM_LAWS, "no property found in properties/test_norm.py"
+    assert caught == NORM_LAWS, (f"without a catch: {sorted(NORM_LAWS - caught)}; "
+                                 f"not a norm property: {sorted(caught - NORM_LAWS)}")
+
+
+def test_every_broken_norm_backend_is_used() -> None:
+    used = {broken for _, _, broken in NORM_CATCHES}
+    assert set(bn.BROKEN_NORM) <= used, sorted(b.__name__ for b in set(bn.BROKEN_NORM) - used)
