@@ -345,11 +345,12 @@ class WrongAxisUnbroadcast(Reference):
         return out
 
 
-SUBSET_OPS = ("add", "linear", "mul", "residual_add", "scale", "sum")
+SUBSET_OPS = ("add", "layer_norm", "linear", "mul", "residual_add", "rms_norm", "scale", "sum")
 
 
 class Float64Subset(Reference):
-    """Not broken: a correct backend that claims float64 and six ops only (no relu, tanh)."""
+    """Not broken: a correct backend that claims float64 and a subset of the ops (no relu,
+    no tanh)."""
 
     name = "float64-subset"
     capabilities = Capabilities(dtypes=("float64",), ops=SUBSET_OPS)
