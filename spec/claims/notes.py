@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from resverify.spec import exact, fixtures
+from resverify.spec import exact
 from resverify.spec import symbolic as sym
 from resverify.spec.budget import error_budget
 from resverify.spec.claims.build import frac, fracs, is_zero, make_program, make_request
@@ -190,34 +190,67 @@ def _s28() -> dict[str, object]:
             "sample covariance nonzero": sym.sample_covariance(xs, fs) != 0}
 
 
-def _centered(name: str, source: str) -> list[tuple[Any, ...]]:
-    """``v − mean(v)`` over 2 components: a rational stand-in for a normalization layer."""
-    return [(f"{name}_s", "sum", (source,)), (f"{name}_m", "scale", (f"{name}_s",),
-                                               Fraction(-1, 2)),
-            (name, "add", (source, f"{name}_m"))]
+_EPS = Fraction(7, 4)  # with x = [2, -1]: σ² = 9/4, σ² + ε = 4, so layer_norm is rational
+
+
+def _placed(where: str) -> Program:
+    """One block with a zero linear branch, pre-norm ``x + F(LN(x))`` or post-norm
+    ``LN(x + F(x))``, over x of width 2."""
+    branch_input = "n" if where == "pre" else "x"
+    nodes: list[tuple[Any, ...]] = [("f", "linear", (branch_input, "w")),
+                                    ("h", "residual_add", ("x", "f"))]
+    if where == "pre":
+        nodes.insert(0, ("n", "layer_norm", ("x",), None, _EPS))
+    else:
+        nodes.append(("y", "layer_norm", ("h",), None, _EPS))
+    return make_program({"x": (2,), "w": (2, 2)}, nodes, "h" if where == "pre" else "y")
+
+
+def _projected(output: str) -> Program:
+    """``linear(x, P) + linear(x, W)`` (width 2 -> 3), or either path alone."""
+    return make_program({"x": (2,), "p": (2, 3), "w": (2, 3)},
+                        [("q", "linear", ("x", "p")), ("f", "linear", ("x", "w")),
+                         ("y", "residual_add", ("q", "f"))], output)
 
 
 @SEED.claim("S29", _IMPLEMENTATION,
-            "A branch that changes the width cannot be merged without a projection, and "
-            "normalizing the branch input differs from normalizing after the sum.",
+            "A branch that changes the width is refused by the merge even where + would "
+            "broadcast, a projection shortcut's input gradient is the sum of both paths, and "
+            "with the branch off a pre-norm block is the identity while a post-norm block is "
+            "the normalization, so where the norm sits changes the recurrence.",
             expected={"width change refused": "shape_mismatch", "refused shapes": ((3,), (2,)),
-                      "normalize branch input": fracs("-1/4", "-23/8"),
-                      "normalize after the sum": fracs("17/8", "-17/8")},
-            note="Mean-centering stands in for a normalization layer so the values stay "
-                 "rational.")
+                      "refused where + broadcasts": ((1,), (2,)),
+                      "projected output": fracs("2", "5", "7"),
+                      "projected grad x": fracs("7", "13"),
+                      "shortcut path + branch path": fracs("7", "13"),
+                      "pre-norm, zero branch: output": fracs("2", "-1"),
+                      "pre-norm, zero branch: grad x": fracs("1", "0"),
+                      "post-norm, zero branch: output": fracs("3/4", "-3/4"),
+                      "post-norm, zero branch: grad x": fracs("7/64", "-7/64")},
+            note="ε = 7/4 makes σ² + ε = 4 a perfect square for x = [2, -1], so every "
+                 "layer_norm value here is an exact rational on every side.")
 def _s29(interp: Interpreter) -> dict[str, object]:
     wide = make_program({"x": (3,), "w": (3, 2)},
                         [("f", "linear", ("x", "w")), ("y", "residual_add", ("x", "f"))], "y")
     refused = interp(make_request(wide, {"x": [1.0, 2.0, 3.0], "w": np.ones((3, 2))}, None))
-    shapes = {"x": (2,), "w": (2, 2)}
-    pre = make_program(shapes, [*_centered("n", "x"), ("f", "linear", ("n", "w")),
-                                ("y", "residual_add", ("x", "f"))], "y")
-    post = make_program(shapes, [("f", "linear", ("x", "w")), ("r", "residual_add", ("x", "f")),
-                                 *_centered("y", "r")], "y")
-    values = {"x": fixtures.SEED_X, "w": fixtures.SEED_W}
+    narrow = make_program({"x": (1,), "w": (1, 2)},
+                          [("f", "linear", ("x", "w")), ("y", "residual_add", ("x", "f"))], "y")
+    broadcast = interp(make_request(narrow, {"x": [1.0], "w": [[1.0, 2.0]]}, None))
+    values = {"x": [1.0, 2.0], "p": [[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]],
+              "w": [[1.0, 1.0, 0.0], [0.0, 1.0, 2.0]]}
+    runs = {out: interp(make_request(_projected(out), values, [1.0, 2.0, 3.0]))
+            for out in ("y", "q", "f")}
+    placed = {where: interp(make_request(_placed(where), {"x": [2.0, -1.0],
+                                                          "w": np.zeros((2, 2))}, [1.0, 0.0]))
+              for where in ("pre", "post")}
     return {"width change refused": refused.error, "refused shapes": refused.error_shapes,
-            "normalize branch input": interp(make_request(pre, values, [1.0, 1.0])).output,
-            "normalize after the sum": interp(make_request(post, values, [1.0, 1.0])).output}
+            "refused where + broadcasts": broadcast.error_shapes,
+            "projected output": runs["y"].output, "projected grad x": runs["y"].grads["x"],
+            "shortcut path + branch path": tuple(
+                a + b for a, b in zip(runs["q"].grads["x"], runs["f"].grads["x"], strict=True)),
+            **{f"{where}-norm, zero branch: {part}": (run.output if part == "output"
+                                                      else run.grads["x"])
+               for where, run in placed.items() for part in ("output", "grad x")}}
 
 
 _U32 = Fraction(1, 2**24)
