@@ -100,9 +100,20 @@ def _validate(doc: Any, path: Path) -> None:
     field = f" field {where[2]!r}" if len(where) > 2 else ""
     said = " ".join(error.message.split())[:300]
     if error.validator == "oneOf":
-        said = ("give either property and vector, or claim (without vector or dtype); "
-                "both or neither were given")
+        said = _which(error.instance)
     raise UsageError(f"known failures {str(path)!r}: {entry}{field}: {said}")
+
+
+def _which(entry: Any) -> str:
+    """What an entry that is neither a property entry nor a claim entry lacks or mixes."""
+    given = set(entry) if isinstance(entry, dict) else set()
+    if "claim" in given and given & {"property", "vector", "dtype"}:
+        return "a claim entry takes no property, vector or dtype"
+    if "property" in given:
+        return "a property entry needs the vector that shows the failure"
+    if "vector" in given:
+        return "a vector needs the property it fails"
+    return "give a property and its vector, or a claim"
 
 
 def _vector(path: Path, number: int, raw: Mapping[str, Any], base: Path) -> tuple[Path, Request]:
