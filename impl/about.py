@@ -27,6 +27,8 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from resverify.spec.errors import UsageError
+
 About = dict[str, str]
 
 UNKNOWN = "unknown"
@@ -77,7 +79,7 @@ def _library_of(backend: Any) -> str:
 
 def _strings(info: Any) -> About:
     if not isinstance(info, Mapping):
-        raise TypeError(f"about() must return a mapping, got {type(info).__name__}")
+        raise UsageError(f"about() must return a mapping, got {type(info).__name__}")
     return {str(k): str(v) for k, v in info.items()}
 
 

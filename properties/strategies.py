@@ -60,7 +60,7 @@ from hypothesis.extra.numpy import (
 )
 
 from resverify.properties.cases import Case, node, numpy_dtype, round_to_dtype
-from resverify.spec.errors import Shape
+from resverify.spec.errors import Shape, UsageError
 from resverify.spec.ir import OPS, Input, Node, Program, broadcast_shapes
 
 __all__ = [
@@ -453,7 +453,7 @@ def _families(families: Sequence[str], shape: Shape, ops: frozenset[str], sizes:
               projections: bool) -> list[str]:
     usable = [f for f in families if _usable(f, shape, ops, sizes, projections)]
     if not usable:
-        raise ValueError(f"no branch family of {list(families)} can be built from ops "
+        raise UsageError(f"no branch family of {list(families)} can be built from ops "
                          f"{sorted(ops)} on shape {list(shape)}")
     return usable
 
@@ -461,7 +461,7 @@ def _families(families: Sequence[str], shape: Shape, ops: frozenset[str], sizes:
 def _require(ops: frozenset[str], *needed: str) -> None:
     missing = sorted(set(needed) - ops)
     if missing:
-        raise ValueError(f"residual blocks need op(s) {missing}; the ops given are {sorted(ops)}")
+        raise UsageError(f"residual blocks need op(s) {missing}; the ops given are {sorted(ops)}")
 
 
 @st.composite
@@ -514,7 +514,7 @@ def broadcast_pairs(draw: Callable[[st.SearchStrategy[Any]], Any], max_dims: int
     rank-0 or all-ones operand, ``mixed`` drops and stretches axes at random.
     """
     if max_dims < 2:
-        raise ValueError(f"broadcast_pairs needs max_dims >= 2, got {max_dims}")
+        raise UsageError(f"broadcast_pairs needs max_dims >= 2, got {max_dims}")
     rank = draw(st.integers(2, max_dims))
     full = tuple(draw(st.integers(2, max_side)) for _ in range(rank))
     kind = draw(st.sampled_from(BROADCASTS))
@@ -681,7 +681,7 @@ def epsilons() -> st.SearchStrategy[Fraction]:
 def _norms(ops: frozenset[str]) -> list[str]:
     norms = [n for n in NORMS if n in ops]
     if not norms:
-        raise ValueError(f"norm blocks need layer_norm or rms_norm; the ops given are "
+        raise UsageError(f"norm blocks need layer_norm or rms_norm; the ops given are "
                          f"{sorted(ops)}")
     return norms
 

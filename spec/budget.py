@@ -38,7 +38,7 @@ from fractions import Fraction
 import numpy as np
 
 from resverify.spec.compare import cells, decimal
-from resverify.spec.errors import InvalidProgram
+from resverify.spec.errors import InvalidRequest
 from resverify.spec.exact import ExactResult, Trace, evaluate
 from resverify.spec.ir import DTYPES, Node
 from resverify.spec.ops import OP_TABLE, TANH_ULPS, Site
@@ -108,7 +108,7 @@ class Budget:
         where the bound is infinite, anything goes, NaN included: overflow is allowed).
         """
         if exact.output is None or exact.grads is None:
-            raise InvalidProgram("an exact result with an output and gradients is needed")
+            raise InvalidRequest("an exact result with an output and gradients is needed")
         found = _misses("output", exact.output, output, self.output)
         for name, bound in self.grads.items():
             if name not in grads:
@@ -147,10 +147,10 @@ def error_budget(request: Request, dtype: str | None = None, *,
     """
     dtype = request.dtype if dtype is None else dtype
     if dtype not in DTYPES:
-        raise InvalidProgram(f"unknown dtype {dtype!r}; known: {list(DTYPES)}")
+        raise InvalidRequest(f"unknown dtype {dtype!r}; known: {list(DTYPES)}")
     exact = evaluate(request) if exact is None or exact.trace is None else exact
     if exact.error is not None or exact.trace is None or request.cotangent is None:
-        raise InvalidProgram(f"no budget for a request the spec rejects: {exact.error}")
+        raise InvalidRequest(f"no budget for a request the spec rejects: {exact.error}")
     ctx = Ctx(dtype, float(UNIT_ROUNDOFF[dtype]), float(TINY[dtype]))
     trace, rounds = exact.trace, dtype != request.dtype
     bounds = {n: _leaf(ctx, v, rounds) for n, v in request.inputs.items()}

@@ -29,7 +29,7 @@ from fractions import Fraction
 import numpy as np
 import sympy
 
-from resverify.spec.errors import Shape
+from resverify.spec.errors import InvalidProgram, Shape
 from resverify.spec.ir import OPS
 from resverify.spec.ops import OP_TABLE
 
@@ -107,7 +107,7 @@ def _vjp(jacobian: sympy.Matrix, cotangent: np.ndarray, shape: Shape) -> np.ndar
 def derived(op: str, shapes: tuple[Shape, ...]) -> Derived:
     """Derive ``op``'s Jacobians and VJP at argument ``shapes`` (cached)."""
     if op not in OPS or len(shapes) != OPS[op]:
-        raise ValueError(f"{op!r} with {len(shapes)} argument shape(s) is not an op of the IR")
+        raise InvalidProgram(f"{op!r} with {len(shapes)} argument shape(s) is not an op of the IR")
     args = tuple(symbols(name, shape) for name, shape in zip("ab", shapes, strict=False))
     output = symbolic_forward(op, args)
     cotangent = symbols("g", output.shape)

@@ -49,7 +49,7 @@ import numpy as np
 
 from resverify.spec.budget import Budget, Miss, error_budget
 from resverify.spec.compare import within
-from resverify.spec.errors import ShapeMismatch
+from resverify.spec.errors import ResverifyError, ShapeMismatch
 from resverify.spec.exact import ExactResult, Trace, evaluate
 from resverify.spec.ir import Node, Program, infer_shapes
 from resverify.spec.ops import OP_TABLE, Site
@@ -67,7 +67,7 @@ _SAFE_HI, _SAFE_LO = 2.0**995, 2.0**-969  # two-product exact between these magn
 _CHUNK = 1 << 20  # floats handed to fsum per batch
 
 
-class NotEnclosed(Exception):
+class NotEnclosed(ResverifyError):
     """The request is outside what the enclosure covers; use the exact interpreter."""
 
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from resverify.spec.errors import InvalidProgram, ShapeMismatch
+from resverify.spec.errors import InvalidRequest, ShapeMismatch
 from resverify.spec.ir import Program, infer_shapes
 from resverify.spec.ops import OP_TABLE, Site
 from resverify.spec.rational import (
@@ -109,7 +109,7 @@ def evaluate_exact(program: Program, inputs: Mapping[str, object],
         return ExactResult(output, None, slack[program.output], trace=trace)
     cot = as_fractions(cotangent)
     if cot.shape != shapes[program.output]:
-        raise InvalidProgram(f"cotangent has shape {list(cot.shape)}, "
+        raise InvalidRequest(f"cotangent has shape {list(cot.shape)}, "
                              f"output has {list(shapes[program.output])}")
     grads, grad_slack = _backward(program, values, slack, cot)
     total = max([slack[program.output], *(grad_slack[n] for n in program.input_names)])
@@ -120,13 +120,13 @@ def evaluate_exact(program: Program, inputs: Mapping[str, object],
 def _read_inputs(program: Program, inputs: Mapping[str, object]) -> dict[str, Arr]:
     declared = {i.name: i.shape for i in program.inputs}
     if set(inputs) != set(declared):
-        raise InvalidProgram(f"inputs {sorted(inputs)} do not match program inputs "
+        raise InvalidRequest(f"inputs {sorted(inputs)} do not match program inputs "
                              f"{sorted(declared)}")
     values = {}
     for name, shape in declared.items():
         values[name] = as_fractions(inputs[name])
         if values[name].shape != shape:
-            raise InvalidProgram(f"input {name!r} has shape {list(values[name].shape)}, "
+            raise InvalidRequest(f"input {name!r} has shape {list(values[name].shape)}, "
                                  f"declared {list(shape)}")
     return values
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from mpmath import libmp
 
-from resverify.spec.errors import InvalidProgram, Shape
+from resverify.spec.errors import InvalidProgram, InvalidRequest, Shape
 
 __all__ = [
     "TANH_PRECISION_BITS",
@@ -60,17 +60,17 @@ def fraction(value: object) -> Fraction:
     if isinstance(value, Fraction):
         return value
     if isinstance(value, (bool, np.bool_)):
-        raise InvalidProgram(f"expected a number, got {value!r}")
+        raise InvalidRequest(f"expected a number, got {value!r}")
     if isinstance(value, (float, np.floating)):
         number = float(value)
         if number != number or number in (float("inf"), float("-inf")):
-            raise InvalidProgram(f"the exact interpreter needs finite values, got {number!r}")
+            raise InvalidRequest(f"the exact interpreter needs finite values, got {number!r}")
         return Fraction(number)
     if isinstance(value, (int, np.integer)):
         return Fraction(int(value))
     if isinstance(value, str):
         return Fraction(value)
-    raise InvalidProgram(f"expected a number, got {type(value).__name__} {value!r}")
+    raise InvalidRequest(f"expected a number, got {type(value).__name__} {value!r}")
 
 
 def objects(values: Sequence[object], shape: Shape) -> Arr:
@@ -89,7 +89,7 @@ def as_fractions(array: object) -> Arr:
     """An object array of exact Fractions with the same shape (-0.0 becomes Fraction(0)).
 
     Floats convert exactly (every finite float is a dyadic rational); NaN and infinities
-    are refused with :class:`~resverify.spec.errors.InvalidProgram`.
+    are refused with :class:`~resverify.spec.errors.InvalidRequest`.
     """
     raw = array if isinstance(array, np.ndarray) else np.array(array, dtype=object)
     return objects([fraction(v) for v in raw.reshape(-1).tolist()], raw.shape)

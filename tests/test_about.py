@@ -122,7 +122,7 @@ def test_a_failing_about_is_recorded_not_raised() -> None:
 
 def test_about_that_is_not_a_mapping_is_recorded() -> None:
     about = describe_backend(_Described(["library", "x"]))
-    assert about["about_error"].startswith("TypeError: about() must return a mapping"), about
+    assert about["about_error"].startswith("UsageError: about() must return a mapping"), about
 
 
 def test_unknown_adapter_names_the_package_of_its_class() -> None:

@@ -12,7 +12,7 @@ from hypothesis.extra.numpy import arrays
 
 from resverify.impl.numpy_backend import NumpyBackend
 from resverify.spec.budget import UNIT_ROUNDOFF, Budget, error_budget, gamma
-from resverify.spec.errors import InvalidProgram
+from resverify.spec.errors import InvalidRequest
 from resverify.spec.exact import ExactResult, evaluate
 from resverify.spec.fixtures import linear_block_request, seed_cases, shared_operand_request
 from resverify.spec.ir import Input, Node, Program
@@ -242,7 +242,7 @@ def test_no_budget_for_a_rejected_program() -> None:
     program = Program((Input("a", (2, 2)), Input("b", (2,))),
                       (Node("y", "residual_add", ("a", "b")),), "y")
     request = Request(program, {"a": np.zeros((2, 2)), "b": np.zeros(2)}, "float64", None)
-    with pytest.raises(InvalidProgram, match="rejects"):
+    with pytest.raises(InvalidRequest, match="rejects"):
         error_budget(request)
 
 

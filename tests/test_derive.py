@@ -16,7 +16,7 @@ from resverify.spec.derive import (
     local_jacobian,
     relu_derivative,
 )
-from resverify.spec.errors import Shape
+from resverify.spec.errors import InvalidProgram, Shape
 from resverify.spec.ops import OP_TABLE
 
 SMOOTH_CASES: list[tuple[str, tuple[Shape, ...]]] = [
@@ -105,7 +105,7 @@ def test_relu_derivative_at_zero_is_the_declared_zero_not_sympys_half() -> None:
 
 
 def test_unknown_op_or_arity_is_refused() -> None:
-    with pytest.raises(ValueError, match="not an op"):
+    with pytest.raises(InvalidProgram, match="not an op"):
         derived("softmax", ((2,),))
-    with pytest.raises(ValueError, match="not an op"):
+    with pytest.raises(InvalidProgram, match="not an op"):
         derived("add", ((2,),))

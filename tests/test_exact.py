@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from mpmath import libmp
 
-from resverify.spec.errors import InvalidProgram
+from resverify.spec.errors import InvalidRequest
 from resverify.spec.exact import (
     TANH_PRECISION_BITS,
     as_fractions,
@@ -190,7 +190,7 @@ def test_as_fractions_reads_floats_exactly_and_drops_the_sign_of_zero() -> None:
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_non_finite_inputs_are_refused(bad: float) -> None:
-    with pytest.raises(InvalidProgram, match="finite"):
+    with pytest.raises(InvalidRequest, match="finite"):
         as_fractions([1.0, bad])
 
 
@@ -247,9 +247,9 @@ def test_forward_only_when_no_cotangent() -> None:
 
 def test_wrong_input_names_or_shapes_are_refused() -> None:
     program = one_node("relu", [(2,)])
-    with pytest.raises(InvalidProgram, match="do not match"):
+    with pytest.raises(InvalidRequest, match="do not match"):
         evaluate_exact(program, {"z": [1.0, 2.0]}, None)
-    with pytest.raises(InvalidProgram, match="declared"):
+    with pytest.raises(InvalidRequest, match="declared"):
         evaluate_exact(program, {"a": [1.0, 2.0, 3.0]}, None)
-    with pytest.raises(InvalidProgram, match="cotangent"):
+    with pytest.raises(InvalidRequest, match="cotangent"):
         evaluate_exact(program, {"a": [1.0, 2.0]}, [1.0])
