@@ -47,8 +47,11 @@ class UsageError(ResverifyError, ValueError):
 
     Raised by ``resverify.reports.*`` (the CLI prints the one line and exits 2),
     ``resverify.impl.registry`` and ``resverify.impl.external`` (backend names, ``cmd:``),
-    ``resverify.impl.backend.Capabilities``, ``resverify.properties.plugin`` (options) and
-    ``resverify.properties.assertions`` (an unknown failure kind).
+    ``resverify.impl.backend.Capabilities``, ``resverify.impl.about`` (an ``about()`` that
+    is not a mapping), ``resverify.properties.plugin`` (options),
+    ``resverify.properties.strategies`` (a strategy asked for what its ops cannot build),
+    ``resverify.properties.assertions`` (an unknown failure kind) and
+    ``resverify.spec.symbolic`` (a derivation asked beyond its arguments).
     """
 
 
@@ -65,7 +68,8 @@ class InvalidProgram(InvalidInput):
     unknown name, a cycle, a shape that is not a list of sizes.
 
     Raised by ``resverify.spec.ir`` (``Node``, ``Program``), ``resverify.spec.codec`` (a
-    program document missing a field) and ``resverify.impl.backend.scale_alpha``. A program
+    program document missing a field), ``resverify.spec.derive`` (an op the IR lacks) and
+    ``resverify.impl.backend.scale_alpha``. A program
     whose shapes do not fit is *not* invalid: it is a valid question whose answer is a
     ``shape_mismatch`` (:class:`ShapeMismatch`).
     """
