@@ -11,7 +11,8 @@ value; the midpoint becomes the Fraction carried on, half the width its error.
 ``layer_norm`` and ``rms_norm`` divide by a square root, ``1/sqrt(w)`` for a rational
 ``w > 0``: :func:`exact_rsqrt` encloses it with integer square roots (``math.isqrt`` is
 the exact floor, so the enclosure is rigorous at any size) to the same relative
-``2**-TANH_PRECISION_BITS``, and again the midpoint is carried on, half the width its error.
+``2**-TANH_PRECISION_BITS``, and a short dyadic inside it is carried on, its distance to
+either end its error.
 
 The error helpers (:func:`mag`, :func:`times`) bound how such approximation errors spread:
 one absolute bound per array, ``|ab - a'b'| <= |a'|e_b + |b'|e_a + e_a e_b``.
@@ -197,19 +198,25 @@ def exact_rsqrt(w: Fraction) -> tuple[Fraction, Fraction]:
     """``(r, e)`` with ``|1/sqrt(w) - r| <= e <= r * 2**-TANH_PRECISION_BITS`` for ``w > 0``.
 
     For ``w = p/q``, ``1/sqrt(w) = sqrt(p q) / p``; with ``k = isqrt(p q 4**K)``,
-    ``k <= 2**K sqrt(p q) < k + 1``, so ``[k, k + 1] / (p 2**K)`` encloses it, and
-    ``K = TANH_PRECISION_BITS + 2`` makes the width (``1/k`` of it, ``k >= 2**K``) narrow
-    enough. Exact when ``p q`` is a perfect square (``w = 1/4`` gives ``r = 2``, ``e = 0``).
+    ``k <= 2**K sqrt(p q) < k + 1``, so ``[k, k + 1] / (p 2**K)`` encloses it, narrower
+    than ``2**-K`` of it (``k >= 2**K``). The midpoint carried on is that interval's centre
+    rounded to a dyadic of about ``TANH_PRECISION_BITS + 8`` significant bits, so that a
+    stack of norms grows its numbers by a fixed number of bits per layer rather than
+    doubling them; ``e`` covers the interval and the rounding, exactly. A perfect square
+    ``p q`` gives the exact value (``w = 1/4``: ``r = 2``, ``e = 0``).
     """
     if w <= 0:
         raise InvalidProgram(f"1/sqrt needs a positive argument, got {w}")
     p, q = w.numerator, w.denominator
     if math.isqrt(p * q) ** 2 == p * q:
         return Fraction(math.isqrt(p * q), p), ZERO
-    shift = TANH_PRECISION_BITS + 2
+    shift = TANH_PRECISION_BITS + 4
     k = math.isqrt((p * q) << (2 * shift))
-    scale = p << shift
-    return Fraction(2 * k + 1, 2 * scale), Fraction(1, 2 * scale)
+    low, high = Fraction(k, p << shift), Fraction(k + 1, p << shift)
+    bits = TANH_PRECISION_BITS + 8 - (low.numerator.bit_length() - low.denominator.bit_length())
+    grid = Fraction(1, 2**bits) if bits >= 0 else Fraction(2 ** -bits)
+    mid = round((low + high) / 2 / grid) * grid
+    return mid, max(high - mid, mid - low)
 
 
 # ----------------------------------------------------------------------------------------
