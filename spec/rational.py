@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from mpmath import libmp
 
-from resverify.spec.errors import InvalidProgram, InvalidRequest, Shape
+from resverify.spec.errors import InvalidRequest, Shape
 
 __all__ = [
     "TANH_PRECISION_BITS",
@@ -206,7 +206,7 @@ def exact_rsqrt(w: Fraction) -> tuple[Fraction, Fraction]:
     ``p q`` gives the exact value (``w = 1/4``: ``r = 2``, ``e = 0``).
     """
     if w <= 0:
-        raise InvalidProgram(f"1/sqrt needs a positive argument, got {w}")
+        raise InvalidRequest(f"1/sqrt needs a positive argument, got {w}")
     p, q = w.numerator, w.denominator
     if math.isqrt(p * q) ** 2 == p * q:
         return Fraction(math.isqrt(p * q), p), ZERO

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from resverify.spec.codec import dumps, loads_request
-from resverify.spec.errors import InvalidProgram, ShapeMismatch
+from resverify.spec.errors import InvalidProgram, InvalidRequest, ShapeMismatch
 from resverify.spec.exact import as_fractions, evaluate
 from resverify.spec.ir import ATTRIBUTES, Input, Node, Program, node_shape
 from resverify.spec.rational import TANH_PRECISION_BITS, exact_rsqrt
@@ -81,7 +81,7 @@ def test_rsqrt_enclosure_holds_exactly(w: Fraction) -> None:
 def test_rsqrt_of_a_perfect_square_is_exact() -> None:
     assert exact_rsqrt(Fraction(4)) == (Fraction(1, 2), 0)
     assert exact_rsqrt(Fraction(9, 16)) == (Fraction(4, 3), 0)
-    with pytest.raises(InvalidProgram, match="positive"):
+    with pytest.raises(InvalidRequest, match="positive"):
         exact_rsqrt(Fraction(0))
 
 
