@@ -7,6 +7,12 @@ families linear, ``g·relu``, ``a·x`` and tanh; laws over a depth ``L`` are pro
 symbolic ``L`` by induction (base case and step both simplify to zero) and swept for
 concrete depths with exact integers, from a derivation made once and cached.
 
+Every derivation here is cached (``functools.cache``, keyed by the branch family, size,
+constants and depth; branches and the matrices returned are immutable, so a cached answer
+cannot be changed by a caller): the claims, the property suite and ``resverify bench``
+ask for the same laws again and again, and SymPy takes tens to thousands of milliseconds
+for each.
+
 Conventions: vectors are rows, a linear branch is ``F(x) = x W`` (so ``J_F = Wᵀ`` and
 ``J_Fᵀ ȳ = W ȳ``); ``relu`` is ``max(v, 0)`` and its derivative at 0 is 0 (the x ≤ 0 piece
 is taken at the kink; :data:`RELU_DERIVATIVE_AT_ZERO`).
@@ -24,6 +30,8 @@ from fractions import Fraction
 import numpy as np
 import sympy as sp
 from sympy import stats
+
+from resverify.spec.errors import UsageError
 
 __all__ = [
     "ALPHA",
@@ -83,33 +91,43 @@ RELU_DERIVATIVE_AT_ZERO = 0
 
 @dataclass(frozen=True)
 class Branch:
-    """A branch ``F`` over the symbols ``xs``: ``values`` is the column of ``F_i(x)``."""
+    """A branch ``F`` over the symbols ``xs``: ``values`` is the column of ``F_i(x)``.
+
+    Immutable and hashable (``values`` is kept as a SymPy ``ImmutableMatrix``), so every
+    derivation from a branch can be cached by it.
+    """
 
     name: str
     xs: tuple[sp.Symbol, ...]
-    values: sp.Matrix
+    values: sp.ImmutableMatrix
 
-    @property
-    def jacobian(self) -> sp.Matrix:
-        """``J_F[i, j] = ∂F_i/∂x_j``."""
-        return self.values.jacobian(sp.Matrix(self.xs))
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "values", sp.ImmutableMatrix(self.values))
+
+    @functools.cached_property
+    def jacobian(self) -> sp.ImmutableMatrix:
+        """``J_F[i, j] = ∂F_i/∂x_j`` (derived once per branch)."""
+        return sp.ImmutableMatrix(self.values.jacobian(sp.Matrix(self.xs)))
 
 
 def _xs(n: int) -> tuple[sp.Symbol, ...]:
     return tuple(sp.symbols(f"x0:{n}", real=True))
 
 
+@functools.cache
 def symbolic_branch(n: int) -> Branch:
     """An arbitrary branch: ``F_i`` is an undefined SymPy function of all ``n`` inputs."""
     xs = _xs(n)
     return Branch("symbolic", xs, sp.Matrix([sp.Function(f"F{i}")(*xs) for i in range(n)]))
 
 
-def linear_weights(n: int) -> sp.Matrix:
+@functools.cache
+def linear_weights(n: int) -> sp.ImmutableMatrix:
     """The symbolic weight matrix ``W[i, j] = w_i_j``."""
-    return sp.Matrix(n, n, lambda i, j: sp.Symbol(f"w_{i}_{j}", real=True))
+    return sp.ImmutableMatrix(n, n, lambda i, j: sp.Symbol(f"w_{i}_{j}", real=True))
 
 
+@functools.cache
 def linear_branch(n: int) -> Branch:
     """``F(x) = x W`` with x a row: ``F_j = Σ_i x_i W[i, j]``."""
     xs = _xs(n)
@@ -127,6 +145,7 @@ def relu_derivative(v: sp.Expr) -> sp.Expr:
     return sp.Piecewise((1, v > 0), (0, True))
 
 
+@functools.cache
 def relu_branch(n: int, gain: sp.Expr | None = None) -> Branch:
     """``F_i = g·relu(x_i)`` (``g`` symbolic unless given)."""
     xs = _xs(n)
@@ -134,12 +153,14 @@ def relu_branch(n: int, gain: sp.Expr | None = None) -> Branch:
     return Branch("relu", xs, sp.Matrix([g * relu(x) for x in xs]))
 
 
+@functools.cache
 def scale_branch(n: int, slope: sp.Expr = SLOPE) -> Branch:
     """``F(x) = a·x``."""
     xs = _xs(n)
     return Branch("scale", xs, sp.Matrix([slope * x for x in xs]))
 
 
+@functools.cache
 def tanh_branch(n: int) -> Branch:
     """``F_i = tanh(x_i)``: the smooth nonlinear family."""
     xs = _xs(n)
@@ -157,19 +178,22 @@ FAMILIES: dict[str, Callable[[int], Branch]] = {
 
 # --- one block: y = x + αF(x) -----------------------------------------------------------------
 
-def block_output(branch: Branch, alpha: sp.Expr = ALPHA) -> sp.Matrix:
+@functools.cache
+def block_output(branch: Branch, alpha: sp.Expr = ALPHA) -> sp.ImmutableMatrix:
     """The column ``x + αF(x)``."""
-    return sp.Matrix(branch.xs) + alpha * branch.values
+    return sp.ImmutableMatrix(sp.Matrix(branch.xs) + alpha * branch.values)
 
 
-def block_jacobian(branch: Branch, alpha: sp.Expr = ALPHA) -> sp.Matrix:
+@functools.cache
+def block_jacobian(branch: Branch, alpha: sp.Expr = ALPHA) -> sp.ImmutableMatrix:
     """``J_y``, obtained by differentiating the block output itself (not from the law)."""
-    return block_output(branch, alpha).jacobian(sp.Matrix(branch.xs))
+    return sp.ImmutableMatrix(block_output(branch, alpha).jacobian(sp.Matrix(branch.xs)))
 
 
-def cotangent(n: int) -> sp.Matrix:
+@functools.cache
+def cotangent(n: int) -> sp.ImmutableMatrix:
     """The symbolic output cotangent ``ȳ`` as a column."""
-    return sp.Matrix(sp.symbols(f"ybar0:{n}", real=True))
+    return sp.ImmutableMatrix(sp.symbols(f"ybar0:{n}", real=True))
 
 
 def block_vjp(branch: Branch, ybar: sp.Matrix, alpha: sp.Expr = ALPHA) -> sp.Matrix:
@@ -178,23 +202,27 @@ def block_vjp(branch: Branch, ybar: sp.Matrix, alpha: sp.Expr = ALPHA) -> sp.Mat
     return sp.Matrix([sp.diff(pairing, x) for x in branch.xs])
 
 
-def jacobian_law_difference(branch: Branch, alpha: sp.Expr = ALPHA) -> sp.Matrix:
+@functools.cache
+def jacobian_law_difference(branch: Branch, alpha: sp.Expr = ALPHA) -> sp.ImmutableMatrix:
     """``J_y − (I + αJ_F)``, simplified: the zero matrix when the law holds."""
     n = len(branch.xs)
-    return sp.simplify(block_jacobian(branch, alpha) - (sp.eye(n) + alpha * branch.jacobian))
+    law = sp.eye(n) + alpha * branch.jacobian
+    return sp.ImmutableMatrix(sp.simplify(block_jacobian(branch, alpha) - law))
 
 
-def vjp_law_difference(branch: Branch, alpha: sp.Expr = ALPHA) -> sp.Matrix:
+@functools.cache
+def vjp_law_difference(branch: Branch, alpha: sp.Expr = ALPHA) -> sp.ImmutableMatrix:
     """``x̄ − (ȳ + αJ_Fᵀ ȳ)``, simplified: the zero column when the law holds."""
     ybar = cotangent(len(branch.xs))
     claimed = ybar + alpha * branch.jacobian.T * ybar
-    return sp.simplify(block_vjp(branch, ybar, alpha) - claimed)
+    return sp.ImmutableMatrix(sp.simplify(block_vjp(branch, ybar, alpha) - claimed))
 
 
-def linear_vjp_difference(n: int) -> sp.Matrix:
+@functools.cache
+def linear_vjp_difference(n: int) -> sp.ImmutableMatrix:
     """``J_Fᵀ ȳ − W ȳ`` for the row-vector linear branch: zero."""
     branch, ybar = linear_branch(n), cotangent(n)
-    return sp.simplify(branch.jacobian.T * ybar - linear_weights(n) * ybar)
+    return sp.ImmutableMatrix(sp.simplify(branch.jacobian.T * ybar - linear_weights(n) * ybar))
 
 
 # --- depth: stacks of F = a·x ---------------------------------------------------------------
@@ -211,6 +239,7 @@ class Induction:
         return bool(sp.simplify(self.base) == 0 and sp.simplify(self.step) == 0)
 
 
+@functools.cache
 def stack_derivative(depth: int, residual: bool, slope: sp.Expr = SLOPE) -> sp.Expr:
     """``d x_L / d x_0`` of ``depth`` unrolled layers ``x ← x + a·x`` (or ``x ← a·x``)."""
     x: sp.Expr = _X0
@@ -250,11 +279,13 @@ def binomial_induction() -> Induction:
     return Induction(sp.binomial(0, 0) - 1, sp.combsimp(step))
 
 
+@functools.cache
 def expansion(depth: int) -> sp.Expr:
     """``(1+a)^L`` multiplied out for a concrete depth, e.g. ``a**3 + 3*a**2 + 3*a + 1``."""
     return sp.expand(depth_law(True, sp.Integer(depth)))
 
 
+@functools.cache
 def geometric_sum(depth: int) -> sp.Expr:
     """The tempting wrong law ``1 + a + … + a^L``."""
     return sp.Add(*(SLOPE**k for k in range(depth + 1)))
@@ -270,6 +301,7 @@ class Refutation:
     geometric: Fraction
 
 
+@functools.cache
 def refute_geometric_sum(max_depth: int = 10) -> Refutation:
     """Search depths 0, 1, … for the first where ``(1+a)^L − Σ a^k`` is not identically 0,
     then slopes 1, −1, 2, −2, … for a value where the two differ."""
@@ -283,7 +315,8 @@ def refute_geometric_sum(max_depth: int = 10) -> Refutation:
                     value = stack_derivative(depth, True).subs(SLOPE, sp.Rational(slope))
                     other = geometric_sum(depth).subs(SLOPE, sp.Rational(slope))
                     return Refutation(depth, slope, Fraction(str(value)), Fraction(str(other)))
-    raise ArithmeticError(f"(1+a)^L and 1+a+…+a^L agree up to depth {max_depth}")
+    raise UsageError(f"(1+a)^L and 1+a+…+a^L agree up to depth {max_depth}; "
+                     "ask for a larger max_depth")
 
 
 @functools.cache
@@ -320,6 +353,7 @@ def expansion_sweep(max_depth: int = 1000) -> int | None:
     return None
 
 
+@functools.cache
 def unrolled_sum_difference(depth: int) -> sp.Expr:
     """``x_L − (x_0 + Σ_l F_l(x_l))`` for undefined functions ``F_l``: zero."""
     x: sp.Expr = _X0
@@ -403,7 +437,7 @@ def sample_variance(values: Sequence[Fraction]) -> Fraction:
 def sample_covariance(xs: Sequence[Fraction], ys: Sequence[Fraction]) -> Fraction:
     """The population covariance of paired samples, exactly."""
     if len(xs) != len(ys) or not xs:
-        raise ValueError(f"need two samples of one positive length, got {len(xs)} and {len(ys)}")
+        raise UsageError(f"need two samples of one positive length, got {len(xs)} and {len(ys)}")
     mx, my = sum(xs, Fraction(0)) / len(xs), sum(ys, Fraction(0)) / len(ys)
     return sum(((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)), Fraction(0)) / len(xs)
 
@@ -439,5 +473,5 @@ def depth_product_bound(slope: Fraction, depth: int, unit_roundoff: Fraction) ->
     """
     k = 3 * depth * unit_roundoff
     if k >= 1:
-        raise ValueError(f"depth {depth} too large for unit roundoff {unit_roundoff}")
+        raise UsageError(f"depth {depth} too large for unit roundoff {unit_roundoff}")
     return k / (1 - k) * (1 + abs(slope)) ** depth
