@@ -33,10 +33,11 @@ HELP = "measure resverify's speed against baselines (ratios), print a table"
 SECTIONS = {
     "encoding": "resverify.reports.bench_encoding",
     "oracle": "resverify.reports.bench_oracle",
+    "symbolic": "resverify.reports.bench_symbolic",
     "startup": "resverify.reports.bench_startup",
 }
 """Section name -> module with ``rows(quick) -> list[Row]``."""
-DEFAULT = ("encoding", "oracle", "startup")
+DEFAULT = ("encoding", "oracle", "symbolic", "startup")
 """Sections run without ``--only`` (``suite`` runs the whole check several times: minutes)."""
 
 
