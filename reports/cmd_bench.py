@@ -35,6 +35,7 @@ SECTIONS = {
     "oracle": "resverify.reports.bench_oracle",
     "symbolic": "resverify.reports.bench_symbolic",
     "startup": "resverify.reports.bench_startup",
+    "suite": "resverify.reports.bench_suite",
 }
 """Section name -> module with ``rows(quick) -> list[Row]``."""
 DEFAULT = ("encoding", "oracle", "symbolic", "startup")
