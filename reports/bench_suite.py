@@ -33,7 +33,7 @@ SERVE = f"{shlex.quote(sys.executable)} -m resverify.impl.serve numpy"
 
 def _c_engine(folder: Path) -> str | None:
     """Build engines/c (when a C compiler and the source are here) and return its path."""
-    source = Path(__file__).resolve().parents[2] / "engines" / "c" / "resverify_engine.c"
+    source = Path(__file__).resolve().parents[1] / "engines" / "c" / "resverify_engine.c"
     compiler = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if compiler is None or not source.exists():
         return None
