@@ -31,6 +31,7 @@ NAME = "bench"
 HELP = "measure resverify's speed against baselines (ratios), print a table"
 
 SECTIONS = {
+    "example": "resverify.reports.bench_example",
     "encoding": "resverify.reports.bench_encoding",
     "oracle": "resverify.reports.bench_oracle",
     "symbolic": "resverify.reports.bench_symbolic",
@@ -38,7 +39,7 @@ SECTIONS = {
     "suite": "resverify.reports.bench_suite",
 }
 """Section name -> module with ``rows(quick) -> list[Row]``."""
-DEFAULT = ("encoding", "oracle", "symbolic", "startup")
+DEFAULT = ("example", "encoding", "oracle", "symbolic", "startup")
 """Sections run without ``--only`` (``suite`` runs the whole check several times: minutes)."""
 
 
