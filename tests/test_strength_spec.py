@@ -1,0 +1,82 @@
+"""Tests that pin what mutation testing found unpinned in the spec's comparison and budget.
+
+Each test here kills mutants of ``tools/mutation.py`` that survived the rest of the tests:
+a changed behaviour no test noticed. Exact values are compared exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from resverify.spec.compare import cells, decimal
+from resverify.spec.errors import BadResult
+from resverify.spec.rounding import TINY, UNIT_ROUNDOFF, Ctx, gamma, inflate, up
+
+
+@pytest.mark.parametrize(("value", "digits", "text"), [
+    (0.1, 17, "0.1"),  # within float range: repr, the shortest round-trip text
+    (Fraction(-7, 2), 17, "-3.5"),
+    (Fraction(1, 3) * 10**400, 17, "3.3333333333333333e+399"),  # 17 digits by default
+    (-Fraction(10**400, 7), 5, "-1.4286e+399"),
+    (Fraction(2**1100) + 1, 20, "1.3582985290493858493e+331"),  # every digit asked is right
+])
+def test_decimal_writes_numbers_beyond_float64_to_the_digits_asked(
+        value: Fraction | float, digits: int, text: str) -> None:
+    got = decimal(value) if digits == 17 else decimal(value, digits)
+    assert got == text, f"decimal({value!r}, {digits}) = {got!r}, expected {text!r}"
+
+
+def test_cells_refuses_unequal_shapes_naming_both() -> None:
+    with pytest.raises(BadResult) as caught:
+        list(cells(np.zeros((2, 3)), np.zeros(6, dtype=object), np.zeros(6)))
+    assert str(caught.value) == "shapes differ: actual [2, 3], exact [6]", caught.value
+
+
+def _next_down(value: float) -> float:
+    return math.nextafter(value, -math.inf)
+
+
+@pytest.mark.parametrize("value", [Fraction(1, 4), Fraction(1, 3), Fraction(-1, 3),
+                                   Fraction(2**53 + 1), Fraction(1, 2**1080), Fraction(0)])
+def test_up_is_the_smallest_float_at_or_above(value: Fraction) -> None:
+    got = up(value)
+    assert Fraction(got) >= value > Fraction(_next_down(got)), (value, got)
+
+
+def test_up_is_inf_beyond_the_float64_range() -> None:
+    assert up(Fraction(2) ** 1024) == math.inf  # budgets are never negative
+    assert up(Fraction(2) ** 1024 - Fraction(2) ** 970) == math.inf  # rounds past the largest
+
+
+@pytest.mark.parametrize(("n", "dtype"), [(1, "float64"), (3, "float32"), (100, "float16"),
+                                          (7, "bfloat16"), (2047, "float16")])
+def test_gamma_is_n_u_over_one_minus_n_u_rounded_up(n: int, dtype: str) -> None:
+    nu = n * UNIT_ROUNDOFF[dtype]
+    assert gamma(n, dtype) == up(nu / (1 - nu)), (n, dtype, gamma(n, dtype))
+
+
+@pytest.mark.parametrize(("n", "dtype"), [(2048, "float16"), (256, "bfloat16"), (-1, "float64")])
+def test_gamma_outside_its_range(n: int, dtype: str) -> None:
+    expected = 0.0 if n < 0 else math.inf
+    assert gamma(n, dtype) == expected, (n, dtype, gamma(n, dtype))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+def test_alpha_bound_is_one_rounding_of_alpha(dtype: str) -> None:
+    c = Ctx(dtype, float(UNIT_ROUNDOFF[dtype]), float(TINY[dtype]))
+    alpha = Fraction(-1, 3)
+    rel = UNIT_ROUNDOFF[dtype] + (0 if dtype == "float64" else Fraction(1, 2**53))
+    assert c.alpha(alpha) == (up(Fraction(1, 3)), up(rel / 3 + TINY[dtype])), c.alpha(alpha)
+    assert c.alpha(Fraction(2) ** 1100) == (math.inf, math.inf)
+
+
+def test_inflate_rounds_up_by_a_relative_and_an_absolute_margin() -> None:
+    x = np.array([0.0, 1.0, 2.0**-1074, np.nan, 3.0])
+    got = inflate(x, 10)
+    grown = x[:3] * (1 + 74 * 2.0**-50) + 74 * 2.0**-1074
+    assert np.array_equal(got[:3], np.nextafter(grown, np.inf)), got
+    assert got[3] == np.inf and got[4] > 3.0 * (1 + 74 * 2.0**-50), got
