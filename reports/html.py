@@ -30,6 +30,9 @@ PLOT_CAPTIONS = {
     "|1+a| = 1 (a = 0 and a = -2), the dashed line a = -1 where the gradient is exactly 0.",
     "variance_growth": "Variance growth by depth: one unscaled 100-layer stack (variance "
     "l·σ²) and stacks of depth L with updates scaled by 1/√L (variance σ²), with 99.9% bands.",
+    "norm_depth": "Input gradient by depth, exact: pre-norm stacks h + F(LN(h)) keep ‖x̄‖/‖ȳ‖ "
+    "near 1 (identity path), post-norm stacks LN(h + F(h)) shrink it through one "
+    "normalization Jacobian per block (seeded random linear branches, gains 0.5 and 1).",
 }
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5rem auto;
@@ -45,7 +48,8 @@ margin:.6rem 0;overflow-wrap:anywhere}.failure summary{font-weight:700;margin:.3
 cursor:pointer}
 .failure pre{white-space:pre-wrap;background:#f6f8fa;padding:.4rem;font-size:.8rem}
 .passed,.pass{color:#1a7f37;font-weight:600}.failed,.fail{color:#cf222e;font-weight:600}
-.skipped,.xfailed,.missing{color:#6e7781}.badge{display:inline-block;padding:.15rem .6rem;
+.skipped,.xfailed,.missing,.not-checked{color:#6e7781}.expected{color:#9a6700;font-weight:600}
+.fixed{color:#cf222e;font-weight:600}.badge{display:inline-block;padding:.15rem .6rem;
 border-radius:1rem;color:#fff;font-weight:700}.badge.passed{background:#1a7f37}
 .badge.failed{background:#cf222e}.badge.incomplete,.badge.nothing-checked{background:#9a6700}
 .nothing-checked{color:#9a6700;font-weight:600}
@@ -99,29 +103,56 @@ def _summary(doc: Mapping[str, Any]) -> str:
     for part in ("properties", "claims"):
         c = doc["summary"][part]
         rows.append([_td(part), _td(c["total"]), _td(c["passed"], "passed"),
-                     _td(c["failed"], "failed"), _td(c["skipped"], "skipped")])
-    return "<h2>Summary</h2>" + _table(["", "total", "passed", "failed", "skipped"], rows)
+                     _td(c["failed"], "failed"), _td(c["expected"], "expected"),
+                     _td(c["skipped"], "skipped")])
+    return "<h2>Summary</h2>" + _table(
+        ["", "total", "passed", "failed", "expected", "skipped"], rows)
+
+
+def _known_failures(doc: Mapping[str, Any]) -> str:
+    """Every known-failures entry, fixed ones first (a fixed entry fails the run)."""
+    known = doc["known_failures"]
+    if known["file"] is None:
+        return ""
+    order = {"fixed": 0, "expected": 1, "not checked": 2}
+    entries = sorted(known["entries"], key=lambda e: (order.get(e["status"], 0), e["entry"]))
+    rows = [[_td(e["entry"], "nw"), _td(e["backend"]), _td(e["property"] or f"claim {e['claim']}"),
+             _td(e["dtype"]), _status(e["status"]), _td(e["vector"], "msg"), _td(e["reason"]),
+             _td(e["detail"], "msg")] for e in entries]
+    return (f"<h2>Known failures</h2><p>from <code>{esc(known['file'])}</code>; a fixed entry "
+            "passes now and fails the run until it is removed</p>" + _table(
+                ["entry", "backend", "property or claim", "dtype", "status", "vector", "reason",
+                 "detail"], rows))
 
 
 def _backends(doc: Mapping[str, Any]) -> str:
     """Each backend: what it claims, its verdict, its evidence, and every test that could
     not run on it with the reason (folded)."""
     rows = [[_td(b["name"]), _status(b["status"]), _td(b["tests_run"], "nw"),
-             _td(b["examples"], "nw"), _td(b["device"]), _td(", ".join(b["dtypes"])),
-             _td(", ".join(b["ops"]))] for b in doc["backends"]]
+             _td(b["examples"], "nw"), _td(b["expected"], "nw"), _td(b["device"]),
+             _td(", ".join(b["dtypes"])), _td(", ".join(b["ops"])), _td(_about(b["about"]), "msg")]
+            for b in doc["backends"]]
     folded = "".join(
         f'<details><summary>{len(b["not_run"])} tests could not run on {esc(b["name"])}'
         "</summary>" + _table(["test", "reason"], [[_td(n["id"]), _td(n["reason"], "msg")]
                                                    for n in b["not_run"]]) + "</details>"
         for b in doc["backends"] if b["not_run"])
     return "<h2>Backends</h2>" + _table(
-        ["backend", "status", "tests run", "examples", "device", "dtypes", "ops"], rows) + folded
+        ["backend", "status", "tests run", "examples", "expected failures", "device", "dtypes",
+         "ops", "library and settings"], rows) + folded
+
+
+def _about(about: Mapping[str, str]) -> str:
+    """``library version`` then each numerics setting as ``name=value``, one per line."""
+    settings = [f"{k}={v}" for k, v in sorted(about.items())
+                if k not in ("backend", "library", "version", "device")]
+    return "\n".join([f"{about['library']} {about['version']}", *settings])
 
 
 def conformance_matrix(props: Sequence[Mapping[str, Any]],
                        backends: Sequence[str]) -> dict[tuple[str, str], dict[str, str]]:
     """(property, dtype) → backend → status; a failure anywhere in a cell wins."""
-    rank = {"failed": 3, "passed": 2, "xfailed": 1, "skipped": 0}
+    rank = {"failed": 4, "expected": 3, "passed": 2, "xfailed": 1, "skipped": 0}
     matrix: dict[tuple[str, str], dict[str, str]] = {}
     for p in props:
         row = matrix.setdefault((p["property"], p["dtype"] or ""), {})
@@ -239,10 +270,20 @@ def _timings(doc: Mapping[str, Any]) -> str:
     return f'<p class="timing">timings: {items}</p>'
 
 
+def _mutants(doc: Mapping[str, Any]) -> str:
+    """The mutant table of ``resverify mutants --out`` when ``check --mutants`` attached it."""
+    if not doc.get("mutants"):
+        return ""
+    from resverify.reports.html_mutants import mutants_section  # it imports this module
+
+    return mutants_section(doc["mutants"])
+
+
 def render_html(doc: Mapping[str, Any], plots: Mapping[str, bytes]) -> str:
     """The whole page for a report document and its plots (PNG bytes by name)."""
-    body = (_header(doc) + _summary(doc) + _matrix(doc) + _failures(doc) + _backends(doc)
-            + _plots(plots) + _properties(doc) + _claims(doc) + _timings(doc))
+    body = (_header(doc) + _summary(doc) + _matrix(doc) + _failures(doc) + _known_failures(doc)
+            + _backends(doc)
+            + _plots(plots) + _properties(doc) + _claims(doc) + _mutants(doc) + _timings(doc))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'

@@ -13,7 +13,7 @@ from test_report_fakes import HOSTILE
 
 from resverify.impl import NumpyBackend
 from resverify.impl.backend import Capabilities
-from resverify.reports.html import conformance_matrix, render_html
+from resverify.reports.html import PLOT_CAPTIONS, conformance_matrix, render_html
 from resverify.reports.json_report import build_report, claim_entry, property_entry, validate
 from resverify.reports.markdown import append_step_summary, render_markdown
 from resverify.spec.request import Request, Result
@@ -85,7 +85,9 @@ def test_page_is_self_contained_and_scriptless(plots: dict[str, bytes]) -> None:
     assert [t for t, _ in tags if t in ("script", "iframe", "object", "embed", "link")] == []
     assert [a for _, a in tags if any(k.startswith("on") for k in a)] == [], "event handler"
     assert not re.search(r"""(src|href)=["']?(https?:|//)""", page), "a network reference"
-    assert re.findall(r'<img [^>]*src="([^"]{0,22})', page) == ["data:image/png;base64,"] * 3
+    sources = re.findall(r'<img [^>]*src="([^"]{0,22})', page)
+    assert sources == ["data:image/png;base64,"] * len(plots), sources
+    assert set(PLOT_CAPTIONS) == set(plots), "a plot without its caption, or a caption unused"
     assert "Content-Security-Policy" in page and "default-src 'none'" in page
 
 
@@ -152,3 +154,41 @@ def test_markdown_details_at_most_twenty_failures() -> None:
     text = render_markdown(doc)
     assert text.count("\n### `") == 20, text.count("\n### `")
     assert "... and 5 more failed property tests" in text
+
+
+def test_html_shows_known_failures_fixed_first_and_each_backends_library(tmp_path: Path) -> None:
+    """A fixed known failure (it fails the run) is shown as such, and the backends table says
+    which library and version ran."""
+    from test_report_known_failures import _entry, _failed, _file, _report
+
+    from resverify.impl.about import describe_backend
+    from resverify.properties.vectors import save_vector
+    from resverify.spec.fixtures import linear_block_request
+
+    prop = "forward_and_gradients_match_spec_within_budget"
+    save_vector(linear_block_request(), tmp_path, prop, "numpy").rename(tmp_path / "s06.json")
+    path = _file(tmp_path, _entry("numpy"))
+    passed = dict(_failed("numpy"), status="passed", failure_kind=None, failures=[])
+    doc = _report(path, [NumpyBackend()], [passed])
+    page = render_html(doc, {})
+    assert "<h2>Known failures</h2>" in page, page[:400]
+    assert '<td class="fixed nw">fixed</td>' in page, "no fixed cell in the known failures"
+    about = describe_backend(NumpyBackend())
+    shown = f"{about['library']} {about['version']}"
+    assert shown in page, f"{shown!r} not in the backends table"
+
+
+def test_html_shows_the_mutant_table_only_when_the_report_carries_one() -> None:
+    doc = _doc()
+    assert '<h2 id="mutants">' not in render_html(doc, {}), "a mutants section with no mutants"
+    doc["mutants"] = {"killed": 1, "total": 2, "profile": "ci", "seed": 0, "mutants": [
+        {"mutant": "kept_alive", "bug_class": "alpha", "bug": "α <b>rounded</b>",
+         "status": "survived", "property": None, "dtype": None, "kind": None, "examples": 25,
+         "seconds": 1.0},
+        {"mutant": "dropped_identity", "bug_class": "identity path", "bug": "x not added",
+         "status": "killed", "property": "zero_branch", "dtype": "float64", "kind": "law",
+         "examples": 1, "seconds": 0.5}]}
+    page = render_html(doc, {})
+    assert '<h2 id="mutants">' in page and "1/2 killed" in page, "mutant section missing"
+    assert '<td class="failed nw">survived</td>' in page, "a survivor is not shown as failed"
+    assert "<b>rounded</b>" not in page, "a mutant's text reached the page unescaped"
