@@ -44,8 +44,8 @@ from resverify.spec.ops import OP_TABLE, ArrayNamespace
 from resverify.spec.request import Request, Result, ResultError, Value
 
 CLAIMED_OPS = ("add", "residual_add", "mul", "scale", "linear", "relu", "tanh", "sum")
-"""The ops this adapter was checked with (the normalization ops are not claimed yet)."""
-
+"""The normalizations are not claimed: their array form reads ``x.shape[-1]`` as a number,
+which a symbolic PyTensor shape is not."""
 
 class PytensorBackend:
     """Runs requests as compiled PyTensor functions (the default mode: Numba)."""

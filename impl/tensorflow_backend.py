@@ -4,7 +4,8 @@ Written the way a Keras user's residual block runs: eager tensors on the CPU, th
 recorded by a ``GradientTape`` and pulled back with ``tape.gradient(out, inputs,
 output_gradients=cotangent)``. Every op but one is its entry's array form in
 :mod:`resverify.spec.ops` with TensorFlow's ``nn.relu``, ``math.tanh`` and
-``reduce_sum``; ``linear`` is ``tf.tensordot(x, w, axes=1)``, which is how
+``reduce_sum``, and Keras' normalizations (statistics in at least float32, as Keras
+computes them for half-precision inputs); ``linear`` is ``tf.tensordot(x, w, axes=1)``, which is how
 ``keras.layers.Dense`` multiplies an input of any rank (``tf.matmul``, behind ``@``,
 refuses a vector and needs batch ranks to match). An input the output does not depend on
 gets a zero gradient (``UnconnectedGradients.ZERO``), as in every other adapter.
@@ -43,21 +44,19 @@ def _import_tensorflow() -> Any:
         ) from None
 
 
-CLAIMED_OPS = ("add", "residual_add", "mul", "scale", "linear", "relu", "tanh", "sum")
-"""The ops this adapter was checked with (the normalization ops are not claimed yet)."""
 
 
 class TensorflowBackend:
     """Runs requests eagerly on the CPU with ``tf.GradientTape``."""
 
     name = "tensorflow"
-    capabilities = Capabilities(dtypes=("float64", "float32", "float16", "bfloat16"),
-                                ops=CLAIMED_OPS)
+    capabilities = Capabilities(dtypes=("float64", "float32", "float16", "bfloat16"))
 
     def __init__(self) -> None:
         self.tf = _import_tensorflow()
         self.xp = ArrayNamespace(relu=self.tf.nn.relu, tanh=self.tf.math.tanh,
-                                 sum=self.tf.reduce_sum)
+                                 sum=self.tf.reduce_sum, layer_norm=self.layer_norm,
+                                 rms_norm=self.rms_norm)
 
     def about(self) -> dict[str, str]:
         tf = self.tf
@@ -70,6 +69,25 @@ class TensorflowBackend:
             "op_determinism": "unknown" if determinism is None else str(determinism()),
             "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
         }
+
+    def layer_norm(self, x: Any, eps: float) -> Any:
+        """As ``keras.layers.LayerNormalization`` (no affine part): ``tf.nn.moments`` over the
+        last axis and ``rsqrt``, computed in at least float32 and rounded back once."""
+        tf = self.tf
+        wide = self._wide(x)
+        mean, variance = tf.nn.moments(wide, axes=[-1], keepdims=True)
+        return tf.cast((wide - mean) * tf.math.rsqrt(variance + eps), x.dtype)
+
+    def rms_norm(self, x: Any, eps: float) -> Any:
+        """As ``keras.ops.rms_normalization``: ``x · rsqrt(mean(x²) + ε)``, in at least
+        float32."""
+        tf = self.tf
+        wide = self._wide(x)
+        mean_square = tf.reduce_mean(tf.square(wide), axis=-1, keepdims=True)
+        return tf.cast(wide * tf.math.rsqrt(mean_square + eps), x.dtype)
+
+    def _wide(self, x: Any) -> Any:
+        return x if x.dtype == self.tf.float64 else self.tf.cast(x, self.tf.float32)
 
     def array(self, values: np.ndarray, dtype: str) -> Any:
         """A TensorFlow tensor in ``dtype`` (bfloat16 arrives in float32 storage: exact)."""
