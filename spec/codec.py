@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from fractions import Fraction
 from functools import cache
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from resverify.spec.errors import InvalidDocument, InvalidProgram
-from resverify.spec.hexfloat import format_hex, parse_hex
+from resverify.spec.hexfloat import format_hex, format_hex_json, parse_hex
 from resverify.spec.ir import ATTRIBUTES, Input, Node, Program, as_shape
 from resverify.spec.request import Request, Result, ResultError, Value, storage_dtype
 
@@ -212,14 +213,17 @@ def program_from_dict(doc: Mapping[str, Any]) -> Program:
         raise InvalidProgram(f"malformed program: missing or bad field {exc}") from None
 
 
-def request_to_dict(request: Request) -> dict[str, Any]:
+ArrayEncoder = Callable[[np.ndarray], dict[str, Any]]
+
+
+def request_to_dict(request: Request, encode: ArrayEncoder = encode_array) -> dict[str, Any]:
     return {
         "resverify": FORMAT_VERSION,
         "kind": "request",
         "program": program_to_dict(request.program),
         "dtype": request.dtype,
-        "inputs": {k: encode_array(v) for k, v in request.inputs.items()},
-        "cotangent": encode_array(request.cotangent) if request.shape_valid else None,
+        "inputs": {k: encode(v) for k, v in request.inputs.items()},
+        "cotangent": encode(request.cotangent) if request.shape_valid else None,
     }
 
 
@@ -233,7 +237,8 @@ def request_from_dict(doc: Mapping[str, Any]) -> Request:
     return Request(program_from_dict(doc["program"]), inputs, dtype, cotangent)
 
 
-def result_to_dict(result: Result, dtype: str | None = None) -> dict[str, Any]:
+def result_to_dict(result: Result, dtype: str | None = None,
+                   encode: ArrayEncoder = encode_array) -> dict[str, Any]:
     """The result document, labelled with the dtype its output is in.
 
     ``dtype`` is the request's: the label when the output is stored in it (so a bfloat16
@@ -248,8 +253,8 @@ def result_to_dict(result: Result, dtype: str | None = None) -> dict[str, Any]:
         return doc
     own = str(result.output.dtype)
     doc["dtype"] = dtype if dtype is not None and storage_dtype(dtype) == own else own
-    doc["output"] = encode_array(result.output)
-    doc["grads"] = {k: encode_array(v) for k, v in result.grads.items()}
+    doc["output"] = encode(result.output)
+    doc["grads"] = {k: encode(v) for k, v in result.grads.items()}
     return doc
 
 
@@ -395,9 +400,26 @@ def parse_json(text: str) -> Any:
 
 
 def dumps(obj: Request | Result, dtype: str | None = None) -> str:
-    """One JSON line for a request or a result (``dtype``: the request's, for a result)."""
-    doc = request_to_dict(obj) if isinstance(obj, Request) else result_to_dict(obj, dtype)
-    return json.dumps(doc, sort_keys=True)
+    """One JSON line for a request or a result (``dtype``: the request's, for a result).
+
+    The text is ``json.dumps(request_to_dict(obj), sort_keys=True)`` (or the result's); each
+    array's data is written by :func:`resverify.spec.hexfloat.format_hex_json` straight into
+    the text, in place of a unique placeholder string.
+    """
+    token = f"resverify-array-{uuid.uuid4().hex}-"
+    arrays: dict[str, str] = {}
+
+    def later(array: np.ndarray) -> dict[str, Any]:
+        key = f'"{token}{len(arrays)}"'
+        arrays[key] = format_hex_json(np.asarray(array))
+        return {"shape": list(array.shape), "data": key[1:-1]}
+
+    doc = (request_to_dict(obj, later) if isinstance(obj, Request)
+           else result_to_dict(obj, dtype, later))
+    text = json.dumps(doc, sort_keys=True)
+    for key, data in arrays.items():
+        text = text.replace(key, data, 1)
+    return text
 
 
 def loads_request(text: str) -> Request:

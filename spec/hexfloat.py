@@ -41,8 +41,8 @@ _SORTED_KEYS = np.pad(_EXP_KEYS, ((0, 0), (0, 2))).view(np.uint64).ravel()[_KEY_
 _SPECIAL = {"inf": np.inf, "-inf": -np.inf, "nan": np.nan, "0x0.0p+0": 0.0, "-0x0.0p+0": -0.0}
 
 
-def format_hex(values: np.ndarray) -> list[str]:
-    """``[float(v).hex() for v in values.ravel()]``, computed on the whole array at once."""
+def _rows(values: np.ndarray) -> np.ndarray:
+    """One NUL-padded row of ASCII per element: its ``float.hex`` text."""
     flat = np.ascontiguousarray(values, dtype=np.float64).ravel()
     bits = flat.view(np.uint64)
     biased = ((bits >> np.uint64(_MANT_BITS)) & np.uint64(_EXP_MASK)).astype(np.int64)
@@ -56,10 +56,30 @@ def format_hex(values: np.ndarray) -> list[str]:
     exponent = np.where(biased == 0, -1022, biased - 1023)
     rows[:, 19:25] = _EXP_KEYS[np.minimum(exponent + 1074, len(_EXP_KEYS) - 1)]  # inf, nan: below
     rows = _drop_sign(rows, bits >> np.uint64(63) == 0)
-    text: list[str] = list(map(bytes.decode, rows.view(f"S{_WIDTH}").ravel().tolist()))
     for i in np.flatnonzero((biased == _EXP_MASK) | ((bits << np.uint64(1)) == 0)).tolist():
-        text[i] = float(flat[i]).hex()  # inf, nan and zeros: rare, spelled by Python itself
-    return text
+        word = float(flat[i]).hex().encode()  # inf, nan and zeros, spelled by Python itself
+        rows[i] = 0
+        rows[i, :len(word)] = np.frombuffer(word, dtype=np.uint8)
+    return rows
+
+
+def format_hex(values: np.ndarray) -> list[str]:
+    """``[float(v).hex() for v in values.ravel()]``, computed on the whole array at once."""
+    return list(map(bytes.decode, _rows(values).view(f"S{_WIDTH}").ravel().tolist()))
+
+
+def format_hex_json(values: np.ndarray) -> str:
+    """``json.dumps(format_hex(values))``, the JSON array text, built without a string per
+    element: each row gets its quotes and separator, and the NUL padding is dropped."""
+    rows = _rows(values)
+    if not len(rows):
+        return "[]"
+    quoted = np.zeros((len(rows), _WIDTH + 4), dtype=np.uint8)
+    quoted[:, 0] = ord('"')
+    quoted[:, 1:_WIDTH + 1] = rows
+    quoted[:, _WIDTH + 1:] = np.frombuffer(b'", ', dtype=np.uint8)
+    body = quoted.tobytes().replace(b"\0", b"")
+    return "[" + body[:-2].decode("ascii") + "]"
 
 
 def _drop_sign(rows: np.ndarray, positive: np.ndarray) -> np.ndarray:

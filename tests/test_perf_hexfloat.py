@@ -1,4 +1,5 @@
-"""The vectorised hex-float reader and writer are the scalar ones, bit for bit.
+"""The vectorised hex-float reader and writer are the scalar ones, bit for bit, and the
+codec's text is the text ``json.dumps`` writes of its documents.
 
 Each test compares :mod:`resverify.spec.hexfloat` with the scalar implementation it
 replaces (``float.hex`` and :func:`resverify.spec.codec.decode_number`) on every class of
@@ -8,6 +9,7 @@ payload (the wire format carries no payload: every NaN is written ``nan``).
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -16,8 +18,17 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from resverify.spec.codec import decode_number
-from resverify.spec.hexfloat import format_hex, parse_hex
+from resverify.impl import resolve_backend
+from resverify.properties.cases import Case
+from resverify.properties.strategies import Sizes, residual_cases
+from resverify.spec.codec import (
+    decode_number,
+    dumps,
+    loads_request,
+    request_to_dict,
+    result_to_dict,
+)
+from resverify.spec.hexfloat import format_hex, format_hex_json, parse_hex
 
 EXP, MANT = 0x7FF << 52, (1 << 52) - 1
 
@@ -99,3 +110,19 @@ def test_parse_hex_leaves_every_other_spelling_to_the_scalar_reader(spelling: st
 def test_parse_hex_of_nothing_is_empty() -> None:
     values, parsed = parse_hex([])
     assert values.shape == parsed.shape == (0,)
+
+
+@given(st.lists(bit_patterns, max_size=40))
+def test_format_hex_json_is_the_json_text_of_format_hex(bits: list[int]) -> None:
+    values = _from_bits(bits)
+    assert format_hex_json(values) == json.dumps(format_hex(values))
+
+
+@given(residual_cases(sizes=Sizes(max_width=8, max_weight=32)),
+       st.sampled_from(["float64", "float32", "float16", "bfloat16"]))
+def test_dumps_writes_the_text_json_dumps_writes_of_the_document(case: Case, dtype: str) -> None:
+    request = case.request(dtype)
+    assert dumps(request) == json.dumps(request_to_dict(request), sort_keys=True)
+    result = resolve_backend("numpy").run(request)
+    assert dumps(result, dtype) == json.dumps(result_to_dict(result, dtype), sort_keys=True)
+    assert loads_request(dumps(request)).program == request.program
