@@ -7,8 +7,8 @@ Two kinds of rows, every one against the NumPy reference measured in the same ru
   dispatch, jax's eager dispatch or re-tracing, a process round trip over ``cmd:``), which
   a property suite of thousands of tiny examples pays on every example;
 * whole runs (``--only suite``, minutes each): ``resverify check`` with the ``ci`` profile
-  on numpy, torch, jax and two ``cmd:`` engines (the C engine of ``engines/c`` when a C
-  compiler is found, and ``python -m resverify.impl.serve numpy``), and on numpy with
+  on numpy, torch, jax and one ``cmd:`` engine (the C engine of ``engines/c`` when a C
+  compiler is found, else ``python -m resverify.impl.serve numpy``), and on numpy with
   ``-n 2`` against ``-n 0``. Runs are sequential, in the order listed, one each.
 """
 
@@ -85,8 +85,15 @@ def _check(backend: str, folder: Path, workers: str) -> float:
     return time.perf_counter() - started
 
 
+WHOLE = ("numpy", "torch", "jax", "cmd: C engine", "cmd: serve numpy")
+"""Backends whose whole ``check`` run is timed (each takes minutes on a loaded machine)."""
+
+
 def _whole_runs(names: dict[str, str], folder: Path) -> list[Row]:
-    runs = {label: _check(name, folder, "0") for label, name in names.items()}
+    chosen = {label: name for label, name in names.items() if label in WHOLE}
+    if "cmd: C engine" in chosen:
+        chosen.pop("cmd: serve numpy", None)  # one cmd: engine is enough
+    runs = {label: _check(name, folder, "0") for label, name in chosen.items()}
     runs["numpy -n 2"] = _check("numpy", folder, "2")
     base = runs["numpy"]
     out = [Row(SECTION, f"check --profile ci on {label}", "numpy", label, base, seconds,
