@@ -12,11 +12,11 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import assume, example, given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from resverify.impl.backend import Backend
-from resverify.properties.cases import Case, round_to_dtype
+from resverify.properties.cases import Case
 from resverify.properties.laws_norm import (
     check_gradient_orthogonal_to_constants,
     check_norm_statistics,
@@ -98,10 +98,7 @@ def test_norm_output_has_mean_zero_and_mean_square_one_up_to_eps(
 def test_layer_norm_is_invariant_to_shifting_its_input(
         backend: Backend, dtype: str, prop: PropertyRun, shifted: tuple[Case, Fraction]) -> None:
     case, shift = shifted
-    request = prop.request(case, dtype)
-    moved = request.inputs["x"] + float(shift)
-    assume(np.array_equal(round_to_dtype(moved, dtype), moved))  # x + t exact in the dtype
-    check_shift_invariance(backend, request, shift)
+    check_shift_invariance(backend, prop.request(case, dtype), shift)
 
 
 @DTYPE

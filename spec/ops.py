@@ -808,7 +808,7 @@ class LayerNorm(Op):
         c_mag = np.array([up(abs(Fraction(v))) for v in cx.reshape(-1).tolist()],
                          dtype=np.float64).reshape(a.shape) + e
         n = a.shape[-1]
-        rms = np.sqrt(np.array([float(Fraction(v) / n) for v in
+        rms = np.sqrt(np.array([up(Fraction(v) / n) for v in  # inf beyond float64's range
                                 (cx * cx).sum(axis=-1, keepdims=True).reshape(-1).tolist()],
                                dtype=np.float64).reshape((*a.shape[:-1], 1)))
         assert at.alpha is not None
@@ -884,7 +884,8 @@ class LayerNorm(Op):
             d_a = d_a + g.err.mean(axis=-1, keepdims=True)
         cubed = 3 * (r_err / np.maximum(r_up, c.tiny)) * (1 + rho) ** 3
         err = big_r * (d_a + c.gamma(2 * n + 16) * terms) + r_up * cubed * terms + n * c.tiny
-        return [c.done(r_up * size, np.where(np.isinf(rho), INF, err), 2 * n + 16)]
+        overflow = (c_hat * c_hat).sum(axis=-1, keepdims=True) >= LARGEST[c.dtype] / 2
+        return [c.done(r_up * size, np.where(overflow | np.isinf(rho), INF, err), 2 * n + 16)]
 
     # the other forms
 
