@@ -1,0 +1,133 @@
+"""Zero flakes, measured: the whole property suite on a correct backend under N seeds.
+
+A conformance suite that fails on a correct engine now and then is ignored. This runs
+the suite (``ci`` profile: 25 examples a test, never derandomized) against each backend
+given under N distinct Hypothesis seeds, one child pytest per (backend, seed), ``-j`` at a
+time, and counts the failing tests. The statistical properties (the chi-square checks of
+``properties/laws_variance.py``) state a false-alarm probability of at most 1e-9 per
+example (``properties/stats.py``); the summary sets their observed failure count beside
+that bound and the number of examples they ran.
+
+    .venv/bin/python tools/flakes.py --runs 200 --backend numpy --backend torch --backend jax
+
+Exit 0 when no test failed, 1 otherwise; ``--out FILE`` writes the counts as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from resverify.properties.stats import FALSE_ALARM
+from resverify.reports.mutant_runs import Command, Job, run_children
+from resverify.reports.runner import pytest_command
+
+# the properties whose verdict is a statistical test with a stated false-alarm bound
+STATISTICAL = ("independent_updates_add_their_variances",
+               "inverse_sqrt_depth_scaling_keeps_unit_variance",
+               "branch_depending_on_input_breaks_naive_variance_sum")
+
+
+def command(backend: str, seed: int, profile: str) -> Command:
+    def make(folder: Path) -> list[str]:
+        return pytest_command(report_log=folder / "report-log.jsonl", backends=[backend],
+                              profile=profile, seed=seed, vector_dir=folder / "vectors",
+                              timeout=600.0)
+    return make
+
+
+class Tally:
+    """Counts over every run: runs, tests, examples and failures, by property."""
+
+    def __init__(self) -> None:
+        self.runs: Counter[str] = Counter()
+        self.incomplete: list[str] = []
+        self.examples: Counter[str] = Counter()
+        self.failures: list[dict[str, Any]] = []
+        self.tests = 0
+
+    def add(self, job: Job) -> None:
+        backend, seed = job.key.rsplit("@", 1)
+        self.runs[backend] += 1
+        if not job.suite.finished:
+            self.incomplete.append(f"{job.key}: pytest exit {job.suite.exitstatus}, "
+                                   f"process exit {job.suite.returncode}")
+        for result in job.suite.results:
+            self.tests += 1
+            prop = str(result["properties"].get("property", result["nodeid"]))
+            self.examples[prop] += int(result["properties"].get("examples") or 0)
+            if result["outcome"] == "failed":
+                self.failures.append({"backend": backend, "seed": int(seed),
+                                      "test": result["nodeid"], "message": result["message"]})
+
+    def statistics(self) -> dict[str, Any]:
+        """The statistical properties' examples, failures and the false alarms the bound
+        allows in expectation (examples · bound)."""
+        examples = sum(self.examples[p] for p in STATISTICAL)
+        failed = sum(any(p in f["test"] for p in STATISTICAL) for f in self.failures)
+        return {"properties": list(STATISTICAL), "examples": examples, "failures": failed,
+                "bound_per_example": float(FALSE_ALARM),
+                "expected_at_most": float(examples * FALSE_ALARM),
+                "observed_rate": failed / examples if examples else None,
+                "rate_upper_95": (3 / examples) if examples and not failed else None}
+
+    def document(self, seconds: float) -> dict[str, Any]:
+        return {"runs": dict(self.runs), "tests": self.tests, "failures": self.failures,
+                "incomplete": self.incomplete, "examples": sum(self.examples.values()),
+                "examples_by_property": dict(sorted(self.examples.items())),
+                "statistical": self.statistics(), "seconds": round(seconds, 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=200, help="seeds per backend (default 200)")
+    parser.add_argument("--first-seed", type=int, default=1000,
+                        help="seeds are first-seed .. first-seed + runs - 1 (default 1000)")
+    parser.add_argument("--backend", action="append", dest="backends", metavar="NAME")
+    parser.add_argument("--profile", default="ci")
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="runs at once (default 2)")
+    parser.add_argument("--out", type=Path, help="write the counts as JSON")
+    args = parser.parse_args(argv)
+    if args.runs < 1 or args.jobs < 1:
+        parser.error("--runs and --jobs need at least 1")
+    backends = args.backends or ["numpy"]
+    seeds = range(args.first_seed, args.first_seed + args.runs)
+    jobs = [(f"{b}@{s}", command(b, s, args.profile)) for s in seeds for b in backends]
+    tally, began = Tally(), time.monotonic()
+
+    def done(job: Job) -> None:
+        tally.add(job)
+        print(f"{job.key}: {len(job.suite.results)} tests, "
+              f"{sum(r['outcome'] == 'failed' for r in job.suite.results)} failed",
+              file=sys.stderr, flush=True)
+
+    run_children(jobs, args.jobs, done)
+    doc = tally.document(time.monotonic() - began)
+    if args.out is not None:
+        args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    _summary(doc)
+    return 0 if not doc["failures"] and not doc["incomplete"] else 1
+
+
+def _summary(doc: dict[str, Any]) -> None:
+    stats = doc["statistical"]
+    runs = ", ".join(f"{b} {n}" for b, n in doc["runs"].items())
+    print(f"suite runs: {runs}; {doc['tests']} tests, {doc['examples']} examples, "
+          f"{len(doc['failures'])} failed, {len(doc['incomplete'])} incomplete "
+          f"({doc['seconds']:.0f}s)")
+    print(f"statistical properties: {stats['failures']} failures in {stats['examples']} "
+          f"examples; stated bound {stats['bound_per_example']:g} per example allows "
+          f"{stats['expected_at_most']:.3g} in expectation; observed rate "
+          f"{stats['observed_rate']}, 95% upper bound {stats['rate_upper_95']}")
+    for failure in doc["failures"]:
+        print(f"FAILED {failure['backend']} seed {failure['seed']}: {failure['test']}: "
+              f"{failure['message'][:200]}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""The mutation score of resverify's own code, with mutmut, on a copy of the repository.
+
+A test suite is as strong as the bugs it notices in the code it tests. mutmut makes small
+changes to the functions of the chosen modules (a ``<`` for a ``<=``, a constant off by
+one, a dropped argument) and runs the chosen tests against each: a change no test
+notices (a *survivor*) is behaviour the tests do not pin.
+
+Why a copy: mutmut writes every mutant into ``mutants/`` beside the sources and runs the
+tests from there, and resverify's one import name is a folder of links
+(``resverify/spec -> ../spec``), while mutmut names a module after its file's path; the
+copy's ``resverify/`` holds real folders, so the module mutmut mutates,
+``resverify/spec/compare.py``, is the ``resverify.spec.compare`` the tests import.
+Why a venv of its own: mutmut and its terminal UI stay out of the project's venv (mutmut
+3.3.1 even installed a top-level ``tests`` package there, shadowing this repository's
+``tests/``); its venv reuses the project venv's packages through a ``.pth`` file.
+
+    .venv/bin/python tools/mutation.py                       # compare, budget, rounding
+    .venv/bin/python tools/mutation.py --module spec/exact.py --test tests/test_exact.py
+
+Prints the score (killed / mutants that ran) by module and every survivor with its diff
+(``--out FILE`` writes them as JSON); exit 0. The venv and the copy live in
+``build/mutation/`` (``--work DIR``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import venv
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+MUTMUT = "mutmut==3.8.1"
+MODULES = ("spec/compare.py", "spec/budget.py", "spec/rounding.py")
+TESTS = ("tests/test_compare.py", "tests/test_budget.py", "tests/test_strength_spec.py")
+PACKAGES = ("spec", "impl", "properties", "reports")
+LINE = re.compile(r"^\s*(?P<key>\S+__mutmut_\d+): (?P<status>.+)$")
+
+
+def mutmut_venv(work: Path) -> Path:
+    """``work/venv`` with mutmut, seeing the project venv's packages; its bin folder."""
+    env = work / "venv"
+    python = env / "bin" / "python"
+    if not (env / "bin" / "mutmut").exists():
+        venv.create(env, with_pip=True)
+        subprocess.run([python, "-m", "pip", "install", "-q", MUTMUT], check=True)
+        site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig."
+                                    "get_paths()['purelib'])"], check=True, text=True,
+                                   capture_output=True).stdout.strip())
+        shutil.rmtree(site / "tests", ignore_errors=True)
+        (site / "zz-resverify-venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return env / "bin"
+
+
+def repository_copy(work: Path, modules: list[str], tests: list[str]) -> Path:
+    """A fresh copy of the working tree's files (tracked and not ignored) with mutmut's
+    configuration, and ``resverify/`` holding real folders instead of links."""
+    copy = work / "repo"
+    shutil.rmtree(copy, ignore_errors=True)
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                           check=True, text=True, capture_output=True).stdout.split()
+    for name in files:
+        source = ROOT / name
+        if source.is_file() or source.is_symlink():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, copy / name, follow_symlinks=False)
+    for package in PACKAGES:  # real folders, so module names are resverify.spec.*
+        (copy / "resverify" / package).unlink()
+        shutil.copytree(copy / package, copy / "resverify" / package)
+    (copy / "setup.cfg").write_text(
+        "[mutmut]\nsource_paths=resverify/spec/\n"
+        + "only_mutate=\n" + "".join(f"    resverify/{m}\n" for m in modules)
+        + "also_copy=\n" + "".join(f"    resverify/{p}/\n" for p in PACKAGES[1:])
+        + "    resverify/__init__.py\n    resverify/py.typed\n    conftest.py\n    examples/\n"
+        + "pytest_add_cli_args_test_selection=\n" + "".join(f"    {t}\n" for t in tests))
+    return copy
+
+
+def results(bin_dir: Path, copy: Path) -> dict[str, str]:
+    """Every mutant's status, as ``mutmut results --all true`` prints it."""
+    said = subprocess.run([bin_dir / "mutmut", "results", "--all", "true"], cwd=copy,
+                          check=True, text=True, capture_output=True).stdout
+    return {m["key"]: m["status"] for m in map(LINE.match, said.splitlines()) if m}
+
+
+def score(statuses: dict[str, str]) -> dict[str, Any]:
+    """Killed, survived and the rest by module; the score is killed / (killed + survived)."""
+    by_module: dict[str, Counter[str]] = defaultdict(Counter)
+    for key, status in statuses.items():
+        by_module[key.split(".x")[0].split(".x_")[0]][status] += 1
+    table = {}
+    for module, counts in sorted(by_module.items()):
+        ran = counts["killed"] + counts["survived"]
+        table[module] = {**counts, "score": round(counts["killed"] / ran, 4) if ran else None}
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--module", action="append", dest="modules", metavar="PATH",
+                        help=f"module to mutate, repeatable (default {' '.join(MODULES)})")
+    parser.add_argument("--test", action="append", dest="tests", metavar="PATH",
+                        help=f"test file to run, repeatable (default {' '.join(TESTS)})")
+    parser.add_argument("--work", type=Path, default=ROOT / "build" / "mutation")
+    parser.add_argument("--max-children", type=int, default=2)
+    parser.add_argument("--out", type=Path, help="write scores and survivors as JSON")
+    parser.add_argument("--survivors-of", type=Path, metavar="JSON",
+                        help="re-run only the survivors of an earlier --out, keeping its "
+                        "other verdicts (the score after new tests, without a full run)")
+    args = parser.parse_args(argv)
+    modules, tests = args.modules or list(MODULES), args.tests or list(TESTS)
+    args.work.mkdir(parents=True, exist_ok=True)
+    bin_dir = mutmut_venv(args.work)
+    copy = repository_copy(args.work, modules, tests)
+    earlier = json.loads(args.survivors_of.read_text())["statuses"] if args.survivors_of else {}
+    again = sorted(k for k, s in earlier.items() if s == "survived")
+    if again or not earlier:
+        subprocess.run([bin_dir / "mutmut", "run", "--max-children", str(args.max_children),
+                        *again], cwd=copy, check=False)
+    now = results(bin_dir, copy)
+    statuses = {**earlier, **{k: now.get(k, "not checked") for k in again}} if earlier else now
+    survivors = sorted(k for k, s in statuses.items() if s == "survived")
+    diffs = {k: subprocess.run([bin_dir / "mutmut", "show", k], cwd=copy, text=True,
+                               capture_output=True).stdout for k in survivors}
+    table = score(statuses)
+    for module, row in table.items():
+        print(f"{module}: {row.get('killed', 0)} killed, {row.get('survived', 0)} survived, "
+              f"score {row['score']}  {dict(row)}")
+    for key in survivors:
+        print(f"--- survived: {key}\n{diffs[key]}")
+    if args.out is not None:
+        args.out.write_text(json.dumps({"modules": modules, "tests": tests, "scores": table,
+                                        "statuses": statuses, "survivors": diffs},
+                                       indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
