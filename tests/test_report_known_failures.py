@@ -171,6 +171,7 @@ def test_default_file_is_found_in_the_working_folder(tmp_path: Path) -> None:
     assert known_failures.find_file(Path("x.toml"), tmp_path) == Path("x.toml")
 
 
+@pytest.mark.slow  # 21 vectors through jax.jit: about 15 s
 def test_shipped_example_entries_reproduce_on_jax() -> None:
     """The example file's entries are real: JAX on the CPU flushes subnormals to zero."""
     pytest.importorskip("jax")
