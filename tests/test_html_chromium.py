@@ -30,6 +30,7 @@ import pytest
 from test_report_fakes import HOSTILE, run_check
 
 from resverify.impl.backend import Capabilities
+from resverify.reports.plots import PLOT_NAMES
 from resverify.spec.request import Request, Result
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -127,8 +128,9 @@ def test_report_page_renders_silently_and_runs_no_injected_script(
     tags = _tags(dom)
     assert [t for t, _ in tags if t == "script"] == [], "a <script> element reached the DOM"
     sources = [a.get("src") or "" for t, a in tags if t == "img"]
-    assert len(sources) == 3 and all(s.startswith("data:image/png;base64,") for s in sources), \
-        f"image sources {[s[:30] for s in sources]}, expected 3 data: PNGs"
+    assert len(sources) == len(PLOT_NAMES), \
+        f"image sources {[s[:30] for s in sources]}, expected one per plot {PLOT_NAMES}"
+    assert all(s.startswith("data:image/png;base64,") for s in sources), "not a data: PNG"
     assert [a for _, a in tags if any(k.startswith("on") for k in a)] == [], "event handler"
     assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in dom, "escaped text missing"
     assert "&lt;img src=x onerror=" in dom, "escaped text missing"
@@ -152,7 +154,7 @@ def test_report_images_decode_and_hostile_text_is_escaped_without_the_csp(
                         .replace("&lt;", "<").replace("&gt;", ">"))
     assert result["title"] == "resverify report", result
     assert result["errors"] == [], f"error events in the page: {result['errors']}"
-    assert len(result["images"]) == 3, result["images"]
+    assert len(result["images"]) == len(PLOT_NAMES), result["images"]
     for image in result["images"]:
         assert image["complete"] and image["width"] > 300 and image["height"] > 200, image
     assert result["tables"] >= 6 and result["rows"] >= 10, result
