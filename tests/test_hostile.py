@@ -23,7 +23,8 @@ from tests import hostile_backends as hb
 from tests.hostile_backends import IN_PROCESS, PROTOCOL_BREAKERS
 
 ROOT = Path(__file__).resolve().parents[1]
-SELECT = "float64 and (match_spec_within_budget or (never_mutates and MutatesInputs))"
+SELECT = ("float64 and (forward_and_gradients_match_spec_within_budget"
+          " or (never_mutates and MutatesInputs))")
 """One test per backend (two for the mutating one): a crash restarts a worker, which costs."""
 CMD_KINDS = {**IN_PROCESS, "Raises": "refused", "ReturnsNone": "refused"}
 del CMD_KINDS["MutatesInputs"]  # over a pipe the engine mutates its own copy: harmless
