@@ -293,8 +293,21 @@ def _validator(kind: str) -> Any:
     schema = protocol_schema()
     defs = json.loads(json.dumps(schema["$defs"]))
     del defs["array"]["properties"]["data"]["items"]  # jsonschema would visit each one
-    sub = {"$schema": schema["$schema"], "$defs": defs, "$ref": f"#/$defs/{kind}"}
-    return jsonschema.Draft202012Validator(sub)
+    sub = _inline(defs[kind], defs, ())  # references resolved once, not on every message
+    return jsonschema.Draft202012Validator({"$schema": schema["$schema"], "$defs": defs, **sub})
+
+
+def _inline(node: Any, defs: Mapping[str, Any], seen: tuple[str, ...]) -> Any:
+    """``node`` with every ``{"$ref": "#/$defs/NAME"}`` replaced by that definition."""
+    if isinstance(node, list):
+        return [_inline(item, defs, seen) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref", "")
+    name = ref.removeprefix("#/$defs/")
+    if len(node) == 1 and ref.startswith("#/$defs/") and name not in seen:
+        return _inline(defs[name], defs, (*seen, name))
+    return {key: _inline(value, defs, seen) for key, value in node.items()}
 
 
 @cache
