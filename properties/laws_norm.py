@@ -36,6 +36,7 @@ from resverify.spec.rounding import up
 __all__ = [
     "check_gradient_orthogonal_to_constants",
     "check_norm_statistics",
+    "check_post_norm_stream_stays_normalized",
     "check_post_norm_zero_branch",
     "check_pre_norm_zero_branch_identity",
     "check_projection_gradient_splits",
@@ -126,22 +127,25 @@ def _sums_to_zero(ctx: Context, actual: np.ndarray, exact: np.ndarray, budget: n
 
 
 def check_norm_statistics(backend: Backend, request: Request) -> None:
-    """``y = N(x)``: every row of the exact y has mean 0 (layer_norm; exact) and mean
+    """``y = N(h)`` (the program's output is a norm of some h): every row of the exact y
+    has mean 0 (layer_norm; exact) and mean
     square ``σ²/(σ² + ε) ∈ (1 - ε/(σ²+ε) - 2**-190, 1]``; the backend's row mean lies within
     the row's mean budget of 0 and its mean square within ``mean(2|y| b + b²)`` of the
     exact one. Then every element within budget."""
     __tracebackhide__ = True
     ctx = Context(backend.name, request)
-    node = norm_node(request)
-    assert node.eps is not None
+    node = {n.name: n for n in request.program.nodes}[request.program.output]
+    assert node.op in ("layer_norm", "rms_norm") and node.eps is not None, node
     exact = evaluate(request)
-    assert exact.output is not None
+    assert exact.output is not None and exact.trace is not None
     result = run_ok(backend, request)
     budget = error_budget(request, exact=exact)
     bounds = _rows(budget.output).astype(np.float64)
+    normed = exact.trace.values[node.args[0]]  # the exact rows the output normalizes
     for row, (raw, spec, x) in enumerate(zip(_rows(result.output), _rows(exact.output),
-                                             _rows(as_fractions(request.inputs["x"])),
-                                             strict=True)):
+                                             _rows(normed), strict=True)):
+        if not len(spec):
+            continue  # an empty row: nothing normalized
         finite = np.all(np.isfinite(bounds[row])) and np.all(np.isfinite(raw.astype(float)))
         n, b = len(spec), [Fraction(v) for v in bounds[row]] if finite else None
         got = as_fractions(raw) if finite else raw
@@ -289,3 +293,17 @@ def check_projection_gradient_splits(backend: Backend, request: Request) -> None
     ctx.within("grads['x'] (ȳPᵀ + J_Fᵀȳ)", result.grads["x"], summed, budget.grads["x"]
                + up(whole.slack + parts[1].slack))
     ctx.within("grads['p'] (xᵀȳ)", result.grads["p"], whole.grads["p"], budget.grads["p"])
+
+
+def check_post_norm_stream_stays_normalized(backend: Backend, request: Request) -> None:
+    """A post-norm stack ``h = N(h + α·F(h))``: after every block the stream is normalized
+    again, its rows' mean square ``σ²/(σ² + ε)`` (1 up to ε, exact in the spec) at every
+    depth, where a pre-norm stream's grows with each block; checked on the backend's output
+    of each block (the program cut there, cotangent ones) as the norm statistics are."""
+    __tracebackhide__ = True
+    program = request.program
+    for norm in (n for n in program.order if n.op in ("layer_norm", "rms_norm")):
+        cut = Program(program.inputs, program.nodes, norm.name)
+        shape = infer_shapes(cut)[norm.name]
+        check_norm_statistics(backend, Request(cut, request.inputs, request.dtype,
+                                               np.ones(shape)))

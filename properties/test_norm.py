@@ -20,6 +20,7 @@ from resverify.properties.cases import Case
 from resverify.properties.laws_norm import (
     check_gradient_orthogonal_to_constants,
     check_norm_statistics,
+    check_post_norm_stream_stays_normalized,
     check_post_norm_zero_branch,
     check_pre_norm_zero_branch_identity,
     check_projection_gradient_splits,
@@ -135,3 +136,12 @@ def test_residual_add_refuses_a_width_change_even_where_add_broadcasts(
 def test_projection_shortcut_gradient_is_both_paths(
         backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
     check_projection_gradient_splits(backend, prop.request(case, dtype))
+
+
+@DTYPE
+@NORMED
+@given(case=norm_stack_cases(placement="post"))
+@example(case=norm_block_case("post", "layer_norm", X, W, Fraction(1), depth=3))
+def test_post_norm_stream_stays_normalized_at_every_depth(
+        backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
+    check_post_norm_stream_stays_normalized(backend, prop.request(case, dtype))

@@ -33,6 +33,8 @@ NORM_CATCHES: list[tuple[str, str, type[bb.Reference]]] = [
     ("residual_add_refuses_a_width_change_even_where_add_broadcasts", "float64",
      bb.BroadcastingMerge),
     ("projection_shortcut_gradient_is_both_paths", "float64", bn.DetachedProjection),
+    ("post_norm_stream_stays_normalized_at_every_depth", "float64", bn.PostAsPre),
+    ("post_norm_stream_stays_normalized_at_every_depth", "float32", bn.NormTwice),
 ]
 
 NORM_LAWS = {law for law, fn in property_tests().items() if fn.__module__.endswith("test_norm")}
