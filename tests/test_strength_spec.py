@@ -6,14 +6,19 @@ a changed behaviour no test noticed. Exact values are compared exactly.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
+from resverify.spec.budget import error_budget
 from resverify.spec.compare import cells, decimal
-from resverify.spec.errors import BadResult
+from resverify.spec.errors import BadResult, InvalidRequest
+from resverify.spec.exact import evaluate
+from resverify.spec.ir import Input, Node, Program
+from resverify.spec.request import Request
 from resverify.spec.rounding import TINY, UNIT_ROUNDOFF, Ctx, gamma, inflate, up
 
 
@@ -80,3 +85,65 @@ def test_inflate_rounds_up_by_a_relative_and_an_absolute_margin() -> None:
     grown = x[:3] * (1 + 74 * 2.0**-50) + 74 * 2.0**-1074
     assert np.array_equal(got[:3], np.nextafter(grown, np.inf)), got
     assert got[3] == np.inf and got[4] > 3.0 * (1 + 74 * 2.0**-50), got
+
+
+def _pair_request() -> Request:
+    """``y = residual_add(x, x)`` with an unused input u: x gets two gradient parts."""
+    program = Program((Input("x", (2,)), Input("u", (3,))),
+                      (Node("y", "residual_add", ("x", "x")),), "y")
+    return Request(program, {"x": np.array([1.0, -3.0]), "u": np.array([1.0, 2.0, 4.0])},
+                   "float64", np.array([0.5, 0.25]))
+
+
+def test_an_unused_input_has_a_zero_budget_of_its_shape() -> None:
+    budget = error_budget(_pair_request())
+    assert np.array_equal(budget.grads["u"], np.zeros(3)), budget.grads["u"]
+
+
+def test_misses_names_a_wrong_shape_and_every_missing_gradient() -> None:
+    request = _pair_request()
+    exact, budget = evaluate(request), error_budget(request)
+    found = budget.misses(exact, np.zeros(3), {})
+    assert [(m.where, m.index, m.expected, m.bound) for m in found] == [
+        ("output.shape[3]", (), Fraction(0), 0.0), ("grad[x] missing", (), Fraction(0), 0.0),
+        ("grad[u] missing", (), Fraction(0), 0.0)], found
+    assert all(math.isnan(m.actual) for m in found), found
+
+
+def test_misses_reports_each_element_beyond_its_budget() -> None:
+    request = _pair_request()
+    exact, budget = evaluate(request), error_budget(request)
+    assert exact.output is not None and exact.grads is not None
+    grads = {"x": np.array([1.0, 0.5]), "u": np.zeros(3)}
+    found = budget.misses(exact, np.array([2.0, -6.5]), grads)
+    assert [(m.where, m.index, m.actual, m.expected) for m in found] == [
+        ("output", (1,), -6.5, Fraction(-6))], found
+    assert found[0].bound == budget.output[1], found
+
+
+def test_misses_needs_an_exact_output_and_gradients() -> None:
+    request = _pair_request()
+    exact = evaluate(request)
+    half = dataclasses.replace(exact, grads=None)
+    with pytest.raises(InvalidRequest, match="an exact result with an output and gradients"):
+        error_budget(request).misses(half, np.zeros(2), {})
+
+
+def test_done_is_infinite_from_half_the_largest_value() -> None:
+    c = Ctx("float32", float(UNIT_ROUNDOFF["float32"]), float(TINY["float32"]))
+    half = float(np.finfo(np.float32).max) / 2
+    below = c.done(np.array([half * (1 - 2.0**-20)]), np.array([0.0]))
+    at = c.done(np.array([half]), np.array([0.0]))
+    by_error = c.done(np.array([1.0]), np.array([half]))
+    assert np.isfinite(below.err[0]) and at.err[0] == by_error.err[0] == np.inf, (below, at)
+
+
+def test_two_gradient_parts_are_charged_gamma_1() -> None:
+    c = Ctx("float64", float(UNIT_ROUNDOFF["float64"]), float(TINY["float64"]))
+    request = _pair_request()
+    assert request.cotangent is not None
+    cot = np.abs(request.cotangent)
+    expected = c.done(2 * cot, gamma(1, "float64") * (2 * cot), 2).err
+    final = np.nextafter(expected * (1 + 2.0**-50), np.inf)  # the last addition, rounded up
+    got = error_budget(request).grads["x"]
+    assert np.array_equal(got, final), (got, final)
