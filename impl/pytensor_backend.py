@@ -29,6 +29,7 @@ Install with ``pip install 'resverify[pytensor]'``.
 from __future__ import annotations
 
 import importlib
+import warnings
 from collections.abc import Hashable
 from typing import Any
 
@@ -101,9 +102,14 @@ class PytensorBackend:
         except ShapeMismatch as exc:
             return ResultError.mismatch(exc)
         key: Hashable = (program, dtype)
-        function = self.cache.get(key, lambda: self._build(program, dtype))
         names = program.input_names
         values = [np.array(request.inputs[n], dtype=dtype, copy=True) for n in names]
-        out, *grads = function(*values, np.array(request.cotangent, dtype=dtype, copy=True))
+        with warnings.catch_warnings():
+            # Numba compiles lazily, on the first call, and advises that np.dot is faster
+            # on contiguous arrays; advice on speed is not an answer, and a run whose
+            # warnings are errors (pytest's -W error) must not fail on it
+            warnings.filterwarnings("ignore", message=r".*np\.dot\(\) is faster on contiguous")
+            function = self.cache.get(key, lambda: self._build(program, dtype))
+            out, *grads = function(*values, np.array(request.cotangent, dtype=dtype, copy=True))
         return Value(np.array(out, copy=True),
                      grads={n: np.array(g, copy=True) for n, g in zip(names, grads, strict=True)})
