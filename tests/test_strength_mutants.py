@@ -136,3 +136,9 @@ def test_every_mutant_is_killed_under_the_ci_profile(tmp_path: Path) -> None:
     survivors = [(e["mutant"], e["status"], e["message"]) for e in doc["mutants"]
                  if e["status"] != "killed"]
     assert code == 0 and not survivors, f"{doc['killed']}/{doc['total']}: {survivors}"
+
+
+def test_strength_doc_lists_every_mutant_of_the_catalog() -> None:
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "strength.md").read_text()
+    missing = [m.__name__ for m in catalog.CATALOG if f"| `{m.__name__}` |" not in doc]
+    assert not missing, f"docs/strength.md has no row for {missing}"
