@@ -87,12 +87,12 @@ def test_inflate_rounds_up_by_a_relative_and_an_absolute_margin() -> None:
     assert got[3] == np.inf and got[4] > 3.0 * (1 + 74 * 2.0**-50), got
 
 
-def _pair_request() -> Request:
+def _pair_request(cotangent: tuple[float, float] = (0.5, 0.25)) -> Request:
     """``y = residual_add(x, x)`` with an unused input u: x gets two gradient parts."""
     program = Program((Input("x", (2,)), Input("u", (3,))),
                       (Node("y", "residual_add", ("x", "x")),), "y")
     return Request(program, {"x": np.array([1.0, -3.0]), "u": np.array([1.0, 2.0, 4.0])},
-                   "float64", np.array([0.5, 0.25]))
+                   "float64", np.array(cotangent))
 
 
 def test_an_unused_input_has_a_zero_budget_of_its_shape() -> None:
@@ -146,4 +146,19 @@ def test_two_gradient_parts_are_charged_gamma_1() -> None:
     expected = c.done(2 * cot, gamma(1, "float64") * (2 * cot), 2).err
     final = np.nextafter(expected * (1 + 2.0**-50), np.inf)  # the last addition, rounded up
     got = error_budget(request).grads["x"]
+    assert np.array_equal(got, final), (got, final)
+
+
+def test_a_narrower_dtype_charges_one_rounding_of_the_cotangent() -> None:
+    """Judged in float32, the float64 cotangent is first rounded to float32: one rounding
+    of ``|ȳ|`` plus a subnormal (all there is where ȳ = 0), then the two parts of x's
+    gradient are summed."""
+    c = Ctx("float32", float(UNIT_ROUNDOFF["float32"]), float(TINY["float32"]))
+    request = _pair_request((0.5, 0.0))
+    assert request.cotangent is not None
+    cot = np.abs(request.cotangent)
+    leaf = c.done(cot, c.u * cot + c.tiny)
+    total = c.done(2 * leaf.mag, 2 * leaf.err + gamma(1, "float32") * (2 * leaf.hat), 2).err
+    final = np.nextafter(total * (1 + 2.0**-50), np.inf)
+    got = error_budget(request, "float32").grads["x"]
     assert np.array_equal(got, final), (got, final)
