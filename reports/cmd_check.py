@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "when FILE ends in .json): a listed failure that reproduces is "
                         "'expected', a listed one that passes now is 'fixed' and fails the "
                         f"run (default: ./{known_failures.DEFAULT_FILE} when it exists)")
+    parser.add_argument("--mutants", type=Path, metavar="FILE",
+                        help="attach the score of `resverify mutants --out FILE` to the report "
+                        "(report.json's mutants entry, a table in report.html)")
     parser.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS",
                         help="extra pytest arguments after --, e.g. -- -k shape")
 
@@ -114,6 +118,7 @@ class _Request:
     pytest_args: tuple[str, ...]
     known_file: Path | None = None
     known: tuple[known_failures.KnownFailure, ...] = ()
+    mutants: Mapping[str, Any] | None = None
 
     @property
     def backends(self) -> list[Backend]:
@@ -207,7 +212,8 @@ def run(args: argparse.Namespace) -> int:
     known = tuple(known_failures.load(known_file)) if known_file is not None else ()
     request = _Request(named=named, report_dir=_report_dir(args.report_dir), seed=args.seed,
                        profile=profile, pytest_args=tuple(_pytest_args(args)),
-                       known_file=known_file, known=known)
+                       known_file=known_file, known=known,
+                       mutants=None if args.mutants is None else load_mutants(args.mutants))
     plots = _PlotJob(request.seed)
     progress = Progress()
     found = _Evidence()
@@ -380,7 +386,29 @@ def document(request: _Request, found: _Evidence, notes: Sequence[str] = ()) -> 
         backends=request.backends, claims=found.claims.claims, properties=props,
         complete=found.complete(),
         warnings=[*found.claims.warnings, *_suite_warnings(found.suite), *notes],
-        timings=timings, known=_known(request, found))
+        timings=timings, known=_known(request, found), mutants=request.mutants)
+
+
+def load_mutants(path: Path) -> dict[str, Any]:
+    """The JSON of ``resverify mutants --out``, checked against the report schema's part
+    for it; an unreadable or foreign file is a one-line usage error."""
+    import jsonschema
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read --mutants {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise UsageError(f"--mutants {path} is not JSON: {exc}") from None
+    schema = json_report.load_schema()
+    part = dict(schema["properties"]["mutants"], **{"$defs": schema["$defs"]})
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(part).iter_errors(doc))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "the document"
+        raise UsageError(f"--mutants {path} is not a `resverify mutants --out` document: "
+                         f"{where}: {error.message}")
+    return dict(doc)
 
 
 def _known(request: _Request, found: _Evidence) -> dict[str, Any]:

@@ -256,7 +256,8 @@ def _known_counts(entries: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
                  claims: Sequence[Mapping[str, Any]], properties: Sequence[Mapping[str, Any]],
                  complete: bool, warnings: Sequence[str], timings: Mapping[str, Any],
-                 known: Mapping[str, Any] = NO_KNOWN_FAILURES) -> dict[str, Any]:
+                 known: Mapping[str, Any] = NO_KNOWN_FAILURES,
+                 mutants: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The whole report document (see the module docstring for what varies run to run).
 
     ``known`` is the known-failures file (``file``) and its checked ``entries``
@@ -266,6 +267,9 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
     ``status``: ``incomplete`` when the run did not finish, else ``failed`` when a property
     or a claim failed unexpectedly or a known failure is fixed, else ``nothing checked``
     when a backend had no example checked, else ``passed``.
+
+    ``mutants`` (the document of ``resverify mutants --out``) is attached as it is, when
+    given; it does not change the status.
     """
     props = [copy.deepcopy(dict(p)) for p in properties]
     claim_docs = [copy.deepcopy(dict(c)) for c in claims]
@@ -280,7 +284,7 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
     unchecked = any(b["status"] == "nothing checked" for b in entries)
     status = ("incomplete" if not complete else "failed" if failed
               else "nothing checked" if unchecked else "passed")
-    return {
+    doc = {
         "schema": "resverify-report",
         "schema_version": SCHEMA_VERSION,
         "complete": complete,
@@ -296,6 +300,9 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
         "warnings": list(warnings),
         "timings": dict(timings),
     }
+    if mutants is not None:
+        doc["mutants"] = copy.deepcopy(dict(mutants))
+    return doc
 
 
 def validate(doc: Mapping[str, Any]) -> None:
