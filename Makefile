@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: verify test test-slow lint backends dist clean
+.PHONY: verify test test-slow lint backends dist clean mutants flakes mutation bench matrix
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -24,18 +24,39 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -m slow
 
-## backends: add the optional torch (CPU build), jax and autograd backends to the venv
+## backends: add the optional backends: torch (CPU build), jax, autograd, tensorflow-cpu, tinygrad, pytensor
 backends: $(STAMP)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[torch,jax,autograd]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[torch,jax,autograd,tensorflow,tinygrad,pytensor]'
+
+## matrix: resverify check on every installed CPU backend, one report in resverify-report/matrix
+matrix: $(STAMP)
+	$(BIN)/resverify check $$($(BIN)/resverify backends --names --device cpu | sed 's/^/--backend /') --report-dir resverify-report/matrix
 
 ## lint: ruff and mypy (the four packages, as resverify.*, and tests/)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+## mutants: the property suite against every mutant of the catalog: score, table, JSON and HTML
+mutants: $(STAMP)
+	mkdir -p resverify-report
+	$(BIN)/resverify mutants -n 2 --out resverify-report/mutants.json --html resverify-report/mutants.html
+
+## flakes: the whole suite on numpy, torch and jax under 200 seeds each; counts failures (must be 0)
+flakes: $(STAMP)
+	$(BIN)/python tools/flakes.py --runs 200 -j 2 --backend numpy --backend torch --backend jax --out flakes.json
+
+## mutation: mutmut (in its own venv under build/mutation/) over spec/compare.py, budget.py, rounding.py
+mutation: $(STAMP)
+	$(BIN)/python tools/mutation.py --out build/mutation/score.json
+
+## bench: resverify's speed against its baselines, every figure a ratio (minutes; JSON in resverify-bench.json)
+bench: $(STAMP)
+	$(BIN)/resverify bench --out resverify-bench.json
+
 ## dist: build the sdist and the wheel into dist/ (python -m build)
 dist: $(STAMP)
 	$(BIN)/python -m build --outdir dist
 
 clean:
-	rm -rf $(VENV) resverify-report .pytest_cache .hypothesis build dist *.egg-info
+	rm -rf $(VENV) resverify-report .pytest_cache .hypothesis build dist *.egg-info flakes.json resverify-bench.json
