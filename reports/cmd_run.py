@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("request", type=Path, help="a request document (JSON)")
     parser.add_argument(
         "--backend", default="numpy",
-        help="numpy (default), torch, torch-cuda, jax, autograd, module:attr or cmd:COMMAND")
+        help="numpy (default), any name `resverify backends` lists, module:attr or cmd:COMMAND")
 
 
 def run(args: argparse.Namespace) -> int:
