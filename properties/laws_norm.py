@@ -210,6 +210,10 @@ def check_scale_moves_into_eps(backend: Backend, request: Request, power: int) -
     moved = np.asarray(request.inputs["x"], dtype=np.float64) * float(k)
     if not np.array_equal(round_to_dtype(moved, request.dtype), moved):
         reject()  # k x overflows or loses subnormal bits in the dtype: not the same input
+    eps = node.eps / (k * k)
+    wide = np.asarray([float(eps)])
+    if Fraction(wide[0]) != eps or not np.array_equal(round_to_dtype(wide, request.dtype), wide):
+        reject()  # ε/k² is not a value of the dtype (it underflows): a backend must round it
     scaled = with_input(request, round_to_dtype(moved, request.dtype))
     _agree(backend, f"x scaled by {k}, ε divided by {k * k}", scaled,
            with_input(request, request.inputs["x"], node.eps / (k * k)))
