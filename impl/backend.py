@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol, runtime_checkable
 
-from resverify.spec.errors import InvalidProgram, UsageError
-from resverify.spec.ir import DTYPES, OPS, Node
+from resverify.spec.errors import InvalidProgram, ShapeMismatch, UsageError
+from resverify.spec.ir import DTYPES, OPS, Node, infer_shapes
 from resverify.spec.request import Request, Result, ResultError
 
 DEVICE_PATTERN = re.compile(r"cpu|mps|external|(?:cuda|tpu|xpu)(?::[0-9]+)?")
@@ -56,6 +56,19 @@ class Capabilities:
         """The ``unsupported`` answer for a request outside the claims, else None."""
         reason = self.covers(request)
         return None if reason is None else ResultError("unsupported", f"{backend}: {reason}")
+
+    def refusal(self, request: Request, backend: str) -> ResultError | None:
+        """:meth:`unclaimed`, else the ``shape_mismatch`` answer for a shape-invalid program,
+        else None: for adapters that build a whole program before running it, so no
+        interpreter meets the bad shapes and raises on its own."""
+        refused = self.unclaimed(request, backend)
+        if refused is not None:
+            return refused
+        try:
+            infer_shapes(request.program)
+        except ShapeMismatch as exc:
+            return ResultError.mismatch(exc)
+        return None
 
 
 def scale_alpha(node: Node) -> Fraction:

@@ -37,9 +37,8 @@ from resverify.impl.compile_cache import CompiledCache
 from resverify.impl.functional_backends import JaxBackend
 from resverify.impl.interpret import interpret
 from resverify.impl.torch_backend import TorchBackend
-from resverify.spec.errors import ShapeMismatch
-from resverify.spec.ir import Program, infer_shapes
-from resverify.spec.request import Request, Result, ResultError, Value, storage_dtype
+from resverify.spec.ir import Program
+from resverify.spec.request import Request, Result, Value, storage_dtype
 
 _serial = count()
 
@@ -82,13 +81,9 @@ class TorchCompileBackend(TorchBackend):
         return self.cache.get((request.program, request.dtype), build)
 
     def run(self, request: Request) -> Result:
-        refused = self.capabilities.unclaimed(request, self.name)
+        refused = self.capabilities.refusal(request, self.name)
         if refused is not None:
             return refused
-        try:
-            infer_shapes(request.program)
-        except ShapeMismatch as exc:
-            return ResultError.mismatch(exc)
         names = request.program.input_names
         leaves = [self._tensor(request.inputs[n], request.dtype, True) for n in names]
         with warnings.catch_warnings():
@@ -134,13 +129,9 @@ class JaxJitBackend(JaxBackend):
         return self.cache.get(program, build)
 
     def run(self, request: Request) -> Result:
-        refused = self.capabilities.unclaimed(request, self.name)
+        refused = self.capabilities.refusal(request, self.name)
         if refused is not None:
             return refused
-        try:
-            infer_shapes(request.program)
-        except ShapeMismatch as exc:
-            return ResultError.mismatch(exc)
         names = request.program.input_names
         primals = [self.array(request.inputs[n], request.dtype) for n in names]
         cotangent = self.array(request.cotangent, request.dtype)
