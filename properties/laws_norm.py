@@ -26,6 +26,7 @@ from resverify.impl.backend import Backend
 from resverify.properties.assertions import Context, guarded_run, num, run_ok
 from resverify.properties.cases import round_to_dtype
 from resverify.properties.laws_oracle import check_matches_spec
+from resverify.properties.laws_structure import check_alpha_zero_is_identity
 from resverify.spec.budget import error_budget
 from resverify.spec.exact import as_fractions, evaluate, evaluate_exact
 from resverify.spec.ir import Node, Program, infer_shapes
@@ -75,17 +76,10 @@ def _rows(array: np.ndarray) -> np.ndarray:
 def check_pre_norm_zero_branch_identity(backend: Backend, request: Request) -> None:
     """Pre-norm stack with every α = 0: output = x and x̄ = ȳ exactly, every other input's
     gradient exactly 0 (the branches see N(h), the identity path never does); except where
-    the spec's budget is infinite: a branch that overflows gives ``inf · 0 = nan``."""
+    the spec's budget is infinite: a branch that overflows gives ``inf · 0 = nan``. The same
+    law as any residual program with its branches off, so the same check."""
     __tracebackhide__ = True
-    ctx = Context(backend.name, request)
-    result = run_ok(backend, request)
-    budget = error_budget(request)
-    ctx.equal("output", result.output, as_fractions(request.inputs["x"]), "x",
-              skip=np.isinf(budget.output))
-    for name in request.program.input_names:
-        expected = request.cotangent if name == "x" else np.zeros(request.inputs[name].shape)
-        ctx.equal(f"grads[{name!r}]", result.grads[name], as_fractions(expected),
-                  "ȳ" if name == "x" else "0 (α = 0)", skip=np.isinf(budget.grads[name]))
+    check_alpha_zero_is_identity(backend, request)
 
 
 def check_post_norm_zero_branch(backend: Backend, request: Request) -> None:
