@@ -17,21 +17,29 @@ DEVICE_PATTERN = re.compile(r"cpu|mps|external|(?:cuda|tpu|xpu)(?::[0-9]+)?")
 ``device`` pattern is the same set."""
 
 
+MODES: tuple[str, ...] = ("vjp", "jvp")
+"""Differentiation modes a backend may claim: reverse (``vjp``: the gradients of a
+cotangent, every backend) and forward (``jvp``: the output tangent of input tangents)."""
+
+
 @dataclass(frozen=True)
 class Capabilities:
-    """The dtypes and ops a backend claims, and the device it runs on.
+    """The dtypes, ops and differentiation modes a backend claims, and its device.
 
     Every name is checked when the capabilities are made: a dtype outside
-    ``resverify.spec.ir.DTYPES``, an op outside ``resverify.spec.ir.OPS`` or an unknown device
-    is a UsageError, so a typo cannot silently claim nothing.
+    ``resverify.spec.ir.DTYPES``, an op outside ``resverify.spec.ir.OPS``, a mode outside
+    :data:`MODES` or an unknown device is a UsageError, so a typo cannot silently claim
+    nothing. Every backend answers reverse mode, so ``modes`` must include ``vjp``.
     """
 
     dtypes: tuple[str, ...] = DTYPES
     ops: tuple[str, ...] = tuple(sorted(OPS))
     device: str = "cpu"
+    modes: tuple[str, ...] = ("vjp",)
 
     def __post_init__(self) -> None:
-        for field, names, known in (("dtype", self.dtypes, DTYPES), ("op", self.ops, OPS)):
+        for field, names, known in (("dtype", self.dtypes, DTYPES), ("op", self.ops, OPS),
+                                    ("mode", self.modes, MODES)):
             if isinstance(names, str) or not names:
                 raise UsageError(f"capabilities need a non-empty list of {field}s, got {names!r}")
             unknown = [n for n in names if n not in known]
@@ -42,13 +50,19 @@ class Capabilities:
             raise UsageError(
                 f"unknown device {self.device!r} in capabilities; known: cpu, cuda, cuda:N, "
                 "tpu, tpu:N, xpu, xpu:N, mps, external")
+        if "vjp" not in self.modes:
+            raise UsageError(f"capabilities must claim mode 'vjp' (got {list(self.modes)}): "
+                             "every backend answers reverse mode")
         object.__setattr__(self, "dtypes", tuple(self.dtypes))
         object.__setattr__(self, "ops", tuple(self.ops))
+        object.__setattr__(self, "modes", tuple(self.modes))
 
     def covers(self, request: Request) -> str | None:
         """None when the request is within the claims, else the reason it is not."""
         if request.dtype not in self.dtypes:
             return f"dtype {request.dtype} not claimed (claims {list(self.dtypes)})"
+        if request.forward_mode and "jvp" not in self.modes:
+            return f"mode jvp not claimed (claims {list(self.modes)})"
         missing = sorted({n.op for n in request.program.nodes} - set(self.ops))
         return f"op(s) {missing} not claimed" if missing else None
 

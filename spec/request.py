@@ -1,10 +1,12 @@
-"""Requests (program + values + dtype + cotangent) and results (a value or a typed error).
+"""Requests (program + values + dtype + cotangent [+ tangents]) and results (a value or a
+typed error).
 
 Why these types: a backend's answer is either a :class:`Value` (the output and every
-input's gradient, all present) or a :class:`ResultError` (a typed refusal), and
-:data:`Result` is that union, so a consumer matches on the type instead of testing which
-optional fields are set. A :class:`Request` always carries a cotangent (derived for a
-shape-invalid program, see its docstring).
+input's gradient, all present, plus the output tangent exactly when the request carried
+input tangents) or a :class:`ResultError` (a typed refusal), and :data:`Result` is that
+union, so a consumer matches on the type instead of testing which optional fields are set.
+A :class:`Request` always carries a cotangent (derived for a shape-invalid program, see its
+docstring); it carries ``tangents`` (one per input) only when it asks for forward mode.
 """
 
 from __future__ import annotations
@@ -68,20 +70,34 @@ class Request:
     keeps ``Backend.run(request: Request)`` a single signature and lets every adapter read
     ``request.cotangent`` as an array with no type test; a second type would make each
     adapter branch on the request's type for a case it already handles.
+
+    Forward mode: ``tangents``, when given, holds one tangent per input (same names, shapes
+    and dtype as ``inputs``); the answer then carries the output tangent ``J·t`` in
+    :attr:`Value.tangent` beside the output and the gradients. ``tangents=None`` (the default)
+    is a reverse-mode-only request, the form every version-1 engine knows.
     """
 
     program: Program
     inputs: Mapping[str, np.ndarray]
     dtype: str
     cotangent: np.ndarray
+    tangents: Mapping[str, np.ndarray] | None
 
     def __init__(self, program: Program, inputs: Mapping[str, object], dtype: str,
-                 cotangent: object | None) -> None:
+                 cotangent: object | None,
+                 tangents: Mapping[str, object] | None = None) -> None:
         storage_dtype(dtype)
         object.__setattr__(self, "program", program)
         object.__setattr__(self, "dtype", dtype)
         object.__setattr__(self, "inputs", _read_inputs(program, inputs, dtype))
         object.__setattr__(self, "cotangent", _read_cotangent(program, cotangent, dtype))
+        object.__setattr__(self, "tangents", None if tangents is None else
+                           _read_inputs(program, tangents, dtype, "tangent"))
+
+    @property
+    def forward_mode(self) -> bool:
+        """Whether the request asks for the output tangent (it carries input tangents)."""
+        return self.tangents is not None
 
     @property
     def shape_valid(self) -> bool:
@@ -98,17 +114,18 @@ def output_shape(program: Program) -> Shape | None:
 
 
 def _read_inputs(program: Program, inputs: Mapping[str, object],
-                 dtype: str) -> dict[str, np.ndarray]:
+                 dtype: str, what: str = "input") -> dict[str, np.ndarray]:
     declared = {i.name: i.shape for i in program.inputs}
-    if set(inputs) != set(declared):
+    if not isinstance(inputs, Mapping) or set(inputs) != set(declared):
+        given = sorted(inputs) if isinstance(inputs, Mapping) else type(inputs).__name__
         raise InvalidRequest(
-            f"request inputs {sorted(inputs)} do not match program inputs {sorted(declared)}")
+            f"request {what}s {given} do not match program inputs {sorted(declared)}")
     values = {}
     for name, shape in declared.items():
-        array = as_values(inputs[name], dtype, f"input {name!r}")
+        array = as_values(inputs[name], dtype, f"{what} {name!r}")
         if array.shape != shape:
             raise InvalidRequest(
-                f"input {name!r} has shape {list(array.shape)}, declared {list(shape)}")
+                f"{what} {name!r} has shape {list(array.shape)}, declared {list(shape)}")
         values[name] = array
     return values
 
@@ -131,15 +148,18 @@ def _read_cotangent(program: Program, cotangent: object | None, dtype: str) -> n
 
 @dataclass(frozen=True)
 class Value:
-    """A backend's answer to a shape-valid request: the output and every input's gradient.
+    """A backend's answer to a shape-valid request: the output and every input's gradient,
+    and the output tangent ``J·t`` when (and only when) the request carried tangents.
 
-    Both are required: a value is never partial. Whether the arrays have the request's
-    shapes and dtype is :func:`check_form`'s question (a backend may answer garbage, and
+    Output and gradients are always required: a value is never partial. Whether the arrays
+    have the request's shapes and dtype, and whether ``tangent`` is present exactly when the
+    request asked for it, is :func:`check_form`'s question (a backend may answer garbage, and
     resverify reports it as a ``bad_result`` rather than failing to build the answer).
     """
 
     output: np.ndarray
     grads: Mapping[str, np.ndarray]
+    tangent: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -173,8 +193,9 @@ Result: TypeAlias = Value | ResultError
 
 def check_form(request: Request, value: Value) -> None:
     """Raise :class:`BadResult` unless ``value`` has the form ``request`` declares: the output
-    and one gradient per input (no other key), each a NumPy array of the declared shape in
-    the request's storage dtype.
+    and one gradient per input (no other key), plus the output tangent exactly when the
+    request carried tangents, each a NumPy array of the declared shape in the request's
+    storage dtype.
 
     The message names the array and both sides, e.g. ``grads['w']: gives shape [2], spec
     declares [2, 2]``; callers add who answered and the request.
@@ -188,9 +209,17 @@ def check_form(request: Request, value: Value) -> None:
                         "from input names to arrays")
     if set(grads) != set(request.inputs):
         raise BadResult(f"grads: gives keys {sorted(grads)}, spec has {sorted(request.inputs)}")
+    if request.forward_mode and value.tangent is None:
+        raise BadResult("tangent: gives none, spec declares the output tangent "
+                        "(the request carried input tangents)")
+    if not request.forward_mode and value.tangent is not None:
+        raise BadResult("tangent: gives one, spec declares none (the request carried no "
+                        "input tangents)")
     want = storage_dtype(request.dtype)
     declared = [("output", value.output, shape)] + [
         (f"grads[{k!r}]", grads[k], request.inputs[k].shape) for k in sorted(grads)]
+    if value.tangent is not None:
+        declared.append(("tangent", value.tangent, shape))
     for what, raw, expected in declared:
         if not isinstance(raw, np.ndarray | np.generic):
             raise BadResult(f"{what}: gives a {type(raw).__name__}, spec declares an array")

@@ -109,3 +109,58 @@ def test_check_form_refuses_a_value_for_a_shape_invalid_request() -> None:
     request = Request(MISMATCH, VALUES, "float64", None)
     with pytest.raises(BadResult, match="spec gives shape_mismatch"):
         check_form(request, Value(np.ones((2, 2)), dict(request.inputs)))
+
+
+def _forward(request: Request) -> Request:
+    tangents = {k: np.ones_like(v) for k, v in request.inputs.items()}
+    return Request(request.program, request.inputs, request.dtype, request.cotangent,
+                   tangents=tangents)
+
+
+def test_a_forward_mode_request_holds_one_read_only_tangent_per_input() -> None:
+    request = _forward(linear_block_request())
+    assert request.forward_mode and request.tangents is not None
+    assert set(request.tangents) == set(request.inputs), (sorted(request.tangents),
+                                                          sorted(request.inputs))
+    for name, tangent in request.tangents.items():
+        assert tangent.shape == request.inputs[name].shape and not tangent.flags.writeable, (
+            name, tangent.shape, tangent.flags.writeable)
+    assert not linear_block_request().forward_mode
+
+
+@pytest.mark.parametrize(("spoil", "message"), [
+    (lambda t: dict(list(t.items())[1:]), "tangents"),
+    (lambda t: {k: np.ones(7) for k in t}, r"has shape \[7\]"),
+    (lambda t: {k: np.full(v.shape, 0.1) for k, v in t.items()}, "not exactly representable"),
+])
+def test_a_forward_mode_request_refuses_tangents_that_do_not_fit(spoil: object,
+                                                                 message: str) -> None:
+    base = linear_block_request()
+    tangents = {k: np.ones_like(v) for k, v in base.inputs.items()}
+    with pytest.raises(InvalidRequest, match=message):
+        Request(base.program, base.inputs, "float16", base.cotangent,
+                tangents=spoil(tangents))  # type: ignore[operator]
+
+
+def test_check_form_wants_the_output_tangent_exactly_when_tangents_were_sent() -> None:
+    request, value = _good()
+    forward = _forward(request)
+    with pytest.raises(BadResult, match="tangent: gives none"):
+        check_form(forward, value)
+    check_form(forward, dataclasses.replace(value, tangent=np.zeros(2)))
+    with pytest.raises(BadResult, match="tangent: gives one"):
+        check_form(request, dataclasses.replace(value, tangent=np.zeros(2)))
+    with pytest.raises(BadResult, match=r"tangent: gives shape \[3\]"):
+        check_form(forward, dataclasses.replace(value, tangent=np.zeros(3)))
+
+
+def test_a_backend_that_claims_only_vjp_refuses_a_forward_mode_request() -> None:
+    from resverify.impl.backend import Capabilities
+    from resverify.spec.errors import UsageError
+    request = _forward(linear_block_request())
+    assert Capabilities().covers(request) == "mode jvp not claimed (claims ['vjp'])"
+    assert Capabilities(modes=("vjp", "jvp")).covers(request) is None
+    with pytest.raises(UsageError, match="unknown mode"):
+        Capabilities(modes=("vjp", "hvp"))
+    with pytest.raises(UsageError, match="must claim mode 'vjp'"):
+        Capabilities(modes=("jvp",))
