@@ -19,7 +19,17 @@ from resverify.spec.errors import BadResult, InvalidRequest
 from resverify.spec.exact import evaluate
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.request import Request
-from resverify.spec.rounding import TINY, UNIT_ROUNDOFF, Ctx, gamma, inflate, up
+from resverify.spec.rounding import (
+    TINY,
+    UNIT_ROUNDOFF,
+    Bound,
+    Ctx,
+    dot,
+    gamma,
+    inflate,
+    product,
+    up,
+)
 
 
 @pytest.mark.parametrize(("value", "digits", "text"), [
@@ -162,3 +172,55 @@ def test_a_narrower_dtype_charges_one_rounding_of_the_cotangent() -> None:
     final = np.nextafter(total * (1 + 2.0**-50), np.inf)
     got = error_budget(request, "float32").grads["x"]
     assert np.array_equal(got, final), (got, final)
+
+
+def _ctx(dtype: str) -> Ctx:
+    return Ctx(dtype, float(UNIT_ROUNDOFF[dtype]), float(TINY[dtype]))
+
+
+def test_a_product_of_two_inexact_values_is_charged_its_second_order_error() -> None:
+    """x = 2 known to ±1/2 and y = 3 known to ±1/4: the computed (2.5)(3.25) = 8.125 is
+    2.125 from 6 = 1/2·3·... exactly x·e_y + y·e_x + e_x·e_y. Without the e_x·e_y term the
+    bound (2 plus roundings) would not cover an error the inputs allow."""
+    x = Bound(np.array([2.0]), np.array([0.5]))
+    y = Bound(np.array([3.0]), np.array([0.25]))
+    actual_error = Fraction(5, 2) * Fraction(13, 4) - 6
+    _, err = product(_ctx("float64"), x, y)
+    assert Fraction(float(err[0])) >= actual_error == Fraction(17, 8), (err, actual_error)
+
+
+def test_a_dot_of_two_inexact_vectors_is_charged_its_second_order_error() -> None:
+    x = Bound(np.array([[2.0, 2.0]]), np.array([[0.5, 0.5]]))
+    w = Bound(np.array([[3.0], [3.0]]), np.array([[0.25], [0.25]]))
+    actual_error = 2 * (Fraction(5, 2) * Fraction(13, 4) - 6)
+    err = dot(_ctx("float64"), x, w).err
+    assert Fraction(float(err[0, 0])) >= actual_error == Fraction(17, 4), (err, actual_error)
+
+
+def test_a_dot_is_charged_gamma_of_its_length_not_of_its_row_count() -> None:
+    """One row of 1000 values 1.5 summed left to right in float16: past 1024 the spacing
+    is 1 and each tie rounds to even, so the sum drifts by hundreds, far beyond gamma_1 (the
+    row count) of the sum but within gamma_1000 of it."""
+    n, value = 1000, np.float16(1.5)
+    total = np.float16(0)
+    for _ in range(n):
+        total = np.float16(total + value)
+    actual_error = abs(Fraction(float(total)) - n * Fraction(float(value)))
+    x = Bound(np.full((1, n), float(value)), np.zeros((1, n)))
+    w = Bound(np.ones((n, 1)), np.zeros((n, 1)))
+    err = dot(_ctx("float16"), x, w).err
+    assert actual_error > Fraction(float(gamma(1, "float16") * n * float(value))), actual_error
+    assert Fraction(float(err[0, 0])) >= actual_error, (err, actual_error)
+
+
+def test_a_node_that_feeds_nothing_does_not_stop_the_backward_budget() -> None:
+    """The last node in order is dead (nothing reads it): the backward budget skips it and
+    still charges x's gradient, which is 1 + 1/2 per element, not zero."""
+    program = Program((Input("x", (2,)),), (
+        Node("f", "scale", ("x",), alpha=Fraction(1, 2)),
+        Node("y", "residual_add", ("x", "f")),
+        Node("dead", "scale", ("x",), alpha=Fraction(3))), "y")
+    request = Request(program, {"x": np.array([0.75, 3.0])}, "float32",
+                      np.array([1.0, -1.0]))
+    got = error_budget(request).grads["x"]
+    assert np.all(got > 0), f"error_budget(...).grads['x'] = {got}, expected > 0 everywhere"
