@@ -11,9 +11,13 @@ can load it with ``-p resverify.properties.plugin``.
   ``ci`` (random under the other profiles); the header shows both.
 * A property that fails saves its request as a JSON vector (``--vector-dir``, else
   ``RESVERIFY_VECTOR_DIR``, else ``resverify-vectors/``) and prints the replay command.
-* Each property test records ``property``, ``backend``, ``dtype`` (at setup) and
-  ``examples`` (+ ``vector`` and ``replay`` on failure) with ``item.user_properties``,
+* Each property test records ``property``, ``backend``, ``mode``, ``dtype`` (at setup)
+  and ``examples`` (+ ``vector`` and ``replay`` on failure) with ``item.user_properties``,
   which reach JUnit XML and every TestReport.
+* Markers: ``needs(*ops)`` skips a backend that does not claim the ops; ``jvp`` marks a
+  forward-mode property (mode ``jvp``; every other property is mode ``vjp``) and skips a
+  backend that does not claim mode jvp, in the words of its ``Capabilities.covers``. The
+  report's conformance matrix groups the properties by this mode, VJP beside JVP.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ from resverify.spec.ir import OPS, Input, Node, Program
 from resverify.spec.ops import OP_TABLE
 from resverify.spec.request import Request
 
-__all__ = ["PropertyRun", "capability_reason"]
+__all__ = ["PropertyRun", "capability_reason", "property_mode"]
 
 _MESSAGE_LIMIT = 4000
 _BACKENDS = pytest.StashKey[list[tuple[str, Backend]]]()
@@ -85,6 +89,9 @@ def backend_names(config: pytest.Config) -> list[str]:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "needs(*ops): IR ops the property needs; the test is "
                                        "skipped for a backend that does not claim them")
+    config.addinivalue_line("markers", "jvp: a forward-mode property (its requests carry "
+                                       "tangents); skipped for a backend that does not claim "
+                                       "mode jvp, shown in the matrix's jvp group")
     try:
         config.stash[_BACKENDS] = [(n, resolve_backend(n)) for n in backend_names(config)]
         profile = config.getoption("--hypothesis-profile", None)
@@ -114,20 +121,30 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("backend", [b for _, b in chosen], ids=[n for n, _ in chosen])
 
 
-def _probe(dtype: str, ops: tuple[str, ...]) -> Request:
-    """A tiny request that uses each of ``ops`` once, to ask ``Capabilities.covers``."""
+def _probe(dtype: str, ops: tuple[str, ...], mode: str = "vjp") -> Request:
+    """A tiny request that uses each of ``ops`` once (with tangents in mode ``jvp``), to ask
+    ``Capabilities.covers``."""
     nodes = []
     for i, op in enumerate(ops):
         args = ("x", "w") if op == "linear" else ("x",) * OPS[op]
         attr = OP_TABLE[op].attribute
         nodes.append(Node(f"n{i}", op, args, **({attr: Fraction(1)} if attr else {})))
     program = Program((Input("x", (1,)), Input("w", (1, 1))), tuple(nodes), "x")
-    return Request(program, {"x": np.zeros(1), "w": np.zeros((1, 1))}, dtype, np.zeros(1))
+    values = {"x": np.zeros(1), "w": np.zeros((1, 1))}
+    return Request(program, values, dtype, np.zeros(1),
+                   tangents=values if mode == "jvp" else None)
 
 
-def capability_reason(backend: Backend, dtype: str, ops: tuple[str, ...]) -> str | None:
-    """Why ``backend`` cannot be asked for ``ops`` in ``dtype`` (its own words), or None."""
-    return backend.capabilities.covers(_probe(dtype, ops))
+def capability_reason(backend: Backend, dtype: str, ops: tuple[str, ...],
+                      mode: str = "vjp") -> str | None:
+    """Why ``backend`` cannot be asked for ``ops`` in ``dtype`` and ``mode`` (its own words),
+    or None."""
+    return backend.capabilities.covers(_probe(dtype, ops, mode))
+
+
+def property_mode(node: pytest.Item) -> str:
+    """``jvp`` for a test marked ``jvp`` (forward mode), else ``vjp``."""
+    return "jvp" if node.get_closest_marker("jvp") is not None else "vjp"
 
 
 class PropertyRun:
@@ -191,12 +208,13 @@ def prop(request: pytest.FixtureRequest, backend: Backend) -> Iterator[PropertyR
     label = {id(b): n for n, b in request.config.stash[_BACKENDS]}.get(
         id(backend), backend.name)
     run = PropertyRun(node.originalname.removeprefix("test_"), label, backend)
-    node.user_properties += [("property", run.name), ("backend", label)]
+    mode = property_mode(node)
+    node.user_properties += [("property", run.name), ("backend", label), ("mode", mode)]
     if "dtype" in params:
         node.user_properties.append(("dtype", params["dtype"]))
     marker = node.get_closest_marker("needs")
     reason = capability_reason(backend, params.get("dtype", "float64"),
-                               tuple(marker.args) if marker else ())
+                               tuple(marker.args) if marker else (), mode)
     if reason:
         pytest.skip(f"backend {label}: {reason}")
     node.stash[_RUN] = run
