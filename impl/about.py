@@ -27,6 +27,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from resverify.spec.codec import FORMAT_VERSION
 from resverify.spec.errors import UsageError
 
 About = dict[str, str]
@@ -142,13 +143,18 @@ def autograd_about(backend: Any) -> About:
 
 
 def cmd_about(backend: Any) -> About:
-    """A ``cmd:`` engine: its command line and the name its hello gave. Protocol version 1
-    has no version field, so the engine's version is whatever its name says."""
+    """A ``cmd:`` engine: what its hello said of itself (its ``version``, and the settings of
+    its ``about``, ``library`` among them), then its command line, the name its hello gave
+    and the protocol version. An engine that says nothing is library ``cmd``, version
+    ``unknown``; what the engine says never hides the command that ran it."""
     import shlex
 
-    return {"library": "cmd", "version": "protocol 1",
+    told = dict(getattr(backend, "told", {}))
+    return {**told, "library": told.get("library") or "cmd",
+            "version": getattr(backend, "version", None) or UNKNOWN,
             "device": str(backend.capabilities.device),
-            "command": shlex.join(backend.argv), "engine_name": str(backend.name)}
+            "command": shlex.join(backend.argv), "engine_name": str(backend.name),
+            "protocol": str(FORMAT_VERSION)}
 
 
 _DESCRIBERS: tuple[tuple[str, str, Callable[[Any], About]], ...] = (

@@ -6,6 +6,14 @@ the engine answers each with exactly one JSON line on stdout. The first document
 hello, answered with the engine's capabilities; every later one is a request
 (``resverify.spec.codec``), answered with a result. Both answers are checked against the schema.
 
+The capabilities may claim forward mode (``"modes": ["vjp", "jvp"]``); without it the
+engine is never sent a request with tangents (:meth:`Capabilities.unclaimed` answers it
+``unsupported`` here), which keeps every engine written before forward mode working
+unchanged. They may also carry the engine's ``version`` and an ``about`` map of numerics
+settings, which the report records (:func:`resverify.impl.about.cmd_about`). An answer
+whose output tangent is missing for a forward-mode request, or present for another, is a
+:class:`~resverify.spec.errors.BadResult`.
+
 The timeout bounds the whole exchange: writing the request and reading a *complete*
 answer line, with non-blocking pipes and ``select``, so an engine that hangs, writes half
 a line or trickles bytes ends in :class:`~resverify.spec.errors.BackendTimeout` on time. An engine
@@ -43,7 +51,7 @@ from resverify.spec.errors import (
     InvalidInput,
     UsageError,
 )
-from resverify.spec.request import Request, Result
+from resverify.spec.request import Request, Result, Value
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 START_SECONDS = 30.0
@@ -69,7 +77,8 @@ class ExternalBackend:
             validate_message(hello, "capabilities")
             self.capabilities = Capabilities(
                 dtypes=tuple(hello["dtypes"]), ops=tuple(hello["ops"]),
-                device=hello.get("device", "external"))
+                device=hello.get("device", "external"),
+                modes=tuple(hello.get("modes", ("vjp",))))
         except BackendFault as exc:
             self.close()
             raise UsageError(f"{exc} (answering the hello)") from None
@@ -80,6 +89,10 @@ class ExternalBackend:
             self.close()
             raise
         self.name = str(hello.get("name", f"cmd:{command}"))
+        self.version: str | None = hello.get("version")
+        """The engine's version as its hello gave it (None when it gave none)."""
+        self.told: dict[str, str] = dict(hello.get("about", {}))
+        """The numerics settings the hello's ``about`` gave (empty when it gave none)."""
 
     @property
     def pid(self) -> int | None:
@@ -96,7 +109,10 @@ class ExternalBackend:
             said = doc.get("dtype", request.dtype) if isinstance(doc, dict) else None
             if said is not None and said != request.dtype:
                 raise BadResult(f"{self._who()}: answered {said} for a {request.dtype} request")
-            return result_from_dict(doc, request.dtype)
+            result = result_from_dict(doc, request.dtype)
+            if isinstance(result, Value) and (result.tangent is None) == request.forward_mode:
+                raise BadResult(f"{self._who()}: {_tangent_mismatch(request)}")
+            return result
         except InvalidInput as exc:
             self.close()
             raise BadResult(f"{self._who()}: {exc}") from None
@@ -228,3 +244,9 @@ class ExternalBackend:
 
     def _who(self) -> str:
         return shlex.join(self.argv)
+
+
+def _tangent_mismatch(request: Request) -> str:
+    if request.forward_mode:
+        return "answered no output tangent for a request with tangents (forward mode)"
+    return "answered an output tangent for a request without tangents"

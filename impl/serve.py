@@ -15,6 +15,7 @@ import json
 import sys
 from typing import TextIO
 
+from resverify.impl.about import describe_backend
 from resverify.impl.backend import Backend
 from resverify.impl.registry import resolve_backend
 from resverify.spec.codec import (
@@ -29,10 +30,19 @@ from resverify.spec.request import Result, ResultError
 
 
 def capabilities_doc(backend: Backend) -> dict[str, object]:
-    """The answer to a hello: the backend's name and capabilities."""
+    """The answer to a hello: the backend's name, capabilities (modes included), and what
+    :func:`resverify.impl.about.describe_backend` says of it: its library's version as the
+    engine's ``version``, the rest as ``about`` (so a report on ``cmd:`` names the library
+    that really ran)."""
     caps = backend.capabilities
+    about = describe_backend(backend)
+    version = about.pop("version")
+    for key in ("backend", "device"):  # already in the document as name and device
+        about.pop(key)
     return {"resverify": FORMAT_VERSION, "kind": "capabilities", "name": backend.name,
-            "dtypes": list(caps.dtypes), "ops": list(caps.ops), "device": caps.device}
+            "dtypes": list(caps.dtypes), "ops": list(caps.ops), "device": caps.device,
+            "modes": list(caps.modes), "version": version,
+            "about": {k: v[:200] for k, v in list(about.items())[:64]}}
 
 
 def answer(backend: Backend, line: str) -> str:

@@ -14,6 +14,13 @@ never through a binary float first). resverify itself always writes ``float.hex`
 signed zeros, subnormals and the last bit survive. Alphas travel as exact rationals
 (``"1/3"``) or integers. Each document carries ``"resverify": FORMAT_VERSION`` and its
 ``"kind"``, and is checked against ``spec/schema/protocol.schema.json`` when read.
+
+Forward mode travels in optional fields, so the format stays version 1: a request that
+asks for the output tangent carries ``"tangents"`` (one array per input) and its result a
+``"tangent"``; a reverse-mode request and its result are written exactly as before. Only
+an engine whose capabilities claim ``"modes": ["vjp", "jvp"]`` is ever sent tangents
+(:mod:`resverify.impl.external`), so an engine written before forward mode existed never
+sees a field it does not know.
 """
 
 from __future__ import annotations
@@ -217,7 +224,8 @@ ArrayEncoder = Callable[[np.ndarray], dict[str, Any]]
 
 
 def request_to_dict(request: Request, encode: ArrayEncoder = encode_array) -> dict[str, Any]:
-    return {
+    """The request document; ``"tangents"`` only for a forward-mode request."""
+    doc: dict[str, Any] = {
         "resverify": FORMAT_VERSION,
         "kind": "request",
         "program": program_to_dict(request.program),
@@ -225,6 +233,9 @@ def request_to_dict(request: Request, encode: ArrayEncoder = encode_array) -> di
         "inputs": {k: encode(v) for k, v in request.inputs.items()},
         "cotangent": encode(request.cotangent) if request.shape_valid else None,
     }
+    if request.tangents is not None:
+        doc["tangents"] = {k: encode(v) for k, v in request.tangents.items()}
+    return doc
 
 
 def request_from_dict(doc: Mapping[str, Any]) -> Request:
@@ -234,7 +245,10 @@ def request_from_dict(doc: Mapping[str, Any]) -> Request:
     inputs = {k: decode_array(v, dtype, f"input {k!r}", seen) for k, v in doc["inputs"].items()}
     cot = doc["cotangent"]
     cotangent = None if cot is None else decode_array(cot, dtype, "cotangent", seen)
-    return Request(program_from_dict(doc["program"]), inputs, dtype, cotangent)
+    sent = doc.get("tangents")
+    tangents = None if sent is None else {
+        k: decode_array(v, dtype, f"tangent {k!r}", seen) for k, v in sent.items()}
+    return Request(program_from_dict(doc["program"]), inputs, dtype, cotangent, tangents)
 
 
 def result_to_dict(result: Result, dtype: str | None = None,
@@ -255,6 +269,8 @@ def result_to_dict(result: Result, dtype: str | None = None,
     doc["dtype"] = dtype if dtype is not None and storage_dtype(dtype) == own else own
     doc["output"] = encode(result.output)
     doc["grads"] = {k: encode(v) for k, v in result.grads.items()}
+    if result.tangent is not None:
+        doc["tangent"] = encode(result.tangent)
     return doc
 
 
@@ -269,7 +285,9 @@ def result_from_dict(doc: Mapping[str, Any], dtype: str = "float64") -> Result:
         return ResultError(err["kind"], err["message"], pair)
     dtype = doc.get("dtype", dtype)
     grads = {k: decode_array(v, dtype, f"grad {k!r}", seen) for k, v in doc["grads"].items()}
-    return Value(decode_array(doc["output"], dtype, "output", seen), grads)
+    tangent = doc.get("tangent")
+    return Value(decode_array(doc["output"], dtype, "output", seen), grads,
+                 None if tangent is None else decode_array(tangent, dtype, "tangent", seen))
 
 
 def packaged_schema(package: str, name: str) -> dict[str, Any]:
@@ -322,8 +340,8 @@ def _number_validator() -> Any:
 def _arrays(doc: Mapping[str, Any], kind: str) -> list[tuple[str, list[Any]]]:
     """``(path, data)`` of every array of a structurally valid ``kind`` message."""
     found = []
-    for field, many in (("inputs", True), ("cotangent", False), ("output", False),
-                        ("grads", True)):
+    for field, many in (("inputs", True), ("cotangent", False), ("tangents", True),
+                        ("output", False), ("grads", True), ("tangent", False)):
         entry = doc.get(field)
         if not isinstance(entry, Mapping) or kind not in ("request", "result"):
             continue

@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
+import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -81,15 +83,56 @@ def test_autograd_records_its_version_and_numpys() -> None:
     assert about["numpy"] == np.__version__, about
 
 
-def test_cmd_engine_records_its_command_and_hello_name() -> None:
+def test_served_engine_records_the_library_and_version_its_hello_gave() -> None:
     command = f"{sys.executable} -m resverify.impl.serve numpy"
     backend = resolve_backend(f"cmd:{command}")
     try:
         about = describe_backend(backend)
     finally:
         backend.close()  # type: ignore[attr-defined]
-    assert about["library"] == "cmd" and about["command"] == command, about
+    assert about["library"] == "numpy" and about["version"] == np.__version__, about
+    assert about["command"] == command and about["protocol"] == "1", about
     assert about["engine_name"] == "numpy" and about["device"] == "cpu", about
+    assert about["implementation"] == describe_backend(NumpyBackend())["implementation"], about
+
+
+def hello_engine(tmp_path: Path, **said: object) -> str:
+    """A ``cmd:`` engine whose hello says ``said`` beside its dtypes and ops."""
+    caps = {"resverify": 1, "kind": "capabilities", "dtypes": ["float64"], "ops": ["add"],
+            **said}
+    script = tmp_path / "hello.py"
+    script.write_text(f"import json, sys\nsys.stdin.readline()\n"
+                      f"print(json.dumps({caps!r}), flush=True)\nsys.stdin.read()\n")
+    return f"cmd:{shlex.quote(sys.executable)} {shlex.quote(str(script))}"
+
+
+def described_engine(command: str) -> dict[str, str]:
+    backend = resolve_backend(command)
+    try:
+        return describe_backend(backend)
+    finally:
+        backend.close()  # type: ignore[attr-defined]
+
+
+def test_cmd_engine_records_the_name_version_and_settings_of_its_hello(tmp_path: Path) -> None:
+    command = hello_engine(tmp_path, name="rustgrad", version="0.4.1+g1a2b3c",
+                           about={"library": "rustgrad", "fma": "contracted",
+                                  "command": "lies", "engine_name": "lies"})
+    about = described_engine(command)
+    assert (about["backend"], about["library"], about["version"]) == (
+        "rustgrad", "rustgrad", "0.4.1+g1a2b3c"), about
+    assert about["fma"] == "contracted" and about["device"] == "external", about
+    assert about["command"] == command.removeprefix("cmd:"), about  # the engine cannot hide it
+    assert about["engine_name"] == "rustgrad", about
+
+
+def test_cmd_engine_of_protocol_one_without_a_version_is_cmd_version_unknown(
+        tmp_path: Path) -> None:
+    command = hello_engine(tmp_path)
+    about = described_engine(command)
+    assert (about["library"], about["version"], about["protocol"]) == (
+        "cmd", "unknown", "1"), about
+    assert about["engine_name"] == command, about
 
 
 class _Described:

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resverify.spec import InvalidDocument, dumps, loads_request, loads_result
+from resverify.spec import InvalidDocument, ResverifyError, dumps, loads_request, loads_result
 from resverify.spec.codec import decode_number
 from resverify.spec.fixtures import linear_block_request
-from resverify.spec.request import Value
+from resverify.spec.request import Request, Value
 
 # One float32 ulp at 1 is 2**-23; 1 + 2**-24 is the float32 midpoint between 1 and 1 + 2**-23.
 F32_TIE_UP = Fraction(1) + Fraction(1, 2**24) + Fraction(1, 10**30)  # just above the midpoint
@@ -168,3 +170,56 @@ def test_every_spelling_of_a_double_rounds_like_numpy_casts_it(x: float, dtype: 
         got = decode_number(text, dtype)
         assert got == want and math.copysign(1, got) == math.copysign(1, want), (
             f"decode_number({text!r}, {dtype}) = {got!r}, expected {want!r}")
+
+
+def forward_request(dtype: str = "float64") -> Request:
+    """The seed linear block asking for forward mode, with tangents that need every bit."""
+    base = linear_block_request(dtype=dtype)
+    tiny = {"float64": 5e-324, "float32": 2.0**-149, "float16": 2.0**-24}[dtype]
+    tangents = {"x": np.array([-0.0, tiny]),  # a signed zero and the smallest subnormal
+                "w": np.array([[1 / 3, -2.0], [np.inf, 0.1]]).astype(dtype)}
+    return Request(base.program, base.inputs, dtype, base.cotangent, tangents)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+def test_request_tangents_round_trip_bit_for_bit(dtype: str) -> None:
+    request = forward_request(dtype)
+    back = loads_request(dumps(request))
+    assert back.forward_mode and back.tangents is not None and request.tangents is not None
+    for name, want in request.tangents.items():
+        got = back.tangents[name]
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), (name, got, want)
+
+
+def test_reverse_mode_request_and_result_are_written_as_before_without_tangent_fields() -> None:
+    request = linear_block_request()
+    assert "tangents" not in json.loads(dumps(request))
+    value = Value(np.ones(2), {"x": np.ones(2), "w": np.ones((2, 2))})
+    assert "tangent" not in json.loads(dumps(value, "float64"))
+    assert not loads_request(dumps(request)).forward_mode
+
+
+def test_result_tangent_round_trips_bit_for_bit_in_its_dtype() -> None:
+    tangent = np.array([-0.0, np.float32(1 / 3)], dtype=np.float32)
+    value = Value(np.ones(2, np.float32), {"x": np.ones(2, np.float32)}, tangent)
+    back = loads_result(dumps(value, "float32"), "float32")
+    assert isinstance(back, Value) and back.tangent is not None
+    assert back.tangent.dtype == np.float32 and back.tangent.tobytes() == tangent.tobytes()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["tangents"].pop("w"), r"tangents \['x'\] do not match"),
+        (lambda d: d["tangents"]["x"].update(shape=[3], data=["1", "2", "3"]),
+         "tangent 'x' has shape"),
+        (lambda d: d["tangents"]["x"]["data"].__setitem__(0, "one"), "does not match"),
+    ],
+)
+def test_malformed_tangents_are_refused_with_one_line(
+        change: Callable[[dict[str, Any]], object], message: str) -> None:
+    doc = json.loads(dumps(forward_request()))
+    change(doc)
+    with pytest.raises(ResverifyError, match=message) as info:
+        loads_request(json.dumps(doc))
+    assert "\n" not in str(info.value), info.value

@@ -14,12 +14,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from resverify.impl import NumpyBackend, resolve_backend
 from resverify.impl.external import ExternalBackend
 from resverify.impl.serve import answer
-from resverify.spec import UsageError, dumps
+from resverify.spec import Input, Node, Program, UsageError, dumps
 from resverify.spec.errors import BackendCrash, BackendTimeout, BadResult
 from resverify.spec.fixtures import linear_block_request, stack_request
 from resverify.spec.request import Request, Result, ResultError, Value
@@ -289,3 +290,100 @@ def test_served_bfloat16_result_says_bfloat16() -> None:
     request = linear_block_request(dtype="bfloat16")
     doc = json.loads(answer(resolve_backend("torch"), dumps(request)))
     assert doc.get("dtype") == "bfloat16", doc
+
+
+# An engine that claims forward mode for add(a, b) programs: it answers like the NumPy
+# reference and adds the output tangent t_a + t_b, unless {mistake} says otherwise; every
+# line it gets is logged.
+JVP_ENGINE = '''
+import json, sys
+sys.path.insert(0, {root!r})
+import numpy as np
+from resverify.impl import NumpyBackend
+from resverify.impl.serve import answer
+from resverify.spec.codec import decode_array, encode_array
+for line in sys.stdin:
+    with open({log!r}, "a") as log:
+        log.write(line)
+    doc = json.loads(line)
+    if doc["kind"] == "hello":
+        print(json.dumps({{"resverify": 1, "kind": "capabilities", "name": "adder",
+                          "dtypes": ["float64"], "ops": ["add"], "modes": ["vjp", "jvp"]}}),
+              flush=True)
+        continue
+    tangents = doc.pop("tangents", None)
+    result = json.loads(answer(NumpyBackend(), json.dumps(doc)))
+    mistake = {mistake!r}
+    if (tangents is not None and mistake != "none") or mistake == "extra":
+        parts = [decode_array(t, "float64", "t") for t in (tangents or doc["inputs"]).values()]
+        result["tangent"] = encode_array(sum(parts))
+    print(json.dumps(result), flush=True)
+'''
+
+
+def add_request(forward: bool) -> Request:
+    program = Program((Input("a", (2,)), Input("b", (2,))), (Node("y", "add", ("a", "b")),), "y")
+    inputs = {"a": np.array([1.0, 2.0]), "b": np.array([0.5, -4.0])}
+    tangents = {"a": np.array([0.25, -0.0]), "b": np.array([1.0, 3.0])} if forward else None
+    return Request(program, inputs, "float64", np.ones(2), tangents)
+
+
+def jvp_engine(tmp_path: Path, mistake: str = "") -> tuple[ExternalBackend, Path]:
+    script, log = tmp_path / "adder.py", tmp_path / "sent.jsonl"
+    script.write_text(JVP_ENGINE.format(root=str(ROOT), log=str(log), mistake=mistake))
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}"
+    return ExternalBackend(command, timeout=PATIENT), log
+
+
+def test_engine_claiming_jvp_is_sent_tangents_and_its_output_tangent_is_read(
+        tmp_path: Path) -> None:
+    backend, log = jvp_engine(tmp_path)
+    try:
+        assert backend.capabilities.modes == ("vjp", "jvp"), backend.capabilities
+        result = backend.run(add_request(forward=True))
+        reverse = backend.run(add_request(forward=False))
+    finally:
+        backend.close()
+    assert isinstance(result, Value) and result.tangent is not None, result
+    assert result.tangent.tolist() == [1.25, 3.0], result.tangent
+    assert isinstance(reverse, Value) and reverse.tangent is None, reverse
+    sent = [json.loads(line) for line in log.read_text().splitlines()]
+    assert ["tangents" in doc for doc in sent] == [False, True, False], sent
+
+
+@pytest.mark.parametrize(("mistake", "message"), [
+    ("none", "no output tangent for a request with tangents"),
+    ("extra", "an output tangent for a request without tangents"),
+])
+def test_engine_whose_tangent_does_not_follow_the_request_is_a_bad_result(
+        tmp_path: Path, mistake: str, message: str) -> None:
+    backend, _ = jvp_engine(tmp_path, mistake)
+    try:
+        with pytest.raises(BadResult, match=message):
+            backend.run(add_request(forward=mistake == "none"))
+    finally:
+        backend.close()
+
+
+def test_version_one_engine_is_never_sent_a_forward_mode_request(tmp_path: Path) -> None:
+    backend = ExternalBackend(engine(tmp_path, "sys.exit(3)"), timeout=PATIENT)
+    try:
+        assert backend.capabilities.modes == ("vjp",), backend.capabilities
+        base = linear_block_request()
+        forward = Request(base.program, base.inputs, "float64", base.cotangent,
+                          {k: np.ones_like(v) for k, v in base.inputs.items()})
+        result = backend.run(forward)
+    finally:
+        backend.close()
+    assert isinstance(result, ResultError) and result.kind == "unsupported", result
+    assert "mode jvp not claimed" in result.message, result
+    kinds = (tmp_path / "misbehaved.log").read_text().split()[1::2]
+    assert kinds == ["hello"], kinds
+    assert not (tmp_path / "misbehaved").exists()
+
+
+def test_hello_claiming_modes_without_vjp_is_a_usage_error(tmp_path: Path) -> None:
+    command = hello_engine(tmp_path, {"dtypes": ["float64"], "ops": ["add"], "modes": ["jvp"]})
+    with pytest.raises(UsageError, match=r"modes: \[.jvp.\] does not contain") as info:
+        resolve_backend(command)
+    assert "\n" not in str(info.value), info.value
