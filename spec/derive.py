@@ -6,8 +6,10 @@ primitives over one real symbol per element (each op's ``symbolic`` form in its 
 ``linear`` and ``sum``, ``sqrt`` of the mean square plus a positive ε for the norms),
 let SymPy differentiate it into the Jacobian of
 the flattened output with respect to each flattened argument, and form the VJP
-``J_iᵀ ȳ``. ``tests/test_derive.py`` feeds the same symbols to the hand-written rules of
-:mod:`resverify.spec.ops` and asks SymPy whether the two agree.
+``J_iᵀ ȳ`` (reverse mode) and the JVP ``Σ_i J_i t_i`` (forward mode, one tangent symbol
+per argument element). ``tests/test_derive.py`` and ``tests/test_ops.py`` feed the same
+symbols to the hand-written rules of :mod:`resverify.spec.ops` and ask SymPy whether the
+two agree.
 
 Broadcasting is only index bookkeeping (which input element feeds which output element),
 so it is done with ``np.broadcast_to`` on the symbol arrays; the arithmetic is SymPy's.
@@ -40,6 +42,7 @@ __all__ = [
     "Derived",
     "attribute_symbol",
     "derived",
+    "derived_jvp",
     "derived_vjp",
     "local_jacobian",
     "relu_derivative",
@@ -65,7 +68,8 @@ def attribute_symbol(op: str) -> sympy.Symbol | None:
 
 @dataclass(frozen=True)
 class Derived:
-    """One op at fixed shapes: symbols, symbolic output, Jacobians and the derived VJP."""
+    """One op at fixed shapes: symbols, symbolic output, Jacobians, the derived VJP and the
+    derived JVP (over one tangent symbol array per argument, ``tangents``)."""
 
     op: str
     args: tuple[np.ndarray, ...]
@@ -73,6 +77,8 @@ class Derived:
     output: np.ndarray
     jacobians: tuple[sympy.Matrix, ...]
     vjp: tuple[np.ndarray, ...]
+    tangents: tuple[np.ndarray, ...]
+    jvp: np.ndarray
 
 
 def symbols(prefix: str, shape: Shape) -> np.ndarray:
@@ -95,6 +101,18 @@ def _jacobian(output: np.ndarray, arg: np.ndarray) -> sympy.Matrix:
     return sympy.Matrix(rows).jacobian(sympy.Matrix(cols))
 
 
+def _jvp(jacobians: tuple[sympy.Matrix, ...], tangents: tuple[np.ndarray, ...],
+         shape: Shape) -> np.ndarray:
+    """``Σ_i J_i vec(t_i)`` in the output's shape."""
+    total = sympy.zeros(int(np.prod(shape)), 1)
+    for jacobian, tangent in zip(jacobians, tangents, strict=True):
+        if tangent.size and total.rows:
+            total += jacobian * sympy.Matrix(list(tangent.flat))
+    out = np.empty(total.rows, dtype=object)
+    out[:] = list(total)
+    return out.reshape(shape)
+
+
 def _vjp(jacobian: sympy.Matrix, cotangent: np.ndarray, shape: Shape) -> np.ndarray:
     column = jacobian.T * sympy.Matrix(list(cotangent.flat)) if cotangent.size else None
     values = list(column) if column is not None else [sympy.Integer(0)] * int(np.prod(shape))
@@ -105,7 +123,7 @@ def _vjp(jacobian: sympy.Matrix, cotangent: np.ndarray, shape: Shape) -> np.ndar
 
 @functools.cache
 def derived(op: str, shapes: tuple[Shape, ...]) -> Derived:
-    """Derive ``op``'s Jacobians and VJP at argument ``shapes`` (cached)."""
+    """Derive ``op``'s Jacobians, VJP and JVP at argument ``shapes`` (cached)."""
     if op not in OPS or len(shapes) != OPS[op]:
         raise InvalidProgram(f"{op!r} with {len(shapes)} argument shape(s) is not an op of the IR")
     args = tuple(symbols(name, shape) for name, shape in zip("ab", shapes, strict=False))
@@ -113,7 +131,10 @@ def derived(op: str, shapes: tuple[Shape, ...]) -> Derived:
     cotangent = symbols("g", output.shape)
     jacobians = tuple(_jacobian(output, a) for a in args)
     vjp = tuple(_vjp(j, cotangent, a.shape) for j, a in zip(jacobians, args, strict=True))
-    return Derived(op, args, cotangent, output, jacobians, vjp)
+    tangents = tuple(symbols(f"t{name}", shape) for name, shape in zip("ab", shapes,
+                                                                       strict=False))
+    jvp = _jvp(jacobians, tangents, output.shape)
+    return Derived(op, args, cotangent, output, jacobians, vjp, tangents, jvp)
 
 
 def local_jacobian(op: str, shapes: tuple[Shape, ...]) -> tuple[sympy.Matrix, ...]:
@@ -124,6 +145,11 @@ def local_jacobian(op: str, shapes: tuple[Shape, ...]) -> tuple[sympy.Matrix, ..
 def derived_vjp(op: str, shapes: tuple[Shape, ...]) -> tuple[np.ndarray, ...]:
     """``J_iᵀ ȳ`` in each argument's shape, over the symbols of :func:`derived`."""
     return derived(op, shapes).vjp
+
+
+def derived_jvp(op: str, shapes: tuple[Shape, ...]) -> np.ndarray:
+    """``Σ_i J_i t_i`` in the output's shape, over the symbols of :func:`derived`."""
+    return derived(op, shapes).jvp
 
 
 def relu_derivative(value: Fraction | int) -> sympy.Expr:

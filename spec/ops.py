@@ -6,11 +6,15 @@ An entry is a small class, one instance per op in :data:`OP_TABLE`, holding side
   if it takes one (``alpha`` for scale, ``eps`` for the norms; :meth:`Op.refuses` says
   which values it refuses), and :meth:`Op.shape`, the shape rule (raises
   :class:`~resverify.spec.errors.ShapeMismatch`);
-* :meth:`Op.exact` and :meth:`Op.exact_vjp`, the exact forward and VJP on object arrays of
-  Fractions (or SymPy symbols), with ``rational`` saying whether they stay rational and
-  ``smooth`` whether the VJP is one formula everywhere;
-* :meth:`Op.error` and :meth:`Op.error_vjp`, how the exact interpreter's approximation
-  error (non-zero only through tanh) passes through the op;
+* :meth:`Op.exact`, :meth:`Op.exact_vjp` and :meth:`Op.exact_jvp`, the exact forward, VJP
+  (reverse mode, ``Jᵀ ȳ``) and JVP (forward mode, ``J t``) on object arrays of Fractions
+  (or SymPy symbols), with ``rational`` saying whether they stay rational and ``smooth``
+  whether the derivative is one formula everywhere. The JVP uses the same factors as the
+  VJP (the carried output, the same enclosed ``1/sqrt``), so ``⟨ȳ, J t⟩ = ⟨Jᵀ ȳ, t⟩``
+  holds exactly in the spec even where a value is enclosed;
+* :meth:`Op.error`, :meth:`Op.error_vjp` and :meth:`Op.error_jvp`, how the exact
+  interpreter's approximation error (non-zero only through tanh and the norms' ``1/sqrt``)
+  passes through the op;
 * :meth:`Op.budget` and :meth:`Op.budget_vjp`, the floating-point error budget rules
   (built from :mod:`resverify.spec.rounding`);
 * :meth:`Op.symbolic`, the forward value from SymPy primitives, which
@@ -208,6 +212,11 @@ class Op(ABC):
         """One gradient per argument for the output cotangent ``g``, exactly."""
 
     @abstractmethod
+    def exact_jvp(self, ts: Sequence[Arr], args: Sequence[Arr], out: Arr, alpha: Any) -> Arr:
+        """The output tangent ``J t`` for one tangent per argument ``ts``, exactly (linear in
+        ``ts``, with the factors :meth:`exact_vjp` uses)."""
+
+    @abstractmethod
     def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
               alpha: Fraction | None) -> Fraction:
         """A bound of the output's approximation error from the arguments' bounds ``errs``."""
@@ -215,6 +224,10 @@ class Op(ABC):
     @abstractmethod
     def error_vjp(self, at: Site, g: Arr, g_err: Fraction) -> tuple[Fraction, ...]:
         """Bounds of each gradient's approximation error (``g_err`` bounds ``g``'s)."""
+
+    @abstractmethod
+    def error_jvp(self, at: Site, ts: Sequence[Arr], t_errs: Sequence[Fraction]) -> Fraction:
+        """A bound of the output tangent's approximation error (``t_errs`` bound ``ts``')."""
 
     @abstractmethod
     def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
@@ -291,12 +304,18 @@ class Add(Op):
     def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
         return unbroadcast(g, args[0].shape), unbroadcast(g, args[1].shape)
 
+    def exact_jvp(self, ts: Sequence[Arr], args: Sequence[Arr], out: Arr, alpha: Any) -> Arr:
+        return obj(ts[0] + ts[1])
+
     def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
               alpha: Fraction | None) -> Fraction:
         return errs[0] + errs[1]
 
     def error_vjp(self, at: Site, g: Arr, g_err: Fraction) -> tuple[Fraction, ...]:
         return tuple(g_err * _copies(g, a) for a in at.args)
+
+    def error_jvp(self, at: Site, ts: Sequence[Arr], t_errs: Sequence[Fraction]) -> Fraction:
+        return t_errs[0] + t_errs[1]
 
     def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
         """``e_a + e_b + u (hat_a + hat_b)``."""
@@ -359,6 +378,9 @@ class Mul(Op):
         return (unbroadcast(obj(g * args[1]), args[0].shape),
                 unbroadcast(obj(g * args[0]), args[1].shape))
 
+    def exact_jvp(self, ts: Sequence[Arr], args: Sequence[Arr], out: Arr, alpha: Any) -> Arr:
+        return obj(ts[0] * args[1] + args[0] * ts[1])
+
     def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
               alpha: Fraction | None) -> Fraction:
         if not any(errs):
@@ -369,6 +391,12 @@ class Mul(Op):
         mg, (a, b), (ea, eb) = mag(g), at.args, at.errs
         return (_copies(g, a) * times(mg, g_err, mag(b), eb),
                 _copies(g, b) * times(mg, g_err, mag(a), ea))
+
+    def error_jvp(self, at: Site, ts: Sequence[Arr], t_errs: Sequence[Fraction]) -> Fraction:
+        """``t_a b + a t_b``, each product's error as for the forward."""
+        (a, b), (ea, eb) = at.args, at.errs
+        return (times(mag(ts[0]), t_errs[0], mag(b), eb)
+                + times(mag(a), ea, mag(ts[1]), t_errs[1]))
 
     def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
         """``|a| e_b + |b| e_a + e_a e_b + u hat_a hat_b``."""
@@ -415,6 +443,9 @@ class Scale(Op):
     def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
         return (obj(g * alpha),)
 
+    def exact_jvp(self, ts: Sequence[Arr], args: Sequence[Arr], out: Arr, alpha: Any) -> Arr:
+        return obj(ts[0] * alpha)
+
     def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
               alpha: Fraction | None) -> Fraction:
         assert alpha is not None
@@ -423,6 +454,10 @@ class Scale(Op):
     def error_vjp(self, at: Site, g: Arr, g_err: Fraction) -> tuple[Fraction, ...]:
         assert at.alpha is not None
         return (abs(at.alpha) * g_err,)
+
+    def error_jvp(self, at: Site, ts: Sequence[Arr], t_errs: Sequence[Fraction]) -> Fraction:
+        assert at.alpha is not None
+        return abs(at.alpha) * t_errs[0]
 
     @staticmethod
     def _scaled(c: Ctx, alpha: Fraction | None, x: Bound) -> Bound:
@@ -479,6 +514,10 @@ class Linear(Op):
         gw = matmul(x.reshape(count, d_in).T, g.reshape(count, d_out)).reshape(w.shape)
         return matmul(g, w.T).reshape(x.shape), gw
 
+    def exact_jvp(self, ts: Sequence[Arr], args: Sequence[Arr], out: Arr, alpha: Any) -> Arr:
+        """``t_x w + x t_w``."""
+        return obj(self.exact((ts[0], args[1]), alpha) + self.exact((args[0], ts[1]), alpha))
+
     def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
               alpha: Fraction | None) -> Fraction:
         if not any(errs):
@@ -489,6 +528,12 @@ class Linear(Op):
         mg, (x, w), (ex, ew) = mag(g), at.args, at.errs
         count = math.prod(x.shape[:-1])
         return (w.shape[1] * times(mg, g_err, mag(w), ew), count * times(mg, g_err, mag(x), ex))
+
+    def error_jvp(self, at: Site, ts: Sequence[Arr], t_errs: Sequence[Fraction]) -> Fraction:
+        """Two dot products of length d_in, each term's error as for mul."""
+        (x, w), (ex, ew) = at.args, at.errs
+        return w.shape[0] * (times(mag(ts[0]), t_errs[0], mag(w), ew)
+                             + times(mag(x), ex, mag(ts[1]), t_errs[1]))
 
     def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
         """A dot product of length n: the propagated part as for mul summed over n terms,
@@ -547,15 +592,26 @@ class Relu(Op):
     def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
         return (obj(np.where(args[0] > 0, g, ZERO_OBJ)),)
 
+    def exact_jvp(self, ts: Sequence[Arr], args: Sequence[Arr], out: Arr, alpha: Any) -> Arr:
+        return obj(np.where(args[0] > 0, ts[0], ZERO_OBJ))
+
     def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
               alpha: Fraction | None) -> Fraction:
         return errs[0]  # 1-Lipschitz
 
     def error_vjp(self, at: Site, g: Arr, g_err: Fraction) -> tuple[Fraction, ...]:
         """Where the input's sign is uncertain, the whole cotangent may be wrong."""
+        return (g_err + (mag(g) if self._unsure(at) else ZERO),)
+
+    def error_jvp(self, at: Site, ts: Sequence[Arr], t_errs: Sequence[Fraction]) -> Fraction:
+        """As the VJP: where the input's sign is uncertain, the whole tangent may be wrong."""
+        return t_errs[0] + (mag(ts[0]) if self._unsure(at) else ZERO)
+
+    @staticmethod
+    def _unsure(at: Site) -> bool:
+        """Whether some carried input is within its error bound of 0 (its sign unknown)."""
         e = at.errs[0]
-        unsure = e > 0 and any(abs(v) <= e for v in at.args[0].reshape(-1).tolist())
-        return (g_err + (mag(g) if unsure else ZERO),)
+        return e > 0 and any(abs(v) <= e for v in at.args[0].reshape(-1).tolist())
 
     @staticmethod
     def _masks(at: Site, x: Bound) -> tuple[np.ndarray, np.ndarray]:
@@ -614,12 +670,19 @@ class Tanh(Op):
     def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
         return (obj(g * (1 - out * out)),)
 
+    def exact_jvp(self, ts: Sequence[Arr], args: Sequence[Arr], out: Arr, alpha: Any) -> Arr:
+        return obj(ts[0] * (1 - out * out))
+
     def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
               alpha: Fraction | None) -> Fraction:
         return errs[0] + tanh_error(out)  # 1-Lipschitz, plus the enclosure's own width
 
     def error_vjp(self, at: Site, g: Arr, g_err: Fraction) -> tuple[Fraction, ...]:
         return (g_err + mag(g) * at.err * (2 * mag(at.out) + at.err),)
+
+    def error_jvp(self, at: Site, ts: Sequence[Arr], t_errs: Sequence[Fraction]) -> Fraction:
+        """The VJP's bound with the tangent for the cotangent (the same slope)."""
+        return self.error_vjp(at, ts[0], t_errs[0])[0]
 
     def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
         """1-Lipschitz; a backend's tanh may be :data:`TANH_ULPS` ulps off
@@ -671,12 +734,18 @@ class Sum(Op):
     def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
         return (obj(np.broadcast_to(g, args[0].shape)).copy(),)
 
+    def exact_jvp(self, ts: Sequence[Arr], args: Sequence[Arr], out: Arr, alpha: Any) -> Arr:
+        return obj(ts[0].sum())
+
     def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
               alpha: Fraction | None) -> Fraction:
         return args[0].size * errs[0]
 
     def error_vjp(self, at: Site, g: Arr, g_err: Fraction) -> tuple[Fraction, ...]:
         return (g_err,)
+
+    def error_jvp(self, at: Site, ts: Sequence[Arr], t_errs: Sequence[Fraction]) -> Fraction:
+        return ts[0].size * t_errs[0]
 
     def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
         """A sum of N elements: ``gamma_{N-1}`` times the sum of magnitudes."""
@@ -762,6 +831,17 @@ class LayerNorm(Op):
             inner = obj(inner - g.sum(axis=-1, keepdims=True) / n)
         return (obj(r * inner),)
 
+    def exact_jvp(self, ts: Sequence[Arr], args: Sequence[Arr], out: Arr, alpha: Any) -> Arr:
+        """``r (d - y mean(y d))`` with ``d`` the centred tangent (the tangent itself for
+        rms_norm): the VJP's matrix ``r (I - y yᵀ/n) P`` applied the other way."""
+        t = ts[0]
+        n = t.shape[-1]
+        if not n:
+            return obj(t).copy()
+        r = self._rsqrt(self._centred(args[0]), alpha)[0]
+        d = self._centred(t)
+        return obj(r * (d - out * ((out * d).sum(axis=-1, keepdims=True) / n)))
+
     # the exact interpreter's error bounds (non-zero only through tanh upstream)
 
     def _constants(self, a: Arr, alpha: Fraction | None) -> tuple[Fraction, Fraction]:
@@ -797,6 +877,20 @@ class LayerNorm(Op):
         d_a = g_err * (k + y_max * y_mean) + e_y * big_g * (y_mean + y_max)
         d_r = self._rsqrt(self._centred(at.args[0]), at.alpha)[1] + e_in * r_eps * r_eps
         return (d_r * a_max + r_eps * d_a,)
+
+    def error_jvp(self, at: Site, ts: Sequence[Arr], t_errs: Sequence[Fraction]) -> Fraction:
+        """``ṫ = r A``, ``A = d - y m``, ``m = mean(y d)``, ``|d_i| <= k T`` (T bounds the
+        tangent, true and carried), bounded as :meth:`error_vjp` bounds its ``A``."""
+        if not ts[0].size:
+            return ZERO
+        r_eps, root_n = self._constants(at.args[0], at.alpha)
+        k = 2 if self.centred else 1
+        e_in, e_y, e_t = at.errs[0], at.err, t_errs[0]
+        big_t, y_max, y_mean = mag(ts[0]) + e_t, root_n + e_y, 1 + e_y
+        a_max = k * big_t * (1 + y_max * y_mean)
+        d_a = k * (e_t * (1 + y_max * y_mean) + big_t * e_y * (y_mean + y_max))
+        d_r = self._rsqrt(self._centred(at.args[0]), at.alpha)[1] + e_in * r_eps * r_eps
+        return d_r * a_max + r_eps * d_a
 
     # the floating-point budget
 

@@ -3,7 +3,8 @@
 These tests run over :data:`resverify.spec.ops.OP_TABLE` and each entry's ``samples``, so a
 new op is checked by them as soon as its entry exists: its SymPy form against its
 hand-written VJP, its reference NumPy rule and every installed array library within the
-error budget of its exact rule, and its shape rule enforced by each of them.
+error budget of its exact rule, and its shape rule enforced by each of them. Its JVP is
+checked the same way, against SymPy's Jacobian times a tangent.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sympy
 from resverify.impl import resolve_backend
 from resverify.impl.numpy_backend import NumpyBackend
 from resverify.spec.budget import error_budget
-from resverify.spec.derive import attribute_symbol, derived, derived_vjp
+from resverify.spec.derive import attribute_symbol, derived, derived_jvp, derived_vjp
 from resverify.spec.errors import Shape, ShapeMismatch
 from resverify.spec.exact import evaluate
 from resverify.spec.ir import OPS, Input, Node, Program
@@ -50,8 +51,8 @@ def one_op_request(name: str, shapes: tuple[Shape, ...], seed: int = 0) -> Reque
 
 
 def test_every_op_has_every_part() -> None:
-    expected = ["array", "budget", "budget_vjp", "error", "error_vjp", "exact", "exact_vjp",
-                "numpy", "shape", "symbolic"]
+    expected = ["array", "budget", "budget_vjp", "error", "error_jvp", "error_vjp", "exact",
+                "exact_jvp", "exact_vjp", "numpy", "shape", "symbolic"]
     assert expected == PARTS
     for name, op in OP_TABLE.items():
         assert op.name == name and OPS[name] == op.arity, name
@@ -89,13 +90,7 @@ def test_entry_vjp_equals_the_sympy_derivative_of_its_symbolic_form(
             wrong = nonzero_differences(mine, sym)
             assert not wrong, f"{name}{shapes} arg {i}: hand - derived = {wrong[:3]}"
     if op.rational:
-        rng = np.random.default_rng(1)
-        symbols = [*case.args, case.cotangent] + ([] if alpha is None else [np.array(alpha)])
-        point = {s: sympy.Rational(int(rng.choice([-7, -3, -1, 1, 2, 5])), 4)
-                 for array in symbols for s in np.asarray(array).flat}
-        at = [np.vectorize(lambda s: sympy.sympify(s).subs(point), otypes=[object])(a)
-              for a in symbols]
-        k = None if alpha is None else at.pop()[()]
+        point, at, k = rational_point([*case.args, case.cotangent], alpha)
         args, g = at[:-1], at[-1]
         forward = np.asarray(op.exact(args, k), dtype=object).reshape(case.output.shape)
         assert not nonzero_differences(forward, at_point(case.output, point)), f"{name}{shapes}"
@@ -107,6 +102,49 @@ def test_entry_vjp_equals_the_sympy_derivative_of_its_symbolic_form(
 
 def at_point(array: np.ndarray, point: dict[sympy.Symbol, sympy.Expr]) -> np.ndarray:
     return np.vectorize(lambda e: sympy.sympify(e).subs(point), otypes=[object])(array)
+
+
+def rational_point(arrays: list[np.ndarray], alpha: sympy.Symbol | None
+                   ) -> tuple[dict[sympy.Symbol, sympy.Expr], list[np.ndarray], object]:
+    """Random non-zero rationals for every symbol of ``arrays`` (and α): the point, each
+    array at it, and α's value (None for an op without an attribute)."""
+    rng = np.random.default_rng(1)
+    symbols = [*arrays] + ([] if alpha is None else [np.array(alpha)])
+    point = {s: sympy.Rational(int(rng.choice([-7, -3, -1, 1, 2, 5])), 4)
+             for array in symbols for s in np.asarray(array).flat}
+    at = [at_point(np.asarray(a, dtype=object), point) for a in symbols]
+    k = None if alpha is None else at.pop()[()]
+    return point, at, k
+
+
+@pytest.mark.parametrize(("name", "shapes"), CASES)
+def test_entry_jvp_equals_the_sympy_jacobian_times_the_tangent(
+        name: str, shapes: tuple[Shape, ...]) -> None:
+    """``exact_jvp`` is ``Σ_i J_i t_i`` with SymPy's Jacobians: on symbols where the
+    derivative is one formula, at random non-zero rationals where the op is rational."""
+    op, case = OP_TABLE[name], derived(name, shapes)
+    alpha, want = attribute_symbol(name), derived_jvp(name, shapes)
+    if op.smooth:
+        mine = op.exact_jvp(case.tangents, case.args, case.output, alpha)
+        wrong = nonzero_differences(np.asarray(mine, dtype=object), want)
+        assert not wrong, f"{name}{shapes}: hand jvp - J t = {wrong[:3]}"
+    if op.rational:
+        point, at, k = rational_point([*case.args, *case.tangents], alpha)
+        args, ts = at[: op.arity], at[op.arity:]
+        forward = np.asarray(op.exact(args, k), dtype=object).reshape(case.output.shape)
+        mine = np.asarray(op.exact_jvp(ts, args, forward, k), dtype=object)
+        wrong = nonzero_differences(mine, at_point(want, point))
+        assert not wrong, f"{name}{shapes} at a point: hand jvp - J t = {wrong[:3]}"
+
+
+def test_a_wrong_jvp_is_caught() -> None:
+    """The JVP comparison can fail: linear's tangent with ``wᵀ`` (the VJP's matrix) instead
+    of ``w`` differs from SymPy's ``J t``."""
+    case = derived("linear", ((2,), (2, 2)))
+    (x, w), (tx, tw) = case.args, case.tangents
+    transposed = tx @ w.T + x @ tw
+    assert nonzero_differences(transposed, derived_jvp("linear", ((2,), (2, 2))))
+    assert not nonzero_differences(tx @ w + x @ tw, derived_jvp("linear", ((2,), (2, 2))))
 
 
 @pytest.mark.parametrize(("name", "shapes"), CASES)
