@@ -1,18 +1,21 @@
-"""The reference ops on Tensors: each op's NumPy forward and VJP from its entry.
+"""The reference ops on Tensors: each op's NumPy forward, VJP and JVP from its entry.
 
 The rules themselves are in the op's entry in :mod:`resverify.spec.ops` (``numpy``:
-the forward value in the arguments' dtype and its local VJP beside it). :func:`apply_op`
-checks the entry's shape rule first, so a refused op raises before it builds anything
-and leaves no trace in any graph; it then links the result into the Tensor graph of
-:mod:`resverify.impl.tensor`. The named functions below are shortcuts for the ops the
-seed fixtures and plots use; the reference backend reaches every op through
-:func:`apply_op`.
+the forward value in the arguments' dtype and its local VJP beside it; ``numpy_jvp``: the
+output tangent). :func:`apply_op` checks the entry's shape rule first, so a refused op
+raises before it builds anything and leaves no trace in any graph; it then links the
+result into the Tensor graph of :mod:`resverify.impl.tensor`, with its tangent when an
+argument carries one (forward mode; an argument without one counts as a zero tangent).
+The named functions below are shortcuts for the ops the seed fixtures and plots use; the
+reference backend reaches every op through :func:`apply_op`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
+
+import numpy as np
 
 from resverify.impl.tensor import Tensor
 from resverify.spec.ops import OP_TABLE, unbroadcast
@@ -33,11 +36,17 @@ __all__ = [
 
 def apply_op(name: str, args: Sequence[Tensor], alpha: Fraction | float | None = None
              ) -> Tensor:
-    """The op ``name`` on tensors: its shape rule, then its reference forward and VJP."""
+    """The op ``name`` on tensors: its shape rule, then its reference forward and VJP, and
+    its JVP when an argument carries a tangent."""
     op = OP_TABLE[name]
     op.shape([a.shape for a in args])
-    value, vjp = op.numpy([a.value for a in args], alpha)
-    return Tensor(value, tuple(args), vjp, name)
+    values = [a.value for a in args]
+    value, vjp = op.numpy(values, alpha)
+    tangent = None
+    if any(a.tangent is not None for a in args):
+        ts = [np.zeros_like(a.value) if a.tangent is None else a.tangent for a in args]
+        tangent = op.numpy_jvp(ts, values, value, alpha)
+    return Tensor(value, tuple(args), vjp, name, tangent)
 
 
 def add(a: Tensor, b: Tensor) -> Tensor:

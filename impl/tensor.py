@@ -3,6 +3,11 @@
 There is no global tape: each tensor keeps its parents and the local vector-Jacobian
 product (VJP) of the op that produced it. An op that refuses its inputs raises before
 it builds a tensor, so a rejected op leaves no trace in any graph.
+
+Forward mode needs no graph at all: a tensor may carry a ``tangent`` (a dual number's
+second part), and each op computes its output's tangent from its arguments' as it computes
+its value (:func:`resverify.impl.ops.apply_op`), so one pass gives both the value and
+``J t``, while the graph still gives ``Jᵀ ȳ`` afterwards.
 """
 
 from __future__ import annotations
@@ -17,13 +22,19 @@ Vjp = Callable[[np.ndarray], Sequence[np.ndarray]]
 
 
 class Tensor:
-    """A value, the gradient accumulated into it, and the op that produced it."""
+    """A value, the gradient accumulated into it, the op that produced it, and its tangent
+    (forward mode; None when no input carried one)."""
 
-    __slots__ = ("grad", "op", "parents", "value", "vjp")
+    __slots__ = ("grad", "op", "parents", "tangent", "value", "vjp")
 
     def __init__(self, value: np.ndarray, parents: tuple[Tensor, ...] = (),
-                 vjp: Vjp | None = None, op: str = "leaf") -> None:
+                 vjp: Vjp | None = None, op: str = "leaf",
+                 tangent: np.ndarray | None = None) -> None:
         self.value = np.asarray(value)
+        self.tangent = None if tangent is None else np.asarray(tangent, dtype=self.value.dtype)
+        if self.tangent is not None and self.tangent.shape != self.value.shape:
+            raise InvalidRequest(f"tangent shape {list(self.tangent.shape)} != tensor shape "
+                                 f"{list(self.value.shape)}")
         self.grad: np.ndarray | None = None
         self.parents = parents
         self.vjp = vjp

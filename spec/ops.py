@@ -20,7 +20,8 @@ An entry is a small class, one instance per op in :data:`OP_TABLE`, holding side
 * :meth:`Op.symbolic`, the forward value from SymPy primitives, which
   :mod:`resverify.spec.derive` differentiates to check the hand-written VJP;
 * :meth:`Op.numpy`, the reference NumPy forward, returning its local VJP beside it (the
-  Tensor graph of :mod:`resverify.impl.ops` calls it);
+  Tensor graph of :mod:`resverify.impl.ops` calls it), and :meth:`Op.numpy_jvp`, its
+  forward-mode rule (the output tangent from the argument tangents, in their dtype);
 * :meth:`Op.array`, the op in any array library with NumPy operators (torch, jax, HIPS
   autograd), given the library's few functions as an :class:`ArrayNamespace`;
 * ``samples``: argument shapes the generic op tests (``tests/test_ops.py``) run it on.
@@ -249,6 +250,12 @@ class Op(ABC):
         """The reference forward in the arguments' dtype, and its local VJP."""
 
     @abstractmethod
+    def numpy_jvp(self, ts: Sequence[np.ndarray], args: Sequence[np.ndarray], out: np.ndarray,
+                  alpha: Fraction | float | None) -> np.ndarray:
+        """The reference output tangent in the arguments' dtype (``out``: :meth:`numpy`'s
+        value), the NumPy form of :meth:`exact_jvp`."""
+
+    @abstractmethod
     def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
         """The forward in an array library (its autodiff gives the VJP)."""
 
@@ -333,6 +340,10 @@ class Add(Op):
               ) -> tuple[np.ndarray, Pullback]:
         a, b = args
         return _cast(a + b, a), lambda g: (unbroadcast(g, a.shape), unbroadcast(g, b.shape))
+
+    def numpy_jvp(self, ts: Sequence[np.ndarray], args: Sequence[np.ndarray], out: np.ndarray,
+                  alpha: Fraction | float | None) -> np.ndarray:
+        return _cast(ts[0] + ts[1], args[0])
 
     def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
         return args[0] + args[1]
@@ -424,6 +435,11 @@ class Mul(Op):
         return _cast(a * b, a), lambda g: (unbroadcast(g * b, a.shape),
                                            unbroadcast(g * a, b.shape))
 
+    def numpy_jvp(self, ts: Sequence[np.ndarray], args: Sequence[np.ndarray], out: np.ndarray,
+                  alpha: Fraction | float | None) -> np.ndarray:
+        a, b = args
+        return _cast(ts[0] * b + a * ts[1], a)
+
     def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
         return args[0] * args[1]
 
@@ -485,6 +501,11 @@ class Scale(Op):
         (a,) = args
         k = _cast(float(alpha), a)  # α rounded once to the tensor's dtype
         return _cast(a * k, a), lambda g: (_cast(g * k, a),)
+
+    def numpy_jvp(self, ts: Sequence[np.ndarray], args: Sequence[np.ndarray], out: np.ndarray,
+                  alpha: Fraction | float | None) -> np.ndarray:
+        assert alpha is not None
+        return _cast(ts[0] * _cast(float(alpha), args[0]), args[0])
 
     def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
         assert alpha is not None
@@ -572,6 +593,11 @@ class Linear(Op):
 
         return _cast(x @ w, x), vjp
 
+    def numpy_jvp(self, ts: Sequence[np.ndarray], args: Sequence[np.ndarray], out: np.ndarray,
+                  alpha: Fraction | float | None) -> np.ndarray:
+        x, w = args
+        return _cast(_cast(ts[0] @ w, x) + _cast(x @ ts[1], x), x)
+
     def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
         return args[0] @ args[1]
 
@@ -649,6 +675,10 @@ class Relu(Op):
         positive = a > 0
         return np.where(positive, a, zero), lambda g: (np.where(positive, g, zero),)
 
+    def numpy_jvp(self, ts: Sequence[np.ndarray], args: Sequence[np.ndarray], out: np.ndarray,
+                  alpha: Fraction | float | None) -> np.ndarray:
+        return np.where(args[0] > 0, ts[0], _cast(0, args[0]))
+
     def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
         return xp.relu(args[0])
 
@@ -714,6 +744,10 @@ class Tanh(Op):
         one = _cast(1, a)
         return t, lambda g: (_cast(g * (one - t * t), a),)
 
+    def numpy_jvp(self, ts: Sequence[np.ndarray], args: Sequence[np.ndarray], out: np.ndarray,
+                  alpha: Fraction | float | None) -> np.ndarray:
+        return _cast(ts[0] * (_cast(1, args[0]) - out * out), args[0])
+
     def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
         return xp.tanh(args[0])
 
@@ -769,6 +803,10 @@ class Sum(Op):
               ) -> tuple[np.ndarray, Pullback]:
         (a,) = args
         return _cast(a.sum(), a), lambda g: (np.broadcast_to(_cast(g, a), a.shape).copy(),)
+
+    def numpy_jvp(self, ts: Sequence[np.ndarray], args: Sequence[np.ndarray], out: np.ndarray,
+                  alpha: Fraction | float | None) -> np.ndarray:
+        return _cast(ts[0].sum(), args[0])
 
     def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
         return xp.sum(args[0])
@@ -1013,6 +1051,19 @@ class LayerNorm(Op):
             return (_cast(r * inner, a),)
 
         return y, vjp
+
+    def numpy_jvp(self, ts: Sequence[np.ndarray], args: Sequence[np.ndarray], out: np.ndarray,
+                  alpha: Fraction | float | None) -> np.ndarray:
+        """``r (d - y mean(y d))``, ``d`` the centred tangent, ``r`` recomputed as
+        :meth:`numpy` computes it."""
+        assert alpha is not None
+        (a,), (t,) = args, ts
+        if not a.size:
+            return _cast(t, a).copy()
+        c = a - a.mean(axis=-1, keepdims=True) if self.centred else a
+        r = _cast(1, a) / np.sqrt((c * c).mean(axis=-1, keepdims=True) + _cast(float(alpha), a))
+        d = t - t.mean(axis=-1, keepdims=True) if self.centred else t
+        return _cast(r * (d - out * (out * d).mean(axis=-1, keepdims=True)), a)
 
     def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
         assert alpha is not None
