@@ -155,10 +155,13 @@ def run_ok(backend: Backend, request: Request, label: str | None = None) -> Valu
 
 
 def private_copy(request: Request) -> Request:
-    """The same request with fresh, writable copies of every array (the backend's own)."""
+    """The same request with fresh, writable copies of every array (the backend's own),
+    the input tangents of a forward-mode request included."""
+    tangents = None if request.tangents is None else {
+        k: np.array(v) for k, v in request.tangents.items()}
     copy = dataclasses.replace(request, inputs={k: np.array(v) for k, v in request.inputs.items()},
-                               cotangent=np.array(request.cotangent))
-    for array in [*copy.inputs.values(), copy.cotangent]:
+                               cotangent=np.array(request.cotangent), tangents=tangents)
+    for array in _arrays(copy).values():
         array.flags.writeable = True
     return copy
 
@@ -211,9 +214,10 @@ def guarded_run(backend: Backend, request: Request) -> Result:
     return send(backend, request).result
 
 
-def _arrays(request: Request) -> dict[str, object]:
-    named: dict[str, object] = {f"input {k!r}": v for k, v in request.inputs.items()}
+def _arrays(request: Request) -> dict[str, np.ndarray]:
+    named = {f"input {k!r}": v for k, v in request.inputs.items()}
     named["cotangent"] = request.cotangent
+    named.update({f"tangent {k!r}": v for k, v in (request.tangents or {}).items()})
     return named
 
 
@@ -244,6 +248,10 @@ def _said(result: Result) -> str:
     return "a value" if isinstance(result, Value) else f"{result.kind} {result.message!r}"
 
 
+def _tangent_said(value: Value) -> str:
+    return "no tangent" if value.tangent is None else "a tangent"
+
+
 def differences(first: Result, second: Result, limit: int = 10) -> list[str]:
     """How two results differ bit for bit, at most ``limit`` items, e.g.
     ``output[0, 1]: 0.5 then 0.5000000000000001``; empty when they are the same."""
@@ -252,8 +260,12 @@ def differences(first: Result, second: Result, limit: int = 10) -> list[str]:
     if set(first.grads) != set(second.grads):
         return [f"grads for {sorted(first.grads)} then for {sorted(second.grads)}"]
     found: list[str] = []
+    if (first.tangent is None) != (second.tangent is None):
+        return [f"{_tangent_said(first)} then {_tangent_said(second)}"]
     pairs = [("output", first.output, second.output)] + [
         (f"grads[{k!r}]", first.grads[k], second.grads[k]) for k in sorted(first.grads)]
+    if first.tangent is not None and second.tangent is not None:
+        pairs.append(("tangent", first.tangent, second.tangent))
     for what, one, two in pairs:
         a, b = np.asarray(one), np.asarray(two)
         if (a.shape, a.dtype) != (b.shape, b.dtype):

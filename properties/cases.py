@@ -1,5 +1,8 @@
 """A case: a program with float64 values, turned into a request for any dtype on demand.
 
+A case with ``tangents`` (one per input) becomes a forward-mode request: the answer then
+carries the output tangent ``J·t`` beside the output and the gradients.
+
 A case holds no dtype (the dtype is a pytest parameter), so one strategy serves every
 dtype and seed fixtures can be pinned with ``@example(case=...)``. Its values are float64,
 which holds every value of the four dtypes exactly: the strategies draw values in the
@@ -42,25 +45,33 @@ def round_to_dtype(values: object, dtype: str) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Case:
-    """A program, float64 values for its inputs, and the output cotangent (None if invalid)."""
+    """A program, float64 values for its inputs, the output cotangent (None if invalid) and,
+    for forward mode, one tangent per input (None: a reverse-mode request)."""
 
     program: Program
     values: Mapping[str, np.ndarray]
     cotangent: np.ndarray | None
+    tangents: Mapping[str, np.ndarray] | None = None
 
     def request(self, dtype: str) -> Request:
         """The request for ``dtype``, every value rounded to that dtype."""
         values = {k: round_to_dtype(v, dtype) for k, v in self.values.items()}
         cot = None if self.cotangent is None else round_to_dtype(self.cotangent, dtype)
-        return Request(self.program, values, dtype, cot)
+        tangents = None if self.tangents is None else {
+            k: round_to_dtype(v, dtype) for k, v in self.tangents.items()}
+        return Request(self.program, values, dtype, cot, tangents)
 
     @classmethod
     def from_request(cls, request: Request) -> Case:
         """Pin an existing request (a seed fixture) as a case."""
         cot = request.cotangent
-        return cls(request.program,
-                   {k: np.asarray(v, dtype=np.float64) for k, v in request.inputs.items()},
-                   None if cot is None else np.asarray(cot, dtype=np.float64))
+        return cls(request.program, _float64(request.inputs),
+                   None if cot is None else np.asarray(cot, dtype=np.float64),
+                   None if request.tangents is None else _float64(request.tangents))
+
+    def with_tangents(self, **tangents: np.ndarray) -> Case:
+        """The same case as a forward-mode one, with these tangents (one per input)."""
+        return dataclasses.replace(self, tangents=_float64(tangents))
 
     def with_alpha(self, node_name: str, alpha: Fraction) -> Case:
         """The same case with the constant of scale node ``node_name`` replaced by ``alpha``."""
@@ -80,7 +91,13 @@ class Case:
     def __repr__(self) -> str:
         parts = [f"{k}={_brief(v)}" for k, v in self.values.items()]
         cot = None if self.cotangent is None else _brief(self.cotangent)
-        return f"Case({self.program.describe()}; {', '.join(parts)}; cotangent={cot})"
+        tangents = "" if self.tangents is None else "; tangents " + ", ".join(
+            f"{k}={_brief(v)}" for k, v in self.tangents.items())
+        return f"Case({self.program.describe()}; {', '.join(parts)}; cotangent={cot}{tangents})"
+
+
+def _float64(arrays: Mapping[str, object]) -> dict[str, np.ndarray]:
+    return {k: np.asarray(v, dtype=np.float64) for k, v in arrays.items()}
 
 
 def _brief(values: object, most: int = 64) -> str:

@@ -97,6 +97,7 @@ __all__ = [
     "single_norm_case",
     "values",
     "width_change_cases",
+    "with_tangents",
 ]
 
 X_BOUND, W_BOUND = 8.0, 1.0
@@ -281,6 +282,26 @@ def cotangents(shape: Shape, bound: float = X_BOUND, dtype: str | None = None,
     kind, chosen = drawn_dtype(dtype), drawn_range(value_range)
     return st.integers(0, 2**32 - 1).map(
         lambda seed: seeded_values(shape, bound, seed, kind, chosen))
+
+
+@st.composite
+def with_tangents(draw: Callable[[st.SearchStrategy[Any]], Any],
+                  cases: st.SearchStrategy[Case]) -> Case:
+    """A case of ``cases`` made forward-mode: one dense random tangent per input.
+
+    Each tangent is drawn like a cotangent (:func:`cotangents`: dense, so a tangent taken
+    from the wrong input or along the wrong axis shows) on the scale of its input's own
+    values (a weight's tangent as small as the weight; 1 for an all-zero input).
+    """
+    case = draw(cases)
+    return case.with_tangents(**{
+        i.name: draw(cotangents(i.shape, _scale(case.values[i.name])))
+        for i in case.program.inputs})
+
+
+def _scale(values: np.ndarray) -> float:
+    """The largest magnitude in ``values``, or 1 when they are all zero (or empty)."""
+    return float(np.max(np.abs(values), initial=0.0)) or 1.0
 
 
 def seeded_values(shape: Shape, bound: float, seed: int, dtype: str = "float64",

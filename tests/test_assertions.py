@@ -3,6 +3,7 @@ failure is classified (``PropertyFailure.kind``), and the structural laws name w
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from resverify.impl.backend import Capabilities
 from resverify.impl.numpy_backend import NumpyBackend
-from resverify.properties.assertions import PropertyFailure, guarded_run, run_ok
+from resverify.properties.assertions import PropertyFailure, differences, guarded_run, run_ok
 from resverify.properties.laws_oracle import check_matches_spec
 from resverify.properties.laws_structure import (
     check_bitwise_deterministic,
@@ -106,6 +107,52 @@ def test_the_backend_gets_fresh_writable_arrays_of_its_own() -> None:
         assert array is not None and array.flags.writeable, name
         assert not np.shares_memory(array, originals[name]), name
         assert array.tobytes() == np.asarray(originals[name]).tobytes(), name
+
+
+FORWARD = Request(REQUEST.program, dict(REQUEST.inputs), "float64", REQUEST.cotangent,
+                  {"x": np.array([1.0, -2.0]), "w": np.eye(2)})
+
+
+class ZeroesTangent(Reference):
+    """Zeroes the tangent of x it was given (in place), then answers a plain value."""
+
+    def run(self, request: Request) -> Result:
+        assert request.tangents is not None
+        tangent = request.tangents["x"]
+        tangent.flags.writeable = True
+        tangent[1] = 0.0
+        return super().run(dataclasses.replace(request, tangents=None))
+
+
+def test_a_forward_mode_backend_gets_private_writable_tangents() -> None:
+    seen: list[Request] = []
+
+    class Keeps(Reference):
+        def run(self, request: Request) -> Result:
+            seen.append(request)
+            return ResultError("unsupported", "keeps only")
+
+    guarded_run(Keeps(), FORWARD)
+    (copy,) = seen
+    assert copy.tangents is not None and FORWARD.tangents is not None
+    for name, tangent in copy.tangents.items():
+        assert tangent.flags.writeable, name
+        assert not np.shares_memory(tangent, FORWARD.tangents[name]), name
+        assert tangent.tobytes() == FORWARD.tangents[name].tobytes(), name
+
+
+def test_mutation_names_a_tangent_and_its_first_changed_element() -> None:
+    failure = failure_of(check_inputs_unchanged, ZeroesTangent(), FORWARD)
+    assert "tangent 'x'[1]: -2.0 before, 0.0 after" in str(failure), str(failure)
+
+
+def test_differences_compare_the_tangents_and_their_presence() -> None:
+    grads = {"x": np.zeros(2), "w": np.zeros((2, 2))}
+    plain = Value(np.zeros(2), grads)
+    one, other = (dataclasses.replace(plain, tangent=np.array([0.5, t])) for t in (1.0, 2.0))
+    assert differences(one, other) == ["tangent[1]: 1.0 then 2.0"], differences(one, other)
+    assert differences(plain, one) == ["no tangent then a tangent"], differences(plain, one)
+    assert differences(one, one) == []
 
 
 def test_mutation_names_the_cotangent_and_its_first_changed_element() -> None:

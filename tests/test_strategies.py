@@ -35,6 +35,7 @@ from resverify.properties.strategies import (
     sample_block_cases,
     shared_cases,
     values,
+    with_tangents,
 )
 from resverify.properties.vectors import replay_command, save_vector
 from resverify.spec.codec import loads_request
@@ -261,6 +262,38 @@ def test_case_round_trips_through_a_request() -> None:
     again = Case.from_request(S06.request("float64"))
     assert again.program == S06.program
     assert all(np.array_equal(again.values[k], S06.values[k]) for k in S06.values)
+
+
+def test_forward_case_round_trips_through_a_request_with_its_tangents() -> None:
+    case = S06.with_tangents(x=np.array([1.0, -2.0]), w=np.eye(2) / 4)
+    request = case.request("float32")
+    assert request.forward_mode and request.tangents is not None
+    assert request.tangents["w"].dtype == np.float32, request.tangents["w"].dtype
+    again = Case.from_request(request)
+    assert again.tangents is not None and set(again.tangents) == {"x", "w"}
+    assert all(np.array_equal(again.tangents[k], case.tangents[k]) for k in ("x", "w"))
+    assert "tangents x=[1.0, -2.0]" in repr(case), repr(case)
+    assert S06.request("float64").tangents is None
+
+
+@settings(SEARCH, max_examples=60)
+@given(with_tangents(residual_cases()))
+def test_with_tangents_gives_every_input_a_tangent_of_its_shape_and_dtype(case: Case) -> None:
+    assert case.tangents is not None
+    assert set(case.tangents) == set(case.values), (sorted(case.tangents), sorted(case.values))
+    for name, tangent in case.tangents.items():
+        assert tangent.shape == case.values[name].shape, (name, tangent.shape)
+        assert _exactly_in(tangent, "float64"), name
+
+
+def test_tangents_are_dense_not_constant_or_copies_of_the_values() -> None:
+    def poor(case: Case) -> bool:
+        assert case.tangents is not None
+        flat = case.tangents["x"].reshape(-1).tolist()
+        same = np.array_equal(case.tangents["x"], case.values["x"])
+        return len(flat) > 1 and (len(set(flat)) < len(flat) // 2 + 1 or same)
+
+    assert not reaches(with_tangents(residual_cases()), poor, draws=100)
 
 
 def _exactly_in(a: np.ndarray, dtype: str) -> bool:
