@@ -17,7 +17,7 @@ from typing import Any
 
 from resverify.reports.markdown import citation, short_note
 
-__all__ = ["CSP", "conformance_matrix", "esc", "render_html"]
+__all__ = ["CSP", "MODE_TITLES", "esc", "render_html"]
 
 CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
        "form-action 'none'")
@@ -48,7 +48,7 @@ margin:.6rem 0;overflow-wrap:anywhere}.failure summary{font-weight:700;margin:.3
 cursor:pointer}
 .failure pre{white-space:pre-wrap;background:#f6f8fa;padding:.4rem;font-size:.8rem}
 .passed,.pass{color:#1a7f37;font-weight:600}.failed,.fail{color:#cf222e;font-weight:600}
-.skipped,.xfailed,.missing,.not-checked{color:#6e7781}.expected{color:#9a6700;font-weight:600}
+.skipped,.xfailed,.missing,.not-checked,.not-claimed{color:#6e7781}.expected{color:#9a6700;font-weight:600}
 .fixed{color:#cf222e;font-weight:600}.badge{display:inline-block;padding:.15rem .6rem;
 border-radius:1rem;color:#fff;font-weight:700}.badge.passed{background:#1a7f37}
 .badge.failed{background:#cf222e}.badge.incomplete,.badge.nothing-checked{background:#9a6700}
@@ -57,6 +57,7 @@ border-radius:1rem;color:#fff;font-weight:700}.badge.passed{background:#1a7f37}
 figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #d0d7de}
 figcaption{font-size:.85rem;color:#57606a}code{font-size:.85em}
 .meta td:first-child{width:12rem;font-weight:600}.nw{white-space:nowrap;overflow-wrap:normal}
+tr.group th{background:#eaeef2;text-align:left}table.matrix th{text-align:center}
 """
 
 
@@ -149,28 +150,66 @@ def _about(about: Mapping[str, str]) -> str:
     return "\n".join([f"{about['library']} {about['version']}", *settings])
 
 
-def conformance_matrix(props: Sequence[Mapping[str, Any]],
-                       backends: Sequence[str]) -> dict[tuple[str, str], dict[str, str]]:
-    """(property, dtype) → backend → status; a failure anywhere in a cell wins."""
-    rank = {"failed": 4, "expected": 3, "passed": 2, "xfailed": 1, "skipped": 0}
-    matrix: dict[tuple[str, str], dict[str, str]] = {}
-    for p in props:
-        row = matrix.setdefault((p["property"], p["dtype"] or ""), {})
-        backend = p["backend"] or "?"
-        if rank.get(p["status"], 3) >= rank.get(row.get(backend, "skipped"), 0):
-            row[backend] = p["status"]
-    return dict(sorted(matrix.items()))
+MODE_TITLES = {"vjp": "VJP (reverse mode)", "jvp": "JVP (forward mode)"}
+_CELL_TEXT = {"none": "—", "not claimed": "not claimed"}
+
+
+def _cell(status: str, examples: int, css: str = "nw") -> str:
+    """A matrix cell: the status (its class colours it) and the examples run, if any."""
+    shown = _CELL_TEXT.get(status, status) + (f" ({examples})" if examples else "")
+    cls = "missing" if status == "none" else status.replace(" ", "-")
+    return f'<td class="{esc(cls)} {css}">{esc(shown)}</td>'
+
+
+def _mode_table(matrix: Mapping[str, Any]) -> str:
+    """Each backend's verdict in each mode, VJP beside JVP."""
+    modes = list(dict.fromkeys(m["mode"] for m in matrix["modes"]))
+    sides: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for m in matrix["modes"]:
+        sides.setdefault(m["backend"], {})[m["mode"]] = m
+    rows = [[_td(name)] + [_mode_cell(by_mode.get(mode)) for mode in modes]
+            for name, by_mode in sides.items()]
+    return _table(["backend", *(MODE_TITLES.get(m, m) for m in modes)], rows, "modes")
+
+
+def _mode_cell(side: Mapping[str, Any] | None) -> str:
+    if side is None:
+        return _td("—")
+    if side["status"] == "not claimed":
+        return _cell("not claimed", 0)
+    said = f"{side['status']}: {side['tests_run']} tests, {side['examples']} examples"
+    if side["failed"]:
+        said += f", {side['failed']} failed"
+    if side["expected"]:
+        said += f", {side['expected']} expected"
+    return f'<td class="{esc(side["status"].replace(" ", "-"))}">{esc(said)}</td>'
 
 
 def _matrix(doc: Mapping[str, Any]) -> str:
-    names = [b["name"] for b in doc["backends"]]
-    if len(names) < 2:
+    """The conformance matrix of report.json: a row per property, grouped by mode, a cell
+    per backend and dtype (two header rows: backends, then their dtypes)."""
+    matrix = doc["matrix"]
+    if not matrix["rows"]:
         return ""
-    rows = []
-    for (prop, dtype), cells in conformance_matrix(doc["properties"], names).items():
-        rows.append([_td(prop), _td(dtype)] + [_status(cells.get(n, "missing")) for n in names])
-    return ("<h2>Conformance matrix</h2>"
-            + _table(["property", "dtype", *names], rows, "matrix"))
+    columns = matrix["columns"]
+    names = list(dict.fromkeys(c["backend"] for c in columns))
+    spans = "".join(f'<th colspan="{sum(c["backend"] == n for c in columns)}">{esc(n)}</th>'
+                    for n in names)
+    head = (f'<thead><tr><th rowspan="2">property</th>{spans}</tr><tr>'
+            + "".join(f"<th>{esc(c['dtype'])}</th>" for c in columns) + "</tr></thead>")
+    body, mode = [], None
+    for row in matrix["rows"]:
+        if row["mode"] != mode:
+            mode = row["mode"]
+            body.append(f'<tr class="group"><th colspan="{len(columns) + 1}">'
+                        f"{esc(MODE_TITLES.get(mode, mode))}</th></tr>")
+        body.append("<tr>" + _td(row["property"]) + "".join(
+            _cell(c["status"], c["examples"]) for c in row["cells"]) + "</tr>")
+    return ("<h2>Conformance matrix</h2><p>VJP and JVP side by side: each backend's verdict "
+            "per mode, then one row per property and a cell per backend and dtype (status, "
+            "examples run); <i>not claimed</i> means the backend does not claim that dtype "
+            "or mode.</p>" + _mode_table(matrix)
+            + f'<table class="matrix">{head}<tbody>{"".join(body)}</tbody></table>')
 
 
 def _failure_card(title: str, lines: Sequence[tuple[str, object]], text: object,

@@ -22,6 +22,7 @@ from resverify.impl.about import describe_backend
 from resverify.impl.backend import Backend
 from resverify.reports.atomic import write_text
 from resverify.reports.known_failures import apply as apply_known_failures
+from resverify.reports.matrix import build_matrix
 from resverify.spec.claims import overall_status
 from resverify.spec.codec import packaged_schema
 
@@ -40,7 +41,7 @@ __all__ = [
     "write_report",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEPENDENCIES = ("numpy", "sympy", "mpmath", "hypothesis", "pytest",
                 "pytest-xdist", "pytest-timeout", "matplotlib", "jsonschema")
 _OUTCOMES = ("passed", "failed", "skipped", "xfailed")
@@ -100,6 +101,7 @@ def backend_entry(backend: Backend, properties: Sequence[Mapping[str, Any]] = ()
     status = "failed" if failed else "passed" if ran else "nothing checked"
     return {"name": name, "device": str(caps.device),
             "dtypes": [str(d) for d in caps.dtypes], "ops": sorted(str(o) for o in caps.ops),
+            "modes": [str(m) for m in caps.modes],
             "status": status, "examples": sum(p["examples"] or 0 for p in ran),
             "tests_run": len(ran), "not_run": not_run,
             "expected": sum(p["status"] == "expected" for p in mine),
@@ -188,6 +190,7 @@ def property_entry(record: Mapping[str, Any], default_backend: str | None,
         "id": nodeid,
         "property": str(props.get("property") or nodeid.split("::")[-1].split("[")[0]),
         "backend": props.get("backend") or default_backend,
+        "mode": "jvp" if props.get("mode") == "jvp" else "vjp",
         "dtype": props.get("dtype"),
         "status": record["outcome"] if record["outcome"] in _OUTCOMES else "failed",
         "examples": _count(props.get("examples")),
@@ -268,6 +271,9 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
     or a claim failed unexpectedly or a known failure is fixed, else ``nothing checked``
     when a backend had no example checked, else ``passed``.
 
+    ``matrix`` is the conformance matrix of the properties, VJP and JVP side by side
+    (:func:`resverify.reports.matrix.build_matrix`), after the known failures are applied.
+
     ``mutants`` (the document of ``resverify mutants --out``) is attached as it is, when
     given; it does not change the status.
     """
@@ -281,6 +287,7 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
     failed = (summary["claims"]["failed"] + summary["properties"]["failed"]
               + summary["known_failures"]["fixed"])
     entries = [backend_entry(b, properties, claims, known_entries) for b in backends]
+    ordered = sorted(properties, key=lambda p: (p["id"], p["backend"] or ""))
     unchecked = any(b["status"] == "nothing checked" for b in entries)
     status = ("incomplete" if not complete else "failed" if failed
               else "nothing checked" if unchecked else "passed")
@@ -294,7 +301,8 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
         "run": dict(run),
         "backends": entries,
         "claims": list(claims),
-        "properties": sorted(properties, key=lambda p: (p["id"], p["backend"] or "")),
+        "properties": ordered,
+        "matrix": build_matrix(ordered, entries),
         "summary": summary,
         "known_failures": {"file": known["file"], "entries": known_entries},
         "warnings": list(warnings),

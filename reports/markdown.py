@@ -1,4 +1,5 @@
-"""report.md: a short summary that reads well as a CI job summary, failures first.
+"""report.md: a short summary that reads well as a CI job summary, failures first, then
+the conformance matrix (VJP and JVP side by side, a cell per backend and dtype).
 
 GitHub renders Markdown job summaries with some HTML allowed, so every text that came
 from a backend or a test is HTML-escaped and its table pipes are escaped too; failure
@@ -164,6 +165,48 @@ def _claim_failure(claim: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+_CELL = {"passed": "✅", "failed": "❌", "expected": "☑️", "skipped": "⏭", "xfailed": "⏭",
+         "not claimed": "n/c", "none": "—"}
+_MODE_TITLES = {"vjp": "VJP (reverse)", "jvp": "JVP (forward)"}
+
+
+def _mode_side(side: Mapping[str, Any]) -> str:
+    if side["status"] == "not claimed":
+        return "not claimed"
+    said = f"{_ICON.get(side['status'], side['status'])}: {side['tests_run']} tests, " \
+           f"{side['examples']} examples"
+    return said + (f", {side['failed']} failed" if side["failed"] else "")
+
+
+def _matrix(doc: Mapping[str, Any]) -> list[str]:
+    """Each backend's verdict per mode, then a compact matrix: one row per property (its
+    mode beside it), a cell per backend and dtype with the examples run; skips are a
+    symbol in their cell, not a line each."""
+    matrix = doc.get("matrix")
+    if not matrix or not matrix["rows"]:
+        return []
+    modes = list(dict.fromkeys(m["mode"] for m in matrix["modes"]))
+    lines = ["## Conformance matrix", "",
+             "| backend | " + " | ".join(_MODE_TITLES.get(m, m) for m in modes) + " |",
+             "| --- " * (len(modes) + 1) + "|"]
+    sides: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for m in matrix["modes"]:
+        sides.setdefault(m["backend"], {})[m["mode"]] = m
+    for name, by_mode in sides.items():
+        lines.append(f"| `{cell(name)}` | " + " | ".join(
+            cell(_mode_side(by_mode[m])) if m in by_mode else "—" for m in modes) + " |")
+    columns = matrix["columns"]
+    lines += ["", "| property | mode | " + " | ".join(
+        f"{cell(c['backend'])} · {cell(c['dtype'])}" for c in columns) + " |",
+        "| --- " * (len(columns) + 2) + "|"]
+    for row in matrix["rows"]:
+        cells = " | ".join(_CELL.get(c["status"], cell(c["status"]))
+                           + (f" {c['examples']}" if c["examples"] else "") for c in row["cells"])
+        lines.append(f"| `{cell(row['property'])}` | {cell(row['mode'])} | {cells} |")
+    legend = ", ".join(f"{v} {k}" for k, v in _CELL.items() if k != "xfailed")
+    return [*lines, "", f"Cells: {legend}; the number is the examples run.", ""]
+
+
 def _property_table(props: Sequence[Mapping[str, Any]]) -> list[str]:
     order = {"failed": 0, "expected": 1, "xfailed": 2, "skipped": 3, "passed": 4}
     rows = sorted(props, key=lambda p: (order.get(p["status"], 0), p["id"]))
@@ -242,7 +285,8 @@ def _known_failures(doc: Mapping[str, Any]) -> list[str]:
 
 def render_markdown(doc: Mapping[str, Any]) -> str:
     """The Markdown summary of a report document (see :mod:`resverify.reports.json_report`)."""
-    parts = (_header(doc) + _failures(doc) + _known_failures(doc) + _backend_table(doc)
+    parts = (_header(doc) + _failures(doc) + _matrix(doc) + _known_failures(doc)
+             + _backend_table(doc)
              + _property_table(doc["properties"])
              + _claim_table(doc["claims"]))
     return "\n".join(parts).rstrip() + "\n"

@@ -13,7 +13,7 @@ from test_report_fakes import HOSTILE
 
 from resverify.impl import NumpyBackend
 from resverify.impl.backend import Capabilities
-from resverify.reports.html import PLOT_CAPTIONS, conformance_matrix, render_html
+from resverify.reports.html import PLOT_CAPTIONS, render_html
 from resverify.reports.json_report import build_report, claim_entry, property_entry, validate
 from resverify.reports.markdown import append_step_summary, render_markdown
 from resverify.spec.request import Request, Result
@@ -97,14 +97,20 @@ def test_every_backend_string_is_escaped(plots: dict[str, bytes]) -> None:
     assert page.count("&lt;script&gt;document.title=&#x27;pwned&#x27;&lt;/script&gt;") >= 4
 
 
-def test_conformance_matrix_appears_for_several_backends_only(plots: dict[str, bytes]) -> None:
+def test_conformance_matrix_has_a_cell_per_backend_and_appears_when_properties_ran(
+        plots: dict[str, bytes]) -> None:
     other = _Other.name
-    assert conformance_matrix(_doc()["properties"], ["numpy", other]) == {
-        ("depth_law", "float64"): {"numpy": "passed", other: "skipped"},
-        ("zero_branch", "float64"): {"numpy": "passed", other: "failed"},
-    }
-    assert "Conformance matrix" in render_html(_doc(), plots)
-    assert "Conformance matrix" not in render_html(_doc((NumpyBackend(),)), plots)
+    doc = _doc()
+    cells = {(r["property"], c["backend"], c["dtype"]): c["status"]
+             for r in doc["matrix"]["rows"] for c in r["cells"]}
+    assert cells == {
+        ("depth_law", "numpy", "float64"): "passed",  # other claims float32 only:
+        ("depth_law", other, "float64"): "not claimed",
+        ("zero_branch", "numpy", "float64"): "passed", ("zero_branch", other, "float64"): "failed",
+    }, cells
+    assert "Conformance matrix" in render_html(doc, plots)
+    doc["properties"], doc["matrix"]["rows"] = [], []
+    assert "Conformance matrix" not in render_html(doc, plots)
 
 
 def test_page_is_the_same_for_the_same_document_apart_from_timings(plots: dict[str, bytes]) -> None:

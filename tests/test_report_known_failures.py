@@ -53,6 +53,7 @@ def _failed(backend: str, prop: str = PROPERTY, kind: str = "law",
             dtype: str = "float64") -> dict[str, Any]:
     """A failed property test as report.json holds it."""
     return {"id": f"test_{prop}[{backend}-{dtype}]", "property": prop, "backend": backend,
+            "mode": "vjp",
             "dtype": dtype, "status": "failed", "examples": 3, "time_seconds": 0.1,
             "vector": None, "replay": None, "skip_reason": None, "message": "wrong",
             "examples_wanted": 25, "failure_kind": kind,

@@ -1,0 +1,111 @@
+"""The conformance matrix: one row per property and mode, one cell per backend and dtype.
+
+Why a module of its own: report.json carries the matrix, so a machine reads the very
+verdicts a person sees, and report.md and report.html only render it. It is built from
+the report's own ``properties`` and ``backends`` entries, nothing else.
+
+Why modes side by side: a backend may claim reverse mode only (``vjp``) or forward mode
+too (``jvp``; see :data:`resverify.impl.backend.MODES`). A property test records its mode
+(the ``jvp`` marker of :mod:`resverify.properties.plugin`), the rows are grouped by it,
+VJP first, and :func:`mode_summary` gives each backend's verdict per mode in one line, so
+"passes in reverse mode, not claimed in forward mode" reads at a glance.
+
+A cell is the status of the property's tests on that backend in that dtype (a failure
+anywhere in the cell wins), with the examples they ran; a test skipped because the backend
+does not claim the dtype or the mode is ``not claimed`` (a claim, not a verdict), and a
+column the property has no test for is ``none``. A property with no dtype parameter has
+its cell in the column ``any``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from resverify.impl.backend import MODES
+from resverify.spec.ir import DTYPES
+
+__all__ = ["ANY_DTYPE", "CELL_STATUSES", "build_matrix", "mode_summary"]
+
+ANY_DTYPE = "any"
+CELL_STATUSES = ("failed", "expected", "passed", "xfailed", "skipped", "not claimed", "none")
+_RANK = {"failed": 5, "expected": 4, "passed": 3, "xfailed": 2, "skipped": 1,
+         "not claimed": 0, "none": -1}
+
+
+def _mode(prop: Mapping[str, Any]) -> str:
+    return str(prop.get("mode") or "vjp")
+
+
+def _claims(backend: Mapping[str, Any] | None, dtype: str, mode: str) -> bool:
+    """Whether the backend claims ``dtype`` (``any`` always) and ``mode``."""
+    if backend is None:
+        return True
+    return (dtype == ANY_DTYPE or dtype in backend["dtypes"]) and mode in backend["modes"]
+
+
+def _status(prop: Mapping[str, Any], backend: Mapping[str, Any] | None, dtype: str) -> str:
+    status = str(prop["status"])
+    if status == "skipped" and not _claims(backend, dtype, _mode(prop)):
+        return "not claimed"
+    return status
+
+
+def _columns(props: Sequence[Mapping[str, Any]],
+             backends: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """Every backend (in the report's order) times every dtype a property ran or was asked
+    in (in :data:`resverify.spec.ir.DTYPES` order, ``any`` last)."""
+    seen = {p["dtype"] or ANY_DTYPE for p in props}
+    dtypes = [d for d in (*DTYPES, ANY_DTYPE) if d in seen]
+    dtypes += sorted(seen - set(dtypes))  # a suite of one's own may name others
+    names = list(dict.fromkeys([*(b["name"] for b in backends),
+                                *(p["backend"] or "?" for p in props)]))
+    return [{"backend": n, "dtype": d} for n in names for d in dtypes]
+
+
+def build_matrix(props: Sequence[Mapping[str, Any]],
+                 backends: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The matrix of report.json: ``columns`` (backend, dtype), ``rows`` (property, mode,
+    one cell per column: status and examples), VJP rows first, and ``modes``
+    (:func:`mode_summary`)."""
+    by_name = {b["name"]: b for b in backends}
+    columns = _columns(props, backends)
+    rows: dict[tuple[int, str], dict[tuple[str, str], dict[str, Any]]] = {}
+    for p in props:
+        mode, backend, dtype = _mode(p), p["backend"] or "?", p["dtype"] or ANY_DTYPE
+        order = MODES.index(mode) if mode in MODES else len(MODES)
+        row = rows.setdefault((order, f"{p['property']}\0{mode}"), {})
+        status = _status(p, by_name.get(backend), dtype)
+        cell = row.setdefault((backend, dtype), {"status": "none", "examples": 0})
+        cell["examples"] += p["examples"] or 0
+        if _RANK.get(status, 5) > _RANK[cell["status"]]:
+            cell["status"] = status
+    out_rows = []
+    for (_, key), cells in sorted(rows.items()):
+        name, mode = key.split("\0")
+        out_rows.append({"property": name, "mode": mode, "cells": [
+            {**c, **cells.get((c["backend"], c["dtype"]), {"status": "none", "examples": 0})}
+            for c in columns]})
+    return {"columns": columns, "rows": out_rows, "modes": mode_summary(props, backends)}
+
+
+def mode_summary(props: Sequence[Mapping[str, Any]],
+                 backends: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each backend in each mode: whether it claims the mode, the tests that ran at least
+    one example, their examples, failures and expected failures, and a status:
+    ``not claimed``, ``failed``, ``nothing checked`` (no example ran) or ``passed``."""
+    out = []
+    for b in backends:
+        for mode in MODES:
+            mine = [p for p in props if p["backend"] == b["name"] and _mode(p) == mode]
+            ran = [p for p in mine if p["status"] in ("passed", "failed", "expected")
+                   and (p["examples"] is None or p["examples"] > 0)]
+            failed = sum(p["status"] == "failed" for p in mine)
+            claimed = mode in b["modes"]
+            status = ("failed" if failed else "not claimed" if not claimed
+                      else "passed" if ran else "nothing checked")
+            out.append({"backend": b["name"], "mode": mode, "claimed": claimed,
+                        "status": status, "tests_run": len(ran),
+                        "examples": sum(p["examples"] or 0 for p in ran), "failed": failed,
+                        "expected": sum(p["status"] == "expected" for p in mine)})
+    return out
