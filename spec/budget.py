@@ -19,7 +19,13 @@ It is done element by element on NumPy float64 arrays:
   ``gamma_{k-1}`` (here).
 * Every rounding that could land in the subnormal range adds one smallest subnormal per
   product (sums of floats are exact there). Flush-to-zero backends are not covered.
-* The exact interpreter's own ``slack`` (non-zero only with tanh) is added to every bound.
+* Forward mode: the output tangent ``J t`` is computed alongside the value, each op's
+  tangent a linear map of its arguments' tangents with the values as coefficients
+  (``t_a b + a t_b`` for mul, ``t_x w + x t_w`` for linear, ``t (1 - y²)`` for tanh), so its
+  budget is a second forward error analysis over the tangents' own bounds, run beside the
+  values' (each op's ``budget_jvp``).
+* The exact interpreter's own ``slack`` (non-zero only with tanh and the norms) is added to
+  every bound.
 * The analysis itself runs in float64 on non-negative numbers; every node's bounds are
   inflated by a relative ``(n + 64) 2**-50`` (n the longest sum involved) and one ulp,
   which covers the rounding of the analysis itself, so every bound is rounded up.
@@ -88,24 +94,31 @@ class Miss:
 
 @dataclass(frozen=True)
 class Budget:
-    """Absolute error bounds (float64, >= 0, rounded up) for the output and every gradient.
+    """Absolute error bounds (float64, >= 0, rounded up) for the output, every gradient and,
+    in forward mode, the output tangent (``tangent``: None when the request carried no
+    tangents).
 
-    ``magnitude`` and ``grad_magnitudes`` are the absolute-value interpretation the bounds
-    were scaled from (upper bounds of the true values' sizes): ``output / (u * magnitude)``
-    says how many units of roundoff the budget allows.
+    ``magnitude``, ``grad_magnitudes`` and ``tangent_magnitude`` are the absolute-value
+    interpretation the bounds were scaled from (upper bounds of the true values' sizes):
+    ``output / (u * magnitude)`` says how many units of roundoff the budget allows.
     """
 
     output: np.ndarray
     grads: dict[str, np.ndarray]
     magnitude: np.ndarray | None = None
     grad_magnitudes: dict[str, np.ndarray] | None = None
+    tangent: np.ndarray | None = None
+    tangent_magnitude: np.ndarray | None = None
 
-    def misses(self, exact: ExactResult, output: np.ndarray,
-               grads: Mapping[str, np.ndarray]) -> list[Miss]:
-        """Every element of a backend's ``output``/``grads`` farther from ``exact`` than allowed.
+    def misses(self, exact: ExactResult, output: np.ndarray, grads: Mapping[str, np.ndarray],
+               tangent: np.ndarray | None = None) -> list[Miss]:
+        """Every element of a backend's ``output``/``grads``/``tangent`` farther from ``exact``
+        than allowed.
 
         Each element is judged by :func:`resverify.spec.compare.within` (exact rational comparison;
-        where the bound is infinite, anything goes, NaN included: overflow is allowed).
+        where the bound is infinite, anything goes, NaN included: overflow is allowed). When
+        the budget has a tangent bound, the tangent is judged too ("tangent missing" when
+        none is given); a tangent given to a budget without one is a usage error.
         """
         if exact.output is None or exact.grads is None:
             raise InvalidRequest("an exact result with an output and gradients is needed")
@@ -115,12 +128,25 @@ class Budget:
                 found.append(Miss(f"grad[{name}] missing", (), float("nan"), Fraction(0), 0.0))
                 continue
             found += _misses(f"grad[{name}]", exact.grads[name], grads[name], bound)
-        return found
+        return found + self._tangent_misses(exact, tangent)
+
+    def _tangent_misses(self, exact: ExactResult, tangent: np.ndarray | None) -> list[Miss]:
+        if self.tangent is None:
+            if tangent is not None:
+                raise InvalidRequest("a tangent to judge, but no tangent budget: the request "
+                                     "carried no input tangents")
+            return []
+        if exact.tangent is None:
+            raise InvalidRequest("an exact result with a tangent is needed (evaluate the "
+                                 "request that carried the tangents)")
+        if tangent is None:
+            return [Miss("tangent missing", (), float("nan"), Fraction(0), 0.0)]
+        return _misses("tangent", exact.tangent, tangent, self.tangent)
 
     def allows(self, exact: ExactResult, output: np.ndarray,
-               grads: Mapping[str, np.ndarray]) -> bool:
+               grads: Mapping[str, np.ndarray], tangent: np.ndarray | None = None) -> bool:
         """True when every element is inside its budget."""
-        return not self.misses(exact, output, grads)
+        return not self.misses(exact, output, grads, tangent)
 
 
 def _misses(where: str, expected: np.ndarray, actual: np.ndarray, bound: np.ndarray
@@ -142,8 +168,9 @@ def error_budget(request: Request, dtype: str | None = None, *,
     warnings for both are silenced here rather than left to the caller.
 
     Pass ``exact`` (from :func:`resverify.spec.exact.evaluate` of the same request) to reuse its
-    forward trace. When ``dtype`` is narrower than the request's, rounding the inputs and
-    the cotangent to it is charged too.
+    forward trace. When ``dtype`` is narrower than the request's, rounding the inputs, the
+    cotangent and the tangents to it is charged too. A request with tangents (forward mode)
+    gets a tangent bound as well.
     """
     dtype = request.dtype if dtype is None else dtype
     if dtype not in DTYPES:
@@ -159,9 +186,24 @@ def error_budget(request: Request, dtype: str | None = None, *,
                                                      [bounds[a] for a in node.args])
     grads = _reverse(ctx, request, trace, bounds, _leaf(ctx, request.cotangent, rounds))
     slack, out = up(exact.slack), bounds[request.program.output]
+    tangent = None if request.tangents is None else _tangent(ctx, request, trace, bounds, rounds)
     return Budget(output=_final(out.err + slack),
                   grads={n: _final(grads[n].err + slack) for n in request.inputs},
-                  magnitude=out.mag, grad_magnitudes={n: grads[n].mag for n in request.inputs})
+                  magnitude=out.mag, grad_magnitudes={n: grads[n].mag for n in request.inputs},
+                  tangent=None if tangent is None else _final(tangent.err + slack),
+                  tangent_magnitude=None if tangent is None else tangent.mag)
+
+
+def _tangent(c: Ctx, request: Request, trace: Trace, bounds: Mapping[str, Bound],
+             rounds: bool) -> Bound:
+    """The output tangent's bound: each op's ``budget_jvp`` along the forward order."""
+    assert request.tangents is not None
+    tangents = {n: _leaf(c, v, rounds) for n, v in request.tangents.items()}
+    for node in request.program.order:
+        tangents[node.name] = OP_TABLE[node.op].budget_jvp(
+            c, _site(trace, node), [bounds[a] for a in node.args], bounds[node.name],
+            [tangents[a] for a in node.args])
+    return tangents[request.program.output]
 
 
 def _leaf(c: Ctx, values: np.ndarray, rounds: bool) -> Bound:

@@ -591,18 +591,23 @@ class Verdict:
     """True when the whole request went to the exact interpreter (:class:`NotEnclosed`)."""
 
 
-def verify(request: Request, output: np.ndarray, grads: Mapping[str, np.ndarray]) -> Verdict:
-    """Judge a backend's ``output`` and ``grads`` for ``request`` against its budget.
+def verify(request: Request, output: np.ndarray, grads: Mapping[str, np.ndarray],
+           tangent: np.ndarray | None = None) -> Verdict:
+    """Judge a backend's ``output`` and ``grads`` (and ``tangent``, for a forward-mode
+    request) for ``request`` against its budget.
 
     The budget without the spec's slack is tried first (cheaper): when every element is
-    inside it, every element is inside the full budget too.
+    inside it, every element is inside the full budget too. Forward-mode requests take the
+    exact path (the balls carry no tangents).
     """
     try:
+        if request.forward_mode:
+            raise NotEnclosed("forward mode: tangents are not enclosed")
         enclosed = enclose(request)
     except NotEnclosed:
         exact = evaluate(request)
         budget = error_budget(request, exact=exact)
-        return Verdict(budget.misses(exact, output, grads), budget, 0, True)
+        return Verdict(budget.misses(exact, output, grads, tangent), budget, 0, True)
     budget = fast_budget(request, enclosed, with_spec_slack=False)
     misses, unsure = _judge(request, enclosed, budget, output, grads)
     if (misses or unsure) and any(node.op == "tanh" for node in request.program.nodes):

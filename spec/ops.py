@@ -15,8 +15,10 @@ An entry is a small class, one instance per op in :data:`OP_TABLE`, holding side
 * :meth:`Op.error`, :meth:`Op.error_vjp` and :meth:`Op.error_jvp`, how the exact
   interpreter's approximation error (non-zero only through tanh and the norms' ``1/sqrt``)
   passes through the op;
-* :meth:`Op.budget` and :meth:`Op.budget_vjp`, the floating-point error budget rules
-  (built from :mod:`resverify.spec.rounding`);
+* :meth:`Op.budget`, :meth:`Op.budget_vjp` and :meth:`Op.budget_jvp`, the floating-point
+  error budget rules (built from :mod:`resverify.spec.rounding`); the tangent's is a
+  forward error analysis like the value's, since ``J t`` is computed alongside the value
+  from products of values and tangents;
 * :meth:`Op.symbolic`, the forward value from SymPy primitives, which
   :mod:`resverify.spec.derive` differentiates to check the hand-written VJP;
 * :meth:`Op.numpy`, the reference NumPy forward, returning its local VJP beside it (the
@@ -241,6 +243,12 @@ class Op(ABC):
         ``g``."""
 
     @abstractmethod
+    def budget_jvp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, ts: Sequence[Bound]
+                   ) -> Bound:
+        """The output tangent's bound from the arguments' ``a``, the output's ``y`` and the
+        argument tangents' ``ts``."""
+
+    @abstractmethod
     def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
         """The forward value built from SymPy primitives (``sp`` is the sympy module)."""
 
@@ -332,6 +340,11 @@ class Add(Op):
                    ) -> list[Bound]:
         """Un-broadcasting N cotangent copies: gamma_{N-1} times the sum of their sizes."""
         return [_sum_back(c, g, arg.mag.shape) for arg in a]
+
+    def budget_jvp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, ts: Sequence[Bound]
+                   ) -> Bound:
+        """The tangents are added as the values are."""
+        return self.budget(c, at, ts)
 
     def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
         return _symbolic_pairs(sp.Add, self.shape([a.shape for a in args]), args)
@@ -426,6 +439,13 @@ class Mul(Op):
             out.append(c.done(unbroadcast(size, shape), summed, copies))
         return out
 
+    def budget_jvp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, ts: Sequence[Bound]
+                   ) -> Bound:
+        """``t_a b + a t_b``: two products as for the forward, then their rounded sum."""
+        m1, e1 = product(c, ts[0], a[1])
+        m2, e2 = product(c, a[0], ts[1])
+        return c.done(m1 + m2, e1 + e2 + c.u * (m1 + e1 + m2 + e2))
+
     def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
         return _symbolic_pairs(sp.Mul, self.shape([a.shape for a in args]), args)
 
@@ -491,6 +511,11 @@ class Scale(Op):
                    ) -> list[Bound]:
         """The same product, on the cotangent."""
         return [self._scaled(c, at.alpha, g)]
+
+    def budget_jvp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, ts: Sequence[Bound]
+                   ) -> Bound:
+        """The same product, on the tangent."""
+        return self._scaled(c, at.alpha, ts[0])
 
     def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
         return _elementwise(lambda v: sp.Mul(alpha, v), args[0])
@@ -572,6 +597,21 @@ class Linear(Op):
         gx = dot(c, rows(g, d_out), transposed(w))
         gw = dot(c, transposed(rows(x, d_in)), rows(g, d_out))
         return [Bound(gx.mag.reshape(x.mag.shape), gx.err.reshape(x.mag.shape)), gw]
+
+    def budget_jvp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, ts: Sequence[Bound]
+                   ) -> Bound:
+        """``t_x w + x t_w``: 2n products summed in any order (two dots and an addition, or
+        one dot of length 2n), so their propagated errors plus ``gamma_2n`` of both
+        magnitude products."""
+        (x, w), (tx, tw) = a, ts
+        n = w.mag.shape[0]
+        pairs = [(rows(tx, n), w), (rows(x, n), tw)]
+        mag = sum(p.mag @ q.mag for p, q in pairs)
+        err = sum(p.mag @ q.err + p.err @ q.mag + p.err @ q.err for p, q in pairs)
+        err = err + c.gamma(2 * n) * sum(p.hat @ q.hat for p, q in pairs) + 2 * n * c.tiny
+        shape = x.mag.shape[:-1] + w.mag.shape[1:]
+        out = c.done(np.asarray(mag), np.asarray(err), 2 * n)
+        return Bound(out.mag.reshape(shape), out.err.reshape(shape))
 
     def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
         x, w = args
@@ -665,6 +705,11 @@ class Relu(Op):
         err = np.where(uncertain, g.hat, np.where(positive, g.err, 0.0))
         return [Bound(np.where(positive | uncertain, g.mag, 0.0), err)]
 
+    def budget_jvp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, ts: Sequence[Bound]
+                   ) -> Bound:
+        """As the VJP: where the input's sign is uncertain the tangent may be whole or 0."""
+        return self.budget_vjp(c, at, a, y, ts[0])[0]
+
     def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
         return _elementwise(lambda v: sp.Max(v, 0), args[0])
 
@@ -734,6 +779,11 @@ class Tanh(Op):
                + c.u * g.hat * (slope + slope_err) + c.tiny)
         return [c.done(g.mag * slope, err)]
 
+    def budget_jvp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, ts: Sequence[Bound]
+                   ) -> Bound:
+        """``t (1 - y²)``: the VJP's arithmetic with the tangent for the cotangent."""
+        return self.budget_vjp(c, at, a, y, ts[0])[0]
+
     def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
         return _elementwise(sp.tanh, args[0])
 
@@ -793,6 +843,11 @@ class Sum(Op):
         """Copies: no rounding."""
         shape = a[0].mag.shape
         return [Bound(np.broadcast_to(g.mag, shape).copy(), np.broadcast_to(g.err, shape).copy())]
+
+    def budget_jvp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, ts: Sequence[Bound]
+                   ) -> Bound:
+        """The tangent is summed as the value is."""
+        return self.budget(c, at, ts)
 
     def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
         out = np.empty((), dtype=object)
@@ -1018,6 +1073,34 @@ class LayerNorm(Op):
         err = big_r * (d_a + c.gamma(2 * n + 16) * terms) + r_up * cubed * terms + n * c.tiny
         overflow = (c_hat * c_hat).sum(axis=-1, keepdims=True) >= LARGEST[c.dtype] / 2
         return [c.done(r_up * size, np.where(overflow | np.isinf(rho), INF, err), 2 * n + 16)]
+
+    def budget_jvp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, ts: Sequence[Bound]
+                   ) -> Bound:
+        """``r A`` with ``A = d - y mean(y d)``, ``d`` the centred tangent, by any of the
+        usual algorithms (the fused formula, or forward-mode autodiff through the
+        composition, where ``r³`` appears): the propagated errors of t, y and r, and
+        ``gamma_{2n+16}`` of the terms' sizes, exactly as :meth:`budget_vjp` charges ``ḡ``."""
+        x, t = a[0], ts[0]
+        n = x.mag.shape[-1]
+        if not x.mag.size or not n:
+            return Bound(np.zeros_like(x.mag), np.zeros_like(x.mag))
+        c_mag, w_low, w_high, r_up = self._rows(c, at)
+        e_c, c_hat = self._centred_error(c, x, c_mag)
+        rho, big_r, r_err = self._rsqrt_error(c, at, n, c_mag, e_c, c_hat, w_low, w_high, r_up)
+        d_mag, d_hat, e_d = t.mag, t.hat, t.err
+        if self.centred:
+            d_mag = d_mag + t.mag.mean(axis=-1, keepdims=True)
+            d_hat = d_hat + t.hat.mean(axis=-1, keepdims=True)
+            e_d = e_d + t.err.mean(axis=-1, keepdims=True)
+        m_hat = (y.hat * d_hat).mean(axis=-1, keepdims=True)
+        terms = d_hat + y.hat * m_hat
+        size = d_mag + y.mag * (y.mag * d_mag).mean(axis=-1, keepdims=True)
+        d_a = e_d + y.err * m_hat + y.hat * (y.hat * e_d + y.err * d_hat).mean(
+            axis=-1, keepdims=True)
+        cubed = 3 * (r_err / np.maximum(r_up, c.tiny)) * (1 + rho) ** 3
+        err = big_r * (d_a + c.gamma(2 * n + 16) * terms) + r_up * cubed * terms + n * c.tiny
+        overflow = (c_hat * c_hat).sum(axis=-1, keepdims=True) >= LARGEST[c.dtype] / 2
+        return c.done(r_up * size, np.where(overflow | np.isinf(rho), INF, err), 2 * n + 16)
 
     # the other forms
 

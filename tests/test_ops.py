@@ -51,8 +51,9 @@ def one_op_request(name: str, shapes: tuple[Shape, ...], seed: int = 0) -> Reque
 
 
 def test_every_op_has_every_part() -> None:
-    expected = ["array", "budget", "budget_vjp", "error", "error_jvp", "error_vjp", "exact",
-                "exact_jvp", "exact_vjp", "numpy", "numpy_jvp", "shape", "symbolic"]
+    expected = ["array", "budget", "budget_jvp", "budget_vjp", "error", "error_jvp",
+                "error_vjp", "exact", "exact_jvp", "exact_vjp", "numpy", "numpy_jvp", "shape",
+                "symbolic"]
     assert expected == PARTS
     for name, op in OP_TABLE.items():
         assert op.name == name and OPS[name] == op.arity, name
@@ -157,6 +158,28 @@ def test_reference_and_adapters_run_each_op_within_its_budget(
         backend).run(request)
     assert isinstance(result, Value), result
     misses = error_budget(request, exact=exact).misses(exact, result.output, result.grads)
+    assert not misses, f"{backend} {request.program.describe()}{shapes}: {misses[:3]}"
+
+
+@pytest.mark.parametrize(("name", "shapes"), CASES)
+@pytest.mark.parametrize("backend", ["numpy", *ADAPTERS])
+def test_reference_and_adapters_run_each_op_tangent_within_its_budget(
+        backend: str, name: str, shapes: tuple[Shape, ...]) -> None:
+    """Forward mode, for every backend that claims it: the op's output tangent is inside
+    ``Budget.tangent`` around the exact ``J t``."""
+    runner = NumpyBackend() if backend == "numpy" else resolve_backend(backend)
+    if "jvp" not in runner.capabilities.modes:
+        pytest.skip(f"backend {backend}: mode jvp not claimed")
+    plain = one_op_request(name, shapes)
+    rng = np.random.default_rng(2)
+    request = Request(plain.program, plain.inputs, "float64", plain.cotangent,
+                      {n: rng.integers(-8, 9, size=v.shape) / 4.0
+                       for n, v in plain.inputs.items()})
+    exact = evaluate(request)
+    result = runner.run(request)
+    assert isinstance(result, Value), result
+    misses = error_budget(request, exact=exact).misses(exact, result.output, result.grads,
+                                                       result.tangent)
     assert not misses, f"{backend} {request.program.describe()}{shapes}: {misses[:3]}"
 
 
