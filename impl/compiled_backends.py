@@ -12,7 +12,12 @@ allow a compiler to change, and what they do not).
   training loop runs a compiled module. ``fullgraph`` makes a graph break an error instead
   of a silent fall-back to eager code, so an answer always comes from compiled code.
 * ``jax-jit``: one ``jax.jit`` around the forward and its VJP together, as a jitted
-  training step is written.
+  training step is written; for a forward-mode request the same jitted step also runs
+  ``jax.jvp``, so the output tangent comes from compiled code too.
+
+* forward mode in ``torch-compile``: ``torch.func.jvp`` of the program, itself under
+  ``torch.compile(fullgraph=True)`` (dynamo traces the functorch transform), a second
+  compiled function per program and dtype, made only when a forward-mode request comes.
 
 Compiling costs seconds (inductor) or tens of milliseconds (XLA) per program, so each
 variant keeps its compiled functions per program, input order and dtype (and, through the
@@ -25,7 +30,6 @@ recompilations of one.
 from __future__ import annotations
 
 import types
-import warnings
 from collections.abc import Callable
 from itertools import count
 from typing import Any
@@ -36,7 +40,7 @@ from resverify.impl.about import jax_about, torch_about
 from resverify.impl.compile_cache import CompiledCache
 from resverify.impl.functional_backends import JaxBackend
 from resverify.impl.interpret import interpret
-from resverify.impl.torch_backend import TorchBackend
+from resverify.impl.torch_backend import TorchBackend, torch_deprecations_ignored
 from resverify.spec.ir import Program
 from resverify.spec.request import Request, Result, Value, storage_dtype
 
@@ -80,24 +84,44 @@ class TorchCompileBackend(TorchBackend):
 
         return self.cache.get((request.program, request.dtype), build)
 
+    def _compiled_jvp(self, request: Request) -> Any:
+        import torch
+
+        def build() -> Any:
+            program = program_function(request.program, self._apply)
+
+            def push(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> Any:
+                return torch.func.jvp(program, primals, tangents)[1]
+
+            return torch.compile(push, backend=self.compiler_backend, fullgraph=True,
+                                 dynamic=False)
+
+        return self.cache.get((request.program, request.dtype, "jvp"), build)
+
+    def _jvp(self, request: Request) -> np.ndarray | None:
+        """``J·t`` by the compiled ``torch.func.jvp``, or None for a reverse-mode request."""
+        if request.tangents is None:
+            return None
+        names = request.program.input_names
+        primals = tuple(self._tensor(request.inputs[n], request.dtype, False) for n in names)
+        tangents = tuple(self._tensor(request.tangents[n], request.dtype, False) for n in names)
+        with torch_deprecations_ignored():
+            return self._numpy(self._compiled_jvp(request)(primals, tangents))
+
     def run(self, request: Request) -> Result:
         refused = self.capabilities.refusal(request, self.name)
         if refused is not None:
             return refused
         names = request.program.input_names
         leaves = [self._tensor(request.inputs[n], request.dtype, True) for n in names]
-        with warnings.catch_warnings():
-            # inductor calls torch.jit.script_method, deprecated in torch itself; a run
-            # whose warnings are errors (pytest's -W error) must not fail on torch's own
-            warnings.filterwarnings("ignore", category=DeprecationWarning,
-                                    message=".*torch.jit.script_method.* is deprecated")
+        with torch_deprecations_ignored():
             out = self._compiled(request)(*leaves)
         if out.requires_grad:
             out.backward(self._tensor(request.cotangent, request.dtype, False))
         grads = {n: self._numpy(t.grad) if t.grad is not None
                  else np.zeros(t.shape, storage_dtype(request.dtype))
                  for n, t in zip(names, leaves, strict=True)}
-        return Value(self._numpy(out), grads=grads)
+        return Value(self._numpy(out), grads=grads, tangent=self._jvp(request))
 
 
 class JaxJitBackend(JaxBackend):
@@ -114,19 +138,23 @@ class JaxJitBackend(JaxBackend):
         return {**jax_about(self), "compiler": "jax.jit",
                 "compiler_backend": "xla"}
 
-    def _compiled(self, program: Program) -> Any:
+    def _compiled(self, program: Program, forward_mode: bool) -> Any:
         jax = self.jax
 
         def build() -> Any:
             forward = program_function(program, self._apply)
 
-            def step(primals: list[Any], cotangent: Any) -> tuple[Any, Any]:
+            def step(primals: list[Any], cotangent: Any,
+                     tangents: list[Any] | None) -> tuple[Any, Any, Any]:
                 out, pullback = jax.vjp(forward, *primals)
-                return out, pullback(cotangent)
+                tangent = None
+                if tangents is not None:
+                    _, tangent = jax.jvp(forward, tuple(primals), tuple(tangents))
+                return out, pullback(cotangent), tangent
 
             return jax.jit(step)
 
-        return self.cache.get(program, build)
+        return self.cache.get((program, forward_mode), build)
 
     def run(self, request: Request) -> Result:
         refused = self.capabilities.refusal(request, self.name)
@@ -135,6 +163,10 @@ class JaxJitBackend(JaxBackend):
         names = request.program.input_names
         primals = [self.array(request.inputs[n], request.dtype) for n in names]
         cotangent = self.array(request.cotangent, request.dtype)
-        out, grads = self._compiled(request.program)(primals, cotangent)
+        tangents = None if request.tangents is None else [
+            self.array(request.tangents[n], request.dtype) for n in names]
+        out, grads, tangent = self._compiled(request.program, request.forward_mode)(
+            primals, cotangent, tangents)
         return Value(self.numpy(out),
-                     grads={n: self.numpy(g) for n, g in zip(names, grads, strict=True)})
+                     grads={n: self.numpy(g) for n, g in zip(names, grads, strict=True)},
+                     tangent=None if tangent is None else self.numpy(tangent))

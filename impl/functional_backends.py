@@ -1,11 +1,13 @@
-"""Adapters for functional autodiff libraries: JAX (``jax.vjp``) and HIPS autograd (``make_vjp``).
+"""Adapters for functional autodiff libraries: JAX (``jax.vjp``, ``jax.jvp``) and HIPS
+autograd (``make_vjp``, ``make_jvp``).
 
 Both see the program as a pure function of its inputs, written against a NumPy-like
-module, and pull the cotangent back through it. Each op is written once for every array
-library in its entry in :mod:`resverify.spec.ops`; only the array module, the
-:class:`ArrayNamespace` (relu is each library's own, with derivative 0 at 0) and the VJP
-call differ. The norms are JAX's two-pass composition (below) and, for autograd, the op
-entries' own composition.
+module, and pull the cotangent back through it; a forward-mode request also pushes its
+tangents forward through the same function with the library's own JVP. Each op is
+written once for every array library in its entry in :mod:`resverify.spec.ops`; only the
+array module, the :class:`ArrayNamespace` (relu is each library's own, with derivative 0
+at 0) and the VJP and JVP calls differ. The norms are JAX's two-pass composition (below)
+and, for autograd, the op entries' own composition.
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ class _Functional:
     def vjp(self, fn: Callable[..., Any], primals: list[Any]) -> tuple[Any, Pullback]:
         raise NotImplementedError
 
+    def jvp(self, fn: Callable[..., Any], primals: list[Any], tangents: list[Any]) -> Any:
+        """The output tangent of ``fn`` at ``primals`` along ``tangents``."""
+        raise NotImplementedError
+
     def array(self, values: np.ndarray, dtype: str) -> Any:
         return self.xp.asarray(np.array(values, copy=True), dtype=dtype)
 
@@ -66,8 +72,13 @@ class _Functional:
         except ShapeMismatch as exc:
             return ResultError.mismatch(exc)
         grads = pullback(self.array(request.cotangent, request.dtype))
+        tangent = None
+        if request.tangents is not None:
+            tangents = [self.array(request.tangents[n], request.dtype) for n in names]
+            tangent = self.numpy(self.jvp(fn, primals, tangents))
         return Value(self.numpy(out),
-                     grads={n: self.numpy(g) for n, g in zip(names, grads, strict=True)})
+                     grads={n: self.numpy(g) for n, g in zip(names, grads, strict=True)},
+                     tangent=tangent)
 
     @staticmethod
     def numpy(value: Any) -> np.ndarray:
@@ -80,7 +91,8 @@ class JaxBackend(_Functional):
     """``--backend jax``: ``jax.vjp`` on the CPU (64-bit floats switched on for float64)."""
 
     name = "jax"
-    capabilities = Capabilities(dtypes=("float64", "float32", "float16", "bfloat16"))
+    capabilities = Capabilities(dtypes=("float64", "float32", "float16", "bfloat16"),
+                                modes=("vjp", "jvp"))
 
     def __init__(self) -> None:
         self.jax = _load("jax", "jax")
@@ -109,12 +121,16 @@ class JaxBackend(_Functional):
         out, pullback = self.jax.vjp(fn, *primals)
         return out, pullback
 
+    def jvp(self, fn: Callable[..., Any], primals: list[Any], tangents: list[Any]) -> Any:
+        _, tangent = self.jax.jvp(fn, tuple(primals), tuple(tangents))
+        return tangent
+
 
 class AutogradBackend(_Functional):
     """``--backend autograd``: HIPS autograd's ``make_vjp`` over ``autograd.numpy``."""
 
     name = "autograd"
-    capabilities = Capabilities(dtypes=("float64", "float32"))
+    capabilities = Capabilities(dtypes=("float64", "float32"), modes=("vjp", "jvp"))
 
     def __init__(self) -> None:
         self.autograd = _load("autograd", "autograd")
@@ -122,9 +138,17 @@ class AutogradBackend(_Functional):
         self.namespace = ArrayNamespace(relu=self.relu, tanh=self.xp.tanh, sum=self.xp.sum)
 
     def relu(self, a: Any) -> Any:
-        """autograd has no relu of its own: ``where``, with derivative 0 at 0."""
-        return self.xp.where(a > 0, a, 0.0 * a)
+        """autograd has no relu of its own: ``a`` times the mask ``a > 0``, derivative 0 at
+        0. The values are bit for bit those of ``where(a > 0, a, 0.0 * a)`` (both give
+        ``0·a`` off the mask, NaN for -inf), but ``where``'s JVP in autograd 1.9 pads with
+        ``anp.zeros(g.shape)``, float64, and would widen a float32 tangent to float64."""
+        return a * (a > 0)
 
     def vjp(self, fn: Callable[..., Any], primals: list[Any]) -> tuple[Any, Pullback]:
         pullback, out = self.autograd.make_vjp(lambda values: fn(*values))(list(primals))
         return out, pullback
+
+    def jvp(self, fn: Callable[..., Any], primals: list[Any], tangents: list[Any]) -> Any:
+        push = self.autograd.make_jvp(lambda values: fn(*values))(list(primals))
+        _, tangent = push(list(tangents))
+        return tangent

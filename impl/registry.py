@@ -9,8 +9,8 @@ entry-point group, e.g. ``[project.entry-points."resverify.backends"] my-engine 
 
 Each built-in records what ``resverify backends`` lists without importing its library
 (torch takes seconds to import): the distribution it needs, the import name to look for
-with :func:`importlib.util.find_spec`, and the capabilities its adapter declares (a test
-checks them against the adapter's own wherever the library is installed).
+with :func:`importlib.util.find_spec`, and the capabilities its adapter declares, modes
+included (a test checks them against the adapter's own wherever the library is installed).
 """
 
 from __future__ import annotations
@@ -72,14 +72,18 @@ def _lazy(module: str, cls: str, *args: Any) -> Callable[[], Backend]:
     return make
 
 
+BOTH_MODES = ("vjp", "jvp")
+
+
 def _builtins() -> dict[str, Builtin]:
-    every = Capabilities(dtypes=ALL_FLOATS)
+    every = Capabilities(dtypes=ALL_FLOATS, modes=BOTH_MODES)
     table = (
         Builtin("numpy", NumpyBackend, "numpy", "numpy", None, NumpyBackend.capabilities),
         Builtin("torch", _lazy("torch_backend", "TorchBackend", "cpu"),
                 "torch", "torch", "torch", every),
         Builtin("torch-cuda", _lazy("torch_backend", "TorchBackend", "cuda"),
-                "torch", "torch", "torch", Capabilities(dtypes=ALL_FLOATS, device="cuda")),
+                "torch", "torch", "torch",
+                Capabilities(dtypes=ALL_FLOATS, device="cuda", modes=BOTH_MODES)),
         Builtin("torch-compile", _lazy("compiled_backends", "TorchCompileBackend"),
                 "torch", "torch", "torch", every),
         Builtin("jax", _lazy("functional_backends", "JaxBackend"), "jax", "jax", "jax", every),
@@ -87,7 +91,7 @@ def _builtins() -> dict[str, Builtin]:
                 "jax", "jax", "jax", every),
         Builtin("autograd", _lazy("functional_backends", "AutogradBackend"),
                 "autograd", "autograd", "autograd",
-                Capabilities(dtypes=("float64", "float32"))),
+                Capabilities(dtypes=("float64", "float32"), modes=BOTH_MODES)),
         Builtin("tensorflow", _lazy("tensorflow_backend", "TensorflowBackend"),
                 "tensorflow", "tensorflow-cpu", "tensorflow", every),
         Builtin("tinygrad", _lazy("tinygrad_backend", "TinygradBackend"),

@@ -10,6 +10,11 @@ computes them for half-precision inputs); ``linear`` is ``tf.tensordot(x, w, axe
 refuses a vector and needs batch ranks to match). An input the output does not depend on
 gets a zero gradient (``UnconnectedGradients.ZERO``), as in every other adapter.
 
+Forward mode: the forward runs inside a ``tf.autodiff.ForwardAccumulator`` watching the
+inputs with their tangents (itself inside the tape, so one forward pass gives the output,
+the output tangent ``acc.jvp(out)`` and, through the tape, the gradients), which is how
+TensorFlow's own guide computes a JVP.
+
 Install with ``pip install 'resverify[tensorflow]'`` (the ``tensorflow-cpu`` build).
 TensorFlow logs C++ start-up messages at import; the adapter quiets everything below
 errors unless ``TF_CPP_MIN_LOG_LEVEL`` is already set. Numerics settings that the report
@@ -20,6 +25,7 @@ TensorFlow itself warns "may give slightly different numerical results".
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 from typing import Any
@@ -50,7 +56,8 @@ class TensorflowBackend:
     """Runs requests eagerly on the CPU with ``tf.GradientTape``."""
 
     name = "tensorflow"
-    capabilities = Capabilities(dtypes=("float64", "float32", "float16", "bfloat16"))
+    capabilities = Capabilities(dtypes=("float64", "float32", "float16", "bfloat16"),
+                                modes=("vjp", "jvp"))
 
     def __init__(self) -> None:
         self.tf = _import_tensorflow()
@@ -113,7 +120,9 @@ class TensorflowBackend:
         names = request.program.input_names
         with tf.device("/CPU:0"):
             leaves = [self.array(request.inputs[n], request.dtype) for n in names]
-            with tf.GradientTape() as tape:
+            tangents = None if request.tangents is None else [
+                self.array(request.tangents[n], request.dtype) for n in names]
+            with tf.GradientTape() as tape, self._accumulator(leaves, tangents) as acc:
                 tape.watch(leaves)
                 try:
                     out = interpret(request.program, dict(zip(names, leaves, strict=True)),
@@ -123,5 +132,15 @@ class TensorflowBackend:
             grads = tape.gradient(out, leaves,
                                   output_gradients=self.array(request.cotangent, request.dtype),
                                   unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            tangent = None if acc is None else self.numpy(
+                acc.jvp(out, unconnected_gradients=tf.UnconnectedGradients.ZERO))
         return Value(self.numpy(out),
-                     grads={n: self.numpy(g) for n, g in zip(names, grads, strict=True)})
+                     grads={n: self.numpy(g) for n, g in zip(names, grads, strict=True)},
+                     tangent=tangent)
+
+    def _accumulator(self, leaves: list[Any], tangents: list[Any] | None) -> Any:
+        """A ``ForwardAccumulator`` of the leaves' tangents, or a null context (yielding
+        None) for a reverse-mode request."""
+        if tangents is None:
+            return contextlib.nullcontext()
+        return self.tf.autodiff.ForwardAccumulator(leaves, tangents)

@@ -7,10 +7,17 @@ are ``torch.nn.functional``'s own, which compute half-precision statistics in fl
 and the entry's shape rule adds the exact-shape check of ``residual_add`` that ``+`` lacks.
 Values cross from NumPy exactly (bfloat16 requests are stored in float32 and converted
 without rounding), and results come back the same way.
+
+Forward mode (a request with tangents) is ``torch.func.jvp`` over the program as a pure
+function of its inputs, as a functorch user writes it; the output and the gradients come
+from the same eager ``backward`` as a reverse-mode request's.
 """
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -28,6 +35,17 @@ except ImportError:  # pragma: no cover - depends on the environment
     torch = None  # type: ignore[assignment, unused-ignore]  # an ignore only when torch is installed
 
 
+@contextmanager
+def torch_deprecations_ignored() -> Iterator[None]:
+    """Inductor calls ``torch.jit.script_method`` and the first ``torch.func.jvp`` loads
+    decompositions through ``torch.jit.script``, both deprecated in torch itself; a run
+    whose warnings are errors (pytest's ``-W error``) must not fail on torch's own."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=DeprecationWarning,
+                                message=".*torch.jit.script.* is deprecated")
+        yield
+
+
 class TorchBackend:
     """Runs requests with ``torch.autograd`` on the CPU or on a CUDA device."""
 
@@ -39,7 +57,8 @@ class TorchBackend:
         self.device = device
         self.name = "torch" if device == "cpu" else f"torch-{device}"
         self.capabilities = Capabilities(
-            dtypes=("float64", "float32", "float16", "bfloat16"), device=device)
+            dtypes=("float64", "float32", "float16", "bfloat16"), device=device,
+            modes=("vjp", "jvp"))
         self.xp = ArrayNamespace(
             relu=torch.relu, tanh=torch.tanh, sum=torch.sum,
             layer_norm=lambda x, eps: torch.nn.functional.layer_norm(x, x.shape[-1:], eps=eps),
@@ -72,4 +91,18 @@ class TorchBackend:
             out.backward(seed)
         grads = {k: self._numpy(t.grad) if t.grad is not None
                  else np.zeros(t.shape, storage_dtype(request.dtype)) for k, t in leaves.items()}
-        return Value(self._numpy(out), grads=grads)
+        return Value(self._numpy(out), grads=grads, tangent=self._jvp(request))
+
+    def _jvp(self, request: Request) -> np.ndarray | None:
+        """``J·t`` by ``torch.func.jvp``, or None for a reverse-mode request."""
+        if request.tangents is None:
+            return None
+        names = request.program.input_names
+        primals = tuple(self._tensor(request.inputs[n], request.dtype, False) for n in names)
+        tangents = tuple(self._tensor(request.tangents[n], request.dtype, False) for n in names)
+
+        def program(*values: Any) -> Any:
+            return interpret(request.program, dict(zip(names, values, strict=True)), self._apply)
+
+        with torch_deprecations_ignored():
+            return self._numpy(torch.func.jvp(program, primals, tangents)[1])

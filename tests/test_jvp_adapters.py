@@ -1,0 +1,151 @@
+"""Forward mode in the adapters: each library's own JVP (``torch.func.jvp``, ``jax.jvp``,
+``jax.jit`` around it, autograd's ``make_jvp``, TensorFlow's ``ForwardAccumulator``, the
+compiled ``torch.func.jvp``) gives the output tangent ``J·t`` of the exact specification.
+
+The seed fixtures' values are small dyadic rationals chosen so that every product and sum
+is exact in every dtype; a tangent that is a unit vector picks one column of the Jacobian,
+whose entries are sums of products of those values, so each adapter's answer must equal
+the exact oracle's tangent (``resverify.spec.exact.evaluate``) bit for bit, in every dtype
+it claims (the default run: each input's first column in the widest and the narrowest
+dtype; the slow run: every column in every dtype). The properties (properties/test_jvp.py) check random programs within budget;
+this checks that each adapter wires its library's JVP to the right inputs and outputs.
+Missing libraries skip, except under CI=true; the adapters that take seconds to import or
+compile are slow tests.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from resverify.impl import resolve_backend
+from resverify.impl.backend import Backend
+from resverify.impl.registry import BUILTINS
+from resverify.spec import Input, Node, Program, Request
+from resverify.spec.exact import evaluate
+from resverify.spec.fixtures import linear_block_request, seed_cases
+from resverify.spec.request import ResultError, Value, check_form, storage_dtype
+
+JVP_ADAPTERS = ("torch", "jax", "autograd", "jax-jit", "tensorflow", "torch-compile")
+SLOW = {"tensorflow", "torch-compile"}
+
+
+@pytest.fixture(scope="module", params=[
+    pytest.param(n, marks=[pytest.mark.slow] if n in SLOW else []) for n in JVP_ADAPTERS])
+def adapter(request: pytest.FixtureRequest) -> Backend:
+    name = request.param
+    missing = BUILTINS[name].missing()
+    if missing is not None and os.environ.get("CI") != "true":
+        pytest.skip(missing)
+    return resolve_backend(name)
+
+
+def forward(request: Request, dtype: str, tangents: dict[str, np.ndarray]) -> Request:
+    """``request`` in ``dtype``, asking for the output tangent along ``tangents``."""
+    return Request(request.program, request.inputs, dtype, request.cotangent, tangents)
+
+
+def unit_tangents(request: Request, dtype: str,
+                  every: bool) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
+    """One tangent per element of every input (``every``), else per input for its first
+    element: 1 there, 0 everywhere else."""
+    for name, value in request.inputs.items():
+        indices = list(np.ndindex(value.shape))
+        for index in indices if every else indices[:1]:
+            tangents = {n: np.zeros(v.shape, storage_dtype(dtype))
+                        for n, v in request.inputs.items()}
+            tangents[name][index] = 1
+            yield f"d/d{name}{list(index)}", tangents
+
+
+def fractions(array: np.ndarray) -> list[Fraction]:
+    return [Fraction(float(v)) for v in np.ravel(array)]
+
+
+@pytest.mark.parametrize("every", [
+    pytest.param(False, id="first-columns-widest-narrowest-dtype"),
+    pytest.param(True, id="every-column-every-dtype", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("case", sorted(seed_cases()))
+def test_adapter_tangent_is_each_exact_jacobian_column_of_the_seed_fixtures(
+        adapter: Backend, case: str, every: bool) -> None:
+    base = seed_cases()[case][0]
+    dtypes = adapter.capabilities.dtypes
+    for dtype in dtypes if every else sorted({dtypes[0], dtypes[-1]}):  # widest, narrowest
+        for column, tangents in unit_tangents(base, dtype, every):
+            request = forward(base, dtype, tangents)
+            result = adapter.run(request)
+            call = f"[{adapter.name} {dtype} {case} {column}: {base.program.describe()}]"
+            assert isinstance(result, Value) and result.tangent is not None, f"{result} {call}"
+            check_form(request, result)
+            exact = evaluate(request)
+            assert exact.tangent is not None and exact.slack == 0, call
+            got, want = fractions(result.tangent), list(np.ravel(exact.tangent))
+            assert got == want, f"tangent={got}, but should be {want} {call}"
+
+
+def test_adapter_answers_a_reverse_mode_request_without_a_tangent(adapter: Backend) -> None:
+    result = adapter.run(linear_block_request())
+    assert isinstance(result, Value) and result.tangent is None, (
+        f"{adapter.name} answered a reverse-mode request with tangent {result}")
+
+
+def test_adapter_forward_mode_keeps_the_output_and_gradients_of_reverse_mode(
+        adapter: Backend) -> None:
+    """The tangents ask for more, never for something else: same output, same gradients."""
+    base = linear_block_request(dtype="float32")
+    tangents = {n: np.full(v.shape, 0.5, np.float32) for n, v in base.inputs.items()}
+    both, reverse = adapter.run(forward(base, "float32", tangents)), adapter.run(base)
+    assert isinstance(both, Value) and isinstance(reverse, Value), (both, reverse)
+    assert both.output.tobytes() == reverse.output.tobytes(), (both.output, reverse.output)
+    for name, grad in reverse.grads.items():
+        assert both.grads[name].tobytes() == grad.tobytes(), (name, both.grads, reverse.grads)
+
+
+def test_adapter_relu_tangent_has_zero_derivative_at_zero(adapter: Backend) -> None:
+    program = Program((Input("x", (3,)),), (Node("y", "relu", ("x",)),), "y")
+    request = Request(program, {"x": np.array([-1.0, 0.0, 2.0])}, "float64", np.ones(3),
+                      {"x": np.array([3.0, 5.0, 7.0])})
+    result = adapter.run(request)
+    call = f"[{adapter.name} relu'(-1, 0, 2)·(3, 5, 7)]"
+    assert isinstance(result, Value) and result.tangent is not None, f"{result} {call}"
+    assert result.tangent.tolist() == [0.0, 0.0, 7.0], f"tangent={result.tangent} {call}"
+
+
+def test_adapter_tangent_of_a_program_without_nodes_is_the_input_tangent(
+        adapter: Backend) -> None:
+    program = Program((Input("x", (2,)), Input("u", (3,))), (), "x")
+    tangents = {"x": np.array([-0.0, 2.0**-1074]), "u": np.ones(3)}
+    request = Request(program, {"x": np.ones(2), "u": np.zeros(3)}, "float64", np.ones(2),
+                      tangents)
+    result = adapter.run(request)
+    assert isinstance(result, Value) and result.tangent is not None, result
+    assert result.tangent.tobytes() == tangents["x"].tobytes(), (
+        f"tangent={result.tangent.tolist()}, but should be [-0.0, 5e-324] [{adapter.name}]")
+
+
+def test_adapter_answers_a_shape_mismatch_in_forward_mode_too(adapter: Backend) -> None:
+    program = Program((Input("x", (2, 2)), Input("b", (2,))),
+                      (Node("y", "residual_add", ("x", "b")),), "y")
+    inputs = {"x": np.ones((2, 2)), "b": np.ones(2)}
+    result = adapter.run(Request(program, inputs, "float64", None, inputs))
+    assert isinstance(result, ResultError) and result.kind == "shape_mismatch", result
+    assert result.shapes == ((2, 2), (2,)), result
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["tinygrad", "pytensor"])
+def test_adapter_without_forward_mode_refuses_tangents_as_unsupported(name: str) -> None:
+    """tinygrad and PyTensor claim reverse mode only; a forward-mode request is refused."""
+    missing = BUILTINS[name].missing()
+    if missing is not None and os.environ.get("CI") != "true":
+        pytest.skip(missing)
+    backend = resolve_backend(name)
+    assert backend.capabilities.modes == BUILTINS[name].capabilities.modes == ("vjp",)
+    base = linear_block_request()
+    result = backend.run(forward(base, "float64", dict(base.inputs)))
+    assert isinstance(result, ResultError) and result.kind == "unsupported", result
+    assert "mode jvp not claimed" in result.message, result
