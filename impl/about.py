@@ -98,7 +98,8 @@ def numpy_about(backend: Any = None) -> About:
     import numpy
 
     return {"library": "numpy", "version": numpy.__version__, "device": "cpu",
-            "implementation": "resverify reference reverse mode (resverify.impl.tensor)"}
+            "implementation": "resverify reference autograd, reverse and forward mode "
+                              "(resverify.impl.tensor)"}
 
 
 def torch_about(backend: Any) -> About:

@@ -77,12 +77,18 @@ def test_served_reference_gives_bitwise_the_in_process_result() -> None:
     backend = resolve_backend(f"cmd:{SERVE} numpy")
     try:
         assert backend.capabilities == NumpyBackend.capabilities
-        for request in (linear_block_request(), stack_request(4, True, "float32")):
+        stack = stack_request(4, True, "float32")
+        forward = Request(stack.program, stack.inputs, "float32", stack.cotangent,
+                          {k: v[::-1].copy() for k, v in stack.inputs.items()})
+        for request in (linear_block_request(), stack, forward):
             here, there = NumpyBackend().run(request), backend.run(request)
             assert isinstance(here, Value) and isinstance(there, Value)
             assert there.output.tobytes() == here.output.tobytes()
             assert {k: v.tobytes() for k, v in there.grads.items()} == {
                 k: v.tobytes() for k, v in here.grads.items()}
+            assert (there.tangent is None) == (here.tangent is None) == (request is not forward)
+            if here.tangent is not None and there.tangent is not None:
+                assert there.tangent.tobytes() == here.tangent.tobytes(), (there, here)
     finally:
         assert isinstance(backend, ExternalBackend)
         backend.close()

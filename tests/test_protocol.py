@@ -18,7 +18,7 @@ from resverify.impl import NumpyBackend
 from resverify.impl.backend import DEVICE_PATTERN
 from resverify.impl.external import ExternalBackend
 from resverify.impl.serve import answer
-from resverify.spec import DTYPES, OPS, InvalidDocument, dumps, loads_request
+from resverify.spec import DTYPES, OPS, InvalidDocument, Request, dumps, loads_request
 from resverify.spec.codec import decode_number, protocol_schema, validate_message
 from resverify.spec.fixtures import (
     linear_block_request,
@@ -80,9 +80,13 @@ def test_worked_exchange_is_what_resverify_sends_and_the_reference_answers() -> 
         want = json.loads(answer(NumpyBackend(), sent))
         assert installed(reply) == installed(want), (
             f"the document says {said}\nthe reference says {want}")
-    assert kinds == ["hello", "request", "request"], kinds
+    assert kinds == ["hello", "request", "request", "request"], kinds
+    assert "jvp" in json.loads(exchange[1][1])["modes"], exchange[1]
     results = [json.loads(said) for d, said in exchange[3::2]]
-    assert "output" in results[0] and results[1]["error"]["kind"] == "shape_mismatch"
+    assert "output" in results[0] and "tangent" not in results[0], results[0]
+    assert results[1]["tangent"] == {"data": ["0x1.8000000000000p+0", "-0x1.0000000000000p-2"],
+                                     "shape": [2]}, results[1]  # [1.5, -0.25], as the text says
+    assert results[2]["error"]["kind"] == "shape_mismatch", results[2]
 
 
 def test_the_documented_double_rounding_example_rounds_once() -> None:
@@ -110,8 +114,12 @@ def test_everything_resverify_sends_to_an_engine_follows_the_schema(tmp_path: Pa
     script, log = tmp_path / "recorder.py", tmp_path / "sent.jsonl"
     script.write_text(RECORDER.format(root=str(ROOT), log=str(log)))
     backend = ExternalBackend(f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}")
+    base = linear_block_request()
+    forward = Request(base.program, base.inputs, "float64", base.cotangent,
+                      {k: -v for k, v in base.inputs.items()})
     requests = [linear_block_request(), shared_operand_request(dtype="float32"),
-                stack_request(3, True, "float16"), *(r for r, _, _ in seed_cases().values())]
+                stack_request(3, True, "float16"), forward,
+                *(r for r, _, _ in seed_cases().values())]
     try:
         for request in requests:
             backend.run(request)
@@ -119,6 +127,7 @@ def test_everything_resverify_sends_to_an_engine_follows_the_schema(tmp_path: Pa
         backend.close()
     sent = log.read_text().splitlines()
     assert len(sent) == 1 + len(requests), sent[:2]
+    assert sum("tangents" in json.loads(line) for line in sent) == 1, "one forward-mode request"
     validator = jsonschema.Draft202012Validator(protocol_schema())
     for line in sent:
         errors = [e.message[:200] for e in validator.iter_errors(json.loads(line))]
