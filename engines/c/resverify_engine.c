@@ -13,6 +13,7 @@
  * Use:   resverify check --backend 'cmd:./resverify-engine'
  */
 #define _POSIX_C_SOURCE 200809L
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -425,11 +426,25 @@ static void put_error(void) {
 static const char *OPS[] = {"add", "linear", "mul", "relu", "residual_add", "scale", "sum", "tanh"};
 static const int ARITY[] = {2, 2, 2, 1, 2, 1, 1, 1};
 
+#define ENGINE_VERSION "1.1"
+#if defined(__clang__)
+#define COMPILER "clang " __clang_version__
+#elif defined(__GNUC__)
+#define COMPILER "gcc " __VERSION__
+#else
+#define COMPILER "unknown"
+#endif
+
+/* Reverse mode only: no "modes" (the default, ["vjp"]), so resverify never sends tangents.
+ * The version and the settings that change float32 results (FLT_EVAL_METHOD: whether
+ * intermediates are kept wider than their type) go into reports. */
 static void hello(void) {
     printf("{\"resverify\": 1, \"kind\": \"capabilities\", \"name\": \"c-engine\", "
            "\"dtypes\": [\"float64\", \"float32\"], \"ops\": [");
     for (size_t i = 0; i < sizeof OPS / sizeof *OPS; i++) printf(i ? ", \"%s\"" : "\"%s\"", OPS[i]);
-    printf("], \"device\": \"cpu\"}\n");
+    printf("], \"device\": \"cpu\", \"version\": \"%s\", \"about\": {\"library\": "
+           "\"resverify-c-engine\", \"compiler\": \"%.150s\", \"FLT_EVAL_METHOD\": \"%d\"}}\n",
+           ENGINE_VERSION, COMPILER, (int)FLT_EVAL_METHOD);
 }
 
 /* ---------- one request ---------- */
