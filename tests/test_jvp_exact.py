@@ -42,8 +42,9 @@ def small_fractions() -> st.SearchStrategy[Fraction]:
 
 @st.composite
 def programs(draw: Draw, ops: tuple[str, ...] = RATIONAL_OPS) -> Program:
-    """A random DAG over ``x`` (n,) and ``w`` (n, n): each node applies an op of ``ops`` to
-    earlier values (any may be reused), the output optionally summed to shape ()."""
+    """A random DAG over ``x`` (n,), ``w`` (n, n) and ``k`` (): each node applies an op of
+    ``ops`` to earlier values (any may be reused; add and mul may broadcast ``k``), the
+    output optionally summed to shape ()."""
     n = draw(st.integers(1, 3))
     names, nodes = ["x"], []
     for i in range(draw(st.integers(1, 6))):
@@ -51,6 +52,8 @@ def programs(draw: Draw, ops: tuple[str, ...] = RATIONAL_OPS) -> Program:
         a, b = draw(st.sampled_from(names)), draw(st.sampled_from(names))
         if op == "linear":
             nodes.append(Node(name, op, (a, "w")))
+        elif op in ("add", "mul"):
+            nodes.append(Node(name, op, (a, draw(st.sampled_from([b, "k"])))))
         elif OP_TABLE[op].arity == 2:
             nodes.append(Node(name, op, (a, b)))
         elif op == "scale":
@@ -63,7 +66,8 @@ def programs(draw: Draw, ops: tuple[str, ...] = RATIONAL_OPS) -> Program:
     if draw(st.booleans()):
         nodes.append(Node("s", "sum", (names[-1],)))
         names.append("s")
-    return Program((Input("x", (n,)), Input("w", (n, n))), tuple(nodes), names[-1])
+    return Program((Input("x", (n,)), Input("w", (n, n)), Input("k", ())), tuple(nodes),
+                   names[-1])
 
 
 def fill(draw: Draw, program: Program) -> dict[str, np.ndarray]:
@@ -143,7 +147,7 @@ def test_duality_catches_a_tangent_rule_that_is_not_the_transpose(
 
 def degree(program: Program) -> int:
     """A bound of the degree of ``s ↦ f(x + s t)`` (relu counted as its active piece)."""
-    deg = {"x": 1, "w": 1}
+    deg = {"x": 1, "w": 1, "k": 1}
     for node in program.order:
         parts = [deg[a] for a in node.args]
         deg[node.name] = sum(parts) if node.op in ("mul", "linear") else max(parts)
