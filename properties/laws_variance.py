@@ -14,10 +14,32 @@ program on the unrounded draws) has independent ``N(0, v)`` components, so
 summed with a 1e-3 relative margin), so S lies in ``[Σ max(|y|-r, 0)², Σ (|y|+r)²] / v``.
 The check fails only when that whole interval is outside the chi-square acceptance
 region of :mod:`resverify.properties.stats`: false-alarm probability at most 1e-9 per example.
+
+Streams through real normalization (seed facts S26 and S29 together). A block's branch is
+``scale(linear(N(h), W), 1/√d)`` (pre-norm; post-norm: ``N(h + scale(linear(h, W), 1/√d))``)
+with W's entries independent N(0, 1) draws and h of width d. Given everything before the
+block, the update ``u = N(h)W/√d`` is N(0, m·I) with ``m`` the mean square of ``N(h)``
+(Gaussian W is rotation invariant), and m is ``σ²/(σ² + ε)``: 1 up to ε, whatever h's
+scale. So ``g = u/√m`` is standard normal and independent of the past, and
+
+* pre-norm: ``h_L = x + Σ u_l = (x + Σ g_l) - E`` with ``x + Σ g_l`` exactly
+  ``N(0, (s² + L)·I)`` for ``x ~ N(0, s²I)``: the stream's variance grows by 1 a block, from
+  any start. ``E = Σ (1 - √m_l) g_l`` is bounded elementwise by ``Σ (1 - m_l)/√m_l·|u_l|``
+  from the exact trace (a few ε/σ²: the bound joins the radius);
+* post-norm: every block starts from a normalized h (mean square m), so the sum entering its
+  norm, ``h + u``, has ``|h + u|²/m = |√d·e + g|²`` (e a unit vector): noncentral
+  chi-square(d, d), variance 2m ≈ 2 per element at every depth, whatever x's scale. The
+  test is conditional on the block's input (its m from the exact trace), and its region is
+  :func:`~resverify.properties.stats.shifted_acceptance`.
+
+The draws are float64 normals; in a narrower dtype the request holds them rounded, and the
+radius adds the exact change that rounding makes to the ideal output (both programs
+evaluated exactly, with their slack).
 """
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import mpmath
@@ -27,9 +49,9 @@ from resverify.impl.backend import Backend
 from resverify.properties.assertions import Context, num, run_ok
 from resverify.properties.cases import round_to_dtype
 from resverify.properties.laws_structure import merge_request
-from resverify.properties.stats import acceptance, miss_probability
+from resverify.properties.stats import acceptance, miss_probability, shifted_acceptance
 from resverify.spec.budget import error_budget
-from resverify.spec.exact import as_fractions
+from resverify.spec.exact import ExactResult, as_fractions, evaluate_exact
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.request import Request
 
@@ -38,12 +60,17 @@ __all__ = [
     "STREAM_SAMPLES",
     "check_dependent_branch_variance",
     "check_independent_updates_variance",
+    "check_post_norm_stream_variance",
+    "check_pre_norm_stream_variance",
     "check_sample_variance_identity",
     "noise_stack",
+    "norm_stream",
 ]
 
 STREAM_SAMPLES = 768  # the width of seed S26
 DEPENDENT_SAMPLES = 4096
+NORM_WIDTH = 64  # a square: the branch's 1/√d is 1/8, exact
+NORM_EPS = Fraction(1, 2**20)
 
 
 def _moments(a: np.ndarray, b: np.ndarray) -> Fraction:
@@ -122,18 +149,23 @@ def check_independent_updates_variance(backend: Backend, dtype: str, seed: int, 
 
 
 def _stream_check(backend: Backend, request: Request, drift: np.ndarray, variance: Fraction,
-                  law: str) -> tuple[float, float]:
+                  law: str, region: tuple[float, float] | None = None,
+                  spec: str = "chi-square", exact: ExactResult | None = None
+                  ) -> tuple[float, float]:
+    """Σy²/v (y: the backend's output, each element within its radius of the ideal one)
+    against ``region`` (default: chi-square(n)'s acceptance region); ``exact``: the
+    request's exact forward pass, if already known."""
     __tracebackhide__ = True
     ctx = Context(backend.name, request)
     y = np.asarray(run_ok(backend, request).output, dtype=np.float64)
-    radius = np.asarray(error_budget(request).output, dtype=np.float64) + drift
+    radius = np.asarray(error_budget(request, exact=exact).output, dtype=np.float64) + drift
     v = float(variance)
     s_lo = float(np.sum(np.maximum(np.abs(y) - radius, 0.0) ** 2)) / v * (1 - 1e-9)
     s_hi = float(np.sum((np.abs(y) + radius) ** 2)) / v * (1 + 1e-9)
-    q_lo, q_hi = acceptance(len(y))
+    q_lo, q_hi = acceptance(len(y)) if region is None else region
     ctx.check(bool(np.all(np.isfinite(y))) and not (s_hi < q_lo or s_lo > q_hi),
               f"{law}: backend {ctx.backend} gives Σy²/v in [{s_lo:.6g}, {s_hi:.6g}] for "
-              f"v={variance}, spec: chi-square({len(y)}) in [{q_lo:.6g}, {q_hi:.6g}] "
+              f"v={variance}, spec: {spec}({len(y)}) in [{q_lo:.6g}, {q_hi:.6g}] "
               f"(false alarm <= 1e-9)")
     return s_lo, s_hi
 
@@ -162,3 +194,92 @@ def check_dependent_branch_variance(backend: Backend, dtype: str, seed: int, a: 
         s_hi * ratio < q_lo or s_lo * ratio > q_hi,
         f"backend {backend.name}: the naive Var x + Var F = {naive_var} is not rejected "
         f"(Σy²/v in [{s_lo * ratio:.6g}, {s_hi * ratio:.6g}]), spec: (1+a)² = {true_var}")
+
+
+def norm_stream(width: int, depth: int, op: str, placement: str,
+                eps: Fraction = NORM_EPS) -> Program:
+    """``depth`` pre-norm (``h + s_l``, ``s_l = scale(linear(N(h), w_l), 1/√width)``) or
+    post-norm (``N(h + s_l)``, the branch reading h) blocks over x of shape ``(width,)``;
+    block l names its norm ``n{l}``, its update ``s{l}`` and its merge ``h{l}``."""
+    root = math.isqrt(width)
+    assert root * root == width, f"width {width} is not a square"
+    inputs = [Input("x", (width,))] + [Input(f"w{i}", (width, width)) for i in range(depth)]
+    nodes, h = [], "x"
+    for i in range(depth):
+        into = h
+        if placement == "pre":
+            nodes.append(Node(f"n{i}", op, (h,), eps=eps))
+            into = f"n{i}"
+        nodes += [Node(f"f{i}", "linear", (into, f"w{i}")),
+                  Node(f"s{i}", "scale", (f"f{i}",), Fraction(1, root)),
+                  Node(f"h{i}", "residual_add", (h, f"s{i}"))]
+        h = f"h{i}"
+        if placement == "post":
+            nodes.append(Node(f"n{i}", op, (h,), eps=eps))
+            h = f"n{i}"
+    return Program(tuple(inputs), tuple(nodes), h)
+
+
+def _norm_stream_request(program: Program, dtype: str, seed: int, spread: int
+                         ) -> tuple[Request, ExactResult, ExactResult, np.ndarray]:
+    """The request (x ~ N(0, spread²), w_l ~ N(0, 1), rounded to ``dtype``), the exact
+    forward passes on the unrounded draws (the ideal) and on the request's inputs, and the
+    radius the rounding adds."""
+    rng = np.random.default_rng(seed)
+    draws = {i.name: rng.standard_normal(i.shape) for i in program.inputs}
+    draws["x"] = draws["x"] * spread  # a power of two: exact
+    rounded = {k: round_to_dtype(v, dtype) for k, v in draws.items()}
+    ideal = evaluate_exact(program, draws, None)
+    assert ideal.output is not None and ideal.trace is not None
+    drift, actual = np.zeros(np.shape(ideal.output)), ideal
+    if any(not np.array_equal(rounded[k], draws[k]) for k in draws):
+        actual = evaluate_exact(program, rounded, None)
+        assert actual.output is not None
+        gap = np.abs((actual.output - ideal.output).astype(np.float64))
+        drift = (gap + float(actual.slack + ideal.slack)) * 1.001
+    width = program.inputs[0].shape[0]
+    request = Request(program, rounded, dtype, np.ones(width))
+    return request, ideal, actual, drift + float(ideal.slack)
+
+
+def _mean_square(values: np.ndarray) -> Fraction:
+    return sum((v * v for v in values), Fraction(0)) / len(values)
+
+
+def check_pre_norm_stream_variance(backend: Backend, dtype: str, seed: int, op: str,
+                                   depth: int, spread: int, width: int = NORM_WIDTH) -> None:
+    """A pre-norm stream ``h_L`` from ``x ~ N(0, spread²)`` through ``depth`` blocks with
+    independent Gaussian branch weights has variance ``spread² + depth`` per element (the
+    norm makes every update's variance 1 up to ε, whatever the stream's scale)."""
+    __tracebackhide__ = True
+    program = norm_stream(width, depth, op, "pre")
+    request, ideal, actual, drift = _norm_stream_request(program, dtype, seed, spread)
+    assert ideal.trace is not None
+    shortfall = np.zeros(width)
+    for i in range(depth):
+        m = _mean_square(ideal.trace.values[f"n{i}"])
+        assert 0 < m <= 1 + Fraction(1, 2**100), f"spec: mean square of N(h) is {float(m)}"
+        u = np.abs(ideal.trace.values[f"s{i}"].astype(np.float64))
+        shortfall += float(max(1 - m, Fraction(0))) / math.sqrt(float(m)) * u * 1.001
+    _stream_check(backend, request, drift + shortfall, Fraction(spread * spread + depth),
+                  f"pre-norm {op} stream after {depth} blocks from variance {spread ** 2}",
+                  exact=actual)
+
+
+def check_post_norm_stream_variance(backend: Backend, dtype: str, seed: int, op: str,
+                                    depth: int, spread: int, width: int = NORM_WIDTH) -> None:
+    """A post-norm stream (``depth >= 2`` blocks) from ``x ~ N(0, spread²)``: the sum entering
+    the last block's norm has variance ``2m`` per element, m (1 up to ε) the mean square of
+    the normalized stream the block starts from, at every depth and whatever the scale."""
+    __tracebackhide__ = True
+    assert depth >= 2, "the first block starts from x itself, not from a normalized stream"
+    whole = norm_stream(width, depth, op, "post")
+    program = Program(whole.inputs, whole.nodes[:-1], f"h{depth - 1}")  # before the last norm
+    request, ideal, actual, drift = _norm_stream_request(program, dtype, seed, spread)
+    assert ideal.trace is not None
+    m = _mean_square(ideal.trace.values[f"n{depth - 2}"])
+    assert Fraction(1, 2) < m <= 1 + Fraction(1, 2**100), f"spec: mean square {float(m)}"
+    _stream_check(backend, request, drift, m,
+                  f"post-norm {op} stream entering the norm of block {depth} from variance "
+                  f"{spread ** 2}", shifted_acceptance(width, Fraction(width)),
+                  "noncentral chi-square(λ = n), union bound,", exact=actual)

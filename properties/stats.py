@@ -7,16 +7,23 @@ lower incomplete gamma function. :func:`acceptance` returns ``[q_lo, q_hi]`` wit
 rounded outward), so a test that rejects only when S is outside has false-alarm
 probability at most ``p`` (1e-9 by default). :func:`miss_probability` is the chance that
 ``r·S`` still lands inside, used to show that a wrong variance (ratio ``r``) is detected.
+
+:func:`shifted_acceptance` does the same for ``S = |μ + g|²`` with ``g`` standard normal in
+n dimensions and ``|μ|² = λ`` (noncentral chi-square): with ``z = g·μ/|μ|``,
+``S = (√λ + z)² + C`` where ``C`` is chi-square(n-1) and independent of z, so splitting the
+false alarm in halves between ``z²`` (chi-square(1), upper tail only) and ``C`` bounds it
+without the noncentral distribution function (a union bound: slightly conservative).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from fractions import Fraction
 
 import mpmath
 
-__all__ = ["FALSE_ALARM", "acceptance", "miss_probability"]
+__all__ = ["FALSE_ALARM", "acceptance", "miss_probability", "shifted_acceptance"]
 
 FALSE_ALARM = Fraction(1, 10**9)
 
@@ -55,3 +62,13 @@ def miss_probability(n: int, ratio: Fraction, false_alarm: Fraction = FALSE_ALAR
     with mpmath.workdps(40):
         r = mpmath.mpf(ratio.numerator) / ratio.denominator
         return float(_cdf(n, mpmath.mpf(hi) / r) - _cdf(n, mpmath.mpf(lo) / r))
+
+
+def shifted_acceptance(n: int, shift: Fraction, false_alarm: Fraction = FALSE_ALARM
+                       ) -> tuple[float, float]:
+    """``(q_lo, q_hi)``: ``|μ + g|²`` (g standard normal in n >= 2 dimensions, ``|μ|² = shift``)
+    lies outside with probability at most ``false_alarm``."""
+    z = math.sqrt(acceptance(1, false_alarm)[1])  # P(z² > q) <= false_alarm / 2
+    lo, hi = acceptance(n - 1, false_alarm / 2)
+    root = math.sqrt(shift)
+    return ((max(root - z, 0.0) ** 2 + lo) * (1 - 1e-12), ((root + z) ** 2 + hi) * (1 + 1e-12))

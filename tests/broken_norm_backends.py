@@ -91,6 +91,18 @@ class PostAsPre(Reference):
         return super().run(_rewired(request, nodes))
 
 
+class SkippedNorm(Reference):
+    """A normalization left out of the forward pass (the layer built, never called): every
+    norm node passes its input through unchanged."""
+
+    name = "skipped-norm"
+
+    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
+        if node.op in NORMS:
+            return super().apply(Node(node.name, "scale", node.args, alpha=Fraction(1)), args)
+        return super().apply(node, args)
+
+
 def _norm_tensor(x: Tensor, eps: Fraction, centre: bool, one_pass: bool = False,
                  eps_outside: bool = False, mean_in_backward: bool = True) -> Tensor:
     """A layer_norm-like node with one planted slip (see the flags)."""
@@ -185,5 +197,5 @@ class DetachedProjection(Reference):
 
 BROKEN_NORM: tuple[type[Reference], ...] = (
     DetachedProjection, EpsOutsideSqrt, IdentityCarriesNorm, NoMeanInBackward, NormTwice,
-    OnePassVariance, PostAsPre, UncentredLayerNorm,
+    OnePassVariance, PostAsPre, SkippedNorm, UncentredLayerNorm,
 )

@@ -4,7 +4,8 @@ numerical bug (tests/broken_norm_backends.py), and each broken backend is caught
 The properties run exactly as the suite runs them (same strategies, same pinned
 examples), through :func:`tests.test_meta_properties.run_property`; that module also
 checks that every property passes on the unbroken base and counts its examples.
-:data:`NORM_CATCHES` is the normalization part of the suite's catch list.
+:data:`NORM_CATCHES` is the normalization part of the suite's catch list: every property
+of test_norm.py, and the variance and depth laws that run through a norm.
 """
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ import pytest
 
 from tests import broken_backends as bb
 from tests import broken_norm_backends as bn
-from tests.test_meta_properties import CATCH, property_tests, run_property
+from tests.test_meta_properties import (
+    CATCH,
+    GENERATED_ONLY,
+    needed_ops,
+    property_tests,
+    run_property,
+)
 
 # (property, dtype, broken backend it must catch)
 NORM_CATCHES: list[tuple[str, str, type[bb.Reference]]] = [
@@ -35,9 +42,17 @@ NORM_CATCHES: list[tuple[str, str, type[bb.Reference]]] = [
     ("projection_shortcut_gradient_is_both_paths", "float64", bn.DetachedProjection),
     ("post_norm_stream_stays_normalized_at_every_depth", "float64", bn.PostAsPre),
     ("post_norm_stream_stays_normalized_at_every_depth", "float32", bn.NormTwice),
+    ("pre_norm_stream_variance_grows_linearly_with_depth", "float64", bn.SkippedNorm),
+    ("pre_norm_stream_variance_grows_linearly_with_depth", "float32", bb.CorrelatedUpdates),
+    ("post_norm_block_keeps_stream_variance_constant_with_depth", "float64", bn.SkippedNorm),
+    ("post_norm_block_keeps_stream_variance_constant_with_depth", "float32", bn.PostAsPre),
 ]
 
-NORM_LAWS = {law for law, fn in property_tests().items() if fn.__module__.endswith("test_norm")}
+NORM_LAWS = {law for law, fn in property_tests().items()
+             if fn.__module__.endswith("test_norm")
+             or (fn.__module__.endswith(("test_variance", "test_depth"))
+                 and needed_ops(fn) & {"layer_norm", "rms_norm"})}
+STATISTICAL = [(law, dtype, broken) for law, dtype, broken in NORM_CATCHES if "variance" in law]
 
 
 @pytest.mark.parametrize(("law", "dtype", "broken"), NORM_CATCHES,
@@ -49,6 +64,15 @@ def test_norm_property_catches_its_broken_backend(law: str, dtype: str,
         f"property {law} passed {CATCH.max_examples} examples against {broken.__name__} "
         f"[{dtype}]: it no longer catches '{broken.__doc__}'")
     assert broken.name in str(failure), f"failure does not name the backend: {failure}"
+
+
+@pytest.mark.parametrize(("law", "dtype", "broken"), STATISTICAL,
+                         ids=[f"{p}-{b.__name__}-{d}" for p, d, b in STATISTICAL])
+def test_statistical_norm_property_has_power_on_generated_streams(
+        law: str, dtype: str, broken: type[bb.Reference]) -> None:
+    """Not only the pinned seed example: freshly generated streams expose the bug too."""
+    failure = run_property(law, broken(), dtype, GENERATED_ONLY)
+    assert failure is not None, f"{law} missed {broken.__name__} on generated streams [{dtype}]"
 
 
 def test_every_norm_property_has_a_broken_backend_it_catches() -> None:
