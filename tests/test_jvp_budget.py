@@ -111,10 +111,12 @@ def test_reference_tangent_lies_inside_the_budget(dtype: str, data: st.DataObjec
     assert not misses, f"{[str(m) for m in misses[:3]]} [{request.program.describe()}, {dtype}]"
 
 
-@pytest.mark.parametrize("backend", ["numpy", *ADAPTERS])
+@pytest.mark.parametrize("backend", ["numpy", *(
+    pytest.param(name, marks=pytest.mark.slow) if name == "jax" else name for name in ADAPTERS)])
 def test_correct_norm_tangents_land_well_inside_their_budget(backend: str) -> None:
-    """A quick run: 6 seeds per norm and dtype on the reference, 2 on the adapters."""
-    assert largest_norm_ratio(backend, 6 if backend == "numpy" else 2) < 1
+    """A quick run: 6 seeds per norm and dtype on the reference, 1 on the adapters (JAX,
+    which compiles every new shape for seconds, only in the slow run)."""
+    assert largest_norm_ratio(backend, 6 if backend == "numpy" else 1) < 1
 
 
 @pytest.mark.slow
