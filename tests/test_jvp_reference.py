@@ -9,6 +9,7 @@ step is exact in float64 (small dyadics), and within the error budget elsewhere
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,9 +19,11 @@ from hypothesis import strategies as st
 from resverify.impl.numpy_backend import NumpyBackend
 from resverify.impl.ops import apply_op
 from resverify.impl.tensor import Tensor
+from resverify.spec.budget import error_budget
 from resverify.spec.errors import InvalidRequest
 from resverify.spec.exact import evaluate
 from resverify.spec.ir import Input, Node, Program
+from resverify.spec.ops import LayerNorm, Linear, Mul, Relu, Tanh
 from resverify.spec.request import Request, ResultError, Value, check_form
 
 F = Fraction
@@ -96,3 +99,58 @@ def test_an_argument_without_a_tangent_counts_as_zero() -> None:
 def test_a_tangent_of_the_wrong_shape_is_refused() -> None:
     with pytest.raises(InvalidRequest, match=r"tangent shape \[3\] != tensor shape \[2\]"):
         Tensor(np.ones(2), tangent=np.ones(3))
+
+
+def wrong_mul(self: object, ts: Any, args: Any, out: Any, alpha: Any) -> np.ndarray:
+    return np.asarray(ts[0] * args[1], dtype=args[0].dtype)  # t_b's term dropped
+
+
+def wrong_linear(self: object, ts: Any, args: Any, out: Any, alpha: Any) -> np.ndarray:
+    return np.asarray(ts[0] @ args[1].T + args[0] @ ts[1], dtype=args[0].dtype)  # Jᵀ for J
+
+
+def wrong_tanh(self: object, ts: Any, args: Any, out: Any, alpha: Any) -> np.ndarray:
+    return np.asarray(ts[0] * (1 - args[0] * args[0]), dtype=args[0].dtype)  # slope of x
+
+
+def wrong_relu(self: object, ts: Any, args: Any, out: Any, alpha: Any) -> np.ndarray:
+    return np.asarray(ts[0], dtype=args[0].dtype)  # the tangent passed where relu is off
+
+
+def wrong_norm(self: object, ts: Any, args: Any, out: Any, alpha: Any) -> np.ndarray:
+    a, t = args[0], ts[0]
+    c = a - a.mean(axis=-1, keepdims=True)
+    r = 1 / np.sqrt((c * c).mean(axis=-1, keepdims=True) + float(alpha))
+    return np.asarray(r * (t - out * (out * t).mean(axis=-1, keepdims=True)), dtype=a.dtype)
+
+
+def norm_block() -> Program:
+    return Program((Input("x", (2, 4)), Input("w", (4, 4))), (
+        Node("n", "layer_norm", ("x",), eps=F(1, 100)), Node("f", "linear", ("n", "w")),
+        Node("t", "tanh", ("f",)), Node("r", "relu", ("t",)), Node("k", "mul", ("r", "x")),
+        Node("y", "residual_add", ("x", "k"))), "y")
+
+
+@pytest.mark.parametrize(("op", "rule"), [
+    (Mul, wrong_mul), (Linear, wrong_linear), (Tanh, wrong_tanh), (Relu, wrong_relu),
+    (LayerNorm, wrong_norm)])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_wrong_reference_jvp_rule_is_outside_the_tangent_budget(
+        op: type, rule: Any, dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tangent budget is tight enough to catch each rule gone wrong (the correct
+    reference passes the same request)."""
+    rng = np.random.default_rng(5)
+    inputs = {"x": rng.integers(-8, 9, (2, 4)) / 4, "w": rng.integers(-8, 9, (4, 4)) / 8}
+    tangents = {"x": rng.integers(-8, 9, (2, 4)) / 4, "w": rng.integers(-8, 9, (4, 4)) / 4}
+    request = Request(norm_block(), inputs, dtype, np.ones((2, 4)), tangents)
+    exact = evaluate(request)
+    budget = error_budget(request, exact=exact)
+    right = NumpyBackend().run(request)
+    assert isinstance(right, Value)
+    assert budget.allows(exact, right.output, right.grads, right.tangent)
+    monkeypatch.setattr(op, "numpy_jvp", rule)
+    wrong = NumpyBackend().run(request)
+    assert isinstance(wrong, Value)
+    misses = budget.misses(exact, wrong.output, wrong.grads, wrong.tangent)
+    assert misses and {m.where for m in misses} == {"tangent"}, (
+        f"{op.__name__} with {rule.__name__}: misses {[str(m) for m in misses[:3]]}")
