@@ -11,12 +11,22 @@ their error budgets: a statistic of the backend's output lies within the statist
 the budgets of the exact one. Width changes need a projection: ``residual_add`` refuses
 to broadcast one, and a projection shortcut's gradient is the sum of its two paths.
 
+Against depth, the two placements differ in where the gradient goes. layer_norm's
+Jacobian is orthogonal to the constant vector, so in a pre-norm stack every branch adds a
+row-sum-free term to the gradient and the identity highway alone carries ȳ's row sums down
+to x, unchanged at any depth; in a post-norm stack the gradient reaching every block has
+passed through that block's norm, so it sums to 0 on every row (visible in each block's
+weight gradient ``W̄_l = α·h_{l-1}ᵀ ḡ_l``, whose rows then sum to 0). Both exact in the spec
+and within the row's budget on the backend, at each depth of the stack, whose gradients
+follow the spec's within budget.
+
 Signed zeros are judged as values (``-0.0 == +0.0``): ``x + 0`` turns ``-0.0`` into ``+0.0``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -24,26 +34,29 @@ from hypothesis import reject
 
 from resverify.impl.backend import Backend
 from resverify.properties.assertions import Context, guarded_run, num, run_ok
-from resverify.properties.cases import round_to_dtype
+from resverify.properties.cases import Case, round_to_dtype
 from resverify.properties.laws_oracle import check_matches_spec
 from resverify.properties.laws_structure import check_alpha_zero_is_identity
-from resverify.spec.budget import error_budget
+from resverify.spec.budget import Budget, error_budget
 from resverify.spec.exact import as_fractions, evaluate, evaluate_exact
-from resverify.spec.ir import Node, Program, infer_shapes
+from resverify.spec.ir import Input, Node, Program, infer_shapes
 from resverify.spec.rational import exact_rsqrt
-from resverify.spec.request import Request, ResultError
+from resverify.spec.request import Request, ResultError, Value
 from resverify.spec.rounding import up
 
 __all__ = [
     "check_gradient_orthogonal_to_constants",
     "check_norm_statistics",
+    "check_post_norm_gradient_passes_through_norms",
     "check_post_norm_stream_stays_normalized",
     "check_post_norm_zero_branch",
+    "check_pre_norm_gradient_highway",
     "check_pre_norm_zero_branch_identity",
     "check_projection_gradient_splits",
     "check_scale_moves_into_eps",
     "check_shift_invariance",
     "check_width_change_refused",
+    "norm_depth_case",
     "norm_node",
     "with_input",
 ]
@@ -103,21 +116,32 @@ def check_post_norm_zero_branch(backend: Backend, request: Request) -> None:
                       error_budget(request, exact=exact).grads["x"])
 
 
-def _sums_to_zero(ctx: Context, actual: np.ndarray, exact: np.ndarray, budget: np.ndarray
-                  ) -> None:
+def _sums_to_zero(ctx: Context, actual: np.ndarray, exact: np.ndarray, budget: np.ndarray,
+                  what: str = "grads['x']") -> None:
     """Every row of ``exact`` sums to 0 exactly; the backend's row sums lie within the sum
     of the row's budget (``|Σ actual| <= Σ |actual - exact| <= Σ budget``)."""
     __tracebackhide__ = True
+    zeros = [Fraction(0)] * len(_rows(exact))
+    _row_sums(ctx, actual, exact, budget, zeros, what)
+
+
+def _row_sums(ctx: Context, actual: np.ndarray, exact: np.ndarray, budget: np.ndarray,
+              sums: list[Fraction], what: str) -> None:
+    """Row r of ``exact`` sums to ``sums[r]`` exactly; the backend's within the row's
+    budget of it."""
+    __tracebackhide__ = True
     bounds = _rows(budget).astype(np.float64)
     for row, (values, spec) in enumerate(zip(_rows(actual), _rows(exact), strict=True)):
-        assert sum(spec, Fraction(0)) == 0, f"spec: row {row} of x̄ sums to {sum(spec)}"
+        want = sums[row]
+        assert sum(spec, Fraction(0)) == want, (
+            f"spec: row {row} of {what} sums to {sum(spec)}, not {want}")
         allowed = bounds[row].sum()
         finite = np.all(np.isfinite(values.astype(np.float64)))
         if np.isfinite(allowed) and finite:  # else within() judges the row (overflow allowed?)
             total = sum(as_fractions(values), Fraction(0))
-            ctx.check(abs(total) <= Fraction(allowed),
-                      f"grads['x'] row {row}: backend {ctx.backend} sums to {num(total)}, "
-                      f"spec to 0 (allowed {num(Fraction(allowed))})")
+            ctx.check(abs(total - want) <= Fraction(allowed),
+                      f"{what} row {row}: backend {ctx.backend} sums to {num(total)}, "
+                      f"spec to {num(want)} (allowed ± {num(Fraction(allowed))})")
 
 
 def check_norm_statistics(backend: Backend, request: Request) -> None:
@@ -305,3 +329,76 @@ def check_post_norm_stream_stays_normalized(backend: Backend, request: Request) 
         shape = infer_shapes(cut)[norm.name]
         check_norm_statistics(backend, Request(cut, request.inputs, request.dtype,
                                                np.ones(shape)))
+
+
+def norm_depth_case(placement: str, op: str, x: np.ndarray, weights: Sequence[np.ndarray],
+                    alphas: Sequence[Fraction], eps: Fraction, cotangent: np.ndarray) -> Case:
+    """``len(weights)`` pre-norm blocks ``h + α_l·linear(N(h), w_l)`` or post-norm blocks
+    ``N(h + α_l·linear(h, w_l))``, each with its own weight ``w{l}``."""
+    x = np.asarray(x, dtype=np.float64)
+    width = x.shape[-1]
+    inputs, nodes, h = [Input("x", x.shape)], [], "x"
+    for layer, alpha in enumerate(alphas):
+        inputs.append(Input(f"w{layer}", (width, width)))
+        into = h
+        if placement == "pre":
+            nodes.append(Node(f"n{layer}", op, (h,), eps=eps))
+            into = f"n{layer}"
+        nodes += [Node(f"f{layer}", "linear", (into, f"w{layer}")),
+                  Node(f"s{layer}", "scale", (f"f{layer}",), alpha),
+                  Node(f"h{layer}", "residual_add", (h, f"s{layer}"))]
+        h = f"h{layer}"
+        if placement == "post":
+            nodes.append(Node(f"n{layer}", op, (h,), eps=eps))
+            h = f"n{layer}"
+    values = {"x": x, **{f"w{i}": np.asarray(w, dtype=np.float64)
+                         for i, w in enumerate(weights[:len(alphas)])}}
+    return Case(Program(tuple(inputs), tuple(nodes), h), values,
+                np.asarray(cotangent, dtype=np.float64))
+
+
+def _depth_run(backend: Backend, request: Request
+               ) -> tuple[Context, dict[str, np.ndarray], Budget, Value]:
+    """The spec's gradients, their budget and the backend's answer at this depth."""
+    __tracebackhide__ = True
+    exact = evaluate(request)
+    assert exact.grads is not None
+    return (Context(backend.name, request), exact.grads, error_budget(request, exact=exact),
+            run_ok(backend, request))
+
+
+def _gradients_follow_spec(ctx: Context, result: Value, spec: dict[str, np.ndarray],
+                           budget: Budget) -> None:
+    """The backend's gradients within budget of the spec's (checked after the law, so a
+    failure names the law first)."""
+    __tracebackhide__ = True
+    for name, value in spec.items():
+        ctx.within(f"grads[{name!r}]", result.grads[name], value, budget.grads[name])
+
+
+def check_pre_norm_gradient_highway(backend: Backend, requests: Sequence[Request]) -> None:
+    """Pre-norm layer_norm stacks of depth 1, 2, ...: at every depth x̄ follows the spec
+    within budget and each row of x̄ sums to exactly the row sum of ȳ (the identity path
+    carries it; every branch's term passes through layer_norm's Jacobian and sums to 0)."""
+    __tracebackhide__ = True
+    for request in requests:
+        ctx, spec, budget, result = _depth_run(backend, request)
+        sums = [sum(r, Fraction(0)) for r in _rows(as_fractions(request.cotangent))]
+        _row_sums(ctx, result.grads["x"], spec["x"], budget.grads["x"], sums,
+                  f"grads['x'] at depth {len(request.program.inputs) - 1} (highway: Σȳ)")
+        _gradients_follow_spec(ctx, result, {"x": spec["x"]}, budget)
+
+
+def check_post_norm_gradient_passes_through_norms(backend: Backend,
+                                                  requests: Sequence[Request]) -> None:
+    """Post-norm layer_norm stacks of depth 1, 2, ...: at every depth x̄ and every weight's
+    gradient follow the spec within budget, and every block's ``W̄_l`` has rows summing to
+    exactly 0 (the gradient at each block's merge came through its norm's Jacobian)."""
+    __tracebackhide__ = True
+    for request in requests:
+        ctx, spec, budget, result = _depth_run(backend, request)
+        weights = [name for name in request.program.input_names if name != "x"]
+        for name in weights:
+            _sums_to_zero(ctx, result.grads[name], spec[name], budget.grads[name],
+                          f"grads[{name!r}] at depth {len(weights)} (through N's Jacobian)")
+        _gradients_follow_spec(ctx, result, spec, budget)

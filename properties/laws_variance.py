@@ -165,7 +165,7 @@ def _stream_check(backend: Backend, request: Request, drift: np.ndarray, varianc
     q_lo, q_hi = acceptance(len(y)) if region is None else region
     ctx.check(bool(np.all(np.isfinite(y))) and not (s_hi < q_lo or s_lo > q_hi),
               f"{law}: backend {ctx.backend} gives Σy²/v in [{s_lo:.6g}, {s_hi:.6g}] for "
-              f"v={variance}, spec: {spec}({len(y)}) in [{q_lo:.6g}, {q_hi:.6g}] "
+              f"v={num(variance)}, spec: {spec}({len(y)}) in [{q_lo:.6g}, {q_hi:.6g}] "
               f"(false alarm <= 1e-9)")
     return s_lo, s_hi
 

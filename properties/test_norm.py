@@ -2,13 +2,17 @@
 
 Where the norm sits changes the recurrence (seed fact S29): a pre-norm stack with its
 branches off is the identity, a post-norm stack is N applied once per block; width
-changes need an explicit projection. Each property here has a broken backend it catches
+changes need an explicit projection; against depth, a pre-norm stack's gradient keeps the
+identity highway's share of ȳ while a post-norm stack's passes through every norm. Each
+property here has a broken backend it catches
 (tests/broken_norm_backends.py, checked by tests/test_meta_norm.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,17 +24,23 @@ from resverify.properties.cases import Case
 from resverify.properties.laws_norm import (
     check_gradient_orthogonal_to_constants,
     check_norm_statistics,
+    check_post_norm_gradient_passes_through_norms,
     check_post_norm_stream_stays_normalized,
     check_post_norm_zero_branch,
+    check_pre_norm_gradient_highway,
     check_pre_norm_zero_branch_identity,
     check_projection_gradient_splits,
     check_scale_moves_into_eps,
     check_shift_invariance,
     check_width_change_refused,
+    norm_depth_case,
 )
 from resverify.properties.laws_oracle import check_matches_spec
 from resverify.properties.plugin import PropertyRun
 from resverify.properties.strategies import (
+    alphas,
+    dyadic_arrays,
+    epsilons,
     norm_block_case,
     norm_cases,
     norm_stack_cases,
@@ -49,6 +59,31 @@ W = np.array([[0.5, -1.0, 0.25], [1.0, 0.5, -0.5], [-0.25, 0.75, 1.0]])
 X = np.array([1.0, -2.0, 3.5])
 ROWS = np.array([[1.0, -2.0, 3.5, 0.5], [3.0, 3.0, 3.0, 3.25]])  # the second row nearly constant
 NEAR_NINE = np.array([9.01, 9.02, 9.015, 9.03])  # shifted by 1 exactly, squares round
+LAYER_NORM_STACK = pytest.mark.needs("layer_norm", "linear", "scale", "residual_add")
+DEEP = 4  # the deepest stack of the gradient-against-depth laws
+
+
+@st.composite
+def layer_norm_depth_cases(draw: Callable[[st.SearchStrategy[Any]], Any],
+                           placement: str) -> list[Case]:
+    """The layer_norm stacks of depth 1..L (L <= DEEP) over the same draws: x of shape
+    (rows, d), one square weight and one α per block, ε, and a cotangent."""
+    rows, width, depth = (draw(st.integers(1, 2)), draw(st.integers(2, 5)),
+                          draw(st.integers(1, DEEP)))
+    x, cot = (draw(dyadic_arrays((rows, width))) for _ in range(2))
+    weights = [draw(dyadic_arrays((width, width), bits=3)) for _ in range(depth)]
+    scales, eps = [draw(alphas()) for _ in range(depth)], draw(epsilons())
+    return _depths(placement, x, weights, scales, eps, cot)
+
+
+def _depths(placement: str, x: np.ndarray, weights: list[np.ndarray], scales: list[Fraction],
+            eps: Fraction, cot: np.ndarray) -> list[Case]:
+    return [norm_depth_case(placement, "layer_norm", x, weights, scales[:depth], eps, cot)
+            for depth in range(1, len(scales) + 1)]
+
+
+STACK_ROWS = np.array([[1.0, -2.0, 3.5], [0.5, 0.25, -1.0]])
+STACK_COT = np.array([[1.0, 2.0, 3.0], [-1.0, 0.5, 4.0]])
 
 
 @DTYPE
@@ -145,3 +180,24 @@ def test_projection_shortcut_gradient_is_both_paths(
 def test_post_norm_stream_stays_normalized_at_every_depth(
         backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
     check_post_norm_stream_stays_normalized(backend, prop.request(case, dtype))
+
+
+@DTYPE
+@LAYER_NORM_STACK
+@given(cases=layer_norm_depth_cases("pre"))
+@example(cases=_depths("pre", STACK_ROWS, [W] * DEEP, [Fraction(1)] * DEEP, Fraction(1, 16),
+                       STACK_COT))
+def test_pre_norm_gradient_keeps_the_identity_highway_at_every_depth(
+        backend: Backend, dtype: str, prop: PropertyRun, cases: list[Case]) -> None:
+    check_pre_norm_gradient_highway(backend, [prop.request(c, dtype) for c in cases])
+
+
+@DTYPE
+@LAYER_NORM_STACK
+@given(cases=layer_norm_depth_cases("post"))
+@example(cases=_depths("post", STACK_ROWS, [W] * DEEP, [Fraction(1)] * DEEP, Fraction(1, 16),
+                       STACK_COT))
+def test_post_norm_gradient_passes_through_every_norm_at_every_depth(
+        backend: Backend, dtype: str, prop: PropertyRun, cases: list[Case]) -> None:
+    check_post_norm_gradient_passes_through_norms(
+        backend, [prop.request(c, dtype) for c in cases])

@@ -104,7 +104,8 @@ class SkippedNorm(Reference):
 
 
 def _norm_tensor(x: Tensor, eps: Fraction, centre: bool, one_pass: bool = False,
-                 eps_outside: bool = False, mean_in_backward: bool = True) -> Tensor:
+                 eps_outside: bool = False, mean_in_backward: bool = True,
+                 detached: bool = False) -> Tensor:
     """A layer_norm-like node with one planted slip (see the flags)."""
     a = x.value
     one = np.asarray(1, dtype=a.dtype)
@@ -119,6 +120,8 @@ def _norm_tensor(x: Tensor, eps: Fraction, centre: bool, one_pass: bool = False,
     y = np.asarray(c * r, dtype=a.dtype)
 
     def vjp(g: np.ndarray) -> tuple[np.ndarray]:
+        if detached:  # mean and variance taken as constants: only the division by σ remains
+            return (np.asarray(r * g, dtype=a.dtype),)
         inner = g - y * (g * y).mean(axis=-1, keepdims=True)
         if centre and mean_in_backward:
             inner = inner - g.mean(axis=-1, keepdims=True)
@@ -170,6 +173,14 @@ class NoMeanInBackward(_NormSlip):
     flags: ClassVar[dict[str, bool]] = {"mean_in_backward": False}
 
 
+class DetachedNormStatistics(_NormSlip):
+    """layer_norm with its mean and variance computed outside autograd (``.detach()`` /
+    ``no_grad`` statistics): the backward divides ḡ by σ and forgets the rest."""
+
+    name = "detached-norm-statistics"
+    flags: ClassVar[dict[str, bool]] = {"detached": True}
+
+
 class DetachedProjection(Reference):
     """A projection shortcut ``linear(x, P)`` merged by residual_add passes no gradient to
     x (the shortcut treated as a constant), while P still learns."""
@@ -196,6 +207,6 @@ class DetachedProjection(Reference):
 
 
 BROKEN_NORM: tuple[type[Reference], ...] = (
-    DetachedProjection, EpsOutsideSqrt, IdentityCarriesNorm, NoMeanInBackward, NormTwice,
-    OnePassVariance, PostAsPre, SkippedNorm, UncentredLayerNorm,
+    DetachedNormStatistics, DetachedProjection, EpsOutsideSqrt, IdentityCarriesNorm,
+    NoMeanInBackward, NormTwice, OnePassVariance, PostAsPre, SkippedNorm, UncentredLayerNorm,
 )
