@@ -84,13 +84,23 @@ def runner_for(backend: str) -> Backend:
     return runner
 
 
+KNOWN_TANGENT_FAILURES = {
+    ("torch", "layer_norm", "float16"): 4,
+}
+"""(backend, norm, dtype) whose forward mode is known to miss, with a seed that shows it:
+PyTorch's layer_norm tangent in float16 is NaN or -inf where a row's variance is far below
+ε (its ``r³`` overflows), though the true tangent is representable (docs/error-budget.md).
+The ratio runs leave these out; ``test_known_tangent_failures_still_reproduce`` pins them."""
+
+
 def largest_norm_ratio(backend: str, runs: int) -> float:
     """The largest tangent error/budget ratio of ``backend`` over ``runs`` seeded norm rows
-    per norm and dtype; fails on the first miss."""
+    per norm and dtype (known failures left out); fails on the first miss."""
     runner, worst = runner_for(backend), 0.0
     for op in NORMS:
         for dtype in ("float64", "float32", "float16", "bfloat16"):
-            if dtype not in runner.capabilities.dtypes:
+            if dtype not in runner.capabilities.dtypes or (backend, op, dtype) in \
+                    KNOWN_TANGENT_FAILURES:
                 continue
             for seed in range(runs):
                 request = seeded_tangents(norm_request(op, dtype, seed), seed)
@@ -123,13 +133,28 @@ def test_correct_norm_tangents_land_well_inside_their_budget(backend: str) -> No
 @pytest.mark.parametrize("backend", ["numpy", *ADAPTERS])
 def test_largest_tangent_error_to_budget_ratio_over_many_runs(
         backend: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """200 seeds per norm and dtype: every run inside, the largest ratio printed (``-s``;
-    docs/error-budget.md lists the measured ones) and above 1/100 (the budget is not orders
-    of magnitude loose)."""
-    worst = largest_norm_ratio(backend, 200)
+    """200 seeds per norm and dtype on the reference, 40 on the adapters: every run inside,
+    the largest ratio printed (``-s``; docs/error-budget.md lists the measured ones) and
+    above 1/100 (the budget is not orders of magnitude loose)."""
+    worst = largest_norm_ratio(backend, 200 if backend == "numpy" else 40)
     with capsys.disabled():
         print(f"\n{backend}: largest observed tangent error / budget = {worst:.3f}")
     assert 0.01 < worst < 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("backend", "op", "dtype"), sorted(KNOWN_TANGENT_FAILURES))
+def test_known_tangent_failures_still_reproduce(backend: str, op: str, dtype: str) -> None:
+    """Strict: a known failure that no longer reproduces must leave the list."""
+    if backend not in ADAPTERS:
+        pytest.skip(f"{backend} is not installed")
+    seed = KNOWN_TANGENT_FAILURES[(backend, op, dtype)]
+    request = seeded_tangents(norm_request(op, dtype, seed), seed)
+    exact, budget, value = judged(runner_for(backend), request)
+    misses = budget.misses(exact, value.output, value.grads, value.tangent)
+    assert any(m.where == "tangent" for m in misses), (
+        f"{backend} {op} {dtype} seed {seed}: the tangent is now inside its budget (fixed): "
+        "remove it from KNOWN_TANGENT_FAILURES")
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
