@@ -20,7 +20,7 @@ proves they agree.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -144,8 +144,14 @@ def _tangent(node: Node, values: Mapping[str, Arr], slack: Mapping[str, Fraction
               values[node.name], slack[node.name])
     ts, errs = [tans[a] for a in node.args], [tan_slack[a] for a in node.args]
     tangent = op.exact_jvp(ts, at.args, at.out, node.attribute)
-    exact = not (any(errs) or any(at.errs) or at.err)
-    return tangent, ZERO if exact else op.error_jvp(at, ts, errs)
+    return tangent, ZERO if _exact_rule(op.rational, errs, at) else op.error_jvp(at, ts, errs)
+
+
+def _exact_rule(rational: bool, errs: Sequence[Fraction], at: Site) -> bool:
+    """Whether a derivative rule's result is exact: a rational op on exact values. A
+    non-rational op's derivative reads its enclosed factor (tanh's value, a norm's 1/sqrt)
+    even where its output is exact (a norm of a constant row is 0, its gradient is not)."""
+    return rational and not (any(errs) or any(at.errs))
 
 
 def _read_inputs(program: Program, inputs: Mapping[str, object],
@@ -175,7 +181,7 @@ def _backward(program: Program, values: dict[str, Arr], slack: dict[str, Fractio
         at = Site(node.attribute, [values[a] for a in node.args], [slack[a] for a in node.args],
                   values[node.name], slack[node.name])
         parts = op.exact_vjp(g, at.args, at.out, node.attribute)
-        exact_parts = not (eg or any(at.errs) or at.err)
+        exact_parts = _exact_rule(op.rational, [eg], at)
         part_errs = (ZERO,) * len(at.args) if exact_parts else op.error_vjp(at, g, eg)
         for arg, part, err in zip(node.args, parts, part_errs, strict=True):
             grads[arg] = part if arg not in grads else obj(grads[arg] + part)

@@ -266,3 +266,23 @@ def test_slack_bounds_the_tangent_through_tanh_and_a_norm() -> None:
         true = 2**100 * sum(r * (d - v * r * m) for v, d in zip(th, dt, strict=True))
         gap = abs(mp(result.tangent.item()) - true)
         assert gap <= mp(result.slack), f"tangent off by {gap}, slack {float(result.slack)}"
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_slack_covers_the_enclosed_rsqrt_of_a_row_whose_output_is_exact(op: str) -> None:
+    """A zero row: the norm's output is exactly 0, but its gradient and tangent are
+    ``r = 1/sqrt(ε)`` times something, with r enclosed (ε = 10⁻⁵ is no square), so the
+    slack must not be 0, and it bounds both against a 600-bit evaluation."""
+    program = Program((Input("x", (3,)),), (Node("y", op, ("x",), eps=F(1, 10**5)),), "y")
+    cot, tan = [F(1), F(-2), F(4)], [F(3), F(1), F(-1)]
+    result = evaluate_exact(program, {"x": np.zeros(3)}, cot, {"x": tan})
+    assert result.tangent is not None and result.grads is not None
+    assert result.slack > 0, "an enclosed 1/sqrt(eps) was carried with no slack"
+    centre = (lambda v: [x - sum(v) / 3 for x in v]) if op == "layer_norm" else list
+    with mpmath.workprec(600):
+        r = 1 / mpmath.sqrt(mpmath.mpf(1) / 10**5)
+        for got, want in ((result.tangent, centre(tan)), (result.grads["x"], centre(cot))):
+            for g, w in zip(got.flat, want, strict=True):
+                gap = abs(mpmath.mpf(g.numerator) / g.denominator - r * (mpmath.mpf(
+                    w.numerator) / w.denominator))
+                assert gap <= mpmath.mpf(result.slack.numerator) / result.slack.denominator
