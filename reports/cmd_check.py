@@ -60,6 +60,8 @@ DEFAULT_REPORT_DIR = Path("resverify-report")
 _REWRITE_SECONDS = 2.0
 DEFAULT_TIMEOUT_SECONDS = 600.0
 _PLOTTING = threading.Lock()
+_PLOT_STOP_SECONDS = 15.0
+PLOT_WAIT_SECONDS = 300.0  # after the suite: a backend that hangs in a plot cannot hang the report
 _REPLAYS_SHOWN = 5
 _PYTEST_LOG = "pytest.log"
 _SAID_LIMIT = 1000
@@ -179,30 +181,63 @@ def _pytest_args(args: argparse.Namespace) -> list[str]:
 
 
 class _PlotJob:
-    """Draws the plots in a thread while the claims and the suite run (they need only the
-    seed), so the report costs no extra wall time on a machine with a spare core."""
+    """Draws the plots in a thread while the suite runs. Each plot has one series per
+    checked backend, computed on the backend objects of this process, so the job starts
+    once the claims and the known failures were checked on them (no backend is asked from
+    two threads at once; the suite runs in a child process with its own)."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, backends: Sequence[Backend]) -> None:
         self.plots: dict[str, bytes] = {}
+        self.summary: dict[str, Any] | None = None
         self.error: str | None = None
-        self.thread = threading.Thread(target=self._draw, args=(seed,), daemon=True)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._draw, args=(seed, list(backends)),
+                                       daemon=True)
+
+    def start(self) -> None:
         self.thread.start()
 
-    def _draw(self, seed: int) -> None:
+    def _draw(self, seed: int, backends: list[Backend]) -> None:
         try:
-            from resverify.reports.plots import render_plots
+            from resverify.reports.plots import plot_data, render_plots
 
             with _PLOTTING:  # matplotlib is not thread-safe; a stopped run's job may linger
-                self.plots = render_plots(seed)
+                data = plot_data(seed, backends, self.stop)
+                if self.stop.is_set():
+                    return
+                self.plots = render_plots(seed, data=data)
+            self.summary = {name: {"series": plot.series, "dtypes": plot.dtypes,
+                                   "gaps": plot.gaps} for name, plot in data.items()}
         except Exception as exc:  # plots are an extra: the report stands without them
             self.error = f"plots were not drawn: {type(exc).__name__}: {exc}"
 
-    def result(self, wait: float | None) -> tuple[dict[str, bytes], str | None]:
-        """The plots, waiting at most ``wait`` seconds for them (None: until drawn)."""
+    def result(self, wait: float | None
+               ) -> tuple[dict[str, bytes], list[str], dict[str, Any] | None]:
+        """The plots, the warnings they leave (an error, or each backend's gaps) and their
+        summary for report.json, waiting at most ``wait`` seconds (None: until drawn)."""
+        if self.thread.ident is None:
+            return {}, ["plots were not drawn: the run stopped before they were started"], None
         self.thread.join(wait)
         if self.thread.is_alive():
-            return {}, "plots were not drawn: the run ended before they were ready"
-        return self.plots, self.error
+            # a daemon thread inside C++ code (matplotlib, a backend) when Python exits
+            # aborts the process: ask it to stop, and give it a moment to
+            self.stop.set()
+            self.thread.join(_PLOT_STOP_SECONDS)
+            return {}, ["plots were not drawn: the run ended before they were ready"], None
+        if self.error is not None:
+            return self.plots, [self.error], None
+        return self.plots, _gap_notes(self.summary or {}), self.summary
+
+
+def _gap_notes(summary: Mapping[str, Any]) -> list[str]:
+    """One warning per backend whose plot series have gaps: which plots, and the first
+    reason."""
+    gaps: dict[str, tuple[list[str], str]] = {}
+    for plot, part in summary.items():
+        for backend, reason in part["gaps"].items():
+            gaps.setdefault(backend, ([], reason))[0].append(plot)
+    return [f"plots: {backend} gave no data for part of {', '.join(plots)}: {reason}"
+            for backend, (plots, reason) in gaps.items()]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -214,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
                        profile=profile, pytest_args=tuple(_pytest_args(args)),
                        known_file=known_file, known=known,
                        mutants=None if args.mutants is None else load_mutants(args.mutants))
-    plots = _PlotJob(request.seed)
+    plots = _PlotJob(request.seed, request.backends)
     progress = Progress()
     found = _Evidence()
     with StopSignals() as signals:
@@ -224,6 +259,7 @@ def run(args: argparse.Namespace) -> int:
             else:
                 _run_claims(request, found, progress)
             _check_known(request, found, progress)
+            plots.start()
             _run_suite(args, request, found, progress)
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM outside the suite
             found.suite.interrupted = getattr(exc, "signal_name", "SIGINT")
@@ -369,8 +405,10 @@ def _usage_error_from_pytest(request: _Request, suite: SuiteRun) -> None:
     raise UsageError(f"pytest refused the arguments: {said[:_SAID_LIMIT] or 'no message'}")
 
 
-def document(request: _Request, found: _Evidence, notes: Sequence[str] = ()) -> dict[str, Any]:
-    """The report of what ``found`` holds now; ``notes`` are further warnings."""
+def document(request: _Request, found: _Evidence, notes: Sequence[str] = (),
+             plots: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The report of what ``found`` holds now; ``notes`` are further warnings, ``plots``
+    the plots' series and gaps once they are drawn."""
     names = [b.name for b in request.backends]
     base = Path.cwd()
     default = names[0] if len(names) == 1 else None
@@ -386,7 +424,7 @@ def document(request: _Request, found: _Evidence, notes: Sequence[str] = ()) -> 
         backends=request.backends, claims=found.claims.claims, properties=props,
         complete=found.complete(),
         warnings=[*found.claims.warnings, *_suite_warnings(found.suite), *notes],
-        timings=timings, known=_known(request, found), mutants=request.mutants)
+        timings=timings, known=_known(request, found), mutants=request.mutants, plots=plots)
 
 
 def load_mutants(path: Path) -> dict[str, Any]:
@@ -418,9 +456,9 @@ def _known(request: _Request, found: _Evidence) -> dict[str, Any]:
     return {"file": None if shown is None else str(shown), "entries": found.known}
 
 
-def _write_json(request: _Request, found: _Evidence,
-                notes: Sequence[str] = ()) -> dict[str, Any]:
-    doc = document(request, found, notes)
+def _write_json(request: _Request, found: _Evidence, notes: Sequence[str] = (),
+                plots: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    doc = document(request, found, notes, plots)
     json_report.write_report(request.report_dir / "report.json", doc)
     return doc
 
@@ -431,14 +469,15 @@ def write_reports(request: _Request, found: _Evidence, plots: _PlotJob,
     no signal cuts them short (only the wait for the plots can be interrupted)."""
     with signals.held():
         doc = _write_json(request, found)
-    wait = 0.0 if found.suite.interrupted else None
+    wait = 0.0 if found.suite.interrupted else PLOT_WAIT_SECONDS
     try:
-        drawn, error = plots.result(wait)
+        drawn, notes, summary = plots.result(wait)
     except KeyboardInterrupt:
-        drawn, error = {}, "plots were not drawn: interrupted while they were drawn"
+        drawn, summary = {}, None
+        notes = ["plots were not drawn: interrupted while they were drawn"]
     with signals.held():
-        if error:
-            doc = _write_json(request, found, [error])
+        if notes or summary:
+            doc = _write_json(request, found, notes, summary)
         _write_rest(request.report_dir, doc, drawn)
     return doc
 

@@ -260,7 +260,8 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
                  claims: Sequence[Mapping[str, Any]], properties: Sequence[Mapping[str, Any]],
                  complete: bool, warnings: Sequence[str], timings: Mapping[str, Any],
                  known: Mapping[str, Any] = NO_KNOWN_FAILURES,
-                 mutants: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 mutants: Mapping[str, Any] | None = None,
+                 plots: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The whole report document (see the module docstring for what varies run to run).
 
     ``known`` is the known-failures file (``file``) and its checked ``entries``
@@ -275,7 +276,9 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
     (:func:`resverify.reports.matrix.build_matrix`), after the known failures are applied.
 
     ``mutants`` (the document of ``resverify mutants --out``) is attached as it is, when
-    given; it does not change the status.
+    given; it does not change the status. So is ``plots``, once the plots are drawn: for
+    each plot its series (one per backend), the dtype each was asked in and the reason of
+    each backend's gaps (:class:`resverify.reports.plots.PlotData`).
     """
     props = [copy.deepcopy(dict(p)) for p in properties]
     claim_docs = [copy.deepcopy(dict(c)) for c in claims]
@@ -310,6 +313,8 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
     }
     if mutants is not None:
         doc["mutants"] = copy.deepcopy(dict(mutants))
+    if plots is not None:
+        doc["plots"] = copy.deepcopy(dict(plots))
     return doc
 
 

@@ -1,35 +1,54 @@
 """The report's four plots, drawn with matplotlib's Agg canvas (no pyplot, no display).
 
-Every plotted number comes from the reference implementation or an exact formula:
+Each plot shows the exact (or reference) curve of a law and, beside it, one series per
+backend being checked, computed by running that backend on the plot's programs: a report
+on torch shows torch's numbers, not a picture that is the same whatever is checked.
 
-* ``gradient_retention.png``: the input gradient's size relative to the cotangent's (max
-  norm), by depth, for plain and residual linear stacks run through
-  :class:`impl.NumpyBackend`: the S11 stack ``W = diag(-1/4, -1/4)`` (plain ``(-1/4)^L``,
-  residual ``(3/4)^L``) and a few stacks with seeded random weights.
-* ``depth_law.png``: ``|(1+a)^L|`` over ``a`` and ``L`` (exact powers), with the
-  ``|1+a| = 1`` boundary (``a = 0`` and ``a = -2``) marked and the S25 values shown.
-* ``variance_growth.png``: seeded S26/S27 simulations (768 components, unit normal updates
-  merged with :func:`resverify.impl.ops.residual_add`):
-  left, the sample variance after each layer of
-  one unscaled 100-layer stack against the law ``l·σ²``; right, the final sample variance of
-  stacks of depth L = 1..100 whose updates are scaled by ``1/√L``, against ``σ²``. Both with
-  a 99.9% band for a sample variance of 768 values (Wilson–Hilferty quantiles of χ²).
+Why "tapped" programs: a backend is asked for one request per curve, not one per point,
+so a compiling backend (torch-compile, jax-jit, pytensor) compiles a handful of programs
+per report. A tap is an input added into the stream at each block boundary: a zero
+``z_i`` (``add``), whose gradient is the cotangent that reached block ``i`` (so the
+gradient through the last ``k`` blocks of one deep stack gives the curve for every depth
+``k`` at once), or a one ``m_i`` (``mul``), whose gradient under the cotangent ``ȳ = 1``
+is the stream's value ``h_i`` there (the backend's own forward values, multiplied by 1
+twice: exactly).
 
-* ``norm_depth.png``: the input gradient's size relative to the cotangent's (2-norm), by
-  depth, for pre-norm stacks ``h + F(LN(h))`` and post-norm stacks ``LN(h + F(h))`` with
-  seeded random linear branches, computed by the exact interpreter (every value an exact
-  rational or an enclosure 2**-200 wide): the pre-norm identity path keeps the gradient's
-  size, the post-norm stack passes it through one normalization Jacobian per block.
+* ``gradient_retention``: ``max|x̄| / max|ȳ|`` through ``k`` linear layers, plain and
+  residual: the S11 stack ``W = diag(-1/4, -1/4)`` (exactly ``(1/4)^k`` and ``(3/4)^k``)
+  and a seeded random 8-wide stack (the exact interpreter's values).
+* ``depth_law``: ``|(1+a)^L|`` over ``a`` and ``L`` (exact powers), the ``|1+a| = 1``
+  boundary marked and the S25 values shown; each backend's ``d x_L / d x_0`` of the branch
+  ``F = a ⊙ x`` for four values of ``a`` in one 4-wide request.
+* ``variance_growth``: seeded S26/S27 simulations (768 components, unit normal updates,
+  the reference path through :func:`resverify.impl.ops.residual_add`): left, the sample
+  variance after each layer of one unscaled 100-layer stream against ``l·σ²``; right, the
+  final sample variance of streams of depth L whose updates are scaled by ``1/√L``
+  against ``σ²``; both with a 99.9% band (Wilson–Hilferty quantiles of χ²). Each backend
+  runs the same updates: the whole left path in one request, the right at a few L.
+* ``norm_depth``: ``‖x̄‖₂ / ‖ȳ‖₂`` through the last ``k`` blocks of pre-norm stacks
+  ``h + F(LN(h))`` and post-norm stacks ``LN(h + F(h))`` with seeded random linear
+  branches, exactly (every value a rational or an enclosure 2**-200 wide) and on each
+  backend.
 
-PNG output is byte-for-byte repeatable for the same seed and versions: the Software
-metadata stamp is dropped and nothing depends on the clock.
+A backend that refuses a request, raises, answers malformed values, or runs past its
+time (:data:`SECONDS_PER_BACKEND`) leaves a gap in its series; :attr:`PlotData.gaps` says
+why, and the report lists it. A backend without float64 is asked in float32 (its inputs
+rounded), and its series says so. PNG output is byte-for-byte repeatable for the same
+seed, backends and versions: the Software metadata stamp is dropped and nothing depends
+on the clock (unless a backend runs out of time).
 """
 
 from __future__ import annotations
 
 import functools
 import io
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -37,19 +56,98 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from resverify.impl import NumpyBackend, Tensor
+from resverify.impl.backend import Backend
 from resverify.impl.ops import residual_add, scale
+from resverify.spec.errors import BadResult
 from resverify.spec.exact import evaluate
-from resverify.spec.fixtures import STACK_W, stack_program
+from resverify.spec.fixtures import STACK_W
 from resverify.spec.ir import Input, Node, Program
-from resverify.spec.request import Request, Value
+from resverify.spec.request import Request, ResultError, check_form, storage_dtype
 
-__all__ = ["PLOT_NAMES", "depth_law", "gradient_retention", "norm_depth", "norm_gradient_curve",
-           "norm_stack", "render_plots", "retention_curve", "scaled_finals", "variance_growth",
-           "variance_path"]
+__all__ = ["FIGURES", "PLOT_NAMES", "SECONDS_PER_BACKEND", "Curve", "PlotData",
+           "norm_gradient_curve", "norm_stack", "plot_data", "render_plots", "retention_curve",
+           "scaled_finals", "tapped_stack", "variance_path"]
 
 PLOT_NAMES = ("gradient_retention", "depth_law", "variance_growth", "norm_depth")
 NORM_EPS = Fraction(1, 10**5)
 Z_999 = 3.2905  # two-sided 99.9% normal quantile
+SECONDS_PER_BACKEND = 120.0
+"""Time one backend may take over all four plots; later requests are left as gaps."""
+DEPTH_LAW_A = (-2.5, -0.5, 0.1, 1.0)
+SCALED_DEPTHS = (1, 4, 16, 64)  # 1/√L is a power of two: scale's α is exact
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p")
+_LEGEND_CHARS = 48
+_LINES = ("-", "--", ":", "-.")
+_POINTS = 25  # at most this many markers per curve and backend
+
+
+@dataclass
+class Curve:
+    """One law's curve: the exact or reference values over ``x`` and each backend's."""
+
+    label: str
+    x: np.ndarray
+    reference: np.ndarray
+    panel: int = 0
+    by_backend: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass
+class PlotData:
+    """What one plot shows: its curves, the backends in it (its series, in order), the
+    dtype each was asked in, and why a backend's series has gaps."""
+
+    curves: list[Curve]
+    series: list[str] = field(default_factory=list)
+    dtypes: dict[str, str] = field(default_factory=dict)
+    gaps: dict[str, str] = field(default_factory=dict)
+
+
+class _Asker:
+    """Sends one backend the plots' requests and keeps the first reason of any gap."""
+
+    def __init__(self, backend: Backend, deadline: float,
+                 stop: threading.Event | None = None) -> None:
+        self.backend, self.deadline, self.stop = backend, deadline, stop
+        dtypes = backend.capabilities.dtypes
+        self.dtype = next((d for d in ("float64", "float32") if d in dtypes), None)
+        self.gap: str | None = None
+
+    def _missing(self, reason: str) -> None:
+        self.gap = self.gap or reason
+
+    def grads(self, program: Program, inputs: Mapping[str, np.ndarray],
+              cotangent: np.ndarray) -> Mapping[str, np.ndarray] | None:
+        """The backend's gradients (as float64), or None with the reason kept."""
+        if self.dtype is None:
+            self._missing("claims neither float64 nor float32")
+            return None
+        if time.monotonic() > self.deadline:
+            self._missing(f"its {SECONDS_PER_BACKEND:g} s for the plots ran out")
+            return None
+        if self.stop is not None and self.stop.is_set():
+            self._missing("the run stopped")
+            return None
+        store = storage_dtype(self.dtype)
+        request = Request(program, {k: v.astype(store) for k, v in inputs.items()},
+                          self.dtype, cotangent.astype(store))
+        reason = self.backend.capabilities.covers(request)
+        if reason is not None:
+            self._missing(reason)
+            return None
+        try:
+            result = self.backend.run(request)
+            if isinstance(result, ResultError):
+                self._missing(f"{result.kind}: {result.message}")
+                return None
+            check_form(request, result)
+        except BadResult as exc:
+            self._missing(f"bad_result: {exc}")
+            return None
+        except Exception as exc:  # a plot must survive any backend
+            self._missing(f"raised {type(exc).__name__}: {exc}")
+            return None
+        return {k: np.asarray(v, dtype=np.float64) for k, v in result.grads.items()}
 
 
 def _png(fig: Figure) -> bytes:
@@ -59,68 +157,378 @@ def _png(fig: Figure) -> bytes:
     return buffer.getvalue()
 
 
-def retention_curve(weights: list[np.ndarray], residual: bool) -> np.ndarray:
-    """max|x̄₀| / max|ȳ| for depth 0..len(weights), each depth one request on the backend.
+# --- programs -----------------------------------------------------------------------------
 
-    The max-norm keeps the S11 values exact: there x̄₀ = f^L ȳ with ȳ = [1, 1].
+
+def tapped_stack(depth: int, residual: bool, width: int) -> Program:
+    """``depth`` linear layers over ``x``, plain or residual, with a zero tap ``z_i`` added
+    before layer ``i`` and at the output (``z_depth``): ``z̄_i`` is the cotangent that
+    reached layer ``i``, so ``z̄_{depth-k}`` has passed through the last ``k`` layers."""
+    inputs = [Input("x", (width,))] + [Input(f"w{i}", (width, width)) for i in range(depth)]
+    inputs += [Input(f"z{i}", (width,)) for i in range(depth + 1)]
+    nodes, prev = [], "x"
+    for i in range(depth + 1):
+        nodes.append(Node(f"t{i}", "add", (prev, f"z{i}")))
+        prev = f"t{i}"
+        if i == depth:
+            break
+        nodes.append(Node(f"f{i}", "linear", (prev, f"w{i}")))
+        if residual:
+            nodes.append(Node(f"h{i}", "residual_add", (prev, f"f{i}")))
+        prev = f"h{i}" if residual else f"f{i}"
+    return Program(tuple(inputs), tuple(nodes), prev)
+
+
+def _taps(grads: Mapping[str, Any], depth: int,
+          norm: Callable[[np.ndarray], float], cot_norm: float) -> np.ndarray:
+    """``norm(z̄_{depth-k}) / cot_norm`` for k = 0..depth."""
+    return np.array([norm(np.array([float(v) for v in grads[f"z{depth - k}"]]))
+                     / cot_norm for k in range(depth + 1)])
+
+
+def _max_norm(v: np.ndarray) -> float:
+    return float(np.max(np.abs(v)))
+
+
+def _two_norm(v: np.ndarray) -> float:
+    return float(np.linalg.norm(v))
+
+
+def _stack_values(x: np.ndarray, weights: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+    values = {"x": x, **{f"w{i}": w for i, w in enumerate(weights)}}
+    values.update({f"z{i}": np.zeros_like(x) for i in range(len(weights) + 1)})
+    return values
+
+
+def retention_curve(weights: list[np.ndarray], residual: bool,
+                    backend: Backend | None = None) -> np.ndarray:
+    """max|x̄| / max|ȳ| through k = 0..len(weights) layers (the last k), from one request on
+    ``backend`` (the NumPy reference by default; NaN where it gave nothing).
+
+    The max-norm keeps the S11 values exact: there x̄ = f^k ȳ with ȳ = [1, 1].
     """
-    backend = NumpyBackend()
-    width = weights[0].shape[0]
+    return _retention(_Asker(backend or NumpyBackend(), float("inf")), weights, residual)
+
+
+def _retention(asker: _Asker, weights: Sequence[np.ndarray], residual: bool) -> np.ndarray:
+    width, depth = weights[0].shape[0], len(weights)
     x = np.linspace(1.0, -1.0, width) if width > 2 else np.array([2.0, -1.0])
     cot = np.ones(width)
-    out = []
-    for depth in range(len(weights) + 1):
-        values: dict[str, np.ndarray] = {"x": x}
-        values.update({f"w{i}": weights[i] for i in range(depth)})
-        request = Request(stack_program(depth, residual, width), values, "float64", cot)
-        result = backend.run(request)
-        assert isinstance(result, Value), result
-        out.append(np.max(np.abs(result.grads["x"])) / np.max(np.abs(cot)))
+    grads = asker.grads(tapped_stack(depth, residual, width), _stack_values(x, weights), cot)
+    return np.full(depth + 1, np.nan) if grads is None else _taps(grads, depth, _max_norm, 1.0)
+
+
+def _exact_retention(weights: Sequence[np.ndarray], residual: bool) -> np.ndarray:
+    width, depth = weights[0].shape[0], len(weights)
+    x, cot = np.linspace(1.0, -1.0, width), np.ones(width)
+    exact = evaluate(Request(tapped_stack(depth, residual, width), _stack_values(x, weights),
+                             "float64", cot))
+    assert exact.grads is not None, exact
+    return _taps(exact.grads, depth, _max_norm, 1.0)
+
+
+def _depth_law_program(depth: int) -> Program:
+    """``x_{i+1} = t_i + a ⊙ t_i`` with ``t_i = x_i + z_i`` (zero taps), 4 wide."""
+    inputs = [Input("x", (4,)), Input("a", (4,))] + [Input(f"z{i}", (4,))
+                                                     for i in range(depth + 1)]
+    nodes, prev = [], "x"
+    for i in range(depth + 1):
+        nodes.append(Node(f"t{i}", "add", (prev, f"z{i}")))
+        prev = f"t{i}"
+        if i < depth:
+            nodes += [Node(f"f{i}", "mul", (prev, "a")), Node(f"h{i}", "residual_add",
+                                                           (prev, f"f{i}"))]
+            prev = f"h{i}"
+    return Program(tuple(inputs), tuple(nodes), prev)
+
+
+def _stream_program(depth: int, width: int) -> Program:
+    """``h_{l+1} = (h_l ⊙ m_l) + u_l`` from ``h_0 = 0``, with a one tap ``m_l`` at every
+    layer and at the output: under ``ȳ = 1``, ``m̄_l = h_l``."""
+    inputs = [Input("h", (width,))] + [Input(f"u{i}", (width,)) for i in range(depth)]
+    inputs += [Input(f"m{i}", (width,)) for i in range(depth + 1)]
+    nodes, prev = [], "h"
+    for i in range(depth + 1):
+        nodes.append(Node(f"g{i}", "mul", (prev, f"m{i}")))
+        prev = f"g{i}"
+        if i < depth:
+            nodes.append(Node(f"s{i}", "residual_add", (prev, f"u{i}")))
+            prev = f"s{i}"
+    return Program(tuple(inputs), tuple(nodes), prev)
+
+
+def norm_stack(placement: str, depth: int, width: int, taps: bool = False) -> Program:
+    """``depth`` blocks ``h + F_l(LN(h))`` (pre) or ``LN(h + F_l(h))`` (post), ``F_l = ·W_l``;
+    with ``taps``, a zero ``z_l`` is added before block ``l`` and at the output."""
+    inputs = [Input("x", (width,))] + [Input(f"w{i}", (width, width)) for i in range(depth)]
+    if taps:
+        inputs += [Input(f"z{i}", (width,)) for i in range(depth + 1)]
+    nodes, h = [], "x"
+    for i in range(depth + 1):
+        if taps:
+            nodes.append(Node(f"t{i}", "add", (h, f"z{i}")))
+            h = f"t{i}"
+        if i == depth:
+            break
+        into = h
+        if placement == "pre":
+            nodes.append(Node(f"n{i}", "layer_norm", (h,), eps=NORM_EPS))
+            into = f"n{i}"
+        nodes += [Node(f"f{i}", "linear", (into, f"w{i}")),
+                  Node(f"h{i}", "residual_add", (h, f"f{i}"))]
+        h = f"h{i}"
+        if placement == "post":
+            nodes.append(Node(f"m{i}", "layer_norm", (h,), eps=NORM_EPS))
+            h = f"m{i}"
+    return Program(tuple(inputs), tuple(nodes), h)
+
+
+def _norm_values(max_depth: int, seed: int, width: int, gain: float
+                 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x, cot = rng.standard_normal(width), rng.standard_normal(width)
+    weights = [rng.normal(0.0, gain / np.sqrt(width), (width, width)) for _ in range(max_depth)]
+    return _stack_values(x, weights), cot
+
+
+@functools.cache  # an exact stack costs a second or so; the curve depends on its arguments
+def norm_gradient_curve(placement: str, max_depth: int, seed: int, width: int = 4,
+                        gain: float = 1.0) -> tuple[float, ...]:
+    """``‖x̄‖₂ / ‖ȳ‖₂`` through the last k = 0..max_depth blocks of one stack, exactly
+    (seeded x, ȳ and W_l ~ N(0, gain²/d); gain 0: zero branches)."""
+    values, cot = _norm_values(max_depth, seed, width, gain)
+    exact = evaluate(Request(norm_stack(placement, max_depth, width, taps=True), values,
+                             "float64", cot))
+    assert exact.grads is not None, exact
+    return tuple(_taps(exact.grads, max_depth, _two_norm, _two_norm(cot)).tolist())
+
+
+def variance_path(seed: int, width: int = 768, depth: int = 100) -> np.ndarray:
+    """Sample variance after each layer of one unscaled residual stream (S26)."""
+    out = [0.0]
+    stream = Tensor(np.zeros(width))
+    for update in _updates(seed, width, depth):
+        stream = residual_add(stream, Tensor(update))
+        out.append(float(np.var(stream.value, ddof=1)))
     return np.array(out)
 
 
-def gradient_retention(seed: int) -> Figure:
-    fig = Figure(figsize=(7.5, 4.2))
-    ax = fig.add_subplot()
-    s11 = [np.array(STACK_W)] * 12
-    depths = np.arange(13)
-    ax.semilogy(depths, retention_curve(s11, True), "o-", color="tab:blue",
-                label="S11 residual: 0.75^L")
-    ax.semilogy(depths, retention_curve(s11, False), "o--", color="tab:red",
-                label="S11 plain: |-0.25|^L")
+def _updates(seed: int, width: int, depth: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    width, depth = 8, 30
-    for gain, shade in ((0.5, 0.55), (0.9, 0.85)):
-        weights = [rng.normal(0.0, gain / np.sqrt(width), (width, width)) for _ in range(depth)]
-        for residual, color in ((True, "Blues"), (False, "Reds")):
-            curve = retention_curve(weights, residual)
-            kind = "residual" if residual else "plain"
-            ax.semilogy(np.arange(depth + 1), curve, "-", lw=1.2,
-                        color=_shade(color, shade), label=f"random {kind}, gain {gain}")
-    ax.set_xlabel("depth L (layers)")
-    ax.set_ylabel("max|x̄₀| / max|ȳ| (log scale)")
-    ax.set_title("Gradient retention by depth: plain vs residual stacks")
+    return [rng.standard_normal(width) for _ in range(depth)]
+
+
+def _scaled_updates(seed: int, width: int, max_depth: int) -> dict[int, list[np.ndarray]]:
+    """The updates of the scaled stack of each depth L = 1..max_depth (S27), in draw order."""
+    rng = np.random.default_rng([seed, 1])
+    return {depth: [rng.standard_normal(width) for _ in range(depth)]
+            for depth in range(1, max_depth + 1)}
+
+
+def scaled_finals(seed: int, width: int = 768, max_depth: int = 100) -> np.ndarray:
+    """Final sample variance of stacks of depth L = 1..max_depth, each update scaled by 1/√L
+    (S27)."""
+    out = []
+    for depth, updates in _scaled_updates(seed, width, max_depth).items():
+        stream = Tensor(np.zeros(width))
+        factor = 1.0 / np.sqrt(depth)
+        for update in updates:
+            stream = residual_add(stream, scale(Tensor(update), factor))
+        out.append(float(np.var(stream.value, ddof=1)))
+    return np.array(out)
+
+
+def _chi2_band(dof: int) -> tuple[float, float]:
+    """Wilson–Hilferty 99.9% quantiles of χ²_dof / dof (the sample variance over σ²)."""
+    def quantile(z: float) -> float:
+        c = 2.0 / (9.0 * dof)
+        return float((1.0 - c + z * np.sqrt(c)) ** 3)
+    return quantile(-Z_999), quantile(Z_999)
+
+
+# --- data: the reference curves and each backend's series -----------------------------------
+
+
+def _retention_data(seed: int, askers: Mapping[str, _Asker]) -> PlotData:
+    s11 = [np.array(STACK_W)] * 12
+    rng = np.random.default_rng(seed)
+    width, depth, gain = 8, 20, 0.9
+    weights = [rng.normal(0.0, gain / np.sqrt(width), (width, width)) for _ in range(depth)]
+    curves = [
+        Curve("S11 residual: 0.75^L", np.arange(13), 0.75 ** np.arange(13.0)),
+        Curve("S11 plain: 0.25^L", np.arange(13), 0.25 ** np.arange(13.0)),
+        Curve(f"random residual, gain {gain} (exact)", np.arange(depth + 1),
+              _exact_retention(weights, True)),
+        Curve(f"random plain, gain {gain} (exact)", np.arange(depth + 1),
+              _exact_retention(weights, False)),
+    ]
+    for name, asker in askers.items():
+        for curve, stack, residual in zip(curves, (s11, s11, weights, weights),
+                                          (True, False, True, False), strict=True):
+            curve.by_backend[name] = _retention(asker, stack, residual)
+    return PlotData(curves)
+
+
+def _depth_law_data(askers: Mapping[str, _Asker], depth: int = 30) -> PlotData:
+    steps = np.arange(depth + 1)
+    curves = [Curve(f"a = {a}", steps, np.array([float((1 + Fraction(a)) ** int(k))
+                                                for k in steps]), panel=1) for a in DEPTH_LAW_A]
+    values = {"x": np.ones(4), "a": np.array(DEPTH_LAW_A),
+              **{f"z{i}": np.zeros(4) for i in range(depth + 1)}}
+    for name, asker in askers.items():
+        grads = asker.grads(_depth_law_program(depth), values, np.ones(4))
+        for j, curve in enumerate(curves):
+            curve.by_backend[name] = (np.full(depth + 1, np.nan) if grads is None else np.array(
+                [grads[f"z{depth - k}"][j] for k in steps]))
+    return PlotData(curves)
+
+
+def _variance_data(seed: int, askers: Mapping[str, _Asker], width: int = 768,
+                   depth: int = 100) -> PlotData:
+    layers, scaled_at = np.arange(depth + 1), np.array(SCALED_DEPTHS)
+    finals = scaled_finals(seed, width, depth)
+    grow = Curve("after layer l of one unscaled stream (law l·σ²)", layers,
+                 variance_path(seed, width, depth))
+    flat = Curve("final, each update scaled by 1/√L (law σ²)", np.arange(1, depth + 1), finals,
+                 panel=1)
+    updates = _updates(seed, width, depth)
+    scaled = _scaled_updates(seed, width, max(SCALED_DEPTHS))
+    stream = {"h": np.zeros(width), **{f"u{i}": u for i, u in enumerate(updates)},
+              **{f"m{i}": np.ones(width) for i in range(depth + 1)}}
+    for name, asker in askers.items():
+        grads = asker.grads(_stream_program(depth, width), stream, np.ones(width))
+        grow.by_backend[name] = (np.full(depth + 1, np.nan) if grads is None else np.array(
+            [np.var(grads[f"m{i}"], ddof=1) if i else 0.0 for i in layers]))
+        flat.by_backend[name] = np.full(depth, np.nan)
+        for at in scaled_at:
+            program = _scaled(int(at), width)
+            values = {"h": np.zeros(width), "m": np.ones(width),
+                      **{f"u{i}": u for i, u in enumerate(scaled[int(at)])}}
+            got = asker.grads(program, values, np.ones(width))
+            if got is not None:
+                flat.by_backend[name][at - 1] = np.var(got["m"], ddof=1)
+    return PlotData([grow, flat])
+
+
+def _scaled(depth: int, width: int) -> Program:
+    """``h_{l+1} = h_l + (1/√L)·u_l`` from the input ``h`` (zero), L = ``depth``, and a one
+    tap ``m`` at the output (``m̄ = h_L`` under ``ȳ = 1``); α is exact when L is a square."""
+    root = math.isqrt(depth)
+    alpha = Fraction(1, root) if root * root == depth else Fraction(1.0 / np.sqrt(depth))
+    inputs = [Input("h", (width,)), Input("m", (width,))] + [
+        Input(f"u{i}", (width,)) for i in range(depth)]
+    nodes, prev = [], "h"
+    for i in range(depth):
+        nodes += [Node(f"c{i}", "scale", (f"u{i}",), alpha),
+                  Node(f"s{i}", "residual_add", (prev, f"c{i}"))]
+        prev = f"s{i}"
+    nodes.append(Node("g", "mul", (prev, "m")))
+    return Program(tuple(inputs), tuple(nodes), "g")
+
+
+def _norm_data(seed: int, askers: Mapping[str, _Asker], max_depth: int = 6,
+               width: int = 4) -> PlotData:
+    depths = np.arange(max_depth + 1)
+    curves, setups = [], []
+    for gain in (0.5, 1.0):
+        for placement in ("pre", "post"):
+            curves.append(Curve(f"{placement}-norm, gain {gain} (exact)", depths, np.array(
+                norm_gradient_curve(placement, max_depth, seed, width, gain))))
+            setups.append((placement, gain))
+    for name, asker in askers.items():
+        for curve, (placement, gain) in zip(curves, setups, strict=True):
+            values, cot = _norm_values(max_depth, seed, width, gain)
+            grads = asker.grads(norm_stack(placement, max_depth, width, taps=True), values, cot)
+            curve.by_backend[name] = (np.full(max_depth + 1, np.nan) if grads is None
+                                      else _taps(grads, max_depth, _two_norm, _two_norm(cot)))
+    return PlotData(curves)
+
+
+def plot_data(seed: int, backends: Sequence[Backend] = (),
+              stop: threading.Event | None = None) -> dict[str, PlotData]:
+    """Every plot's data, by name: the reference curves and one series per backend (the
+    NumPy reference when none is given), each named after its backend. Once ``stop`` is
+    set, no backend is asked again (the rest are gaps): a stopped run ends quickly."""
+    chosen = list(backends) or [NumpyBackend()]
+    askers = {str(b.name): _Asker(b, time.monotonic() + SECONDS_PER_BACKEND, stop)
+              for b in chosen}
+    builders: dict[str, Callable[[], PlotData]] = {
+        "gradient_retention": lambda: _retention_data(seed, askers),
+        "depth_law": lambda: _depth_law_data(askers),
+        "variance_growth": lambda: _variance_data(seed, askers),
+        "norm_depth": lambda: _norm_data(seed, askers)}
+    data = {}
+    for name, build in builders.items():
+        for asker in askers.values():
+            asker.gap = None
+        plot = data[name] = build()
+        plot.series = list(askers)
+        plot.dtypes = {n: a.dtype or "none" for n, a in askers.items()}
+        plot.gaps = {n: a.gap for n, a in askers.items() if a.gap is not None}
+    return data
+
+
+# --- figures ------------------------------------------------------------------------------
+
+
+def _legend_text(name: str, plot: PlotData) -> str:
+    """A backend's legend entry: its name as text (no mathtext, not hidden by a leading
+    underscore), its dtype when not float64, and a note when its series has gaps."""
+    text = name if len(name) <= _LEGEND_CHARS else name[:_LEGEND_CHARS - 1] + "…"
+    text = text.replace("$", r"\$")
+    if plot.dtypes.get(name, "float64") != "float64":
+        text += f" ({plot.dtypes[name]})"
+    if name in plot.gaps:
+        text += " (gaps)"
+    return "\u200b" + text if text.startswith("_") else text
+
+
+def _series(axes: Sequence[Axes], plot: PlotData, log: bool) -> None:
+    """Each backend's points on every curve: one marker and colour per backend, one legend
+    entry per backend (on the panel of the first curve)."""
+    from matplotlib import colormaps
+
+    colors = colormaps["tab10"]
+    for i, name in enumerate(plot.series):
+        style = {"marker": _MARKERS[i % len(_MARKERS)], "color": colors(i % 10), "ls": "none",
+                 "ms": max(3.0, 7.0 - i), "mfc": "none", "mew": 1.1}
+        for n, curve in enumerate(plot.curves):
+            values = curve.by_backend.get(name, np.full(len(curve.x), np.nan))
+            if log:
+                values = np.where(np.abs(values) > 0, np.abs(values), np.nan)
+            axes[curve.panel].plot(curve.x, values, **style,  # type: ignore[arg-type]
+                                   markevery=max(1, len(curve.x) // _POINTS),
+                                   label=_legend_text(name, plot) if n == 0 else None)
+
+
+def _references(axes: Sequence[Axes], plot: PlotData, log: bool) -> None:
+    """The exact or reference curves: dark lines, one line style each."""
+    for n, curve in enumerate(plot.curves):
+        draw = axes[curve.panel].semilogy if log else axes[curve.panel].plot
+        draw(curve.x, np.abs(curve.reference) if log else curve.reference,
+             _LINES[n % len(_LINES)], lw=1.2, color="0.25", label=curve.label)
+
+
+def _retention_figure(plot: PlotData) -> Figure:
+    fig = Figure(figsize=(7.5, 4.6))
+    ax = fig.add_subplot()
+    _references([ax], plot, log=True)
+    _series([ax], plot, log=True)
+    ax.set_xlabel("depth k (layers the cotangent passed through)")
+    ax.set_ylabel("max|x̄| / max|ȳ| (log scale)")
+    ax.set_title("Gradient retention by depth: plain vs residual linear stacks")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     return fig
 
 
-def _shade(cmap: str, level: float) -> tuple[float, float, float, float]:
-    from matplotlib import colormaps
-
-    rgba = colormaps[cmap](level)
-    return (float(rgba[0]), float(rgba[1]), float(rgba[2]), float(rgba[3]))
-
-
-def depth_law() -> Figure:
-    fig = Figure(figsize=(9.5, 4.0))
+def _depth_law_figure(plot: PlotData) -> Figure:
+    fig = Figure(figsize=(9.5, 4.2))
     heat, lines = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.3, 1]})
     _depth_heatmap(fig, heat)
-    for a, color in ((-2.5, "tab:purple"), (-0.5, "tab:red"), (0.1, "tab:green"),
-                     (1.0, "tab:blue")):
-        depth = np.arange(0, 31)
-        lines.semilogy(depth, np.abs(1.0 + a) ** depth, color=color, label=f"a = {a}")
+    _references([heat, lines], plot, log=True)
+    _series([heat, lines], plot, log=True)
     for a_exact, value in ((Fraction(-1, 2), Fraction(1, 8)), (Fraction(1), Fraction(8))):
         assert (1 + a_exact) ** 3 == value
         lines.plot([3], [float(value)], "k*", ms=9)
@@ -156,120 +564,41 @@ def _depth_heatmap(fig: Figure, ax: Axes) -> None:
     ax.set_title("|(1+a)^L|: shrinks inside, grows outside")
 
 
-def variance_path(seed: int, width: int = 768, depth: int = 100) -> np.ndarray:
-    """Sample variance after each layer of one unscaled residual stream (S26)."""
-    rng = np.random.default_rng(seed)
-    stream = Tensor(np.zeros(width))
-    out = [0.0]
-    for _ in range(depth):
-        stream = residual_add(stream, Tensor(rng.standard_normal(width)))
-        out.append(float(np.var(stream.value, ddof=1)))
-    return np.array(out)
-
-
-def scaled_finals(seed: int, width: int = 768, max_depth: int = 100) -> np.ndarray:
-    """Final sample variance of stacks of depth L = 1..max_depth, each update scaled by 1/√L
-    (S27)."""
-    rng = np.random.default_rng([seed, 1])
-    out = []
-    for depth in range(1, max_depth + 1):
-        stream = Tensor(np.zeros(width))
-        factor = 1.0 / np.sqrt(depth)
-        for _ in range(depth):
-            stream = residual_add(stream, scale(Tensor(rng.standard_normal(width)), factor))
-        out.append(float(np.var(stream.value, ddof=1)))
-    return np.array(out)
-
-
-def _chi2_band(dof: int) -> tuple[float, float]:
-    """Wilson–Hilferty 99.9% quantiles of χ²_dof / dof (the sample variance over σ²)."""
-    def quantile(z: float) -> float:
-        c = 2.0 / (9.0 * dof)
-        return float((1.0 - c + z * np.sqrt(c)) ** 3)
-    return quantile(-Z_999), quantile(Z_999)
-
-
-def variance_growth(seed: int, width: int = 768, depth: int = 100) -> Figure:
+def _variance_figure(plot: PlotData, width: int = 768) -> Figure:
     low, high = _chi2_band(width - 1)
-    fig = Figure(figsize=(9.5, 4.0))
+    fig = Figure(figsize=(9.5, 4.2))
     grow, flat = fig.subplots(1, 2)
-    layers = np.arange(depth + 1)
-    path = variance_path(seed, width, depth)
-    _band_plot(grow, layers, path, layers * 1.0, (low, high), "law l·σ²")
-    grow.text(0.97, 0.05, f"after {depth} layers: sample std {np.sqrt(path[-1]):.2f} "
+    path, finals = plot.curves
+    for ax, curve, law in ((grow, path, path.x * 1.0), (flat, finals, np.ones(len(finals.x)))):
+        ax.fill_between(curve.x, law * low, law * high, color="tab:orange", alpha=0.3,
+                        label="99.9% band of the sample variance")
+        ax.plot(curve.x, law, color="black", lw=1, label="law")
+        ax.set_ylabel("sample variance")
+        ax.grid(True, alpha=0.3)
+    grow.plot(path.x, path.reference, color="tab:gray", lw=1.2, label="reference simulation")
+    flat.plot(finals.x, finals.reference, color="tab:gray", lw=1.2)
+    _series([grow, flat], plot, log=False)
+    depth = int(path.x[-1])
+    grow.text(0.97, 0.05, f"after {depth} layers: sample std {np.sqrt(path.reference[-1]):.2f} "
               f"(law {np.sqrt(depth):g})", transform=grow.transAxes, ha="right", fontsize=8)
-    grow.set_xlabel("layer l of one 100-layer stack")
+    grow.set_xlabel(f"layer l of one {depth}-layer stream")
     grow.set_title("without scaling: variance grows like l·σ²", fontsize=10)
-    total = np.arange(1, depth + 1)
-    _band_plot(flat, total, scaled_finals(seed, width, depth), np.ones(depth), (low, high),
-               "law σ² = 1")
     flat.set_ylim(0.0, 1.6)
     flat.set_xlabel("total depth L (each update scaled by 1/√L)")
     flat.set_title("with 1/√L scaling: the output variance stays σ²", fontsize=10)
-    fig.suptitle(f"Variance growth by depth ({width} components, N(0,1) updates, seed {seed})",
-                 fontsize=11)
+    grow.legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"Variance growth by depth ({width} components, N(0,1) updates)", fontsize=11)
     fig.tight_layout()
     return fig
 
 
-def _band_plot(ax: Axes, x: np.ndarray, sample: np.ndarray, law: np.ndarray,
-               band: tuple[float, float], law_label: str) -> None:
-    ax.fill_between(x, law * band[0], law * band[1], color="tab:orange", alpha=0.3,
-                    label="99.9% band of the sample variance")
-    ax.plot(x, law, color="black", lw=1, label=law_label)
-    ax.plot(x, sample, color="tab:blue", lw=1.2, label="simulation (impl residual_add)")
-    ax.set_ylabel("sample variance")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
-
-
-def norm_stack(placement: str, depth: int, width: int) -> Program:
-    """``depth`` blocks ``h + F_l(LN(h))`` (pre) or ``LN(h + F_l(h))`` (post), ``F_l = ·W_l``."""
-    inputs = [Input("x", (width,))] + [Input(f"w{i}", (width, width)) for i in range(depth)]
-    nodes, h = [], "x"
-    for i in range(depth):
-        into = h
-        if placement == "pre":
-            nodes.append(Node(f"n{i}", "layer_norm", (h,), eps=NORM_EPS))
-            into = f"n{i}"
-        nodes += [Node(f"f{i}", "linear", (into, f"w{i}")),
-                  Node(f"h{i}", "residual_add", (h, f"f{i}"))]
-        h = f"h{i}"
-        if placement == "post":
-            nodes.append(Node(f"m{i}", "layer_norm", (h,), eps=NORM_EPS))
-            h = f"m{i}"
-    return Program(tuple(inputs), tuple(nodes), h)
-
-
-@functools.cache  # exact stacks cost seconds; the curve depends on its arguments alone
-def norm_gradient_curve(placement: str, max_depth: int, seed: int, width: int = 4,
-                        gain: float = 1.0) -> tuple[float, ...]:
-    """``‖x̄‖₂ / ‖ȳ‖₂`` for depth 0..max_depth, exactly (seeded x, ȳ and W_l ~ N(0, gain²/d);
-    gain 0: zero branches)."""
-    rng = np.random.default_rng(seed)
-    x, cot = rng.standard_normal(width), rng.standard_normal(width)
-    weights = [rng.normal(0.0, gain / np.sqrt(width), (width, width)) for _ in range(max_depth)]
-    out = []
-    for depth in range(max_depth + 1):
-        values = {"x": x, **{f"w{i}": weights[i] for i in range(depth)}}
-        exact = evaluate(Request(norm_stack(placement, depth, width), values, "float64", cot))
-        assert exact.grads is not None
-        grad = np.array([float(v) for v in exact.grads["x"]])
-        out.append(float(np.linalg.norm(grad) / np.linalg.norm(cot)))
-    return tuple(out)
-
-
-def norm_depth(seed: int, max_depth: int = 6) -> Figure:
-    fig = Figure(figsize=(7.5, 4.2))
+def _norm_figure(plot: PlotData) -> Figure:
+    fig = Figure(figsize=(7.5, 4.6))
     ax = fig.add_subplot()
-    depths = np.arange(max_depth + 1)
-    for gain, level in ((0.5, 0.55), (1.0, 0.85)):
-        for placement, cmap, style in (("pre", "Blues", "o-"), ("post", "Oranges", "s--")):
-            curve = norm_gradient_curve(placement, max_depth, seed, gain=gain)
-            ax.semilogy(depths, curve, style, color=_shade(cmap, level), lw=1.2,
-                        label=f"{placement}-norm, gain {gain}")
-    ax.set_xlabel("depth L (blocks)")
-    ax.set_ylabel("‖x̄‖₂ / ‖ȳ‖₂ (exact, log scale)")
+    _references([ax], plot, log=True)
+    _series([ax], plot, log=True)
+    ax.set_xlabel("depth k (blocks the cotangent passed through)")
+    ax.set_ylabel("‖x̄‖₂ / ‖ȳ‖₂ (log scale)")
     ax.set_title("Input gradient by depth: pre-norm vs post-norm layer_norm stacks")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
@@ -277,11 +606,15 @@ def norm_depth(seed: int, max_depth: int = 6) -> Figure:
     return fig
 
 
-def render_plots(seed: int) -> dict[str, bytes]:
-    """Every plot as PNG bytes, by name (see :data:`PLOT_NAMES`)."""
-    return {
-        "gradient_retention": _png(gradient_retention(seed)),
-        "depth_law": _png(depth_law()),
-        "variance_growth": _png(variance_growth(seed)),
-        "norm_depth": _png(norm_depth(seed)),
-    }
+FIGURES: dict[str, Callable[[PlotData], Figure]] = {
+    "gradient_retention": _retention_figure, "depth_law": _depth_law_figure,
+    "variance_growth": _variance_figure, "norm_depth": _norm_figure}
+
+
+def render_plots(seed: int, backends: Sequence[Backend] = (),
+                 data: Mapping[str, PlotData] | None = None) -> dict[str, bytes]:
+    """Every plot as PNG bytes, by name (see :data:`PLOT_NAMES`): the reference curves and
+    one series per backend (the NumPy reference when none is given); ``data`` when it was
+    computed already (:func:`plot_data`)."""
+    data = data if data is not None else plot_data(seed, backends)
+    return {name: _png(FIGURES[name](data[name])) for name in PLOT_NAMES}

@@ -1,4 +1,5 @@
-"""The pre-norm/post-norm depth plot: exact gradient sizes by depth, and its figure."""
+"""The pre-norm/post-norm depth plot: exact gradient sizes through the last k blocks of
+one stack, and its figure."""
 
 from __future__ import annotations
 
@@ -26,5 +27,5 @@ def test_random_branches_keep_pre_norm_gradients_larger_than_post_norm_ones() ->
 
 def test_norm_depth_is_one_of_the_report_plots() -> None:
     assert "norm_depth" in plots.PLOT_NAMES
-    png = plots._png(plots.norm_depth(3))
+    png = plots.render_plots(3)["norm_depth"]
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and b"Software" not in png
