@@ -55,9 +55,16 @@ def program_function(program: Program, apply: Callable[[Any, list[Any]], Any]) -
     def resverify_program(*values: Any) -> Any:
         return interpret(program, dict(zip(names, values, strict=True)), apply)
 
-    code = resverify_program.__code__.replace(co_name=f"resverify_program_{next(_serial)}")
-    return types.FunctionType(code, resverify_program.__globals__, code.co_name, None,
-                              resverify_program.__closure__)
+    return own_code(resverify_program)
+
+
+def own_code(function: Any) -> Any:
+    """A copy of ``function`` with a code object of its own (a new serial number in its
+    name): a closure made per program would otherwise share one code object with every
+    other program's, and dynamo gives up on a code object after a few recompilations."""
+    code = function.__code__.replace(co_name=f"{function.__name__}_{next(_serial)}")
+    return types.FunctionType(code, function.__globals__, code.co_name, None,
+                              function.__closure__)
 
 
 class TorchCompileBackend(TorchBackend):
@@ -90,11 +97,11 @@ class TorchCompileBackend(TorchBackend):
         def build() -> Any:
             program = program_function(request.program, self._apply)
 
-            def push(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> Any:
+            def resverify_jvp(primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> Any:
                 return torch.func.jvp(program, primals, tangents)[1]
 
-            return torch.compile(push, backend=self.compiler_backend, fullgraph=True,
-                                 dynamic=False)
+            return torch.compile(own_code(resverify_jvp), backend=self.compiler_backend,
+                                 fullgraph=True, dynamic=False)
 
         return self.cache.get((request.program, request.dtype, "jvp"), build)
 

@@ -19,7 +19,7 @@ from resverify.impl.compile_cache import CompiledCache
 from resverify.impl.compiled_backends import program_function
 from resverify.impl.registry import BUILTINS
 from resverify.spec.fixtures import linear_block_request, shared_operand_request
-from resverify.spec.request import Value
+from resverify.spec.request import Request, Value
 
 
 def made(name: str) -> Any:
@@ -79,3 +79,28 @@ def test_torch_compile_compiles_one_graph_per_program_and_dtype() -> None:
     assert about["compiler"] == "torch.compile", about
     assert about["compiler_backend"] == "inductor", about
     assert about["float32_matmul_precision"] == "highest", about
+
+
+def forward_mode(request: Request) -> Request:
+    return Request(request.program, request.inputs, request.dtype, request.cotangent,
+                   {k: -v for k, v in request.inputs.items()})
+
+
+def test_jax_jit_compiles_the_forward_mode_step_once_per_program() -> None:
+    backend = made("jax-jit")
+    assert isinstance(backend.run(linear_block_request()), Value)
+    for _ in range(3):
+        result = backend.run(forward_mode(linear_block_request()))
+        assert isinstance(result, Value) and result.tangent is not None, result
+    assert backend.cache.compiles == 2, backend.cache.compiles  # reverse step, forward step
+
+
+@pytest.mark.slow
+def test_torch_compile_compiles_the_jvp_once_per_program_and_dtype() -> None:
+    backend = made("torch-compile")
+    for _ in range(3):
+        result = backend.run(forward_mode(linear_block_request()))
+        assert isinstance(result, Value) and result.tangent is not None, result
+    assert backend.cache.compiles == 2, backend.cache.compiles  # the program, its jvp
+    backend.run(forward_mode(linear_block_request(dtype="float32")))
+    assert backend.cache.compiles == 4, backend.cache.compiles

@@ -7,8 +7,12 @@ is exact in every dtype; a tangent that is a unit vector picks one column of the
 whose entries are sums of products of those values, so each adapter's answer must equal
 the exact oracle's tangent (``resverify.spec.exact.evaluate``) bit for bit, in every dtype
 it claims (the default run: each input's first column in the widest and the narrowest
-dtype; the slow run: every column in every dtype). The properties (properties/test_jvp.py) check random programs within budget;
-this checks that each adapter wires its library's JVP to the right inputs and outputs.
+dtype; the slow run: every column in every dtype). Programs with tanh, the norms and long
+sums have no exact tangent in floating point: there each adapter's tangent is judged
+within its budget (``resverify.spec.budget``), seeded (the default run: float32, one
+seed; the slow run: every dtype, three seeds; jax compiles each primitive per dtype). The properties
+(properties/test_jvp.py) check random programs; this checks that each adapter wires its
+library's JVP to the right inputs and outputs.
 Missing libraries skip, except under CI=true; the adapters that take seconds to import or
 compile are slow tests.
 """
@@ -22,13 +26,21 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from resverify.impl import resolve_backend
+from resverify.impl import NumpyBackend, resolve_backend
 from resverify.impl.backend import Backend
 from resverify.impl.registry import BUILTINS
 from resverify.spec import Input, Node, Program, Request
+from resverify.spec.budget import error_budget
 from resverify.spec.exact import evaluate
 from resverify.spec.fixtures import linear_block_request, seed_cases
-from resverify.spec.request import ResultError, Value, check_form, storage_dtype
+from resverify.spec.request import (
+    Result,
+    ResultError,
+    Value,
+    check_form,
+    output_shape,
+    storage_dtype,
+)
 
 JVP_ADAPTERS = ("torch", "jax", "autograd", "jax-jit", "tensorflow", "torch-compile")
 SLOW = {"tensorflow", "torch-compile"}
@@ -85,6 +97,95 @@ def test_adapter_tangent_is_each_exact_jacobian_column_of_the_seed_fixtures(
             assert exact.tangent is not None and exact.slack == 0, call
             got, want = fractions(result.tangent), list(np.ravel(exact.tangent))
             assert got == want, f"tangent={got}, but should be {want} {call}"
+
+
+EPS = Fraction(1, 1000)
+SMOOTH = {
+    "pre_norm_tanh_block": Program(
+        (Input("x", (3, 4)), Input("w", (4, 4))),
+        (Node("n", "layer_norm", ("x",), eps=EPS), Node("h", "linear", ("n", "w")),
+         Node("t", "tanh", ("h",)), Node("f", "scale", ("t",), alpha=Fraction(1, 3)),
+         Node("y", "residual_add", ("x", "f"))), "y"),
+    "post_norm_gated_block": Program(
+        (Input("x", (2, 3)), Input("g", (3,)), Input("w", (3, 3))),
+        (Node("h", "linear", ("x", "w")), Node("r", "relu", ("h",)),
+         Node("m", "mul", ("r", "g")), Node("s", "add", ("x", "m")),
+         Node("y", "rms_norm", ("s",), eps=EPS)), "y"),
+    "summed_residual_stack": Program(
+        (Input("x", (5,)), Input("w", (5, 5))),
+        (Node("h1", "linear", ("x", "w")), Node("t1", "tanh", ("h1",)),
+         Node("x1", "residual_add", ("x", "t1")), Node("h2", "linear", ("x1", "w")),
+         Node("x2", "residual_add", ("x1", "h2")), Node("y", "sum", ("x2",))), "y"),
+}
+"""Programs whose tangents are not exact in any dtype (tanh, the norms' square roots, long
+sums): judged against the exact tangent within the tangent budget."""
+
+
+def smooth_request(name: str, dtype: str, seed: int) -> Request:
+    """``SMOOTH[name]`` with seeded normal inputs, cotangent and tangents in ``dtype``."""
+    program, rng = SMOOTH[name], np.random.default_rng(seed)
+
+    def draw(shape: tuple[int, ...]) -> np.ndarray:
+        values = rng.standard_normal(shape).astype(storage_dtype(dtype))
+        if dtype == "bfloat16":  # keep the top 16 bits: exactly a bfloat16 value
+            values = (values.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
+        return values
+
+    shapes = {i.name: i.shape for i in program.inputs}
+    inputs = {n: draw(s) for n, s in shapes.items()}
+    tangents = {n: draw(s) for n, s in shapes.items()}
+    out = output_shape(program)
+    assert out is not None, program.describe()
+    return Request(program, inputs, dtype, draw(out), tangents)
+
+
+def budget_misses(backend: Backend, request: Request) -> list[str]:
+    """Every element of the backend's output, gradients and output tangent outside its
+    budget around the exact answer (an error answer is one miss)."""
+    result = backend.run(request)
+    if not isinstance(result, Value):
+        return [f"no value: {result}"]
+    check_form(request, result)
+    exact = evaluate(request)
+    budget = error_budget(request, exact=exact)
+    return [str(m) for m in budget.misses(exact, result.output, result.grads, result.tangent)]
+
+
+@pytest.mark.parametrize("every", [
+    pytest.param(False, id="float32-one-seed"),
+    pytest.param(True, id="every-dtype-three-seeds", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("program", sorted(SMOOTH))
+def test_adapter_tangent_of_tanh_and_norm_programs_is_within_budget_of_the_exact_tangent(
+        adapter: Backend, program: str, every: bool) -> None:
+    for dtype in adapter.capabilities.dtypes if every else ("float32",):
+        for seed in range(3 if every else 1):
+            request = smooth_request(program, dtype, seed)
+            missed = budget_misses(adapter, request)
+            call = f"[{adapter.name} {dtype} seed {seed}: {request.program.describe()}]"
+            assert not missed, f"{len(missed)} outside the budget, first {missed[:3]} {call}"
+
+
+class DropsTheWeightTangent(NumpyBackend):
+    """A broken forward mode: the weight's tangent never reaches the output."""
+
+    def run(self, request: Request) -> Result:
+        if request.tangents is None or "w" not in request.tangents:
+            return super().run(request)
+        tangents = {**request.tangents, "w": np.zeros_like(request.tangents["w"])}
+        asked = Request(request.program, request.inputs, request.dtype, request.cotangent,
+                        tangents)
+        return super().run(asked)
+
+
+def test_budget_check_of_the_tangent_catches_a_dropped_weight_tangent() -> None:
+    """The check above can fail: a backend that loses ``ẇ`` misses the tangent budget
+    (only the tangent: the output and gradients are the reference's), while the reference
+    passes the same requests."""
+    for name in sorted(SMOOTH):
+        request = smooth_request(name, "float32", 0)
+        assert not budget_misses(NumpyBackend(), request), name
+        missed = budget_misses(DropsTheWeightTangent(), request)
+        assert missed and all(m.startswith("tangent") for m in missed), (name, missed)
 
 
 def test_adapter_answers_a_reverse_mode_request_without_a_tangent(adapter: Backend) -> None:
