@@ -3,8 +3,12 @@ settings that change numerics (resverify.impl.about), in report.json and report.
 
 from __future__ import annotations
 
+import shlex
+import sys
+from pathlib import Path
 from typing import Any
 
+from resverify.impl import resolve_backend
 from resverify.impl.backend import Capabilities
 from resverify.impl.numpy_backend import NumpyBackend
 from resverify.reports.json_report import build_report, validate
@@ -45,3 +49,26 @@ def test_report_md_shows_each_backend_with_its_settings() -> None:
     text = render_markdown(_doc())
     row = next(line for line in text.splitlines() if line.startswith("| `described` | fastlib"))
     assert row == "| `described` | fastlib | 9.1 | cpu | flush_denormals=True \\| on |", row
+
+
+def test_report_records_a_cmd_engines_version_and_settings_from_its_hello(
+        tmp_path: Path) -> None:
+    caps = {"resverify": 1, "kind": "capabilities", "name": "rustgrad", "dtypes": ["float64"],
+            "ops": ["add"], "version": "0.4.1", "about": {"library": "rustgrad", "fma": "off"}}
+    script = tmp_path / "engine.py"
+    script.write_text(f"import json, sys\nsys.stdin.readline()\n"
+                      f"print(json.dumps({caps!r}), flush=True)\nsys.stdin.read()\n")
+    engine = resolve_backend(f"cmd:{shlex.quote(sys.executable)} {shlex.quote(str(script))}")
+    try:
+        doc = build_report(run={"seed": 0, "profile": "ci", "backends": [engine.name],
+                                "pytest_args": [], "pytest_exit_code": 0},
+                           backends=[engine], claims=[], properties=[], complete=True,
+                           warnings=[], timings={})
+    finally:
+        engine.close()  # type: ignore[attr-defined]
+    validate(doc)
+    (about,) = (b["about"] for b in doc["backends"])
+    assert (about["library"], about["version"], about["fma"]) == ("rustgrad", "0.4.1", "off"), about
+    rows = [line for line in render_markdown(doc).splitlines()
+            if line.startswith("| `rustgrad` | rustgrad |")]
+    assert rows and rows[0].startswith("| `rustgrad` | rustgrad | 0.4.1 | external |"), rows
