@@ -5,24 +5,30 @@ that the unbroken base passes). They are ordinary backends, so they also work fr
 command line: ``pytest --backend tests.broken_backends:OverwrittenGrads``.
 
 The base re-runs the reference ops through overridable hooks (``leaf``, ``apply``,
-``backward``, ``finish``); its ``linear`` reshapes by the product of the leading axes so
+``backward``, ``finish``, and ``tangent`` for forward mode: each node's tangent from its
+op's ``numpy_jvp``); its ``linear`` reshapes by the product of the leading axes so
 that an empty inner axis works (the reference's ``reshape(-1, 0)`` does not), keeping the
-base itself free of failures.
+base itself free of failures. It claims forward mode (``jvp``) as the reference does;
+:mod:`tests.broken_jvp_backends` plants the forward-mode bugs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
 from fractions import Fraction
 
 import numpy as np
 
 from resverify.impl import ops
 from resverify.impl.backend import Capabilities
+from resverify.impl.interpret import node_alpha
 from resverify.impl.numpy_backend import NumpyBackend, apply
 from resverify.impl.tensor import Tensor, _topological
 from resverify.spec.errors import ShapeMismatch
 from resverify.spec.ir import Node, node_shape
+from resverify.spec.ops import OP_TABLE
 from resverify.spec.request import Request, Result, ResultError, Value
 
 
@@ -41,10 +47,14 @@ def linear(x: Tensor, w: Tensor, transpose: bool = True) -> Tensor:
     return Tensor(np.asarray(x.value @ w.value, x.dtype), (x, w), vjp, "linear")
 
 
+MODES = ("vjp", "jvp")
+
+
 class Reference(NumpyBackend):
-    """The unbroken base: the reference ops behind overridable hooks."""
+    """The unbroken base: the reference ops behind overridable hooks, in both modes."""
 
     name = "reference-base"
+    capabilities = dataclasses.replace(NumpyBackend.capabilities, modes=MODES)
 
     def leaf(self, value: np.ndarray) -> Tensor:
         return Tensor(np.array(value, copy=True))
@@ -60,19 +70,36 @@ class Reference(NumpyBackend):
     def finish(self, result: Value) -> Value:
         return result
 
+    def seed_tangents(self, tangents: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The input tangents the forward pass starts from (private copies)."""
+        return {name: np.array(t, copy=True) for name, t in tangents.items()}
+
+    def tangent(self, node: Node, args: list[Tensor], ts: list[np.ndarray],
+                out: Tensor) -> np.ndarray:
+        """The node's output tangent from its arguments' tangents ``ts`` (forward mode)."""
+        jvp = OP_TABLE[node.op].numpy_jvp(ts, [a.value for a in args], out.value,
+                                          node_alpha(node))
+        return np.asarray(jvp, dtype=out.dtype)
+
     def run(self, request: Request) -> Result:
         leaves = {name: self.leaf(v) for name, v in request.inputs.items()}
         env: dict[str, Tensor] = dict(leaves)
+        tangents = None if request.tangents is None else self.seed_tangents(request.tangents)
         try:
             for node in request.program.order:
-                env[node.name] = self.apply(node, [env[a] for a in node.args])
+                args = [env[a] for a in node.args]
+                env[node.name] = self.apply(node, args)
+                if tangents is not None:
+                    tangents[node.name] = self.tangent(
+                        node, args, [tangents[a] for a in node.args], env[node.name])
         except ShapeMismatch as exc:
             return ResultError.mismatch(exc)
         out = env[request.program.output]
         self.backward(out, request.cotangent)
         grads = {n: t.grad if t.grad is not None else np.zeros_like(t.value)
                  for n, t in leaves.items()}
-        return self.finish(Value(np.array(out.value, copy=True), grads))
+        tangent = None if tangents is None else tangents[request.program.output]
+        return self.finish(Value(np.array(out.value, copy=True), grads, tangent))
 
 
 def _tensor(value: np.ndarray, parents: tuple[Tensor, ...], vjp: object, op: str) -> Tensor:
@@ -272,7 +299,7 @@ class Nondeterministic(Reference):
         if out.size and np.random.default_rng().random() < 0.5:
             flat = out.reshape(-1)
             flat[0] = np.nextafter(flat[0], np.inf, dtype=out.dtype)
-        return Value(out, result.grads)
+        return dataclasses.replace(result, output=out)
 
 
 class WrongDtype(Reference):
@@ -282,7 +309,7 @@ class WrongDtype(Reference):
 
     def finish(self, result: Value) -> Value:
         grads = {k: np.asarray(v, dtype=np.float64) for k, v in result.grads.items()}
-        return Value(result.output, grads)
+        return dataclasses.replace(result, grads=grads)
 
 
 class WidePrecisionSwitch(Reference):
@@ -314,7 +341,7 @@ class SharedWeightGrads(Reference):
             if grad.ndim == 2:
                 pools[grad.shape] = pools.get(grad.shape, np.zeros_like(grad)) + grad
         grads = {k: pools[v.shape] if v.ndim == 2 else v for k, v in result.grads.items()}
-        return Value(result.output, grads)
+        return dataclasses.replace(result, grads=grads)
 
 
 def contiguous_unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -353,7 +380,7 @@ class Float64Subset(Reference):
     no tanh)."""
 
     name = "float64-subset"
-    capabilities = Capabilities(dtypes=("float64",), ops=SUBSET_OPS)
+    capabilities = Capabilities(dtypes=("float64",), ops=SUBSET_OPS, modes=MODES)
 
 
 BROKEN: tuple[type[Reference], ...] = (

@@ -9,19 +9,34 @@ mutants' base, with no bug, survives the same run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from resverify.impl import Backend
 from resverify.impl import mutants as catalog
+from resverify.impl.numpy_backend import NumpyBackend
+from resverify.properties.assertions import differences
+from resverify.properties.cases import Case, node
+from resverify.properties.test_jvp import (
+    POST_NORM_T,
+    PRE_NORM_T,
+    S06_T,
+    S17_AT_ZERO_T,
+    S17_T,
+)
 from resverify.reports import cli
 from resverify.reports.cmd_mutants import render_table, score_document
 from resverify.reports.html_mutants import mutants_section, render_page
 from resverify.reports.mutant_runs import MutantRun, outcome, run_mutants
 from resverify.reports.runner import SuiteRun
+from resverify.spec.ir import Input, Program
+from resverify.spec.request import Request, Value, check_form
 
 # killed by the first tests of the suite, so a run of these few stays short
 QUICK = ("AlphaSquared", "DroppedIdentityGrad")
@@ -47,6 +62,41 @@ def test_every_mutant_is_a_backend_with_a_one_line_bug(mutant: type[catalog.Muta
 def test_by_name_takes_class_names_and_backend_names_in_catalog_order() -> None:
     chosen = catalog.by_name(["mutant-alpha-squared", "BroadcastingMerge"])
     assert chosen == [catalog.BroadcastingMerge, catalog.AlphaSquared], chosen
+
+
+# forward-mode requests on which each forward-mode bug shows: a non-symmetric square
+# weight with its own tangent, relu on both sides of 0 and at 0, both norms, and tanh at
+# values whose tangent products float32 cannot hold
+_TANH = Case(Program((Input("x", (2,)),), (node("t", "tanh", "x"),
+                                           node("s", "scale", "t", alpha=Fraction(1, 3)),
+                                           node("y", "residual_add", "x", "s")), "y"),
+             {"x": np.array([0.1, -0.7])}, np.array([1.0, 0.5]),
+             {"x": np.array([0.3, 1.1])})
+FORWARD = [c.request("float64") for c in (S06_T, S17_T, S17_AT_ZERO_T, PRE_NORM_T,
+                                           POST_NORM_T, _TANH)]
+FORWARD_MUTANTS = [m for m in catalog.CATALOG if m.bug_class == "forward mode"]
+
+
+def _value(backend: Backend, request: Request) -> Value:
+    result = backend.run(request)
+    assert isinstance(result, Value), result
+    check_form(request, result)
+    return result
+
+
+@pytest.mark.parametrize("mutant", [catalog.Mutant, *FORWARD_MUTANTS], ids=lambda m: m.__name__)
+def test_forward_mode_mutants_are_wrong_only_in_the_tangent(mutant: type[catalog.Mutant]) -> None:
+    """Output and gradients bit for bit the reference's; the tangent differs on some
+    request (never, for the bug-free base)."""
+    differs = []
+    for request in FORWARD:
+        got, want = _value(mutant(), request), _value(NumpyBackend(), request)
+        assert differences(dataclasses.replace(got, tangent=None),
+                           dataclasses.replace(want, tangent=None)) == [], request.program
+        assert got.tangent is not None and want.tangent is not None
+        if got.tangent.tobytes() != want.tangent.tobytes():
+            differs.append(request.program.describe())
+    assert bool(differs) == (mutant is not catalog.Mutant), differs
 
 
 def _result(outcome_: str, prop: str, examples: int, **more: Any) -> dict[str, Any]:

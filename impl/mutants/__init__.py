@@ -4,9 +4,10 @@ A conformance suite earns trust by the bugs it catches. Each mutant here is the
 reference backend with ONE bug seen in real engines (a broadcasting merge, an overwritten
 gradient, a float32 α, a TF32 matmul past some width, an in-place relu, ...), grouped by
 class (:data:`resverify.impl.mutants.base.CLASSES`); several hide, wrong only beyond some
-size or depth, at the third use, or on one call in several. ``resverify mutants`` runs
-the property suite against every one and reports which property killed it, after how
-many examples; a survivor is a gap in the suite.
+size or depth, at the third use, or on one call in several; the forward-mode class plants
+its bugs in the output tangent ``J·t`` alone (the gradients stay right). ``resverify
+mutants`` runs the property suite against every one and reports which property killed it,
+after how many examples; a survivor is a gap in the suite.
 
 Every mutant is an ordinary backend, so one can be checked alone::
 
@@ -27,6 +28,16 @@ from resverify.impl.mutants.faults import (
     StaleBranchPastDepth4,
     SwappedMismatchShapes,
     UnsupportedForEmpty,
+)
+from resverify.impl.mutants.forward import (
+    NormTangentStatisticsDetached,
+    ReluTangentOneAtZero,
+    TangentDropsIdentity,
+    TangentForgetsAlpha,
+    TangentInFloat32,
+    TangentOfWeightsIgnored,
+    TangentThroughTransposedWeight,
+    TanhTangentFromInput,
 )
 from resverify.impl.mutants.graph import (
     BroadcastingMerge,
@@ -89,6 +100,9 @@ _ALL: tuple[type[Mutant], ...] = (
     MismatchAsBackendError, SwappedMismatchShapes, RaisesOnMismatch, UnsupportedForEmpty,
     CrashOnWideLinear,
     StaleBranchPastDepth4, ScaleIgnoredPastDepth8,
+    TangentDropsIdentity, TangentForgetsAlpha, TangentThroughTransposedWeight,
+    TangentOfWeightsIgnored, ReluTangentOneAtZero, TanhTangentFromInput, TangentInFloat32,
+    NormTangentStatisticsDetached,
 )
 CATALOG: tuple[type[Mutant], ...] = tuple(
     sorted(_ALL, key=lambda m: CLASSES.index(m.bug_class)))

@@ -3,34 +3,42 @@
 A mutant is a correct engine with ONE planted bug, so a failure of the suite on it is due
 to that bug alone. :class:`Mutant` runs the reference ops of
 :mod:`resverify.impl.numpy_backend` on the Tensor graph of :mod:`resverify.impl.tensor`
-behind five hooks (``leaf``, ``apply``, ``backward``, ``finish``, ``refuse``); a mutant
-overrides one of them. Results are made in one place (:func:`answer`), so the result
-type can change without touching the bugs.
+behind five hooks (``leaf``, ``apply``, ``backward``, ``finish``, ``refuse``), and in
+forward mode two more (``seed_tangents``, ``tangent``: each node's tangent from its op's
+``numpy_jvp``, pushed along beside the forward pass); a mutant overrides one of them. It
+claims both modes, as the reference does. Results are made in one place (:func:`answer`),
+so the result type can change without touching the bugs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import ClassVar
 
 import numpy as np
 
+from resverify.impl.interpret import node_alpha
 from resverify.impl.numpy_backend import NumpyBackend, apply
 from resverify.impl.tensor import Tensor, Vjp, _topological
 from resverify.spec.errors import ShapeMismatch
 from resverify.spec.ir import Node
+from resverify.spec.ops import OP_TABLE
 from resverify.spec.request import Request, Result, ResultError, Value
 
 __all__ = ["CLASSES", "Mutant", "accumulate", "all_edges", "answer", "retarget"]
 
 CLASSES = ("merge semantics", "gradient accumulation", "identity path", "alpha", "linear",
-           "activations", "reductions", "dtypes", "state", "errors", "statistics")
+           "activations", "reductions", "dtypes", "state", "errors", "statistics",
+           "forward mode")
 """The bug classes of the catalog, in the order the table lists them."""
 
 
-def answer(output: np.ndarray, grads: Mapping[str, np.ndarray]) -> Value:
-    """A successful result: the output and every input's gradient."""
-    return Value(output, dict(grads))
+def answer(output: np.ndarray, grads: Mapping[str, np.ndarray],
+           tangent: np.ndarray | None = None) -> Value:
+    """A successful result: the output and every input's gradient (and in forward mode the
+    output tangent)."""
+    return Value(output, dict(grads), tangent)
 
 
 def retarget(out: Tensor, vjp: Vjp) -> Tensor:
@@ -77,6 +85,16 @@ def _seed(out: Tensor, cotangent: np.ndarray) -> np.ndarray:
     return np.ones_like(out.value)
 
 
+def _shaped(tangent: np.ndarray, out: Tensor) -> np.ndarray:
+    """The output tangent in the output's shape and dtype (a mutant whose forward value
+    went wrong answers a tangent of the same form, so the verdict is on values)."""
+    if tangent.shape == out.shape:
+        return np.asarray(tangent, out.dtype)
+    if tangent.size == out.value.size:
+        return np.asarray(tangent.reshape(out.shape), out.dtype)
+    return np.zeros_like(out.value)
+
+
 class Mutant(NumpyBackend):
     """The reference backend with hooks; subclasses plant one bug and say which in ``bug``.
 
@@ -85,6 +103,7 @@ class Mutant(NumpyBackend):
 
     name: str = "mutant"
     bug_class: ClassVar[str] = ""
+    capabilities = dataclasses.replace(NumpyBackend.capabilities, modes=("vjp", "jvp"))
 
     def leaf(self, name: str, value: np.ndarray) -> Tensor:
         """The tensor of input ``name`` (a private copy of the request's array)."""
@@ -106,19 +125,36 @@ class Mutant(NumpyBackend):
         """The result as returned (a last chance to change it)."""
         return result
 
+    def seed_tangents(self, tangents: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The input tangents the forward-mode pass starts from (private copies)."""
+        return {n: np.array(t, copy=True) for n, t in tangents.items()}
+
+    def tangent(self, node: Node, args: list[Tensor], ts: list[np.ndarray],
+                out: Tensor) -> np.ndarray:
+        """The node's output tangent from its arguments' tangents ``ts`` (forward mode)."""
+        jvp = OP_TABLE[node.op].numpy_jvp(ts, [a.value for a in args], out.value,
+                                          node_alpha(node))
+        return np.asarray(jvp, out.dtype)
+
     def run(self, request: Request) -> Result:
         refused = self.capabilities.unclaimed(request, self.name)
         if refused is not None:
             return refused
         leaves = {n: self.leaf(n, v) for n, v in request.inputs.items()}
         env: dict[str, Tensor] = dict(leaves)
+        tangents = None if request.tangents is None else self.seed_tangents(request.tangents)
         try:
             for node in request.program.order:
-                env[node.name] = self.apply(node, [env[a] for a in node.args])
+                args = [env[a] for a in node.args]
+                env[node.name] = self.apply(node, args)
+                if tangents is not None:
+                    tangents[node.name] = self.tangent(
+                        node, args, [tangents[a] for a in node.args], env[node.name])
         except ShapeMismatch as exc:
             return self.refuse(request, exc)
         out = env[request.program.output]
         self.backward(out, _seed(out, request.cotangent))
         grads = {n: np.zeros_like(t.value) if t.grad is None else t.grad
                  for n, t in leaves.items()}
-        return self.finish(request, answer(np.array(out.value, copy=True), grads))
+        tangent = None if tangents is None else _shaped(tangents[request.program.output], out)
+        return self.finish(request, answer(np.array(out.value, copy=True), grads, tangent))

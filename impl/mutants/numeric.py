@@ -344,7 +344,7 @@ class OutputUpcast(Mutant):
     bug_class = "dtypes"
 
     def finish(self, request: Request, result: Value) -> Result:
-        return answer(np.asarray(result.output, np.float64), result.grads)
+        return answer(np.asarray(result.output, np.float64), result.grads, result.tangent)
 
 
 class GradsThroughFloat16(Mutant):
@@ -355,7 +355,7 @@ class GradsThroughFloat16(Mutant):
 
     def finish(self, request: Request, result: Value) -> Result:
         grads = {k: v.astype(np.float16).astype(v.dtype) for k, v in result.grads.items()}
-        return answer(result.output, grads)
+        return answer(result.output, grads, result.tangent)
 
 
 class AccumulatesInFloat32(Mutant):
