@@ -136,7 +136,8 @@ def _backends(doc: Mapping[str, Any]) -> str:
     not run on it with the reason (folded)."""
     rows = [[_td(b["name"]), _status(b["status"]), _td(b["tests_run"], "nw"),
              _td(b["examples"], "nw"), _td(b["expected"], "nw"), _td(b["device"]),
-             _td(", ".join(b["dtypes"])), _td(", ".join(b["ops"])), _td(_about(b["about"]), "msg")]
+             _td(", ".join(b["dtypes"])), _td(", ".join(b.get("modes", ["vjp"]))),
+             _td(", ".join(b["ops"])), _td(_about(b["about"]), "msg")]
             for b in doc["backends"]]
     folded = "".join(
         f'<details><summary>{len(b["not_run"])} tests could not run on {esc(b["name"])}'
@@ -145,7 +146,7 @@ def _backends(doc: Mapping[str, Any]) -> str:
         for b in doc["backends"] if b["not_run"])
     return "<h2>Backends</h2>" + _table(
         ["backend", "status", "tests run", "examples", "expected failures", "device", "dtypes",
-         "ops", "library and settings"], rows) + folded
+         "modes", "ops", "library and settings"], rows) + folded
 
 
 def _about(about: Mapping[str, str]) -> str:

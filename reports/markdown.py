@@ -116,10 +116,12 @@ def short_note(prop: Mapping[str, Any]) -> str:
 def _backend_table(doc: Mapping[str, Any]) -> list[str]:
     """Each backend's verdict and its evidence; the tests that could not run, with why."""
     lines = ["## Backends", "",
-             "| backend | status | tests run | examples | expected failures | could not run |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| backend | status | modes | tests run | examples | expected failures | "
+             "could not run |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for b in doc["backends"]:
         lines.append(f"| `{cell(b['name'])}` | {_ICON.get(b['status'], b['status'])} | "
+                     f"{cell(', '.join(b.get('modes', ['vjp'])))} | "
                      f"{b['tests_run']} | {b['examples']} | {b['expected']} | "
                      f"{len(b['not_run'])} |")
     lines += ["", *_about(doc["backends"])]

@@ -120,6 +120,8 @@ def test_html_shows_modes_side_by_side_and_the_grouped_matrix() -> None:
     assert f'<th colspan="4">{BOTH}</th>' in matrix, matrix
     assert '<td class="failed nw">failed (2)</td>' in matrix, matrix
     assert "failed: 3 tests, 15 examples, 1 failed" in matrix, matrix
+    backends = page.split("<h2>Backends</h2>")[1].split("<h2>")[0]
+    assert "<th>modes</th>" in backends and "<td>vjp, jvp</td>" in backends, backends
     single = _doc([_record("oracle", BOTH, "float64", "passed", "vjp")])
     single["backends"] = single["backends"][:1]
     assert "<h2>Conformance matrix</h2>" in render_html(single, {}), \
@@ -134,6 +136,9 @@ def test_markdown_shows_the_matrix_after_the_failures_and_counts_skips_in_cells(
     assert "| backend | VJP (reverse) | JVP (forward) |" in matrix, matrix
     assert f"| `{REVERSE_ONLY}` | ✅ passed: 1 tests, 5 examples | not claimed |" in matrix
     assert "| `tangent_oracle` | jvp | ✅ 9 | ❌ 2 |" in matrix, matrix
+    backends = text.split("## Backends")[1]
+    assert f"| `{BOTH}` | ❌ failed | vjp, jvp | 4 |" in backends, backends
+    assert f"| `{REVERSE_ONLY}` | ✅ passed | vjp | 1 |" in backends, backends
 
 
 @pytest.fixture(scope="module")
