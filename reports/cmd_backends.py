@@ -24,7 +24,8 @@ from resverify.spec.ir import OPS
 NAME = "backends"
 HELP = "list every backend (built-in and plug-in), what it claims and whether it is installed"
 
-COLUMNS = ("name", "kind", "library", "version", "installed", "device", "dtypes", "ops")
+COLUMNS = ("name", "kind", "library", "version", "installed", "device", "dtypes", "ops",
+           "modes")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,7 +69,7 @@ def plugin_row(name: str, entry: Any) -> dict[str, Any]:
         "name": name, "kind": "plug-in", "library": dist.name if dist else "unknown",
         "version": dist.version if dist else None, "installed": True, "note": "",
         "install": None, "entry_point": entry.value,
-        "device": None, "dtypes": None, "ops": None,
+        "device": None, "dtypes": None, "ops": None, "modes": None,
     }
     if name in BUILTINS:
         row["note"] = f"shadowed by the built-in {name!r}"
@@ -86,7 +87,7 @@ def plugin_row(name: str, entry: Any) -> dict[str, Any]:
 
 def claims(capabilities: Capabilities) -> dict[str, Any]:
     return {"device": capabilities.device, "dtypes": list(capabilities.dtypes),
-            "ops": sorted(capabilities.ops)}
+            "ops": sorted(capabilities.ops), "modes": list(capabilities.modes)}
 
 
 def table(rows: list[dict[str, Any]]) -> str:

@@ -145,6 +145,7 @@ def test_every_builtin_is_listed_with_its_claims_and_install_state(
         found = importlib.util.find_spec(BUILTINS[name].module) is not None
         assert row["installed"] is (found and BUILTINS[name].missing() is None), row
         assert row["dtypes"] == list(BUILTINS[name].capabilities.dtypes), row
+        assert row["modes"] == list(BUILTINS[name].capabilities.modes), row
 
 
 def test_an_installed_plugin_is_listed_with_its_distribution_and_claims(
@@ -154,6 +155,7 @@ def test_an_installed_plugin_is_listed_with_its_distribution_and_claims(
     assert row["kind"] == "plug-in" and row["library"] == "resverify_plugged_engine", row
     assert row["version"] == "1.2.3" and row["installed"] is True, row
     assert row["dtypes"] == ["float64"] and row["ops"] == ["add", "linear"], row
+    assert row["modes"] == ["vjp"], row  # claims no forward mode, so none is listed
 
 
 def test_a_broken_plugin_is_listed_as_not_installed_with_the_reason(
@@ -171,7 +173,7 @@ def test_a_plugin_with_a_builtin_name_is_listed_as_shadowed(
     text = capsys.readouterr().out
     assert "numpy: shadowed by the built-in 'numpy'" in text, text
     assert text.splitlines()[0].split() == ["name", "kind", "library", "version", "installed",
-                                            "device", "dtypes", "ops"], text
+                                            "device", "dtypes", "ops", "modes"], text
 
 
 def test_listing_imports_no_array_library() -> None:

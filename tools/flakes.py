@@ -30,7 +30,9 @@ from resverify.reports.runner import pytest_command
 # the properties whose verdict is a statistical test with a stated false-alarm bound
 STATISTICAL = ("independent_updates_add_their_variances",
                "inverse_sqrt_depth_scaling_keeps_unit_variance",
-               "branch_depending_on_input_breaks_naive_variance_sum")
+               "branch_depending_on_input_breaks_naive_variance_sum",
+               "pre_norm_stream_variance_grows_linearly_with_depth",
+               "post_norm_block_keeps_stream_variance_constant_with_depth")
 
 
 def command(backend: str, seed: int, profile: str) -> Command:
