@@ -1,4 +1,5 @@
-"""``resverify vectors export DIR`` and ``resverify vectors run DIR --backend B``.
+"""``resverify vectors export DIR``, ``resverify vectors run DIR --backend B`` and
+``resverify vectors group VECTOR``.
 
 ``export`` writes the portable corpus (:mod:`resverify.reports.corpus`): every request the
 property suite's laws send for their pinned examples, and every seed fixture, in each dtype,
@@ -11,6 +12,10 @@ line per property and dtype that failed (its kind, the first failure's message a
 or for every one with ``--all``, then the counts. Exit 0 when every entry the backend claims
 passed and at least one ran; 1 when one failed or none could run; 2 for a usage error (a
 missing or malformed corpus).
+
+``group`` turns a vector the suite saved for a law that relates several answers (the
+sample variance identity) into a vector group: every request the law sends and the
+relation, so a known-failures entry can pin that failure (``docs/known-failures.md``).
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 NAME = "vectors"
-HELP = "export the portable corpus of exact test vectors, or check a backend against one"
+HELP = ("export the portable corpus of exact test vectors, check a backend against one, or "
+        "make a vector group from a saved vector")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,12 +48,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="print every property and dtype, not only those that failed")
     check.add_argument("--json", type=Path, metavar="PATH",
                        help="also write every entry's verdict to PATH as JSON")
+    group = actions.add_parser("group", help="make a vector group (every request of a law "
+                               "relating several answers, and the relation) from a vector "
+                               "the suite saved, to pin its failure in a known-failures file")
+    group.add_argument("vector", type=Path, metavar="VECTOR", help="a vector the suite saved")
+    group.add_argument("--out", type=Path, metavar="PATH", required=True,
+                       help="where to write the group (JSON)")
+    group.add_argument("--property", metavar="NAME",
+                       help="the property whose law to record (default: the vector's own)")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "export":
         return _export(args.dir, args.select)
+    if args.action == "group":
+        return _group(args.vector, args.out, args.property)
     return _run(args)
+
+
+def _group(vector: Path, out: Path, prop: str | None) -> int:
+    from resverify.reports import corpus
+    from resverify.spec.errors import UsageError
+
+    doc = corpus.group_from_vector(vector, prop)
+    try:
+        out.write_text(json.dumps(doc, sort_keys=True) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {str(out)!r}: {exc.strerror or exc}") from None
+    print(f"wrote a group of {len(doc['requests'])} requests ({doc['property']}, "
+          f"{doc['dtype']}) to {out}")
+    return 0
 
 
 def _export(folder: Path, select: list[str]) -> int:

@@ -9,11 +9,15 @@ B`` does the same for any backend resverify can drive, without Hypothesis.
 What goes in: every request the property suite's laws send for each pinned example of
 every property test (``@example``, across the four dtypes) -- recorded by running the law
 on :class:`Oracle`, a backend that answers the exact specification rounded to the dtype --,
-each op alone on its sample shapes (family ``ops``), and every seed fixture of
+each op alone on its sample shapes (family ``ops``; in forward mode too, family
+``ops_jvp``, once the spec computes tangents), and every seed fixture of
 :func:`resverify.spec.fixtures.seed_cases`, each in every dtype. Each
 entry holds the request, and either the exact output and gradients (rationals as text,
 ``"-13/4"``) with a per-element budget (hex floats; ``"inf"`` where the analysis allows
-overflow) or the typed error the spec gives. The budget is
+overflow) -- and the exact output tangent with its budget when the request carries
+tangents (forward mode) -- or the typed error the spec gives. A law that relates several
+answers (:data:`resverify.reports.relations.BUILDERS`) also writes, per pinned example and
+dtype, a *group*: the requests it sent and the relation with its exact bound. The budget is
 :func:`resverify.spec.budget.error_budget`'s, except where the property's law demands
 exact equality (:data:`EXACT`): there it is 0 (still ``inf`` where the analysis allows
 overflow). Where ``tanh`` is involved the exact value is not rational: the entry's exact
@@ -22,7 +26,9 @@ budget already includes.
 
 A backend passes an entry (:func:`resverify.reports.judge.judge`) when it gives bitwise the
 same answer twice, leaves its inputs untouched, and every element is within its budget
-(:func:`resverify.spec.compare.within`), or it gives the expected error.
+(:func:`resverify.spec.compare.within`), or it gives the expected error; a group
+(:func:`resverify.reports.judge.judge_group`) when every answer is a value and every
+relation holds.
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ from typing import Any
 import numpy as np
 
 from resverify.impl.backend import Backend, Capabilities
-from resverify.reports.judge import Expected, Verdict, judge
+from resverify.reports import relations
+from resverify.reports.judge import Expected, Verdict, judge, judge_group
 from resverify.spec.budget import error_budget
 from resverify.spec.codec import (
     packaged_schema,
@@ -57,7 +64,8 @@ from resverify.spec.ir import DTYPES
 from resverify.spec.ops import OP_TABLE
 from resverify.spec.request import Request, ResultError, Value, storage_dtype
 
-__all__ = ["EXACT", "FORMAT", "Entry", "Oracle", "export", "load", "run"]
+__all__ = ["EXACT", "FORMAT", "Entry", "GroupEntry", "Oracle", "export", "group_from_vector",
+           "load", "load_group", "run"]
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -68,28 +76,36 @@ EXACT: Mapping[str, tuple[str, ...] | None] = {
     "branch_zero_at_one_input_still_passes_gradient": None,
     "alpha_zero_is_identity_and_branch_gets_no_gradient": None,
     "block_with_a_minus_one_cancels_gradient_exactly": ("output", "x"),
+    "alpha_zero_passes_the_input_tangent_unchanged": ("tangent",),
+    "shared_operand_tangent_is_k_times_the_input_tangent": ("tangent",),
 }
 """Properties whose law demands exact equality, and the arrays it judges exactly
 (``output`` and input names; None: all of them)."""
 VALUE = ("form", "output", "grads")
+TANGENT = ("form", "tangent")
 LAW_CHECKS: Mapping[str, tuple[str, ...]] = {
     "same_request_gives_bitwise_identical_results": ("deterministic",),
     "backend_never_mutates_inputs": ("untouched",),
     "results_have_declared_shapes_and_dtype": ("form",),
-    "stack_output_is_input_plus_sum_of_branches": ("form", "output"),
+    "stack_output_is_input_plus_sum_of_branches": ("form",),
+    "output_and_gradients_are_affine_in_alpha": ("form",),
     "gradient_matches_central_differences": ("form", "grads"),
     "independent_updates_add_their_variances": ("form", "output"),
     "inverse_sqrt_depth_scaling_keeps_unit_variance": ("form", "output"),
     "branch_depending_on_input_breaks_naive_variance_sum": ("form", "output"),
-    "sample_variance_of_merge_is_sum_plus_twice_covariance": ("form", "output"),
+    "sample_variance_of_merge_is_sum_plus_twice_covariance": ("form",),
+    "tangent_and_gradients_satisfy_duality": ("form",),
+    "tangent_is_linear_in_the_input_tangents": ("form",),
 }
 """The checks (:data:`resverify.reports.judge.CHECKS`) of each property's law on one
-request; every other property checks a value (``VALUE``). A law that relates several
-requests cannot be checked on one: the entries of affinity in α check each value (stricter
-than the law, which a backend wrong in an affine way passes), those of the unrolled sum and
-the variance laws each output (the laws read only outputs). A refused shape mismatch is
-checked with ``error`` and ``untouched``; the probe the mismatch law runs around it (a
-valid ``residual_add`` of two equal inputs) with ``deterministic``."""
+request; every other property checks a value (``VALUE``), a forward-mode property (marked
+``jvp``) the output tangent (``TANGENT``: its laws read only the tangent). A law that
+relates several answers (affinity in α, the unrolled sum, the sample variance identity,
+the duality, linearity in t) asks each of its requests only for a value of the declared
+form: its group checks the relation; the random-stream variance laws check each output.
+A refused shape mismatch is checked with ``error`` and ``untouched``; the probe the
+mismatch law runs around it (a valid ``residual_add`` of two equal inputs) with
+``deterministic``."""
 Doc = dict[str, Any]
 # the schema's element patterns (spec/schema/vectors.schema.json), applied by _arrays
 _RATIONAL = re.compile(r"-?[0-9]+(/[1-9][0-9]*)?")
@@ -101,10 +117,10 @@ class Oracle:
     request's dtype: it claims every dtype and op, and breaks no law."""
 
     name = "oracle"
-    capabilities = Capabilities(DTYPES, tuple(OP_TABLE), "cpu")
 
     def __init__(self) -> None:
         self.seen: dict[str, Request] = {}
+        self.capabilities = Capabilities(DTYPES, tuple(OP_TABLE), "cpu", modes())
 
     def run(self, request: Request) -> Value | ResultError:
         self.seen.setdefault(_digest(request), request)
@@ -113,7 +129,13 @@ class Oracle:
             return exact.error
         assert exact.output is not None and exact.grads is not None
         return Value(_rounded(exact.output, request.dtype),
-                     {k: _rounded(v, request.dtype) for k, v in exact.grads.items()})
+                     {k: _rounded(v, request.dtype) for k, v in exact.grads.items()},
+                     None if exact.tangent is None else _rounded(exact.tangent, request.dtype))
+
+
+def modes() -> tuple[str, ...]:
+    """The modes the exact specification answers (and budgets): both."""
+    return ("vjp", "jvp")
 
 
 def _rounded(values: np.ndarray, dtype: str) -> np.ndarray:
@@ -132,6 +154,18 @@ def _digest(request: Request) -> str:
 
 
 @dataclass(frozen=True)
+class CorpusGroup:
+    """The requests a law relating several answers sent for one pinned example, with the
+    relation (a group file of the corpus)."""
+
+    property: str
+    family: str
+    source: str
+    dtype: str
+    group: relations.Group
+
+
+@dataclass(frozen=True)
 class CorpusCase:
     """One request of the corpus and where it comes from."""
 
@@ -142,6 +176,8 @@ class CorpusCase:
     probe: bool = False
     """A valid request a mismatch law runs around a refused one, to see that the refusal
     changed nothing: its law checks only that it gives the same bits every time."""
+    mode: str = "vjp"
+    """``jvp`` when a forward-mode property (marked ``jvp``) sends the request."""
 
 
 def families() -> list[str]:
@@ -163,8 +199,20 @@ def _property_tests() -> Iterator[tuple[str, str, Any]]:
                 yield family, name.removeprefix("test_"), test
 
 
-def _pinned_cases(family: str, prop: str, test: Any) -> Iterator[CorpusCase]:
-    """The requests the law of ``test`` sends for each of its pinned examples, per dtype."""
+def test_mode(test: Any) -> str:
+    """``jvp`` for a property test marked ``jvp`` (on itself or its module), else ``vjp``."""
+    module = importlib.import_module(test.__module__)
+    marks = [*getattr(test, "pytestmark", ()), *_marks(getattr(module, "pytestmark", ()))]
+    return "jvp" if any(m.name == "jvp" for m in marks) else "vjp"
+
+
+def _marks(marks: Any) -> list[Any]:
+    return list(marks) if isinstance(marks, list | tuple) else [marks]
+
+
+def _pinned_cases(family: str, prop: str, test: Any) -> Iterator[CorpusCase | CorpusGroup]:
+    """The requests the law of ``test`` sends for each of its pinned examples, per dtype,
+    and the group of a law that relates them (:data:`relations.BUILDERS`)."""
     from resverify.properties.plugin import PropertyRun
     from resverify.properties.strategies import SENSIBLE, claiming, drawing
 
@@ -176,9 +224,15 @@ def _pinned_cases(family: str, prop: str, test: Any) -> Iterator[CorpusCase]:
             with claiming(oracle.capabilities.ops), drawing(dtype, SENSIBLE):
                 explicit_example(test, example.kwargs, backend=oracle, dtype=dtype, prop=run)
             refusal = any(not r.shape_valid for r in oracle.seen.values())
+            source = f"example {number} of test_{prop}"
             for request in oracle.seen.values():
-                yield CorpusCase(prop, family, f"example {number} of test_{prop}", request,
-                                 refusal and _is_probe(request))
+                yield CorpusCase(prop, family, source, request, refusal and _is_probe(request),
+                                 test_mode(test))
+            build = relations.BUILDERS.get(prop)
+            sent = list(oracle.seen.values())
+            group = build(sent, example.kwargs) if build and sent else None
+            if group is not None:
+                yield CorpusGroup(prop, family, source, dtype, group)
 
 
 def _is_probe(request: Request) -> bool:
@@ -244,18 +298,22 @@ def _op_cases() -> Iterator[CorpusCase]:
             values = {n: rng.integers(-8, 9, size=s) / 4.0
                       for n, s in zip(names, shapes, strict=True)}
             cot = rng.integers(-8, 9, size=op.shape(list(shapes))) / 4.0
+            tangents = {n: rng.integers(-8, 9, size=s) / 4.0
+                        for n, s in zip(names, shapes, strict=True)}
+            where = f"{name} on sample shapes {[list(s) for s in shapes]}"
             for dtype in DTYPES:
-                yield CorpusCase(f"op_{name}", "ops", f"{name} on sample shapes "
-                                 f"{[list(s) for s in shapes]}",
-                                 Request(program, values, dtype, cot))
+                yield CorpusCase(f"op_{name}", "ops", where, Request(program, values, dtype, cot))
+                if "jvp" in modes():
+                    yield CorpusCase(f"jvp_op_{name}", "ops_jvp", f"{where}, forward mode",
+                                     Request(program, values, dtype, cot, tangents))
 
 
 def collect(select: Sequence[str] = (),
-            progress: Callable[[str], None] = lambda _: None) -> list[CorpusCase]:
-    """Every case of the corpus, each request once (the first property that sends it);
-    with ``select``, only the properties (and seed fixtures) whose name contains one of
-    its texts."""
-    cases: dict[str, CorpusCase] = {}
+            progress: Callable[[str], None] = lambda _: None) -> list[CorpusCase | CorpusGroup]:
+    """Every case of the corpus, each request once (the first property that sends it),
+    and every group; with ``select``, only the properties (and seed fixtures) whose name
+    contains one of its texts."""
+    cases: dict[str, CorpusCase | CorpusGroup] = {}
     chosen = (lambda name: any(text in name for text in select)) if select else (
         lambda name: True)
     for family, prop, test in _property_tests():
@@ -263,7 +321,9 @@ def collect(select: Sequence[str] = (),
             continue
         progress(f"recording {prop}")
         for case in _pinned_cases(family, prop, test):
-            cases.setdefault(f"{prop}:{_digest(case.request)}", case)
+            requests = case.group.requests if isinstance(case, CorpusGroup) else [case.request]
+            kind = "group" if isinstance(case, CorpusGroup) else "entry"
+            cases.setdefault(f"{prop}:{kind}:{'+'.join(map(_digest, requests))}", case)
     for case in filter(lambda c: chosen(c.property), _op_cases()):
         cases.setdefault(f"{case.property}:{_digest(case.request)}", case)
     for case in filter(lambda c: chosen(c.property), _fixture_cases()):
@@ -285,11 +345,39 @@ def _bound_text(value: float) -> str:
     return "inf" if value == float("inf") else float(value).hex()
 
 
-def _array(exact: np.ndarray, budget: np.ndarray) -> Doc:
+GRID = Fraction(1, 2**1100)
+"""A midpoint whose numerator and denominator take more than :data:`LONG_BITS` bits (a deep
+norm stack's enclosure) is written rounded to this grid (it moves by at most half of it,
+which its budget absorbs: that element's budget is written one double higher, and the
+entry's enclosure covers the move), so no number in a corpus takes thousands of digits."""
+LONG_BITS = 2000
+
+
+def _array(exact: np.ndarray, budget: np.ndarray, moved: list[bool]) -> Doc:
+    """An array of the entry: exact values as text, budgets as hex floats; ``moved`` gets
+    True when a long midpoint was rounded to :data:`GRID`."""
     shape = list(np.shape(exact))
-    limits = np.broadcast_to(np.asarray(budget, dtype=np.float64), shape).reshape(-1)
-    return {"shape": shape, "exact": [rational(v) for v in np.asarray(exact).reshape(-1).tolist()],
-            "budget": [_bound_text(b) for b in limits.tolist()]}
+    limits = np.broadcast_to(np.asarray(budget, dtype=np.float64), shape).reshape(-1).tolist()
+    values = [Fraction(v) for v in np.asarray(exact).reshape(-1).tolist()]
+    texts, bounds = [], []
+    for value, limit in zip(values, limits, strict=True):
+        if value.numerator.bit_length() + value.denominator.bit_length() > LONG_BITS:
+            value, limit = round(value / GRID) * GRID, float(np.nextafter(limit, np.inf))
+            moved.append(True)
+        texts.append(rational(value))
+        bounds.append(_bound_text(limit))
+    return {"shape": shape, "exact": texts, "budget": bounds}
+
+
+def _enclosure(slack: Fraction, moved: bool) -> str:
+    """The enclosure's half-width as text: the slack (plus half the grid when a midpoint
+    moved), rounded up to a double when it is long."""
+    width = slack + (GRID / 2 if moved else 0)
+    if width.numerator.bit_length() + width.denominator.bit_length() <= LONG_BITS:
+        return rational(width)
+    near = Fraction(float(width))
+    return rational(near if near >= width else Fraction(float(np.nextafter(float(width),
+                                                                             np.inf))))
 
 
 def _exactly(prop: str, where: str, budget: np.ndarray) -> np.ndarray:
@@ -300,7 +388,8 @@ def _exactly(prop: str, where: str, budget: np.ndarray) -> np.ndarray:
 
 
 def expectation(case: CorpusCase) -> Doc:
-    """The ``expect`` object of an entry: the spec's value with its budget, or its error."""
+    """The ``expect`` object of an entry: the spec's value with its budget (and the output
+    tangent with its budget in forward mode), or its error."""
     exact: ExactResult = evaluate(case.request)
     if exact.error is not None:
         shapes = exact.error.shapes
@@ -308,11 +397,16 @@ def expectation(case: CorpusCase) -> Doc:
                 "shapes": None if shapes is None else [list(s) for s in shapes]}
     assert exact.output is not None and exact.grads is not None
     budget = error_budget(case.request, exact=exact)
-    grads = {name: _array(grad, _exactly(case.property, name, budget.grads[name]))
+    moved: list[bool] = []
+    grads = {name: _array(grad, _exactly(case.property, name, budget.grads[name]), moved)
              for name, grad in exact.grads.items()}
-    return {"kind": "value", "enclosure": rational(exact.slack),
-            "output": _array(exact.output, _exactly(case.property, "output", budget.output)),
-            "grads": grads}
+    doc = {"kind": "value", "output": _array(exact.output, _exactly(
+        case.property, "output", budget.output), moved), "grads": grads}
+    if case.request.forward_mode and exact.tangent is not None:
+        limit = np.full(np.shape(exact.tangent), np.inf) if budget.tangent is None else (
+            budget.tangent)
+        doc["tangent"] = _array(exact.tangent, _exactly(case.property, "tangent", limit), moved)
+    return {**doc, "enclosure": _enclosure(exact.slack, any(moved))}
 
 
 def checks(case: CorpusCase, expect: str) -> tuple[str, ...]:
@@ -321,15 +415,32 @@ def checks(case: CorpusCase, expect: str) -> tuple[str, ...]:
         return ("error", "untouched")
     if case.probe:
         return ("deterministic",)
-    return LAW_CHECKS.get(case.property, VALUE)
+    if case.property in LAW_CHECKS:
+        return LAW_CHECKS[case.property]
+    if case.mode == "jvp":
+        return TANGENT
+    return (*VALUE, "tangent") if case.request.forward_mode else VALUE
 
 
-def entry_doc(case: CorpusCase, ident: str) -> Doc:
+def _ops(requests: Sequence[Request]) -> list[str]:
+    return sorted({n.op for r in requests for n in r.program.nodes})
+
+
+def _mode(requests: Sequence[Request]) -> str:
+    return "jvp" if any(r.forward_mode for r in requests) else "vjp"
+
+
+def entry_doc(case: CorpusCase | CorpusGroup, ident: str) -> Doc:
+    """The file of an entry (one request and its expected answer) or of a group."""
+    head = {"resverify-corpus": FORMAT, "id": ident, "property": case.property,
+            "family": case.family, "source": case.source}
+    if isinstance(case, CorpusGroup):
+        requests = list(case.group.requests)
+        return {**head, "kind": "group", "dtype": case.dtype, "ops": _ops(requests),
+                "mode": _mode(requests), **relations.to_doc(case.group)}
     request = case.request
     expect = expectation(case)
-    return {"resverify-corpus": FORMAT, "id": ident, "property": case.property,
-            "family": case.family, "source": case.source, "dtype": request.dtype,
-            "ops": sorted({n.op for n in request.program.nodes}),
+    return {**head, "dtype": request.dtype, "ops": _ops([request]), "mode": _mode([request]),
             "checks": list(checks(case, expect["kind"])),
             "request": request_to_dict(request), "expect": expect}
 
@@ -356,14 +467,15 @@ def export(folder: Path, select: Sequence[str] = (),
     (folder / "entries").mkdir(parents=True, exist_ok=True)
     listed = []
     for number, case in enumerate(cases, 1):
-        ident = f"{number:04d}-{case.property}-{case.request.dtype}"
+        dtype = case.dtype if isinstance(case, CorpusGroup) else case.request.dtype
+        ident = f"{number:04d}-{case.property}-{dtype}"
         doc = entry_doc(case, ident)
         path = f"entries/{ident}.json"
         (folder / path).write_text(json.dumps(doc, sort_keys=True) + "\n", encoding="utf-8")
         listed.append({"id": ident, "file": path, "property": case.property,
-                       "family": case.family, "source": case.source,
-                       "dtype": case.request.dtype, "ops": doc["ops"],
-                       "expect": doc["expect"]["kind"]})
+                       "family": case.family, "source": case.source, "dtype": dtype,
+                       "ops": doc["ops"], "mode": doc["mode"],
+                       "expect": "group" if "relations" in doc else doc["expect"]["kind"]})
         progress(f"wrote {path}")
     manifest = {"resverify-corpus": FORMAT, "kind": "manifest", "generator": _version(),
                 "schema": SCHEMA, "dtypes": list(DTYPES), "entries": listed}
@@ -385,6 +497,14 @@ class Entry:
     request: Request
     expected: Expected
     checks: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GroupEntry:
+    """One group read back: its listing in the manifest and the group."""
+
+    listing: Mapping[str, Any]
+    group: relations.Group
 
 
 def _read_json(path: Path, what: str) -> Any:
@@ -450,21 +570,28 @@ def _expected(doc: Mapping[str, Any], where: str) -> Expected:
                         shapes=None if shapes is None else tuple(tuple(s) for s in shapes))
     output, output_budget = _arrays(doc["output"], f"{where} output")
     pairs = {k: _arrays(v, f"{where} grad {k}") for k, v in doc["grads"].items()}
+    tangent, tangent_budget = (_arrays(doc["tangent"], f"{where} tangent")
+                               if "tangent" in doc else (None, None))
     return Expected(output, {k: v[0] for k, v in pairs.items()}, output_budget,
-                    {k: v[1] for k, v in pairs.items()})
+                    {k: v[1] for k, v in pairs.items()}, tangent=tangent,
+                    tangent_budget=tangent_budget)
 
 
-def load(folder: Path) -> Iterator[Entry]:
-    """Every entry of the corpus in ``folder``, checked against the schema as it is read;
-    a one-line :class:`UsageError` naming the file for anything wrong."""
+def load(folder: Path) -> Iterator[Entry | GroupEntry]:
+    """Every entry and group of the corpus in ``folder``, checked against the schema as it
+    is read; a one-line :class:`UsageError` naming the file for anything wrong."""
     manifest = _read_json(folder / MANIFEST, "corpus manifest")
     _validate(manifest, f"corpus manifest {str(folder / MANIFEST)!r}", "manifest")
     for listing in manifest["entries"]:
         path = folder / listing["file"]
         doc = _read_json(path, "corpus entry")
         where = f"corpus entry {str(path)!r}"
-        _validate(doc, where, "entry")
+        grouped = isinstance(doc, dict) and doc.get("kind") == "group"
+        _validate(doc, where, "group" if grouped else "entry")
         try:
+            if grouped:
+                yield GroupEntry(listing, relations.from_doc(doc, where))
+                continue
             request = request_from_dict(doc["request"])
             expected = _expected(doc["expect"], where)
         except (ResverifyError, ValueError, ZeroDivisionError) as exc:
@@ -472,7 +599,46 @@ def load(folder: Path) -> Iterator[Entry]:
         yield Entry(listing, request, expected, tuple(doc["checks"]))
 
 
-def run(folder: Path, backend: Backend) -> Iterator[tuple[Entry, Verdict]]:
-    """Each entry of the corpus with its verdict on ``backend``."""
+def load_group(path: Path) -> relations.Group:
+    """The group in the file ``path`` (a group of a corpus, or one made from a saved vector
+    by ``resverify vectors group``); a one-line :class:`UsageError` for anything wrong."""
+    doc = _read_json(path, "vector group")
+    where = f"vector group {str(path)!r}"
+    _validate(doc, where, "group")
+    try:
+        return relations.from_doc(doc, where)
+    except (ResverifyError, ValueError, ZeroDivisionError) as exc:
+        raise UsageError(f"{where}: {' '.join(str(exc).split())[:300]}") from None
+
+
+def group_from_vector(path: Path, prop: str | None = None) -> Doc:
+    """The group file that pins a failure of a law relating several answers: the requests
+    the law of ``prop`` (default: the property the saved vector records) sends when it is
+    called on the saved request, recorded on the exact oracle, with the relation."""
+    doc = _read_json(path, "vector")
+    where = f"vector {str(path)!r}"
+    if not isinstance(doc, dict):
+        raise UsageError(f"{where}: not a request document")
+    prop = prop or (doc.pop("vector", None) or {}).get("property")
+    doc.pop("vector", None)
+    if not prop:
+        raise UsageError(f"{where} records no property: give --property")
+    try:
+        request = request_from_dict(doc)
+        sent = relations.law_requests(prop, request)
+    except ResverifyError as exc:
+        raise UsageError(f"{where}: {' '.join(str(exc).split())[:300]}") from None
+    group = relations.BUILDERS[prop](sent, {})
+    if group is None:
+        raise UsageError(f"{where}: the law of {prop} sends no group on this request")
+    case = CorpusGroup(prop, "pinned", f"made from {path.name}", request.dtype, group)
+    return entry_doc(case, f"{prop}-{request.dtype}-{_digest(request)}")
+
+
+def run(folder: Path, backend: Backend) -> Iterator[tuple[Entry | GroupEntry, Verdict]]:
+    """Each entry and group of the corpus with its verdict on ``backend``."""
     for entry in load(folder):
-        yield entry, judge(backend, entry.request, entry.expected, entry.checks)
+        if isinstance(entry, GroupEntry):
+            yield entry, judge_group(backend, entry.group)
+        else:
+            yield entry, judge(backend, entry.request, entry.expected, entry.checks)

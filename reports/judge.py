@@ -19,7 +19,14 @@ replay`` does; a corpus entry names the checks of its property's law):
 * ``error`` (when an error is expected): the same kind, and shapes, else ``law``;
 * ``form`` (when a value is expected): an error answer is ``refused``, the wrong keys,
   shapes or dtype ``bad_result``;
-* ``output``, ``grads``: every element within its budget, else ``law``.
+* ``output``, ``grads``, ``tangent`` (forward mode: the output tangent ``J·t``): every
+  element within its budget, else ``law``.
+
+A vector group (:mod:`resverify.reports.relations`: the requests a law relating several
+answers sends, and the relation) is judged by :func:`judge_group`: skipped unless the
+backend claims every request; each answer must be a value of the declared form
+(``refused``/``bad_result`` otherwise, as the law's own runs), and then every relation
+must hold (``law``).
 """
 
 from __future__ import annotations
@@ -38,13 +45,15 @@ from resverify.properties.assertions import (
     differences,
     send,
 )
+from resverify.reports import relations
+from resverify.reports.relations import Group
 from resverify.spec.budget import error_budget
 from resverify.spec.exact import evaluate
-from resverify.spec.request import Request, ResultError
+from resverify.spec.request import Request, ResultError, Value
 
-__all__ = ["CHECKS", "Expected", "Verdict", "expected_from_spec", "judge"]
+__all__ = ["CHECKS", "Expected", "Verdict", "expected_from_spec", "judge", "judge_group"]
 
-CHECKS = ("deterministic", "untouched", "error", "form", "output", "grads")
+CHECKS = ("deterministic", "untouched", "error", "form", "output", "grads", "tangent")
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,8 @@ class Expected:
     grad_budgets: Mapping[str, np.ndarray] | None = None
     error: str | None = None
     shapes: tuple[tuple[int, ...], ...] | None = None
+    tangent: np.ndarray | None = None
+    tangent_budget: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -81,7 +92,9 @@ def expected_from_spec(request: Request) -> Expected:
         return Expected(error=exact.error.kind,
                         shapes=None if shapes is None else tuple(map(tuple, shapes)))
     budget = error_budget(request, exact=exact)
-    return Expected(exact.output, exact.grads, budget.output, budget.grads)
+    tangent = getattr(exact, "tangent", None)
+    return Expected(exact.output, exact.grads, budget.output, budget.grads,
+                    tangent=tangent, tangent_budget=getattr(budget, "tangent", None))
 
 
 def judge(backend: Backend, request: Request, expected: Expected,
@@ -119,7 +132,7 @@ def _check(backend: Backend, request: Request, expected: Expected,
                       f"backend {backend.name} names shapes {result.shapes}, spec "
                       f"names {expected.shapes}")
         return
-    if expected.error is not None or not checks & {"form", "output", "grads"}:
+    if expected.error is not None or not checks & {"form", "output", "grads", "tangent"}:
         return
     if isinstance(result, ResultError):
         ctx.fail(f"backend {backend.name} returned {result.kind}: {result.message!r}, "
@@ -131,3 +144,30 @@ def _check(backend: Backend, request: Request, expected: Expected,
         ctx.within("output", result.output, expected.output, expected.output_budget)
     for name, grad in expected.grads.items() if "grads" in checks else ():
         ctx.within(f"grads[{name!r}]", result.grads[name], grad, expected.grad_budgets[name])
+    if "tangent" in checks and expected.tangent is not None:
+        assert result.tangent is not None and expected.tangent_budget is not None  # form
+        ctx.within("tangent", result.tangent, expected.tangent, expected.tangent_budget)
+
+
+def judge_group(backend: Backend, group: Group) -> Verdict:
+    """The verdict on ``backend`` for the vector group ``group`` (module docstring)."""
+    for request in group.requests:
+        unclaimed = backend.capabilities.covers(request)
+        if unclaimed is not None:
+            return Verdict("skipped", None, f"backend {backend.name}: {unclaimed}")
+    try:
+        answers = [_answer(backend, request) for request in group.requests]
+        relations.check(backend, group, answers)
+    except PropertyFailure as failure:
+        return Verdict("fail", failure.kind, " ".join(str(failure).split()))
+    return Verdict("pass")
+
+
+def _answer(backend: Backend, request: Request) -> Value:
+    ctx = Context(backend.name, request)
+    result = send(backend, request).result
+    if isinstance(result, ResultError):
+        ctx.fail(f"backend {backend.name} returned {result.kind}: {result.message!r}, "
+                 "spec returns a value", "refused")
+    check_declared_form(ctx, result)
+    return result

@@ -16,6 +16,12 @@ its saved vector (or a claim), and a reason. For each entry, on each run:
   and dtype, and every failure of the test has the entry's kind (default ``law``): a crash
   is never hidden by a known wrong value. Any other failure fails the run as before.
 * a claim entry is ``expected`` when the claim fails on that backend, ``fixed`` when it passes.
+
+A law that relates several answers (the sample variance identity reads the merge's output
+and the branch's, from two requests) cannot be reproduced by the one request the suite
+saves: its vector may instead be a *vector group* (``resverify vectors group VECTOR``
+writes it: every request the law sends and the relation, :mod:`resverify.reports.relations`),
+judged by :func:`resverify.reports.judge.judge_group` with the law's own rule.
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from resverify.impl.backend import Backend
-from resverify.reports.judge import expected_from_spec, judge
+from resverify.reports.judge import Verdict, expected_from_spec, judge, judge_group
+from resverify.reports.relations import Group
 from resverify.spec.codec import packaged_schema, parse_json, request_from_dict
 from resverify.spec.errors import ResverifyError, UsageError
 from resverify.spec.request import Request
@@ -53,6 +60,7 @@ class KnownFailure:
     vector: Path | None = None
     request: Request | None = None
     dtype: str | None = None
+    group: Group | None = None
 
     @property
     def label(self) -> str:
@@ -116,7 +124,8 @@ def _which(entry: Any) -> str:
     return "give a property and its vector, or a claim"
 
 
-def _vector(path: Path, number: int, raw: Mapping[str, Any], base: Path) -> tuple[Path, Request]:
+def _vector(path: Path, number: int, raw: Mapping[str, Any],
+            base: Path) -> tuple[Path, Request | Group]:
     where = f"known failures {str(path)!r}: entry {number}"
     vector = base / str(raw["vector"])
     try:
@@ -126,6 +135,10 @@ def _vector(path: Path, number: int, raw: Mapping[str, Any], base: Path) -> tupl
         raise UsageError(f"{where}: cannot read vector {str(vector)!r}: {reason}") from None
     try:
         doc = parse_json(text)
+        if isinstance(doc, dict) and doc.get("kind") == "group":
+            from resverify.reports.corpus import load_group
+
+            return vector, load_group(vector)
         if isinstance(doc, dict):
             doc.pop("vector", None)
         return vector, request_from_dict(doc)
@@ -141,13 +154,16 @@ def load(path: Path) -> list[KnownFailure]:
     _validate(doc, path)
     entries = []
     for number, raw in enumerate(doc["failure"], start=1):
-        vector, request = (None, None)
+        vector, found = (None, None)
         if "vector" in raw:
-            vector, request = _vector(path, number, raw, path.parent)
-        dtype = raw.get("dtype") or (request.dtype if request is not None else None)
+            vector, found = _vector(path, number, raw, path.parent)
+        request = found if isinstance(found, Request) else None
+        group = found if isinstance(found, Group) else None
+        first = group.requests[0] if group is not None else request
+        dtype = raw.get("dtype") or (first.dtype if first is not None else None)
         entries.append(KnownFailure(number, raw["backend"], raw["reason"],
                                     raw.get("kind", "law"), raw.get("property"),
-                                    raw.get("claim"), vector, request, dtype))
+                                    raw.get("claim"), vector, request, dtype, group))
     return entries
 
 
@@ -171,13 +187,21 @@ def check_entries(entries: Sequence[KnownFailure], named: Mapping[str, Backend],
                     "status": "not checked", "detail": None}
         if backend is None:
             doc["detail"] = f"backend {entry.backend} is not checked in this run"
-        elif entry.request is not None:
-            verdict = judge(backend, entry.request, expected_from_spec(entry.request))
+        elif entry.request is not None or entry.group is not None:
+            verdict = _verdict(backend, entry)
             doc["status"] = {"fail": "expected", "pass": "fixed"}.get(verdict.status,
                                                                       "not checked")
             doc["detail"] = verdict.message or "the vector passes now"
         checked.append(doc)
     return checked
+
+
+def _verdict(backend: Backend, entry: KnownFailure) -> Verdict:
+    """The entry's vector (or vector group) judged on ``backend``."""
+    if entry.group is not None:
+        return judge_group(backend, entry.group)
+    assert entry.request is not None
+    return judge(backend, entry.request, expected_from_spec(entry.request))
 
 
 def _shown(path: Path, base: Path) -> str:

@@ -1,9 +1,12 @@
 """docs/vectors.md's consumer in another language: engines/node/run_corpus.mjs, a float64
-engine in JavaScript, runs an exported corpus in its own test run (TAP output) without
-Python, passes it, and fails it when its deliberate bug is planted (--bug)."""
+engine in JavaScript with reverse and forward mode, runs an exported corpus in its own test
+run (TAP output) without Python -- entries, forward-mode entries and the groups of laws that
+relate several answers -- passes it, and fails it when its deliberate bug is planted
+(--bug), with the verdicts the suite gives the same bug."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -22,7 +25,8 @@ pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("corpus")
     corpus.export(out, ["op_", "seed_fixture", "shared_operand", "rejects_every_shape",
-                        "forward_and_gradients", "_stack_gradient"])
+                        "forward_and_gradients", "_stack_gradient", "affine_in_alpha",
+                        "stack_output_is_input", "tangent"])
     return out
 
 
@@ -41,6 +45,15 @@ def test_node_engine_passes_every_entry_it_claims(folder: Path) -> None:
     assert len(ran) >= 40, len(ran)
     assert any("op_tanh" in line for line in ran) and any("error" in line or "mismatch" in line
                                                           for line in ran), ran
+    groups = _group_ids(folder)
+    for prop in ("affine_in_alpha", "stack_output_is_input", "duality", "linear_in_the_input"):
+        assert any(prop in line and line.split()[2] in groups for line in ran), (prop, ran)
+    assert any("jvp_op_tanh" in line for line in ran), ran
+
+
+def _group_ids(folder: Path) -> set[str]:
+    listed = json.loads((folder / corpus.MANIFEST).read_text())["entries"]
+    return {e["id"] for e in listed if e["expect"] == "group"}
 
 
 def test_node_engine_with_its_planted_bug_fails_the_merges_gradient(folder: Path) -> None:
@@ -50,3 +63,24 @@ def test_node_engine_with_its_planted_bug_fails_the_merges_gradient(folder: Path
     assert any("op_residual_add" in line and "grads[a]" in line for line in failed), failed
     assert any("seed_fixture_S06" in line for line in failed), failed
     assert not any("op_mul" in line or "op_linear" in line for line in failed), failed
+    # forward mode: the tangent of the merge loses its identity path
+    assert any("jvp_op_residual_add" in line for line in failed), failed
+    assert any("norm" not in line and "tangent_matches_spec" in line and "tangent[" in line
+               for line in failed), failed
+    # a law relating answers holds for a consistently wrong engine: the groups of affinity
+    # in α and of the unrolled sum still pass (as the suite's laws do on such a backend)
+    groups = _group_ids(folder)
+    assert not any(line.split()[3] in groups for line in failed), failed
+
+
+def test_node_engine_scaling_by_alpha_squared_fails_the_groups_of_laws_in_alpha(
+        folder: Path) -> None:
+    code, lines = _consume(folder, "--bug=alpha-twice")
+    failed = [line for line in lines if line.startswith("not ok")]
+    groups = _group_ids(folder)
+    assert code == 1, code
+    for prop in ("affine_in_alpha", "stack_output_is_input"):
+        assert any(prop in line and line.split()[3] in groups for line in failed), (prop, failed)
+    # their single requests ask only for a value of the declared form, as the laws do
+    assert not any("affine_in_alpha" in line and line.split()[3] not in groups
+                   for line in failed), failed

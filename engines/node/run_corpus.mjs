@@ -3,18 +3,24 @@
 //   resverify vectors export corpus/          (once, by whoever has Python)
 //   node engines/node/run_corpus.mjs corpus/  (in the engine's own test suite)
 //
-// The engine (forward and reverse mode for add, residual_add, scale, linear, relu, tanh, mul
-// and sum in float64) is the part a real engine replaces; the rest is what any consumer
-// needs: read the manifest, skip what the engine does not claim, run each request, and
-// apply the entry's checks with the corpus's one comparison rule, |actual - exact| <= budget
-// compared exactly (BigInt rationals). Output is TAP: one "ok" / "not ok" line per entry.
-// Exit 0 when nothing failed and something ran, else 1. `--bug` plants a bug (residual_add
-// forgets its identity edge in reverse mode) to show the checks fail it.
+// The engine (the forward pass, reverse mode and forward mode -- the output tangent J·t --
+// for add, residual_add, scale, linear, relu, tanh, mul and sum in float64) is the part a
+// real engine replaces; the rest is what any consumer needs: read the manifest, skip what
+// the engine does not claim, run each request, and apply the entry's checks with the
+// corpus's one comparison rule, |actual - exact| <= budget compared exactly (BigInt
+// rationals). A group (a law relating several answers) runs each of its requests and checks
+// each linear relation, |sum of coef * weight * value| <= bound, exactly too; the sample
+// variance identity, whose bound is the spec's budget of the engine's own merge, is skipped.
+// Output is TAP: one "ok" / "not ok" line per entry. Exit 0 when nothing failed and
+// something ran, else 1. `--bug` plants a bug (residual_add forgets its identity edge, in
+// reverse and in forward mode), `--bug=alpha-twice` another (scale multiplies by α², in
+// every mode: the output is no longer affine in α), to show the checks fail them.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 
 const OPS = new Set(["add", "residual_add", "scale", "linear", "relu", "tanh", "mul", "sum"]);
-const BUG = process.argv.includes("--bug");
+const BUG = process.argv.includes("--bug"); // residual_add forgets its identity edge
+const ALPHA_TWICE = process.argv.includes("--bug=alpha-twice"); // scale multiplies by α²
 
 // ---- numbers: hex floats in, exact comparison out ----------------------------------------
 function hexFloat(text) {
@@ -41,6 +47,17 @@ function doubleParts(x) { // a finite double as [BigInt mantissa (signed), expon
   if (biased !== 0) mant |= 1n << 52n;
   return [bits >> 63n ? -mant : mant, (biased || 1) - 1075];
 }
+
+// exact rationals as [numerator, denominator] BigInt pairs, denominator > 0
+function rational(text) { const [p, q = "1"] = text.split("/"); return [BigInt(p), BigInt(q)]; }
+function exactDouble(x) { // a finite double as an exact rational
+  const [m, e] = doubleParts(x);
+  return e >= 0 ? [m << BigInt(e), 1n] : [m, 1n << BigInt(-e)];
+}
+const radd = ([a, b], [c, d]) => [a * d + c * b, b * d];
+const rmul = ([a, b], [c, d]) => [a * c, b * d];
+const rabs = ([a, b]) => [a < 0n ? -a : a, b];
+const rle = ([a, b], [c, d]) => a * d <= c * b;
 
 function within(actual, exactText, boundText) { // spec/compare.py's rule
   if (boundText === "inf") return true;
@@ -132,7 +149,8 @@ function forward(node, args) {
 
 function alpha(node) {
   const [p, q = "1"] = String(node.alpha).split("/");
-  return Number(p) / Number(q);
+  const a = Number(p) / Number(q);
+  return ALPHA_TWICE ? a * a : a;
 }
 
 function backward(node, args, out, g) { // the gradient parts of node's arguments
@@ -163,7 +181,29 @@ function backward(node, args, out, g) { // the gradient parts of node's argument
   throw new Error(`unsupported op ${node.op}`);
 }
 
-function run(request) { // -> {output, grads} or {error, shapes}
+function pushTangent(node, args, out, ts) { // the tangent of node's output, J·t (forward mode)
+  const [a, b] = args, [ta, tb] = ts;
+  switch (node.op) {
+    case "residual_add":
+      return BUG ? tb.data.slice() : elementwise(ta, tb, (x, y) => x + y, out.shape).data;
+    case "add": return elementwise(ta, tb, (x, y) => x + y, out.shape).data;
+    case "mul": {
+      const left = elementwise(ta, b, (x, y) => x * y, out.shape).data;
+      return elementwise(a, tb, (x, y) => x * y, out.shape).data.map((v, i) => left[i] + v);
+    }
+    case "scale": return ta.data.map((v) => v * alpha(node));
+    case "relu": return ta.data.map((v, i) => (a.data[i] > 0 ? v : 0));
+    case "tanh": return ta.data.map((v, i) => v * (1 - out.data[i] * out.data[i]));
+    case "sum": return Float64Array.of(ta.data.reduce((s, x) => s + x, 0));
+    case "linear": {
+      const left = linear(ta, b, false).data, right = linear(a, tb, false).data;
+      return left.map((v, i) => v + right[i]);
+    }
+  }
+  throw new Error(`unsupported op ${node.op}`);
+}
+
+function run(request) { // -> {output, grads[, tangent]} or {error, shapes}
   const env = new Map();
   for (const { name, shape } of request.program.inputs) {
     env.set(name, { shape, data: Float64Array.from(request.inputs[name].data, hexFloat) });
@@ -175,6 +215,16 @@ function run(request) { // -> {output, grads} or {error, shapes}
     throw err;
   }
   const out = env.get(request.program.output);
+  let tangent;
+  if (request.tangents) {
+    const tan = new Map(request.program.inputs.map(({ name, shape }) =>
+      [name, { shape, data: Float64Array.from(request.tangents[name].data, hexFloat) }]));
+    for (const node of request.program.nodes) {
+      const args = node.args.map((n) => env.get(n)), ts = node.args.map((n) => tan.get(n));
+      tan.set(node.name, { shape: env.get(node.name).shape, data: pushTangent(node, args, env.get(node.name), ts) });
+    }
+    tangent = tan.get(request.program.output).data;
+  }
   const grads = new Map([[request.program.output, Float64Array.from(request.cotangent.data, hexFloat)]]);
   for (const node of [...request.program.nodes].reverse()) {
     const g = grads.get(node.name);
@@ -187,7 +237,7 @@ function run(request) { // -> {output, grads} or {error, shapes}
   }
   const inputGrads = {};
   for (const { name, shape } of request.program.inputs) inputGrads[name] = grads.get(name) ?? new Float64Array(size(shape));
-  return { output: out, grads: inputGrads };
+  return { output: out, grads: inputGrads, tangent };
 }
 
 // ---- the corpus ---------------------------------------------------------------------------
@@ -214,14 +264,69 @@ function check(entry) { // null when the entry passes, else what failed
     if (first.error !== expect.error) return `gives ${first.error ?? "a value"}, spec gives ${expect.error}`;
     return JSON.stringify(first.shapes) === JSON.stringify(expect.shapes) ? null : `names shapes ${JSON.stringify(first.shapes)}`;
   }
-  if (!checks.some((c) => ["form", "output", "grads"].includes(c))) return null;
+  if (!checks.some((c) => ["form", "output", "grads", "tangent"].includes(c))) return null;
   if (first.error) return `refused: ${first.error}`;
   if (!same(first.output.shape, expect.output.shape)) return `output shape ${first.output.shape}`;
   const found = checks.includes("output") ? compare("output", first.output.data, expect.output) : null;
-  if (found || !checks.includes("grads")) return found;
-  for (const [name, want] of Object.entries(expect.grads)) {
+  if (found) return found;
+  for (const [name, want] of checks.includes("grads") ? Object.entries(expect.grads) : []) {
     const bad = compare(`grads[${name}]`, first.grads[name], want);
     if (bad) return bad;
+  }
+  return checks.includes("tangent") && expect.tangent ? compare("tangent", first.tangent, expect.tangent) : null;
+}
+
+// ---- groups: a law relating several answers ----------------------------------------------
+function pick(answer, array) {
+  if (array === "output") return answer.output.data;
+  if (array === "tangent") return answer.tangent;
+  return answer.grads[array.slice("grads/".length)];
+}
+
+function linearRelation(rel, answers) { // null when |sum of coef * weight * value| <= bound
+  const size = rel.bound.bound.length, sum = rel.reduce === "sum";
+  if (sum && rel.bound.bound[0] === "inf") return null;
+  const weight = (term, i) => (term.weights ? rational(term.weights.exact[i]) : [1n, 1n]);
+  const needed = (term, i) => rel.finite === "all" || (sum ? weight(term, i)[0] !== 0n : rel.bound.bound[i] !== "inf");
+  for (const term of rel.terms) {
+    const values = pick(answers[term.request], term.array);
+    for (let i = 0; i < values.length; i++) {
+      if (!Number.isFinite(values[i]) && needed(term, i)) return `${rel.law}: ${term.array}[${i}] of request ${term.request} = ${values[i]}`;
+    }
+  }
+  const part = (term, i) => { // coef * weight * value, exactly; a zero weight adds nothing
+    const w = weight(term, i);
+    return w[0] === 0n ? [0n, 1n] : rmul(rmul(rational(term.coef), w), exactDouble(pick(answers[term.request], term.array)[i]));
+  };
+  const gap = (i) => rel.terms.reduce((acc, term) => radd(acc, part(term, i)), [0n, 1n]);
+  if (sum) {
+    let total = [0n, 1n];
+    for (const term of rel.terms) {
+      const n = pick(answers[term.request], term.array).length;
+      for (let i = 0; i < n; i++) total = radd(total, part(term, i));
+    }
+    return rle(rabs(total), rational(rel.bound.bound[0])) ? null : `${rel.law}: sum beyond its bound ${rel.bound.bound[0]}`;
+  }
+  for (let i = 0; i < size; i++) {
+    if (rel.bound.bound[i] !== "inf" && !rle(rabs(gap(i)), rational(rel.bound.bound[i]))) {
+      return `${rel.law}[${i}]: beyond its bound ${rel.bound.bound[i]}`;
+    }
+  }
+  return null;
+}
+
+function checkGroup(group) { // null when the group passes, "SKIP ..." or what failed
+  const unknown = group.relations.find((rel) => rel.kind !== "linear");
+  if (unknown) return `SKIP relation ${unknown.kind} (its bound is the spec's budget of the engine's own answer)`;
+  const answers = [];
+  for (const request of group.requests) {
+    const answer = run(request);
+    if (answer.error) return `refused: ${answer.error}`;
+    answers.push(answer);
+  }
+  for (const rel of group.relations) {
+    const failure = linearRelation(rel, answers);
+    if (failure) return failure;
   }
   return null;
 }
@@ -238,7 +343,9 @@ listed.forEach((listing, k) => {
     console.log(`ok ${k + 1} ${listing.id} # SKIP ${listing.dtype} ${listing.ops.join(",")}`);
     return;
   }
-  const failure = check(JSON.parse(readFileSync(join(dir, listing.file), "utf8")));
+  const doc = JSON.parse(readFileSync(join(dir, listing.file), "utf8"));
+  const failure = listing.expect === "group" ? checkGroup(doc) : check(doc);
+  if (failure && failure.startsWith("SKIP")) { skipped++; console.log(`ok ${k + 1} ${listing.id} # ${failure}`); return; }
   if (failure) { failed++; console.log(`not ok ${k + 1} ${listing.id} - ${failure}`); } else { passed++; console.log(`ok ${k + 1} ${listing.id}`); }
 });
 console.log(`# ${passed} passed, ${failed} failed, ${skipped} skipped`);
