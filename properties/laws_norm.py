@@ -56,6 +56,7 @@ __all__ = [
     "check_scale_moves_into_eps",
     "check_shift_invariance",
     "check_width_change_refused",
+    "norm_blocks",
     "norm_depth_case",
     "norm_node",
     "with_input",
@@ -331,13 +332,13 @@ def check_post_norm_stream_stays_normalized(backend: Backend, request: Request) 
                                                np.ones(shape)))
 
 
-def norm_depth_case(placement: str, op: str, x: np.ndarray, weights: Sequence[np.ndarray],
-                    alphas: Sequence[Fraction], eps: Fraction, cotangent: np.ndarray) -> Case:
-    """``len(weights)`` pre-norm blocks ``h + α_l·linear(N(h), w_l)`` or post-norm blocks
-    ``N(h + α_l·linear(h, w_l))``, each with its own weight ``w{l}``."""
-    x = np.asarray(x, dtype=np.float64)
-    width = x.shape[-1]
-    inputs, nodes, h = [Input("x", x.shape)], [], "x"
+def norm_blocks(shape: tuple[int, ...], op: str, placement: str, alphas: Sequence[Fraction],
+                eps: Fraction) -> Program:
+    """One pre-norm block ``h + α_l·linear(N(h), w_l)`` or post-norm block
+    ``N(h + α_l·linear(h, w_l))`` per α, over x of ``shape``, each with its own square
+    weight ``w{l}``; block l names its norm ``n{l}``, its update ``s{l}``, its merge ``h{l}``."""
+    width = shape[-1]
+    inputs, nodes, h = [Input("x", shape)], [], "x"
     for layer, alpha in enumerate(alphas):
         inputs.append(Input(f"w{layer}", (width, width)))
         into = h
@@ -351,9 +352,16 @@ def norm_depth_case(placement: str, op: str, x: np.ndarray, weights: Sequence[np
         if placement == "post":
             nodes.append(Node(f"n{layer}", op, (h,), eps=eps))
             h = f"n{layer}"
+    return Program(tuple(inputs), tuple(nodes), h)
+
+
+def norm_depth_case(placement: str, op: str, x: np.ndarray, weights: Sequence[np.ndarray],
+                    alphas: Sequence[Fraction], eps: Fraction, cotangent: np.ndarray) -> Case:
+    """:func:`norm_blocks` with one block per α, on these values."""
+    x = np.asarray(x, dtype=np.float64)
     values = {"x": x, **{f"w{i}": np.asarray(w, dtype=np.float64)
                          for i, w in enumerate(weights[:len(alphas)])}}
-    return Case(Program(tuple(inputs), tuple(nodes), h), values,
+    return Case(norm_blocks(x.shape, op, placement, alphas, eps), values,
                 np.asarray(cotangent, dtype=np.float64))
 
 

@@ -48,6 +48,7 @@ import numpy as np
 from resverify.impl.backend import Backend
 from resverify.properties.assertions import Context, num, run_ok
 from resverify.properties.cases import round_to_dtype
+from resverify.properties.laws_norm import norm_blocks
 from resverify.properties.laws_structure import merge_request
 from resverify.properties.stats import acceptance, miss_probability, shifted_acceptance
 from resverify.spec.budget import error_budget
@@ -198,26 +199,11 @@ def check_dependent_branch_variance(backend: Backend, dtype: str, seed: int, a: 
 
 def norm_stream(width: int, depth: int, op: str, placement: str,
                 eps: Fraction = NORM_EPS) -> Program:
-    """``depth`` pre-norm (``h + s_l``, ``s_l = scale(linear(N(h), w_l), 1/√width)``) or
-    post-norm (``N(h + s_l)``, the branch reading h) blocks over x of shape ``(width,)``;
-    block l names its norm ``n{l}``, its update ``s{l}`` and its merge ``h{l}``."""
+    """``depth`` pre-norm or post-norm blocks (:func:`~resverify.properties.laws_norm.
+    norm_blocks`) over x of shape ``(width,)``, every branch scaled by ``1/√width``."""
     root = math.isqrt(width)
     assert root * root == width, f"width {width} is not a square"
-    inputs = [Input("x", (width,))] + [Input(f"w{i}", (width, width)) for i in range(depth)]
-    nodes, h = [], "x"
-    for i in range(depth):
-        into = h
-        if placement == "pre":
-            nodes.append(Node(f"n{i}", op, (h,), eps=eps))
-            into = f"n{i}"
-        nodes += [Node(f"f{i}", "linear", (into, f"w{i}")),
-                  Node(f"s{i}", "scale", (f"f{i}",), Fraction(1, root)),
-                  Node(f"h{i}", "residual_add", (h, f"s{i}"))]
-        h = f"h{i}"
-        if placement == "post":
-            nodes.append(Node(f"n{i}", op, (h,), eps=eps))
-            h = f"n{i}"
-    return Program(tuple(inputs), tuple(nodes), h)
+    return norm_blocks((width,), op, placement, [Fraction(1, root)] * depth, eps)
 
 
 def _norm_stream_request(program: Program, dtype: str, seed: int, spread: int
