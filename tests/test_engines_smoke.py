@@ -1,12 +1,14 @@
-"""Smoke run of the real property suite on every adapter, for CI: one law, one dtype.
+"""Smoke run of the real property suite on every adapter, for CI: two laws, one dtype.
 
 ``make matrix`` runs the whole suite on every installed backend (tens of minutes: the
-compiled variants compile each program the suite draws); this runs one property, the
-forward and gradients of random programs against the exact spec within budget, in
-float64 and seeded, through ``resverify check`` itself, so that CI sees every adapter
-answer real requests, and that the report says which library, version and numerics
-settings were checked. A backend with a pinned finding (PyTensor's relu) must fail exactly
-as pinned. Missing libraries skip, except under CI=true.
+compiled variants compile each program the suite draws); this runs two properties, the
+forward and gradients of random programs against the exact spec within budget, and (in
+forward mode) their output tangent against the exact ``J·t`` within budget, in float64
+and seeded, through ``resverify check`` itself, so that CI sees every adapter answer real
+requests in the modes it claims, and that the report says which library, version and
+numerics settings were checked. A backend with a pinned finding (PyTensor's relu) must
+fail exactly as pinned; one that does not claim forward mode has its tangent law skipped
+in Capabilities' words. Missing libraries skip, except under CI=true.
 """
 
 from __future__ import annotations
@@ -48,12 +50,17 @@ def test_engine_passes_the_spec_law_in_float64_and_the_report_says_what_ran(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     code = main(["check", "--backend", name, "--no-claims", "--known-failures", str(PINNED),
-                 "--", "-k", "forward_and_gradients_match_spec_within_budget and float64"])
+                 "--", "-k", "(forward_and_gradients_match_spec_within_budget or "
+                 "test_tangent_matches_spec_within_budget) and float64"])
     doc = json.loads((tmp_path / "resverify-report" / "report.json").read_text())
-    statuses = {(p["backend"], p["dtype"], p["status"]) for p in doc["properties"]}
+    statuses = {(p["backend"], p["mode"], p["dtype"], p["status"]) for p in doc["properties"]}
     pinned = {entry["backend"] for entry in tomllib.loads(PINNED.read_text())["failure"]}
-    want = {(name, "float64", "expected" if name in pinned else "passed")}
+    jvp = "passed" if "jvp" in BUILTINS[name].capabilities.modes else "skipped"
+    want = {(name, "vjp", "float64", "expected" if name in pinned else "passed"),
+            (name, "jvp", "float64", jvp)}
     assert code == 0 and statuses == want, (code, statuses, want)
+    reasons = {p["skip_reason"] for p in doc["properties"] if p["status"] == "skipped"}
+    assert all("mode jvp not claimed" in str(r) for r in reasons), reasons
     (entry,) = [b for b in doc["backends"] if b["name"] == name]
     about = entry["about"]
     assert about["library"] == BUILTINS[name].module and about["version"] != "unknown", about
