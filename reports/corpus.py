@@ -93,6 +93,8 @@ LAW_CHECKS: Mapping[str, tuple[str, ...]] = {
     "independent_updates_add_their_variances": ("form", "output"),
     "inverse_sqrt_depth_scaling_keeps_unit_variance": ("form", "output"),
     "branch_depending_on_input_breaks_naive_variance_sum": ("form", "output"),
+    "pre_norm_stream_variance_grows_linearly_with_depth": ("form", "output"),
+    "post_norm_block_keeps_stream_variance_constant_with_depth": ("form", "output"),
     "sample_variance_of_merge_is_sum_plus_twice_covariance": ("form",),
     "tangent_and_gradients_satisfy_duality": ("form",),
     "tangent_is_linear_in_the_input_tangents": ("form",),

@@ -97,9 +97,13 @@ def test_pinned_group_is_expected_while_it_fails_and_fixed_once_it_passes(
         assert checked[0]["status"] == status, (backend.name, checked)
 
 
-def test_shipped_jax_variance_group_follows_the_schema_and_passes_on_numpy() -> None:
-    doc = json.loads(PINNED.read_text())
-    jsonschema.validate(doc, corpus.schema(), cls=jsonschema.Draft202012Validator)
+def test_shipped_jax_variance_groups_follow_the_schema_and_pass_on_numpy() -> None:
+    shipped = sorted(PINNED.parent.glob("*-group.json"))
+    assert {p.name.split("-")[-2] for p in shipped} == {"float32", "bfloat16"}, shipped
+    for path in shipped:
+        doc = json.loads(path.read_text())
+        jsonschema.validate(doc, corpus.schema(), cls=jsonschema.Draft202012Validator)
+        assert len(corpus.load_group(path).requests) == 2
     group = corpus.load_group(PINNED)
     assert judge_group(NumpyBackend(), group).status == "pass"
     assert judge_group(MergeReadsSubnormalsAsZero(), group).status == "fail"
