@@ -2,11 +2,14 @@
 
 ``python -m resverify.impl.serve NAME`` serves the backend NAME.
 
-This is the engine side of :mod:`resverify.impl.external`, and a worked example for engines in other
-languages: read a line, answer a line, flush. Every line received is checked against the
-protocol schema; a line that is not a valid hello or request, a backend that raises, or
-one whose ``run`` returns something other than a Result, is answered with a
-``backend_error`` result, so the engine itself never dies of a bad line.
+This is the engine side of :mod:`resverify.impl.external`, and a worked example for
+engines in other languages: read a line, answer a line, flush. The hello is answered with
+the backend's claims, its modes among them (a served backend that claims ``jvp`` answers
+forward-mode requests), and with its library's version and numerics settings, so a report
+on ``cmd:python -m resverify.impl.serve torch`` says which torch ran. Every line received
+is checked against the protocol schema; a line that is not a valid hello or request, a
+backend that raises, or one whose ``run`` returns something other than a Result, is
+answered with a ``backend_error`` result, so the engine itself never dies of a bad line.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ def capabilities_doc(backend: Backend) -> dict[str, object]:
         about.pop(key)
     return {"resverify": FORMAT_VERSION, "kind": "capabilities", "name": backend.name,
             "dtypes": list(caps.dtypes), "ops": list(caps.ops), "device": caps.device,
-            "modes": list(caps.modes), "version": version,
+            "modes": list(caps.modes), "version": version[:200],
             "about": {k: v[:200] for k, v in list(about.items())[:64]}}
 
 
