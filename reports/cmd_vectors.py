@@ -148,4 +148,4 @@ def _print(verdicts: list[dict[str, Any]], name: str, show_all: bool) -> None:
             print(f"{prop}[{dtype}]: {verdict['status']}")
     counts = {s: sum(v["status"] == s for v in verdicts) for s in ("pass", "fail", "skipped")}
     print(f"{name}: {len(verdicts)} entries, {counts['pass']} passed, {counts['fail']} failed, "
-          f"{counts['skipped']} skipped (dtypes or ops the backend does not claim)")
+          f"{counts['skipped']} skipped (dtypes, ops or modes the backend does not claim)")

@@ -9,8 +9,10 @@ and export and run the whole corpus.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from resverify.reports.cmd_vectors import groups
 from resverify.spec.ir import DTYPES
 from resverify.spec.request import Request, Result
 from tests import broken_backends as bb
+from tests import broken_jvp_backends as bj
 
 FAST = [prop for family, prop, _ in corpus._property_tests() if family != "variance"]
 # forward-mode properties (marked jvp) send nothing the oracle answers until the spec
@@ -156,11 +159,45 @@ def test_numpy_passes_every_entry_it_claims(folder: Path) -> None:
     assert sum(v.status == "pass" for _, v in verdicts) > 100
 
 
-FAST_BROKEN = [bb.MissingIdentityBackward, bb.WrongDtype, bb.Float64Subset]
+class ReverseModeOnly(NumpyBackend):
+    """numpy claiming reverse mode only, as an adapter without forward mode does."""
+
+    name = "numpy-vjp-only"
+    capabilities = dataclasses.replace(NumpyBackend.capabilities, modes=("vjp",))
+
+
+def test_forward_mode_entries_are_not_claimed_by_a_reverse_mode_backend(folder: Path) -> None:
+    verdicts = list(corpus.run(folder, ReverseModeOnly()))
+    forward = [(e.listing["id"], v) for e, v in verdicts
+               if e.listing["mode"] == "jvp" and e.listing["dtype"] != "bfloat16"]
+    assert len(forward) > 20 and any(e.listing["family"] == "ops_jvp" for e, _ in verdicts)
+    wrong = [(i, v) for i, v in forward if v.status != "skipped" or
+             "mode jvp not claimed" not in v.message]
+    assert not wrong, wrong[:3]
+    assert all(v.status != "fail" for _, v in verdicts)
+
+
+def test_forward_mode_entries_hold_the_exact_tangent_and_its_budget(folder: Path) -> None:
+    listed = json.loads((folder / corpus.MANIFEST).read_text())["entries"]
+    entry = next(e for e in listed if e["property"] == "jvp_op_residual_add"
+                 and e["dtype"] == "float64")
+    doc = json.loads((folder / entry["file"]).read_text())
+    request = doc["request"]
+    tangents = [[float.fromhex(v) for v in request["tangents"][k]["data"]] for k in "ab"]
+    want = [str(Fraction(a) + Fraction(b)) for a, b in zip(*tangents, strict=True)]
+    assert doc["expect"]["tangent"]["exact"] == want, (doc["expect"]["tangent"], want)
+    assert "inf" not in doc["expect"]["tangent"]["budget"]
+    assert doc["checks"] == ["form", "output", "grads", "tangent"]
+
+
+FAST_BROKEN = [bb.MissingIdentityBackward, bb.WrongDtype, bb.Float64Subset,
+               bj.DroppedIdentityTangent, bj.ReluOfTangent]
 SLOW_BROKEN = [bb.MutatingReject, bb.FalsyAlpha, bb.BroadcastingMerge, bb.StrictAdd,
                bb.OverwrittenGrads, bb.AlphaTwice, bb.IgnoresScale, bb.WrongReluDerivative,
                bb.SkipZeroBranch, bb.SharedWeightGrads, bb.WrongAxisUnbroadcast,
-               bb.UntransposedLinear, bb.MutatingMerge, bb.Float32InFloat64]
+               bb.UntransposedLinear, bb.MutatingMerge, bb.Float32InFloat64,
+               bj.NoAlphaTangent, bj.TransposedLinearTangent, bj.TangentPooledByShape,
+               bj.DedupedOperandTangent, bj.NormStatisticsDetached]
 BROKEN = [*FAST_BROKEN, *(pytest.param(b, marks=pytest.mark.slow) for b in SLOW_BROKEN)]
 
 
