@@ -4,14 +4,14 @@ Each plot shows the exact (or reference) curve of a law and, beside it, one seri
 backend being checked, computed by running that backend on the plot's programs: a report
 on torch shows torch's numbers, not a picture that is the same whatever is checked.
 
-Why "tapped" programs: a backend is asked for one request per curve, not one per point,
-so a compiling backend (torch-compile, jax-jit, pytensor) compiles a handful of programs
-per report. A tap is an input added into the stream at each block boundary: a zero
-``z_i`` (``add``), whose gradient is the cotangent that reached block ``i`` (so the
-gradient through the last ``k`` blocks of one deep stack gives the curve for every depth
-``k`` at once), or a one ``m_i`` (``mul``), whose gradient under the cotangent ``ȳ = 1``
-is the stream's value ``h_i`` there (the backend's own forward values, multiplied by 1
-twice: exactly).
+Why "tapped" programs: a backend is asked for one request per gradient curve, not one
+per point, so a compiling backend (torch-compile, jax-jit, pytensor) compiles a handful of
+small programs per report. A tap is a zero input ``z_i`` added (``add``) into the stream
+at each block boundary: its gradient is the cotangent that reached block ``i``, so the
+gradient through the last ``k`` blocks of one stack gives the curve for every depth ``k``
+at once. The variance plots need forward values instead: there each layer is one request
+of the same one-layer program, fed with the backend's own previous output (one program,
+compiled once, however deep the stream).
 
 * ``gradient_retention``: ``max|x̄| / max|ȳ|`` through ``k`` linear layers, plain and
   residual: the S11 stack ``W = diag(-1/4, -1/4)`` (exactly ``(1/4)^k`` and ``(3/4)^k``)
@@ -24,7 +24,8 @@ twice: exactly).
   variance after each layer of one unscaled 100-layer stream against ``l·σ²``; right, the
   final sample variance of streams of depth L whose updates are scaled by ``1/√L``
   against ``σ²``; both with a 99.9% band (Wilson–Hilferty quantiles of χ²). Each backend
-  runs the same updates: the whole left path in one request, the right at a few L.
+  runs the same updates, layer by layer: the whole left path, the right at L = 1, 4, 16
+  and 64 (where ``1/√L`` is exact).
 * ``norm_depth``: ``‖x̄‖₂ / ‖ȳ‖₂`` through the last ``k`` blocks of pre-norm stacks
   ``h + F(LN(h))`` and post-norm stacks ``LN(h + F(h))`` with seeded random linear
   branches, exactly (every value a rational or an enclosure 2**-200 wide) and on each
@@ -72,9 +73,11 @@ PLOT_NAMES = ("gradient_retention", "depth_law", "variance_growth", "norm_depth"
 NORM_EPS = Fraction(1, 10**5)
 Z_999 = 3.2905  # two-sided 99.9% normal quantile
 SECONDS_PER_BACKEND = 120.0
-"""Time one backend may take over all four plots; later requests are left as gaps."""
+"""Time one backend's requests may take over all four plots; its later requests are left
+as gaps (a compiling backend may need it: one program of a hundred layers compiles for
+seconds)."""
 DEPTH_LAW_A = (-2.5, -0.5, 0.1, 1.0)
-SCALED_DEPTHS = (1, 4, 16, 64)  # 1/√L is a power of two: scale's α is exact
+SCALED_DEPTHS = (1, 4, 16, 64)  # 1/√L is exact: scale's α is 1/isqrt(L)
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p")
 _LEGEND_CHARS = 48
 _LINES = ("-", "--", ":", "-.")
@@ -106,9 +109,10 @@ class PlotData:
 class _Asker:
     """Sends one backend the plots' requests and keeps the first reason of any gap."""
 
-    def __init__(self, backend: Backend, deadline: float,
+    def __init__(self, backend: Backend, seconds: float,
                  stop: threading.Event | None = None) -> None:
-        self.backend, self.deadline, self.stop = backend, deadline, stop
+        self.backend, self.seconds, self.stop = backend, seconds, stop
+        self.spent = 0.0  # in this backend's run, over all the plots
         dtypes = backend.capabilities.dtypes
         self.dtype = next((d for d in ("float64", "float32") if d in dtypes), None)
         self.gap: str | None = None
@@ -119,11 +123,18 @@ class _Asker:
     def grads(self, program: Program, inputs: Mapping[str, np.ndarray],
               cotangent: np.ndarray) -> Mapping[str, np.ndarray] | None:
         """The backend's gradients (as float64), or None with the reason kept."""
+        answer = self.run(program, inputs, cotangent)
+        return None if answer is None else answer[1]
+
+    def run(self, program: Program, inputs: Mapping[str, np.ndarray], cotangent: np.ndarray
+            ) -> tuple[np.ndarray, Mapping[str, np.ndarray]] | None:
+        """The backend's output (in the dtype asked) and gradients (as float64), or None
+        with the reason kept."""
         if self.dtype is None:
             self._missing("claims neither float64 nor float32")
             return None
-        if time.monotonic() > self.deadline:
-            self._missing(f"its {SECONDS_PER_BACKEND:g} s for the plots ran out")
+        if self.spent > self.seconds:
+            self._missing(f"its {self.seconds:g} s for the plots ran out")
             return None
         if self.stop is not None and self.stop.is_set():
             self._missing("the run stopped")
@@ -135,6 +146,7 @@ class _Asker:
         if reason is not None:
             self._missing(reason)
             return None
+        began = time.monotonic()
         try:
             result = self.backend.run(request)
             if isinstance(result, ResultError):
@@ -147,7 +159,10 @@ class _Asker:
         except Exception as exc:  # a plot must survive any backend
             self._missing(f"raised {type(exc).__name__}: {exc}")
             return None
-        return {k: np.asarray(v, dtype=np.float64) for k, v in result.grads.items()}
+        finally:
+            self.spent += time.monotonic() - began
+        return result.output, {k: np.asarray(v, dtype=np.float64)
+                               for k, v in result.grads.items()}
 
 
 def _png(fig: Figure) -> bytes:
@@ -242,19 +257,31 @@ def _depth_law_program(depth: int) -> Program:
     return Program(tuple(inputs), tuple(nodes), prev)
 
 
-def _stream_program(depth: int, width: int) -> Program:
-    """``h_{l+1} = (h_l ⊙ m_l) + u_l`` from ``h_0 = 0``, with a one tap ``m_l`` at every
-    layer and at the output: under ``ȳ = 1``, ``m̄_l = h_l``."""
-    inputs = [Input("h", (width,))] + [Input(f"u{i}", (width,)) for i in range(depth)]
-    inputs += [Input(f"m{i}", (width,)) for i in range(depth + 1)]
-    nodes, prev = [], "h"
-    for i in range(depth + 1):
-        nodes.append(Node(f"g{i}", "mul", (prev, f"m{i}")))
-        prev = f"g{i}"
-        if i < depth:
-            nodes.append(Node(f"s{i}", "residual_add", (prev, f"u{i}")))
-            prev = f"s{i}"
-    return Program(tuple(inputs), tuple(nodes), prev)
+def _step_program(width: int, alpha: Fraction | None) -> Program:
+    """One layer of a residual stream: ``h + u``, or ``h + α·u`` with ``alpha``."""
+    inputs = (Input("h", (width,)), Input("u", (width,)))
+    if alpha is None:
+        return Program(inputs, (Node("s", "residual_add", ("h", "u")),), "s")
+    return Program(inputs, (Node("c", "scale", ("u",), alpha),
+                            Node("s", "residual_add", ("h", "c"))), "s")
+
+
+def _stream(asker: _Asker, updates: Sequence[np.ndarray], alpha: Fraction | None
+            ) -> np.ndarray:
+    """The sample variance of the stream after each layer (0 at layer 0), each layer one
+    request on the backend fed with its own previous output; NaN from a missing answer on."""
+    width = len(updates[0])
+    h, out = np.zeros(width), [0.0]
+    program = _step_program(width, alpha)
+    for update in updates:
+        answer = asker.run(program, {"h": h, "u": update}, np.ones(width))
+        if answer is None:
+            break
+        h = answer[0]
+        out.append(float(np.var(h.astype(np.float64), ddof=1)))
+    if len(out) == 1:  # no answer at all: not even layer 0's zero is the backend's
+        return np.full(len(updates) + 1, np.nan)
+    return np.array(out + [np.nan] * (len(updates) + 1 - len(out)))
 
 
 def norm_stack(placement: str, depth: int, width: int, taps: bool = False) -> Program:
@@ -385,45 +412,20 @@ def _depth_law_data(askers: Mapping[str, _Asker], depth: int = 30) -> PlotData:
 
 def _variance_data(seed: int, askers: Mapping[str, _Asker], width: int = 768,
                    depth: int = 100) -> PlotData:
-    layers, scaled_at = np.arange(depth + 1), np.array(SCALED_DEPTHS)
-    finals = scaled_finals(seed, width, depth)
+    layers = np.arange(depth + 1)
     grow = Curve("after layer l of one unscaled stream (law l·σ²)", layers,
                  variance_path(seed, width, depth))
-    flat = Curve("final, each update scaled by 1/√L (law σ²)", np.arange(1, depth + 1), finals,
-                 panel=1)
+    flat = Curve("final, each update scaled by 1/√L (law σ²)", np.arange(1, depth + 1),
+                 scaled_finals(seed, width, depth), panel=1)
     updates = _updates(seed, width, depth)
     scaled = _scaled_updates(seed, width, max(SCALED_DEPTHS))
-    stream = {"h": np.zeros(width), **{f"u{i}": u for i, u in enumerate(updates)},
-              **{f"m{i}": np.ones(width) for i in range(depth + 1)}}
     for name, asker in askers.items():
-        grads = asker.grads(_stream_program(depth, width), stream, np.ones(width))
-        grow.by_backend[name] = (np.full(depth + 1, np.nan) if grads is None else np.array(
-            [np.var(grads[f"m{i}"], ddof=1) if i else 0.0 for i in layers]))
+        grow.by_backend[name] = _stream(asker, updates, None)
         flat.by_backend[name] = np.full(depth, np.nan)
-        for at in scaled_at:
-            program = _scaled(int(at), width)
-            values = {"h": np.zeros(width), "m": np.ones(width),
-                      **{f"u{i}": u for i, u in enumerate(scaled[int(at)])}}
-            got = asker.grads(program, values, np.ones(width))
-            if got is not None:
-                flat.by_backend[name][at - 1] = np.var(got["m"], ddof=1)
+        for at in SCALED_DEPTHS:  # 1/√L = 1/isqrt(L) exactly
+            flat.by_backend[name][at - 1] = _stream(
+                asker, scaled[at], Fraction(1, math.isqrt(at)))[-1]
     return PlotData([grow, flat])
-
-
-def _scaled(depth: int, width: int) -> Program:
-    """``h_{l+1} = h_l + (1/√L)·u_l`` from the input ``h`` (zero), L = ``depth``, and a one
-    tap ``m`` at the output (``m̄ = h_L`` under ``ȳ = 1``); α is exact when L is a square."""
-    root = math.isqrt(depth)
-    alpha = Fraction(1, root) if root * root == depth else Fraction(1.0 / np.sqrt(depth))
-    inputs = [Input("h", (width,)), Input("m", (width,))] + [
-        Input(f"u{i}", (width,)) for i in range(depth)]
-    nodes, prev = [], "h"
-    for i in range(depth):
-        nodes += [Node(f"c{i}", "scale", (f"u{i}",), alpha),
-                  Node(f"s{i}", "residual_add", (prev, f"c{i}"))]
-        prev = f"s{i}"
-    nodes.append(Node("g", "mul", (prev, "m")))
-    return Program(tuple(inputs), tuple(nodes), "g")
 
 
 def _norm_data(seed: int, askers: Mapping[str, _Asker], max_depth: int = 6,
@@ -450,8 +452,7 @@ def plot_data(seed: int, backends: Sequence[Backend] = (),
     NumPy reference when none is given), each named after its backend. Once ``stop`` is
     set, no backend is asked again (the rest are gaps): a stopped run ends quickly."""
     chosen = list(backends) or [NumpyBackend()]
-    askers = {str(b.name): _Asker(b, time.monotonic() + SECONDS_PER_BACKEND, stop)
-              for b in chosen}
+    askers = {str(b.name): _Asker(b, SECONDS_PER_BACKEND, stop) for b in chosen}
     builders: dict[str, Callable[[], PlotData]] = {
         "gradient_retention": lambda: _retention_data(seed, askers),
         "depth_law": lambda: _depth_law_data(askers),

@@ -45,8 +45,9 @@ class Float32Only(NumpyBackend):
 
 @pytest.fixture(scope="module")
 def checked() -> dict[str, plots.PlotData]:
-    """numpy and a backend whose merge forgets the identity edge in its backward pass."""
-    return plots.plot_data(3, [NumpyBackend(), bb.MissingIdentityBackward()])
+    """numpy, a backend whose merge forgets the identity edge in its backward pass, and
+    one that drops scale (so the 1/√L rescaling too)."""
+    return plots.plot_data(3, [NumpyBackend(), bb.MissingIdentityBackward(), bb.IgnoresScale()])
 
 
 def test_s11_retention_is_exactly_three_quarters_and_a_quarter_to_the_depth() -> None:
@@ -59,7 +60,7 @@ def test_s11_retention_is_exactly_three_quarters_and_a_quarter_to_the_depth() ->
 
 def test_every_plot_has_one_series_per_backend_named_after_it(
         checked: dict[str, plots.PlotData]) -> None:
-    names = ["numpy", bb.MissingIdentityBackward.name]
+    names = ["numpy", bb.MissingIdentityBackward.name, bb.IgnoresScale.name]
     assert list(checked) == list(plots.PLOT_NAMES)
     for name, plot in checked.items():
         assert plot.series == names, (name, plot.series)
@@ -93,10 +94,15 @@ def test_a_broken_backend_gets_its_own_different_series_and_different_pngs(
     law = {c.label: c.by_backend[broken] for c in checked["depth_law"].curves}
     # x̄ = a^L instead of (1+a)^L: the identity edge is missing from each merge's backward
     assert law["a = -0.5"].tolist() == [(-0.5) ** k for k in range(31)], law["a = -0.5"]
-    for name, plot in checked.items():
-        differs = [c.label for c in plot.curves if not np.array_equal(
+    for name in ("gradient_retention", "norm_depth"):
+        differs = [c.label for c in checked[name].curves if not np.array_equal(
             c.by_backend[broken], c.by_backend["numpy"], equal_nan=True)]
         assert differs, f"{name}: the broken backend's series equal numpy's"
+    grow, flat = checked["variance_growth"].curves
+    assert np.array_equal(grow.by_backend[bb.IgnoresScale.name], grow.by_backend["numpy"])
+    # unscaled updates: the depth-64 stream's variance is about 64, not 1
+    assert flat.by_backend[bb.IgnoresScale.name][63] > 32, flat.by_backend[bb.IgnoresScale.name]
+    assert abs(flat.by_backend["numpy"][63] - 1) < 0.3, flat.by_backend["numpy"]
     alone = plots.render_plots(3, [NumpyBackend()])
     both = plots.render_plots(3, data=checked)
     assert all(alone[n] != both[n] for n in plots.PLOT_NAMES), "a PNG ignores the backends"
