@@ -72,8 +72,14 @@ _TANH = Case(Program((Input("x", (2,)),), (node("t", "tanh", "x"),
                                            node("y", "residual_add", "x", "s")), "y"),
              {"x": np.array([0.1, -0.7])}, np.array([1.0, 0.5]),
              {"x": np.array([0.3, 1.1])})
+_RNG = np.random.default_rng(0)  # a 32-wide linear block: wide enough for a TF32 fast path
+_WIDE = Case(Program((Input("x", (32,)), Input("w", (32, 32))),
+                     (node("f", "linear", "x", "w"), node("y", "residual_add", "x", "f")), "y"),
+             {"x": _RNG.uniform(-1, 1, 32), "w": _RNG.uniform(-0.125, 0.125, (32, 32))},
+             _RNG.uniform(-1, 1, 32),
+             {"x": _RNG.uniform(-1, 1, 32), "w": _RNG.uniform(-0.125, 0.125, (32, 32))})
 FORWARD = [c.request("float64") for c in (S06_T, S17_T, S17_AT_ZERO_T, PRE_NORM_T,
-                                           POST_NORM_T, _TANH)]
+                                           POST_NORM_T, _TANH, _WIDE)]
 FORWARD_MUTANTS = [m for m in catalog.CATALOG if m.bug_class == "forward mode"]
 
 

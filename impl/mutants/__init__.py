@@ -36,6 +36,7 @@ from resverify.impl.mutants.forward import (
     TangentForgetsAlpha,
     TangentInFloat32,
     TangentOfWeightsIgnored,
+    TangentTf32AboveWidth32,
     TangentThroughTransposedWeight,
     TanhTangentFromInput,
 )
@@ -101,6 +102,7 @@ _ALL: tuple[type[Mutant], ...] = (
     CrashOnWideLinear,
     StaleBranchPastDepth4, ScaleIgnoredPastDepth8,
     TangentDropsIdentity, TangentForgetsAlpha, TangentThroughTransposedWeight,
+    TangentTf32AboveWidth32,
     TangentOfWeightsIgnored, ReluTangentOneAtZero, TanhTangentFromInput, TangentInFloat32,
     NormTangentStatisticsDetached,
 )

@@ -18,13 +18,15 @@ import numpy as np
 
 from resverify.impl.interpret import node_alpha
 from resverify.impl.mutants.base import Mutant
+from resverify.impl.mutants.numeric import _tf32
 from resverify.impl.tensor import Tensor
 from resverify.spec.ir import Node
 
 __all__ = [
     "NormTangentStatisticsDetached", "ReluTangentOneAtZero", "TangentDropsIdentity",
     "TangentForgetsAlpha", "TangentInFloat32", "TangentOfWeightsIgnored",
-    "TangentThroughTransposedWeight", "TanhTangentFromInput", "detached_norm_tangent",
+    "TangentTf32AboveWidth32", "TangentThroughTransposedWeight", "TanhTangentFromInput",
+    "detached_norm_tangent",
 ]
 
 
@@ -80,6 +82,23 @@ class TangentThroughTransposedWeight(_TangentHook):
             ) -> np.ndarray | None:
         (x, w), (tx, tw) = args, ts
         return tx @ w.T + x @ tw if w.shape[0] == w.shape[1] else None
+
+
+class TangentTf32AboveWidth32(_TangentHook):
+    """linear's tangent multiplies in TF32 (10-bit mantissas) when d_in >= 32, whatever the
+    dtype (the forward-mode matmul took the fast path the forward did not): narrow layers
+    are exact."""
+
+    name = "mutant-tangent-tf32-wide"
+    op = "linear"
+
+    def jvp(self, args: list[np.ndarray], ts: list[np.ndarray], out: np.ndarray
+            ) -> np.ndarray | None:
+        (x, w), (tx, tw) = args, ts
+        if w.shape[0] < 32:
+            return None
+        wide = [_tf32(a).astype(np.float64) for a in (x, w, tx, tw)]
+        return wide[2] @ wide[1] + wide[0] @ wide[3]
 
 
 class ReluTangentOneAtZero(_TangentHook):
