@@ -9,8 +9,8 @@ per point, so a compiling backend (torch-compile, jax-jit, pytensor) compiles a 
 small programs per report. A tap is a zero input ``z_i`` added (``add``) into the stream
 at each block boundary: its gradient is the cotangent that reached block ``i``, so the
 gradient through the last ``k`` blocks of one stack gives the curve for every depth ``k``
-at once. The variance plots need forward values instead: there each layer is one request
-of the same one-layer program, fed with the backend's own previous output (one program,
+at once. The variance plots need forward values instead: there every five layers are one
+request of the same program, fed with the backend's own previous output (one program,
 compiled once, however deep the stream).
 
 * ``gradient_retention``: ``max|x̄| / max|ȳ|`` through ``k`` linear layers, plain and
@@ -24,8 +24,8 @@ compiled once, however deep the stream).
   variance after each layer of one unscaled 100-layer stream against ``l·σ²``; right, the
   final sample variance of streams of depth L whose updates are scaled by ``1/√L``
   against ``σ²``; both with a 99.9% band (Wilson–Hilferty quantiles of χ²). Each backend
-  runs the same updates, layer by layer: the whole left path, the right at L = 1, 4, 16
-  and 64 (where ``1/√L`` is exact).
+  runs the same updates, a few layers a request: the left path every 5 layers, the right
+  at L = 1, 4, 16 and 64 (where ``1/√L`` is exact).
 * ``norm_depth``: ``‖x̄‖₂ / ‖ȳ‖₂`` through the last ``k`` blocks of pre-norm stacks
   ``h + F(LN(h))`` and post-norm stacks ``LN(h + F(h))`` with seeded random linear
   branches, exactly (every value a rational or an enclosure 2**-200 wide) and on each
@@ -65,7 +65,7 @@ from resverify.spec.fixtures import STACK_W
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.request import Request, ResultError, check_form, storage_dtype
 
-__all__ = ["FIGURES", "PLOT_NAMES", "SECONDS_PER_BACKEND", "Curve", "PlotData",
+__all__ = ["FIGURES", "PLOT_NAMES", "SECONDS_PER_BACKEND", "STREAM_CHUNK", "Curve", "PlotData",
            "norm_gradient_curve", "norm_stack", "plot_data", "render_plots", "retention_curve",
            "scaled_finals", "tapped_stack", "variance_path"]
 
@@ -77,6 +77,7 @@ SECONDS_PER_BACKEND = 120.0
 as gaps (a compiling backend may need it: one program of a hundred layers compiles for
 seconds)."""
 DEPTH_LAW_A = (-2.5, -0.5, 0.1, 1.0)
+STREAM_CHUNK = 5  # layers per request of the variance streams
 SCALED_DEPTHS = (1, 4, 16, 64)  # 1/√L is exact: scale's α is 1/isqrt(L)
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p")
 _LEGEND_CHARS = 48
@@ -257,31 +258,37 @@ def _depth_law_program(depth: int) -> Program:
     return Program(tuple(inputs), tuple(nodes), prev)
 
 
-def _step_program(width: int, alpha: Fraction | None) -> Program:
-    """One layer of a residual stream: ``h + u``, or ``h + α·u`` with ``alpha``."""
-    inputs = (Input("h", (width,)), Input("u", (width,)))
-    if alpha is None:
-        return Program(inputs, (Node("s", "residual_add", ("h", "u")),), "s")
-    return Program(inputs, (Node("c", "scale", ("u",), alpha),
-                            Node("s", "residual_add", ("h", "c"))), "s")
+def _chunk_program(width: int, layers: int, alpha: Fraction | None) -> Program:
+    """``layers`` layers of a residual stream from ``h``: ``h + u_i``, or ``h + α·u_i``."""
+    inputs = [Input("h", (width,))] + [Input(f"u{i}", (width,)) for i in range(layers)]
+    nodes, prev = [], "h"
+    for i in range(layers):
+        branch = f"u{i}"
+        if alpha is not None:
+            nodes.append(Node(f"c{i}", "scale", (branch,), alpha))
+            branch = f"c{i}"
+        nodes.append(Node(f"s{i}", "residual_add", (prev, branch)))
+        prev = f"s{i}"
+    return Program(tuple(inputs), tuple(nodes), prev)
 
 
-def _stream(asker: _Asker, updates: Sequence[np.ndarray], alpha: Fraction | None
-            ) -> np.ndarray:
-    """The sample variance of the stream after each layer (0 at layer 0), each layer one
-    request on the backend fed with its own previous output; NaN from a missing answer on."""
-    width = len(updates[0])
-    h, out = np.zeros(width), [0.0]
-    program = _step_program(width, alpha)
-    for update in updates:
-        answer = asker.run(program, {"h": h, "u": update}, np.ones(width))
+def _stream(asker: _Asker, updates: Sequence[np.ndarray], alpha: Fraction | None,
+            chunk: int) -> np.ndarray:
+    """The sample variance of the stream after every ``chunk`` layers (0 at layer 0, NaN
+    between), each chunk one request of the same program, fed with the backend's own
+    previous output; NaN from a missing answer on."""
+    width, depth = len(updates[0]), len(updates)
+    out = np.full(depth + 1, np.nan)
+    h, program = np.zeros(width), _chunk_program(width, chunk, alpha)
+    for start in range(0, depth, chunk):
+        values = {"h": h, **{f"u{i}": updates[start + i] for i in range(chunk)}}
+        answer = asker.run(program, values, np.ones(width))
         if answer is None:
             break
+        out[0] = 0.0
         h = answer[0]
-        out.append(float(np.var(h.astype(np.float64), ddof=1)))
-    if len(out) == 1:  # no answer at all: not even layer 0's zero is the backend's
-        return np.full(len(updates) + 1, np.nan)
-    return np.array(out + [np.nan] * (len(updates) + 1 - len(out)))
+        out[start + chunk] = np.var(h.astype(np.float64), ddof=1)
+    return out
 
 
 def norm_stack(placement: str, depth: int, width: int, taps: bool = False) -> Program:
@@ -420,11 +427,11 @@ def _variance_data(seed: int, askers: Mapping[str, _Asker], width: int = 768,
     updates = _updates(seed, width, depth)
     scaled = _scaled_updates(seed, width, max(SCALED_DEPTHS))
     for name, asker in askers.items():
-        grow.by_backend[name] = _stream(asker, updates, None)
+        grow.by_backend[name] = _stream(asker, updates, None, STREAM_CHUNK)
         flat.by_backend[name] = np.full(depth, np.nan)
         for at in SCALED_DEPTHS:  # 1/√L = 1/isqrt(L) exactly
             flat.by_backend[name][at - 1] = _stream(
-                asker, scaled[at], Fraction(1, math.isqrt(at)))[-1]
+                asker, scaled[at], Fraction(1, math.isqrt(at)), min(at, 4))[-1]
     return PlotData([grow, flat])
 
 
@@ -497,8 +504,10 @@ def _series(axes: Sequence[Axes], plot: PlotData, log: bool) -> None:
             values = curve.by_backend.get(name, np.full(len(curve.x), np.nan))
             if log:
                 values = np.where(np.abs(values) > 0, np.abs(values), np.nan)
-            axes[curve.panel].plot(curve.x, values, **style,  # type: ignore[arg-type]
-                                   markevery=max(1, len(curve.x) // _POINTS),
+            shown = np.isfinite(values)
+            axes[curve.panel].plot(curve.x[shown], values[shown],
+                                   **style,  # type: ignore[arg-type]
+                                   markevery=max(1, int(shown.sum()) // _POINTS),
                                    label=_legend_text(name, plot) if n == 0 else None)
 
 

@@ -85,7 +85,9 @@ def test_the_reference_backend_follows_every_exact_curve(
     assert law["a = -0.5"].tolist() == [0.5**k for k in range(31)]
     assert law["a = 1.0"].tolist() == [2.0**k for k in range(31)]
     path = checked["variance_growth"].curves[0]
-    assert path.by_backend["numpy"].tolist() == path.reference.tolist()
+    every = plots.STREAM_CHUNK  # the backend's stream is sampled every few layers
+    assert path.by_backend["numpy"][::every].tolist() == path.reference[::every].tolist()
+    assert np.isnan(np.delete(path.by_backend["numpy"], np.s_[::every])).all()
 
 
 def test_a_broken_backend_gets_its_own_different_series_and_different_pngs(
@@ -99,7 +101,8 @@ def test_a_broken_backend_gets_its_own_different_series_and_different_pngs(
             c.by_backend[broken], c.by_backend["numpy"], equal_nan=True)]
         assert differs, f"{name}: the broken backend's series equal numpy's"
     grow, flat = checked["variance_growth"].curves
-    assert np.array_equal(grow.by_backend[bb.IgnoresScale.name], grow.by_backend["numpy"])
+    assert np.array_equal(grow.by_backend[bb.IgnoresScale.name], grow.by_backend["numpy"],
+                          equal_nan=True), "no scale in the unscaled stream: the same values"
     # unscaled updates: the depth-64 stream's variance is about 64, not 1
     assert flat.by_backend[bb.IgnoresScale.name][63] > 32, flat.by_backend[bb.IgnoresScale.name]
     assert abs(flat.by_backend["numpy"][63] - 1) < 0.3, flat.by_backend["numpy"]
