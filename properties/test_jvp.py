@@ -1,5 +1,7 @@
 """Forward mode: the output tangent ``J·t`` against the exact spec, its duality with the
-gradients, and the reverse-mode laws mirrored for tangents (:mod:`laws_jvp`).
+gradients, and the reverse-mode laws mirrored for tangents (:mod:`laws_jvp`), the
+hygiene law among them: a forward-mode run leaves the inputs, the cotangent and the input
+tangents it was given untouched.
 
 Every test here is marked ``jvp``: the plugin skips it, in the backend's own words
 ("mode jvp not claimed"), on a backend that does not claim forward mode, and the report
@@ -27,6 +29,7 @@ from resverify.properties.laws_jvp import (
     check_tangent_matches_spec,
     linearity_factors,
 )
+from resverify.properties.laws_structure import check_inputs_unchanged
 from resverify.properties.plugin import PropertyRun
 from resverify.properties.strategies import (
     drawn_range,
@@ -127,3 +130,12 @@ def test_shared_operand_tangent_is_k_times_the_input_tangent(
         backend: Backend, dtype: str, prop: PropertyRun, shared: tuple[Case, int]) -> None:
     case, uses = shared
     check_shared_operand_tangent(backend, prop.request(case, dtype), uses)
+
+
+@DTYPE
+@pytest.mark.needs("residual_add", "scale")
+@given(case=with_tangents(residual_cases()))
+@example(case=S06_T)
+def test_forward_mode_leaves_inputs_and_tangents_unchanged(
+        backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
+    check_inputs_unchanged(backend, prop.request(case, dtype))

@@ -96,6 +96,26 @@ class DedupedOperandTangent(Reference):
         return super().tangent(node, args, ts, out)
 
 
+class TangentMergedInPlace(Reference):
+    """The merge accumulates the branch's tangent into the identity's in place
+    (``t_x += t_F``), and the input tangents alias the caller's arrays (no defensive copy):
+    the output tangent is right, the caller's tangent of x is not."""
+
+    name = "broken-jvp-merged-in-place"
+
+    def seed_tangents(self, tangents: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        for t in tangents.values():
+            t.flags.writeable = True
+        return dict(tangents)
+
+    def tangent(self, node: Node, args: list[Tensor], ts: list[np.ndarray],
+                out: Tensor) -> np.ndarray:
+        if node.op == "residual_add" and ts[0].shape == ts[1].shape and ts[0] is not ts[1]:
+            ts[0] += ts[1]
+            return ts[0]
+        return super().tangent(node, args, ts, out)
+
+
 class NormStatisticsDetached(Reference):
     """The norms' tangents treat the row statistics as constants (a stop-gradient on the
     mean and the scale): J·t = t/σ, neither centred nor projected off the output."""
@@ -112,5 +132,5 @@ class NormStatisticsDetached(Reference):
 
 BROKEN_JVP: tuple[type[Reference], ...] = (
     DedupedOperandTangent, DroppedIdentityTangent, NoAlphaTangent, NormStatisticsDetached,
-    ReluOfTangent, TangentPooledByShape, TransposedLinearTangent,
+    ReluOfTangent, TangentMergedInPlace, TangentPooledByShape, TransposedLinearTangent,
 )

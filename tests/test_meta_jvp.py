@@ -34,6 +34,7 @@ JVP_CATCHES: list[tuple[str, str, type[bb.Reference]]] = [
     ("alpha_zero_passes_the_input_tangent_unchanged", "float32", bj.NoAlphaTangent),
     ("shared_operand_tangent_is_k_times_the_input_tangent", "float64",
      bj.DedupedOperandTangent),
+    ("forward_mode_leaves_inputs_and_tangents_unchanged", "float64", bj.TangentMergedInPlace),
 ]
 
 

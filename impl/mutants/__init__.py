@@ -35,6 +35,7 @@ from resverify.impl.mutants.forward import (
     TangentDropsIdentity,
     TangentForgetsAlpha,
     TangentInFloat32,
+    TangentMergedInPlace,
     TangentOfWeightsIgnored,
     TangentTf32AboveWidth32,
     TangentThroughTransposedWeight,
@@ -104,7 +105,7 @@ _ALL: tuple[type[Mutant], ...] = (
     TangentDropsIdentity, TangentForgetsAlpha, TangentThroughTransposedWeight,
     TangentTf32AboveWidth32,
     TangentOfWeightsIgnored, ReluTangentOneAtZero, TanhTangentFromInput, TangentInFloat32,
-    NormTangentStatisticsDetached,
+    NormTangentStatisticsDetached, TangentMergedInPlace,
 )
 CATALOG: tuple[type[Mutant], ...] = tuple(
     sorted(_ALL, key=lambda m: CLASSES.index(m.bug_class)))

@@ -24,7 +24,7 @@ from resverify.spec.ir import Node
 
 __all__ = [
     "NormTangentStatisticsDetached", "ReluTangentOneAtZero", "TangentDropsIdentity",
-    "TangentForgetsAlpha", "TangentInFloat32", "TangentOfWeightsIgnored",
+    "TangentForgetsAlpha", "TangentInFloat32", "TangentMergedInPlace", "TangentOfWeightsIgnored",
     "TangentTf32AboveWidth32", "TangentThroughTransposedWeight", "TanhTangentFromInput",
     "detached_norm_tangent",
 ]
@@ -170,4 +170,24 @@ class NormTangentStatisticsDetached(Mutant):
         eps = node_alpha(node)
         if node.op in ("layer_norm", "rms_norm") and eps is not None:
             return detached_norm_tangent(node.op, args[0].value, ts[0], eps)
+        return super().tangent(node, args, ts, out)
+
+
+class TangentMergedInPlace(Mutant):
+    """The merge adds the branch's tangent into the identity's in place (``t_x += t_F``) on
+    tangents that alias the caller's arrays: J·t is right, the caller's tangent of x is not."""
+
+    name = "mutant-tangent-merged-in-place"
+    bug_class = "forward mode"
+
+    def seed_tangents(self, tangents: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        for t in tangents.values():
+            t.flags.writeable = True  # the backend's own copy, but not copied again
+        return dict(tangents)
+
+    def tangent(self, node: Node, args: list[Tensor], ts: list[np.ndarray],
+                out: Tensor) -> np.ndarray:
+        if node.op == "residual_add" and ts[0].shape == ts[1].shape and ts[0] is not ts[1]:
+            ts[0] += ts[1]
+            return ts[0]
         return super().tangent(node, args, ts, out)
