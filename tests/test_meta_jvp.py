@@ -14,7 +14,7 @@ import pytest
 
 from tests import broken_backends as bb
 from tests import broken_jvp_backends as bj
-from tests.test_meta_properties import CATCH, run_property
+from tests.test_meta_properties import CATCH, CI_GENERATED, run_property
 
 # (property, dtype, broken backend it must catch)
 JVP_CATCHES: list[tuple[str, str, type[bb.Reference]]] = [
@@ -54,3 +54,26 @@ def test_every_broken_forward_mode_backend_is_used() -> None:
     used = {broken for _, _, broken in JVP_CATCHES}
     unused = sorted(b.__name__ for b in set(bj.BROKEN_JVP) - used)
     assert not unused, f"broken forward-mode backends no property catches: {unused}"
+
+
+# the bugs that need a drawn program to show (two same-shaped weights, a non-symmetric
+# square weight, a norm, an in-place merge), found by generated examples alone under ci
+GENERATED = [
+    ("tangent_matches_spec_within_budget", "float64", bj.TangentPooledByShape),
+    ("tangent_matches_spec_within_budget", "float64", bj.TransposedLinearTangent),
+    ("tangent_and_gradients_satisfy_duality", "float64", bj.TransposedLinearTangent),
+    ("tangent_and_gradients_satisfy_duality", "float32", bj.NoAlphaTangent),
+    ("norm_stack_tangent_matches_spec_within_budget", "float32", bj.NormStatisticsDetached),
+    ("alpha_zero_passes_the_input_tangent_unchanged", "float64", bj.DroppedIdentityTangent),
+    ("forward_mode_leaves_inputs_and_tangents_unchanged", "float64", bj.TangentMergedInPlace),
+]
+
+
+@pytest.mark.parametrize(("law", "dtype", "broken"), GENERATED,
+                         ids=[f"{p}-{b.__name__}-{d}" for p, d, b in GENERATED])
+def test_ci_profile_catches_forward_mode_bugs_on_generated_examples(
+        law: str, dtype: str, broken: type[bb.Reference]) -> None:
+    failure = run_property(law, broken(), dtype, CI_GENERATED)
+    assert failure is not None, (
+        f"{law} passed {CI_GENERATED.max_examples} generated examples against "
+        f"{broken.__name__} [{dtype}]: '{broken.__doc__}'")
