@@ -34,6 +34,7 @@ ENTRY_POINT_GROUP = "resverify.backends"
 
 ALL_FLOATS = ("float64", "float32", "float16", "bfloat16")
 CORE_OPS = ("add", "residual_add", "mul", "scale", "linear", "relu", "tanh", "sum")
+WITH_NORMS = (*CORE_OPS, "layer_norm", "rms_norm")
 
 
 @dataclass(frozen=True)
@@ -96,11 +97,11 @@ def _builtins() -> dict[str, Builtin]:
                 "tensorflow", "tensorflow-cpu", "tensorflow", every),
         Builtin("tinygrad", _lazy("tinygrad_backend", "TinygradBackend"),
                 "tinygrad", "tinygrad", "tinygrad",
-                Capabilities(dtypes=("float64", "float32", "float16"), ops=CORE_OPS),
+                Capabilities(dtypes=("float64", "float32", "float16"), ops=WITH_NORMS),
                 needs=("clang",)),
         Builtin("pytensor", _lazy("pytensor_backend", "PytensorBackend"),
                 "pytensor", "pytensor", "pytensor",
-                Capabilities(dtypes=("float64", "float32"), ops=CORE_OPS)),
+                Capabilities(dtypes=("float64", "float32"), ops=WITH_NORMS)),
     )
     return {b.name: b for b in table}
 
