@@ -1,5 +1,7 @@
 """report.md: a short summary that reads well as a CI job summary, failures first, then
-the conformance matrix (VJP and JVP side by side, a cell per backend and dtype).
+the conformance matrix (VJP and JVP side by side, a cell per backend and dtype); passed
+and skipped tests are counted (and the tests that could not run counted by reason), not
+listed one a line: report.json lists each.
 
 GitHub renders Markdown job summaries with some HTML allowed, so every text that came
 from a backend or a test is HTML-escaped and its table pipes are escaped too; failure
@@ -11,6 +13,7 @@ from __future__ import annotations
 import html
 import os
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +22,7 @@ __all__ = ["append_step_summary", "citation", "render_markdown"]
 
 DETAILED_FAILURES = 20  # a job summary must stay small (GitHub caps it at 1 MiB)
 MESSAGE_CHARS = 2000
-NOT_RUN_SHOWN = 20  # per backend; the rest are in report.json
+NOT_RUN_SHOWN = 20  # reasons per backend; the rest are in report.json
 _ICON = {"nothing checked": "⚠️ nothing checked",
          "passed": "✅ passed", "pass": "✅ pass", "failed": "❌ failed", "fail": "❌ fail",
          "skipped": "⏭ skipped", "xfailed": "⏭ xfailed", "expected": "☑️ expected",
@@ -128,11 +131,12 @@ def _backend_table(doc: Mapping[str, Any]) -> list[str]:
     for b in doc["backends"]:
         if not b["not_run"]:
             continue
-        lines += [f"Could not run on `{cell(b['name'])}`:", ""]
-        lines += [f"- `{cell(n['id'].split('::')[-1])}`: {cell(n['reason'])}"
-                  for n in b["not_run"][:NOT_RUN_SHOWN]]
-        if len(b["not_run"]) > NOT_RUN_SHOWN:
-            lines.append(f"- ... and {len(b['not_run']) - NOT_RUN_SHOWN} more (report.json)")
+        reasons = Counter(str(n["reason"]) for n in b["not_run"])
+        lines += [f"Could not run on `{cell(b['name'])}` (each test in report.json):", ""]
+        lines += [f"- {count} test{'s' if count != 1 else ''}: {cell(reason)}"
+                  for reason, count in reasons.most_common(NOT_RUN_SHOWN)]
+        if len(reasons) > NOT_RUN_SHOWN:
+            lines.append(f"- ... and {len(reasons) - NOT_RUN_SHOWN} more reasons (report.json)")
         lines.append("")
     return lines
 
@@ -210,10 +214,22 @@ def _matrix(doc: Mapping[str, Any]) -> list[str]:
 
 
 def _property_table(props: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The tests with something to say (failed, expected, xfailed, or passed on fewer
+    examples than asked), one row each; passed and skipped tests are counted, their cells
+    are in the matrix and each is in report.json."""
     order = {"failed": 0, "expected": 1, "xfailed": 2, "skipped": 3, "passed": 4}
-    rows = sorted(props, key=lambda p: (order.get(p["status"], 0), p["id"]))
-    lines = ["## Properties", "", "| property | backend | dtype | status | examples | note |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    told = [p for p in props if p["status"] in ("failed", "expected", "xfailed")
+            or (p["status"] == "passed" and short_note(p))]
+    rows = sorted(told, key=lambda p: (order.get(p["status"], 0), p["id"]))
+    passed = sum(p["status"] == "passed" for p in props)
+    skipped = sum(p["status"] == "skipped" for p in props)
+    lines = ["## Properties", "",
+             f"{len(props)} property tests: {passed} passed, {skipped} skipped (each counted "
+             "in the matrix above, and listed in report.json).", ""]
+    if not rows:
+        return lines
+    lines += ["| property | backend | dtype | status | examples | note |",
+              "| --- | --- | --- | --- | --- | --- |"]
     for p in rows:
         status = _ICON.get(p["status"], p["status"])
         if p["failure_kind"]:

@@ -139,9 +139,22 @@ def test_markdown_puts_failures_first_and_escapes_table_text() -> None:
     outside_code = re.sub(r"(`{3,})text\n.*?\n\1", "", text, flags=re.S)
     assert HOSTILE not in outside_code and "&lt;script&gt;" in outside_code
     assert HOSTILE in text.split("```text\n")[1], "code blocks show the message verbatim"
-    table = text.split("## Properties")[1]
-    assert table.index("failed") < table.index("skipped") < table.index("passed")
-    assert "other\\|&lt;script" in table, "a pipe in a backend name must not split the row"
+    table = text.split("## Properties")[1].split("\n## ")[0]
+    assert "4 property tests: 2 passed, 1 skipped" in table, table
+    rows = [line for line in table.splitlines() if line.startswith("| `test_")]
+    assert len(rows) == 1 and "test_zero_branch[" in rows[0] and "❌ failed" in rows[0], rows
+    assert "other\\|&lt;script" in rows[0], "a pipe in a backend name must not split the row"
+
+
+def test_markdown_counts_what_could_not_run_by_reason() -> None:
+    doc = _doc()
+    other = doc["backends"][1]
+    other["not_run"] = [{"id": f"t::test_{i}", "property": f"p{i}", "dtype": "float64",
+                         "reason": "dtype float64 not claimed" if i < 3 else "no example ran"}
+                        for i in range(4)]
+    backends = render_markdown(doc).split("## Backends")[1].split("\n## ")[0]
+    assert "- 3 tests: dtype float64 not claimed\n- 1 test: no example ran" in backends, backends
+    assert "test_0" not in backends, "a test that could not run is listed one a line"
 
 
 def test_step_summary_is_appended_only_when_named(tmp_path: Path) -> None:
