@@ -23,6 +23,7 @@ from resverify.impl.external import ExternalBackend
 from resverify.spec.codec import validate_message
 from resverify.spec.fixtures import seed_cases
 from resverify.spec.request import Request, Value
+from tests.test_jvp_adapters import column_mismatches
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "engines" / "c" / "resverify_engine.c"
@@ -42,12 +43,25 @@ def c_engine(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_c_engine_tangent_is_each_exact_jacobian_column_of_the_seed_fixtures(
+        c_engine: Path, dtype: str) -> None:
+    backend = ExternalBackend(str(c_engine), timeout=10)
+    try:
+        assert backend.capabilities.modes == ("vjp", "jvp"), backend.capabilities
+        for case, (request, _, _) in sorted(seed_cases().items()):
+            wrong = column_mismatches(backend, request, dtype, every=True)
+            assert not wrong, f"{len(wrong)} columns differ, first {wrong[:2]} [{case}]"
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_c_engine_reproduces_the_seed_fixtures_exactly(c_engine: Path, dtype: str) -> None:
     backend = ExternalBackend(str(c_engine), timeout=10)
     try:
         assert backend.name == "c-engine", backend.name
         about = describe_backend(backend)
-        assert (about["library"], about["version"]) == ("resverify-c-engine", "1.1"), about
+        assert (about["library"], about["version"]) == ("resverify-c-engine", "1.2"), about
         assert about["compiler"].split()[0] in ("gcc", "clang", "unknown"), about
         assert about["FLT_EVAL_METHOD"] in ("0", "1", "2", "-1"), about
         for case, (request, output, grads) in sorted(seed_cases().items()):
@@ -91,9 +105,7 @@ def test_c_engine_answers_the_documented_worked_exchange(c_engine: Path) -> None
     from tests.test_protocol import worked_exchange
 
     exchange = [line for _, line in worked_exchange()]
-    # the engine claims reverse mode only, so resverify never sends it the forward-mode one
-    pairs = [(asked, said) for asked, said in zip(exchange[::2], exchange[1::2], strict=True)
-             if '"tangents"' not in asked]
+    pairs = list(zip(exchange[::2], exchange[1::2], strict=True))
     sent = "".join(asked + "\n" for asked, _ in pairs)
     done = subprocess.run([str(c_engine)], input=sent, capture_output=True, text=True,
                           timeout=30, check=True)
@@ -101,7 +113,7 @@ def test_c_engine_answers_the_documented_worked_exchange(c_engine: Path) -> None
     documented = [json.loads(said) for _, said in pairs]
     hello = answers[0]
     validate_message(hello, "capabilities")
-    assert hello.get("modes", ["vjp"]) == ["vjp"], hello
+    assert hello["modes"] == ["vjp", "jvp"], hello
     assert len(answers) == len(documented), done.stdout
     for got, want in zip(answers[1:], documented[1:], strict=True):
         validate_message(got, "result")
@@ -109,7 +121,9 @@ def test_c_engine_answers_the_documented_worked_exchange(c_engine: Path) -> None
             assert got["error"]["kind"] == want["error"]["kind"], got
             assert got["error"]["shapes"] == want["error"]["shapes"], got
             continue
-        for key in ("output", *(f"grads/{k}" for k in want["grads"])):
+        assert ("tangent" in got) == ("tangent" in want), (got, want)
+        tangent = ("tangent",) if "tangent" in want else ()
+        for key in ("output", *(f"grads/{k}" for k in want["grads"]), *tangent):
             mine, theirs = got, want
             for part in key.split("/"):
                 mine, theirs = mine[part], theirs[part]

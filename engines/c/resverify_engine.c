@@ -2,7 +2,8 @@
  * resverify_engine.c: an external engine for resverify, written from
  * docs/external-protocol.md alone. It reads one JSON document per line on stdin and
  * answers each with one JSON line on stdout: the hello with its capabilities, every
- * request with a result (the output and the gradient of every input) or a typed error.
+ * request with a result (the output and the gradient of every input, and in forward mode
+ * the output tangent) or a typed error.
  *
  * float64 is computed in double; float32 in double with every operation rounded to float
  * at once (exactly float arithmetic, since double holds a float sum or product exactly
@@ -178,6 +179,7 @@ typedef struct {
     long size;
     double *value;
     double *grad; /* NULL until a cotangent reaches it */
+    double *tangent; /* forward mode only: the derivative along the input tangents */
 } Tensor;
 
 typedef struct {
@@ -339,6 +341,42 @@ static Tensor *forward(Node *n, Tensor *a, Tensor *b) {
     return out;
 }
 
+/* Push the arguments' tangents forward into n's (the local Jacobian-vector product),
+ * computed beside the value and rounded like it, one operation at a time. */
+static void push_tangent(Node *n, Tensor *a, Tensor *b) {
+    Tensor *out = n->out;
+    const char *op = n->op;
+    double *t = out->tangent = grab((size_t)(out->size ? out->size : 1) * sizeof(double));
+    if (!strcmp(op, "add") || !strcmp(op, "residual_add") || !strcmp(op, "mul")) {
+        int product = !strcmp(op, "mul");
+        for (long i = 0; i < out->size; i++) {
+            long ia = broadcast_index(out, a, i), ib = broadcast_index(out, b, i);
+            t[i] = product ? rnd(rnd(a->tangent[ia] * b->value[ib]) + rnd(a->value[ia] * b->tangent[ib]))
+                           : rnd(a->tangent[ia] + b->tangent[ib]);
+        }
+    } else if (!strcmp(op, "linear")) { /* t_x @ w + x @ t_w: one dot of length 2 d_in */
+        long d_in = b->shape[0], d_out = b->shape[1];
+        for (long r = 0; d_out && r < out->size / d_out; r++)
+            for (long j = 0; j < d_out; j++) {
+                double s = 0;
+                for (long k = 0; k < d_in; k++) {
+                    s = rnd(s + rnd(a->tangent[r * d_in + k] * b->value[k * d_out + j]));
+                    s = rnd(s + rnd(a->value[r * d_in + k] * b->tangent[k * d_out + j]));
+                }
+                t[r * d_out + j] = s;
+            }
+    } else if (!strcmp(op, "sum")) {
+        for (long i = 0; i < a->size; i++) t[0] = rnd(t[0] + a->tangent[i]);
+    } else {
+        for (long i = 0; i < a->size; i++) {
+            double x = a->value[i], y = out->value[i], ta = a->tangent[i];
+            if (!strcmp(op, "scale")) t[i] = rnd(ta * n->alpha);
+            else if (!strcmp(op, "relu")) t[i] = x > 0 ? ta : 0.0;
+            else t[i] = rnd(ta * rnd(1.0 - rnd(y * y)));
+        }
+    }
+}
+
 /* Pull n's cotangent back into its arguments' grads (the local vector-Jacobian product). */
 static void backward(Node *n, Tensor *a, Tensor *b) {
     Tensor *out = n->out;
@@ -426,7 +464,7 @@ static void put_error(void) {
 static const char *OPS[] = {"add", "linear", "mul", "relu", "residual_add", "scale", "sum", "tanh"};
 static const int ARITY[] = {2, 2, 2, 1, 2, 1, 1, 1};
 
-#define ENGINE_VERSION "1.1"
+#define ENGINE_VERSION "1.2"
 #if defined(__clang__)
 #define COMPILER "clang " __clang_version__
 #elif defined(__GNUC__)
@@ -435,14 +473,15 @@ static const int ARITY[] = {2, 2, 2, 1, 2, 1, 1, 1};
 #define COMPILER "unknown"
 #endif
 
-/* Reverse mode only: no "modes" (the default, ["vjp"]), so resverify never sends tangents.
+/* Both modes: resverify sends tangents (forward mode) because the hello claims "jvp".
  * The version and the settings that change float32 results (FLT_EVAL_METHOD: whether
  * intermediates are kept wider than their type) go into reports. */
 static void hello(void) {
     printf("{\"resverify\": 1, \"kind\": \"capabilities\", \"name\": \"c-engine\", "
            "\"dtypes\": [\"float64\", \"float32\"], \"ops\": [");
     for (size_t i = 0; i < sizeof OPS / sizeof *OPS; i++) printf(i ? ", \"%s\"" : "\"%s\"", OPS[i]);
-    printf("], \"device\": \"cpu\", \"version\": \"%s\", \"about\": {\"library\": "
+    printf("], \"device\": \"cpu\", \"modes\": [\"vjp\", \"jvp\"], \"version\": \"%s\", "
+           "\"about\": {\"library\": "
            "\"resverify-c-engine\", \"compiler\": \"%.150s\", \"FLT_EVAL_METHOD\": \"%d\"}}\n",
            ENGINE_VERSION, COMPILER, (int)FLT_EVAL_METHOD);
 }
@@ -476,14 +515,20 @@ static void request(const JVal *doc) {
         return;
     }
     int n_env = 0, n_in = ins->count, n_nodes = nodes->count;
+    const JVal *tangents = member(doc, "tangents"); /* forward mode when present */
     Tensor **env = grab((size_t)(n_in + n_nodes + 1) * sizeof *env);
     for (int i = 0; i < n_in; i++) {
-        Tensor *t = grab(sizeof *t);
+        Tensor *t = grab(sizeof *t), along = {.name = "tangent"};
         t->name = member(ins->items[i], "name") ? member(ins->items[i], "name")->text : NULL;
         if (!t->name || !read_array(member(values, t->name), t)) {
             fail("backend_error", "bad request: input %d has no values", i);
             return;
         }
+        if (tangents && (!read_array(member(tangents, t->name), &along) || !same_shape(t, &along))) {
+            fail("backend_error", "bad request: input %s has no tangent of its shape", t->name);
+            return;
+        }
+        t->tangent = along.value;
         env[n_env++] = t;
     }
     /* Nodes may come in any order: run each once all its arguments exist. */
@@ -516,6 +561,7 @@ static void request(const JVal *doc) {
             if (!a[0] || (n.nargs == 2 && !a[1])) continue; /* an argument is not computed yet */
             if (!strcmp(n.op, "scale")) n.alpha = read_alpha(member(nd, "alpha"));
             if (failure_kind[0] || !(n.out = forward(&n, a[0], a[1]))) return;
+            if (tangents) push_tangent(&n, a[0], a[1]);
             env[n_env++] = n.out;
             order[n_done++] = n;
             done[i] = progress = 1;
@@ -550,7 +596,12 @@ static void request(const JVal *doc) {
         printf(": ");
         put_array(env[i], env[i]->grad);
     }
-    printf("}}\n");
+    printf("}");
+    if (tangents) {
+        printf(", \"tangent\": ");
+        put_array(out, out->tangent);
+    }
+    printf("}\n");
 }
 
 int main(void) {
