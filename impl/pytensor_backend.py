@@ -14,6 +14,13 @@ own, and ``maximum`` is what its users write. ``maximum`` passes the gradient of
 its first argument, so relu's derivative at 0 is 1 here, not the 0 of the declared
 convention (docs/findings.md).
 
+PyTensor has no normalization function (``pytensor.tensor`` has no layer_norm; PyMC and
+its users compose it), so ``layer_norm`` and ``rms_norm`` are composed the way its users
+write them: ``c = x - x.mean(axis=-1, keepdims=True)``, then
+``c / pt.sqrt(pt.mean(c**2, axis=-1, keepdims=True) + eps)`` (rms_norm: c = x). ε is a
+constant of the request's dtype. The ops' shared array form is not used for them: it reads
+``x.shape[-1]`` as a number, which a symbolic shape is not; the static shape is known here.
+
 Two adapter choices, with their reasons:
 
 * the graph is built under ``config.change_flags(floatX=dtype)``, as PyTensor's
@@ -31,6 +38,7 @@ from __future__ import annotations
 import importlib
 import warnings
 from collections.abc import Hashable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -44,9 +52,12 @@ from resverify.spec.ir import Node, Program, infer_shapes
 from resverify.spec.ops import OP_TABLE, ArrayNamespace
 from resverify.spec.request import Request, Result, Value
 
-CLAIMED_OPS = ("add", "residual_add", "mul", "scale", "linear", "relu", "tanh", "sum")
-"""The normalizations are not claimed: their array form reads ``x.shape[-1]`` as a number,
-which a symbolic PyTensor shape is not."""
+CLAIMED_OPS = ("add", "residual_add", "mul", "scale", "linear", "relu", "tanh", "sum",
+               "layer_norm", "rms_norm")
+"""Every op of the IR (checked in both claimed dtypes: docs/findings.md)."""
+
+NORMS = {"layer_norm": True, "rms_norm": False}
+"""The normalization ops, and whether each centres its rows."""
 
 class PytensorBackend:
     """Runs requests as compiled PyTensor functions (the default mode: Numba)."""
@@ -76,9 +87,23 @@ class PytensorBackend:
         """``maximum(a, 0)``: PyTensor users' relu (derivative 1 at 0, see the module)."""
         return self.pt.maximum(a, 0)
 
+    def norm(self, x: Any, eps: Fraction, centred: bool) -> Any:
+        """layer_norm (``centred``) or rms_norm over the last axis, as PyTensor users compose
+        it; empty rows (static last axis 0) are returned as they are."""
+        pt = self.pt
+        if x.type.shape[-1] == 0:
+            return x
+        c = x - x.mean(axis=-1, keepdims=True) if centred else x
+        e = pt.constant(np.asarray(float(eps), dtype=x.dtype))
+        return c / pt.sqrt(pt.mean(c**2, axis=-1, keepdims=True) + e)
+
     def _apply(self, node: Node, args: list[Any]) -> Any:
-        """The entry's array form; shapes were checked beforehand on the program
-        (:func:`~resverify.spec.ir.infer_shapes`), since symbolic ``.shape`` is not a tuple."""
+        """The entry's array form (the norms: :meth:`norm`); shapes were checked beforehand
+        on the program (:func:`~resverify.spec.ir.infer_shapes`), since symbolic ``.shape``
+        is not a tuple."""
+        if node.op in NORMS:
+            assert node.eps is not None
+            return self.norm(args[0], node.eps, NORMS[node.op])
         return OP_TABLE[node.op].array(self.xp, args, node_alpha(node))
 
     def _build(self, program: Program, dtype: str) -> Any:

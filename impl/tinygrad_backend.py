@@ -5,7 +5,8 @@ them (with clang on the CPU device) only when a value is read: even "eager" tiny
 compiler, so it is the engine that most freely reorders and fuses. Its ``tanh`` is not a
 library call but ``2·sigmoid(2x) - 1`` built from ``exp2``, and its float64 runs through
 the same code generator. The program is each op entry's array form from
-:mod:`resverify.spec.ops` over ``Tensor.relu``, ``Tensor.tanh`` and ``Tensor.sum``; the
+:mod:`resverify.spec.ops` over ``Tensor.relu``, ``Tensor.tanh``, ``Tensor.sum`` and the
+normalizations below; the
 VJP is tinygrad's own ``out.gradient(*inputs, gradient=cotangent)`` (what
 ``out.backward(cotangent)`` fills ``.grad`` with). An input the output does not use gets a
 zero gradient, as in every adapter.
@@ -15,6 +16,15 @@ Install with ``pip install 'resverify[tinygrad]'``; the CPU device needs ``clang
 bfloat16 is not claimed: tinygrad renders it as C's ``__bf16``, which clang accepts on
 x86-64 only from version 15 (Debian 12 ships 14: "__bf16 is not supported on this
 target"), so whether it works depends on the compiler, not on tinygrad.
+
+The normalizations are tinygrad's own: ``layer_norm`` is ``Tensor.layernorm(axis=-1,
+eps=ε)``; ``rms_norm`` is the formula of the module ``nn.RMSNorm`` (tinygrad has no rms_norm
+function), ``x * (x.square().mean(-1, keepdim=True) + ε).rsqrt()``, in the input's dtype.
+The module itself is not called: it computes in ``x.float()`` (float32) and casts back, so a
+float64 input is normalized in float32 (docs/findings.md; :class:`TinygradNnRMSNorm` is the
+adapter with the module, to replay that). The ops' shared composition does not run on
+tinygrad, whose ``mean`` spells ``keepdims`` as ``keepdim``. ε is a Python float, which
+tinygrad adds in the tensor's dtype.
 """
 
 from __future__ import annotations
@@ -33,8 +43,9 @@ from resverify.spec.ir import Node
 from resverify.spec.ops import ArrayNamespace
 from resverify.spec.request import Request, Result, ResultError, Value
 
-CLAIMED_OPS = ("add", "residual_add", "mul", "scale", "linear", "relu", "tanh", "sum")
-"""The ops this adapter was checked with (the normalization ops are not claimed yet)."""
+CLAIMED_OPS = ("add", "residual_add", "mul", "scale", "linear", "relu", "tanh", "sum",
+               "layer_norm", "rms_norm")
+"""Every op of the IR (checked in every claimed dtype: docs/findings.md)."""
 
 
 class TinygradBackend:
@@ -56,7 +67,18 @@ class TinygradBackend:
         self.Tensor = self.tinygrad.Tensor
         self.device = "CPU"
         self.xp = ArrayNamespace(relu=self.Tensor.relu, tanh=self.Tensor.tanh,
-                                 sum=self.Tensor.sum)
+                                 sum=self.Tensor.sum, layer_norm=self.layer_norm,
+                                 rms_norm=self.rms_norm)
+
+    @staticmethod
+    def layer_norm(x: Any, eps: float) -> Any:
+        """tinygrad's own ``Tensor.layernorm`` over the last axis."""
+        return x.layernorm(axis=-1, eps=eps)
+
+    @staticmethod
+    def rms_norm(x: Any, eps: float) -> Any:
+        """``nn.RMSNorm``'s formula in the input's dtype (see the module docstring)."""
+        return x * (x.square().mean(-1, keepdim=True) + eps).rsqrt()
 
     def about(self) -> dict[str, str]:
         return {"library": "tinygrad", "version": distribution_version("tinygrad"),
@@ -88,3 +110,16 @@ class TinygradBackend:
         pulled = out.gradient(*leaves, gradient=self.array(request.cotangent, request.dtype))
         return Value(self.numpy(out),
                      grads={n: self.numpy(g) for n, g in zip(names, pulled, strict=True)})
+
+
+class TinygradNnRMSNorm(TinygradBackend):
+    """tinygrad with ``rms_norm`` as the module ``nn.RMSNorm(n, eps, elementwise_affine=False)``
+    (``--backend resverify.impl.tinygrad_backend:TinygradNnRMSNorm``): it computes in float32
+    whatever the input's dtype, so float64 misses its budget (docs/findings.md)."""
+
+    name = "tinygrad-nn-rmsnorm"
+
+    def rms_norm(self, x: Any, eps: float) -> Any:  # type: ignore[override]
+        """The module, as a tinygrad user writes it."""
+        module = importlib.import_module("tinygrad.nn")
+        return module.RMSNorm(x.shape[-1], eps=eps, elementwise_affine=False)(x)
