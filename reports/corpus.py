@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import math
 import pkgutil
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -86,6 +87,7 @@ TANGENT = ("form", "tangent")
 LAW_CHECKS: Mapping[str, tuple[str, ...]] = {
     "same_request_gives_bitwise_identical_results": ("deterministic",),
     "backend_never_mutates_inputs": ("untouched",),
+    "forward_mode_leaves_inputs_and_tangents_unchanged": ("untouched",),
     "results_have_declared_shapes_and_dtype": ("form",),
     "stack_output_is_input_plus_sum_of_branches": ("form",),
     "output_and_gradients_are_affine_in_alpha": ("form",),
@@ -347,34 +349,49 @@ def _bound_text(value: float) -> str:
     return "inf" if value == float("inf") else float(value).hex()
 
 
-GRID = Fraction(1, 2**1100)
-"""A midpoint whose numerator and denominator take more than :data:`LONG_BITS` bits (a deep
-norm stack's enclosure) is written rounded to this grid (it moves by at most half of it,
-which its budget absorbs: that element's budget is written one double higher, and the
-entry's enclosure covers the move), so no number in a corpus takes thousands of digits."""
-LONG_BITS = 2000
+LONG_BITS = 128
+"""A midpoint whose numerator and denominator take more than this many bits (a norm's or
+tanh's enclosure) is written rounded to a grid finer than a unit in the last place of its
+budget (:func:`_shortened`), so that a corpus of deep norm stacks is not gigabytes."""
 
 
-def _array(exact: np.ndarray, budget: np.ndarray, moved: list[bool]) -> Doc:
+def _shortened(value: Fraction, limit: float) -> tuple[Fraction, float, Fraction]:
+    """``value`` and ``limit`` as written, and how far the value moved.
+
+    A long midpoint with a finite, non-zero budget ``b`` is rounded to a multiple of
+    ``g = 2**(floor(log2 b) - 54)``: it moves by at most ``g/2``, less than one unit in the
+    last place of ``b``, and the budget is written one double higher, so every value the
+    budget allowed around the true midpoint is still allowed around the written one. Under
+    an infinite budget (nothing is checked) it is written as the nearest double."""
+    if value.numerator.bit_length() + value.denominator.bit_length() <= LONG_BITS or (
+            limit == 0):
+        return value, limit, Fraction(0)
+    if limit == np.inf:  # nothing is checked there: the nearest double says enough
+        near = Fraction(float(value)) if abs(value) < 2**1023 else Fraction(round(value))
+        return near, limit, Fraction(0)
+    grid = Fraction(2) ** (math.frexp(limit)[1] - 1 - 54)
+    near = round(value / grid) * grid
+    return near, float(np.nextafter(limit, np.inf)), abs(near - value)
+
+
+def _array(exact: np.ndarray, budget: np.ndarray, moved: list[Fraction]) -> Doc:
     """An array of the entry: exact values as text, budgets as hex floats; ``moved`` gets
-    True when a long midpoint was rounded to :data:`GRID`."""
+    how far each shortened midpoint moved."""
     shape = list(np.shape(exact))
     limits = np.broadcast_to(np.asarray(budget, dtype=np.float64), shape).reshape(-1).tolist()
-    values = [Fraction(v) for v in np.asarray(exact).reshape(-1).tolist()]
     texts, bounds = [], []
-    for value, limit in zip(values, limits, strict=True):
-        if value.numerator.bit_length() + value.denominator.bit_length() > LONG_BITS:
-            value, limit = round(value / GRID) * GRID, float(np.nextafter(limit, np.inf))
-            moved.append(True)
-        texts.append(rational(value))
-        bounds.append(_bound_text(limit))
+    for value, limit in zip(np.asarray(exact).reshape(-1).tolist(), limits, strict=True):
+        short, bound, shift = _shortened(Fraction(value), limit)
+        moved.append(shift)
+        texts.append(rational(short))
+        bounds.append(_bound_text(bound))
     return {"shape": shape, "exact": texts, "budget": bounds}
 
 
-def _enclosure(slack: Fraction, moved: bool) -> str:
-    """The enclosure's half-width as text: the slack (plus half the grid when a midpoint
-    moved), rounded up to a double when it is long."""
-    width = slack + (GRID / 2 if moved else 0)
+def _enclosure(slack: Fraction, moved: Fraction) -> str:
+    """The enclosure's half-width as text: the slack plus the largest move of a shortened
+    midpoint, rounded up to a double when it is long."""
+    width = slack + moved
     if width.numerator.bit_length() + width.denominator.bit_length() <= LONG_BITS:
         return rational(width)
     near = Fraction(float(width))
@@ -399,7 +416,7 @@ def expectation(case: CorpusCase) -> Doc:
                 "shapes": None if shapes is None else [list(s) for s in shapes]}
     assert exact.output is not None and exact.grads is not None
     budget = error_budget(case.request, exact=exact)
-    moved: list[bool] = []
+    moved: list[Fraction] = []
     grads = {name: _array(grad, _exactly(case.property, name, budget.grads[name]), moved)
              for name, grad in exact.grads.items()}
     doc = {"kind": "value", "output": _array(exact.output, _exactly(
@@ -408,7 +425,7 @@ def expectation(case: CorpusCase) -> Doc:
         limit = np.full(np.shape(exact.tangent), np.inf) if budget.tangent is None else (
             budget.tangent)
         doc["tangent"] = _array(exact.tangent, _exactly(case.property, "tangent", limit), moved)
-    return {**doc, "enclosure": _enclosure(exact.slack, any(moved))}
+    return {**doc, "enclosure": _enclosure(exact.slack, max(moved, default=Fraction(0)))}
 
 
 def checks(case: CorpusCase, expect: str) -> tuple[str, ...]:
