@@ -75,10 +75,7 @@ class ExternalBackend:
         try:
             hello = self._exchange(HELLO)
             validate_message(hello, "capabilities")
-            self.capabilities = Capabilities(
-                dtypes=tuple(hello["dtypes"]), ops=tuple(hello["ops"]),
-                device=hello.get("device", "external"),
-                modes=tuple(hello.get("modes", ("vjp",))))
+            self.capabilities = _claims(hello)
         except BackendFault as exc:
             self.close()
             raise UsageError(f"{exc} (answering the hello)") from None
@@ -154,14 +151,21 @@ class ExternalBackend:
     def _exchange(self, doc: dict[str, Any]) -> Any:
         """Send one document, return the parsed answer line (BadResult if not JSON).
 
-        A restarted engine is greeted again before it gets the request.
+        A restarted engine is greeted again before it gets the request, and must claim
+        what it claimed at the start (else a request it no longer claims, one with tangents
+        say, would be sent to it).
         """
         restarted = self._proc is None or self._proc.poll() is not None
         if restarted and hasattr(self, "capabilities"):
             try:
-                validate_message(self._talk(self._start(), HELLO), "capabilities")
+                hello = self._talk(self._start(), HELLO)
+                validate_message(hello, "capabilities")
             except InvalidInput as exc:
                 raise BadResult(f"{self._who()}: bad answer to the hello: {exc}") from None
+            claims = _claims(hello)
+            if claims != self.capabilities:
+                raise BadResult(f"{self._who()}: restarted with other capabilities: {claims}, "
+                                f"first {self.capabilities}")
         return self._talk(self._start(), doc)
 
     def _talk(self, proc: subprocess.Popen[bytes], doc: dict[str, Any]) -> Any:
@@ -244,6 +248,13 @@ class ExternalBackend:
 
     def _who(self) -> str:
         return shlex.join(self.argv)
+
+
+def _claims(hello: dict[str, Any]) -> Capabilities:
+    """The capabilities a valid hello answer claims (modes default to reverse only)."""
+    return Capabilities(dtypes=tuple(hello["dtypes"]), ops=tuple(hello["ops"]),
+                        device=hello.get("device", "external"),
+                        modes=tuple(hello.get("modes", ("vjp",))))
 
 
 def _tangent_mismatch(request: Request) -> str:

@@ -393,3 +393,35 @@ def test_hello_claiming_modes_without_vjp_is_a_usage_error(tmp_path: Path) -> No
     with pytest.raises(UsageError, match=r"modes: \[.jvp.\] does not contain") as info:
         resolve_backend(command)
     assert "\n" not in str(info.value), info.value
+
+
+# Claims forward mode on its first start only; exits on its first request.
+FICKLE = '''
+import json, os, sys
+mark = {mark!r}
+first = not os.path.exists(mark)
+open(mark, "a").close()
+for line in sys.stdin:
+    if json.loads(line)["kind"] == "hello":
+        modes = ["vjp", "jvp"] if first else ["vjp"]
+        print(json.dumps({{"resverify": 1, "kind": "capabilities", "dtypes": ["float64"],
+                          "ops": ["add"], "modes": modes}}), flush=True)
+    else:
+        sys.exit(3)
+'''
+
+
+def test_engine_restarted_with_other_capabilities_is_a_bad_result(tmp_path: Path) -> None:
+    script = tmp_path / "fickle.py"
+    script.write_text(FICKLE.format(mark=str(tmp_path / "started")))
+    backend = ExternalBackend(f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}",
+                              timeout=PATIENT)
+    try:
+        assert backend.capabilities.modes == ("vjp", "jvp"), backend.capabilities
+        with pytest.raises(BackendCrash, match="exited with status 3"):
+            backend.run(add_request(forward=True))
+        with pytest.raises(BadResult, match="restarted with other capabilities") as info:
+            backend.run(add_request(forward=True))  # it would be sent tangents it cannot read
+        assert "\n" not in str(info.value), info.value
+    finally:
+        backend.close()
