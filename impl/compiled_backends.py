@@ -109,11 +109,15 @@ class TorchCompileBackend(TorchBackend):
         """``J·t`` by the compiled ``torch.func.jvp``, or None for a reverse-mode request."""
         if request.tangents is None:
             return None
+        import torch
+
         names = request.program.input_names
         primals = tuple(self._tensor(request.inputs[n], request.dtype, False) for n in names)
         tangents = tuple(self._tensor(request.tangents[n], request.dtype, False) for n in names)
         with torch_deprecations_ignored():
-            return self._numpy(self._compiled_jvp(request)(primals, tangents))
+            tangent = self._compiled_jvp(request)(primals, tangents)
+        # as in eager torch: a rank-0 tangent may come back float64 (docs/findings.md)
+        return self._numpy(tangent.to(getattr(torch, request.dtype)))
 
     def run(self, request: Request) -> Result:
         refused = self.capabilities.refusal(request, self.name)

@@ -105,4 +105,8 @@ class TorchBackend:
             return interpret(request.program, dict(zip(names, values, strict=True)), self._apply)
 
         with torch_deprecations_ignored():
-            return self._numpy(torch.func.jvp(program, primals, tangents)[1])
+            tangent = torch.func.jvp(program, primals, tangents)[1]
+        # torch.func.jvp promotes a rank-0 tangent times a Python float to float64 while the
+        # primal stays in its dtype (docs/findings.md); the cast back is one rounding of a
+        # more accurate value, which the request dtype's budget covers.
+        return self._numpy(tangent.to(getattr(torch, request.dtype)))

@@ -266,3 +266,22 @@ def test_adapter_without_forward_mode_refuses_tangents_as_unsupported(name: str)
     result = backend.run(forward(base, "float64", dict(base.inputs)))
     assert isinstance(result, ResultError) and result.kind == "unsupported", result
     assert "mode jvp not claimed" in result.message, result
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_adapter_tangent_of_a_rank_0_input_keeps_the_request_dtype(adapter: Backend,
+                                                                   dtype: str) -> None:
+    """x of rank 0 through (x + x)·(1/2): torch.func.jvp returns this tangent in float64
+    (docs/findings.md); the answer must be in the request's dtype and equal t exactly."""
+    if dtype not in adapter.capabilities.dtypes:
+        pytest.skip(f"{adapter.name} does not claim {dtype}")
+    program = Program((Input("x", ()),), (
+        Node("s", "residual_add", ("x", "x")),
+        Node("y", "scale", ("s",), alpha=Fraction(1, 2))), "y")
+    request = Request(program, {"x": np.array(1.5)}, dtype, np.array(1.0),
+                      {"x": np.array(-0.75)})
+    result = adapter.run(request)
+    call = f"[{adapter.name} {dtype} d/dt ((x + x)·1/2) at x = 1.5, t = -0.75]"
+    assert isinstance(result, Value) and result.tangent is not None, f"{result} {call}"
+    check_form(request, result)
+    assert result.tangent.tolist() == -0.75, f"tangent={result.tangent}, expected -0.75 {call}"
