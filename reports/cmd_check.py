@@ -29,6 +29,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -51,6 +52,7 @@ from resverify.reports.runner import (
     SuiteRun,
     pytest_command,
     run_suite,
+    stop_group,
 )
 from resverify.spec import UsageError
 
@@ -61,9 +63,11 @@ _REWRITE_SECONDS = 2.0
 DEFAULT_TIMEOUT_SECONDS = 600.0
 _PLOTTING = threading.Lock()
 _PLOT_STOP_SECONDS = 15.0
+_PLOT_START_SECONDS = 60.0  # a plot process's imports (torch, jax) before its backend time
 PLOT_WAIT_SECONDS = 300.0  # after the suite: a backend that hangs in a plot cannot hang the report
 _REPLAYS_SHOWN = 5
 _PYTEST_LOG = "pytest.log"
+_PLOT_LOG = "plots.log"
 _SAID_LIMIT = 1000
 _PYTEST_ENDINGS = {2: "the property suite was interrupted", 3: "pytest hit an internal error",
                    4: "pytest refused its arguments"}
@@ -181,28 +185,37 @@ def _pytest_args(args: argparse.Namespace) -> list[str]:
 
 
 class _PlotJob:
-    """Draws the plots in a thread while the suite runs. Each plot has one series per
-    checked backend, computed on the backend objects of this process, so the job starts
-    once the claims and the known failures were checked on them (no backend is asked from
-    two threads at once; the suite runs in a child process with its own)."""
+    """Draws the plots in a thread while the claims and the suite run. Each plot has one
+    series per checked backend, computed in a process of its own per backend
+    (:mod:`resverify.reports.plot_child`, one after the other), so a backend that crashes,
+    exits or hangs leaves its series as gaps, never the report; the exact and reference
+    curves are computed here (they ask no backend)."""
 
-    def __init__(self, seed: int, backends: Sequence[Backend]) -> None:
+    def __init__(self, seed: int, named: Mapping[str, Backend], folder: Path) -> None:
         self.plots: dict[str, bytes] = {}
         self.summary: dict[str, Any] | None = None
         self.error: str | None = None
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._draw, args=(seed, list(backends)),
+        self.child: subprocess.Popen[bytes] | None = None
+        self.thread = threading.Thread(target=self._draw, args=(seed, dict(named), folder),
                                        daemon=True)
 
     def start(self) -> None:
         self.thread.start()
 
-    def _draw(self, seed: int, backends: list[Backend]) -> None:
+    def _draw(self, seed: int, named: dict[str, Backend], folder: Path) -> None:
         try:
-            from resverify.reports.plots import plot_data, render_plots
+            from resverify.reports.plots import add_series, plot_data, render_plots
 
+            with tempfile.TemporaryDirectory(prefix="resverify-plots-") as scratch:
+                series = [(b.name, *self._series(seed, typed, Path(scratch) / f"{i}.json",
+                                                 folder / _PLOT_LOG))
+                          for i, (typed, b) in enumerate(named.items())
+                          if not self.stop.is_set()]
             with _PLOTTING:  # matplotlib is not thread-safe; a stopped run's job may linger
-                data = plot_data(seed, backends, self.stop)
+                data = plot_data(seed, [])
+                for name, document, gap in series:
+                    add_series(data, name, document, gap)
                 if self.stop.is_set():
                     return
                 self.plots = render_plots(seed, data=data)
@@ -210,6 +223,29 @@ class _PlotJob:
                                    "gaps": plot.gaps} for name, plot in data.items()}
         except Exception as exc:  # plots are an extra: the report stands without them
             self.error = f"plots were not drawn: {type(exc).__name__}: {exc}"
+
+    def _series(self, seed: int, typed: str, out: Path, log: Path
+                ) -> tuple[dict[str, Any] | None, str | None]:
+        """One backend's series document from its own process, or None and why not."""
+        from resverify.reports.plots import SECONDS_PER_BACKEND
+
+        cmd = [sys.executable, "-m", "resverify.reports.plot_child", "--seed", str(seed),
+               "--backend", typed, "--out", str(out)]
+        limit = SECONDS_PER_BACKEND + _PLOT_START_SECONDS
+        with open(log, "ab") as handle:
+            self.child = subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, process_group=0)
+            try:
+                self.child.wait(timeout=limit)
+            except subprocess.TimeoutExpired:
+                stop_group(self.child)
+                return None, f"its plot process ran past {limit:g} s"
+            finally:
+                stop_group(self.child)
+        code = self.child.returncode
+        if code != 0 or not out.exists():
+            return None, f"its plot process ended with exit code {code} (see {_PLOT_LOG})"
+        return json.loads(out.read_text(encoding="utf-8"))["plots"], None
 
     def result(self, wait: float | None
                ) -> tuple[dict[str, bytes], list[str], dict[str, Any] | None]:
@@ -219,9 +255,11 @@ class _PlotJob:
             return {}, ["plots were not drawn: the run stopped before they were started"], None
         self.thread.join(wait)
         if self.thread.is_alive():
-            # a daemon thread inside C++ code (matplotlib, a backend) when Python exits
-            # aborts the process: ask it to stop, and give it a moment to
+            # a daemon thread inside C++ code (matplotlib) when Python exits aborts the
+            # process: stop its plot process, ask it to stop, and give it a moment to
             self.stop.set()
+            if self.child is not None:
+                stop_group(self.child)
             self.thread.join(_PLOT_STOP_SECONDS)
             return {}, ["plots were not drawn: the run ended before they were ready"], None
         if self.error is not None:
@@ -249,7 +287,9 @@ def run(args: argparse.Namespace) -> int:
                        profile=profile, pytest_args=tuple(_pytest_args(args)),
                        known_file=known_file, known=known,
                        mutants=None if args.mutants is None else load_mutants(args.mutants))
-    plots = _PlotJob(request.seed, request.backends)
+    (request.report_dir / _PLOT_LOG).unlink(missing_ok=True)
+    plots = _PlotJob(request.seed, request.named, request.report_dir)
+    plots.start()
     progress = Progress()
     found = _Evidence()
     with StopSignals() as signals:
@@ -259,7 +299,6 @@ def run(args: argparse.Namespace) -> int:
             else:
                 _run_claims(request, found, progress)
             _check_known(request, found, progress)
-            plots.start()
             _run_suite(args, request, found, progress)
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM outside the suite
             found.suite.interrupted = getattr(exc, "signal_name", "SIGINT")

@@ -33,10 +33,12 @@ compiled once, however deep the stream).
 
 A backend that refuses a request, raises, answers malformed values, or runs past its
 time (:data:`SECONDS_PER_BACKEND`) leaves a gap in its series; :attr:`PlotData.gaps` says
-why, and the report lists it. A backend without float64 is asked in float32 (its inputs
-rounded), and its series says so. PNG output is byte-for-byte repeatable for the same
-seed, backends and versions: the Software metadata stamp is dropped and nothing depends
-on the clock (unless a backend runs out of time).
+why, and the report lists it. ``resverify check`` asks each backend in a process of its
+own (:mod:`resverify.reports.plot_child`), so one that crashes costs only its series. A
+backend without float64 is asked in float32 (its inputs rounded), and its series says so.
+PNG output is byte-for-byte repeatable for the same seed, backends and versions: the
+Software metadata stamp is dropped and nothing depends on the clock (unless a backend
+runs out of time).
 """
 
 from __future__ import annotations
@@ -66,8 +68,9 @@ from resverify.spec.ir import Input, Node, Program
 from resverify.spec.request import Request, ResultError, check_form, storage_dtype
 
 __all__ = ["FIGURES", "PLOT_NAMES", "SECONDS_PER_BACKEND", "STREAM_CHUNK", "Curve", "PlotData",
-           "norm_gradient_curve", "norm_stack", "plot_data", "render_plots", "retention_curve",
-           "scaled_finals", "tapped_stack", "variance_path"]
+           "add_series", "norm_gradient_curve", "norm_stack", "plot_data", "render_plots",
+           "retention_curve", "scaled_finals", "series_document", "tapped_stack",
+           "variance_path"]
 
 PLOT_NAMES = ("gradient_retention", "depth_law", "variance_growth", "norm_depth")
 NORM_EPS = Fraction(1, 10**5)
@@ -82,6 +85,7 @@ SCALED_DEPTHS = (1, 4, 16, 64)  # 1/√L is exact: scale's α is 1/isqrt(L)
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p")
 _LEGEND_CHARS = 48
 _LINES = ("-", "--", ":", "-.")
+_EXACT = threading.local()  # whether plot_data computes the exact curves (this thread)
 _POINTS = 25  # at most this many markers per curve and backend
 
 
@@ -392,9 +396,9 @@ def _retention_data(seed: int, askers: Mapping[str, _Asker]) -> PlotData:
         Curve("S11 residual: 0.75^L", np.arange(13), 0.75 ** np.arange(13.0)),
         Curve("S11 plain: 0.25^L", np.arange(13), 0.25 ** np.arange(13.0)),
         Curve(f"random residual, gain {gain} (exact)", np.arange(depth + 1),
-              _exact_retention(weights, True)),
+              _exact_retention(weights, True) if _EXACT.on else np.full(depth + 1, np.nan)),
         Curve(f"random plain, gain {gain} (exact)", np.arange(depth + 1),
-              _exact_retention(weights, False)),
+              _exact_retention(weights, False) if _EXACT.on else np.full(depth + 1, np.nan)),
     ]
     for name, asker in askers.items():
         for curve, stack, residual in zip(curves, (s11, s11, weights, weights),
@@ -442,7 +446,8 @@ def _norm_data(seed: int, askers: Mapping[str, _Asker], max_depth: int = 6,
     for gain in (0.5, 1.0):
         for placement in ("pre", "post"):
             curves.append(Curve(f"{placement}-norm, gain {gain} (exact)", depths, np.array(
-                norm_gradient_curve(placement, max_depth, seed, width, gain))))
+                norm_gradient_curve(placement, max_depth, seed, width, gain)) if _EXACT.on
+                else np.full(max_depth + 1, np.nan)))
             setups.append((placement, gain))
     for name, asker in askers.items():
         for curve, (placement, gain) in zip(curves, setups, strict=True):
@@ -453,12 +458,15 @@ def _norm_data(seed: int, askers: Mapping[str, _Asker], max_depth: int = 6,
     return PlotData(curves)
 
 
-def plot_data(seed: int, backends: Sequence[Backend] = (),
-              stop: threading.Event | None = None) -> dict[str, PlotData]:
+def plot_data(seed: int, backends: Sequence[Backend] | None = None,
+              stop: threading.Event | None = None, exact: bool = True) -> dict[str, PlotData]:
     """Every plot's data, by name: the reference curves and one series per backend (the
-    NumPy reference when none is given), each named after its backend. Once ``stop`` is
-    set, no backend is asked again (the rest are gaps): a stopped run ends quickly."""
-    chosen = list(backends) or [NumpyBackend()]
+    NumPy reference when ``backends`` is None; none for an empty list), each named after
+    its backend. Once ``stop`` is set, no backend is asked again (the rest are gaps).
+    ``exact=False`` leaves out the exact interpreter's curves (NaN), which cost seconds:
+    for a process that only computes a backend's series."""
+    _EXACT.on = exact
+    chosen = [NumpyBackend()] if backends is None else list(backends)
     askers = {str(b.name): _Asker(b, SECONDS_PER_BACKEND, stop) for b in chosen}
     builders: dict[str, Callable[[], PlotData]] = {
         "gradient_retention": lambda: _retention_data(seed, askers),
@@ -474,6 +482,35 @@ def plot_data(seed: int, backends: Sequence[Backend] = (),
         plot.dtypes = {n: a.dtype or "none" for n, a in askers.items()}
         plot.gaps = {n: a.gap for n, a in askers.items() if a.gap is not None}
     return data
+
+
+def series_document(data: Mapping[str, PlotData], name: str) -> dict[str, Any]:
+    """One backend's part of ``data`` as JSON (NaN as null): what a plot process sends
+    back (:mod:`resverify.reports.plot_child`)."""
+    return {plot: {"dtype": part.dtypes.get(name, "none"), "gap": part.gaps.get(name),
+                   "curves": {c.label: [None if np.isnan(v) else float(v)
+                                        for v in c.by_backend[name]] for c in part.curves}}
+            for plot, part in data.items()}
+
+
+def add_series(data: Mapping[str, PlotData], name: str,
+               document: Mapping[str, Any] | None, gap: str | None = None) -> None:
+    """Add backend ``name``'s series to ``data``, from its :func:`series_document`, or as
+    gaps everywhere with the reason ``gap`` when there is no document."""
+    for plot, part in data.items():
+        sent = (document or {}).get(plot) or {}
+        curves = sent.get("curves") or {}
+        part.series.append(name)
+        part.dtypes[name] = str(sent.get("dtype") or "none")
+        reason = sent.get("gap") if document is not None else gap
+        if reason:
+            part.gaps[name] = str(reason)
+        for curve in part.curves:
+            got = curves.get(curve.label)
+            values = np.full(len(curve.x), np.nan)
+            if isinstance(got, list) and len(got) == len(curve.x):
+                values = np.array([np.nan if v is None else float(v) for v in got])
+            curve.by_backend[name] = values
 
 
 # --- figures ------------------------------------------------------------------------------
@@ -623,7 +660,7 @@ FIGURES: dict[str, Callable[[PlotData], Figure]] = {
     "variance_growth": _variance_figure, "norm_depth": _norm_figure}
 
 
-def render_plots(seed: int, backends: Sequence[Backend] = (),
+def render_plots(seed: int, backends: Sequence[Backend] | None = None,
                  data: Mapping[str, PlotData] | None = None) -> dict[str, bytes]:
     """Every plot as PNG bytes, by name (see :data:`PLOT_NAMES`): the reference curves and
     one series per backend (the NumPy reference when none is given); ``data`` when it was

@@ -6,6 +6,7 @@ the backends."""
 from __future__ import annotations
 
 import json
+import os
 from fractions import Fraction
 from pathlib import Path
 
@@ -18,17 +19,11 @@ from resverify.impl.backend import Capabilities
 from resverify.reports import plots
 from resverify.reports.json_report import validate
 from resverify.spec.fixtures import STACK_W
-from resverify.spec.request import Request, Result, ResultError
+from resverify.spec.request import Request, Result
 from tests import broken_backends as bb
+from tests.report_mode_backends import Refusing
 
-
-class Refusing(NumpyBackend):
-    """Refuses every request, as an engine with an unsupported feature would."""
-
-    name = "refusing"
-
-    def run(self, request: Request) -> Result:
-        return ResultError("unsupported", "refusing: not today")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class Raising(NumpyBackend):
@@ -165,9 +160,10 @@ def test_plots_are_the_same_bytes_for_the_same_seed_and_carry_no_software_stamp(
 def test_check_draws_each_checked_backend_and_reports_its_gaps(tmp_path: Path) -> None:
     """``resverify check`` plots the backends it checks: report.json names each plot's
     series, a backend that refuses is a warning and a caption note, never a lost report."""
-    with pytest.MonkeyPatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp:  # the plot processes import the tests package
+        mp.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
         code, out = run_check(mp, tmp_path, "--backend", "numpy",
-                              "--backend", "tests.test_report_plots:Refusing", mode="pass")
+                              "--backend", "tests.report_mode_backends:Refusing", mode="pass")
     doc = json.loads((out / "report.json").read_text())
     assert code == 0, doc["status"]
     validate(doc)
@@ -181,3 +177,22 @@ def test_check_draws_each_checked_backend_and_reports_its_gaps(tmp_path: Path) -
     assert page.count(f"Backends: numpy, refusing. Gaps in refusing: {reason}.") == 4
     assert sorted(p.name for p in (out / "plots").iterdir()) == sorted(
         f"{n}.png" for n in plots.PLOT_NAMES)
+
+
+def test_a_backend_that_exits_in_a_plot_leaves_gaps_and_the_report_stands(
+        tmp_path: Path) -> None:
+    """Each backend's series comes from a process of its own: a backend calling
+    ``os._exit`` there costs its series, not the run."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        code, out = run_check(mp, tmp_path, "--backend", "numpy",
+                              "--backend", "tests.hostile_backends:Exits", mode="pass")
+    doc = json.loads((out / "report.json").read_text())
+    validate(doc)
+    part = doc["plots"]["depth_law"]
+    assert part["series"] == ["numpy", "hostile-exits"], part
+    assert part["gaps"] == {"hostile-exits": "its plot process ended with exit code 3 "
+                                             "(see plots.log)"}, part
+    assert sorted(p.name for p in (out / "plots").iterdir()) == sorted(
+        f"{n}.png" for n in plots.PLOT_NAMES)
+    assert code == 0, doc["status"]
