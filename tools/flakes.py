@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from collections import Counter
@@ -25,7 +26,7 @@ from typing import Any
 
 from resverify.properties.stats import FALSE_ALARM
 from resverify.reports.mutant_runs import Command, Job, run_children
-from resverify.reports.runner import pytest_command
+from resverify.reports.runner import Interrupted, pytest_command
 
 # the properties whose verdict is a statistical test with a stated false-alarm bound
 STATISTICAL = ("independent_updates_add_their_variances",
@@ -108,12 +109,27 @@ def main(argv: list[str] | None = None) -> int:
               f"{sum(r['outcome'] == 'failed' for r in job.suite.results)} failed",
               file=sys.stderr, flush=True)
 
-    run_children(jobs, args.jobs, done)
+    stopped = ""
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    try:
+        run_children(jobs, args.jobs, done)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: keep the runs that finished
+        stopped = exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     doc = tally.document(time.monotonic() - began)
+    if stopped:
+        doc["interrupted"] = stopped
+        print(f"stopped by {stopped} after {sum(doc['runs'].values())} of {len(jobs)} runs; "
+              "the counts below are of the finished runs", file=sys.stderr)
     if args.out is not None:
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
     _summary(doc)
-    return 0 if not doc["failures"] and not doc["incomplete"] else 1
+    return 0 if not doc["failures"] and not doc["incomplete"] and not stopped else 1
+
+
+def _raise_interrupted(signum: int, frame: object) -> None:
+    raise Interrupted(signal.Signals(signum).name)
 
 
 def _summary(doc: dict[str, Any]) -> None:
