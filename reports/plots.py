@@ -556,18 +556,26 @@ def _references(axes: Sequence[Axes], plot: PlotData, log: bool) -> None:
              _LINES[n % len(_LINES)], lw=1.2, color="0.25", label=curve.label)
 
 
-def _retention_figure(plot: PlotData) -> Figure:
+def _gradient_by_depth_figure(plot: PlotData, xlabel: str, ylabel: str, title: str) -> Figure:
+    """A gradient's size against depth on a log scale: reference curves and each backend's
+    series (the retention and the norm plots)."""
     fig = Figure(figsize=(7.5, 4.6))
     ax = fig.add_subplot()
     _references([ax], plot, log=True)
     _series([ax], plot, log=True)
-    ax.set_xlabel("depth k (layers the cotangent passed through)")
-    ax.set_ylabel("max|x̄| / max|ȳ| (log scale)")
-    ax.set_title("Gradient retention by depth: plain vs residual linear stacks")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     return fig
+
+
+def _retention_figure(plot: PlotData) -> Figure:
+    return _gradient_by_depth_figure(
+        plot, "depth k (layers the cotangent passed through)", "max|x̄| / max|ȳ| (log scale)",
+        "Gradient retention by depth: plain vs residual linear stacks")
 
 
 def _depth_law_figure(plot: PlotData) -> Figure:
@@ -642,17 +650,9 @@ def _variance_figure(plot: PlotData, width: int = 768) -> Figure:
 
 
 def _norm_figure(plot: PlotData) -> Figure:
-    fig = Figure(figsize=(7.5, 4.6))
-    ax = fig.add_subplot()
-    _references([ax], plot, log=True)
-    _series([ax], plot, log=True)
-    ax.set_xlabel("depth k (blocks the cotangent passed through)")
-    ax.set_ylabel("‖x̄‖₂ / ‖ȳ‖₂ (log scale)")
-    ax.set_title("Input gradient by depth: pre-norm vs post-norm layer_norm stacks")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    return fig
+    return _gradient_by_depth_figure(
+        plot, "depth k (blocks the cotangent passed through)", "‖x̄‖₂ / ‖ȳ‖₂ (log scale)",
+        "Input gradient by depth: pre-norm vs post-norm layer_norm stacks")
 
 
 FIGURES: dict[str, Callable[[PlotData], Figure]] = {
