@@ -54,3 +54,49 @@ def test_a_stopped_flake_count_keeps_the_finished_runs_and_says_it_was_stopped(
     assert got == (1, name, {"numpy": 1}, 1, 7), (
         f"flakes.py stopped by {name} after one of 5 runs gives {got}, expected "
         f"(1, {name!r}, {{'numpy': 1}}, 1, 7)")
+
+
+def _part(path: Path, seeds: dict[str, list[int]], failures: int = 0) -> Path:
+    runs = {backend: len(s) for backend, s in seeds.items()}
+    failed = [{"backend": b, "seed": s[0], "test": "properties/test_x.py::test_law",
+               "message": "off"} for b, s in seeds.items()][:failures]
+    doc = {"runs": runs, "tests": 2 * sum(runs.values()), "failures": failed, "incomplete": [],
+           "examples": 50 * sum(runs.values()),
+           "examples_by_property": {"law": 25 * sum(runs.values()),
+                                    "independent_updates_add_their_variances":
+                                        25 * sum(runs.values())},
+           "seconds": 10.0, "seeds": seeds, "commit": "abc", "profile": "ci"}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_flake_counts_made_in_parts_with_disjoint_seeds_add_up(tmp_path: Path) -> None:
+    one = _part(tmp_path / "one.json", {"torch": [1, 2, 3], "jax": [1]})
+    two = _part(tmp_path / "two.json", {"torch": [4, 5]}, failures=1)
+    out = tmp_path / "sum.json"
+    code = _tool().main(["--combine", str(one), str(two), "--out", str(out)])
+    doc = json.loads(out.read_text())
+    got = (code, doc["runs"], doc["seeds"], doc["tests"], doc["examples"],
+           len(doc["failures"]), doc["statistical"]["examples"], len(doc["parts"]))
+    expected = (1, {"torch": 5, "jax": 1}, {"jax": [1], "torch": [1, 2, 3, 4, 5]}, 12, 300,
+                1, 150, 2)
+    assert got == expected, f"--combine one.json two.json gives {got}, expected {expected}"
+
+
+@pytest.mark.parametrize("second", [{"torch": [3, 4]}, None])
+def test_flake_counts_that_repeat_a_seed_or_lack_their_seeds_are_refused(
+        second: dict[str, list[int]] | None, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    one = _part(tmp_path / "one.json", {"torch": [1, 2, 3]})
+    two = _part(tmp_path / "two.json", second or {"torch": [7]})
+    if second is None:
+        doc = json.loads(two.read_text())
+        del doc["seeds"]
+        two.write_text(json.dumps(doc))
+    with pytest.raises(SystemExit) as stop:
+        _tool().main(["--combine", str(one), str(two)])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    want = "repeats torch seeds already counted: [3]" if second else "lists no seeds"
+    assert (stop.value.code, want in error) == (2, True), (
+        f"--combine with a part {second or 'without seeds'} exits {stop.value.code} with "
+        f"{error!r}, expected exit 2 naming {want!r}")

@@ -10,7 +10,13 @@ that bound and the number of examples they ran.
 
     .venv/bin/python tools/flakes.py --runs 200 --backend numpy --backend torch --backend jax
 
-Exit 0 when no test failed, 1 otherwise; ``--out FILE`` writes the counts as JSON.
+Exit 0 when no test failed, 1 otherwise; ``--out FILE`` writes the counts as JSON, with
+the seeds each backend ran and the commit of the tree. A count of hundreds of runs takes
+longer than one sitting on a small machine, so counts made in parts (disjoint seeds) add up:
+
+    .venv/bin/python tools/flakes.py --combine part1.json part2.json --out flakes.json
+
+sums them, refusing parts that ran the same (backend, seed) twice or that lack their seeds.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -52,11 +59,13 @@ class Tally:
         self.incomplete: list[str] = []
         self.examples: Counter[str] = Counter()
         self.failures: list[dict[str, Any]] = []
+        self.seeds: dict[str, set[int]] = {}
         self.tests = 0
 
     def add(self, job: Job) -> None:
         backend, seed = job.key.rsplit("@", 1)
         self.runs[backend] += 1
+        self.seeds.setdefault(backend, set()).add(int(seed))
         if not job.suite.finished:
             self.incomplete.append(f"{job.key}: pytest exit {job.suite.exitstatus}, "
                                    f"process exit {job.suite.returncode}")
@@ -79,11 +88,29 @@ class Tally:
                 "observed_rate": failed / examples if examples else None,
                 "rate_upper_95": (3 / examples) if examples and not failed else None}
 
+    def merge(self, doc: dict[str, Any], name: str) -> None:
+        """Adds the counts of a document written by ``--out``; its seeds must be new."""
+        if "seeds" not in doc:
+            raise ValueError(f"{name} lists no seeds (written before flakes.py recorded "
+                             "them), so its runs cannot be shown disjoint from the others")
+        for backend, seeds in doc["seeds"].items():
+            repeated = self.seeds.setdefault(backend, set()) & set(seeds)
+            if repeated:
+                raise ValueError(f"{name} repeats {backend} seeds already counted: "
+                                 f"{sorted(repeated)[:5]}")
+            self.seeds[backend] |= set(seeds)
+        self.runs.update(doc["runs"])
+        self.tests += doc["tests"]
+        self.examples.update(doc["examples_by_property"])
+        self.failures += doc["failures"]
+        self.incomplete += doc["incomplete"]
+
     def document(self, seconds: float) -> dict[str, Any]:
         return {"runs": dict(self.runs), "tests": self.tests, "failures": self.failures,
                 "incomplete": self.incomplete, "examples": sum(self.examples.values()),
                 "examples_by_property": dict(sorted(self.examples.items())),
-                "statistical": self.statistics(), "seconds": round(seconds, 1)}
+                "statistical": self.statistics(), "seconds": round(seconds, 1),
+                "seeds": {b: sorted(s) for b, s in sorted(self.seeds.items())}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,7 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="ci")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="runs at once (default 2)")
     parser.add_argument("--out", type=Path, help="write the counts as JSON")
+    parser.add_argument("--combine", nargs="+", type=Path, metavar="JSON",
+                        help="run nothing: add up counts written by --out in parts")
     args = parser.parse_args(argv)
+    if args.combine:
+        return _combine(args.combine, args.out, parser)
     if args.runs < 1 or args.jobs < 1:
         parser.error("--runs and --jobs need at least 1")
     backends = args.backends or ["numpy"]
@@ -118,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     doc = tally.document(time.monotonic() - began)
+    doc["commit"], doc["profile"] = _commit(), args.profile
     if stopped:
         doc["interrupted"] = stopped
         print(f"stopped by {stopped} after {sum(doc['runs'].values())} of {len(jobs)} runs; "
@@ -126,6 +158,39 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
     _summary(doc)
     return 0 if not doc["failures"] and not doc["incomplete"] and not stopped else 1
+
+
+def _combine(paths: list[Path], out: Path | None, parser: argparse.ArgumentParser) -> int:
+    tally, seconds, parts, profiles = Tally(), 0.0, [], set()
+    for path in paths:
+        try:
+            doc = json.loads(path.read_text())
+            tally.merge(doc, str(path))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            parser.error(f"cannot add {path}: {exc}")
+        profiles.add(doc.get("profile"))
+        if len(profiles) > 1:
+            parser.error(f"cannot add {path}: its profile {doc.get('profile')!r} differs "
+                         "from the other parts'")
+        seconds += doc["seconds"]
+        parts.append({"file": str(path), "commit": doc.get("commit"), "runs": doc["runs"],
+                      "interrupted": doc.get("interrupted")})
+    combined = tally.document(seconds)
+    combined["parts"], combined["profile"] = parts, profiles.pop()
+    if out is not None:
+        out.write_text(json.dumps(combined, indent=2) + "\n")
+    _summary(combined)
+    return 0 if not combined["failures"] and not combined["incomplete"] else 1
+
+
+def _commit() -> str | None:
+    """The commit of the tree that ran, so parts counted on different trees say so."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent,
+                              capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return done.stdout.strip() or None
 
 
 def _raise_interrupted(signum: int, frame: object) -> None:
