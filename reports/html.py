@@ -30,6 +30,10 @@ PLOT_CAPTIONS = {
     "depth_law": "|(1+a)^L| for the branch F = a·x over a and L; the vertical lines mark "
     "|1+a| = 1 (a = 0 and a = -2), the dashed line a = -1 where the gradient is exactly 0; "
     "the markers are each checked backend's d x_L / d x_0.",
+    "depth_law_jvp": "The depth law in forward mode: |J·t| through the last L blocks of the "
+    "stack x + a·x for a tangent t = 3/4, against the exact (1+a)^L·t of the spec's law; the "
+    "markers are the output tangents J·t of each checked backend that claims forward mode "
+    "(jvp), all depths from one request.",
     "variance_growth": "Variance growth by depth: one unscaled 100-layer stream (variance "
     "l·σ²) and streams of depth L with updates scaled by 1/√L (variance σ²), with 99.9% bands; "
     "the line is the reference simulation, the markers each checked backend's stream on the "
@@ -300,20 +304,34 @@ def _claims(doc: Mapping[str, Any]) -> str:
 
 
 def _plots(plots: Mapping[str, bytes], doc: Mapping[str, Any]) -> str:
-    """Each plot with its caption, the backends it shows and why any series has gaps."""
+    """Each plot with its caption, the backends it shows, why any series has gaps and
+    which backends do not claim the plot's mode (so have no series)."""
     figures = []
     for name, png in plots.items():
         data = base64.b64encode(png).decode("ascii")
         caption = PLOT_CAPTIONS.get(name, name)
         part = (doc.get("plots") or {}).get(name)
-        said = ""
-        if part:
-            said = f" Backends: {', '.join(part['series'])}." + "".join(
-                f" Gaps in {backend}: {reason}." for backend, reason in part["gaps"].items())
+        said = _plot_note(name, part, doc["backends"]) if part else ""
         figures.append(f'<figure id="plot-{esc(name)}"><img alt="{esc(caption)}" '
                        f'src="data:image/png;base64,{data}"><figcaption>{esc(caption + said)}'
                        "</figcaption></figure>")
     return "<h2>Plots</h2>" + "".join(figures) if figures else ""
+
+
+def _plot_note(name: str, part: Mapping[str, Any], backends: Sequence[Mapping[str, Any]]
+               ) -> str:
+    """The backends a plot shows, the gaps in their series, and the checked backends that
+    do not claim the plot's mode (not asked: no series)."""
+    from resverify.reports.plots import PLOT_MODES  # matplotlib: only once plots are drawn
+
+    mode = PLOT_MODES.get(name, "vjp")
+    unclaimed = [b["name"] for b in backends
+                 if mode not in b.get("modes", ["vjp"]) and b["name"] not in part["series"]]
+    said = f" Backends: {', '.join(part['series']) or 'none'}." + "".join(
+        f" Gaps in {backend}: {reason}." for backend, reason in part["gaps"].items())
+    if unclaimed:
+        said += f" No series ({mode} not claimed): {', '.join(unclaimed)}."
+    return said
 
 
 def _timings(doc: Mapping[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""The report's four plots, drawn with matplotlib's Agg canvas (no pyplot, no display).
+"""The report's five plots, drawn with matplotlib's Agg canvas (no pyplot, no display).
 
 Each plot shows the exact (or reference) curve of a law and, beside it, one series per
 backend being checked, computed by running that backend on the plot's programs: a report
@@ -19,6 +19,13 @@ compiled once, however deep the stream).
 * ``depth_law``: ``|(1+a)^L|`` over ``a`` and ``L`` (exact powers), the ``|1+a| = 1``
   boundary marked and the S25 values shown; each backend's ``d x_L / d x_0`` of the branch
   ``F = a ⊙ x`` for four values of ``a`` in one 4-wide request.
+* ``depth_law_jvp``: the same law in forward mode: ``|J·t|`` through the last ``L`` blocks
+  of the same stack, ``(1+a)^L·t`` exactly (the spec's law,
+  :func:`resverify.spec.symbolic.depth_law`, with ``t = 3/4``), from one request per backend
+  that claims mode ``jvp``: a ``4·(depth+1)``-wide stack whose block ``k`` has its tangent
+  on the tap ``z_{depth-k}`` only, so its output tangent holds every depth at once. A
+  backend that claims only ``vjp`` is not asked and has no series; the legend and the
+  report say so (:attr:`PlotData.not_claimed`).
 * ``variance_growth``: seeded S26/S27 simulations (768 components, unit normal updates,
   the reference path through :func:`resverify.impl.ops.residual_add`): left, the sample
   variance after each layer of one unscaled 100-layer stream against ``l·σ²``; right, the
@@ -65,14 +72,17 @@ from resverify.spec.errors import BadResult
 from resverify.spec.exact import evaluate
 from resverify.spec.fixtures import STACK_W
 from resverify.spec.ir import Input, Node, Program
-from resverify.spec.request import Request, ResultError, check_form, storage_dtype
+from resverify.spec.request import Request, ResultError, Value, check_form, storage_dtype
 
-__all__ = ["FIGURES", "PLOT_NAMES", "SECONDS_PER_BACKEND", "STREAM_CHUNK", "Curve", "PlotData",
-           "add_series", "norm_gradient_curve", "norm_stack", "plot_data", "render_plots",
-           "retention_curve", "scaled_finals", "series_document", "tapped_stack",
-           "variance_path"]
+__all__ = ["DEPTH_LAW_TANGENT", "FIGURES", "PLOT_MODES", "PLOT_NAMES", "SECONDS_PER_BACKEND",
+           "STREAM_CHUNK", "Curve", "PlotData", "add_series", "norm_gradient_curve",
+           "norm_stack", "plot_data", "plot_summary", "render_plots", "retention_curve",
+           "scaled_finals", "series_document", "tapped_stack", "variance_path"]
 
-PLOT_NAMES = ("gradient_retention", "depth_law", "variance_growth", "norm_depth")
+PLOT_NAMES = ("gradient_retention", "depth_law", "depth_law_jvp", "variance_growth",
+              "norm_depth")
+PLOT_MODES = {name: "jvp" if name == "depth_law_jvp" else "vjp" for name in PLOT_NAMES}
+"""The mode a plot asks its backends in: only a backend claiming it gets a series."""
 NORM_EPS = Fraction(1, 10**5)
 Z_999 = 3.2905  # two-sided 99.9% normal quantile
 SECONDS_PER_BACKEND = 120.0
@@ -80,6 +90,7 @@ SECONDS_PER_BACKEND = 120.0
 as gaps (a compiling backend may need it: one program of a hundred layers compiles for
 seconds)."""
 DEPTH_LAW_A = (-2.5, -0.5, 0.1, 1.0)
+DEPTH_LAW_TANGENT = Fraction(3, 4)  # the input tangent t of the forward-mode depth law
 STREAM_CHUNK = 5  # layers per request of the variance streams
 SCALED_DEPTHS = (1, 4, 16, 64)  # 1/√L is exact: scale's α is 1/isqrt(L)
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p")
@@ -103,12 +114,15 @@ class Curve:
 @dataclass
 class PlotData:
     """What one plot shows: its curves, the backends in it (its series, in order), the
-    dtype each was asked in, and why a backend's series has gaps."""
+    dtype each was asked in, why a backend's series has gaps, the mode the plot asks in,
+    and the backends that do not claim that mode (not asked, no series)."""
 
     curves: list[Curve]
     series: list[str] = field(default_factory=list)
     dtypes: dict[str, str] = field(default_factory=dict)
     gaps: dict[str, str] = field(default_factory=dict)
+    mode: str = "vjp"
+    not_claimed: list[str] = field(default_factory=list)
 
 
 class _Asker:
@@ -131,10 +145,24 @@ class _Asker:
         answer = self.run(program, inputs, cotangent)
         return None if answer is None else answer[1]
 
+    def tangent(self, program: Program, inputs: Mapping[str, np.ndarray],
+                cotangent: np.ndarray, tangents: Mapping[str, np.ndarray]) -> np.ndarray | None:
+        """The backend's output tangent ``J·t`` (as float64) for input ``tangents`` (forward
+        mode), or None with the reason kept."""
+        value = self._ask(program, inputs, cotangent, tangents)
+        return None if value is None else np.asarray(value.tangent, dtype=np.float64)
+
     def run(self, program: Program, inputs: Mapping[str, np.ndarray], cotangent: np.ndarray
             ) -> tuple[np.ndarray, Mapping[str, np.ndarray]] | None:
         """The backend's output (in the dtype asked) and gradients (as float64), or None
         with the reason kept."""
+        value = self._ask(program, inputs, cotangent)
+        return None if value is None else (value.output, {
+            k: np.asarray(v, dtype=np.float64) for k, v in value.grads.items()})
+
+    def _ask(self, program: Program, inputs: Mapping[str, np.ndarray], cotangent: np.ndarray,
+             tangents: Mapping[str, np.ndarray] | None = None) -> Value | None:
+        """The backend's well-formed answer, or None with the reason kept."""
         if self.dtype is None:
             self._missing("claims neither float64 nor float32")
             return None
@@ -146,7 +174,9 @@ class _Asker:
             return None
         store = storage_dtype(self.dtype)
         request = Request(program, {k: v.astype(store) for k, v in inputs.items()},
-                          self.dtype, cotangent.astype(store))
+                          self.dtype, cotangent.astype(store),
+                          None if tangents is None else
+                          {k: v.astype(store) for k, v in tangents.items()})
         reason = self.backend.capabilities.covers(request)
         if reason is not None:
             self._missing(reason)
@@ -166,8 +196,7 @@ class _Asker:
             return None
         finally:
             self.spent += time.monotonic() - began
-        return result.output, {k: np.asarray(v, dtype=np.float64)
-                               for k, v in result.grads.items()}
+        return result
 
 
 def _png(fig: Figure) -> bytes:
@@ -247,10 +276,10 @@ def _exact_retention(weights: Sequence[np.ndarray], residual: bool) -> np.ndarra
     return _taps(exact.grads, depth, _max_norm, 1.0)
 
 
-def _depth_law_program(depth: int) -> Program:
-    """``x_{i+1} = t_i + a ⊙ t_i`` with ``t_i = x_i + z_i`` (zero taps), 4 wide."""
-    inputs = [Input("x", (4,)), Input("a", (4,))] + [Input(f"z{i}", (4,))
-                                                     for i in range(depth + 1)]
+def _depth_law_program(depth: int, width: int = 4) -> Program:
+    """``x_{i+1} = t_i + a ⊙ t_i`` with ``t_i = x_i + z_i`` (zero taps)."""
+    inputs = [Input("x", (width,)), Input("a", (width,))] + [Input(f"z{i}", (width,))
+                                                             for i in range(depth + 1)]
     nodes, prev = [], "x"
     for i in range(depth + 1):
         nodes.append(Node(f"t{i}", "add", (prev, f"z{i}")))
@@ -421,6 +450,48 @@ def _depth_law_data(askers: Mapping[str, _Asker], depth: int = 30) -> PlotData:
     return PlotData(curves)
 
 
+def _forward_depth_law_data(askers: Mapping[str, _Asker], depth: int = 30) -> PlotData:
+    """``|J·t|`` through the last L blocks of the depth-law stack, every L from one request:
+    block ``k`` of a ``4·(depth+1)``-wide stack carries the tangent ``t`` on its tap
+    ``z_{depth-k}`` only (every other tangent is zero), so it passes ``k`` blocks."""
+    steps, lanes = np.arange(depth + 1), len(DEPTH_LAW_A)
+    curves = [Curve(f"a = {a}", steps, _exact_tangent_law(a, depth)) for a in DEPTH_LAW_A]
+    width = lanes * (depth + 1)
+    zero = np.zeros(width)
+    values = {"x": np.ones(width), "a": np.tile(DEPTH_LAW_A, depth + 1),
+              **{f"z{i}": zero for i in range(depth + 1)}}
+    tangents = {"x": zero, "a": zero, **{f"z{depth - k}": _block(k, lanes, depth + 1)
+                                          for k in range(depth + 1)}}
+    program = _depth_law_program(depth, width)
+    for name, asker in askers.items():
+        tangent = asker.tangent(program, values, np.ones(width), tangents)
+        for j, curve in enumerate(curves):
+            curve.by_backend[name] = (np.full(depth + 1, np.nan) if tangent is None
+                                      else tangent.reshape(depth + 1, lanes)[:, j])
+    return PlotData(curves)
+
+
+def _block(k: int, lanes: int, blocks: int) -> np.ndarray:
+    """The tangent ``t`` in block ``k`` (of ``blocks`` blocks ``lanes`` wide), 0 elsewhere."""
+    out = np.zeros(lanes * blocks)
+    out[k * lanes:(k + 1) * lanes] = float(DEPTH_LAW_TANGENT)
+    return out
+
+
+def _exact_tangent_law(a: float, depth: int) -> np.ndarray:
+    """``(1+a)^L·t`` for L = 0..depth from the spec's depth law, each value exact until
+    it is rounded to float64 (NaN when ``plot_data`` leaves the exact curves out)."""
+    if not _EXACT.on:
+        return np.full(depth + 1, np.nan)
+    import sympy as sp
+
+    from resverify.spec.symbolic import SLOPE, depth_law
+
+    slope, t = sp.Rational(Fraction(a)), sp.Rational(DEPTH_LAW_TANGENT)
+    return np.array([float(depth_law(True, sp.Integer(k)).subs(SLOPE, slope) * t)
+                     for k in range(depth + 1)])
+
+
 def _variance_data(seed: int, askers: Mapping[str, _Asker], width: int = 768,
                    depth: int = 100) -> PlotData:
     layers = np.arange(depth + 1)
@@ -468,29 +539,41 @@ def plot_data(seed: int, backends: Sequence[Backend] | None = None,
     _EXACT.on = exact
     chosen = [NumpyBackend()] if backends is None else list(backends)
     askers = {str(b.name): _Asker(b, SECONDS_PER_BACKEND, stop) for b in chosen}
-    builders: dict[str, Callable[[], PlotData]] = {
-        "gradient_retention": lambda: _retention_data(seed, askers),
-        "depth_law": lambda: _depth_law_data(askers),
-        "variance_growth": lambda: _variance_data(seed, askers),
-        "norm_depth": lambda: _norm_data(seed, askers)}
+    builders: dict[str, Callable[[Mapping[str, _Asker]], PlotData]] = {
+        "gradient_retention": lambda asked: _retention_data(seed, asked),
+        "depth_law": _depth_law_data, "depth_law_jvp": _forward_depth_law_data,
+        "variance_growth": lambda asked: _variance_data(seed, asked),
+        "norm_depth": lambda asked: _norm_data(seed, asked)}
     data = {}
-    for name, build in builders.items():
-        for asker in askers.values():
+    for name in PLOT_NAMES:
+        mode = PLOT_MODES[name]
+        asked = {n: a for n, a in askers.items() if mode in a.backend.capabilities.modes}
+        for asker in asked.values():
             asker.gap = None
-        plot = data[name] = build()
-        plot.series = list(askers)
-        plot.dtypes = {n: a.dtype or "none" for n, a in askers.items()}
-        plot.gaps = {n: a.gap for n, a in askers.items() if a.gap is not None}
+        plot = data[name] = builders[name](asked)
+        plot.mode, plot.series = mode, list(asked)
+        plot.not_claimed = [n for n in askers if n not in asked]
+        plot.dtypes = {n: a.dtype or "none" for n, a in asked.items()}
+        plot.gaps = {n: a.gap for n, a in asked.items() if a.gap is not None}
     return data
+
+
+def plot_summary(data: Mapping[str, PlotData]) -> dict[str, dict[str, Any]]:
+    """report.json's ``plots``: for each plot its mode, its series, the dtype each backend
+    was asked in, the reason of each gap, and the backends that do not claim its mode."""
+    return {name: {"mode": plot.mode, "series": list(plot.series), "dtypes": dict(plot.dtypes),
+                   "gaps": dict(plot.gaps), "not_claimed": list(plot.not_claimed)}
+            for name, plot in data.items()}
 
 
 def series_document(data: Mapping[str, PlotData], name: str) -> dict[str, Any]:
     """One backend's part of ``data`` as JSON (NaN as null): what a plot process sends
-    back (:mod:`resverify.reports.plot_child`)."""
-    return {plot: {"dtype": part.dtypes.get(name, "none"), "gap": part.gaps.get(name),
-                   "curves": {c.label: [None if np.isnan(v) else float(v)
-                                        for v in c.by_backend[name]] for c in part.curves}}
-            for plot, part in data.items()}
+    back (:mod:`resverify.reports.plot_child`); a plot whose mode the backend does not
+    claim is ``{"not_claimed": mode}``."""
+    return {plot: {"not_claimed": part.mode} if name in part.not_claimed else {
+        "dtype": part.dtypes.get(name, "none"), "gap": part.gaps.get(name),
+        "curves": {c.label: [None if np.isnan(v) else float(v) for v in c.by_backend[name]]
+                   for c in part.curves}} for plot, part in data.items()}
 
 
 def add_series(data: Mapping[str, PlotData], name: str,
@@ -499,6 +582,9 @@ def add_series(data: Mapping[str, PlotData], name: str,
     gaps everywhere with the reason ``gap`` when there is no document."""
     for plot, part in data.items():
         sent = (document or {}).get(plot) or {}
+        if sent.get("not_claimed"):
+            part.not_claimed.append(name)
+            continue
         curves = sent.get("curves") or {}
         part.series.append(name)
         part.dtypes[name] = str(sent.get("dtype") or "none")
@@ -520,17 +606,30 @@ def _legend_text(name: str, plot: PlotData) -> str:
     """A backend's legend entry: its name as text (no mathtext, not hidden by a leading
     underscore), its dtype when not float64, and a note when its series has gaps."""
     text = name if len(name) <= _LEGEND_CHARS else name[:_LEGEND_CHARS - 1] + "…"
-    text = text.replace("$", r"\$")
     if plot.dtypes.get(name, "float64") != "float64":
         text += f" ({plot.dtypes[name]})"
     if name in plot.gaps:
         text += " (gaps)"
+    return _plain(text)
+
+
+def _plain(text: str) -> str:
+    """Legend text shown as typed: no mathtext, not hidden by a leading underscore."""
+    text = text.replace("$", r"\$")
     return "\u200b" + text if text.startswith("_") else text
+
+
+def _not_claimed_entries(ax: Axes, plot: PlotData) -> None:
+    """One legend line per backend that does not claim the plot's mode (no series)."""
+    for name in plot.not_claimed:
+        short = name if len(name) <= _LEGEND_CHARS else name[:_LEGEND_CHARS - 1] + "…"
+        ax.plot([], [], ls="none", label=_plain(f"{short}: {plot.mode} not claimed, no series"))
 
 
 def _series(axes: Sequence[Axes], plot: PlotData, log: bool) -> None:
     """Each backend's points on every curve: one marker and colour per backend, one legend
-    entry per backend (on the panel of the first curve)."""
+    entry per backend (on the panel of the first curve), and one per backend that does not
+    claim the plot's mode."""
     from matplotlib import colormaps
 
     colors = colormaps["tab10"]
@@ -546,6 +645,8 @@ def _series(axes: Sequence[Axes], plot: PlotData, log: bool) -> None:
                                    **style,  # type: ignore[arg-type]
                                    markevery=max(1, int(shown.sum()) // _POINTS),
                                    label=_legend_text(name, plot) if n == 0 else None)
+    if plot.curves:
+        _not_claimed_entries(axes[plot.curves[0].panel], plot)
 
 
 def _references(axes: Sequence[Axes], plot: PlotData, log: bool) -> None:
@@ -557,8 +658,8 @@ def _references(axes: Sequence[Axes], plot: PlotData, log: bool) -> None:
 
 
 def _gradient_by_depth_figure(plot: PlotData, xlabel: str, ylabel: str, title: str) -> Figure:
-    """A gradient's size against depth on a log scale: reference curves and each backend's
-    series (the retention and the norm plots)."""
+    """A gradient's or a tangent's size against depth on a log scale: reference curves and
+    each backend's series (the retention, norm and forward-mode depth-law plots)."""
     fig = Figure(figsize=(7.5, 4.6))
     ax = fig.add_subplot()
     _references([ax], plot, log=True)
@@ -597,6 +698,12 @@ def _depth_law_figure(plot: PlotData) -> Figure:
     lines.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def _forward_depth_law_figure(plot: PlotData) -> Figure:
+    return _gradient_by_depth_figure(
+        plot, "depth L (blocks the tangent passed through)", "|J·t| (log scale)",
+        f"Forward mode: J·t = (1+a)^L·t through the depth-law stack, t = {DEPTH_LAW_TANGENT}")
 
 
 def _depth_heatmap(fig: Figure, ax: Axes) -> None:
@@ -657,6 +764,7 @@ def _norm_figure(plot: PlotData) -> Figure:
 
 FIGURES: dict[str, Callable[[PlotData], Figure]] = {
     "gradient_retention": _retention_figure, "depth_law": _depth_law_figure,
+    "depth_law_jvp": _forward_depth_law_figure,
     "variance_growth": _variance_figure, "norm_depth": _norm_figure}
 
 
