@@ -277,8 +277,9 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
 
     ``mutants`` (the document of ``resverify mutants --out``) is attached as it is, when
     given; it does not change the status. So is ``plots``, once the plots are drawn: for
-    each plot its series (one per backend), the dtype each was asked in and the reason of
-    each backend's gaps (:class:`resverify.reports.plots.PlotData`).
+    each plot its series (one per backend that claims the plot's mode), the dtype each was
+    asked in, the reason of each backend's gaps, and (:func:`resverify.reports.plots.
+    plot_summary`) the plot's mode and the backends that do not claim it.
     """
     props = [copy.deepcopy(dict(p)) for p in properties]
     claim_docs = [copy.deepcopy(dict(c)) for c in claims]
