@@ -1,15 +1,27 @@
-"""Deliberately broken backends: each one plants a single, realistic bug in the reference.
+"""Deliberately broken backends the mutant catalog lacks: each plants a single, realistic
+bug in the reference, as the foil of one property.
 
-The meta-tests prove that every property of the suite catches at least one of them (and
-that the unbroken base passes). They are ordinary backends, so they also work from the
-command line: ``pytest --backend tests.broken_backends:OverwrittenGrads``.
+The meta-tests prove that every property of the suite catches a bug (and that the
+unbroken bases pass); they draw it from the mutant catalog (:mod:`resverify.impl.mutants`)
+wherever the catalog plants it, and from here otherwise. What is here differs from its
+nearest catalog mutant in where the bug shows, and the property that catches it is there
+to pin that place: an over-strict add, a refused merge or an accepted one that writes
+into its input, a pending gradient overwritten by each new contribution (the catalog's
+overwrite waits for the third), scale dropped at every depth (the catalog's past depth
+8), a cache of scale results, a merge rounded through float32, ``ȳ w`` for ``ȳ wᵀ`` on
+square weights only, a skipped zero branch, a random last-bit flip, float64 gradients,
+float32 past width 16, gradient buffers pooled by shape, and contiguous-run
+un-broadcasting. They are ordinary backends, so they also work from the command line:
+``pytest --backend tests.broken_backends:OverwrittenGrads``.
 
 The base re-runs the reference ops through overridable hooks (``leaf``, ``apply``,
 ``backward``, ``finish``, and ``tangent`` for forward mode: each node's tangent from its
 op's ``numpy_jvp``); its ``linear`` reshapes by the product of the leading axes so
 that an empty inner axis works (the reference's ``reshape(-1, 0)`` does not), keeping the
 base itself free of failures. It claims forward mode (``jvp``) as the reference does;
-:mod:`tests.broken_jvp_backends` plants the forward-mode bugs.
+:mod:`tests.broken_jvp_backends` plants the forward-mode bugs the catalog lacks.
+:mod:`tests.broken_norm_backends` builds on the same base. The last block keeps five old
+names of this module, now the catalog's mutants under their old backend names.
 """
 
 from __future__ import annotations
@@ -17,11 +29,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from fractions import Fraction
 
 import numpy as np
 
-from resverify.impl import ops
+from resverify.impl import mutants as catalog
 from resverify.impl.backend import Capabilities
 from resverify.impl.interpret import node_alpha
 from resverify.impl.numpy_backend import NumpyBackend, apply
@@ -106,17 +117,6 @@ def _tensor(value: np.ndarray, parents: tuple[Tensor, ...], vjp: object, op: str
     return Tensor(value, parents, vjp, op)  # type: ignore[arg-type]
 
 
-class BroadcastingMerge(Reference):
-    """residual_add broadcasts like add: a [2] branch on a [2, 2] input slips through."""
-
-    name = "broken-broadcasting-merge"
-
-    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
-        if node.op == "residual_add":
-            return ops.add(args[0], args[1])
-        return super().apply(node, args)
-
-
 class StrictAdd(Reference):
     """Ordinary add refuses broadcasting, as if it were the residual merge."""
 
@@ -175,41 +175,6 @@ class OverwrittenGrads(Reference):
                     pending[id(parent)] = np.asarray(part, dtype=parent.dtype)
 
 
-class MissingIdentityBackward(Reference):
-    """The merge's backward forgets the identity edge: x̄ = J_Fᵀȳ instead of ȳ + J_Fᵀȳ."""
-
-    name = "broken-missing-identity"
-
-    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
-        out = super().apply(node, args)
-        if node.op == "residual_add":
-            out.vjp = lambda g: (np.zeros_like(g), g)
-        return out
-
-
-class AlphaTwice(Reference):
-    """scale multiplies by α twice in the forward pass (α² instead of α)."""
-
-    name = "broken-alpha-twice"
-
-    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
-        if node.op == "scale":
-            assert node.alpha is not None
-            return ops.scale(args[0], node.alpha * node.alpha)
-        return super().apply(node, args)
-
-
-class FalsyAlpha(Reference):
-    """``alpha or 1``: an α of 0 silently becomes 1."""
-
-    name = "broken-falsy-alpha"
-
-    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
-        if node.op == "scale":
-            return ops.scale(args[0], node.alpha or Fraction(1))
-        return super().apply(node, args)
-
-
 class IgnoresScale(Reference):
     """scale is dropped entirely (so is the 1/√L rescaling)."""
 
@@ -249,19 +214,6 @@ class Float32InFloat64(Reference):
         out = super().apply(node, args)
         if node.op == "residual_add":
             out.value = out.value.astype(np.float32).astype(out.value.dtype)
-        return out
-
-
-class WrongReluDerivative(Reference):
-    """relu's derivative is 1 at 0 (``x >= 0``), not the declared 0."""
-
-    name = "broken-relu-derivative"
-
-    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
-        out = super().apply(node, args)
-        if node.op == "relu":
-            keep = args[0].value >= 0
-            out.vjp = lambda g: (np.where(keep, g, np.zeros_like(g)),)
         return out
 
 
@@ -384,8 +336,40 @@ class Float64Subset(Reference):
 
 
 BROKEN: tuple[type[Reference], ...] = (
-    AlphaTwice, BroadcastingMerge, CorrelatedUpdates, FalsyAlpha, Float32InFloat64,
-    IgnoresScale, MissingIdentityBackward, MutatingMerge, MutatingReject, Nondeterministic,
-    OverwrittenGrads, SharedWeightGrads, SkipZeroBranch, StrictAdd, UntransposedLinear,
-    WidePrecisionSwitch, WrongAxisUnbroadcast, WrongDtype, WrongReluDerivative,
+    CorrelatedUpdates, Float32InFloat64, IgnoresScale, MutatingMerge, MutatingReject,
+    Nondeterministic, OverwrittenGrads, SharedWeightGrads, SkipZeroBranch, StrictAdd,
+    UntransposedLinear, WidePrecisionSwitch, WrongAxisUnbroadcast, WrongDtype,
 )
+
+
+# The catalog's mutants under this module's old names and backend names: other test
+# modules and command lines run them by these names (tests/test_vectors_corpus.py,
+# tests/test_report_plots.py, tests/test_report_known_failures.py).
+class AlphaTwice(catalog.AlphaSquared):
+    """The catalog's AlphaSquared, under its old name."""
+
+    name = "broken-alpha-twice"
+
+
+class BroadcastingMerge(catalog.BroadcastingMerge):
+    """The catalog's BroadcastingMerge, under its old name."""
+
+    name = "broken-broadcasting-merge"
+
+
+class FalsyAlpha(catalog.FalsyAlpha):
+    """The catalog's FalsyAlpha, under its old name."""
+
+    name = "broken-falsy-alpha"
+
+
+class MissingIdentityBackward(catalog.DroppedIdentityGrad):
+    """The catalog's DroppedIdentityGrad, under its old name."""
+
+    name = "broken-missing-identity"
+
+
+class WrongReluDerivative(catalog.ReluGradOneAtZero):
+    """The catalog's ReluGradOneAtZero, under its old name."""
+
+    name = "broken-relu-derivative"

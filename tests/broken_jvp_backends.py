@@ -1,9 +1,20 @@
-"""Deliberately broken forward-mode backends: each plants one realistic bug in the tangent.
+"""Deliberately broken forward-mode backends the mutant catalog lacks: each plants one bug
+in the tangent that a particular forward-mode property exists to catch.
 
 The reverse mode of each is the reference's (right), so a property that catches one
-catches it through the output tangent ``J·t`` alone; ``tests/test_meta_jvp.py`` proves
-that every forward-mode property of ``properties/test_jvp.py`` catches one of them. They
-are ordinary backends: ``pytest properties --backend tests.broken_jvp_backends:NoAlphaTangent``.
+catches it through the output tangent ``J·t`` alone. ``tests/test_meta_jvp.py`` proves
+that every forward-mode property of ``properties/test_jvp.py`` catches a bug, drawing the
+bug from the catalog's forward-mode mutants (:mod:`resverify.impl.mutants.forward`)
+wherever the catalog plants it, and from here otherwise. These three are not catalog
+mutants because each is the foil of one law rather than a bug an engine is known to
+ship: tangents pooled by shape (the forward twin of the shared gradient buffer of
+:mod:`tests.broken_backends`), relu applied to the tangent (the one non-linear tangent,
+for the linearity law), and a repeated operand's tangent counted once (the forward twin of
+the catalog's ``DedupedRepeatedOperand``, for the shared-operand law). They are ordinary
+backends: ``pytest properties --backend tests.broken_jvp_backends:ReluOfTangent``.
+
+The last block keeps four old names of this module, now the catalog's mutants under their
+old backend names, for the other test modules that run them by name.
 """
 
 from __future__ import annotations
@@ -12,48 +23,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from resverify.impl.interpret import node_alpha
-from resverify.impl.mutants.forward import detached_norm_tangent
+from resverify.impl import mutants as catalog
 from resverify.impl.tensor import Tensor
 from resverify.spec.ir import Node
 from tests.broken_backends import Reference
-
-
-class DroppedIdentityTangent(Reference):
-    """The merge's tangent drops the identity path: J·t = J_F·t instead of t + J_F·t."""
-
-    name = "broken-jvp-dropped-identity"
-
-    def tangent(self, node: Node, args: list[Tensor], ts: list[np.ndarray],
-                out: Tensor) -> np.ndarray:
-        if node.op == "residual_add":
-            return np.array(ts[1], copy=True)
-        return super().tangent(node, args, ts, out)
-
-
-class NoAlphaTangent(Reference):
-    """scale's tangent forgets α: the branch's tangent enters the merge unscaled."""
-
-    name = "broken-jvp-no-alpha"
-
-    def tangent(self, node: Node, args: list[Tensor], ts: list[np.ndarray],
-                out: Tensor) -> np.ndarray:
-        if node.op == "scale":
-            return np.array(ts[0], copy=True)
-        return super().tangent(node, args, ts, out)
-
-
-class TransposedLinearTangent(Reference):
-    """linear pushes its input tangent through wᵀ (Jᵀ instead of J) where w is square."""
-
-    name = "broken-jvp-transposed-linear"
-
-    def tangent(self, node: Node, args: list[Tensor], ts: list[np.ndarray],
-                out: Tensor) -> np.ndarray:
-        if node.op == "linear" and args[1].shape[0] == args[1].shape[1]:
-            x, w = args[0].value, args[1].value
-            return np.asarray(ts[0] @ w.T + x @ ts[1], dtype=out.dtype)
-        return super().tangent(node, args, ts, out)
 
 
 class TangentPooledByShape(Reference):
@@ -96,41 +69,32 @@ class DedupedOperandTangent(Reference):
         return super().tangent(node, args, ts, out)
 
 
-class TangentMergedInPlace(Reference):
-    """The merge accumulates the branch's tangent into the identity's in place
-    (``t_x += t_F``), and the input tangents alias the caller's arrays (no defensive copy):
-    the output tangent is right, the caller's tangent of x is not."""
-
-    name = "broken-jvp-merged-in-place"
-
-    def seed_tangents(self, tangents: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        for t in tangents.values():
-            t.flags.writeable = True
-        return dict(tangents)
-
-    def tangent(self, node: Node, args: list[Tensor], ts: list[np.ndarray],
-                out: Tensor) -> np.ndarray:
-        if node.op == "residual_add" and ts[0].shape == ts[1].shape and ts[0] is not ts[1]:
-            ts[0] += ts[1]
-            return ts[0]
-        return super().tangent(node, args, ts, out)
+BROKEN_JVP: tuple[type[Reference], ...] = (
+    DedupedOperandTangent, ReluOfTangent, TangentPooledByShape,
+)
 
 
-class NormStatisticsDetached(Reference):
-    """The norms' tangents treat the row statistics as constants (a stop-gradient on the
-    mean and the scale): J·t = t/σ, neither centred nor projected off the output."""
+# The catalog's forward-mode mutants under this module's old names and backend names:
+# tests/test_vectors_corpus.py runs them by these names (nothing else here uses them).
+class DroppedIdentityTangent(catalog.TangentDropsIdentity):
+    """The catalog's TangentDropsIdentity, under its old name."""
+
+    name = "broken-jvp-dropped-identity"
+
+
+class NoAlphaTangent(catalog.TangentForgetsAlpha):
+    """The catalog's TangentForgetsAlpha, under its old name."""
+
+    name = "broken-jvp-no-alpha"
+
+
+class TransposedLinearTangent(catalog.TangentThroughTransposedWeight):
+    """The catalog's TangentThroughTransposedWeight, under its old name."""
+
+    name = "broken-jvp-transposed-linear"
+
+
+class NormStatisticsDetached(catalog.NormTangentStatisticsDetached):
+    """The catalog's NormTangentStatisticsDetached, under its old name."""
 
     name = "broken-jvp-norm-detached"
-
-    def tangent(self, node: Node, args: list[Tensor], ts: list[np.ndarray],
-                out: Tensor) -> np.ndarray:
-        eps = node_alpha(node)
-        if node.op in ("layer_norm", "rms_norm") and eps is not None:
-            return detached_norm_tangent(node.op, args[0].value, ts[0], eps)
-        return super().tangent(node, args, ts, out)
-
-
-BROKEN_JVP: tuple[type[Reference], ...] = (
-    DedupedOperandTangent, DroppedIdentityTangent, NoAlphaTangent, NormStatisticsDetached,
-    ReluOfTangent, TangentMergedInPlace, TangentPooledByShape, TransposedLinearTangent,
-)

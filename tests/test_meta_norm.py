@@ -2,8 +2,8 @@
 numerical bug (tests/broken_norm_backends.py), and each broken backend is caught.
 
 The properties run exactly as the suite runs them (same strategies, same pinned
-examples), through :func:`tests.test_meta_properties.run_property`; that module also
-checks that every property passes on the unbroken base and counts its examples.
+examples), through :mod:`tests.meta`; ``tests/test_meta_properties.py`` also checks that
+every property passes on the bug-free bases and counts its examples.
 :data:`NORM_CATCHES` is the normalization part of the suite's catch list: every property
 of test_norm.py, and the variance and depth laws that run through a norm.
 """
@@ -12,18 +12,23 @@ from __future__ import annotations
 
 import pytest
 
+from resverify.impl import mutants as catalog
+from resverify.impl.backend import Backend
 from tests import broken_backends as bb
 from tests import broken_norm_backends as bn
-from tests.test_meta_properties import (
+from tests.meta import (
     CATCH,
     GENERATED_ONLY,
+    Catch,
+    assert_caught,
+    catch_params,
     needed_ops,
     property_tests,
-    run_property,
+    unplanted,
 )
 
 # (property, dtype, broken backend it must catch)
-NORM_CATCHES: list[tuple[str, str, type[bb.Reference]]] = [
+NORM_CATCHES: list[Catch] = [
     ("norm_stacks_match_spec_within_budget", "float64", bn.NormTwice),
     ("norm_stacks_match_spec_within_budget", "float32", bn.IdentityCarriesNorm),
     ("norm_stacks_match_spec_within_budget", "float64", bn.PostAsPre),
@@ -38,7 +43,7 @@ NORM_CATCHES: list[tuple[str, str, type[bb.Reference]]] = [
     ("scaling_the_input_moves_into_eps", "float64", bn.EpsOutsideSqrt),
     ("layer_norm_gradient_is_orthogonal_to_constants", "float64", bn.NoMeanInBackward),
     ("residual_add_refuses_a_width_change_even_where_add_broadcasts", "float64",
-     bb.BroadcastingMerge),
+     catalog.BroadcastingMerge),
     ("projection_shortcut_gradient_is_both_paths", "float64", bn.DetachedProjection),
     ("post_norm_stream_stays_normalized_at_every_depth", "float64", bn.PostAsPre),
     ("post_norm_stream_stays_normalized_at_every_depth", "float32", bn.NormTwice),
@@ -63,24 +68,17 @@ NORM_LAWS = {law for law, fn in property_tests().items()
 STATISTICAL = [(law, dtype, broken) for law, dtype, broken in NORM_CATCHES if "variance" in law]
 
 
-@pytest.mark.parametrize(("law", "dtype", "broken"), NORM_CATCHES,
-                         ids=[f"{p}-{b.__name__}-{d}" for p, d, b in NORM_CATCHES])
+@pytest.mark.parametrize(("law", "dtype", "broken"), catch_params(NORM_CATCHES))
 def test_norm_property_catches_its_broken_backend(law: str, dtype: str,
-                                                  broken: type[bb.Reference]) -> None:
-    failure = run_property(law, broken(), dtype, CATCH)
-    assert failure is not None, (
-        f"property {law} passed {CATCH.max_examples} examples against {broken.__name__} "
-        f"[{dtype}]: it no longer catches '{broken.__doc__}'")
-    assert broken.name in str(failure), f"failure does not name the backend: {failure}"
+                                                  broken: type[Backend]) -> None:
+    assert_caught(law, dtype, broken, CATCH)
 
 
-@pytest.mark.parametrize(("law", "dtype", "broken"), STATISTICAL,
-                         ids=[f"{p}-{b.__name__}-{d}" for p, d, b in STATISTICAL])
+@pytest.mark.parametrize(("law", "dtype", "broken"), catch_params(STATISTICAL))
 def test_statistical_norm_property_has_power_on_generated_streams(
-        law: str, dtype: str, broken: type[bb.Reference]) -> None:
+        law: str, dtype: str, broken: type[Backend]) -> None:
     """Not only the pinned seed example: freshly generated streams expose the bug too."""
-    failure = run_property(law, broken(), dtype, GENERATED_ONLY)
-    assert failure is not None, f"{law} missed {broken.__name__} on generated streams [{dtype}]"
+    assert_caught(law, dtype, broken, GENERATED_ONLY)
 
 
 def test_every_norm_property_has_a_broken_backend_it_catches() -> None:
@@ -91,5 +89,5 @@ def test_every_norm_property_has_a_broken_backend_it_catches() -> None:
 
 
 def test_every_broken_norm_backend_is_used() -> None:
-    used = {broken for _, _, broken in NORM_CATCHES}
-    assert set(bn.BROKEN_NORM) <= used, sorted(b.__name__ for b in set(bn.BROKEN_NORM) - used)
+    unused = unplanted(bn.BROKEN_NORM, NORM_CATCHES)
+    assert not unused, f"broken norm backends no property of NORM_CATCHES catches: {unused}"
