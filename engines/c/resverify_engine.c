@@ -7,11 +7,17 @@
  *
  * float64 is computed in double; float32 in double with every operation rounded to float
  * at once (exactly float arithmetic, since double holds a float sum or product exactly
- * before that rounding). Numbers are read with strtod / strtof (hex floats, decimals, inf,
+ * before that rounding; a quotient or square root rounded twice, to double then to float,
+ * is still correctly rounded, double having more than twice float's precision). Numbers are read with strtod / strtof (hex floats, decimals, inf,
  * nan; each rounded once to the dtype) and written with printf's %a, so no bit is lost.
  *
  * Build: cc -O2 -std=c11 -o resverify-engine resverify_engine.c -lm
  * Use:   resverify check --backend 'cmd:./resverify-engine'
+ *
+ * -DRESVERIFY_BUG_NORM_DETACHED builds a deliberately broken engine whose norms treat
+ * their statistics (the mean and r) as constants when differentiating, as a model that
+ * detaches them would: its gradient is r·ḡ and its tangent r·ṫ. The tests build it to show
+ * the norm properties catch the bug; its hello says so in "about".
  */
 #define _POSIX_C_SOURCE 200809L
 #include <float.h>
@@ -186,7 +192,8 @@ typedef struct {
     const char *name, *op;
     const char *args[2];
     int nargs;
-    double alpha;
+    double alpha;   /* scale's alpha, or a norm's eps, rounded to the dtype */
+    double *r;      /* a norm's 1/sqrt(mean(c²) + ε), one per row of its last axis */
     Tensor *out;
 } Node;
 
@@ -298,8 +305,95 @@ static Tensor *broadcast_op(Node *n, Tensor *a, Tensor *b, int product) {
     return out;
 }
 
+/* ---------- the norms: over the last axis, y = c·r with r = 1/sqrt(mean(c²) + ε) ----------
+ * c is the row minus its mean (layer_norm) or the row itself (rms_norm). Every mean is
+ * summed in order and divided once, each step rounded to the dtype. */
+
+#ifdef RESVERIFY_BUG_NORM_DETACHED
+#define NORM_DETACHED 1
+#else
+#define NORM_DETACHED 0
+#endif
+
+static int is_norm(const char *op) { return !strcmp(op, "layer_norm") || !strcmp(op, "rms_norm"); }
+
+static double mean_of(const double *v, long n) {
+    double s = 0;
+    for (long i = 0; i < n; i++) s = rnd(s + v[i]);
+    return rnd(s / (double)n);
+}
+
+static double mean_of_products(const double *u, const double *v, long n) {
+    double s = 0;
+    for (long i = 0; i < n; i++) s = rnd(s + rnd(u[i] * v[i]));
+    return rnd(s / (double)n);
+}
+
+/* v minus its mean for layer_norm, v itself for rms_norm, into out. */
+static void centre(const char *op, const double *v, long n, double *out) {
+    int centred = !strcmp(op, "layer_norm");
+    double mu = centred ? mean_of(v, n) : 0.0;
+    for (long i = 0; i < n; i++) out[i] = centred ? rnd(v[i] - mu) : v[i];
+}
+
+/* The length of the last axis and the number of rows along it. */
+static long norm_rows(const Tensor *a, long *len) {
+    *len = a->shape[a->rank - 1];
+    return *len ? a->size / *len : 0;
+}
+
+static Tensor *norm_forward(Node *n, Tensor *a) {
+    if (a->rank == 0) { /* no axis to normalise: refused as [] vs [1] */
+        mismatch[0][0] = 0;
+        mismatch[1][0] = 1;
+        mismatch[1][1] = 1;
+        fail("shape_mismatch", "%s: %s has rank 0, needs at least one axis", n->op, a->name);
+        return NULL;
+    }
+    Tensor *out = new_tensor(n->name, a->rank, a->shape);
+    long len, rows = norm_rows(a, &len);
+    double *c = grab((size_t)(len ? len : 1) * sizeof(double));
+    n->r = grab((size_t)(rows ? rows : 1) * sizeof(double));
+    for (long row = 0; row < rows; row++) {
+        centre(n->op, a->value + row * len, len, c);
+        double r = n->r[row] = rnd(1.0 / rnd(sqrt(rnd(mean_of_products(c, c, len) + n->alpha))));
+        for (long i = 0; i < len; i++) out->value[row * len + i] = rnd(c[i] * r);
+    }
+    return out;
+}
+
+/* ā = r·(ḡ − mean(ḡ) − y·mean(ḡ·y)) per row (without mean(ḡ) for rms_norm). */
+static void norm_backward(Node *n, Tensor *a) {
+    const Tensor *out = n->out;
+    long len, rows = norm_rows(a, &len);
+    double *d = grab((size_t)(len ? len : 1) * sizeof(double));
+    for (long row = 0; row < rows; row++) {
+        const double *g = out->grad + row * len, *y = out->value + row * len;
+        double r = n->r[row], m = mean_of_products(g, y, len);
+        centre(n->op, g, len, d);
+        for (long i = 0; i < len; i++)
+            add_grad(a, row * len + i, NORM_DETACHED ? rnd(r * g[i]) : rnd(r * rnd(d[i] - rnd(y[i] * m))));
+    }
+}
+
+/* ṫ = r·(d − y·mean(y·d)) per row, d the centred tangent (the tangent itself for rms_norm). */
+static void norm_tangent(Node *n, const Tensor *a, double *t) {
+    const Tensor *out = n->out;
+    long len, rows = norm_rows(a, &len);
+    double *d = grab((size_t)(len ? len : 1) * sizeof(double));
+    for (long row = 0; row < rows; row++) {
+        const double *ta = a->tangent + row * len, *y = out->value + row * len;
+        double r = n->r[row];
+        centre(n->op, ta, len, d);
+        double m = mean_of_products(y, d, len);
+        for (long i = 0; i < len; i++)
+            t[row * len + i] = NORM_DETACHED ? rnd(r * ta[i]) : rnd(r * rnd(d[i] - rnd(y[i] * m)));
+    }
+}
+
 static Tensor *forward(Node *n, Tensor *a, Tensor *b) {
     const char *op = n->op;
+    if (is_norm(op)) return norm_forward(n, a);
     if (!strcmp(op, "add")) return broadcast_op(n, a, b, 0);
     if (!strcmp(op, "mul")) return broadcast_op(n, a, b, 1);
     if (!strcmp(op, "residual_add")) {
@@ -347,7 +441,9 @@ static void push_tangent(Node *n, Tensor *a, Tensor *b) {
     Tensor *out = n->out;
     const char *op = n->op;
     double *t = out->tangent = grab((size_t)(out->size ? out->size : 1) * sizeof(double));
-    if (!strcmp(op, "add") || !strcmp(op, "residual_add") || !strcmp(op, "mul")) {
+    if (is_norm(op)) {
+        norm_tangent(n, a, t);
+    } else if (!strcmp(op, "add") || !strcmp(op, "residual_add") || !strcmp(op, "mul")) {
         int product = !strcmp(op, "mul");
         for (long i = 0; i < out->size; i++) {
             long ia = broadcast_index(out, a, i), ib = broadcast_index(out, b, i);
@@ -383,7 +479,9 @@ static void backward(Node *n, Tensor *a, Tensor *b) {
     const char *op = n->op;
     if (!out->grad) return; /* nothing reached this node */
     const double *g = out->grad;
-    if (!strcmp(op, "add") || !strcmp(op, "residual_add") || !strcmp(op, "mul")) {
+    if (is_norm(op)) {
+        norm_backward(n, a);
+    } else if (!strcmp(op, "add") || !strcmp(op, "residual_add") || !strcmp(op, "mul")) {
         int product = !strcmp(op, "mul");
         for (long i = 0; i < out->size; i++) {
             long ia = broadcast_index(out, a, i), ib = broadcast_index(out, b, i);
@@ -461,10 +559,11 @@ static void put_error(void) {
     printf("}}\n");
 }
 
-static const char *OPS[] = {"add", "linear", "mul", "relu", "residual_add", "scale", "sum", "tanh"};
-static const int ARITY[] = {2, 2, 2, 1, 2, 1, 1, 1};
+static const char *OPS[] = {"add", "layer_norm", "linear", "mul", "relu", "residual_add", "rms_norm",
+                            "scale", "sum", "tanh"};
+static const int ARITY[] = {2, 1, 2, 2, 1, 2, 1, 1, 1, 1};
 
-#define ENGINE_VERSION "1.2"
+#define ENGINE_VERSION "1.3"
 #if defined(__clang__)
 #define COMPILER "clang " __clang_version__
 #elif defined(__GNUC__)
@@ -472,17 +571,22 @@ static const int ARITY[] = {2, 2, 2, 1, 2, 1, 1, 1};
 #else
 #define COMPILER "unknown"
 #endif
+#if NORM_DETACHED
+#define BUG ", \"bug\": \"RESVERIFY_BUG_NORM_DETACHED: the norms' statistics are treated as constants\""
+#else
+#define BUG ""
+#endif
 
 /* Both modes: resverify sends tangents (forward mode) because the hello claims "jvp".
  * The version and the settings that change float32 results (FLT_EVAL_METHOD: whether
- * intermediates are kept wider than their type) go into reports. */
+ * intermediates are kept wider than their type) go into reports, and so does a bug built in. */
 static void hello(void) {
     printf("{\"resverify\": 1, \"kind\": \"capabilities\", \"name\": \"c-engine\", "
            "\"dtypes\": [\"float64\", \"float32\"], \"ops\": [");
     for (size_t i = 0; i < sizeof OPS / sizeof *OPS; i++) printf(i ? ", \"%s\"" : "\"%s\"", OPS[i]);
     printf("], \"device\": \"cpu\", \"modes\": [\"vjp\", \"jvp\"], \"version\": \"%s\", "
            "\"about\": {\"library\": "
-           "\"resverify-c-engine\", \"compiler\": \"%.150s\", \"FLT_EVAL_METHOD\": \"%d\"}}\n",
+           "\"resverify-c-engine\", \"compiler\": \"%.150s\", \"FLT_EVAL_METHOD\": \"%d\"" BUG "}}\n",
            ENGINE_VERSION, COMPILER, (int)FLT_EVAL_METHOD);
 }
 
@@ -493,8 +597,9 @@ static Tensor *lookup(Tensor **env, int n, const char *name) {
     return NULL;
 }
 
-static double read_alpha(const JVal *v) {
-    if (!v || !v->text) { fail("backend_error", "bad request: scale needs an alpha"); return 0; }
+/* An exact rational ("n", "p/q" or an integer: scale's alpha, a norm's eps) in the dtype. */
+static double read_rational(const JVal *v, const char *op, const char *what) {
+    if (!v || !v->text) { fail("backend_error", "bad request: %s needs an %s", op, what); return 0; }
     const char *slash = strchr(v->text, '/');
     double p = strtod(v->text, NULL), q = slash ? strtod(slash + 1, NULL) : 1.0;
     return rnd(p / q);
@@ -559,7 +664,8 @@ static void request(const JVal *doc) {
                 a[k] = n.args[k] ? lookup(env, n_env, n.args[k]) : NULL;
             }
             if (!a[0] || (n.nargs == 2 && !a[1])) continue; /* an argument is not computed yet */
-            if (!strcmp(n.op, "scale")) n.alpha = read_alpha(member(nd, "alpha"));
+            if (!strcmp(n.op, "scale")) n.alpha = read_rational(member(nd, "alpha"), n.op, "alpha");
+            if (is_norm(n.op)) n.alpha = read_rational(member(nd, "eps"), n.op, "eps");
             if (failure_kind[0] || !(n.out = forward(&n, a[0], a[1]))) return;
             if (tangents) push_tangent(&n, a[0], a[1]);
             env[n_env++] = n.out;
