@@ -1,5 +1,6 @@
 """report.md: a short summary that reads well as a CI job summary, failures first, then
-the conformance matrix (VJP and JVP side by side, a cell per backend and dtype); passed
+the conformance matrix (VJP and JVP side by side, a cell per backend folding its dtypes,
+so ten backends fit); passed
 and skipped tests are counted (and the tests that could not run counted by reason), not
 listed one a line: report.json lists each.
 
@@ -17,6 +18,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from resverify.reports.matrix import fold_row
 
 __all__ = ["append_step_summary", "citation", "render_markdown"]
 
@@ -171,8 +174,7 @@ def _claim_failure(claim: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-_CELL = {"passed": "✅", "failed": "❌", "expected": "☑️", "skipped": "⏭", "xfailed": "⏭",
-         "not claimed": "n/c", "none": "—"}
+_CELL = {"failed": "❌", "expected": "☑️"}  # the statuses whose dtypes a folded cell names
 _MODE_TITLES = {"vjp": "VJP (reverse)", "jvp": "JVP (forward)"}
 
 
@@ -185,9 +187,9 @@ def _mode_side(side: Mapping[str, Any]) -> str:
 
 
 def _matrix(doc: Mapping[str, Any]) -> list[str]:
-    """Each backend's verdict per mode, then a compact matrix: one row per property (its
-    mode beside it), a cell per backend and dtype with the examples run; skips are a
-    symbol in their cell, not a line each."""
+    """Each backend's verdict per mode, then a compact matrix: one row per property and
+    mode, one cell per backend that folds its dtypes (:func:`_folded`), so ten backends
+    fit a job summary; each dtype's cell is in report.html and report.json."""
     matrix = doc.get("matrix")
     if not matrix or not matrix["rows"]:
         return []
@@ -201,16 +203,37 @@ def _matrix(doc: Mapping[str, Any]) -> list[str]:
     for name, by_mode in sides.items():
         lines.append(f"| `{cell(name)}` | " + " | ".join(
             cell(_mode_side(by_mode[m])) if m in by_mode else "—" for m in modes) + " |")
-    columns = matrix["columns"]
-    lines += ["", "| property | mode | " + " | ".join(
-        f"{cell(c['backend'])} · {cell(c['dtype'])}" for c in columns) + " |",
-        "| --- " * (len(columns) + 2) + "|"]
+    names = list(dict.fromkeys(c["backend"] for c in matrix["columns"]))
+    lines += ["", "| property | mode | " + " | ".join(cell(n) for n in names) + " |",
+              "| --- " * (len(names) + 2) + "|"]
     for row in matrix["rows"]:
-        cells = " | ".join(_CELL.get(c["status"], cell(c["status"]))
-                           + (f" {c['examples']}" if c["examples"] else "") for c in row["cells"])
-        lines.append(f"| `{cell(row['property'])}` | {cell(row['mode'])} | {cells} |")
-    legend = ", ".join(f"{v} {k}" for k, v in _CELL.items() if k != "xfailed")
-    return [*lines, "", f"Cells: {legend}; the number is the examples run.", ""]
+        folded = fold_row(row)
+        lines.append(f"| `{cell(row['property'])}` | {cell(row['mode'])} | " + " | ".join(
+            _folded(folded.get(n, {})) for n in names) + " |")
+    return [*lines, "", _MATRIX_LEGEND, ""]
+
+
+_MATRIX_LEGEND = (
+    "Cells: one per backend, over the dtypes it was tested in: ✅ p/n: p of the n dtypes "
+    "checked passed; ❌ the dtypes that failed; ☑️ those that failed as a known failure "
+    "expects; ⏭ k: k skipped; n/c: not claimed (none of the dtypes, or not the mode); "
+    "— no test. Each dtype's cell, with its examples, is in report.html and report.json.")
+
+
+def _folded(by_status: Mapping[str, Sequence[str]]) -> str:
+    """One backend's cell of a row: failures by dtype first, then passed of checked."""
+    checked = sum(len(v) for k, v in by_status.items() if k not in ("none", "not claimed"))
+    if not checked:
+        return "n/c" if by_status.get("not claimed") else "—"
+    parts = [f"{_CELL[k]} {cell(', '.join(by_status[k]))}" for k in ("failed", "expected")
+             if by_status.get(k)]
+    passed = len(by_status.get("passed", ()))
+    if passed:
+        parts.append(f"✅ {passed}/{checked}")
+    skipped = len(by_status.get("skipped", ())) + len(by_status.get("xfailed", ()))
+    if skipped:
+        parts.append(f"⏭ {skipped}")
+    return " · ".join(parts)
 
 
 def _property_table(props: Sequence[Mapping[str, Any]]) -> list[str]:

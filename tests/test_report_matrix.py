@@ -1,6 +1,7 @@
 """The conformance matrix: VJP and JVP side by side in report.json, report.md and
-report.html, one row per property, a cell per backend and dtype; a backend that does not
-claim a mode or a dtype shows "not claimed" there, never a verdict."""
+report.html, one row per property, a cell per backend and dtype (report.md folds a
+backend's dtypes into one cell); a backend that does not claim a mode or a dtype shows
+"not claimed" there, never a verdict."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from resverify.reports.html import render_html
 from resverify.reports.json_report import build_report, property_entry, validate
 from resverify.reports.markdown import render_markdown
 from resverify.reports.matrix import build_matrix
-from tests.report_mode_backends import BOTH, REVERSE_ONLY, BothModes, ReverseOnly
+from resverify.spec.ir import DTYPES
+from tests.report_mode_backends import BOTH, REVERSE_ONLY, BothModes, ReverseOnly, many_backends
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,11 +48,13 @@ RECORDS = [
 ]
 
 
-def _doc(records: list[dict[str, Any]] = RECORDS) -> dict[str, Any]:
+def _doc(records: list[dict[str, Any]] = RECORDS,
+         backends: list[Any] | None = None) -> dict[str, Any]:
+    chosen = [BothModes(), ReverseOnly()] if backends is None else backends
     props = [property_entry(r, None, Path.cwd()) for r in records]
-    return build_report(run={"seed": 0, "profile": "ci", "backends": [BOTH, REVERSE_ONLY],
+    return build_report(run={"seed": 0, "profile": "ci", "backends": [b.name for b in chosen],
                              "pytest_args": [], "pytest_exit_code": 1},
-                        backends=[BothModes(), ReverseOnly()], claims=[], properties=props,
+                        backends=chosen, claims=[], properties=props,
                         complete=True, warnings=[], timings={})
 
 
@@ -135,10 +139,59 @@ def test_markdown_shows_the_matrix_after_the_failures_and_counts_skips_in_cells(
     matrix = text.split("## Conformance matrix")[1].split("\n## ")[0]
     assert "| backend | VJP (reverse) | JVP (forward) |" in matrix, matrix
     assert f"| `{REVERSE_ONLY}` | ✅ passed: 1 tests, 5 examples | not claimed |" in matrix
-    assert "| `tangent_oracle` | jvp | ✅ 9 | ❌ 2 |" in matrix, matrix
+    assert f"| property | mode | {BOTH} | {REVERSE_ONLY} |" in matrix, matrix
+    assert "| `oracle` | vjp | ✅ 1/1 | ✅ 1/2 · ⏭ 1 |" in matrix, matrix
+    assert "| `tangent_oracle` | jvp | ❌ float32 · ✅ 1/2 | n/c |" in matrix, matrix
+    assert "| `duality` | jvp | ✅ 1/1 | n/c |" in matrix, matrix
     backends = text.split("## Backends")[1]
     assert f"| `{BOTH}` | ❌ failed | vjp, jvp | 4 |" in backends, backends
     assert f"| `{REVERSE_ONLY}` | ✅ passed | vjp | 1 |" in backends, backends
+
+
+def _ten_backend_records() -> list[dict[str, Any]]:
+    """A suite's records on ten backends (:func:`many_backends`): ``oracle`` in every dtype
+    (engine-3 fails float16, engine-7 skips float16, engine-9 does not claim bfloat16),
+    and two forward-mode properties (the odd engines do not claim jvp)."""
+    records = []
+    for i in range(10):
+        name = f"engine-{i}"
+        for dtype in DTYPES:
+            outcome, skip = "passed", None
+            if (i, dtype) == (3, "float16"):
+                outcome = "failed"
+            elif (i, dtype) in ((7, "float16"), (9, "bfloat16")):
+                outcome = "skipped"
+                skip = "no example fits" if i == 7 else "dtype bfloat16 not claimed"
+            records.append(_record("oracle", name, dtype, outcome, "vjp",
+                                   0 if skip else 7, skip))
+        jvp, why = ("passed", None) if i % 2 == 0 else ("skipped", "mode jvp not claimed")
+        records += [_record("tangent_oracle", name, "float64", jvp, "jvp", 0 if why else 9, why),
+                    _record("duality", name, None, jvp, "jvp", 0 if why else 4, why)]
+    return records
+
+
+def test_markdown_matrix_folds_each_backends_dtypes_into_one_cell_at_ten_backends() -> None:
+    """Ten backends of four dtypes: report.md has one column per backend (twelve in all,
+    not forty-two), each cell naming the dtypes that failed and counting those that
+    passed; report.json and report.html keep a cell per backend and dtype."""
+    doc = _doc(_ten_backend_records(), many_backends(10))
+    validate(doc)
+    matrix = render_markdown(doc).split("## Conformance matrix")[1].split("\n## ")[0]
+    table = [line for line in matrix[matrix.index("| property | mode |"):].split("\n\n")[0]
+             .splitlines() if not line.startswith("| ---")]
+    assert [line.split(" | ")[0] for line in table] == [
+        "| property", "| `oracle`", "| `duality`", "| `tangent_oracle`"], table
+    assert all(line.count(" | ") == 11 for line in table), table
+    assert max(len(line) for line in table) < 160, table
+    cells = {line.split(" | ")[0][3:-1]: line.strip("| ").split(" | ")[2:] for line in table}
+    oracle = cells["oracle"]
+    assert oracle[0] == "✅ 4/4" and oracle[3] == "❌ float16 · ✅ 3/4", oracle
+    assert (oracle[7], oracle[9]) == ("✅ 3/4 · ⏭ 1", "✅ 3/3"), oracle
+    for row in ("duality", "tangent_oracle"):
+        assert cells[row] == ["✅ 1/1", "n/c"] * 5, (row, cells[row])
+    assert len(doc["matrix"]["columns"]) == 10 * 5, "report.json lost the per-dtype cells"
+    page = render_html(doc, {})
+    assert page.count('<th colspan="5">engine-') == 10, "report.html lost the per-dtype cells"
 
 
 @pytest.fixture(scope="module")
