@@ -86,7 +86,7 @@ PLOT_MODES = {name: "jvp" if name == "depth_law_jvp" else "vjp" for name in PLOT
 NORM_EPS = Fraction(1, 10**5)
 Z_999 = 3.2905  # two-sided 99.9% normal quantile
 SECONDS_PER_BACKEND = 120.0
-"""Time one backend's requests may take over all four plots; its later requests are left
+"""Time one backend's requests may take over all the plots; its later requests are left
 as gaps (a compiling backend may need it: one program of a hundred layers compiles for
 seconds)."""
 DEPTH_LAW_A = (-2.5, -0.5, 0.1, 1.0)
