@@ -3,14 +3,12 @@
 Eager (torch, jax, autograd, tensorflow), compiled (torch-compile, jax-jit, tinygrad,
 pytensor): each is skipped where its library (or, for tinygrad, clang) is missing; CI
 installs them all (see .ci/run) and sets CI=true, where a missing library is a failure,
-not a skip. The adapters whose library takes seconds to import or whose programs compile
+not a skip (the rule of tests/installed.py). The adapters whose library takes seconds to import or whose programs compile
 for seconds run only with the slow tests (``make test-slow``); every one of them runs in CI.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -20,10 +18,10 @@ import pytest
 
 from resverify.impl import Capabilities, NumpyBackend, resolve_backend
 from resverify.impl.backend import Backend
-from resverify.impl.registry import BUILTINS
 from resverify.spec import Input, InvalidProgram, Node, Program, Request, UsageError
 from resverify.spec.fixtures import linear_block_request, seed_cases, shared_operand_request
 from resverify.spec.request import ResultError, Value, storage_dtype
+from tests.installed import backend_params, installed_backend, require_installed
 
 ADAPTERS = ("torch", "jax", "autograd", "jax-jit", "tensorflow", "torch-compile", "tinygrad",
             "pytensor")
@@ -31,14 +29,9 @@ SLOW = {"tensorflow", "torch-compile", "tinygrad", "pytensor"}
 """Ten seconds to import, or seconds to compile each program."""
 
 
-@pytest.fixture(scope="module", params=[
-    pytest.param(n, marks=[pytest.mark.slow] if n in SLOW else []) for n in ADAPTERS])
+@pytest.fixture(scope="module", params=backend_params(ADAPTERS, SLOW))
 def adapter(request: pytest.FixtureRequest) -> Backend:
-    name = request.param
-    missing = BUILTINS[name].missing()
-    if missing is not None and os.environ.get("CI") != "true":
-        pytest.skip(missing)
-    return resolve_backend(name)
+    return installed_backend(request.param)
 
 
 def as_fractions(array: np.ndarray) -> tuple[Fraction, ...]:
@@ -95,8 +88,7 @@ def test_adapter_relu_has_zero_derivative_at_zero(adapter: Backend) -> None:
 
 
 def test_torch_cuda_without_a_device_is_a_usage_error() -> None:
-    if importlib.util.find_spec("torch") is None and os.environ.get("CI") != "true":
-        pytest.skip("torch is not installed")
+    require_installed("torch-cuda")
     import torch
 
     if torch.cuda.is_available():

@@ -13,20 +13,19 @@ within its budget (``resverify.spec.budget``), seeded (the default run: float32,
 seed; the slow run: every dtype, three seeds; jax compiles each primitive per dtype). The properties
 (properties/test_jvp.py) check random programs; this checks that each adapter wires its
 library's JVP to the right inputs and outputs.
-Missing libraries skip, except under CI=true; the adapters that take seconds to import or
+Missing libraries skip, except under CI=true (tests/installed.py); the adapters that take seconds to import or
 compile are slow tests.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from resverify.impl import NumpyBackend, resolve_backend
+from resverify.impl import NumpyBackend
 from resverify.impl.backend import Backend
 from resverify.impl.registry import BUILTINS
 from resverify.spec import Input, Node, Program, Request
@@ -41,19 +40,15 @@ from resverify.spec.request import (
     output_shape,
     storage_dtype,
 )
+from tests.installed import backend_params, installed_backend
 
 JVP_ADAPTERS = ("torch", "jax", "autograd", "jax-jit", "tensorflow", "torch-compile")
 SLOW = {"tensorflow", "torch-compile"}
 
 
-@pytest.fixture(scope="module", params=[
-    pytest.param(n, marks=[pytest.mark.slow] if n in SLOW else []) for n in JVP_ADAPTERS])
+@pytest.fixture(scope="module", params=backend_params(JVP_ADAPTERS, SLOW))
 def adapter(request: pytest.FixtureRequest) -> Backend:
-    name = request.param
-    missing = BUILTINS[name].missing()
-    if missing is not None and os.environ.get("CI") != "true":
-        pytest.skip(missing)
-    return resolve_backend(name)
+    return installed_backend(request.param)
 
 
 def forward(request: Request, dtype: str, tangents: dict[str, np.ndarray]) -> Request:
@@ -257,10 +252,7 @@ def test_adapter_answers_a_shape_mismatch_in_forward_mode_too(adapter: Backend) 
 @pytest.mark.parametrize("name", ["tinygrad", "pytensor"])
 def test_adapter_without_forward_mode_refuses_tangents_as_unsupported(name: str) -> None:
     """tinygrad and PyTensor claim reverse mode only; a forward-mode request is refused."""
-    missing = BUILTINS[name].missing()
-    if missing is not None and os.environ.get("CI") != "true":
-        pytest.skip(missing)
-    backend = resolve_backend(name)
+    backend = installed_backend(name)
     assert backend.capabilities.modes == BUILTINS[name].capabilities.modes == ("vjp",)
     base = linear_block_request()
     result = backend.run(forward(base, "float64", dict(base.inputs)))
