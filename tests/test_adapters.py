@@ -3,8 +3,9 @@
 Eager (torch, jax, autograd, tensorflow), compiled (torch-compile, jax-jit, tinygrad,
 pytensor): each is skipped where its library (or, for tinygrad, clang) is missing; CI
 installs them all (see .ci/run) and sets CI=true, where a missing library is a failure,
-not a skip (the rule of tests/installed.py). The adapters whose library takes seconds to import or whose programs compile
-for seconds run only with the slow tests (``make test-slow``); every one of them runs in CI.
+not a skip (the rule of tests/installed.py). The adapters whose library takes seconds to
+import or whose programs compile for seconds run only with the slow tests
+(``make test-slow``); every one of them runs in CI.
 """
 
 from __future__ import annotations

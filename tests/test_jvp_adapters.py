@@ -13,8 +13,8 @@ within its budget (``resverify.spec.budget``), seeded (the default run: float32,
 seed; the slow run: every dtype, three seeds; jax compiles each primitive per dtype). The properties
 (properties/test_jvp.py) check random programs; this checks that each adapter wires its
 library's JVP to the right inputs and outputs.
-Missing libraries skip, except under CI=true (tests/installed.py); the adapters that take seconds to import or
-compile are slow tests.
+Missing libraries skip, except under CI=true (tests/installed.py); the adapters that take
+seconds to import or compile are slow tests.
 """
 
 from __future__ import annotations
