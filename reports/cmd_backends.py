@@ -7,6 +7,14 @@ installed, the library's version, and the extra that installs it. Listing must s
 instant, so a built-in's library is looked up with ``importlib.util.find_spec`` and
 ``importlib.metadata`` and never imported (torch and TensorFlow take seconds); a plug-in's
 module is imported, since only it knows what it claims, but the plug-in is not created.
+
+A ``cmd:`` engine claims nothing until it runs, so it is listed only when asked for with
+``--probe cmd:COMMAND``: the engine is started, greeted with the protocol's hello, and
+stopped (its whole process group killed) as soon as it has answered; its row shows what
+the hello claimed (modes, dtypes, ops, device), its version and its ``about`` settings.
+The hello has the protocol's start limit (30 s, or ``RESVERIFY_CMD_TIMEOUT`` when that is
+longer); an engine that cannot be started or gives no valid hello in time is a usage
+error, one line and exit status 2, since the user named it.
 """
 
 from __future__ import annotations
@@ -36,11 +44,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print only the names of the installed backends, one a line (for scripts: "
              "make matrix checks each of them)")
     parser.add_argument("--device", help="only the backends that run on this device (cpu, cuda)")
+    parser.add_argument(
+        "--probe", action="append", default=[], metavar="cmd:COMMAND",
+        help="also start this external engine, read what its hello claims, stop it and list "
+             "it (repeatable); an engine that fails to start or to answer is an error")
 
 
 def run(args: argparse.Namespace) -> int:
     rows = [builtin_row(b) for b in BUILTINS.values()]
     rows += [plugin_row(name, entry) for name, entry in sorted(plugins().items())]
+    rows += [probe_row(spec) for spec in args.probe]
     if args.device is not None:
         rows = [row for row in rows if row["device"] == args.device]
     if args.names:
@@ -83,6 +96,24 @@ def plugin_row(name: str, entry: Any) -> dict[str, Any]:
     else:
         row["note"] = row["note"] or "capabilities are declared when the backend is made"
     return row
+
+
+def probe_row(spec: str) -> dict[str, Any]:
+    """A ``cmd:`` engine's row, from its answer to the hello; the engine is stopped at once."""
+    if not spec.startswith("cmd:"):
+        raise UsageError(f"--probe takes cmd:COMMAND (an external engine), got {spec!r}")
+    from resverify.impl.external import ExternalBackend  # only when probing
+
+    engine = ExternalBackend(spec.removeprefix("cmd:"))
+    engine.close()
+    told = {"name": engine.name, **engine.told}
+    return {
+        "name": spec, "kind": "cmd", "library": engine.told.get("library") or "cmd",
+        "version": engine.version, "installed": True,
+        "note": "hello: " + "; ".join(f"{key}={value}" for key, value in told.items()),
+        "install": None, "engine_name": engine.name, "about": engine.told,
+        **claims(engine.capabilities),
+    }
 
 
 def claims(capabilities: Capabilities) -> dict[str, Any]:
