@@ -24,7 +24,7 @@ import json
 from typing import Any
 
 from resverify.impl import Capabilities
-from resverify.impl.about import distribution_version
+from resverify.impl.about import cmd_about, distribution_version
 from resverify.impl.registry import BUILTINS, Builtin, load_plugin, plugins
 from resverify.spec.errors import UsageError
 from resverify.spec.ir import OPS
@@ -47,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--probe", action="append", default=[], metavar="cmd:COMMAND",
         help="also start this external engine, read what its hello claims, stop it and list "
-             "it (repeatable); an engine that fails to start or to answer is an error")
+             "it (repeatable); an engine that fails to start or to answer within the "
+             "hello's limit (30 s, or RESVERIFY_CMD_TIMEOUT when longer) is an error")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,11 +107,12 @@ def probe_row(spec: str) -> dict[str, Any]:
 
     engine = ExternalBackend(spec.removeprefix("cmd:"))
     engine.close()
-    told = {"name": engine.name, **engine.told}
+    named = {} if engine.name == spec else {"name": engine.name}
+    told = [f"{key}={value}" for key, value in {**named, **engine.told}.items()]
     return {
-        "name": spec, "kind": "cmd", "library": engine.told.get("library") or "cmd",
+        "name": spec, "kind": "cmd", "library": cmd_about(engine)["library"],
         "version": engine.version, "installed": True,
-        "note": "hello: " + "; ".join(f"{key}={value}" for key, value in told.items()),
+        "note": "hello: " + "; ".join(told) if told else "",
         "install": None, "engine_name": engine.name, "about": engine.told,
         **claims(engine.capabilities),
     }

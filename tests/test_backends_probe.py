@@ -25,6 +25,8 @@ from resverify.spec.ir import OPS
 from tests.test_c_engine import build
 
 SERVED_NUMPY = f"cmd:{shlex.join([sys.executable, '-m', 'resverify.impl.serve', 'numpy'])}"
+OLD_HELLO = '{"resverify": 1, "kind": "capabilities", "dtypes": ["float64"], "ops": ["add"]}'
+"""A hello from before forward mode and the engine's version: no name, modes or about."""
 BAD_HELLO = ('{"resverify": 1, "kind": "capabilities", "dtypes": ["f64"], '
              '"ops": ["add"]}')
 
@@ -94,6 +96,18 @@ def test_probe_row_in_the_table_shows_claims_version_and_the_hello_settings(
                    "all", "vjp,jvp"], row
     note = next(line for line in lines if line.startswith(f"{spec}: "))
     assert "name=c-engine" in note and "compiler=" in note, note
+
+
+def test_probe_of_an_engine_that_says_only_dtypes_and_ops_lists_the_protocol_defaults(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    spec = f"cmd:sh -c {shlex.quote(f'read line; echo {shlex.quote(OLD_HELLO)}')}"
+    row = listed(capsys, "--probe", spec)[-1]
+    want: dict[str, object] = {
+        "name": spec, "library": "cmd", "version": None, "device": "external",
+        "dtypes": ["float64"], "ops": ["add"], "modes": ["vjp"], "engine_name": spec,
+        "about": {}, "note": ""}
+    got = {key: row[key] for key in want}
+    assert got == want, f"--probe {spec} listed {got}, but should list {want}"
 
 
 def test_probed_engine_is_named_by_names_and_filtered_by_device(
