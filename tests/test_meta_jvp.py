@@ -17,7 +17,15 @@ import pytest
 from resverify.impl import mutants as catalog
 from resverify.impl.backend import Backend
 from tests import broken_jvp_backends as bj
-from tests.meta import CATCH, CI_GENERATED, Catch, assert_caught, catch_params, unplanted
+from tests.meta import (
+    CATCH,
+    CI_GENERATED,
+    Catch,
+    assert_caught,
+    catch_params,
+    strays,
+    unplanted,
+)
 
 # (property, dtype, broken backend it must catch)
 JVP_CATCHES: list[Catch] = [
@@ -52,6 +60,8 @@ def test_forward_mode_property_catches_its_broken_backend(
 def test_every_broken_forward_mode_backend_is_used() -> None:
     unused = unplanted(bj.BROKEN_JVP, JVP_CATCHES)
     assert not unused, f"broken forward-mode backends no property catches: {unused}"
+    unknown = strays(JVP_CATCHES, bj.BROKEN_JVP, catalog.CATALOG)
+    assert not unknown, f"in neither bj.BROKEN_JVP nor the catalog: {unknown}"
 
 
 # the bugs that need a drawn program to show (two same-shaped weights, a non-symmetric
