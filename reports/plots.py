@@ -535,7 +535,8 @@ def plot_data(seed: int, backends: Sequence[Backend] | None = None,
     NumPy reference when ``backends`` is None; none for an empty list), each named after
     its backend. Once ``stop`` is set, no backend is asked again (the rest are gaps).
     ``exact=False`` leaves out the exact interpreter's curves (NaN), which cost seconds:
-    for a process that only computes a backend's series."""
+    for a process that only computes a backend's series. The forward-mode plots ask last,
+    so a backend whose time runs out (:data:`SECONDS_PER_BACKEND`) loses them first."""
     _EXACT.on = exact
     chosen = [NumpyBackend()] if backends is None else list(backends)
     askers = {str(b.name): _Asker(b, SECONDS_PER_BACKEND, stop) for b in chosen}
@@ -545,7 +546,7 @@ def plot_data(seed: int, backends: Sequence[Backend] | None = None,
         "variance_growth": lambda asked: _variance_data(seed, asked),
         "norm_depth": lambda asked: _norm_data(seed, asked)}
     data = {}
-    for name in PLOT_NAMES:
+    for name in sorted(PLOT_NAMES, key=lambda n: PLOT_MODES[n] != "vjp"):  # forward mode last
         mode = PLOT_MODES[name]
         asked = {n: a for n, a in askers.items() if mode in a.backend.capabilities.modes}
         for asker in asked.values():
@@ -555,7 +556,7 @@ def plot_data(seed: int, backends: Sequence[Backend] | None = None,
         plot.not_claimed = [n for n in askers if n not in asked]
         plot.dtypes = {n: a.dtype or "none" for n, a in asked.items()}
         plot.gaps = {n: a.gap for n, a in asked.items() if a.gap is not None}
-    return data
+    return {name: data[name] for name in PLOT_NAMES}
 
 
 def plot_summary(data: Mapping[str, PlotData]) -> dict[str, dict[str, Any]]:

@@ -21,6 +21,7 @@ from resverify.impl import NumpyBackend
 from resverify.impl.mutants.forward import TangentDropsIdentity
 from resverify.reports import plots
 from resverify.reports.json_report import validate
+from resverify.spec.request import Request, Result
 from tests.report_mode_backends import REVERSE_ONLY, ReverseOnly
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -149,3 +150,23 @@ def test_check_plots_forward_mode_for_the_backends_that_claim_it(
         "</figure>")[0], "a reverse-mode plot says a backend does not claim it"
     png = out / "plots" / f"{PLOT}.png"
     assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n"), png
+
+
+class _Logging(NumpyBackend):
+    """The reference backend, noting whether each request asked for forward mode."""
+
+    name = "logging"
+
+    def __init__(self) -> None:
+        self.forward: list[bool] = []
+
+    def run(self, request: Request) -> Result:
+        self.forward.append(request.forward_mode)
+        return super().run(request)
+
+
+def test_the_forward_plot_asks_last_so_a_backend_out_of_time_loses_it_first() -> None:
+    backend = _Logging()
+    data = plots.plot_data(3, [backend], exact=False)
+    assert list(data) == list(plots.PLOT_NAMES), list(data)
+    assert backend.forward.count(True) == 1 and backend.forward[-1], backend.forward
