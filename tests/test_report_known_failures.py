@@ -17,17 +17,17 @@ import pytest
 from test_report_fakes import run_check
 
 from resverify.impl.backend import Backend
+from resverify.impl.mutants import DroppedIdentityGrad
 from resverify.impl.numpy_backend import NumpyBackend
 from resverify.properties.vectors import save_vector
 from resverify.reports import known_failures
 from resverify.reports.json_report import build_report, validate
 from resverify.spec.errors import UsageError
 from resverify.spec.fixtures import linear_block_request
-from tests.broken_backends import MissingIdentityBackward
 
 ROOT = Path(__file__).resolve().parents[1]
 PROPERTY = "forward_and_gradients_match_spec_within_budget"
-BROKEN = MissingIdentityBackward.name
+BROKEN = DroppedIdentityGrad.name
 
 
 def _file(folder: Path, body: str, name: str = "known.toml") -> Path:
@@ -75,7 +75,7 @@ def _report(path: Path, backends: list[Backend], props: list[dict[str, Any]],
 
 def test_listed_failure_that_reproduces_is_expected_and_the_run_passes(folder: Path) -> None:
     path = _file(folder, _entry(BROKEN))
-    doc = _report(path, [MissingIdentityBackward()], [_failed(BROKEN)])
+    doc = _report(path, [DroppedIdentityGrad()], [_failed(BROKEN)])
     (entry,) = doc["known_failures"]["entries"]
     assert entry["status"] == "expected", entry
     assert "grads['x']" in entry["detail"], entry["detail"]
@@ -101,7 +101,7 @@ def test_unlisted_failure_and_a_failure_of_another_kind_still_fail(folder: Path)
     other = _failed(BROKEN, prop="zero_branch_is_identity_and_still_learns")
     crashed = _failed(BROKEN, kind="crash", dtype="float64")
     for failed in (other, crashed, _failed(BROKEN, dtype="float32")):
-        doc = _report(path, [MissingIdentityBackward()], [failed])
+        doc = _report(path, [DroppedIdentityGrad()], [failed])
         assert doc["known_failures"]["entries"][0]["status"] == "expected"
         assert doc["properties"][0]["status"] == "failed", (failed["property"], failed["dtype"])
         assert doc["status"] == "failed"
@@ -194,7 +194,7 @@ def test_check_with_a_known_failure_file_turns_a_red_run_green(
     _file(tmp_path, _entry(BROKEN, prop="zero_branch_is_identity"),
           str(known_failures.DEFAULT_FILE))
     code, out = run_check(monkeypatch, tmp_path, "--profile", "dev", "--backend",
-                          "tests.broken_backends:MissingIdentityBackward")
+                          "resverify.impl.mutants:DroppedIdentityGrad")
     said = capsys.readouterr().out
     doc = json.loads((out / "report.json").read_text())
     assert code == 0, (code, said)
