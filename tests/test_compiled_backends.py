@@ -8,25 +8,20 @@ once per program, and the description naming the compiler.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
 
-from resverify.impl import resolve_backend
 from resverify.impl.about import describe_backend
 from resverify.impl.compile_cache import CompiledCache
 from resverify.impl.compiled_backends import program_function
-from resverify.impl.registry import BUILTINS
 from resverify.spec.fixtures import linear_block_request, shared_operand_request
 from resverify.spec.request import Request, Value
+from tests.installed import installed_backend
 
 
 def made(name: str) -> Any:
-    missing = BUILTINS[name].missing()
-    if missing is not None and os.environ.get("CI") != "true":
-        pytest.skip(missing)
-    return resolve_backend(name)
+    return installed_backend(name)
 
 
 def test_cache_compiles_each_key_once_and_drops_the_least_recent() -> None:

@@ -14,7 +14,6 @@ in Capabilities' words. Missing libraries skip, except under CI=true.
 from __future__ import annotations
 
 import json
-import os
 import tomllib
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import pytest
 
 from resverify.impl.registry import BUILTINS
 from resverify.reports.cli import main
+from tests.installed import require_installed
 
 PINNED = Path(__file__).resolve().parent.parent / "docs" / "findings" / "known-failures.toml"
 """The findings that stay (docs/findings.md): pytensor's relu fails the oracle law at 0."""
@@ -44,9 +44,7 @@ SETTINGS = {
 @pytest.mark.parametrize("name", ENGINES)
 def test_engine_passes_the_spec_law_in_float64_and_the_report_says_what_ran(
         name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    missing = BUILTINS[name].missing()
-    if missing is not None and os.environ.get("CI") != "true":
-        pytest.skip(missing)
+    require_installed(name)
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     code = main(["check", "--backend", name, "--no-claims", "--known-failures", str(PINNED),

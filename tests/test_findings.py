@@ -3,14 +3,13 @@ still fails on that backend, and passes on the NumPy reference."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
 
-from resverify.impl.registry import BUILTINS
 from resverify.reports.cli import main
+from tests.installed import require_installed
 
 REPO = Path(__file__).resolve().parent.parent
 FINDINGS = REPO / "docs" / "findings.md"
@@ -27,9 +26,7 @@ def test_each_finding_still_fails_on_its_backend(
         vector: str, backend: str, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     assert (REPO / vector).is_file(), f"{vector} (cited in docs/findings.md) does not exist"
-    missing = BUILTINS[backend].missing()
-    if missing is not None and os.environ.get("CI") != "true":
-        pytest.skip(missing)
+    require_installed(backend)
     monkeypatch.chdir(REPO)
     code = main(["replay", vector, "--backend", backend, "--runs", "1"])
     out = capsys.readouterr().out

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from resverify.impl import Capabilities, NumpyBackend, resolve_backend
 from resverify.impl.registry import BUILTINS, ENTRY_POINT_GROUP, plugins
 from resverify.reports.cli import main
 from resverify.spec import UsageError
+from tests.installed import require_installed
 
 ENGINE = '''
 from resverify.impl import Capabilities, NumpyBackend
@@ -109,9 +109,7 @@ def test_builtin_listing_declares_the_adapters_own_capabilities(name: str) -> No
     """The capabilities ``resverify backends`` lists without importing a library are the
     ones the adapter declares once made."""
     builtin = BUILTINS[name]
-    missing = builtin.missing()
-    if missing is not None and os.environ.get("CI") != "true":
-        pytest.skip(missing)
+    require_installed(name)
     if name == "torch-cuda" and not _cuda():
         pytest.skip("needs a CUDA device")
     backend = resolve_backend(name)
