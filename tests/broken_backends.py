@@ -20,8 +20,7 @@ op's ``numpy_jvp``); its ``linear`` reshapes by the product of the leading axes 
 that an empty inner axis works (the reference's ``reshape(-1, 0)`` does not), keeping the
 base itself free of failures. It claims forward mode (``jvp``) as the reference does;
 :mod:`tests.broken_jvp_backends` plants the forward-mode bugs the catalog lacks.
-:mod:`tests.broken_norm_backends` builds on the same base. The last block keeps five old
-names of this module, now the catalog's mutants under their old backend names.
+:mod:`tests.broken_norm_backends` builds on the same base.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from resverify.impl import mutants as catalog
 from resverify.impl.backend import Capabilities
 from resverify.impl.interpret import node_alpha
 from resverify.impl.numpy_backend import NumpyBackend, apply
@@ -340,36 +338,3 @@ BROKEN: tuple[type[Reference], ...] = (
     Nondeterministic, OverwrittenGrads, SharedWeightGrads, SkipZeroBranch, StrictAdd,
     UntransposedLinear, WidePrecisionSwitch, WrongAxisUnbroadcast, WrongDtype,
 )
-
-
-# The catalog's mutants under this module's old names and backend names: other test
-# modules and command lines run them by these names (tests/test_vectors_corpus.py,
-# tests/test_report_plots.py, tests/test_report_known_failures.py).
-class AlphaTwice(catalog.AlphaSquared):
-    """The catalog's AlphaSquared, under its old name."""
-
-    name = "broken-alpha-twice"
-
-
-class BroadcastingMerge(catalog.BroadcastingMerge):
-    """The catalog's BroadcastingMerge, under its old name."""
-
-    name = "broken-broadcasting-merge"
-
-
-class FalsyAlpha(catalog.FalsyAlpha):
-    """The catalog's FalsyAlpha, under its old name."""
-
-    name = "broken-falsy-alpha"
-
-
-class MissingIdentityBackward(catalog.DroppedIdentityGrad):
-    """The catalog's DroppedIdentityGrad, under its old name."""
-
-    name = "broken-missing-identity"
-
-
-class WrongReluDerivative(catalog.ReluGradOneAtZero):
-    """The catalog's ReluGradOneAtZero, under its old name."""
-
-    name = "broken-relu-derivative"

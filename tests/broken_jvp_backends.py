@@ -12,9 +12,6 @@ ship: tangents pooled by shape (the forward twin of the shared gradient buffer o
 for the linearity law), and a repeated operand's tangent counted once (the forward twin of
 the catalog's ``DedupedRepeatedOperand``, for the shared-operand law). They are ordinary
 backends: ``pytest properties --backend tests.broken_jvp_backends:ReluOfTangent``.
-
-The last block keeps four old names of this module, now the catalog's mutants under their
-old backend names, for the other test modules that run them by name.
 """
 
 from __future__ import annotations
@@ -23,7 +20,6 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from resverify.impl import mutants as catalog
 from resverify.impl.tensor import Tensor
 from resverify.spec.ir import Node
 from tests.broken_backends import Reference
@@ -72,29 +68,3 @@ class DedupedOperandTangent(Reference):
 BROKEN_JVP: tuple[type[Reference], ...] = (
     DedupedOperandTangent, ReluOfTangent, TangentPooledByShape,
 )
-
-
-# The catalog's forward-mode mutants under this module's old names and backend names:
-# tests/test_vectors_corpus.py runs them by these names (nothing else here uses them).
-class DroppedIdentityTangent(catalog.TangentDropsIdentity):
-    """The catalog's TangentDropsIdentity, under its old name."""
-
-    name = "broken-jvp-dropped-identity"
-
-
-class NoAlphaTangent(catalog.TangentForgetsAlpha):
-    """The catalog's TangentForgetsAlpha, under its old name."""
-
-    name = "broken-jvp-no-alpha"
-
-
-class TransposedLinearTangent(catalog.TangentThroughTransposedWeight):
-    """The catalog's TangentThroughTransposedWeight, under its old name."""
-
-    name = "broken-jvp-transposed-linear"
-
-
-class NormStatisticsDetached(catalog.NormTangentStatisticsDetached):
-    """The catalog's NormTangentStatisticsDetached, under its old name."""
-
-    name = "broken-jvp-norm-detached"

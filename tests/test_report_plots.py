@@ -15,6 +15,7 @@ import pytest
 from test_report_fakes import run_check
 
 from resverify.impl import NumpyBackend
+from resverify.impl import mutants as catalog
 from resverify.impl.backend import Capabilities
 from resverify.reports import plots
 from resverify.reports.json_report import validate
@@ -42,7 +43,7 @@ class Float32Only(NumpyBackend):
 def checked() -> dict[str, plots.PlotData]:
     """numpy, a backend whose merge forgets the identity edge in its backward pass, and
     one that drops scale (so the 1/√L rescaling too)."""
-    return plots.plot_data(3, [NumpyBackend(), bb.MissingIdentityBackward(), bb.IgnoresScale()])
+    return plots.plot_data(3, [NumpyBackend(), catalog.DroppedIdentityGrad(), bb.IgnoresScale()])
 
 
 def test_s11_retention_is_exactly_three_quarters_and_a_quarter_to_the_depth() -> None:
@@ -55,7 +56,7 @@ def test_s11_retention_is_exactly_three_quarters_and_a_quarter_to_the_depth() ->
 
 def test_every_plot_has_one_series_per_backend_named_after_it(
         checked: dict[str, plots.PlotData]) -> None:
-    names = ["numpy", bb.MissingIdentityBackward.name, bb.IgnoresScale.name]
+    names = ["numpy", catalog.DroppedIdentityGrad.name, bb.IgnoresScale.name]
     assert list(checked) == list(plots.PLOT_NAMES)
     for name, plot in checked.items():
         assert plot.series == names, (name, plot.series)
@@ -87,7 +88,7 @@ def test_the_reference_backend_follows_every_exact_curve(
 
 def test_a_broken_backend_gets_its_own_different_series_and_different_pngs(
         checked: dict[str, plots.PlotData]) -> None:
-    broken = bb.MissingIdentityBackward.name
+    broken = catalog.DroppedIdentityGrad.name
     law = {c.label: c.by_backend[broken] for c in checked["depth_law"].curves}
     # x̄ = a^L instead of (1+a)^L: the identity edge is missing from each merge's backward
     assert law["a = -0.5"].tolist() == [(-0.5) ** k for k in range(31)], law["a = -0.5"]
