@@ -186,6 +186,7 @@ def examples_per_property(backend: str, tmp_path: Path) -> tuple[dict[str, int |
     return counts, done.stdout
 
 
+@pytest.mark.slow  # a child pytest of the whole suite: about 40 s
 def test_backend_claiming_a_subset_of_ops_gets_every_example(tmp_path: Path) -> None:
     """No thinning: every property whose needed ops the float64 subset backend claims runs
     its full ci example count there."""
