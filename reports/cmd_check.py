@@ -205,7 +205,7 @@ class _PlotJob:
 
     def _draw(self, seed: int, named: dict[str, Backend], folder: Path) -> None:
         try:
-            from resverify.reports.plots import add_series, plot_data, render_plots
+            from resverify.reports.plots import add_series, plot_data, plot_summary, render_plots
 
             with tempfile.TemporaryDirectory(prefix="resverify-plots-") as scratch:
                 series = [(b.name, *self._series(seed, typed, Path(scratch) / f"{i}.json",
@@ -219,8 +219,7 @@ class _PlotJob:
                 if self.stop.is_set():
                     return
                 self.plots = render_plots(seed, data=data)
-            self.summary = {name: {"series": plot.series, "dtypes": plot.dtypes,
-                                   "gaps": plot.gaps} for name, plot in data.items()}
+            self.summary = plot_summary(data)
         except Exception as exc:  # plots are an extra: the report stands without them
             self.error = f"plots were not drawn: {type(exc).__name__}: {exc}"
 
