@@ -42,6 +42,25 @@ MODULES = ("spec/compare.py", "spec/budget.py", "spec/rounding.py")
 TESTS = ("tests/test_compare.py", "tests/test_budget.py", "tests/test_strength_spec.py")
 PACKAGES = ("spec", "impl", "properties", "reports")
 LINE = re.compile(r"^\s*(?P<key>\S+__mutmut_\d+): (?P<status>.+)$")
+FRESH_CACHES = '''
+
+import functools as _functools
+import sys as _sys
+
+import pytest as _pytest
+
+
+@_pytest.fixture(autouse=True, scope="session")
+def _mutation_fresh_caches() -> None:
+    """mutmut forks each mutant's test run from a process that ran every test once: a
+    cache filled there (SymPy derivations, tanh enclosures) would hand the mutant's tests
+    the unmutated results. Added by tools/mutation.py to its copy only."""
+    for name, module in list(_sys.modules.items()):
+        if name.startswith("resverify."):
+            for value in list(vars(module).values()):
+                if isinstance(value, _functools._lru_cache_wrapper):
+                    value.cache_clear()
+'''
 
 
 def mutmut_venv(work: Path) -> Path:
@@ -74,10 +93,14 @@ def repository_copy(work: Path, modules: list[str], tests: list[str]) -> Path:
     for package in PACKAGES:  # real folders, so module names are resverify.spec.*
         (copy / "resverify" / package).unlink()
         shutil.copytree(copy / package, copy / "resverify" / package)
+    with (copy / "conftest.py").open("a") as conftest:
+        conftest.write(FRESH_CACHES)
+    mutated = sorted({Path(m).parts[0] for m in modules})
     (copy / "setup.cfg").write_text(
-        "[mutmut]\nsource_paths=resverify/spec/\n"
+        "[mutmut]\nsource_paths=\n" + "".join(f"    resverify/{p}/\n" for p in mutated)
         + "only_mutate=\n" + "".join(f"    resverify/{m}\n" for m in modules)
-        + "also_copy=\n" + "".join(f"    resverify/{p}/\n" for p in PACKAGES[1:])
+        + "also_copy=\n"
+        + "".join(f"    resverify/{p}/\n" for p in PACKAGES if p not in mutated)
         + "    resverify/__init__.py\n    resverify/py.typed\n    conftest.py\n    examples/\n"
         + "pytest_add_cli_args_test_selection=\n" + "".join(f"    {t}\n" for t in tests))
     return copy
@@ -116,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                         "other verdicts (the score after new tests, without a full run)")
     args = parser.parse_args(argv)
     modules, tests = args.modules or list(MODULES), args.tests or list(TESTS)
+    args.work = args.work.resolve()  # mutmut runs in the copy: paths must not be relative
     args.work.mkdir(parents=True, exist_ok=True)
     bin_dir = mutmut_venv(args.work)
     copy = repository_copy(args.work, modules, tests)
