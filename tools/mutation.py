@@ -42,6 +42,8 @@ MODULES = ("spec/compare.py", "spec/budget.py", "spec/rounding.py")
 TESTS = ("tests/test_compare.py", "tests/test_budget.py", "tests/test_strength_spec.py")
 PACKAGES = ("spec", "impl", "properties", "reports")
 LINE = re.compile(r"^\s*(?P<key>\S+__mutmut_\d+): (?P<status>.+)$")
+RERUN = ("survived", "no tests")
+"""The verdicts ``--survivors-of`` re-runs: new tests may cover a mutant no test reached."""
 FRESH_CACHES = '''
 
 import functools as _functools
@@ -136,7 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write scores and survivors as JSON")
     parser.add_argument("--survivors-of", type=Path, metavar="JSON",
                         help="re-run only the survivors of an earlier --out, keeping its "
-                        "other verdicts (the score after new tests, without a full run)")
+                        "other verdicts (the score after new tests, without a full run); "
+                        "mutants that had no test are re-run too")
+    parser.add_argument("--only", action="append", metavar="TEXT",
+                        help="with --survivors-of: re-run only the mutants whose name holds "
+                        "TEXT (repeatable, e.g. 'ǁTanhǁ'); the others keep their verdicts")
     args = parser.parse_args(argv)
     modules, tests = args.modules or list(MODULES), args.tests or list(TESTS)
     args.work = args.work.resolve()  # mutmut runs in the copy: paths must not be relative
@@ -144,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     bin_dir = mutmut_venv(args.work)
     copy = repository_copy(args.work, modules, tests)
     earlier = json.loads(args.survivors_of.read_text())["statuses"] if args.survivors_of else {}
-    again = sorted(k for k, s in earlier.items() if s == "survived")
+    again = sorted(k for k, s in earlier.items() if s in RERUN
+                   and (not args.only or any(text in k for text in args.only)))
     if again or not earlier:
         subprocess.run([bin_dir / "mutmut", "run", "--max-children", str(args.max_children),
                         *again], cwd=copy, check=False)
