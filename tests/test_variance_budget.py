@@ -1,0 +1,50 @@
+"""The statistical laws' stream radius comes from float64 enclosures
+(:func:`resverify.properties.laws_variance.output_budget`), not the exact interpreter: it must
+be sound, never below the exact budget, and the exact budget itself where the program has an
+op without an enclosure rule (the norms)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from resverify.properties.cases import round_to_dtype
+from resverify.properties.laws_variance import noise_stack, norm_stream, output_budget
+from resverify.spec.budget import error_budget
+from resverify.spec.request import Request
+
+
+def _noise_request(dtype: str, depth: int, scale: Fraction, seed: int) -> Request:
+    samples = 64
+    draws = round_to_dtype(np.random.default_rng(seed).standard_normal((depth, samples)), dtype)
+    values = {"x": np.zeros(samples), **{f"e{i}": draws[i] for i in range(depth)}}
+    return Request(noise_stack(samples, depth, scale), values, dtype, np.ones(samples))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+@pytest.mark.parametrize(("depth", "scale"), [(1, Fraction(1)), (9, Fraction(1, 3)),
+                                              (16, Fraction(1))])
+def test_enclosed_stream_radius_is_never_below_the_exact_budget(
+        dtype: str, depth: int, scale: Fraction) -> None:
+    request = _noise_request(dtype, depth, scale, seed=depth)
+    fast, exact = output_budget(request).output, error_budget(request).output
+    below = np.flatnonzero(fast < exact)
+    assert below.size == 0, (
+        f"output_budget(noise_stack depth {depth}, scale {scale}, {dtype}) is below the exact "
+        f"budget at {below[:5]}: {fast[below[:5]]} < {exact[below[:5]]}")
+    # the enclosure is an ulp or two wide: the radius stays the budget's, not a multiple
+    assert np.all(fast <= exact * (1 + 2.0**-40) + 2.0**-1060), (
+        f"output_budget({dtype}, depth {depth}) is far above the exact budget: "
+        f"max ratio {np.max(fast / np.where(exact > 0, exact, 1))}")
+
+
+def test_stream_radius_of_a_program_without_enclosure_rules_is_the_exact_budget() -> None:
+    program = norm_stream(16, 2, "layer_norm", "pre")
+    rng = np.random.default_rng(1)
+    values = {i.name: rng.standard_normal(i.shape) for i in program.inputs}
+    request = Request(program, values, "float64", np.ones(16))
+    fast, exact = output_budget(request).output, error_budget(request).output
+    assert np.array_equal(fast, exact), (
+        f"output_budget(pre-norm layer_norm stream) = {fast}, expected the exact budget {exact}")
