@@ -174,8 +174,11 @@ class ExternalBackend:
         deadline = time.monotonic() + limit
         with selectors.DefaultSelector() as selector:
             selector.register(proc.stdout, selectors.EVENT_READ)
-            if self._pending or (selector.select(0) and self._unasked(proc)):
+            if self._pending:
                 raise BadResult(f"{self._who()}: answered more than one line")
+            if selector.select(0) and self._unasked(proc):
+                raise BadResult(f"{self._who()}: wrote before it was asked (the protocol "
+                                "allows one line a request, sent after the request)")
             self._write(proc, (json.dumps(doc) + "\n").encode(), deadline, limit)
             line = self._read_line(proc, selector, deadline, limit)
         try:

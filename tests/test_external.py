@@ -425,3 +425,29 @@ def test_engine_restarted_with_other_capabilities_is_a_bad_result(tmp_path: Path
         assert "\n" not in str(info.value), info.value
     finally:
         backend.close()
+
+
+def test_engine_writing_before_it_is_asked_is_named_so_and_restarted(tmp_path: Path) -> None:
+    """An engine that answers, then writes an unrequested line (a stray log line on stdout),
+    is a bad result on the next request, named as output written before the request, not
+    as an answer of more than one line; the request after that runs on a fresh engine."""
+    written = tmp_path / "stray-written"
+    behaviour = (f"print(answer(NumpyBackend(), line), flush=True); time.sleep(0.1); "
+                 f"print('loading weights...', flush=True); open({str(written)!r}, 'w').close()")
+    backend = ExternalBackend(engine(tmp_path, behaviour), timeout=PATIENT)
+    try:
+        first = backend.run(linear_block_request())
+        assert isinstance(first, Value), first
+        deadline = time.monotonic() + PATIENT
+        while not written.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert written.exists(), "the engine never wrote its stray line"
+        with pytest.raises(BadResult) as info:
+            backend.run(linear_block_request())
+        assert "wrote before it was asked" in str(info.value), (
+            f"an engine's unrequested line gave {info.value!r}, expected 'wrote before it "
+            "was asked'")
+        again = backend.run(linear_block_request())
+        assert isinstance(again, Value), again
+    finally:
+        backend.close()
