@@ -24,9 +24,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from resverify.spec.errors import ShapeMismatch
 from resverify.spec.exact import ExactResult, evaluate_exact
 from resverify.spec.ir import Input, Node, Program
-from resverify.spec.ops import OP_TABLE
+from resverify.spec.ops import OP_TABLE, broadcast_shapes
 from resverify.spec.rational import exact_tanh, obj, tanh_error
 
 F = Fraction
@@ -85,6 +86,19 @@ def _cases() -> Iterator[Case]:
                   Node("y", "mul", ("t", "z"))),
                {"x": [F(2), F(-1)], "z": [F(1, 10**4)] * 2}, None,
                {"x": [F(0), F(0)], "z": [BIG, -BIG]})
+    both = {"x": (1,), "u": (1,)}
+    yield Case("add forward: e_a + e_b",
+               _p(both, Node("t", "tanh", ("x",)), Node("v", "tanh", ("u",)),
+                  Node("s", "scale", ("v",), F(1000)), Node("y", "add", ("s", "t"))),
+               {"x": [F(2)], "u": [F(1, 2)]})
+    yield Case("mul forward: |a| e_b + |b| e_a + e_a e_b",
+               _p(both, Node("t", "tanh", ("x",)), Node("v", "tanh", ("u",)),
+                  Node("s", "scale", ("v",), F(1000)), Node("y", "mul", ("t", "s"))),
+               {"x": [F(2)], "u": [F(1, 2)]})
+    yield Case("linear forward: d_in (|x| e_w + |w| e_x + e_x e_w)",
+               _p({"u": (2, 3), "v": (3, 1)}, Node("x", "tanh", ("u",)),
+                  Node("w", "tanh", ("v",)), Node("y", "linear", ("x", "w"))),
+               {"u": np.full((2, 3), F(2)), "v": np.full((3, 1), F(1, 2))})
     edge = exact_tanh(F(1, 3))[0]
     yield Case("relu vjp: where the input's sign is uncertain the whole cotangent may be off",
                _p({"x": (1,), "c": (1,)}, Node("t", "tanh", ("x",)),
@@ -154,3 +168,22 @@ def test_slack_is_less_than_twice_the_worst_case(case: Case,
     assert 0 < carried.slack < 2 * worst, (
         f"{case.rule}: slack {float(carried.slack):.3e}, worst distance "
         f"{float(worst):.3e} [{case.program.describe()}]")
+
+
+@pytest.mark.parametrize(("left", "right", "shape"), [
+    ((3,), (1, 3), (1, 3)), ((3,), (4, 3), (4, 3)), ((2, 1), (3,), (2, 3)), ((), (2,), (2,))])
+def test_broadcasting_reads_a_missing_leading_axis_as_1(
+        left: tuple[int, ...], right: tuple[int, ...], shape: tuple[int, ...]) -> None:
+    got = broadcast_shapes("add", left, right)
+    assert got == shape, f"broadcast_shapes('add', {left}, {right}) = {got}, expected {shape}"
+
+
+@pytest.mark.parametrize(("op", "left", "right"), [
+    ("add", (2,), (3,)), ("mul", (2,), (3,)), ("residual_add", (2,), (1,)),
+    ("linear", (2,), (3, 1))])
+def test_a_shape_mismatch_names_its_op(op: str, left: tuple[int, ...],
+                                        right: tuple[int, ...]) -> None:
+    with pytest.raises(ShapeMismatch) as caught:
+        OP_TABLE[op].shape([left, right])
+    expected = f"{op}: shape mismatch {list(left)} vs {list(right)}"
+    assert str(caught.value).startswith(expected), (op, left, right, str(caught.value))
