@@ -16,10 +16,17 @@ Why a venv of its own: mutmut and its terminal UI stay out of the project's venv
 
     .venv/bin/python tools/mutation.py                       # compare, budget, rounding
     .venv/bin/python tools/mutation.py --module spec/exact.py --test tests/test_exact.py
+    .venv/bin/python tools/mutation.py --module impl/tensor.py --test tests/test_reference.py
 
 Prints the score (killed / mutants that ran) by module and every survivor with its diff
-(``--out FILE`` writes them as JSON); exit 0. The venv and the copy live in
-``build/mutation/`` (``--work DIR``).
+(``--out FILE`` writes them as JSON); exit 0. ``--survivors-of FILE`` re-runs only the
+survivors (and the mutants no test reached) of an earlier ``--out``, ``--only TEXT``
+narrows that to the mutants whose names hold TEXT. The venv and the copy live in
+``build/mutation/`` (``--work DIR``: one per concurrent run, the venv may be a link).
+The copy's ``conftest.py`` clears resverify's ``functools`` caches at the start of each
+mutant's test session: mutmut forks those sessions from a process that already ran the
+tests, and a cached SymPy derivation would otherwise hide every mutant of an op's
+``symbolic`` form.
 """
 
 from __future__ import annotations
