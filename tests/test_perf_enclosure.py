@@ -2,11 +2,15 @@
 
 Every test compares :mod:`resverify.spec.enclosure` with the exact interpreter
 (:mod:`resverify.spec.exact`, Fractions) on small generated programs: residual stacks of
-every branch family the enclosure covers, and broadcasting add and mul.
+every branch family the enclosure covers, broadcasting add and mul, pre-norm and post-norm
+stacks, single norms, and norms of rows whose variance is far below ε (a constant row
+plus a few ulps, around a large mean), in float64 and float16.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -15,7 +19,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from resverify.properties.cases import Case
-from resverify.properties.strategies import Sizes, broadcast_cases, residual_cases
+from resverify.properties.strategies import (
+    Sizes,
+    broadcast_cases,
+    epsilons,
+    norm_cases,
+    norm_stack_cases,
+    residual_cases,
+    single_norm_case,
+)
 from resverify.spec import enclosure
 from resverify.spec.budget import error_budget
 from resverify.spec.compare import within
@@ -25,12 +37,27 @@ from resverify.spec.ir import Input, Node, Program
 from resverify.spec.request import Request
 
 SMALL = Sizes(max_width=12, max_weight=64, wide_percent=35, narrow=4)
+NORM_SIZES = Sizes(max_width=8, max_weight=64, wide_percent=35, narrow=4)
+
+
+@st.composite
+def flat_norm_cases(draw: st.DrawFn) -> Case:
+    """A norm of rows ``m + k·2**e``: a large or small mean ``m`` and a spread of a few
+    ulps (or none), so the variance is far below ε and ε sets the scale."""
+    width = draw(st.integers(1, 6))
+    mean = draw(st.sampled_from([0.0, 1.0, -3.0, 2.0**20, 1e-3]))
+    step = draw(st.sampled_from([0.0, 2.0**-40, np.spacing(max(abs(mean), 1e-300))]))
+    ks = draw(st.lists(st.integers(-3, 3), min_size=width, max_size=width))
+    x = mean + step * np.array(ks, dtype=np.float64)
+    return single_norm_case(draw(st.sampled_from(["layer_norm", "rms_norm"])), x,
+                            draw(epsilons()))
+
+
 cases = st.one_of(residual_cases(ops=set(RULES), sizes=SMALL),
-                  st.sampled_from(["add", "mul"]).flatmap(broadcast_cases))
-
-
-def _request(case: Case) -> Request:
-    return case.request("float64")
+                  st.sampled_from(["add", "mul"]).flatmap(broadcast_cases),
+                  norm_stack_cases(ops=set(RULES), sizes=NORM_SIZES),
+                  norm_cases(ops=set(RULES), sizes=NORM_SIZES), flat_norm_cases())
+dtypes = st.sampled_from(["float64", "float64", "float16"])
 
 
 def _outside(ball: Ball, exact: np.ndarray) -> list[tuple[int, ...]]:
@@ -43,9 +70,9 @@ def _outside(ball: Ball, exact: np.ndarray) -> list[tuple[int, ...]]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(cases)
-def test_balls_hold_every_exact_value_forward_and_reverse(case: Case) -> None:
-    request = _request(case)
+@given(cases, dtypes)
+def test_balls_hold_every_exact_value_forward_and_reverse(case: Case, dtype: str) -> None:
+    request = case.request(dtype)
     try:
         balls = enclose(request)
     except NotEnclosed:
@@ -85,9 +112,9 @@ def test_balls_hold_the_exact_values_at_the_edges(request_: Request) -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(cases)
-def test_fast_budget_is_at_least_the_exact_budget(case: Case) -> None:
-    request = _request(case)
+@given(cases, dtypes)
+def test_fast_budget_is_at_least_the_exact_budget(case: Case, dtype: str) -> None:
+    request = case.request(dtype)
     try:
         fast = enclosure.fast_budget(request, enclose(request))
     except NotEnclosed:
@@ -102,8 +129,9 @@ def test_fast_budget_is_at_least_the_exact_budget(case: Case) -> None:
 
 
 def _near_bound(exact: np.ndarray, bound: np.ndarray, where: np.ndarray) -> np.ndarray:
-    """Values at ``exact + where·bound``: on, just inside and just outside each bound."""
-    flat = [float(Fraction(e) + Fraction(w) * Fraction(float(b)))
+    """Values at ``exact + where·bound``: on, just inside and just outside each bound
+    (the rounded exact value where the bound is infinite: overflow allowed)."""
+    flat = [float(Fraction(e) + Fraction(w) * Fraction(float(b) if math.isfinite(b) else 0))
             for e, b, w in zip(np.asarray(exact, dtype=object).ravel().tolist(),
                                np.broadcast_to(bound, exact.shape).ravel().tolist(),
                                where.ravel().tolist(), strict=True)]
@@ -111,10 +139,10 @@ def _near_bound(exact: np.ndarray, bound: np.ndarray, where: np.ndarray) -> np.n
 
 
 @settings(max_examples=40, deadline=None)
-@given(cases, st.data())
+@given(cases, dtypes, st.data())
 def test_fast_verdicts_equal_exact_verdicts_at_the_edge_of_the_budget(
-        case: Case, data: st.DataObject) -> None:
-    request = _request(case)
+        case: Case, dtype: str, data: st.DataObject) -> None:
+    request = case.request(dtype)
     try:
         balls = enclose(request)
     except NotEnclosed:
@@ -139,16 +167,19 @@ def test_fast_verdicts_equal_exact_verdicts_at_the_edge_of_the_budget(
 
 
 @settings(max_examples=30, deadline=None)
-@given(cases, st.integers(0, 3))
-def test_verify_finds_exactly_the_misses_the_exact_path_finds(case: Case, ulps: int) -> None:
-    request = _request(case)
+@given(cases, dtypes, st.integers(0, 3))
+def test_verify_finds_exactly_the_misses_the_exact_path_finds(case: Case, dtype: str,
+                                                               ulps: int) -> None:
+    request = case.request(dtype)
     exact = evaluate(request)
     assert exact.output is not None and exact.grads is not None
-    # a backend off by `ulps` ulps everywhere, plus 2**20 ulps on the first element
+    # a backend off by `ulps` ulps everywhere, plus 2**20 ulps and twice the exact budget
+    # on the first element (a norm's budget can exceed 2**20 ulps of a small output)
+    first = float(error_budget(request, exact=exact).output.reshape(-1)[:1].sum())
     output = np.array([float(v) for v in exact.output.ravel()]).reshape(exact.output.shape)
     flat = (output + ulps * np.abs(np.spacing(output))).reshape(-1)
     if flat.size:
-        flat[0] += 2**20 * abs(np.spacing(flat[0])) + 2**-30
+        flat[0] += 2**20 * abs(np.spacing(flat[0])) + 2**-30 + 2 * first
     output = flat.reshape(exact.output.shape)
     grads = {n: np.array([float(v) for v in g.ravel()]).reshape(g.shape)
              for n, g in exact.grads.items()}
@@ -227,3 +258,94 @@ def test_the_containment_check_catches_a_tanh_ball_without_its_ulps(
     exact = evaluate(request)
     assert exact.output is not None
     assert _outside(enclose(request).output, exact.output), "np.tanh is exact on all five?"
+
+
+def _norm_after_linear(op: str) -> Request:
+    """``op(x @ w)`` with 5 rows of width 16: the product is long enough for Dot2, so the
+    norm's argument is a ball about an ulp wide (its midpoint not the exact value)."""
+    rng = np.random.default_rng(3)
+    program = Program((Input("x", (5, 16)), Input("w", (16, 16))),
+                      (Node("z", "linear", ("x", "w")),
+                       Node("y", op, ("z",), eps=Fraction(1, 10**5))), "y")
+    return Request(program, {"x": rng.standard_normal((5, 16)),
+                             "w": rng.standard_normal((16, 16))}, "float64",
+                   rng.standard_normal((5, 16)))
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_a_norm_after_a_linear_is_decided_without_the_exact_interpreter(op: str) -> None:
+    request = _norm_after_linear(op)
+    exact = evaluate(request)
+    assert exact.output is not None and exact.grads is not None
+    output = np.array([float(v) for v in exact.output.ravel()]).reshape(exact.output.shape)
+    grads = {n: np.array([float(v) for v in g.ravel()]).reshape(g.shape)
+             for n, g in exact.grads.items()}
+    verdict = verify(request, output, grads)
+    assert verdict.misses == [] and not verdict.exact_path, (verdict.misses[:3], op)
+    assert verdict.decided_exactly == 0, f"{verdict.decided_exactly} elements needed Fractions"
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_the_containment_check_catches_a_norm_ball_without_its_spread(
+        op: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A norm rule that forgets how far its output moves over the argument's ball (the
+    Jacobian's bound ``through`` and the change of ``r``, which reads ``rms(R)``) misses
+    the exact values."""
+    request = _norm_after_linear(op)
+    exact = evaluate(request)
+    assert exact.output is not None and exact.grads is not None
+    monkeypatch.setattr(enclosure._NormSpread, "through",
+                        lambda self, rad: np.zeros(np.shape(rad)))
+    monkeypatch.setattr(enclosure, "_rms_up", lambda v: np.zeros((*np.shape(v)[:-1], 1)))
+    balls = enclose(request)
+    assert _outside(balls.output, exact.output), f"{op}: the output is inside without dy?"
+    assert _outside(balls.grads["w"], exact.grads["w"]), f"{op}: grad[w] is inside?"
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_the_containment_check_catches_a_norm_ball_without_its_remainder(
+        op: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exact arguments: the ball is the spec's value rounded to a double-double, and a
+    rule that drops what that rounding leaves (the radius) misses the exact values."""
+    request = single_norm_case(op, np.array([[0.5, -1.25, 3.0, 0.0], [1.0, 2.0, 2.0, 7.0]])
+                               ).request("float64")
+    exact = evaluate(request)
+    assert exact.output is not None and exact.grads is not None
+    rounded = enclosure._from_fractions
+    monkeypatch.setattr(enclosure, "_from_fractions", lambda v: dataclasses.replace(
+        rounded(v), rad=np.zeros(np.shape(v))))
+    balls = enclose(request)
+    assert _outside(balls.output, exact.output), f"{op}: every output a double-double?"
+    assert _outside(balls.grads["x"], exact.grads["x"]), f"{op}: every gradient exact?"
+
+
+def _relu_after_norm() -> Request:
+    """``relu(rms_norm(x))`` inside a residual stack, x mostly zeros: the norm's zeros carry
+    the spec's slack, so relu's sign is unknown there and the exact interpreter's slack
+    takes the whole cotangent (through the norm's VJP, thousands)."""
+    eps = Fraction(1, 10**5)
+    nodes = (Node("n", "rms_norm", ("x",), eps=eps), Node("r", "relu", ("n",)),
+             Node("s", "scale", ("r",), Fraction(1)), Node("h", "residual_add", ("x", "s")),
+             Node("m", "rms_norm", ("h",), eps=eps), Node("q", "relu", ("m",)),
+             Node("y", "residual_add", ("h", "q")))
+    program = Program((Input("x", (5,)),), nodes, "y")
+    return Request(program, {"x": np.array([0.0, 0.0, 0.0, 0.0, 1.0])}, "float64",
+                   np.array([2.25, -3.5, -7.25, -7.75, 5.0]))
+
+
+def test_fast_budget_carries_the_slack_of_a_relu_whose_sign_the_spec_does_not_know() -> None:
+    request = _relu_after_norm()
+    exact = evaluate(request)
+    assert exact.slack > 1, f"the case lost its point: exact slack {float(exact.slack)}"
+    fast = enclosure.fast_budget(request, enclose(request))
+    want = error_budget(request, exact=exact)
+    assert np.all(fast.output >= want.output), (fast.output, want.output)
+
+
+def test_the_budget_check_catches_a_spec_slack_blind_to_relu_signs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stand-in magnitudes alone (every element the largest) say no sign is unknown."""
+    request = _relu_after_norm()
+    monkeypatch.setattr(enclosure, "_least", lambda ball: enclosure._stand_in(ball.size))
+    fast = enclosure.fast_budget(request, enclose(request))
+    assert np.any(fast.output < error_budget(request).output), fast.output

@@ -1,7 +1,7 @@
 """The statistical laws' stream radius comes from float64 enclosures
 (:func:`resverify.properties.laws_variance.output_budget`), not the exact interpreter: it must
-be sound, never below the exact budget, and the exact budget itself where the program has an
-op without an enclosure rule (the norms)."""
+be sound, never below the exact budget (norm streams included), and the exact budget itself
+where the program has an op without an enclosure rule."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 from resverify.properties.cases import round_to_dtype
 from resverify.properties.laws_variance import noise_stack, norm_stream, output_budget
+from resverify.spec import enclosure
 from resverify.spec.budget import error_budget
 from resverify.spec.request import Request
 
@@ -40,11 +41,34 @@ def test_enclosed_stream_radius_is_never_below_the_exact_budget(
         f"max ratio {np.max(fast / np.where(exact > 0, exact, 1))}")
 
 
-def test_stream_radius_of_a_program_without_enclosure_rules_is_the_exact_budget() -> None:
+@pytest.mark.parametrize("dtype", ["float64", "float16"])
+@pytest.mark.parametrize("placement", ["pre", "post"])
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_enclosed_norm_stream_radius_is_never_below_the_exact_budget(
+        op: str, placement: str, dtype: str) -> None:
+    program = norm_stream(16, 3, op, placement)
+    rng = np.random.default_rng(len(op) + len(placement))
+    values = {i.name: round_to_dtype(rng.standard_normal(i.shape), dtype)
+              for i in program.inputs}
+    request = Request(program, values, dtype, np.ones(16))
+    fast, exact = output_budget(request).output, error_budget(request).output
+    below = np.flatnonzero(fast < exact)
+    assert below.size == 0, (
+        f"output_budget({placement}-norm {op} stream, {dtype}) is below the exact budget at "
+        f"{below[:5]}: {fast[below[:5]]} < {exact[below[:5]]}")
+    assert np.all(fast <= exact * (1 + 2.0**-30)), (
+        f"output_budget({placement}-norm {op} stream, {dtype}) is far above the exact "
+        f"budget: max ratio {np.max(fast / exact)}")
+
+
+def test_stream_radius_of_a_program_without_enclosure_rules_is_the_exact_budget(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     program = norm_stream(16, 2, "layer_norm", "pre")
     rng = np.random.default_rng(1)
     values = {i.name: rng.standard_normal(i.shape) for i in program.inputs}
     request = Request(program, values, "float64", np.ones(16))
+    monkeypatch.delitem(enclosure.RULES, "layer_norm")
     fast, exact = output_budget(request).output, error_budget(request).output
     assert np.array_equal(fast, exact), (
-        f"output_budget(pre-norm layer_norm stream) = {fast}, expected the exact budget {exact}")
+        f"output_budget(pre-norm layer_norm stream without its rule) = {fast}, expected the "
+        f"exact budget {exact}")
