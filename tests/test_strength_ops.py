@@ -197,7 +197,7 @@ def test_broadcasting_reads_a_missing_leading_axis_as_1(
 
 @pytest.mark.parametrize(("op", "left", "right"), [
     ("add", (2,), (3,)), ("mul", (2,), (3,)), ("residual_add", (2,), (1,)),
-    ("linear", (2,), (3, 1))])
+    ("linear", (2,), (3, 1)), ("linear", (), (3, 1)), ("linear", (3,), (3,))])
 def test_a_shape_mismatch_names_its_op(op: str, left: tuple[int, ...],
                                         right: tuple[int, ...]) -> None:
     with pytest.raises(ShapeMismatch) as caught:
