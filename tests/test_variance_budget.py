@@ -11,9 +11,17 @@ import numpy as np
 import pytest
 
 from resverify.properties.cases import round_to_dtype
-from resverify.properties.laws_variance import noise_stack, norm_stream, output_budget
+from resverify.properties.laws_variance import (
+    _draws,
+    _enclosed_stream,
+    _exact_stream,
+    noise_stack,
+    norm_stream,
+    output_budget,
+)
 from resverify.spec import enclosure
 from resverify.spec.budget import error_budget
+from resverify.spec.exact import evaluate_exact
 from resverify.spec.request import Request
 
 
@@ -72,3 +80,28 @@ def test_stream_radius_of_a_program_without_enclosure_rules_is_the_exact_budget(
     assert np.array_equal(fast, exact), (
         f"output_budget(pre-norm layer_norm stream without its rule) = {fast}, expected the "
         f"exact budget {exact}")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("placement", ["pre", "post"])
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_enclosed_norm_stream_bounds_hold_the_exact_ones(op: str, placement: str,
+                                                         dtype: str) -> None:
+    """What the stream laws read from balls bounds what they read from the exact
+    interpreter: the drift covers the exact distance of the two runs (non-zero: the draws
+    were rounded), the mean squares lie in their ranges, the sizes bound the updates."""
+    program = norm_stream(16, 3, op, placement)
+    draws, rounded, request = _draws(program, dtype, seed=7, spread=2)
+    fast, exact = _enclosed_stream(request, draws, rounded), _exact_stream(request, draws)
+    ideal, actual = (evaluate_exact(program, v, None) for v in (draws, rounded))
+    assert ideal.output is not None and actual.output is not None
+    gap = np.abs((actual.output - ideal.output).astype(np.float64))
+    assert gap.max() > 0 and np.all(fast.drift >= gap), (fast.drift, gap)
+    assert np.all(fast.budget.output >= exact.budget.output), (fast.budget.output,
+                                                                exact.budget.output)
+    for i in range(3):
+        low, high = fast.mean_square(f"n{i}")
+        m, _ = exact.mean_square(f"n{i}")
+        assert low <= m <= high, f"mean square of n{i}: {float(m)} outside [{low}, {high}]"
+        size = np.abs(ideal.trace.values[f"s{i}"].astype(np.float64)) if ideal.trace else None
+        assert size is not None and np.all(fast.size(f"s{i}") >= size), f"|s{i}|"
