@@ -15,14 +15,15 @@ Why a venv of its own: mutmut and its terminal UI stay out of the project's venv
 ``tests/``); its venv reuses the project venv's packages through a ``.pth`` file.
 
     .venv/bin/python tools/mutation.py                       # compare, budget, rounding
+    .venv/bin/python tools/mutation.py --suite exact         # or ops, impl: see SUITES
     .venv/bin/python tools/mutation.py --module spec/exact.py --test tests/test_exact.py
-    .venv/bin/python tools/mutation.py --module impl/tensor.py --test tests/test_reference.py
 
 Prints the score (killed / mutants that ran) by module and every survivor with its diff
 (``--out FILE`` writes them as JSON); exit 0. ``--survivors-of FILE`` re-runs only the
 survivors (and the mutants no test reached) of an earlier ``--out``, ``--only TEXT``
 narrows that to the mutants whose names hold TEXT. The venv and the copy live in
-``build/mutation/`` (``--work DIR``: one per concurrent run, the venv may be a link).
+``build/mutation/`` (``--work DIR``); each suite has its own copy there, so suites may
+run at once.
 The copy's ``conftest.py`` clears resverify's ``functools`` caches at the start of each
 mutant's test session: mutmut forks those sessions from a process that already ran the
 tests, and a cached SymPy derivation would otherwise hide every mutant of an op's
@@ -47,6 +48,20 @@ ROOT = Path(__file__).resolve().parents[1]
 MUTMUT = "mutmut==3.8.1"
 MODULES = ("spec/compare.py", "spec/budget.py", "spec/rounding.py")
 TESTS = ("tests/test_compare.py", "tests/test_budget.py", "tests/test_strength_spec.py")
+SUITES = {
+    "budget": (MODULES, TESTS),
+    "exact": (("spec/exact.py",), ("tests/test_exact.py", "tests/test_jvp_exact.py",
+                                   "tests/test_norm_spec.py", "tests/test_strength_exact.py")),
+    "ops": (("spec/ops.py",), ("tests/test_exact.py", "tests/test_jvp_exact.py",
+                               "tests/test_ops.py", "tests/test_norm_spec.py",
+                               "tests/test_derive.py", "tests/test_strength_exact.py",
+                               "tests/test_strength_ops.py")),
+    "impl": (("impl/tensor.py", "impl/ops.py", "impl/numpy_backend.py"),
+             ("tests/test_reference.py", "tests/test_jvp_reference.py",
+              "tests/test_strength_impl.py")),
+}
+"""Named module and test selections (``--suite``): the tests chosen are those that exercise
+the modules and run in seconds, since mutmut runs them once per mutant."""
 PACKAGES = ("spec", "impl", "properties", "reports")
 LINE = re.compile(r"^\s*(?P<key>\S+__mutmut_\d+): (?P<status>.+)$")
 RERUN = ("survived", "no tests")
@@ -87,10 +102,11 @@ def mutmut_venv(work: Path) -> Path:
     return env / "bin"
 
 
-def repository_copy(work: Path, modules: list[str], tests: list[str]) -> Path:
-    """A fresh copy of the working tree's files (tracked and not ignored) with mutmut's
-    configuration, and ``resverify/`` holding real folders instead of links."""
-    copy = work / "repo"
+def repository_copy(work: Path, modules: list[str], tests: list[str],
+                    name: str = "repo") -> Path:
+    """A fresh copy ``work/name`` of the working tree's files (tracked and not ignored) with
+    mutmut's configuration, and ``resverify/`` holding real folders instead of links."""
+    copy = work / name
     shutil.rmtree(copy, ignore_errors=True)
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
                            check=True, text=True, capture_output=True).stdout.split()
@@ -136,10 +152,13 @@ def score(statuses: dict[str, str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suite", choices=sorted(SUITES), default="budget",
+                        help="a named selection of modules and tests (default budget: "
+                        f"{' '.join(MODULES)} with {' '.join(TESTS)})")
     parser.add_argument("--module", action="append", dest="modules", metavar="PATH",
-                        help=f"module to mutate, repeatable (default {' '.join(MODULES)})")
+                        help="module to mutate, repeatable (instead of the suite's)")
     parser.add_argument("--test", action="append", dest="tests", metavar="PATH",
-                        help=f"test file to run, repeatable (default {' '.join(TESTS)})")
+                        help="test file to run, repeatable (instead of the suite's)")
     parser.add_argument("--work", type=Path, default=ROOT / "build" / "mutation")
     parser.add_argument("--max-children", type=int, default=2)
     parser.add_argument("--out", type=Path, help="write scores and survivors as JSON")
@@ -151,11 +170,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --survivors-of: re-run only the mutants whose name holds "
                         "TEXT (repeatable, e.g. 'ǁTanhǁ'); the others keep their verdicts")
     args = parser.parse_args(argv)
-    modules, tests = args.modules or list(MODULES), args.tests or list(TESTS)
+    if args.only and args.survivors_of is None:
+        parser.error("--only narrows a --survivors-of re-run: give --survivors-of JSON")
+    modules = args.modules or list(SUITES[args.suite][0])
+    tests = args.tests or list(SUITES[args.suite][1])
     args.work = args.work.resolve()  # mutmut runs in the copy: paths must not be relative
     args.work.mkdir(parents=True, exist_ok=True)
     bin_dir = mutmut_venv(args.work)
-    copy = repository_copy(args.work, modules, tests)
+    copy = repository_copy(args.work, modules, tests,
+                           "repo" if args.modules or args.suite == "budget" else args.suite)
     earlier = json.loads(args.survivors_of.read_text())["statuses"] if args.survivors_of else {}
     again = sorted(k for k, s in earlier.items() if s in RERUN
                    and (not args.only or any(text in k for text in args.only)))
