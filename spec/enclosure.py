@@ -448,7 +448,6 @@ class _NormSpread:
     r_max: np.ndarray
     y_top: np.ndarray
     centred: bool
-    root_n: float
 
     def through(self, rad: np.ndarray) -> np.ndarray:
         """A bound of ``|J(ξ) δ|_i`` for ``|δ| <= rad`` and any ξ in the ball, with
@@ -465,27 +464,28 @@ def _norm_spread(op: LayerNorm, a: np.ndarray, x: Ball, eps: Fraction) -> _NormS
     centred = a - a.sum(axis=-1, keepdims=True) / n if op.centred else a
     variance = (centred * centred).sum(axis=-1, keepdims=True) / n
     sigma = np.empty(variance.shape)
-    for index, v in zip(np.ndindex(*variance.shape), variance.reshape(-1).tolist(),
-                        strict=True):
-        low = float(v)
-        low = math.nextafter(low, 0.0) if Fraction(low) > v else low
-        sigma[index] = math.nextafter(math.sqrt(low), 0.0) if low > 0 else 0.0
     r_eps, half = exact_rsqrt(eps)
     try:
+        for index, v in zip(np.ndindex(*variance.shape), variance.reshape(-1).tolist(),
+                            strict=True):
+            low = float(v)
+            low = math.nextafter(low, 0.0) if Fraction(low) > v else low
+            sigma[index] = math.nextafter(math.sqrt(low), 0.0) if low > 0 else 0.0
         r_top = math.nextafter(float(r_eps + half), INF)
+        c_abs = np.array([float(abs(v)) for v in centred.reshape(-1).tolist()])
     except OverflowError:
-        raise NotEnclosed("ε too small for float64") from None
+        raise NotEnclosed("a norm's variance, centred value or 1/sqrt(ε) beyond float64"
+                          ) from None
     rad = _clean(x.rad)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         gap = np.nextafter(sigma - _rms_up(rad), -INF)
         r_max = np.where(gap > 0, np.minimum(r_top, _up(1 / np.where(gap > 0, gap, 1.0))),
                          r_top)
-    c_top = _up(np.abs(np.array([float(v) for v in centred.reshape(-1).tolist()])
-                       ).reshape(a.shape))
+    c_top = _up(c_abs.reshape(a.shape))
     spread = _add_up(c_top, rad, _mean_up(rad)) if op.centred else _add_up(c_top, rad)
     root_n = float(math.isqrt(n) + (math.isqrt(n) ** 2 != n))
     y_top = np.minimum(_mul_up(r_max, spread), root_n)
-    return _NormSpread(r_max, y_top, op.centred, root_n)
+    return _NormSpread(r_max, y_top, op.centred)
 
 
 def _norm(name: str) -> tuple[Forward, Reverse]:
@@ -497,14 +497,15 @@ def _norm(name: str) -> tuple[Forward, Reverse]:
     The radius adds, rounded up, with ``s`` the spec's relative error of ``1/sqrt``
     (:class:`_NormSpread` for ``r_max``, ``y_top`` and ``through``):
 
-    * forward: ``through(R)``, and twice ``sqrt(n) s`` (the spec's value against the true
+    * forward: ``through(R)``, and twice ``y_top s`` (the spec's value against the true
       one, ``|c_i| |r_spec - r| <= |y_i| s``, at both ends);
     * reverse, ``ā = r (P ḡ - y m)``, ``m = mean(ḡ y)``, with ``G`` bounding ``|ḡ|`` in
       the row: the cotangent's radius, ``through(rad_ḡ)``; the argument's,
       ``|Δr| |Pḡ - y m| + r |Δy_i| |m| + r |y_i| |Δm|`` with ``|Δr| <= r_max² rms(R)``
       (``|dr/dσ| <= r²``), ``|Pḡ| <= k G`` (k 2 centred, 1 not), ``|m| <= G``,
       ``|Δy| <= dy = through(R)``, ``|Δm| <= G mean(dy)``; and the spec against the true
-      value at both ends, ``2 r_max G (k + 4 sqrt(n)) s``.
+      value at both ends, ``2 r_max G (k + 4 y_top) s`` (``r_spec = r (1 + ρ)``, ``|ρ| <= s``,
+      carries ``(1 + ρ)³`` into ``y m``).
     """
     op = OP_TABLE[name]
     assert isinstance(op, LayerNorm)
@@ -517,7 +518,7 @@ def _norm(name: str) -> tuple[Forward, Reverse]:
         a = _fractions_of(x)
         centre = _from_fractions(op.exact([a], eps))
         spread = _norm_spread(op, a, x, eps)
-        spec = np.array(2 * spread.root_n * _SPEC_R)
+        spec = _mul_up(spread.y_top, np.array(2 * _SPEC_R))
         return Ball(centre.mid, _add_up(centre.rad, spread.through(x.rad), spec), centre.lo)
 
     def reverse(g: Ball, args: Sequence[Ball], out: Ball, eps: Any) -> tuple[Ball, ...]:
@@ -533,7 +534,8 @@ def _norm(name: str) -> tuple[Forward, Reverse]:
         moved = _add_up(_mul_up(d_r, _mul_up(size, _add_up(np.array(k), s.y_top))),
                         _mul_up(s.r_max, _mul_up(size, _add_up(
                             dy, _mul_up(s.y_top, _mean_up(dy))))))
-        spec = _mul_up(_mul_up(s.r_max, size), np.array(2 * (k + 4 * s.root_n) * _SPEC_R))
+        spec = _mul_up(_mul_up(s.r_max, size),
+                       _mul_up(_add_up(np.array(k), 4 * s.y_top), np.array(2 * _SPEC_R)))
         rad = _add_up(centre.rad, s.through(g.rad), moved, spec)
         return (Ball(centre.mid, rad, centre.lo),)
 

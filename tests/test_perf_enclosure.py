@@ -103,6 +103,13 @@ EDGES = [
 ]
 
 
+NORM_EDGES = [single_norm_case(op, np.array(x)).request("float64")
+              for op in ("layer_norm", "rms_norm")
+              for x in ([5e-324, 0.0, -5e-324], [1e-200, 2e-200], [7.0, 7.0, 7.0],
+                        [2.0**20, 2.0**20 + 2.0**-32, 2.0**20], [1e150, -3e149, 0.5])]
+EDGES += NORM_EDGES
+
+
 @pytest.mark.parametrize("request_", EDGES, ids=lambda r: r.program.describe())
 def test_balls_hold_the_exact_values_at_the_edges(request_: Request) -> None:
     balls, exact = enclose(request_), evaluate(request_)
@@ -219,6 +226,33 @@ def test_the_residual_block_is_decided_without_the_exact_interpreter(
     assert verdict.misses == [] and not verdict.exact_path
     assert verdict.decided_exactly == 0, f"{verdict.decided_exactly} elements needed Fractions"
     assert not _outside(balls.output, exact.output)
+
+
+@pytest.mark.parametrize("request_", NORM_EDGES, ids=lambda r: r.program.describe())
+def test_a_norm_at_the_edges_is_decided_without_the_exact_interpreter(request_: Request
+                                                                      ) -> None:
+    """Subnormal rows, constant rows and a huge mean: the balls stay narrower than the
+    budget (the spec's own slack is relative, not an absolute 2**-190)."""
+    exact = evaluate(request_)
+    assert exact.output is not None and exact.grads is not None
+    output = np.array([float(v) for v in exact.output])
+    verdict = verify(request_, output, {"x": np.array([float(v) for v in exact.grads["x"]])})
+    assert verdict.misses == [] and not verdict.exact_path, request_.program.describe()
+    assert verdict.decided_exactly == 0, request_.program.describe()
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("x", [[1e300, -1e300, 0.0], [1e200, 3.0]])
+def test_a_norm_whose_variance_overflows_goes_to_the_exact_path(op: str, x: list[float]
+                                                                ) -> None:
+    request = single_norm_case(op, np.array(x)).request("float64")
+    with pytest.raises(NotEnclosed):
+        enclose(request)
+    exact = evaluate(request)
+    assert exact.output is not None and exact.grads is not None
+    output = np.array([float(v) for v in exact.output])
+    assert verify(request, output, {"x": np.array([float(v) for v in exact.grads["x"]])}
+                  ).exact_path
 
 
 @pytest.mark.parametrize("x", [1e300, 2.0**-1000, 5e-324])
