@@ -16,7 +16,11 @@ reverse pass is enclosed in a *ball* (a double-double ``mid + lo`` and a radius,
   non-negative bounds are rounded up (``np.nextafter``);
 * tanh is 1-Lipschitz, so the input's radius carries through; the platform's tanh is
   trusted to :data:`LIBM_TANH_ULPS` ulps (glibc documents 2) and the spec's own tanh
-  value (an mpmath enclosure's midpoint, ``2**-200`` relative) is one ulp more.
+  value (an mpmath enclosure's midpoint, ``2**-200`` relative) is one ulp more;
+* layer_norm and rms_norm are centred on the spec's own rule run on the exact midpoints
+  (dyadic Fractions, one row at a time, the ``1/sqrt`` enclosed as the spec encloses it),
+  and widened by a proven bound of the norm's Jacobian over the argument's ball and by
+  the spec's ``2**-199`` relative error of ``1/sqrt`` (:func:`_norm`).
 
 The ball contains both the spec's value (the Fraction :mod:`resverify.spec.exact` returns)
 and the true real value. :func:`verify` decides ``|actual - exact| <= bound`` from the
