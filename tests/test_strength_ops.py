@@ -52,6 +52,8 @@ def _p(inputs: Mapping[str, tuple[int, ...]], *nodes: Node) -> Program:
 def _cases() -> Iterator[Case]:
     yield Case("tanh vjp: ȳ(1 - t²) off by |ȳ| e (2|t| + e)",
                _p({"x": (1,)}, Node("t", "tanh", ("x",))), {"x": [F(2)]}, [F(1)])
+    yield Case("tanh vjp near 0: the slope's error is e (2|t| + e), small with t",
+               _p({"x": (1,)}, Node("t", "tanh", ("x",))), {"x": [F(1, 8)]}, [F(1)])
     yield Case("tanh jvp: t_x (1 - t²) off as the VJP",
                _p({"x": (1,)}, Node("t", "tanh", ("x",))), {"x": [F(2)]}, None, {"x": [F(1)]})
     small, three = {"x": (3,), "a": (3,), "b": (1,)}, [F(1), F(2), F(3)]
