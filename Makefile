@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: verify test test-slow lint backends dist clean mutants flakes mutation bench matrix
+.PHONY: verify test test-slow lint backends dist clean mutants flakes mutation mutation-ops bench matrix
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -46,9 +46,15 @@ mutants: $(STAMP)
 flakes: $(STAMP)
 	$(BIN)/python tools/flakes.py --runs 200 -j 2 --backend numpy --backend torch --backend jax --out flakes.json
 
-## mutation: mutmut (in its own venv under build/mutation/) over spec/compare.py, budget.py, rounding.py
+## mutation: mutmut (own venv under build/mutation/) over spec/compare, budget, rounding, spec/exact and impl's autograd
 mutation: $(STAMP)
 	$(BIN)/python tools/mutation.py --out build/mutation/score.json
+	$(BIN)/python tools/mutation.py --suite exact --out build/mutation/score-exact.json
+	$(BIN)/python tools/mutation.py --suite impl --out build/mutation/score-impl.json
+
+## mutation-ops: mutmut over spec/ops.py, the op table (hours; see docs/strength.md section 3)
+mutation-ops: $(STAMP)
+	$(BIN)/python tools/mutation.py --suite ops --out build/mutation/score-ops.json
 
 ## bench: resverify's speed against its baselines, every figure a ratio (minutes; JSON in resverify-bench.json)
 bench: $(STAMP)
