@@ -108,8 +108,11 @@ def pytest_command(*, report_log: Path, backends: Sequence[str], profile: str, s
                    timeout: float | None = None, extra: Sequence[str] = ()) -> list[str]:
     """The command line of the child pytest run, which carries every setting: under
     pytest-xdist (``numprocesses`` workers, 1 by default) and, when ``timeout`` is given,
-    pytest-timeout's per-test limit in seconds (signal method). A suite other than the
-    default target accepts ``--backend`` and ``--vector-dir`` like the property suite."""
+    pytest-timeout's per-test limit in seconds (signal method), timing the test function
+    only: a limit timing the whole protocol can fire inside a reporting hook, which pytest
+    reports as an internal error that ends the run instead of a ``timeout`` failure. A
+    suite other than the default target accepts ``--backend`` and ``--vector-dir`` like the
+    property suite."""
     own_suite = tuple(target) == DEFAULT_TARGET
     plugin = ["-p", SUITE_PLUGIN] if own_suite else []
     cmd = [sys.executable, "-m", "pytest", *target, *plugin, "-q", "-p", "no:cacheprovider",
@@ -120,7 +123,8 @@ def pytest_command(*, report_log: Path, backends: Sequence[str], profile: str, s
     cmd += [f"--backend={name}" for name in backends]
     cmd += ["-p", "xdist", "-n", numprocesses or "1"]
     if timeout:
-        cmd += ["-p", "timeout", f"--timeout={timeout:g}", "--timeout-method=signal"]
+        cmd += ["-p", "timeout", f"--timeout={timeout:g}", "--timeout-method=signal",
+                "-o", "timeout_func_only=true"]
     if junitxml is not None:
         cmd.append(f"--junitxml={junitxml}")
     return cmd + list(extra)

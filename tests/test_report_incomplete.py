@@ -194,3 +194,23 @@ def test_atomic_write_keeps_the_permissions_of_the_file_it_replaces(tmp_path: Pa
     os.chmod(target, 0o640)
     write_text(target, "b")
     assert (target.read_text(), target.stat().st_mode & 0o777) == ("b", 0o640)
+
+
+def test_time_limit_times_the_test_function_so_a_slow_reporting_hook_is_no_internal_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--timeout`` limits the test function only: a limit over the whole test protocol
+    fired inside a reporting hook of a loaded machine (here a plugin's hook that takes 1.5 s
+    against a 1 s limit), which pytest takes for an internal error that ends the run."""
+    suite = write_fake_suite(tmp_path / "suite-slowhook", "pass")
+    with open(suite / "conftest.py", "a") as conftest:
+        conftest.write("\n\ndef pytest_runtest_logreport(report):\n"
+                       "    if report.when == 'call':\n"
+                       "        __import__('time').sleep(1.5)\n")
+    code, out = run_check(monkeypatch, tmp_path, "--timeout", "1", "--no-claims",
+                          mode="slowhook")
+    doc = json.loads((out / "report.json").read_text())
+    validate(doc)
+    got = (code, doc["complete"], sorted(p["id"].split("::")[-1] for p in doc["properties"]))
+    assert got == (0, True, FINISHED), (
+        f"check --timeout 1 on a suite whose reporting hook takes 1.5 s gives {got}, "
+        f"expected (0, True, {FINISHED}); warnings {doc['warnings']}")
