@@ -4,7 +4,8 @@ The vector (a request saved by the property suite, optionally with a ``"vector"`
 recording the property that failed, the backend, the failure's kind and message) runs on
 the backend ``--runs`` times (default 3) and once through the exact specification
 (:func:`resverify.spec.exact.evaluate`). Printed: the recorded failure, the inputs and the
-cotangent (abbreviated when big), then every output and gradient element with the
+cotangent and, for a forward-mode vector, the input tangents (abbreviated when big), then
+every output, gradient and output-tangent (``J·t``) element with the
 backend's value, the exact value (``~`` when it is not a float), ``|diff|``, the error
 budget of the request's dtype (:func:`resverify.spec.budget.error_budget`) and ok/FAIL, judged by
 :func:`resverify.spec.compare.within` -- the same rule as the property suite. A vector of more than
@@ -182,6 +183,12 @@ def compare(request: Request, result: Result, exact: ExactResult,
             groups.append([Row(f"grad {name}", "missing", "present", "", "", False)])
             continue
         groups.append(compare_array(f"grad {name}", np.asarray(got), grad, budget.grads[name]))
+    if exact.tangent is not None:  # a forward-mode vector: J·t is judged as the suite does
+        assert budget.tangent is not None
+        got = getattr(result, "tangent", None)
+        groups.append([Row("tangent", "missing", "present", "", "", False)] if got is None
+                      else compare_array("tangent", np.asarray(got), exact.tangent,
+                                         budget.tangent))
     return groups
 
 
@@ -227,6 +234,8 @@ def _print_request(request: Request, record: Mapping[str, Any] | None, show_all:
         print(f"input {name} {list(value.shape)}: {_values(value, show_all)}")
     cot = _values(request.cotangent, show_all) if request.shape_valid else "none (shape-invalid)"
     print(f"cotangent: {cot}")
+    for name, value in (request.tangents or {}).items():
+        print(f"tangent {name}: {_values(value, show_all)}")
 
 
 def _table(rows: list[Row]) -> None:

@@ -259,3 +259,25 @@ def test_piping_replay_into_head_ends_without_a_traceback(tmp_path: Path) -> Non
     assert first.startswith(b"vector"), first
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
     assert code == 1, (code, err)
+
+
+def _forward_vector(tmp_path: Path) -> str:
+    base = linear_block_request()
+    return _vector(tmp_path, Request(base.program, base.inputs, base.dtype, base.cotangent,
+                                     {n: np.full(v.shape, 0.5) for n, v in base.inputs.items()}))
+
+
+def test_a_forward_mode_vector_judges_the_tangent_as_the_suite_does(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A saved forward-mode vector replays its tangent too: the reference shows every tangent
+    element ok, and a backend whose only bug is in ``J·t`` fails, with exit 1."""
+    vector = _forward_vector(tmp_path)
+    assert main(["replay", vector]) == 0
+    out = capsys.readouterr().out
+    assert "tangent x: [0.5, 0.5]" in out.splitlines(), out
+    tangent_rows = [line for line in out.splitlines() if line.startswith("tangent[")]
+    assert len(tangent_rows) == 2 and all(r.endswith("ok") for r in tangent_rows), out
+    code = main(["replay", vector, "--backend", "resverify.impl.mutants:TangentDropsIdentity"])
+    out = capsys.readouterr().out
+    failing = [line for line in out.splitlines() if line.endswith(" FAIL") and "ok," not in line]
+    assert code == 1 and failing and all(r.startswith("tangent[") for r in failing), out
