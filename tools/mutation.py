@@ -20,7 +20,7 @@ Why a venv of its own: mutmut and its terminal UI stay out of the project's venv
 
 Prints the score (killed / mutants that ran) by module and every survivor with its diff
 (``--out FILE`` writes them as JSON); exit 0. ``--survivors-of FILE`` re-runs only the
-survivors (and the mutants no test reached) of an earlier ``--out``, ``--only TEXT``
+survivors (and the mutants no test reached or never run) of an earlier ``--out``, ``--only TEXT``
 narrows that to the mutants whose names hold TEXT. The venv and the copy live in
 ``build/mutation/`` (``--work DIR``); each suite has its own copy there, so suites may
 run at once.
@@ -55,7 +55,8 @@ SUITES = {
     "ops": (("spec/ops.py",), ("tests/test_exact.py", "tests/test_jvp_exact.py",
                                "tests/test_ops.py", "tests/test_norm_spec.py",
                                "tests/test_derive.py", "tests/test_strength_exact.py",
-                               "tests/test_strength_ops.py")),
+                               "tests/test_strength_ops.py",
+                               "tests/test_strength_budget_rules.py")),
     "impl": (("impl/tensor.py", "impl/ops.py", "impl/numpy_backend.py"),
              ("tests/test_reference.py", "tests/test_jvp_reference.py",
               "tests/test_strength_impl.py")),
@@ -64,8 +65,9 @@ SUITES = {
 the modules and run in seconds, since mutmut runs them once per mutant."""
 PACKAGES = ("spec", "impl", "properties", "reports")
 LINE = re.compile(r"^\s*(?P<key>\S+__mutmut_\d+): (?P<status>.+)$")
-RERUN = ("survived", "no tests")
-"""The verdicts ``--survivors-of`` re-runs: new tests may cover a mutant no test reached."""
+RERUN = ("survived", "no tests", "not checked")
+"""The verdicts ``--survivors-of`` re-runs: new tests may cover a mutant no test reached, and
+a run stopped early leaves mutants never run ("not checked")."""
 FRESH_CACHES = '''
 
 import functools as _functools
@@ -165,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--survivors-of", type=Path, metavar="JSON",
                         help="re-run only the survivors of an earlier --out, keeping its "
                         "other verdicts (the score after new tests, without a full run); "
-                        "mutants that had no test are re-run too")
+                        "mutants that had no test or were never run are re-run too")
     parser.add_argument("--only", action="append", metavar="TEXT",
                         help="with --survivors-of: re-run only the mutants whose name holds "
                         "TEXT (repeatable, e.g. 'ǁTanhǁ'); the others keep their verdicts")

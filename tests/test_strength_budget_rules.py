@@ -1,0 +1,598 @@
+"""Tests that pin every op's floating-point budget rules, one rule at a time.
+
+``spec/ops.py``'s ``budget``, ``budget_vjp`` and ``budget_jvp`` rules are the error
+analysis of docs/error-budget.md written as code. Their own tests (``tests/test_budget.py``,
+``test_jvp_budget.py``, ``test_norm_budget.py``) run whole programs on backends and take
+minutes, too slow for mutation testing, and a backend's observed error is far below the
+bound, so a rule that dropped a term still passed them. Here each rule is called alone on
+small hand-chosen bounds and its result is compared with the formula of
+docs/error-budget.md, computed independently in exact Fractions.
+
+How close "equal" is: every rule rounds its result up (docs/error-budget.md, "Rounding the
+bound itself up"): ``x (1 + (n + 64) 2**-50)`` plus subnormals, then one float64 step, ``n``
+the longest sum. The checks allow exactly that and the float64 rounding of the formula's
+few steps (a relative ``2**-48``; the norms read ``w`` and ``r`` from the exact trace
+through float64 steps with a documented ``2**-40`` margin, so ``2**-30`` there). The
+requests are in bfloat16 (``u = 2**-8``), where every term of a formula, second-order
+products of errors included, is far above those margins; the subnormal terms are pinned
+on zero inputs, where they are all there is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import mpmath
+import numpy as np
+import pytest
+
+from resverify.spec.ops import OP_TABLE, Site
+from resverify.spec.rounding import LARGEST, TINY, UNIT_ROUNDOFF, Bound, Ctx
+
+F = Fraction
+DTYPE = "bfloat16"
+U = UNIT_ROUNDOFF[DTYPE]
+SUB = TINY[DTYPE]
+EXACT = F(1, 2**48)
+"""The relative error of the float64 steps of a rule on the dyadic inputs used here."""
+NORM = F(1, 2**30)
+"""The same for the norms, whose ``w`` and ``r`` are float64 values from the exact trace."""
+TANH_ULPS = 4
+"""docs/error-budget.md, "The tanh allowance"."""
+SQRT_ULPS = 2
+"""docs/error-budget.md, the norms' ``1/sqrt`` step."""
+
+NONE = F(0)
+Obj = np.ndarray  # object arrays of Fractions
+
+
+def _ctx(dtype: str = DTYPE) -> Ctx:
+    return Ctx(dtype, float(UNIT_ROUNDOFF[dtype]), float(TINY[dtype]))
+
+
+def _obj(values: object) -> Obj:
+    return np.vectorize(F, otypes=[object])(np.asarray(values, dtype=object))
+
+
+def _bound(mag: object, err: object) -> Bound:
+    return Bound(np.asarray(mag, dtype=np.float64), np.asarray(err, dtype=np.float64))
+
+
+def _gamma(n: int, dtype: str = DTYPE) -> Fraction:
+    nu = max(n, 0) * UNIT_ROUNDOFF[dtype]
+    return nu / (1 - nu)
+
+
+def _site(exact: object = 0, slack: Fraction = NONE, alpha: Fraction | None = None,
+          out: object = 0, out_slack: Fraction = NONE) -> Site:
+    return Site(alpha, [_obj(exact)], [slack], _obj(out), out_slack)
+
+
+def _assert_rounded_up(actual: np.ndarray, formula: Obj, terms: int, call: str,
+                       rel: Fraction = EXACT) -> None:
+    """``actual`` is ``formula`` rounded up as docs/error-budget.md says, element by element:
+    ``formula (1 + (terms + 64) 2**-50)`` within the relative ``rel`` of the float64 steps."""
+    __tracebackhide__ = True
+    formula = np.asarray(formula, dtype=object)
+    assert actual.shape == formula.shape, (
+        f"shape {actual.shape}, but should be {formula.shape} [{call}]")
+    grow = 1 + (terms + 64) * F(1, 2**50)
+    for index in np.ndindex(*formula.shape):
+        got, want = F(float(actual.item(index))), F(formula.item(index)) * grow
+        low, high = want * (1 - rel), want * (1 + rel) + (terms + 66) * F(1, 2**1074)
+        assert low <= got <= high, (
+            f"{call}[{list(index)}]={float(got)!r}, but should be {float(want)!r} "
+            f"(the formula {float(formula.item(index))!r} rounded up, terms={terms}, "
+            f"rel={float(rel):.3g})")
+
+
+def _assert_bound(actual: Bound, mag: Obj, err: Obj, terms: int, call: str,
+                  rel: Fraction = EXACT) -> None:
+    __tracebackhide__ = True
+    _assert_rounded_up(actual.mag, mag, terms, f"{call}.mag", rel)
+    _assert_rounded_up(actual.err, err, terms, f"{call}.err", rel)
+
+
+def _hat(b: Bound) -> Obj:
+    return _obj(b.mag) + _obj(b.err)
+
+
+def _m(b: Bound) -> Obj:
+    return _obj(b.mag)
+
+
+def _e(b: Bound) -> Obj:
+    return _obj(b.err)
+
+
+# ----------------------------------------------------------------------------------------
+# add, residual_add, sum: sums and un-broadcasting
+
+
+A = _bound([[1, 2, 4], [F(1, 2), 3, 0]], [[F(1, 16), F(1, 4), 0], [F(1, 8), F(1, 32), 1]])
+B = _bound([F(3, 4), 5, 2], [F(1, 64), F(1, 2), F(1, 8)])
+
+
+def test_add_budget_is_both_errors_plus_u_times_both_computed_sizes() -> None:
+    """``e_a + e_b + u (hat_a + hat_b)``, b broadcast along the rows."""
+    got = OP_TABLE["add"].budget(_ctx(), _site(), [A, B])
+    _assert_bound(got, _m(A) + _m(B), _e(A) + _e(B) + U * (_hat(A) + _hat(B)), 0, "add(A, B)")
+    got = OP_TABLE["add"].budget_jvp(_ctx(), _site(), [A, A], A, [B, A])
+    _assert_bound(got, _m(B) + _m(A), _e(B) + _e(A) + U * (_hat(B) + _hat(A)), 0,
+                  "add jvp(t=(B, A))")
+
+
+def _unbroadcast_formula(g: Bound, shape: tuple[int, ...]) -> tuple[Obj, Obj, int]:
+    """Σ over the N copies of each element: ``Σ e + gamma_{N-1} Σ hat`` (and ``Σ |g|``)."""
+    copies = g.mag.size // max(1, math.prod(shape))
+    extra = g.mag.ndim - len(shape)
+    axes = tuple(range(extra)) + tuple(extra + i for i, n in enumerate(shape)
+                                       if n == 1 and g.mag.shape[extra + i] != 1)
+
+    def total(x: Obj) -> Obj:
+        return np.asarray(x.sum(axis=axes), dtype=object).reshape(shape)
+
+    return total(_m(g)), total(_e(g)) + _gamma(copies - 1) * total(_hat(g)), copies
+
+
+@pytest.mark.parametrize("shapes", [((2, 3), (3,)), ((2, 3), (2, 1)), ((2, 3), ()),
+                                    ((2, 3), (1, 3)), ((2, 3), (1, 1)), ((2, 3), (2, 3))])
+def test_add_vjp_charges_each_broadcast_argument_the_sum_of_its_copies(
+        shapes: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+    """Un-broadcasting N copies is a sum of N: ``Σ e + gamma_{N-1} Σ hat``, N-term sums."""
+    left, right = shapes
+    args = [_bound(np.ones(left), np.zeros(left)), _bound(np.ones(right), np.zeros(right))]
+    got = OP_TABLE["add"].budget_vjp(_ctx(), _site(), args, A, A)
+    assert len(got) == 2, f"{len(got)} gradients, but should be 2 [add vjp {shapes}]"
+    for grad, shape in zip(got, shapes, strict=True):
+        mag, err, copies = _unbroadcast_formula(A, shape)
+        _assert_bound(grad, mag, err, copies, f"add vjp {shapes} -> {shape}")
+
+
+def test_residual_add_vjp_passes_the_cotangent_bound_unchanged_to_both() -> None:
+    got = OP_TABLE["residual_add"].budget_vjp(_ctx(), _site(), [A, A], A, A)
+    assert len(got) == 2, f"{len(got)} gradients, but should be 2 [residual_add vjp]"
+    for grad in got:
+        assert np.array_equal(grad.mag, A.mag) and np.array_equal(grad.err, A.err), (
+            f"residual_add vjp gave {grad}, but should be the cotangent {A}")
+
+
+def test_sum_budget_is_the_errors_plus_gamma_n_minus_1_of_the_computed_sizes() -> None:
+    """A sum of N: ``Σ e + gamma_{N-1} Σ hat``, for the value and for the tangent."""
+    n = A.mag.size
+    want = (_obj(_m(A).sum()), _obj(_e(A).sum() + _gamma(n - 1) * _hat(A).sum()))
+    _assert_bound(OP_TABLE["sum"].budget(_ctx(), _site(), [A]), *want, n, "sum budget(A)")
+    got = OP_TABLE["sum"].budget_jvp(_ctx(), _site(), [B], B, [A])
+    _assert_bound(got, *want, n, "sum jvp(B; t=A)")
+
+
+def test_sum_vjp_copies_the_cotangent_bound_to_every_element() -> None:
+    g = _bound(F(3, 2), F(1, 8))
+    (got,) = OP_TABLE["sum"].budget_vjp(_ctx(), _site(), [A], g, g)
+    assert np.array_equal(got.mag, np.full(A.mag.shape, 1.5)) and np.array_equal(
+        got.err, np.full(A.mag.shape, 0.125)), f"sum vjp gave {got}, but should be copies of {g}"
+
+
+# ----------------------------------------------------------------------------------------
+# mul and scale: one rounded product
+
+
+def _product(x: Bound, y: Bound) -> tuple[Obj, Obj]:
+    """The mul rule: ``|a| e_b + |b| e_a + e_a e_b + u hat_a hat_b`` plus one subnormal."""
+    return _m(x) * _m(y), (_m(x) * _e(y) + _m(y) * _e(x) + _e(x) * _e(y)
+                           + U * _hat(x) * _hat(y) + SUB)
+
+
+ZERO = _bound(np.zeros((2, 3)), np.zeros((2, 3)))
+
+
+@pytest.mark.parametrize(("x", "y"), [(A, B), (B, A), (ZERO, B), (ZERO, ZERO)])
+def test_mul_budget_is_the_product_rule(x: Bound, y: Bound) -> None:
+    got = OP_TABLE["mul"].budget(_ctx(), _site(), [x, y])
+    _assert_bound(got, *_product(x, y), 0, "mul budget")
+
+
+def test_mul_jvp_is_two_products_and_their_rounded_sum() -> None:
+    """``t_a b + a t_b``: ``E₁ + E₂ + u (hat₁ + hat₂)``."""
+    ta, tb = _bound(np.full((2, 3), 2.0), np.full((2, 3), 0.25)), B
+    got = OP_TABLE["mul"].budget_jvp(_ctx(), _site(), [A, B], A, [ta, tb])
+    m1, e1 = _product(ta, B)
+    m2, e2 = _product(A, tb)
+    _assert_bound(got, m1 + m2, e1 + e2 + U * (m1 + e1 + m2 + e2), 0, "mul jvp")
+    got = OP_TABLE["mul"].budget_jvp(_ctx(), _site(), [ZERO, ZERO], ZERO, [ZERO, ZERO])
+    _assert_bound(got, _m(ZERO), _obj(np.full((2, 3), 2 * SUB * (1 + U))), 0, "mul jvp(0)")
+
+
+@pytest.mark.parametrize(("left", "right"), [((2, 3), (3,)), ((3,), (2, 3)), ((2, 3), (2, 1)),
+                                             ((2, 3), ()), ((2, 3), (2, 3))])
+def test_mul_vjp_is_one_product_per_element_then_the_sum_of_its_copies(
+        left: tuple[int, ...], right: tuple[int, ...]) -> None:
+    """``ḡ b`` for a (and ``ḡ a`` for b): the product rule per element, then un-broadcast as
+    a sum of N products: ``Σ E + gamma_{N-1} Σ (|ḡ||b| + E)``."""
+    a = _bound(np.full(left, 1.5), np.full(left, 0.125))
+    b = _bound(np.full(right, 3.0), np.full(right, 0.5))
+    g = _bound(A.mag + 1, A.err + 0.25)
+    got = OP_TABLE["mul"].budget_vjp(_ctx(), _site(), [a, b], g, g)
+    assert len(got) == 2, f"{len(got)} gradients, but should be 2 [mul vjp]"
+    for grad, (arg, other) in zip(got, ((a, b), (b, a)), strict=True):
+        size, err = _product(g, _bound(np.broadcast_to(other.mag, g.mag.shape),
+                                       np.broadcast_to(other.err, g.mag.shape)))
+        shape = arg.mag.shape
+        copies = size.size // max(1, arg.mag.size)
+        total = _sum_to(err, shape) + _gamma(copies - 1) * _sum_to(size + err, shape)
+        _assert_bound(grad, _sum_to(size, shape), total, copies,
+                      f"mul vjp {left} x {right} -> {shape}")
+
+
+def _sum_to(x: Obj, shape: tuple[int, ...]) -> Obj:
+    extra = x.ndim - len(shape)
+    axes = tuple(range(extra)) + tuple(extra + i for i, n in enumerate(shape)
+                                       if n == 1 and x.shape[extra + i] != 1)
+    return np.asarray(x.sum(axis=axes), dtype=object).reshape(shape)
+
+
+def _alpha_miss(alpha: Fraction, dtype: str = DTYPE) -> Fraction:
+    """``|α̂ - α|``: ``u|α|``, plus ``2**-53 |α|`` through float64, plus a subnormal."""
+    extra = 0 if dtype == "float64" else F(1, 2**53)
+    return (UNIT_ROUNDOFF[dtype] + extra) * abs(alpha) + TINY[dtype]
+
+
+@pytest.mark.parametrize("alpha", [F(3, 2), F(-5, 4)])
+@pytest.mark.parametrize("rule", ["budget", "budget_vjp", "budget_jvp"])
+def test_scale_is_alpha_rounded_then_one_product(alpha: Fraction, rule: str) -> None:
+    """``|α| e_a + |α̂ - α| hat_a + u |α̂| hat_a`` (``|α̂| <= |α| + |α̂ - α|``), a subnormal."""
+    x = _bound([[2, 0], [F(1, 2), 8]], [[F(1, 4), 0], [F(1, 16), 1]])
+    other = _bound([[7, 7], [7, 7]], [[3, 3], [3, 3]])  # what the rule must not read
+    op = OP_TABLE["scale"]
+    at = _site(alpha=alpha)
+    got = (op.budget(_ctx(), at, [x]) if rule == "budget"
+           else op.budget_vjp(_ctx(), at, [other], other, x)[0] if rule == "budget_vjp"
+           else op.budget_jvp(_ctx(), at, [other], other, [x]))
+    size, miss = abs(alpha), _alpha_miss(alpha)
+    err = size * _e(x) + miss * _hat(x) + U * (size + miss) * _hat(x) + SUB
+    _assert_bound(got, size * _m(x), err, 0, f"scale {rule}(alpha={alpha})")
+
+
+# ----------------------------------------------------------------------------------------
+# linear: dot products
+
+
+def _dot(x: Bound, w: Bound, n: int) -> tuple[Obj, Obj]:
+    """The mul rule's propagated part summed over n terms, ``gamma_n (x̂ @ ŵ)``, n subnormals."""
+    mx, ex, mw, ew = _m(x), _e(x), _m(w), _e(w)
+    err = mx @ ew + ex @ mw + ex @ ew + _gamma(n) * (_hat(x) @ _hat(w)) + n * SUB
+    return mx @ mw, err
+
+
+X = _bound([[[1, 2]], [[F(1, 2), 0]]], [[[F(1, 8), 0]], [[F(1, 4), F(1, 16)]]])  # (2, 1, 2)
+W = _bound([[1, 2, 3], [F(1, 4), 0, 5]], [[0, F(1, 2), F(1, 32)], [F(1, 8), 1, 0]])  # (2, 3)
+G = _bound(np.arange(6, dtype=float).reshape(2, 1, 3) / 2,
+           np.array([[[F(1, 4), 0, 1]], [[F(1, 8), F(1, 2), 2]]], dtype=float))  # (2, 1, 3)
+
+
+def _flat(b: Bound, width: int) -> Bound:
+    return Bound(b.mag.reshape(-1, width), b.err.reshape(-1, width))
+
+
+def _t(b: Bound) -> Bound:
+    return Bound(b.mag.T, b.err.T)
+
+
+def test_linear_budget_is_a_dot_product_of_length_d_in() -> None:
+    got = OP_TABLE["linear"].budget(_ctx(), _site(), [X, W])
+    mag, err = _dot(_flat(X, 2), W, 2)
+    _assert_bound(got, mag.reshape(2, 1, 3), err.reshape(2, 1, 3), 2, "linear(X, W)", EXACT)
+
+
+def test_linear_vjps_are_dot_products_over_d_out_and_over_the_rows() -> None:
+    """``x̄ = ḡ wᵀ`` (length d_out = 3) and ``w̄ = xᵀ ḡ`` (length: the 2 rows of x)."""
+    gx, gw = OP_TABLE["linear"].budget_vjp(_ctx(), _site(), [X, W], G, G)
+    mag, err = _dot(_flat(G, 3), _t(W), 3)
+    _assert_bound(gx, mag.reshape(2, 1, 2), err.reshape(2, 1, 2), 3, "linear vjp x̄")
+    mag, err = _dot(_t(_flat(X, 2)), _flat(G, 3), 2)
+    _assert_bound(gw, mag, err, 2, "linear vjp w̄")
+
+
+def test_linear_jvp_is_2n_products_summed_in_any_order() -> None:
+    """``t_x w + x t_w``: both propagated parts plus ``gamma_2n`` of both magnitude products
+    and 2n subnormals."""
+    tx = _bound([[[3, 1]], [[0, F(1, 2)]]], [[[F(1, 2), F(1, 64)]], [[0, F(1, 8)]]])
+    tw = _bound([[2, 0, 1], [1, 1, F(1, 2)]], [[F(1, 4), 0, F(1, 8)], [0, F(1, 16), 1]])
+    got = OP_TABLE["linear"].budget_jvp(_ctx(), _site(), [X, W], G, [tx, tw])
+    pairs = [(_flat(tx, 2), W), (_flat(X, 2), tw)]
+    mag = sum((_m(p) @ _m(q) for p, q in pairs), _obj(np.zeros((2, 3))))
+    err = sum((_m(p) @ _e(q) + _e(p) @ _m(q) + _e(p) @ _e(q) for p, q in pairs),
+              _obj(np.zeros((2, 3))))
+    err = err + _gamma(4) * sum((_hat(p) @ _hat(q) for p, q in pairs), _obj(np.zeros((2, 3))))
+    _assert_bound(got, mag.reshape(2, 1, 3), (err + 4 * SUB).reshape(2, 1, 3), 4, "linear jvp")
+
+
+# ----------------------------------------------------------------------------------------
+# relu: exact, with a sign that may flip within the error
+
+
+RELU_IN = [F(2), F(-2), F(1, 16), F(-1, 16), F(0), F(1, 8), F(-1, 4)]
+"""Far positive, far negative, near 0 on both sides, 0, at and beyond the error 1/8."""
+
+
+def _relu_case(err: Sequence[float], slack: Fraction) -> tuple[Site, Bound, list[bool],
+                                                                 list[bool]]:
+    """The exact input, its bound, and which elements are positive and of uncertain sign
+    (``|a| <= e_a + slack``, and some error at all)."""
+    at = _site(RELU_IN, slack)
+    x = _bound([abs(v) for v in RELU_IN], err)
+    positive = [v > 0 for v in RELU_IN]
+    unsure = [(e == math.inf or abs(v) <= F(e) + slack) and (e > 0 or slack > 0)
+              for v, e in zip(RELU_IN, err, strict=True)]
+    return at, x, positive, unsure
+
+
+RELU_CASES = [([1 / 8] * 7, F(0)), ([0.0] * 7, F(1, 8)), ([0.0] * 7, F(0)),
+              ([1 / 8, 0, 1 / 8, 0, 0, 0, 1 / 4], F(0)), ([math.inf] + [0.0] * 6, F(0))]
+
+
+@pytest.mark.parametrize(("err", "slack"), RELU_CASES)
+def test_relu_budget_keeps_the_input_bound_where_positive_or_of_uncertain_sign(
+        err: list[float], slack: Fraction) -> None:
+    at, x, positive, unsure = _relu_case(err, slack)
+    got = OP_TABLE["relu"].budget(_ctx(), at, [x])
+    keep = np.array([p or s for p, s in zip(positive, unsure, strict=True)])
+    want = Bound(np.where(keep, x.mag, 0.0), np.where(keep, x.err, 0.0))
+    assert np.array_equal(got.mag, want.mag) and np.array_equal(got.err, want.err), (
+        f"relu budget = {got}, but should be {want} [exact {RELU_IN}, err {err}, "
+        f"slack {slack}]")
+
+
+@pytest.mark.parametrize(("err", "slack"), RELU_CASES)
+def test_relu_vjp_and_jvp_charge_the_whole_cotangent_where_the_sign_may_flip(
+        err: list[float], slack: Fraction) -> None:
+    at, x, positive, unsure = _relu_case(err, slack)
+    g = _bound([3] * 7, [F(1, 2)] * 7)
+    want_err = [3.5 if s else 0.5 if p else 0.0 for p, s in zip(positive, unsure, strict=True)]
+    want_mag = [3.0 if p or s else 0.0 for p, s in zip(positive, unsure, strict=True)]
+    op = OP_TABLE["relu"]
+    for rule, got in (("vjp", op.budget_vjp(_ctx(), at, [x], x, g)[0]),
+                      ("jvp", op.budget_jvp(_ctx(), at, [x], x, [g]))):
+        assert got.err.tolist() == want_err and got.mag.tolist() == want_mag, (
+            f"relu {rule} = {got}, but should be mag {want_mag}, err {want_err} "
+            f"[exact {RELU_IN}, err {err}, slack {slack}]")
+
+
+# ----------------------------------------------------------------------------------------
+# tanh
+
+
+@pytest.mark.parametrize(("mag", "err"), [(F(1, 2), F(1, 8)), (F(3, 4), F(1, 2)),
+                                          (F(3), F(1, 4)), (F(0), F(0))])
+def test_tanh_budget_is_1_lipschitz_plus_tanh_ulps_of_the_result(mag: Fraction,
+                                                                  err: Fraction) -> None:
+    """``e_a + TANH_ULPS 2u min(hat_a, 1)`` plus TANH_ULPS subnormals; ``|t| <= min(|a|, 1)``."""
+    x = _bound([mag], [err])
+    got = OP_TABLE["tanh"].budget(_ctx(), _site([0]), [x])
+    want = err + 2 * TANH_ULPS * U * min(mag + err, F(1)) + TANH_ULPS * SUB
+    _assert_bound(got, _obj([min(mag, F(1))]), _obj([want]), 0, f"tanh budget(|a|={mag}, e={err})")
+
+
+TANH_OUT = [F(1, 2), F(0), F(-3, 4), F(7, 8)]
+"""Carried tanh values (the exact side's midpoints)."""
+
+
+@pytest.mark.parametrize("slack", [F(0), F(1, 16)])
+@pytest.mark.parametrize("rule", ["budget_vjp", "budget_jvp"])
+def test_tanh_vjp_and_jvp_follow_the_slope_rule(slack: Fraction, rule: str) -> None:
+    """``|ḡ| E + s e_ḡ + e_ḡ E + u hat_ḡ (s + E)``, ``E = e_t (2|t| + e_t) + 5u``, the slope
+    ``s = 1 - t²`` from the carried t, widened by its slack σ: ``1 - t² + σ(2 + σ)``, at
+    most 1."""
+    y = _bound([F(1, 2), F(0), F(3, 4), F(2)], [F(1, 8), F(1, 4), 0, F(1, 2)])
+    g = _bound([2, 3, F(1, 2), 1], [F(1, 4), 0, F(1, 32), 1])
+    at = _site([0] * 4, F(0), None, TANH_OUT, slack)
+    op = OP_TABLE["tanh"]
+    got = (op.budget_vjp(_ctx(), at, [y], y, g)[0] if rule == "budget_vjp"
+           else op.budget_jvp(_ctx(), at, [y], y, [g]))
+    slope = _obj([min(F(1), 1 - v * v + slack * (2 + slack)) for v in TANH_OUT])
+    t_size = _obj([min(v, F(1)) for v in _m(y)])
+    big_e = _e(y) * (2 * t_size + _e(y)) + 5 * U
+    err = _m(g) * big_e + slope * _e(g) + _e(g) * big_e + U * _hat(g) * (slope + big_e) + SUB
+    _assert_bound(got, _m(g) * slope, err, 0, f"tanh {rule}(slack={slack})")
+
+
+# ----------------------------------------------------------------------------------------
+# layer_norm and rms_norm
+
+
+def _mp(x: Fraction) -> mpmath.mpf:
+    return mpmath.mpf(x.numerator) / x.denominator
+
+
+def _sqrt(x: Fraction) -> mpmath.mpf:
+    return mpmath.sqrt(_mp(x))
+
+
+def _fr(x: mpmath.mpf) -> Fraction:
+    man, exp = mpmath.mpf(x).man_exp
+    return F(int(man)) * F(2) ** int(exp)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row's quantities from docs/error-budget.md's norm steps."""
+
+    n: int
+    c: list[Fraction]
+    r: Fraction
+    rho: Fraction
+    big_r: Fraction
+    e_r: Fraction
+    e_c: list[Fraction]
+    c_hat: list[Fraction]
+
+
+def _row_formula(centred: bool, xs: list[Fraction], eps: Fraction, x: Bound) -> Row:
+    """docs/error-budget.md's norm steps for one row, in Fractions (square roots at 200 bits)."""
+    n = len(xs)
+    mean = sum(xs, F(0)) / n if centred else F(0)
+    c = [v - mean for v in xs]
+    w = sum((v * v for v in c), F(0)) / n + eps
+    ex, hx = [F(v) for v in x.err.tolist()], [F(v) for v in (x.mag + x.err).tolist()]
+    if centred:
+        e_mu = sum(ex, F(0)) / n + _gamma(n + 2) * sum(hx, F(0)) / n
+        e_c = [e + e_mu + U * (abs(v) + e + e_mu) for v, e in zip(c, ex, strict=True)]
+    else:
+        e_c = ex
+    c_hat = [abs(v) + e for v, e in zip(c, e_c, strict=True)]
+    e_v = (sum((2 * abs(v) * e + e * e for v, e in zip(c, e_c, strict=True)), F(0)) / n
+           + _gamma(n + 2) * sum((h * h for h in c_hat), F(0)) / n)
+    e_eps = _alpha_miss(eps)
+    e_w = e_v + e_eps + U * (w + e_v + e_eps)
+    w_lo = max(w - e_w, eps * (1 - 3 * U))
+    with mpmath.workprec(200):
+        rho = _fr(_mp(e_w) / (_sqrt(w_lo) * (_sqrt(w) + _sqrt(w_lo))))
+        r = _fr(1 / _sqrt(w))
+    own = 2 * SQRT_ULPS * U
+    big_r = r * (1 + rho) * (1 + own)
+    e_r = r * (rho + own * (1 + rho))
+    return Row(n, c, r, rho, big_r, e_r, e_c, c_hat)
+
+
+NORM_ROWS = [
+    ("layer_norm", [F(4), F(2)], F(3)),  # mean 3, c = ±1, w = 4, r = 1/2
+    ("layer_norm", [F(3), F(1), F(-1), F(-3)], F(4)),  # w = 9, r = 1/3
+    ("rms_norm", [F(1), F(-1)], F(3)),  # w = 4
+    ("rms_norm", [F(2), F(0), F(0), F(2)], F(7)),  # w = 9
+]
+
+
+def _norm_inputs(xs: list[Fraction]) -> Bound:
+    n = len(xs)
+    return _bound([abs(v) for v in xs], [F(1, 2**(4 + i)) for i in range(n)])
+
+
+@pytest.mark.parametrize(("name", "xs", "eps"), NORM_ROWS)
+def test_norm_budget_follows_the_documented_steps(name: str, xs: list[Fraction],
+                                                  eps: Fraction) -> None:
+    """``E_c R + |c| e_r + u ĉ R``, from mean, centred values, variance, ``+ ε``, 1/sqrt."""
+    x = _norm_inputs(xs)
+    got = OP_TABLE[name].budget(_ctx(), _site(xs, alpha=eps), [x])
+    k = _row_formula(name == "layer_norm", xs, eps, x)
+    err = [ec * k.big_r + abs(v) * k.e_r + U * h * k.big_r + SUB
+           for v, ec, h in zip(k.c, k.e_c, k.c_hat, strict=True)]
+    _assert_bound(got, _obj([abs(v) * k.r for v in k.c]), _obj(err), len(xs),
+                  f"{name} budget({xs}, eps={eps})", NORM)
+
+
+def _norm_back(k: Row, centred: bool, t_size: list[Fraction],
+               t_err: list[Fraction], y: Bound, jvp: bool) -> list[Fraction]:
+    """``R (ΔA + gamma_{2n+16} T) + 3 e_r (1 + ρ)³ T`` for the VJP (``t``: ḡ) or the JVP
+    (``t``: the tangent, centred into d)."""
+    n, big_r, e_r, rho = k.n, k.big_r, k.e_r, k.rho
+    y_hat, y_err = [F(v) for v in (y.mag + y.err).tolist()], [F(v) for v in y.err.tolist()]
+
+    def mean(v: list[Fraction]) -> Fraction:
+        return sum(v, F(0)) / n
+
+    d_hat, e_d = list(t_size), list(t_err)
+    if centred and jvp:
+        d_hat = [v + mean(t_size) for v in t_size]
+        e_d = [v + mean(t_err) for v in t_err]
+    m_hat = mean([a * b for a, b in zip(d_hat, y_hat, strict=True)])
+    terms = [d + yh * m_hat for d, yh in zip(d_hat, y_hat, strict=True)]
+    inner = mean([ed * yh + dh * ey for ed, yh, dh, ey in zip(e_d, y_hat, d_hat, y_err,
+                                                              strict=True)])
+    d_a = [ed + ey * m_hat + yh * inner for ed, ey, yh in zip(e_d, y_err, y_hat, strict=True)]
+    if centred and not jvp:
+        terms = [v + mean(terms) for v in terms]
+        d_a = [v + mean(t_err) for v in d_a]
+    cubed = 3 * e_r * (1 + rho) ** 3
+    return [big_r * (a + _gamma(2 * n + 16) * t) + cubed * t + n * SUB
+            for a, t in zip(d_a, terms, strict=True)]
+
+
+@pytest.mark.parametrize(("name", "xs", "eps"), NORM_ROWS)
+@pytest.mark.parametrize("rule", ["budget_vjp", "budget_jvp"])
+def test_norm_vjp_and_jvp_follow_the_documented_charge(name: str, xs: list[Fraction],
+                                                       eps: Fraction, rule: str) -> None:
+    """``R (ΔA + gamma_{2n+16} T) + 3 e_r (1 + ρ)³ T`` (``e_r = r (ρ + 4u(1 + ρ))`` the
+    reciprocal's error, whose ``r³`` the composition meets three times)."""
+    n = len(xs)
+    x = _norm_inputs(xs)
+    centred = name == "layer_norm"
+    k = _row_formula(centred, xs, eps, x)
+    c, r = k.c, k.r
+    y = _bound([abs(v) * r for v in c], [F(1, 2**(3 + i)) for i in range(n)])
+    t = _bound([F(i + 1, 2) for i in range(n)], [F(1, 2**(5 - i % 3)) for i in range(n)])
+    op = OP_TABLE[name]
+    at = _site(xs, alpha=eps)
+    got = (op.budget_vjp(_ctx(), at, [x], y, t)[0] if rule == "budget_vjp"
+           else op.budget_jvp(_ctx(), at, [x], y, [t]))
+    t_mag = [F(v) for v in t.mag.tolist()]
+    y_mag = [F(v) for v in y.mag.tolist()]
+    d_mag = [v + sum(t_mag, F(0)) / n for v in t_mag] if centred else t_mag
+    size = [d + ym * sum((a * b for a, b in zip(y_mag, d_mag, strict=True)), F(0)) / n
+            for d, ym in zip(d_mag if rule == "budget_jvp" else t_mag, y_mag, strict=True)]
+    if rule == "budget_vjp":
+        size = [v + (sum(t_mag, F(0)) / n if centred else 0) for v in
+                [tm + ym * sum((a * b for a, b in zip(t_mag, y_mag, strict=True)), F(0)) / n
+                 for tm, ym in zip(t_mag, y_mag, strict=True)]]
+    t_hat = [F(v) for v in (t.mag + t.err).tolist()]
+    err = _norm_back(k, centred, t_hat, [F(v) for v in t.err.tolist()], y, rule == "budget_jvp")
+    _assert_bound(got, _obj([r * v for v in size]), _obj(err), 2 * n + 16,
+                  f"{name} {rule}({xs}, eps={eps})", NORM)
+
+
+@pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("shape", [(2, 0), (0, 3)])
+def test_norm_rules_give_zero_bounds_for_empty_rows(name: str, shape: tuple[int, ...]) -> None:
+    x = _bound(np.zeros(shape), np.zeros(shape))
+    op = OP_TABLE[name]
+    at = Site(F(1), [_obj(np.zeros(shape))], [F(0)], _obj(np.zeros(shape)), F(0))
+    for rule, got in (("budget", op.budget(_ctx(), at, [x])),
+                      ("budget_vjp", op.budget_vjp(_ctx(), at, [x], x, x)[0]),
+                      ("budget_jvp", op.budget_jvp(_ctx(), at, [x], x, [x]))):
+        assert got.mag.shape == shape and not got.mag.any() and not got.err.any(), (
+            f"{name} {rule} on shape {shape} = {got}, but should be zeros of that shape")
+
+
+@pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
+@pytest.mark.parametrize(("scale", "infinite"), [(F(100), False), (F(300), True)])
+def test_norm_bounds_are_infinite_where_the_sum_of_squares_may_overflow(
+        name: str, scale: Fraction, infinite: bool) -> None:
+    """float16: ``Σ ĉ²`` reaching half the largest value (32752) makes every bound of the row
+    ``inf``; 2·100² = 20000 does not."""
+    xs = [scale, -scale]
+    x = _bound([float(scale)] * 2, [0.0, 0.0])
+    y = _bound([1.0, 1.0], [0.0, 0.0])
+    op, c = OP_TABLE[name], _ctx("float16")
+    at = _site(xs, alpha=F(1))
+    for rule, got in (("budget", op.budget(c, at, [x])),
+                      ("budget_vjp", op.budget_vjp(c, at, [x], y, y)[0]),
+                      ("budget_jvp", op.budget_jvp(c, at, [x], y, [y]))):
+        assert bool(np.isinf(got.err).all()) == infinite and bool(
+            np.isinf(got.err).any()) == infinite, (
+            f"{name} {rule}(±{scale}, float16).err = {got.err}, but should be "
+            f"{'inf' if infinite else 'finite'} (Σ x² = {2 * scale**2} vs "
+            f"{LARGEST['float16'] / 2})")
+
+
+@pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
+def test_norm_rows_bound_the_true_variance_and_reciprocal_tightly(name: str) -> None:
+    """``_rows``' bounds of ``w = σ² + ε`` and ``r`` hold the true values, within 2**-36."""
+    xs, eps, slack = [F(4), F(2), F(-1)], F(1, 3), F(0)
+    op = OP_TABLE[name]
+    c_mag, w_low, w_high, r_up = op._rows(_ctx(), _site(xs, slack, eps))  # type: ignore[attr-defined]
+    mean = sum(xs, F(0)) / 3 if name == "layer_norm" else F(0)
+    c = [v - mean for v in xs]
+    w = sum((v * v for v in c), F(0)) / 3 + eps
+    close = F(1, 2**36)
+    lo, hi, r = F(float(w_low[0])), F(float(w_high[0])), F(float(r_up[0]))
+    assert w * (1 - close) <= lo <= w <= hi <= w * (1 + close), (
+        f"{name} rows: w in [{float(lo)!r}, {float(hi)!r}], but should hold w={float(w)!r} "
+        "within 2**-36")
+    assert r * r * w >= 1 and r * r * w <= 1 + close, (
+        f"{name} rows: r_up={float(r)!r}, but should be at least 1/sqrt({float(w)!r}) and "
+        "within 2**-36 of it")
+    for got, v in zip(c_mag.tolist(), c, strict=True):
+        assert abs(v) <= F(got) <= abs(v) * (1 + close), (
+            f"{name} rows: |c|={got!r}, but should be {float(abs(v))!r} rounded up")
