@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -14,6 +17,9 @@ import pytest
 
 from resverify.reports.mutant_runs import Command, Job
 from resverify.reports.runner import Interrupted, SuiteRun
+from resverify.spec import dumps
+from resverify.spec.fixtures import linear_block_request
+from tests.installed import require_installed
 
 TOOL = Path(__file__).resolve().parent.parent / "tools" / "flakes.py"
 
@@ -100,3 +106,31 @@ def test_flake_counts_that_repeat_a_seed_or_lack_their_seeds_are_refused(
     assert (stop.value.code, want in error) == (2, True), (
         f"--combine with a part {second or 'without seeds'} exits {stop.value.code} with "
         f"{error!r}, expected exit 2 naming {want!r}")
+
+
+def test_only_jax_children_get_the_persistent_compilation_cache_and_a_users_own_wins(
+        tmp_path: Path) -> None:
+    env = _tool().jax_cache_environment
+    assert env(["numpy", "torch"], tmp_path, {}) == {}
+    assert env(["numpy", "jax"], None, {}) == {}
+    assert env(["jax"], tmp_path, {"JAX_COMPILATION_CACHE_DIR": "/mine"}) == {}
+    for backends in (["jax"], ["numpy", "jax-jit"]):
+        got = env(backends, tmp_path, {})
+        assert got == {"JAX_COMPILATION_CACHE_DIR": str(tmp_path),
+                       "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                       "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}, (backends, got)
+
+
+def test_a_jax_child_given_that_environment_fills_the_cache(tmp_path: Path) -> None:
+    """The variable names are JAX's: a JAX run under them writes executables to the cache
+    (eager JAX's quick per-primitive compiles included)."""
+    require_installed("jax")
+    cache = tmp_path / "cache"
+    env = {**os.environ, **_tool().jax_cache_environment(["jax"], cache, {})}
+    request = tmp_path / "request.json"
+    request.write_text(dumps(linear_block_request()))
+    done = subprocess.run([sys.executable, "-m", "resverify.reports.cli", "run", str(request),
+                           "--backend", "jax"], env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert cache.is_dir() and any(cache.iterdir()), f"nothing cached in {cache}: {done.stderr}"

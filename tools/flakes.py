@@ -17,12 +17,20 @@ longer than one sitting on a small machine, so counts made in parts (disjoint se
     .venv/bin/python tools/flakes.py --combine part1.json part2.json --out flakes.json
 
 sums them, refusing parts that ran the same (backend, seed) twice or that lack their seeds.
+
+Eager JAX compiles one XLA executable per primitive and shape (about 70% of its suite run);
+the JAX children share JAX's own persistent compilation cache (``--jax-cache DIR``,
+default ``build/jax-compile-cache``; ``--jax-cache none`` for none; a
+``JAX_COMPILATION_CACHE_DIR`` already set wins), so a shape compiled under one seed is
+loaded, not compiled, under the next. The executables are the ones XLA compiles; only
+the time changes.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -41,6 +49,23 @@ STATISTICAL = ("independent_updates_add_their_variances",
                "branch_depending_on_input_breaks_naive_variance_sum",
                "pre_norm_stream_variance_grows_linearly_with_depth",
                "post_norm_block_keeps_stream_variance_constant_with_depth")
+
+
+JAX_CACHE = Path(__file__).resolve().parents[1] / "build" / "jax-compile-cache"
+
+
+def jax_cache_environment(backends: list[str], folder: Path | None,
+                          environ: dict[str, str]) -> dict[str, str]:
+    """The environment variables that give the JAX children (``jax``, ``jax-jit``) JAX's
+    persistent compilation cache in ``folder``, every executable cached however quick its
+    compile (eager JAX compiles one per primitive and shape, each in milliseconds); none
+    when no JAX backend runs, ``folder`` is None, or the caller set a cache of their own."""
+    if folder is None or "JAX_COMPILATION_CACHE_DIR" in environ or not any(
+            b.split("-")[0] == "jax" for b in backends):
+        return {}
+    return {"JAX_COMPILATION_CACHE_DIR": str(folder),
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
 
 
 def command(backend: str, seed: int, profile: str) -> Command:
@@ -124,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the counts as JSON")
     parser.add_argument("--combine", nargs="+", type=Path, metavar="JSON",
                         help="run nothing: add up counts written by --out in parts")
+    parser.add_argument("--jax-cache", default=str(JAX_CACHE), metavar="DIR",
+                        help="JAX's persistent compilation cache for the JAX children "
+                             "(default build/jax-compile-cache; 'none' for none)")
     args = parser.parse_args(argv)
     if args.combine:
         return _combine(args.combine, args.out, parser)
@@ -132,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     backends = args.backends or ["numpy"]
     seeds = range(args.first_seed, args.first_seed + args.runs)
     jobs = [(f"{b}@{s}", command(b, s, args.profile)) for s in seeds for b in backends]
+    cache = jax_cache_environment(backends, None if args.jax_cache == "none"
+                                  else Path(args.jax_cache), dict(os.environ))
+    os.environ.update(cache)  # the children inherit it
     tally, began = Tally(), time.monotonic()
 
     def done(job: Job) -> None:
@@ -150,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, previous)
     doc = tally.document(time.monotonic() - began)
     doc["commit"], doc["profile"] = _commit(), args.profile
+    doc["jax_compilation_cache"] = os.environ.get("JAX_COMPILATION_CACHE_DIR")
     if stopped:
         doc["interrupted"] = stopped
         print(f"stopped by {stopped} after {sum(doc['runs'].values())} of {len(jobs)} runs; "
