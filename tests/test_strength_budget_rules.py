@@ -400,6 +400,49 @@ def test_tanh_vjp_and_jvp_follow_the_slope_rule(slack: Fraction, rule: str) -> N
 
 
 # ----------------------------------------------------------------------------------------
+# underflow: on zero bounds only the subnormal terms remain
+
+
+def _zeros(*shape: int) -> Bound:
+    return _bound(np.zeros(shape), np.zeros(shape))
+
+
+def _zero_cases() -> list[tuple[str, list[Bound], list[Fraction], list[int]]]:
+    """(rule, its bounds on zero inputs, the error each must be, the terms each rounds)."""
+    c, z = _ctx(), _site()
+    tanh_at = _site([0, 0], F(0), None, [F(1, 2), F(0)])
+    mul = OP_TABLE["mul"].budget_vjp(c, z, [_zeros(2, 3), _zeros(3)], _zeros(2, 3),
+                                     _zeros(2, 3))
+    linear = OP_TABLE["linear"]
+    return [
+        # ḡ·b for a: one product each; ḡ·a for b: two products summed, gamma_1 of their sizes
+        ("mul vjp", mul, [SUB, 2 * SUB + _gamma(1) * 2 * SUB], [1, 2]),
+        ("linear (n = 8)", [linear.budget(c, z, [_zeros(2, 8), _zeros(8, 3)])], [8 * SUB], [8]),
+        ("linear vjp (d_out = 3, 2 rows)",
+         linear.budget_vjp(c, z, [_zeros(2, 8), _zeros(8, 3)], _zeros(2, 3), _zeros(2, 3)),
+         [3 * SUB, 2 * SUB], [3, 2]),
+        ("linear jvp (2n = 16 products)",
+         [linear.budget_jvp(c, z, [_zeros(2, 8), _zeros(8, 3)], _zeros(2, 3),
+                            [_zeros(2, 8), _zeros(8, 3)])], [16 * SUB], [16]),
+        ("tanh vjp", OP_TABLE["tanh"].budget_vjp(c, tanh_at, [_zeros(2)], _zeros(2),
+                                                 _zeros(2)), [SUB], [0]),
+        ("tanh jvp", [OP_TABLE["tanh"].budget_jvp(c, tanh_at, [_zeros(2)], _zeros(2),
+                                                  [_zeros(2)])], [SUB], [0]),
+    ]
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_product_rules_charge_one_subnormal_per_product_on_zero_inputs(index: int) -> None:
+    """A product may underflow: one smallest subnormal per product term, n for a dot
+    product of length n, summed like any error (sums are exact in the subnormal range)."""
+    name, got, errs, terms = _zero_cases()[index]
+    assert len(got) == len(errs), f"{len(got)} bounds, but should be {len(errs)} [{name}]"
+    for bound, err, n in zip(got, errs, terms, strict=True):
+        _assert_bound(bound, _obj(np.zeros(bound.mag.shape)),
+                      _obj(np.full(bound.err.shape, err)), n, f"{name} on zeros")
+
+
+# ----------------------------------------------------------------------------------------
 # layer_norm and rms_norm
 
 
@@ -430,24 +473,25 @@ class Row:
     c_hat: list[Fraction]
 
 
-def _row_formula(centred: bool, xs: list[Fraction], eps: Fraction, x: Bound) -> Row:
-    """docs/error-budget.md's norm steps for one row, in Fractions (square roots at 200 bits)."""
+def _row_formula(centred: bool, xs: list[Fraction], eps: Fraction, ex: list[Fraction],
+                 hx: list[Fraction]) -> Row:
+    """docs/error-budget.md's norm steps for one row, in Fractions (square roots at 200 bits):
+    ``ex``, ``hx`` the argument's error and computed size."""
     n = len(xs)
     mean = sum(xs, F(0)) / n if centred else F(0)
     c = [v - mean for v in xs]
     w = sum((v * v for v in c), F(0)) / n + eps
-    ex, hx = [F(v) for v in x.err.tolist()], [F(v) for v in (x.mag + x.err).tolist()]
     if centred:
-        e_mu = sum(ex, F(0)) / n + _gamma(n + 2) * sum(hx, F(0)) / n
+        e_mu = sum(ex, F(0)) / n + _gamma(n + 2) * sum(hx, F(0)) / n + SUB
         e_c = [e + e_mu + U * (abs(v) + e + e_mu) for v, e in zip(c, ex, strict=True)]
     else:
-        e_c = ex
+        e_c = list(ex)
     c_hat = [abs(v) + e for v, e in zip(c, e_c, strict=True)]
     e_v = (sum((2 * abs(v) * e + e * e for v, e in zip(c, e_c, strict=True)), F(0)) / n
            + _gamma(n + 2) * sum((h * h for h in c_hat), F(0)) / n)
     e_eps = _alpha_miss(eps)
     e_w = e_v + e_eps + U * (w + e_v + e_eps)
-    w_lo = max(w - e_w, eps * (1 - 3 * U))
+    w_lo = max(w - e_w, eps * (1 - 3 * U))  # a rounded sum of squares is never negative
     with mpmath.workprec(200):
         rho = _fr(_mp(e_w) / (_sqrt(w_lo) * (_sqrt(w) + _sqrt(w_lo))))
         r = _fr(1 / _sqrt(w))
@@ -457,89 +501,135 @@ def _row_formula(centred: bool, xs: list[Fraction], eps: Fraction, x: Bound) -> 
     return Row(n, c, r, rho, big_r, e_r, e_c, c_hat)
 
 
-NORM_ROWS = [
-    ("layer_norm", [F(4), F(2)], F(3)),  # mean 3, c = ±1, w = 4, r = 1/2
-    ("layer_norm", [F(3), F(1), F(-1), F(-3)], F(4)),  # w = 9, r = 1/3
-    ("rms_norm", [F(1), F(-1)], F(3)),  # w = 4
-    ("rms_norm", [F(2), F(0), F(0), F(2)], F(7)),  # w = 9
+def _mean(v: list[Fraction]) -> Fraction:
+    return sum(v, F(0)) / len(v)
+
+
+def _norm_back(k: Row, centred: bool, t_mag: list[Fraction], t_err: list[Fraction],
+               y_mag: list[Fraction], y_err: list[Fraction], jvp: bool
+               ) -> tuple[list[Fraction], list[Fraction]]:
+    """The magnitude ``r (|t| + |y| mean(|t||y|))`` (plus the centring's mean) and the
+    error ``R (ΔA + gamma_{2n+16} T) + 3 e_r (1 + ρ)³ T`` of one row's VJP (``t``: ḡ) or
+    JVP (``t``: the tangent, centred into d first)."""
+    n = k.n
+    t_hat = [m + e for m, e in zip(t_mag, t_err, strict=True)]
+    y_hat = [m + e for m, e in zip(y_mag, y_err, strict=True)]
+    d_mag, d_hat, e_d = list(t_mag), t_hat, list(t_err)
+    if centred and jvp:
+        d_mag = [v + _mean(t_mag) for v in t_mag]
+        d_hat = [v + _mean(t_hat) for v in t_hat]
+        e_d = [v + _mean(t_err) for v in t_err]
+    m_hat = _mean([a * b for a, b in zip(d_hat, y_hat, strict=True)])
+    terms = [d + yh * m_hat for d, yh in zip(d_hat, y_hat, strict=True)]
+    size_m = _mean([a * b for a, b in zip(d_mag, y_mag, strict=True)])
+    size = [d + ym * size_m for d, ym in zip(d_mag, y_mag, strict=True)]
+    inner = _mean([ed * yh + dh * ey for ed, yh, dh, ey in zip(e_d, y_hat, d_hat, y_err,
+                                                               strict=True)])
+    d_a = [ed + ey * m_hat + yh * inner for ed, ey, yh in zip(e_d, y_err, y_hat, strict=True)]
+    if centred and not jvp:
+        terms = [v + _mean(terms) for v in terms]
+        size = [v + _mean(t_mag) for v in size]
+        d_a = [v + _mean(t_err) for v in d_a]
+    cubed = 3 * k.e_r * (1 + k.rho) ** 3
+    err = [k.big_r * (a + _gamma(2 * n + 16) * t) + cubed * t + n * SUB
+           for a, t in zip(d_a, terms, strict=True)]
+    return [k.r * v for v in size], err
+
+
+@dataclass(frozen=True)
+class NormCase:
+    """Rows of a norm's argument (exact values) with their bounds' errors; ε."""
+
+    name: str
+    rows: list[list[Fraction]]
+    eps: Fraction
+    errs: list[list[Fraction]]
+
+    def __str__(self) -> str:
+        return f"{self.name}({[[str(v) for v in row] for row in self.rows]}, eps={self.eps})"
+
+
+def _pattern(rows: list[list[Fraction]], first: int) -> list[list[Fraction]]:
+    """Distinct small dyadic errors, zero on a row of zeros."""
+    return [[F(0) if not any(row) else F(1, 2 ** (first + (i + 2 * j) % 5))
+             for i in range(len(row))] for j, row in enumerate(rows)]
+
+
+def _norm_case(name: str, rows: list[list[int | Fraction]], eps: Fraction,
+               errs: list[list[Fraction]] | None = None) -> NormCase:
+    exact = [[F(v) for v in row] for row in rows]
+    return NormCase(name, exact, eps, errs if errs is not None else _pattern(exact, 4))
+
+
+NORM_CASES = [
+    # w = 9, 6 and 4 (the zero row: only its subnormal terms remain)
+    _norm_case("layer_norm", [[3, 1, -1, -3], [4, 2, 2, 0], [0, 0, 0, 0]], F(4)),
+    _norm_case("rms_norm", [[2, 0, 0, 2], [1, 1, 1, 1], [0, 0, 0, 0]], F(7)),
+    _norm_case("layer_norm", [[4, 2]], F(3)),  # a mean of 3 to round, w = 4
+    # errors far above σ²: the computed w may be as low as ε(1 - 3u), no lower
+    _norm_case("layer_norm", [[F(1, 64), F(-1, 64)]], F(1), [[F(1), F(1, 2)]]),
+    _norm_case("rms_norm", [[F(1, 64), F(-1, 64)]], F(1), [[F(1), F(1, 2)]]),
 ]
 
 
-def _norm_inputs(xs: list[Fraction]) -> Bound:
-    n = len(xs)
-    return _bound([abs(v) for v in xs], [F(1, 2**(4 + i)) for i in range(n)])
+def _rows_of(b: Bound) -> tuple[list[list[Fraction]], list[list[Fraction]]]:
+    return ([[F(v) for v in row] for row in b.mag.tolist()],
+            [[F(v) for v in row] for row in b.err.tolist()])
 
 
-@pytest.mark.parametrize(("name", "xs", "eps"), NORM_ROWS)
-def test_norm_budget_follows_the_documented_steps(name: str, xs: list[Fraction],
-                                                  eps: Fraction) -> None:
-    """``E_c R + |c| e_r + u ĉ R``, from mean, centred values, variance, ``+ ε``, 1/sqrt."""
-    x = _norm_inputs(xs)
-    got = OP_TABLE[name].budget(_ctx(), _site(xs, alpha=eps), [x])
-    k = _row_formula(name == "layer_norm", xs, eps, x)
-    err = [ec * k.big_r + abs(v) * k.e_r + U * h * k.big_r + SUB
-           for v, ec, h in zip(k.c, k.e_c, k.c_hat, strict=True)]
-    _assert_bound(got, _obj([abs(v) * k.r for v in k.c]), _obj(err), len(xs),
-                  f"{name} budget({xs}, eps={eps})", NORM)
+def _norm_at(case: NormCase) -> tuple[Site, Bound]:
+    x = _bound([[abs(v) for v in row] for row in case.rows], case.errs)
+    return _site(case.rows, alpha=case.eps), x
 
 
-def _norm_back(k: Row, centred: bool, t_size: list[Fraction],
-               t_err: list[Fraction], y: Bound, jvp: bool) -> list[Fraction]:
-    """``R (ΔA + gamma_{2n+16} T) + 3 e_r (1 + ρ)³ T`` for the VJP (``t``: ḡ) or the JVP
-    (``t``: the tangent, centred into d)."""
-    n, big_r, e_r, rho = k.n, k.big_r, k.e_r, k.rho
-    y_hat, y_err = [F(v) for v in (y.mag + y.err).tolist()], [F(v) for v in y.err.tolist()]
-
-    def mean(v: list[Fraction]) -> Fraction:
-        return sum(v, F(0)) / n
-
-    d_hat, e_d = list(t_size), list(t_err)
-    if centred and jvp:
-        d_hat = [v + mean(t_size) for v in t_size]
-        e_d = [v + mean(t_err) for v in t_err]
-    m_hat = mean([a * b for a, b in zip(d_hat, y_hat, strict=True)])
-    terms = [d + yh * m_hat for d, yh in zip(d_hat, y_hat, strict=True)]
-    inner = mean([ed * yh + dh * ey for ed, yh, dh, ey in zip(e_d, y_hat, d_hat, y_err,
-                                                              strict=True)])
-    d_a = [ed + ey * m_hat + yh * inner for ed, ey, yh in zip(e_d, y_err, y_hat, strict=True)]
-    if centred and not jvp:
-        terms = [v + mean(terms) for v in terms]
-        d_a = [v + mean(t_err) for v in d_a]
-    cubed = 3 * e_r * (1 + rho) ** 3
-    return [big_r * (a + _gamma(2 * n + 16) * t) + cubed * t + n * SUB
-            for a, t in zip(d_a, terms, strict=True)]
+def _formulas(case: NormCase, x: Bound) -> list[Row]:
+    mags, errs = _rows_of(x)
+    return [_row_formula(case.name == "layer_norm", row, case.eps, e,
+                         [m + v for m, v in zip(mg, e, strict=True)])
+            for row, mg, e in zip(case.rows, mags, errs, strict=True)]
 
 
-@pytest.mark.parametrize(("name", "xs", "eps"), NORM_ROWS)
+@pytest.mark.parametrize("case", NORM_CASES, ids=str)
+def test_norm_budget_follows_the_documented_steps(case: NormCase) -> None:
+    """``E_c R + |c| e_r + u ĉ R`` (a subnormal), from the mean, centred values, variance,
+    ``+ ε`` and ``1/sqrt`` steps, row by row."""
+    at, x = _norm_at(case)
+    got = OP_TABLE[case.name].budget(_ctx(), at, [x])
+    mag, err = [], []
+    for k in _formulas(case, x):
+        mag.append([abs(v) * k.r for v in k.c])
+        err.append([ec * k.big_r + abs(v) * k.e_r + U * h * k.big_r + SUB
+                    for v, ec, h in zip(k.c, k.e_c, k.c_hat, strict=True)])
+    _assert_bound(got, _obj(mag), _obj(err), len(case.rows[0]), f"{case} budget", NORM)
+
+
+def _norm_y_t(case: NormCase, rows: list[Row]) -> tuple[Bound, Bound]:
+    """The output's bound (``|c| r`` and small errors) and a cotangent or tangent's."""
+    y = _bound([[abs(v) * k.r for v in k.c] for k in rows], _pattern(case.rows, 3))
+    t = _bound([[F(i + 1 + j, 2) if any(row) else 0 for i in range(len(row))]
+                for j, row in enumerate(case.rows)], _pattern(case.rows, 2))
+    return y, t
+
+
+@pytest.mark.parametrize("case", NORM_CASES, ids=str)
 @pytest.mark.parametrize("rule", ["budget_vjp", "budget_jvp"])
-def test_norm_vjp_and_jvp_follow_the_documented_charge(name: str, xs: list[Fraction],
-                                                       eps: Fraction, rule: str) -> None:
+def test_norm_vjp_and_jvp_follow_the_documented_charge(case: NormCase, rule: str) -> None:
     """``R (ΔA + gamma_{2n+16} T) + 3 e_r (1 + ρ)³ T`` (``e_r = r (ρ + 4u(1 + ρ))`` the
-    reciprocal's error, whose ``r³`` the composition meets three times)."""
-    n = len(xs)
-    x = _norm_inputs(xs)
-    centred = name == "layer_norm"
-    k = _row_formula(centred, xs, eps, x)
-    c, r = k.c, k.r
-    y = _bound([abs(v) * r for v in c], [F(1, 2**(3 + i)) for i in range(n)])
-    t = _bound([F(i + 1, 2) for i in range(n)], [F(1, 2**(5 - i % 3)) for i in range(n)])
-    op = OP_TABLE[name]
-    at = _site(xs, alpha=eps)
+    reciprocal's error, whose ``r³`` the composition meets three times), n subnormals."""
+    at, x = _norm_at(case)
+    rows = _formulas(case, x)
+    y, t = _norm_y_t(case, rows)
+    op = OP_TABLE[case.name]
     got = (op.budget_vjp(_ctx(), at, [x], y, t)[0] if rule == "budget_vjp"
            else op.budget_jvp(_ctx(), at, [x], y, [t]))
-    t_mag = [F(v) for v in t.mag.tolist()]
-    y_mag = [F(v) for v in y.mag.tolist()]
-    d_mag = [v + sum(t_mag, F(0)) / n for v in t_mag] if centred else t_mag
-    size = [d + ym * sum((a * b for a, b in zip(y_mag, d_mag, strict=True)), F(0)) / n
-            for d, ym in zip(d_mag if rule == "budget_jvp" else t_mag, y_mag, strict=True)]
-    if rule == "budget_vjp":
-        size = [v + (sum(t_mag, F(0)) / n if centred else 0) for v in
-                [tm + ym * sum((a * b for a, b in zip(t_mag, y_mag, strict=True)), F(0)) / n
-                 for tm, ym in zip(t_mag, y_mag, strict=True)]]
-    t_hat = [F(v) for v in (t.mag + t.err).tolist()]
-    err = _norm_back(k, centred, t_hat, [F(v) for v in t.err.tolist()], y, rule == "budget_jvp")
-    _assert_bound(got, _obj([r * v for v in size]), _obj(err), 2 * n + 16,
-                  f"{name} {rule}({xs}, eps={eps})", NORM)
+    (y_mag, y_err), (t_mag, t_err) = _rows_of(y), _rows_of(t)
+    mag, err = [], []
+    for k, ym, ye, tm, te in zip(rows, y_mag, y_err, t_mag, t_err, strict=True):
+        m, e = _norm_back(k, case.name == "layer_norm", tm, te, ym, ye, rule == "budget_jvp")
+        mag.append(m)
+        err.append(e)
+    n = len(case.rows[0])
+    _assert_bound(got, _obj(mag), _obj(err), 2 * n + 16, f"{case} {rule}", NORM)
 
 
 @pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
@@ -551,48 +641,64 @@ def test_norm_rules_give_zero_bounds_for_empty_rows(name: str, shape: tuple[int,
     for rule, got in (("budget", op.budget(_ctx(), at, [x])),
                       ("budget_vjp", op.budget_vjp(_ctx(), at, [x], x, x)[0]),
                       ("budget_jvp", op.budget_jvp(_ctx(), at, [x], x, [x]))):
-        assert got.mag.shape == shape and not got.mag.any() and not got.err.any(), (
+        assert got.mag.shape == got.err.shape == shape and not got.mag.any() and not (
+                got.err.any()), (
             f"{name} {rule} on shape {shape} = {got}, but should be zeros of that shape")
 
 
 @pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
-@pytest.mark.parametrize(("scale", "infinite"), [(F(100), False), (F(300), True)])
+@pytest.mark.parametrize(("scale", "infinite"), [(F(110), False), (F(200), True)])
 def test_norm_bounds_are_infinite_where_the_sum_of_squares_may_overflow(
         name: str, scale: Fraction, infinite: bool) -> None:
-    """float16: ``Σ ĉ²`` reaching half the largest value (32752) makes every bound of the row
-    ``inf``; 2·100² = 20000 does not."""
-    xs = [scale, -scale]
-    x = _bound([float(scale)] * 2, [0.0, 0.0])
-    y = _bound([1.0, 1.0], [0.0, 0.0])
+    """float16: a row whose ``Σ ĉ²`` reaches half the largest value (32752: 2·200²) has
+    every bound ``inf``; 2·110² = 24200 does not, nor does a small row beside it."""
+    rows = [[scale, -scale], [F(1), F(-1)]]
+    x = _bound([[float(scale)] * 2, [1.0, 1.0]], np.zeros((2, 2)))
+    y = _bound(np.ones((2, 2)), np.zeros((2, 2)))
     op, c = OP_TABLE[name], _ctx("float16")
-    at = _site(xs, alpha=F(1))
+    at = _site(rows, alpha=F(1))
     for rule, got in (("budget", op.budget(c, at, [x])),
                       ("budget_vjp", op.budget_vjp(c, at, [x], y, y)[0]),
                       ("budget_jvp", op.budget_jvp(c, at, [x], y, [y]))):
-        assert bool(np.isinf(got.err).all()) == infinite and bool(
-            np.isinf(got.err).any()) == infinite, (
-            f"{name} {rule}(±{scale}, float16).err = {got.err}, but should be "
-            f"{'inf' if infinite else 'finite'} (Σ x² = {2 * scale**2} vs "
-            f"{LARGEST['float16'] / 2})")
+        want = [[infinite, infinite], [False, False]]
+        assert np.isinf(got.err).tolist() == want, (
+            f"{name} {rule}([±{scale}], [±1], float16).err = {got.err}, but should be inf "
+            f"exactly at {want} (Σ x² = {2 * scale**2} vs {LARGEST['float16'] / 2})")
 
 
 @pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
-def test_norm_rows_bound_the_true_variance_and_reciprocal_tightly(name: str) -> None:
-    """``_rows``' bounds of ``w = σ² + ε`` and ``r`` hold the true values, within 2**-36."""
-    xs, eps, slack = [F(4), F(2), F(-1)], F(1, 3), F(0)
+@pytest.mark.parametrize(("xs", "eps", "slack"), [
+    ([F(4), F(2), F(-1)], F(1, 3), F(0)),  # σ² dominates
+    ([F(1, 64), F(-1, 32), F(0)], F(1), F(0)),  # ε dominates
+    ([F(4), F(2), F(-1)], F(1, 3), F(1, 8)),  # carried values off by up to 1/8
+    ([F(1, 64), F(-1, 32), F(0)], F(1), F(1, 16)),  # slack beyond |c|: rms - 2σ < 0
+])
+def test_norm_rows_bound_the_true_variance_and_reciprocal_tightly(
+        name: str, xs: list[Fraction], eps: Fraction, slack: Fraction) -> None:
+    """``_rows``' bounds from the exact trace hold every true row its slack allows, and no
+    more: a carried value off by s moves a centred one by up to 2s (the value and the
+    mean), so ``|c| + 2s`` bounds ``|c|``, and the root mean square moves by 2s at most:
+    ``w`` lies in ``[max(rms - 2s, 0)² + ε, (rms + 2s)² + ε]``, ``r`` at most
+    ``1/sqrt`` of the low end; each within 2**-36 (a float64 margin) of those values."""
     op = OP_TABLE[name]
-    c_mag, w_low, w_high, r_up = op._rows(_ctx(), _site(xs, slack, eps))  # type: ignore[attr-defined]
-    mean = sum(xs, F(0)) / 3 if name == "layer_norm" else F(0)
+    c_mag, w_low, w_high, r_up = op._rows(_ctx(), _site([xs], slack, eps))  # type: ignore[attr-defined]
+    mean = _mean(xs) if name == "layer_norm" else F(0)
     c = [v - mean for v in xs]
-    w = sum((v * v for v in c), F(0)) / 3 + eps
+    ms = _mean([v * v for v in c])
+    with mpmath.workprec(200):
+        rms = _sqrt(ms)
+        low = _fr(max(rms - _mp(2 * slack), mpmath.mpf(0)) ** 2) + eps
+        high = _fr((rms + _mp(2 * slack)) ** 2) + eps
+        r = _fr(1 / _sqrt(low))
     close = F(1, 2**36)
-    lo, hi, r = F(float(w_low[0])), F(float(w_high[0])), F(float(r_up[0]))
-    assert w * (1 - close) <= lo <= w <= hi <= w * (1 + close), (
-        f"{name} rows: w in [{float(lo)!r}, {float(hi)!r}], but should hold w={float(w)!r} "
-        "within 2**-36")
-    assert r * r * w >= 1 and r * r * w <= 1 + close, (
-        f"{name} rows: r_up={float(r)!r}, but should be at least 1/sqrt({float(w)!r}) and "
-        "within 2**-36 of it")
-    for got, v in zip(c_mag.tolist(), c, strict=True):
-        assert abs(v) <= F(got) <= abs(v) * (1 + close), (
-            f"{name} rows: |c|={got!r}, but should be {float(abs(v))!r} rounded up")
+    lo, hi, r_got = F(float(w_low[0, 0])), F(float(w_high[0, 0])), F(float(r_up[0, 0]))
+    assert low * (1 - close) <= lo <= low and high <= hi <= high * (1 + close), (
+        f"{name} rows({xs}, eps={eps}, slack={slack}): w in [{float(lo)!r}, {float(hi)!r}], "
+        f"but should be [{float(low)!r}, {float(high)!r}] rounded outward")
+    assert r <= r_got <= r * (1 + close), (
+        f"{name} rows: r_up={float(r_got)!r}, but should be 1/sqrt({float(low)!r}) "
+        f"= {float(r)!r} rounded up")
+    for got, v in zip(c_mag[0].tolist(), c, strict=True):
+        want = abs(v) + 2 * slack  # rounded up, then one float64 addition (half an ulp)
+        assert want * (1 - F(1, 2**52)) <= F(got) <= want * (1 + close), (
+            f"{name} rows: |c|={got!r}, but should be {float(want)!r}")
