@@ -41,7 +41,8 @@ from resverify.spec.codec import packaged_schema, parse_json, request_from_dict
 from resverify.spec.errors import ResverifyError, UsageError
 from resverify.spec.request import Request
 
-__all__ = ["DEFAULT_FILE", "KnownFailure", "apply", "check_entries", "find_file", "load"]
+__all__ = ["DEFAULT_FILE", "KnownFailure", "apply", "check_entries", "covers", "find_file",
+           "load"]
 
 DEFAULT_FILE = Path("resverify-known-failures.toml")
 Doc = dict[str, Any]
@@ -216,7 +217,9 @@ def _kinds(prop: Mapping[str, Any]) -> set[str]:
     return kinds or {str(prop.get("failure_kind") or "law")}
 
 
-def _covers(entry: Mapping[str, Any], prop: Mapping[str, Any]) -> bool:
+def covers(entry: Mapping[str, Any], prop: Mapping[str, Any]) -> bool:
+    """Whether the checked ``entry`` expects the failed property test ``prop`` (its backend,
+    property and dtype, every failure of the kind the entry names)."""
     return (entry["status"] == "expected" and entry["property"] == prop["property"]
             and entry["backend"] == prop["backend"] and entry["dtype"] == prop["dtype"]
             and _kinds(prop) == {entry["kind"]})
@@ -227,7 +230,7 @@ def apply(entries: Sequence[Doc], properties: Sequence[Doc], claims: Sequence[Do
     settle the claim entries from the claims' sides."""
     for prop in properties:
         if prop["status"] == "failed":
-            entry = next((e for e in entries if _covers(e, prop)), None)
+            entry = next((e for e in entries if covers(e, prop)), None)
             if entry is not None:
                 prop["status"] = "expected"
                 prop["known_failure"] = entry["entry"]

@@ -13,12 +13,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 from resverify.reports.mutant_runs import Command, Job
 from resverify.reports.runner import Interrupted, SuiteRun
 from resverify.spec import dumps
 from resverify.spec.fixtures import linear_block_request
+from resverify.spec.request import Request
 from tests.installed import require_installed
 
 TOOL = Path(__file__).resolve().parent.parent / "tools" / "flakes.py"
@@ -134,3 +136,72 @@ def test_a_jax_child_given_that_environment_fills_the_cache(tmp_path: Path) -> N
                           timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert cache.is_dir() and any(cache.iterdir()), f"nothing cached in {cache}: {done.stderr}"
+
+
+MUTANT = "resverify.impl.mutants:TangentDropsIdentity"
+TANGENT_LAW = "tangent_matches_spec_within_budget"
+
+
+def _failed(dtype: str) -> dict[str, object]:
+    return {"nodeid": f"properties/test_jvp.py::test_{TANGENT_LAW}[{dtype}]", "outcome": "failed",
+            "message": "tangent[0] off", "properties": {
+                "property": TANGENT_LAW, "backend": "mutant-tangent-drops-identity",
+                "dtype": dtype, "examples": 3, "failure_kind": "law",
+                "failures": [{"kind": "law", "message": "tangent[0] off"}]}}
+
+
+def _runs_failing(results: list[dict[str, object]]) -> Callable[..., dict[str, Job]]:
+    def fake(commands: Sequence[tuple[str, Command]], processes: int,
+             on_done: Callable[[Job], None] | None = None) -> dict[str, Job]:
+        job = Job(commands[0][0], Path("."))
+        job.suite = SuiteRun(began=True, collected=len(results), exitstatus=1, returncode=1)
+        job.suite.results += results
+        assert on_done is not None
+        on_done(job)
+        return {job.key: job}
+    return fake
+
+
+def _known_file(tmp_path: Path, backend: str) -> Path:
+    base = linear_block_request()
+    vector = tmp_path / "tangent.json"
+    vector.write_text(dumps(Request(base.program, base.inputs, base.dtype, base.cotangent,
+                                    {n: np.full(v.shape, 0.5) for n, v in base.inputs.items()})))
+    path = tmp_path / "known.toml"
+    path.write_text(f'[[failure]]\nbackend = "{backend}"\nproperty = "{TANGENT_LAW}"\n'
+                    f'vector = "tangent.json"\nreason = "planted"\n')
+    return path
+
+
+def test_a_failure_a_known_failures_entry_expects_is_counted_expected_not_failed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule of ``resverify check --known-failures``: the entry's vector still fails on
+    its backend, and the failed test has its backend, property, dtype (the vector's, float64)
+    and kind; the same law failing in float32 is no known failure."""
+    tool = _tool()
+    monkeypatch.setattr(tool, "run_children",
+                        _runs_failing([_failed("float64"), _failed("float32")]))
+    out = tmp_path / "flakes.json"
+    code = tool.main(["--runs", "1", "--backend", MUTANT, "--known-failures",
+                      str(_known_file(tmp_path, MUTANT)), "--out", str(out)])
+    doc = json.loads(out.read_text())
+    got = (code, [f["test"][-9:] for f in doc["failures"]],
+           [(f["test"][-9:], f["known_failure"]) for f in doc["expected"]],
+           [e["status"] for e in doc["known_failures"]])
+    want = (1, ["[float32]"], [("[float64]", 1)], ["expected"])
+    assert got == want, f"flakes.py --known-failures gives {got}, expected {want}"
+
+
+def test_a_known_failure_whose_vector_passes_now_fails_the_count(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry whose vector passes on its backend (the reference here) is ``fixed``: the
+    count exits 1 although no test failed, as ``resverify check`` does."""
+    tool = _tool()
+    monkeypatch.setattr(tool, "run_children", _runs_failing([]))
+    out = tmp_path / "flakes.json"
+    code = tool.main(["--runs", "1", "--backend", "numpy", "--known-failures",
+                      str(_known_file(tmp_path, "numpy")), "--out", str(out)])
+    doc = json.loads(out.read_text())
+    got = (code, doc["failures"], [e["status"] for e in doc["known_failures"]])
+    assert got == (1, [], ["fixed"]), (
+        f"a fixed known failure gives {got}, expected (1, [], ['fixed'])")

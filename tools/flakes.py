@@ -39,9 +39,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from resverify.impl import resolve_backend
 from resverify.properties.stats import FALSE_ALARM
+from resverify.reports import known_failures
 from resverify.reports.mutant_runs import Command, Job, run_children
 from resverify.reports.runner import Interrupted, pytest_command
+from resverify.spec.errors import ResverifyError
 
 # the properties whose verdict is a statistical test with a stated false-alarm bound
 STATISTICAL = ("independent_updates_add_their_variances",
@@ -79,11 +82,13 @@ def command(backend: str, seed: int, profile: str) -> Command:
 class Tally:
     """Counts over every run: runs, tests, examples and failures, by property."""
 
-    def __init__(self) -> None:
+    def __init__(self, known: list[dict[str, Any]] | None = None) -> None:
+        self.known = known or []
         self.runs: Counter[str] = Counter()
         self.incomplete: list[str] = []
         self.examples: Counter[str] = Counter()
         self.failures: list[dict[str, Any]] = []
+        self.expected: list[dict[str, Any]] = []
         self.seeds: dict[str, set[int]] = {}
         self.tests = 0
 
@@ -99,8 +104,20 @@ class Tally:
             prop = str(result["properties"].get("property", result["nodeid"]))
             self.examples[prop] += int(result["properties"].get("examples") or 0)
             if result["outcome"] == "failed":
-                self.failures.append({"backend": backend, "seed": int(seed),
-                                      "test": result["nodeid"], "message": result["message"]})
+                failure = {"backend": backend, "seed": int(seed), "test": result["nodeid"],
+                           "message": result["message"]}
+                entry = self._known(result["properties"])
+                if entry is None:
+                    self.failures.append(failure)
+                else:
+                    self.expected.append({**failure, "known_failure": entry})
+
+    def _known(self, prop: dict[str, Any]) -> int | None:
+        """The number of the known-failures entry that expects this failed test (the rule of
+        ``resverify check --known-failures``: its backend, property, dtype and kind, the
+        entry's vector still failing), or None."""
+        entry = next((e for e in self.known if known_failures.covers(e, prop)), None)
+        return None if entry is None else int(entry["entry"])
 
     def statistics(self) -> dict[str, Any]:
         """The statistical properties' examples, failures and the false alarms the bound
@@ -128,10 +145,12 @@ class Tally:
         self.tests += doc["tests"]
         self.examples.update(doc["examples_by_property"])
         self.failures += doc["failures"]
+        self.expected += doc.get("expected", [])
         self.incomplete += doc["incomplete"]
 
     def document(self, seconds: float) -> dict[str, Any]:
         return {"runs": dict(self.runs), "tests": self.tests, "failures": self.failures,
+                "expected": self.expected,
                 "incomplete": self.incomplete, "examples": sum(self.examples.values()),
                 "examples_by_property": dict(sorted(self.examples.items())),
                 "statistical": self.statistics(), "seconds": round(seconds, 1),
@@ -149,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the counts as JSON")
     parser.add_argument("--combine", nargs="+", type=Path, metavar="JSON",
                         help="run nothing: add up counts written by --out in parts")
+    parser.add_argument("--known-failures", type=Path, metavar="FILE",
+                        help="a known-failures file (as `resverify check --known-failures`): a "
+                             "failed test it expects is counted as expected, not failed")
     parser.add_argument("--jax-cache", default=str(JAX_CACHE), metavar="DIR",
                         help="JAX's persistent compilation cache for the JAX children "
                              "(default build/jax-compile-cache; 'none' for none)")
@@ -163,7 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     cache = jax_cache_environment(backends, None if args.jax_cache == "none"
                                   else Path(args.jax_cache), dict(os.environ))
     os.environ.update(cache)  # the children inherit it
-    tally, began = Tally(), time.monotonic()
+    try:
+        known = _known_entries(args.known_failures, backends)
+    except ResverifyError as exc:
+        parser.error(str(exc))
+    tally, began = Tally(known), time.monotonic()
 
     def done(job: Job) -> None:
         tally.add(job)
@@ -182,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = tally.document(time.monotonic() - began)
     doc["commit"], doc["profile"] = _commit(), args.profile
     doc["jax_compilation_cache"] = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    doc["known_failures"] = known
     if stopped:
         doc["interrupted"] = stopped
         print(f"stopped by {stopped} after {sum(doc['runs'].values())} of {len(jobs)} runs; "
@@ -189,7 +216,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None:
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
     _summary(doc)
-    return 0 if not doc["failures"] and not doc["incomplete"] and not stopped else 1
+    fixed = [e for e in known if e["status"] == "fixed"]
+    return 0 if not doc["failures"] and not doc["incomplete"] and not stopped and not fixed \
+        else 1
+
+
+def _known_entries(path: Path | None, backends: list[str]) -> list[dict[str, Any]]:
+    """The entries of a known-failures file, each vector judged on its backend first (as
+    ``resverify check`` does: an entry whose vector passes now is ``fixed``)."""
+    if path is None:
+        return []
+    entries = known_failures.check_entries(
+        known_failures.load(path), {b: resolve_backend(b) for b in backends}, Path.cwd())
+    for entry in entries:
+        print(f"known failure {entry['entry']} ({entry['backend']}, "
+              f"{entry['property'] or entry['claim']}): {entry['status']}", file=sys.stderr)
+    return entries
 
 
 def _combine(paths: list[Path], out: Path | None, parser: argparse.ArgumentParser) -> int:
@@ -233,7 +275,8 @@ def _summary(doc: dict[str, Any]) -> None:
     stats = doc["statistical"]
     runs = ", ".join(f"{b} {n}" for b, n in doc["runs"].items())
     print(f"suite runs: {runs}; {doc['tests']} tests, {doc['examples']} examples, "
-          f"{len(doc['failures'])} failed, {len(doc['incomplete'])} incomplete "
+          f"{len(doc['failures'])} failed, {len(doc.get('expected', []))} expected "
+          f"(known failures), {len(doc['incomplete'])} incomplete "
           f"({doc['seconds']:.0f}s)")
     print(f"statistical properties: {stats['failures']} failures in {stats['examples']} "
           f"examples; stated bound {stats['bound_per_example']:g} per example allows "
@@ -242,6 +285,9 @@ def _summary(doc: dict[str, Any]) -> None:
     for failure in doc["failures"]:
         print(f"FAILED {failure['backend']} seed {failure['seed']}: {failure['test']}: "
               f"{failure['message'][:200]}")
+    for failure in doc.get("expected", []):
+        print(f"expected (known failure {failure['known_failure']}) {failure['backend']} seed "
+              f"{failure['seed']}: {failure['test']}")
 
 
 if __name__ == "__main__":
