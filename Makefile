@@ -42,9 +42,9 @@ mutants: $(STAMP)
 	mkdir -p resverify-report
 	$(BIN)/resverify mutants -n 2 --out resverify-report/mutants.json --html resverify-report/mutants.html
 
-## flakes: the whole suite on numpy, torch and jax under 200 seeds each; counts failures (must be 0)
+## flakes: the whole suite on numpy, torch and jax under 200 seeds each; counts failures (must be 0), the known failures of docs/findings apart
 flakes: $(STAMP)
-	$(BIN)/python tools/flakes.py --runs 200 -j 2 --backend numpy --backend torch --backend jax --out flakes.json
+	$(BIN)/python tools/flakes.py --runs 200 -j 2 --backend numpy --backend torch --backend jax --known-failures docs/findings/known-failures.toml --out flakes.json
 
 ## mutation: mutmut (own venv under build/mutation/) over spec/compare, budget, rounding, spec/exact and impl's autograd
 mutation: $(STAMP)
