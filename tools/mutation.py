@@ -171,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", metavar="TEXT",
                         help="with --survivors-of: re-run only the mutants whose name holds "
                         "TEXT (repeatable, e.g. 'ǁTanhǁ'); the others keep their verdicts")
+    parser.add_argument("--rerun", action="append", default=[], metavar="STATUS",
+                        help="with --survivors-of: re-run the mutants of this verdict too "
+                        "(repeatable, e.g. 'timeout' after a run on a loaded machine)")
     args = parser.parse_args(argv)
     if args.only and args.survivors_of is None:
         parser.error("--only narrows a --survivors-of re-run: give --survivors-of JSON")
@@ -182,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     copy = repository_copy(args.work, modules, tests,
                            "repo" if args.modules or args.suite == "budget" else args.suite)
     earlier = json.loads(args.survivors_of.read_text())["statuses"] if args.survivors_of else {}
-    again = sorted(k for k, s in earlier.items() if s in RERUN
+    again = sorted(k for k, s in earlier.items() if (s in RERUN or s in args.rerun)
                    and (not args.only or any(text in k for text in args.only)))
     if again or not earlier:
         subprocess.run([bin_dir / "mutmut", "run", "--max-children", str(args.max_children),
