@@ -403,6 +403,53 @@ def test_tanh_vjp_and_jvp_follow_the_slope_rule(slack: Fraction, rule: str) -> N
 
 
 # ----------------------------------------------------------------------------------------
+# the law behind the formulas: sound for a backend that rounds once, and attained
+
+
+def _float16_inputs(rng: np.random.Generator, count: int) -> tuple[np.ndarray, list[Fraction]]:
+    """Computed float16 inputs in [1, 4) and exact values they may be off from: 0 or a few
+    float16 ulps below (an upstream error, in the direction that adds up)."""
+    computed = (1 + rng.integers(0, 3 * 2**10, count) / 2**10).astype(np.float16)
+    below = [int(k) * F(1, 2**11) for k in rng.integers(0, 4, count)]
+    return computed, [F(float(v)) - d for v, d in zip(computed, below, strict=True)]
+
+
+@pytest.mark.parametrize("name", ["add", "mul", "scale"])
+def test_rounded_once_float16_results_lie_inside_and_reach_half_the_bound(name: str) -> None:
+    """Sound: a float16 backend that rounds the op once (NumPy: exact in float32 for these
+    operands, then one rounding to float16), fed inputs that are off by up to their error
+    bound in the same direction, lands inside the bound. Not loose: over 2000 such cases the
+    largest error reaches at least half of its bound (the rounding of the op is attained
+    near a midpoint)."""
+    rng = np.random.default_rng(20261130)
+    (a16, a), (b16, b) = _float16_inputs(rng, 2000), _float16_inputs(rng, 2000)
+    alpha = F(3, 2)
+    args = [Bound(np.array([float(v) for v in a]), np.array([float(F(float(v16)) - v)
+                                                             for v16, v in zip(a16, a,
+                                                                               strict=True)]))]
+    if name == "scale":
+        out16 = a16 * np.float16(1.5)
+        exact = [v * alpha for v in a]
+    else:
+        args.append(Bound(np.array([float(v) for v in b]),
+                          np.array([float(F(float(v16)) - v) for v16, v in zip(b16, b,
+                                                                                strict=True)])))
+        out16 = a16 + b16 if name == "add" else a16 * b16
+        exact = [p + q if name == "add" else p * q for p, q in zip(a, b, strict=True)]
+    assert out16.dtype == np.float16
+    bound = OP_TABLE[name].budget(_ctx("float16"), _site(alpha=alpha), args).err
+    ratios = [abs(F(float(o)) - e) / F(float(m))
+              for o, e, m in zip(out16, exact, bound.tolist(), strict=True)]
+    worst = max(ratios)
+    assert worst <= 1, (
+        f"{name}: error {float(worst):.4g} of its bound at case {ratios.index(worst)}, "
+        "but a once-rounded float16 result should lie inside [float16]")
+    assert worst >= F(1, 2), (
+        f"{name}: the largest error over 2000 cases is {float(worst):.4g} of its bound, but "
+        "should reach at least 1/2 (the bound is too loose) [float16]")
+
+
+# ----------------------------------------------------------------------------------------
 # underflow: on zero bounds only the subnormal terms remain
 
 
