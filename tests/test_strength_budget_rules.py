@@ -324,9 +324,10 @@ RELU_IN = [F(2), F(-2), F(1, 16), F(-1, 16), F(0), F(1, 8), F(-1, 4)]
 def _relu_case(err: Sequence[float], slack: Fraction) -> tuple[Site, Bound, list[bool],
                                                                  list[bool]]:
     """The exact input, its bound, and which elements are positive and of uncertain sign
-    (``|a| <= e_a + slack``, and some error at all)."""
-    at = _site(RELU_IN, slack)
-    x = _bound([abs(v) for v in RELU_IN], err)
+    (``|a| <= e_a + slack``, and some error at all); a column, so that every mask keeps
+    the argument's shape."""
+    at = _site([[v] for v in RELU_IN], slack)
+    x = _bound([[abs(v)] for v in RELU_IN], [[e] for e in err])
     positive = [v > 0 for v in RELU_IN]
     unsure = [(e == math.inf or abs(v) <= F(e) + slack) and (e > 0 or slack > 0)
               for v, e in zip(RELU_IN, err, strict=True)]
@@ -342,7 +343,7 @@ def test_relu_budget_keeps_the_input_bound_where_positive_or_of_uncertain_sign(
         err: list[float], slack: Fraction) -> None:
     at, x, positive, unsure = _relu_case(err, slack)
     got = OP_TABLE["relu"].budget(_ctx(), at, [x])
-    keep = np.array([p or s for p, s in zip(positive, unsure, strict=True)])
+    keep = np.array([[p or s] for p, s in zip(positive, unsure, strict=True)])
     want = Bound(np.where(keep, x.mag, 0.0), np.where(keep, x.err, 0.0))
     assert np.array_equal(got.mag, want.mag) and np.array_equal(got.err, want.err), (
         f"relu budget = {got}, but should be {want} [exact {RELU_IN}, err {err}, "
@@ -353,9 +354,10 @@ def test_relu_budget_keeps_the_input_bound_where_positive_or_of_uncertain_sign(
 def test_relu_vjp_and_jvp_charge_the_whole_cotangent_where_the_sign_may_flip(
         err: list[float], slack: Fraction) -> None:
     at, x, positive, unsure = _relu_case(err, slack)
-    g = _bound([3] * 7, [F(1, 2)] * 7)
-    want_err = [3.5 if s else 0.5 if p else 0.0 for p, s in zip(positive, unsure, strict=True)]
-    want_mag = [3.0 if p or s else 0.0 for p, s in zip(positive, unsure, strict=True)]
+    g = _bound([[3]] * 7, [[F(1, 2)]] * 7)
+    want_err = [[3.5 if s else 0.5 if p else 0.0] for p, s in zip(positive, unsure,
+                                                                  strict=True)]
+    want_mag = [[3.0 if p or s else 0.0] for p, s in zip(positive, unsure, strict=True)]
     op = OP_TABLE["relu"]
     for rule, got in (("vjp", op.budget_vjp(_ctx(), at, [x], x, g)[0]),
                       ("jvp", op.budget_jvp(_ctx(), at, [x], x, [g]))):
