@@ -174,7 +174,8 @@ def _known_file(tmp_path: Path, backend: str) -> Path:
 
 
 def test_a_failure_a_known_failures_entry_expects_is_counted_expected_not_failed(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """The rule of ``resverify check --known-failures``: the entry's vector still fails on
     its backend, and the failed test has its backend, property, dtype (the vector's, float64)
     and kind; the same law failing in float32 is no known failure."""
@@ -190,6 +191,9 @@ def test_a_failure_a_known_failures_entry_expects_is_counted_expected_not_failed
            [e["status"] for e in doc["known_failures"]])
     want = (1, ["[float32]"], [("[float64]", 1)], ["expected"])
     assert got == want, f"flakes.py --known-failures gives {got}, expected {want}"
+    progress = f"{MUTANT}@1000: 2 tests, 1 failed, 1 expected (known failures)"
+    err = capsys.readouterr().err
+    assert progress in err.splitlines(), f"progress lines {err!r} lack {progress!r}"
 
 
 def test_a_known_failure_whose_vector_passes_now_fails_the_count(

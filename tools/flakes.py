@@ -192,9 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     tally, began = Tally(known), time.monotonic()
 
     def done(job: Job) -> None:
+        failed, expected = len(tally.failures), len(tally.expected)
         tally.add(job)
-        print(f"{job.key}: {len(job.suite.results)} tests, "
-              f"{sum(r['outcome'] == 'failed' for r in job.suite.results)} failed",
+        print(f"{job.key}: {len(job.suite.results)} tests, {len(tally.failures) - failed} "
+              f"failed, {len(tally.expected) - expected} expected (known failures)",
               file=sys.stderr, flush=True)
 
     stopped = ""
