@@ -601,9 +601,19 @@ class NormCase:
     rows: list[list[Fraction]]
     eps: Fraction
     errs: list[list[Fraction]]
+    lead: tuple[int, ...]
+    """The leading axes the rows are laid out in (``()``: one row, a 1-D argument)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (*self.lead, len(self.rows[0]))
+
+    def shaped(self, b: Bound) -> Bound:
+        return Bound(b.mag.reshape(self.shape), b.err.reshape(self.shape))
 
     def __str__(self) -> str:
-        return f"{self.name}({[[str(v) for v in row] for row in self.rows]}, eps={self.eps})"
+        return (f"{self.name}({[[str(v) for v in row] for row in self.rows]} as "
+                f"{list(self.shape)}, eps={self.eps})")
 
 
 def _pattern(rows: list[list[Fraction]], first: int) -> list[list[Fraction]]:
@@ -613,19 +623,22 @@ def _pattern(rows: list[list[Fraction]], first: int) -> list[list[Fraction]]:
 
 
 def _norm_case(name: str, rows: list[list[int | Fraction]], eps: Fraction,
-               errs: list[list[Fraction]] | None = None) -> NormCase:
+               errs: list[list[Fraction]] | None = None,
+               lead: tuple[int, ...] | None = None) -> NormCase:
     exact = [[F(v) for v in row] for row in rows]
-    return NormCase(name, exact, eps, errs if errs is not None else _pattern(exact, 4))
+    return NormCase(name, exact, eps, errs if errs is not None else _pattern(exact, 4),
+                    (len(rows),) if lead is None else lead)
 
 
 NORM_CASES = [
     # w = 9, 6 and 4 (the zero row: only its subnormal terms remain)
-    _norm_case("layer_norm", [[3, 1, -1, -3], [4, 2, 2, 0], [0, 0, 0, 0]], F(4)),
-    _norm_case("rms_norm", [[2, 0, 0, 2], [1, 1, 1, 1], [0, 0, 0, 0]], F(7)),
-    _norm_case("layer_norm", [[4, 2]], F(3)),  # a mean of 3 to round, w = 4
+    # (three leading axes, so that only the last one is the row's)
+    _norm_case("layer_norm", [[3, 1, -1, -3], [4, 2, 2, 0], [0, 0, 0, 0]], F(4), None, (3, 1)),
+    _norm_case("rms_norm", [[2, 0, 0, 2], [1, 1, 1, 1], [0, 0, 0, 0]], F(7), None, (1, 3)),
+    _norm_case("layer_norm", [[4, 2]], F(3), None, ()),  # a mean of 3 to round, w = 4
     # errors far above σ²: the computed w may be as low as ε(1 - 3u), no lower
-    _norm_case("layer_norm", [[F(1, 64), F(-1, 64)]], F(1), [[F(1), F(1, 2)]]),
-    _norm_case("rms_norm", [[F(1, 64), F(-1, 64)]], F(1), [[F(1), F(1, 2)]]),
+    _norm_case("layer_norm", [[F(1, 64), F(-1, 64)]], F(1), [[F(1), F(1, 2)]], ()),
+    _norm_case("rms_norm", [[F(1, 64), F(-1, 64)]], F(1), [[F(1), F(1, 2)]], ()),
     # ε the smallest bfloat16 subnormal on a zero row: the variance's own subnormal terms
     # (a square and the mean may each underflow) weigh as much as ε's rounding
     _norm_case("layer_norm", [[0, 0, 0]], SUB),
@@ -640,7 +653,7 @@ def _rows_of(b: Bound) -> tuple[list[list[Fraction]], list[list[Fraction]]]:
 
 def _norm_at(case: NormCase) -> tuple[Site, Bound]:
     x = _bound([[abs(v) for v in row] for row in case.rows], case.errs)
-    return _site(case.rows, alpha=case.eps), x
+    return _site(np.array(case.rows, dtype=object).reshape(case.shape), alpha=case.eps), x
 
 
 def _formulas(case: NormCase, x: Bound) -> list[Row]:
@@ -655,13 +668,14 @@ def test_norm_budget_follows_the_documented_steps(case: NormCase) -> None:
     """``E_c R + |c| e_r + u ĉ R`` (a subnormal), from the mean, centred values, variance,
     ``+ ε`` and ``1/sqrt`` steps, row by row."""
     at, x = _norm_at(case)
-    got = OP_TABLE[case.name].budget(_ctx(), at, [x])
+    got = OP_TABLE[case.name].budget(_ctx(), at, [case.shaped(x)])
     mag, err = [], []
     for k in _formulas(case, x):
         mag.append([abs(v) * k.r for v in k.c])
         err.append([ec * k.big_r + abs(v) * k.e_r + U * h * k.big_r + SUB
                     for v, ec, h in zip(k.c, k.e_c, k.c_hat, strict=True)])
-    _assert_bound(got, _obj(mag), _obj(err), len(case.rows[0]), f"{case} budget", NORM)
+    _assert_bound(got, _obj(mag).reshape(case.shape), _obj(err).reshape(case.shape),
+                  len(case.rows[0]), f"{case} budget", NORM)
 
 
 def _norm_y_t(case: NormCase, rows: list[Row]) -> tuple[Bound, Bound]:
@@ -681,8 +695,9 @@ def test_norm_vjp_and_jvp_follow_the_documented_charge(case: NormCase, rule: str
     rows = _formulas(case, x)
     y, t = _norm_y_t(case, rows)
     op = OP_TABLE[case.name]
-    got = (op.budget_vjp(_ctx(), at, [x], y, t)[0] if rule == "budget_vjp"
-           else op.budget_jvp(_ctx(), at, [x], y, [t]))
+    x, y_in, t_in = case.shaped(x), case.shaped(y), case.shaped(t)
+    got = (op.budget_vjp(_ctx(), at, [x], y_in, t_in)[0] if rule == "budget_vjp"
+           else op.budget_jvp(_ctx(), at, [x], y_in, [t_in]))
     (y_mag, y_err), (t_mag, t_err) = _rows_of(y), _rows_of(t)
     mag, err = [], []
     for k, ym, ye, tm, te in zip(rows, y_mag, y_err, t_mag, t_err, strict=True):
@@ -690,7 +705,8 @@ def test_norm_vjp_and_jvp_follow_the_documented_charge(case: NormCase, rule: str
         mag.append(m)
         err.append(e)
     n = len(case.rows[0])
-    _assert_bound(got, _obj(mag), _obj(err), 2 * n + 16, f"{case} {rule}", NORM)
+    _assert_bound(got, _obj(mag).reshape(case.shape), _obj(err).reshape(case.shape),
+                  2 * n + 16, f"{case} {rule}", NORM)
 
 
 @pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
@@ -708,20 +724,21 @@ def test_norm_rules_give_zero_bounds_for_empty_rows(name: str, shape: tuple[int,
 
 
 @pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
-@pytest.mark.parametrize(("scale", "infinite"), [(F(110), False), (F(200), True)])
+@pytest.mark.parametrize(("scale", "infinite"), [(F(110), False), (F(150), True)])
 def test_norm_bounds_are_infinite_where_the_sum_of_squares_may_overflow(
         name: str, scale: Fraction, infinite: bool) -> None:
-    """float16: a row whose ``Σ ĉ²`` reaches half the largest value (32752: 2·200²) has
-    every bound ``inf``; 2·110² = 24200 does not, nor does a small row beside it."""
+    """float16: a row whose ``Σ ĉ²`` reaches half the largest value (32752: 2·150², though
+    no square alone does) has every bound ``inf``; 2·110² = 24200 does not, nor does a small
+    row beside it (rows laid out as (2, 1, 2))."""
     rows = [[scale, -scale], [F(1), F(-1)]]
-    x = _bound([[float(scale)] * 2, [1.0, 1.0]], np.zeros((2, 2)))
-    y = _bound(np.ones((2, 2)), np.zeros((2, 2)))
+    x = _bound(np.array([[float(scale)] * 2, [1.0, 1.0]]).reshape(2, 1, 2), np.zeros((2, 1, 2)))
+    y = _bound(np.ones((2, 1, 2)), np.zeros((2, 1, 2)))
     op, c = OP_TABLE[name], _ctx("float16")
-    at = _site(rows, alpha=F(1))
+    at = _site(np.array(rows, dtype=object).reshape(2, 1, 2), alpha=F(1))
     for rule, got in (("budget", op.budget(c, at, [x])),
                       ("budget_vjp", op.budget_vjp(c, at, [x], y, y)[0]),
                       ("budget_jvp", op.budget_jvp(c, at, [x], y, [y]))):
-        want = [[infinite, infinite], [False, False]]
+        want = [[[infinite, infinite]], [[False, False]]]
         assert np.isinf(got.err).tolist() == want, (
             f"{name} {rule}([±{scale}], [±1], float16).err = {got.err}, but should be inf "
             f"exactly at {want} (Σ x² = {2 * scale**2} vs {LARGEST['float16'] / 2})")
