@@ -191,9 +191,10 @@ def test_a_failure_a_known_failures_entry_expects_is_counted_expected_not_failed
            [e["status"] for e in doc["known_failures"]])
     want = (1, ["[float32]"], [("[float64]", 1)], ["expected"])
     assert got == want, f"flakes.py --known-failures gives {got}, expected {want}"
-    progress = f"{MUTANT}@1000: 2 tests, 1 failed, 1 expected (known failures)"
+    progress = f"{MUTANT}@1000: 2 tests, 1 failed, 1 expected (known failures), 0s"
     err = capsys.readouterr().err
     assert progress in err.splitlines(), f"progress lines {err!r} lack {progress!r}"
+    assert doc["run_seconds"] == {f"{MUTANT}@1000": 0.0}, doc["run_seconds"]
 
 
 def test_a_known_failure_whose_vector_passes_now_fails_the_count(

@@ -89,12 +89,14 @@ class Tally:
         self.examples: Counter[str] = Counter()
         self.failures: list[dict[str, Any]] = []
         self.expected: list[dict[str, Any]] = []
+        self.run_seconds: dict[str, float] = {}
         self.seeds: dict[str, set[int]] = {}
         self.tests = 0
 
     def add(self, job: Job) -> None:
         backend, seed = job.key.rsplit("@", 1)
         self.runs[backend] += 1
+        self.run_seconds[job.key] = round(job.seconds, 1)
         self.seeds.setdefault(backend, set()).add(int(seed))
         if not job.suite.finished:
             self.incomplete.append(f"{job.key}: pytest exit {job.suite.exitstatus}, "
@@ -146,6 +148,7 @@ class Tally:
         self.examples.update(doc["examples_by_property"])
         self.failures += doc["failures"]
         self.expected += doc.get("expected", [])
+        self.run_seconds.update(doc.get("run_seconds", {}))
         self.incomplete += doc["incomplete"]
 
     def document(self, seconds: float) -> dict[str, Any]:
@@ -154,7 +157,8 @@ class Tally:
                 "incomplete": self.incomplete, "examples": sum(self.examples.values()),
                 "examples_by_property": dict(sorted(self.examples.items())),
                 "statistical": self.statistics(), "seconds": round(seconds, 1),
-                "seeds": {b: sorted(s) for b, s in sorted(self.seeds.items())}}
+                "seeds": {b: sorted(s) for b, s in sorted(self.seeds.items())},
+                "run_seconds": self.run_seconds}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         failed, expected = len(tally.failures), len(tally.expected)
         tally.add(job)
         print(f"{job.key}: {len(job.suite.results)} tests, {len(tally.failures) - failed} "
-              f"failed, {len(tally.expected) - expected} expected (known failures)",
-              file=sys.stderr, flush=True)
+              f"failed, {len(tally.expected) - expected} expected (known failures), "
+              f"{job.seconds:.0f}s", file=sys.stderr, flush=True)
 
     stopped = ""
     previous = signal.signal(signal.SIGTERM, _raise_interrupted)
