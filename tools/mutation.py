@@ -21,7 +21,8 @@ Why a venv of its own: mutmut and its terminal UI stay out of the project's venv
 Prints the score (killed / mutants that ran) by module and every survivor with its diff
 (``--out FILE`` writes them as JSON); exit 0. ``--survivors-of FILE`` re-runs only the
 survivors (and the mutants no test reached or never run) of an earlier ``--out``, ``--only TEXT``
-narrows that to the mutants whose names hold TEXT. The venv and the copy live in
+narrows that to the mutants whose names hold TEXT, ``--rerun timeout`` adds the mutants
+that timed out. The venv and the copy live in
 ``build/mutation/`` (``--work DIR``); each suite has its own copy there, so suites may
 run at once.
 The copy's ``conftest.py`` clears resverify's ``functools`` caches at the start of each
