@@ -1,7 +1,8 @@
 """``resverify replay VECTOR --backend B``: run one saved test vector and show the diff.
 
 The vector (a request saved by the property suite, optionally with a ``"vector"`` object
-recording the property that failed, the backend, the failure's kind and message) runs on
+recording the property that failed, the backend, the failure's kind and message; or an
+entry of the portable corpus, ``resverify vectors export``, whose request it is) runs on
 the backend ``--runs`` times (default 3) and once through the exact specification
 (:func:`resverify.spec.exact.evaluate`). Printed: the recorded failure, the inputs and the
 cotangent and, for a forward-mode vector, the input tangents (abbreviated when big), then
@@ -107,6 +108,9 @@ def _load(path: Path) -> tuple[Request, Mapping[str, Any] | None]:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise UsageError(f"cannot read test vector {str(path)!r}: {reason}") from None
     doc = parse_json(text)
+    if isinstance(doc, Mapping) and "resverify-corpus" in doc:  # an entry of the corpus
+        return request_from_dict(doc.get("request")), {
+            "corpus": doc.get("id"), "property": doc.get("property"), "source": doc.get("source")}
     record = doc.get("vector") if isinstance(doc, Mapping) else None
     if record is not None and not isinstance(record, Mapping):
         raise InvalidDocument(f"the 'vector' entry must be an object, got {record!r}")
@@ -226,7 +230,10 @@ def _values(array: np.ndarray, show_all: bool) -> str:
 
 
 def _print_request(request: Request, record: Mapping[str, Any] | None, show_all: bool) -> None:
-    if record is not None:
+    if record is not None and "corpus" in record:
+        print(f"corpus entry {record['corpus']}: property {record['property']} "
+              f"({record['source']})")
+    elif record is not None:
         print(f"recorded: property {record.get('property', '?')} failed on backend "
               f"{record.get('backend', '?')} (kind {record.get('kind', '?')}): "
               f"{record.get('message', '')}")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,7 @@ def _run(args: argparse.Namespace) -> int:
             close()
     if args.json is not None:
         args.json.write_text(json.dumps(verdicts, indent=1) + "\n", encoding="utf-8")
-    _print(verdicts, backend.name, args.all)
+    _print(verdicts, backend.name, args.all, f"{args.dir}/entries", args.backend)
     failed = sum(v["status"] == "fail" for v in verdicts)
     passed = sum(v["status"] == "pass" for v in verdicts)
     return 1 if failed or not passed else 0
@@ -139,11 +140,14 @@ def groups(verdicts: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, An
     return grouped
 
 
-def _print(verdicts: list[dict[str, Any]], name: str, show_all: bool) -> None:
+def _print(verdicts: list[dict[str, Any]], name: str, show_all: bool, entries: str,
+           backend: str) -> None:
     for (prop, dtype), verdict in sorted(groups(verdicts).items()):
         if verdict["status"] == "fail":
             print(f"{prop}[{dtype}]: fail ({verdict['kind']}) in {verdict['id']}: "
                   f"{verdict['message']}")
+            entry = shlex.quote(f"{entries}/{verdict['id']}.json")
+            print(f"  replay: resverify replay {entry} --backend {shlex.quote(backend)}")
         elif show_all:
             print(f"{prop}[{dtype}]: {verdict['status']}")
     counts = {s: sum(v["status"] == s for v in verdicts) for s in ("pass", "fail", "skipped")}

@@ -291,3 +291,22 @@ def test_a_shortened_midpoint_still_admits_every_value_its_budget_admitted(limit
     assert corpus._shortened(Fraction(1, 3), limit) == (Fraction(1, 3), limit, 0)
     assert corpus._shortened(third, 0.0) == (third, 0.0, 0)
     assert corpus._shortened(third, float("inf")) == (Fraction(1 / 3), float("inf"), 0)
+
+
+def test_each_failing_entry_prints_a_replay_command_that_shows_the_failing_elements(
+        folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``vectors run`` names a replay command for each failure; replaying that corpus entry
+    on the same backend judges its request against the spec and fails too (the tangent of a
+    forward-mode entry included), while the reference passes it."""
+    mutant = "resverify.impl.mutants:TangentDropsIdentity"
+    assert _cli("run", str(folder), "--backend", mutant) == 1
+    out = capsys.readouterr().out
+    commands = [line.split("replay: ", 1)[1].split() for line in out.splitlines()
+                if line.startswith("  replay: resverify replay ")]
+    tangent = next((c for c in commands if "-tangent_matches_spec_within_budget-" in c[2]), None)
+    assert tangent is not None, out
+    assert tangent[3:] == ["--backend", mutant], tangent
+    assert main(tangent[1:]) == 1, tangent
+    shown = capsys.readouterr().out
+    assert "corpus entry " in shown and "tangent[0]" in shown and " FAIL" in shown, shown
+    assert main([tangent[1], tangent[2]]) == 0, capsys.readouterr().out
