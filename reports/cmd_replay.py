@@ -109,7 +109,10 @@ def _load(path: Path) -> tuple[Request, Mapping[str, Any] | None]:
         raise UsageError(f"cannot read test vector {str(path)!r}: {reason}") from None
     doc = parse_json(text)
     if isinstance(doc, Mapping) and "resverify-corpus" in doc:  # an entry of the corpus
-        return request_from_dict(doc.get("request")), {
+        entry = doc.get("request")
+        if not isinstance(entry, Mapping):
+            raise InvalidDocument(f"corpus entry {doc.get('id')!r} holds no request object")
+        return request_from_dict(entry), {
             "corpus": doc.get("id"), "property": doc.get("property"), "source": doc.get("source")}
     record = doc.get("vector") if isinstance(doc, Mapping) else None
     if record is not None and not isinstance(record, Mapping):

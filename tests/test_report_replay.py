@@ -85,7 +85,8 @@ def test_shape_mismatch_vector_needs_the_same_typed_error(
     assert "FAIL" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("content", [None, "not json", json.dumps({"resverify": 1})])
+@pytest.mark.parametrize("content", [None, "not json", json.dumps({"resverify": 1}),
+                                     json.dumps({"resverify-corpus": 1, "id": "0001-x"})])
 def test_unreadable_or_invalid_vector_is_a_usage_error(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None) -> None:
     path = tmp_path / "vector.json"
