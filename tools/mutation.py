@@ -15,7 +15,7 @@ Why a venv of its own: mutmut and its terminal UI stay out of the project's venv
 ``tests/``); its venv reuses the project venv's packages through a ``.pth`` file.
 
     .venv/bin/python tools/mutation.py                       # compare, budget, rounding
-    .venv/bin/python tools/mutation.py --suite exact         # or ops, impl: see SUITES
+    .venv/bin/python tools/mutation.py --suite exact         # or ops, impl, enclosure: see SUITES
     .venv/bin/python tools/mutation.py --module spec/exact.py --test tests/test_exact.py
 
 Prints the score (killed / mutants that ran) by module and every survivor with its diff
@@ -61,9 +61,14 @@ SUITES = {
     "impl": (("impl/tensor.py", "impl/ops.py", "impl/numpy_backend.py"),
              ("tests/test_reference.py", "tests/test_jvp_reference.py",
               "tests/test_strength_impl.py")),
+    "enclosure": (("spec/enclosure.py",), ("tests/test_perf_enclosure.py",
+                                           "tests/test_variance_budget.py",
+                                           "tests/test_strength_enclosure.py")),
 }
 """Named module and test selections (``--suite``): the tests chosen are those that exercise
-the modules and run in seconds, since mutmut runs them once per mutant."""
+the modules and run in seconds, since mutmut runs them once per mutant (``enclosure``
+leaves out ``test_jvp_budget.py``, a minute a run, and the exact interpreter's tests,
+which do not import ``spec/enclosure.py``)."""
 PACKAGES = ("spec", "impl", "properties", "reports")
 LINE = re.compile(r"^\s*(?P<key>\S+__mutmut_\d+): (?P<status>.+)$")
 RERUN = ("survived", "no tests", "not checked")
