@@ -565,12 +565,17 @@ VERDICT_REQUESTS = {
 STEPS = (0.0, 0.5, 1.0, -1.0, 1.0 + 2.0**-30, -1.0 - 2.0**-30, 1.0 - 2.0**-30, 2.0)
 
 
-def _near(exact: np.ndarray, bound: np.ndarray, step: float) -> np.ndarray:
+def _steps(shape: tuple[int, ...], shift: int) -> np.ndarray:
+    """:data:`STEPS` over the elements of ``shape``, starting at ``STEPS[shift]``."""
+    return np.resize(np.roll(np.array(STEPS), -shift), shape)
+
+
+def _near(exact: np.ndarray, bound: np.ndarray, steps: np.ndarray) -> np.ndarray:
     """``exact + step·bound`` rounded to floats (the exact value where the bound is 0)."""
     bounds = np.broadcast_to(bound, exact.shape)
     flat = [float(Fraction(e) + Fraction(step) * Fraction(float(b)))
-            for e, b in zip(exact.reshape(-1).tolist(), bounds.reshape(-1).tolist(),
-                            strict=True)]
+            for e, b, step in zip(exact.reshape(-1).tolist(), bounds.reshape(-1).tolist(),
+                                  steps.reshape(-1).tolist(), strict=True)]
     return np.array(flat).reshape(exact.shape)
 
 
@@ -582,9 +587,10 @@ def test_verify_decides_every_element_as_the_exact_comparison_does(name: str) ->
     exact = evaluate(request)
     assert exact.output is not None and exact.grads is not None
     budget = enclosure.fast_budget(request, enclose(request))
-    for step in STEPS:
-        output = _near(exact.output, budget.output, step)
-        grads = {n: _near(g, budget.grads[n], -step) for n, g in exact.grads.items()}
+    for shift in range(len(STEPS)):  # each call mixes the steps over the elements
+        output = _near(exact.output, budget.output, _steps(exact.output.shape, shift))
+        grads = {n: _near(g, budget.grads[n], -_steps(g.shape, shift + 3))
+                 for n, g in exact.grads.items()}
         verdict = verify(request, output, grads)
         want = {("output", i) for i in np.ndindex(*output.shape) if not within(
             float(output[i]), _q(exact.output[i]), float(np.broadcast_to(
@@ -593,9 +599,9 @@ def test_verify_decides_every_element_as_the_exact_comparison_does(name: str) ->
                  if not within(float(g[i]), _q(exact.grads[n][i]), float(np.broadcast_to(
                      verdict.budget.grads[n], g.shape)[i]))}
         got = {(m.where, m.index) for m in verdict.misses}
-        assert got == want, (f"verify({name}) at {step}·bound: misses {sorted(got)[:4]}, "
+        assert got == want, (f"verify({name}) steps from {shift}: misses {sorted(got)[:4]}, "
                              f"exact comparison {sorted(want)[:4]}")
-        assert not verdict.exact_path, f"verify({name}) went to the exact path"
+        assert verdict.exact_path is False, f"verify({name}) went to the exact path"
 
 
 @pytest.mark.parametrize("name", sorted(set(VERDICT_REQUESTS) - {"relu at and near 0"}))
@@ -701,3 +707,63 @@ def test_the_spec_slack_bounds_the_exact_interpreters_slack() -> None:
         request = VERDICT_REQUESTS[name]
         slack = enclosure._spec_slack(request.program, enclose(request))
         assert slack == 0, f"{name}: a rational program's slack is 0, got {slack}"
+
+
+def _rounded(values: np.ndarray) -> np.ndarray:
+    return np.array([float(v) for v in values.reshape(-1).tolist()]).reshape(values.shape)
+
+
+def test_a_value_far_outside_its_bound_is_decided_by_the_balls() -> None:
+    """A miss by 2**20 bounds needs no exact arithmetic: the miss carries the actual value,
+    the ball's midpoint (within its radius of the exact value) and the bound."""
+    request = VERDICT_REQUESTS["linear then tanh"]
+    exact = evaluate(request)
+    assert exact.output is not None and exact.grads is not None
+    output, grads = _rounded(exact.output), {n: _rounded(g) for n, g in exact.grads.items()}
+    budget = verify(request, output, grads).budget
+    output[2, 3] += 2.0**20 * float(budget.output[2, 3]) + 2.0**-40
+    verdict = verify(request, output, grads)
+    assert verdict.decided_exactly == 0 and verdict.exact_path is False, verdict
+    found = [(m.where, m.index, m.actual, m.bound) for m in verdict.misses]
+    assert found == [("output", (2, 3), output[2, 3], float(verdict.budget.output[2, 3]))], found
+    ball = enclose(request).output
+    gap = abs(verdict.misses[0].expected - _q(exact.output[2, 3]))
+    assert gap <= _q(ball.rad[2, 3]) + abs(_q(ball.lo[2, 3])), (
+        f"expected {float(verdict.misses[0].expected)!r} is {float(gap)!r} from the exact value")
+
+
+def test_a_missing_or_misshapen_result_is_a_shape_miss_and_the_rest_is_still_judged() -> None:
+    request = VERDICT_REQUESTS["linear then tanh"]
+    exact = evaluate(request)
+    assert exact.output is not None and exact.grads is not None
+    grads = {"x": _rounded(exact.grads["x"]) + 1.0}  # every element off; no grad for w
+    verdict = verify(request, _rounded(exact.output)[:, :2], grads)
+    shape = [(m.where, m.index, m.expected, m.bound) for m in verdict.misses
+             if m.where.endswith(".shape")]
+    assert shape == [("output.shape", (), 0, 0.0), ("grad[w].shape", (), 0, 0.0)], shape
+    assert all(math.isnan(m.actual) for m in verdict.misses if m.where.endswith(".shape"))
+    off = {m.index for m in verdict.misses if m.where == "grad[x]"}
+    assert off == set(np.ndindex(*grads["x"].shape)), f"grad[x] misses {sorted(off)[:4]}"
+
+
+def test_a_forward_mode_request_is_judged_on_the_exact_path() -> None:
+    program = Program((Input("x", (3,)),), (Node("y", "tanh", ("x",)),), "y")
+    request = Request(program, {"x": np.array([0.1, -2.0, 0.7])}, "float64", np.ones(3),
+                      {"x": np.array([1.0, 0.5, -1.0])})
+    exact = evaluate(request)
+    assert exact.output is not None and exact.grads is not None and exact.tangent is not None
+    tangent = _rounded(exact.tangent) + np.array([0.0, 1.0, 0.0])
+    output, grads = _rounded(exact.output), {"x": _rounded(exact.grads["x"])}
+    verdict = verify(request, output, grads, tangent)
+    want = error_budget(request, exact=exact).misses(exact, output, grads, tangent)
+    assert verdict.exact_path is True and verdict.decided_exactly == 0, verdict
+    assert [(m.where, m.index) for m in verdict.misses] == [(m.where, m.index) for m in want]
+    assert [m.where for m in verdict.misses] == ["tangent"], verdict.misses
+
+
+@pytest.mark.parametrize("actual", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_value_is_outside_any_finite_bound(actual: float) -> None:
+    ball = Ball(np.array([1.0, 1.0]), np.array([2.0**-60, 0.0]), np.array([2.0**-70, 0.0]))
+    inside, unsure = decide(np.array([actual, actual]), ball, np.array([1e300, math.inf]))
+    assert inside.tolist() == [False, True] and unsure.tolist() == [False, False], (
+        f"decide({actual}) against 1 ± (1e300, inf): inside {inside}, unsure {unsure}")
