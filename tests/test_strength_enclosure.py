@@ -442,7 +442,10 @@ NORM_ROWS = {
     "near constant": [7.0, 7.0 + 2.0**-40, 7.0 - 2.0**-40, 7.0, 7.0 + 2.0**-39, 7.0],
     "large mean": [2.0**20, 2.0**20 + 0.5, 2.0**20 - 0.25, 2.0**20 + 1.0],
     "one large": [1e-3, 2e-3, -1e-3, 5.0],
+    "outlier": [0.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+    "spread near its radius": [0.01, -0.01, 0.02, -0.02, 0.0, 0.005],
 }
+BATCH = ("general", "near constant")  # two rows of width 6, normalised each on its own
 
 
 def _norm_points(op: LayerNorm, x: Ball, eps: Fraction) -> Iterator[np.ndarray]:
@@ -451,6 +454,9 @@ def _norm_points(op: LayerNorm, x: Ball, eps: Fraction) -> Iterator[np.ndarray]:
     c = _centre(x)
     yield c
     radii = _fractions(x.rad)
+    centred = x.mid - x.mid.mean() if op.centred else x.mid
+    inward = np.array([Fraction(int(s)) for s in np.sign(centred)], dtype=object) * radii
+    yield c - inward  # the row's spread shrinks most: 1/sqrt(σ² + ε) grows most
     for row in _jacobian_signs(op, x.mid, eps):
         step = np.array([Fraction(int(s)) for s in row], dtype=object) * radii
         yield c + step
@@ -767,3 +773,43 @@ def test_a_non_finite_value_is_outside_any_finite_bound(actual: float) -> None:
     inside, unsure = decide(np.array([actual, actual]), ball, np.array([1e300, math.inf]))
     assert inside.tolist() == [False, True] and unsure.tolist() == [False, False], (
         f"decide({actual}) against 1 ± (1e300, inf): inside {inside}, unsure {unsure}")
+
+
+@pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
+def test_a_batch_of_norm_rows_is_enclosed_row_by_row(name: str) -> None:
+    """Two rows of different scale in one argument: each row's mean, variance and
+    cotangent size are its own (a rule reading the whole batch widens or shifts them)."""
+    op = OP_TABLE[name]
+    assert isinstance(op, LayerNorm)
+    eps = Fraction(1, 10**5)
+    mid = np.array([NORM_ROWS[row] for row in BATCH])
+    x = Ball(mid, np.full(mid.shape, 2.0**-30), np.zeros_like(mid))
+    g = Ball(np.array([np.linspace(-1.0, 2.0, 6), np.linspace(1e-3, 2e-3, 6)]),
+             np.full(mid.shape, 2.0**-40), np.zeros_like(mid))
+    forward, reverse = enclosure._norm(name)
+    out = forward([x], eps)
+    (back,) = reverse(g, [x], out, eps)
+    for r, row in enumerate(BATCH):
+        xr = Ball(x.mid[r], x.rad[r], x.lo[r])
+        gr = Ball(g.mid[r], g.rad[r], g.lo[r])
+        points = list(_norm_points(op, xr, eps))
+        alone = Ball(out.mid[r], out.rad[r], out.lo[r])
+        _assert_holds(alone, [op.exact([p], eps) for p in points], f"{name} row {row}")
+        single = forward([xr], eps)  # equal up to the roundings of a batched matmul
+        assert np.allclose(alone.rad, single.rad, rtol=2.0**-40, atol=0), (
+            f"{name} row {row}: radius {alone.rad} in the batch, {single.rad} alone")
+        back_r = Ball(back.mid[r], back.rad[r], back.lo[r])
+        (back_alone,) = reverse(gr, [xr], single, eps)
+        assert np.allclose(back_r.rad, back_alone.rad, rtol=2.0**-40, atol=0), (
+            f"{name}_vjp row {row}: radius {back_r.rad} in the batch, {back_alone.rad} alone")
+        assert np.array_equal(back_r.mid, back_alone.mid), f"{name}_vjp row {row}: centre"
+
+
+@pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
+def test_a_norm_of_no_rows_is_empty(name: str) -> None:
+    forward, reverse = enclosure._norm(name)
+    x = Ball.exact(np.zeros((0, 4)))
+    out = forward([x], Fraction(1, 10**5))
+    (back,) = reverse(Ball.exact(np.zeros((0, 4))), [x], out, Fraction(1, 10**5))
+    assert out.mid.shape == back.mid.shape == back.rad.shape == (0, 4), (
+        f"{name} of a (0, 4) argument: {out.mid.shape}, {back.mid.shape}")
