@@ -377,6 +377,25 @@ def test_a_dot_of_cancelling_terms_holds_the_exact_value(shape: str) -> None:
     _assert_holds(out, [exact], f"dot{(m, k, n)} cancelling")
 
 
+@pytest.mark.parametrize("shape", ["short", "Dot2"])
+def test_a_dot_with_a_product_below_the_safe_range_refuses_that_output(shape: str) -> None:
+    """A product below the two-product's safe range (2**-969) may not be split exactly: its
+    output's radius is infinite (the request goes to the exact path); an exact zero factor
+    is safe, and the other outputs stay finite."""
+    m, k, n = DOTS[shape]
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    a[0, 0], b[0, 0], a[1, 0] = 1e-150, 1e-150, 0.0
+    out = enclosure.dot(Ball.exact(a), Ball.exact(b))
+    refused = ~np.isfinite(out.rad)
+    want = np.zeros((m, n), dtype=bool)
+    want[0, 0] = True
+    assert np.array_equal(refused, want), (
+        f"dot{(m, k, n)} with a[0,0] b[0,0] = 1e-300: refused at {np.argwhere(refused)}")
+    exact = _fractions(a) @ _fractions(b)
+    _assert_holds(Ball(out.mid[1:], out.rad[1:], out.lo[1:]), [exact[1:]], f"dot{(m, k, n)}")
+
+
 @pytest.mark.parametrize("cancel", [False, True])
 def test_dot2_error_is_within_its_proven_bound(cancel: bool) -> None:
     """Dot2 (Ogita, Rump and Oishi, Prop. 5.5) is within ``u|aᵀb| + γ_k² |a|ᵀ|b|``; the ball
