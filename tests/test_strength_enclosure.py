@@ -659,11 +659,11 @@ def test_an_element_the_balls_cannot_place_is_decided_exactly() -> None:
     inside, unsure = decide(actual, ball, np.full(3, 2.0**-20))
     assert unsure.tolist() == [True, False, False], f"unsure {unsure.tolist()}"
     assert inside.tolist()[1:] == [True, False], f"inside {inside.tolist()}"
-    request = _single("relu", np.array([1.0, 2.0]), np.array([1.0, 1.0]))
-    off = np.array([1.0, math.nextafter(2.0, 3.0)])
-    verdict = verify(request, off, {"x": np.array([1.0, 1.0])})
-    found = [(m.where, m.index, m.actual, m.expected) for m in verdict.misses]
-    assert found == [("output", (1,), off[1], 2)], f"verify(relu, {off}): misses {found}"
+    request = _single("relu", np.array([-1.0, 2.0]), np.array([1.0, 1.0]))
+    off = np.array([5e-324, 2.0])  # relu(-1) is 0: off by the least subnormal
+    verdict = verify(request, off, {"x": np.array([0.0, 1.0])})
+    found = [(m.where, m.index, m.actual, m.expected, m.bound) for m in verdict.misses]
+    assert found == [("output", (0,), 5e-324, 0, 0.0)], f"verify(relu, {off}): misses {found}"
 
 
 @pytest.mark.parametrize("bound", [0.0, 2.0**-30, math.inf])
@@ -782,6 +782,7 @@ def test_a_forward_mode_request_is_judged_on_the_exact_path() -> None:
     verdict = verify(request, output, grads, tangent)
     want = error_budget(request, exact=exact).misses(exact, output, grads, tangent)
     assert verdict.exact_path is True and verdict.decided_exactly == 0, verdict
+    assert np.array_equal(verdict.budget.output, error_budget(request).output), verdict.budget
     assert [(m.where, m.index) for m in verdict.misses] == [(m.where, m.index) for m in want]
     assert [m.where for m in verdict.misses] == ["tangent"], verdict.misses
 
@@ -832,3 +833,22 @@ def test_a_norm_of_no_rows_is_empty(name: str) -> None:
     (back,) = reverse(Ball.exact(np.zeros((0, 4))), [x], out, Fraction(1, 10**5))
     assert out.mid.shape == back.mid.shape == back.rad.shape == (0, 4), (
         f"{name} of a (0, 4) argument: {out.mid.shape}, {back.mid.shape}")
+
+
+def test_a_dead_node_and_an_unused_input_do_not_stop_the_reverse_pass() -> None:
+    """``d = tanh(u)`` does not reach the output and ``v`` is not read: the gradients of
+    the others are still enclosed, ``v``'s is an exact zero, and the slack still bounds the
+    interpreter's."""
+    program = Program((Input("x", (3,)), Input("v", (2,))),
+                      (Node("t", "tanh", ("x",)), Node("y", "mul", ("t", "x")),
+                       Node("d", "tanh", ("y",))), "y")
+    request = Request(program, {"x": np.array([0.3, -1.2, 2.0]), "v": np.array([1.0, 2.0])},
+                      "float64", np.array([1.0, -2.0, 0.5]))
+    balls, exact = enclose(request), evaluate(request)
+    assert exact.grads is not None
+    for name in ("x", "v"):
+        _assert_holds(balls.grads[name], [exact.grads[name]], f"grad[{name}] with a dead node")
+    assert balls.grads["v"].mid.shape == (2,) and not balls.grads["v"].rad.any(), balls.grads
+    assert not balls.grads["v"].mid.any(), f"grad[v] = {balls.grads['v'].mid}, want 0"
+    slack = enclosure._spec_slack(program, balls)
+    assert slack >= exact.slack > 0, f"slack {float(slack)!r}, the interpreter's {exact.slack}"
