@@ -126,14 +126,15 @@ def _up(x: np.ndarray) -> np.ndarray:
 
 def _add_up(*terms: np.ndarray) -> np.ndarray:
     """An upper bound of the sum of non-negative ``terms``: the float sum of j terms is at
-    least ``(1 - u)^(j-1)`` of the exact one (sums of floats do not underflow)."""
+    least ``(1 - u)^(j-1)`` of the exact one (sums of floats do not underflow), and a float
+    sum of 0 is exactly 0 (every term 0), so it stays 0: an exact value keeps radius 0."""
     total = np.asarray(terms[0], dtype=np.float64)
     if len(terms) == 1:
         return _clean(total)
     with np.errstate(invalid="ignore", over="ignore"):
         for term in terms[1:]:
             total = total + term
-        return _up(total * (1 + len(terms) * 2.0**-51))
+        return np.where(total == 0, 0.0, _up(total * (1 + len(terms) * 2.0**-51)))
 
 
 def _mul_up(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -342,11 +343,13 @@ def constant(value: Fraction) -> Ball:
 
 
 def _signs(a: Ball) -> tuple[np.ndarray, np.ndarray]:
-    """(surely > 0, surely <= 0) for the exact value in ``a``."""
+    """(surely > 0, surely <= 0) for the exact value in ``a``. A sum ``mid + lo`` that
+    rounds to 0 is exactly 0 (gradual underflow), so a point ball at 0 is surely <= 0, as
+    the exact interpreter has it: relu's derivative there is the declared 0."""
     with np.errstate(invalid="ignore", over="ignore"):
         value = a.mid + a.lo
     reach = _add_up(a.rad, _half_ulp(value))
-    return value > reach, value <= -reach
+    return value > reach, (value <= -reach) | ((value == 0) & (a.rad == 0))
 
 
 def relu(a: Ball) -> Ball:

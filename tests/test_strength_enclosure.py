@@ -852,3 +852,17 @@ def test_a_dead_node_and_an_unused_input_do_not_stop_the_reverse_pass() -> None:
     assert not balls.grads["v"].mid.any(), f"grad[v] = {balls.grads['v'].mid}, want 0"
     slack = enclosure._spec_slack(program, balls)
     assert slack >= exact.slack > 0, f"slack {float(slack)!r}, the interpreter's {exact.slack}"
+
+
+def test_fast_verdict_at_relus_kink_is_the_exact_one() -> None:
+    """An input exactly 0 (a point ball) is surely <= 0: relu's derivative there is the
+    declared 0, so a gradient of 1 at the kink misses in the fast verdict as in the exact
+    one (a sum of doubles that rounds to 0 is exactly 0: no rounding to allow for)."""
+    program = Program((Input("x", (2,)),), (Node("y", "relu", ("x",)),), "y")
+    request = Request(program, {"x": np.array([0.0, 1.0])}, "float64", np.array([1.0, 1.0]))
+    output, grads = np.array([0.0, 1.0]), {"x": np.array([1.0, 1.0])}
+    exact = evaluate(request)
+    want = [str(m) for m in error_budget(request, exact=exact).misses(exact, output, grads)]
+    got = [str(m) for m in enclosure.verify(request, output, grads).misses]
+    assert want and len(got) == len(want), (
+        f"verify(relu at 0, grad 1) misses {got}, the exact path misses {want}")
