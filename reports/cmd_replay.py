@@ -183,20 +183,16 @@ def compare(request: Request, result: Result, exact: ExactResult,
     if exact.error is not None or isinstance(result, ResultError) or budget is None:
         return [[_error_row(exact.error, result if isinstance(result, ResultError) else None)]]
     assert exact.output is not None and exact.grads is not None
-    groups = [compare_array("output", np.asarray(result.output), exact.output, budget.output)]
-    for name, grad in exact.grads.items():
-        got = result.grads.get(name)
-        if got is None:
-            groups.append([Row(f"grad {name}", "missing", "present", "", "", False)])
-            continue
-        groups.append(compare_array(f"grad {name}", np.asarray(got), grad, budget.grads[name]))
+    arrays: list[tuple[str, Any, np.ndarray, Any]] = [
+        ("output", result.output, exact.output, budget.output)]
+    arrays += [(f"grad {name}", result.grads.get(name), grad, budget.grads[name])
+               for name, grad in exact.grads.items()]
     if exact.tangent is not None:  # a forward-mode vector: J·t is judged as the suite does
-        assert budget.tangent is not None
-        got = getattr(result, "tangent", None)
-        groups.append([Row("tangent", "missing", "present", "", "", False)] if got is None
-                      else compare_array("tangent", np.asarray(got), exact.tangent,
-                                         budget.tangent))
-    return groups
+        arrays.append(("tangent", getattr(result, "tangent", None), exact.tangent,
+                       budget.tangent))
+    return [[Row(label, "missing", "present", "", "", False)] if got is None
+            else compare_array(label, np.asarray(got), want, bound)
+            for label, got, want, bound in arrays]
 
 
 def _error_row(spec_error: Any, backend_error: Any) -> Row:
