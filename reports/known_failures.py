@@ -41,7 +41,7 @@ from resverify.spec.codec import packaged_schema, parse_json, request_from_dict
 from resverify.spec.errors import ResverifyError, UsageError
 from resverify.spec.request import Request
 
-__all__ = ["DEFAULT_FILE", "KnownFailure", "apply", "check_entries", "covers", "find_file",
+__all__ = ["DEFAULT_FILE", "KnownFailure", "apply", "check_entries", "expecting", "find_file",
            "load"]
 
 DEFAULT_FILE = Path("resverify-known-failures.toml")
@@ -217,9 +217,13 @@ def _kinds(prop: Mapping[str, Any]) -> set[str]:
     return kinds or {str(prop.get("failure_kind") or "law")}
 
 
-def covers(entry: Mapping[str, Any], prop: Mapping[str, Any]) -> bool:
-    """Whether the checked ``entry`` expects the failed property test ``prop`` (its backend,
-    property and dtype, every failure of the kind the entry names)."""
+def expecting(entries: Sequence[Mapping[str, Any]], prop: Mapping[str, Any]) -> Any:
+    """The first checked entry that expects the failed property test ``prop`` (its backend,
+    property and dtype, every failure of the kind the entry names), or None."""
+    return next((e for e in entries if _covers(e, prop)), None)
+
+
+def _covers(entry: Mapping[str, Any], prop: Mapping[str, Any]) -> bool:
     return (entry["status"] == "expected" and entry["property"] == prop["property"]
             and entry["backend"] == prop["backend"] and entry["dtype"] == prop["dtype"]
             and _kinds(prop) == {entry["kind"]})
@@ -230,7 +234,7 @@ def apply(entries: Sequence[Doc], properties: Sequence[Doc], claims: Sequence[Do
     settle the claim entries from the claims' sides."""
     for prop in properties:
         if prop["status"] == "failed":
-            entry = next((e for e in entries if covers(e, prop)), None)
+            entry = expecting(entries, prop)
             if entry is not None:
                 prop["status"] = "expected"
                 prop["known_failure"] = entry["entry"]

@@ -118,7 +118,7 @@ class Tally:
         """The number of the known-failures entry that expects this failed test (the rule of
         ``resverify check --known-failures``: its backend, property, dtype and kind, the
         entry's vector still failing), or None."""
-        entry = next((e for e in self.known if known_failures.covers(e, prop)), None)
+        entry = known_failures.expecting(self.known, prop)
         return None if entry is None else int(entry["entry"])
 
     def statistics(self) -> dict[str, Any]:
