@@ -348,8 +348,8 @@ def _signs(a: Ball) -> tuple[np.ndarray, np.ndarray]:
     the exact interpreter has it: relu's derivative there is the declared 0."""
     with np.errstate(invalid="ignore", over="ignore"):
         value = a.mid + a.lo
-    reach = _add_up(a.rad, _half_ulp(value))
-    return value > reach, (value <= -reach) | ((value == 0) & (a.rad == 0))
+    reach = _add_up(a.rad, np.where(value == 0, 0.0, _half_ulp(value)))
+    return value > reach, value <= -reach
 
 
 def relu(a: Ball) -> Ball:
