@@ -109,15 +109,18 @@ def _run(args: argparse.Namespace) -> int:
 
     backend = resolve_backend(args.backend)
     try:
-        verdicts = [{**_listing(entry.listing), **verdict.as_dict()}
-                    for entry, verdict in corpus.run(args.dir, backend)]
+        judged = list(corpus.run(args.dir, backend))
     finally:
         close = getattr(backend, "close", None)
         if callable(close):
             close()
+    verdicts = [{**_listing(entry.listing), **verdict.as_dict()} for entry, verdict in judged]
+    # a single request replays; a group (several requests and a relation) does not
+    files = {e.listing["id"]: args.dir / e.listing["file"] for e, _ in judged
+             if e.listing["expect"] != "group"}
     if args.json is not None:
         args.json.write_text(json.dumps(verdicts, indent=1) + "\n", encoding="utf-8")
-    _print(verdicts, backend.name, args.all, f"{args.dir}/entries", args.backend)
+    _print(verdicts, backend.name, args.all, files, args.backend)
     failed = sum(v["status"] == "fail" for v in verdicts)
     passed = sum(v["status"] == "pass" for v in verdicts)
     return 1 if failed or not passed else 0
@@ -140,14 +143,15 @@ def groups(verdicts: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, An
     return grouped
 
 
-def _print(verdicts: list[dict[str, Any]], name: str, show_all: bool, entries: str,
+def _print(verdicts: list[dict[str, Any]], name: str, show_all: bool, files: dict[str, Path],
            backend: str) -> None:
     for (prop, dtype), verdict in sorted(groups(verdicts).items()):
         if verdict["status"] == "fail":
             print(f"{prop}[{dtype}]: fail ({verdict['kind']}) in {verdict['id']}: "
                   f"{verdict['message']}")
-            entry = shlex.quote(f"{entries}/{verdict['id']}.json")
-            print(f"  replay: resverify replay {entry} --backend {shlex.quote(backend)}")
+            if verdict["id"] in files:
+                print(f"  replay: resverify replay {shlex.quote(str(files[verdict['id']]))} "
+                      f"--backend {shlex.quote(backend)}")
         elif show_all:
             print(f"{prop}[{dtype}]: {verdict['status']}")
     counts = {s: sum(v["status"] == s for v in verdicts) for s in ("pass", "fail", "skipped")}
