@@ -16,7 +16,8 @@ It is done element by element on NumPy float64 arrays:
   each with its formula. Dot products of length n and sums of N terms are charged
   ``gamma_n = n u / (1 - n u)``, which holds for any summation order (pairwise, blocked
   BLAS, with or without FMA); a value used k times accumulates k gradient parts with
-  ``gamma_{k-1}`` (here).
+  ``gamma_{k-1}`` (here), a norm's argument gradient counting as the several parts that
+  autodiff through its composition delivers (a :class:`~resverify.spec.rounding.Parts`).
 * Every rounding that could land in the subnormal range adds one smallest subnormal per
   product (sums of floats are exact there). Flush-to-zero backends are not covered.
 * Forward mode: the output tangent ``J t`` is computed alongside the value, each op's
@@ -49,7 +50,7 @@ from resverify.spec.exact import ExactResult, Trace, evaluate
 from resverify.spec.ir import DTYPES, Node
 from resverify.spec.ops import OP_TABLE, TANH_ULPS, Site
 from resverify.spec.request import Request
-from resverify.spec.rounding import INF, TINY, UNIT_ROUNDOFF, Bound, Ctx, gamma, up
+from resverify.spec.rounding import INF, TINY, UNIT_ROUNDOFF, Bound, Ctx, Parts, gamma, up
 
 __all__ = [
     "TANH_ULPS",
@@ -230,10 +231,16 @@ def _reverse(c: Ctx, request: Request, trace: Trace, bounds: Mapping[str, Bound]
 
 
 def _accumulate(c: Ctx, parts: list[Bound]) -> Bound:
-    """k gradient parts summed in any order: their errors plus gamma_{k-1} of their sizes."""
+    """k gradient parts summed in any order: their errors plus gamma_{k-1} of their sizes.
+
+    A :class:`Parts` (a norm's VJP, which autodiff delivers in pieces) counts as its
+    ``count`` pieces of total size ``size``; alone, it passes on as it is (its own rule
+    charges the sum of its pieces)."""
     if len(parts) == 1:
         return parts[0]
+    count = sum(p.count if isinstance(p, Parts) else 1 for p in parts)
     mag = sum((p.mag for p in parts), np.zeros_like(parts[0].mag))
     err = sum((p.err for p in parts), np.zeros_like(parts[0].err))
-    size = sum((p.hat for p in parts), np.zeros_like(parts[0].mag))
-    return c.done(mag, err + c.gamma(len(parts) - 1) * size, len(parts))
+    size = sum((p.size if isinstance(p, Parts) else p.hat for p in parts),
+               np.zeros_like(parts[0].mag))
+    return c.done(mag, err + c.gamma(count - 1) * size, count)

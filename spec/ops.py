@@ -70,6 +70,7 @@ from resverify.spec.rounding import (
     LARGEST,
     Bound,
     Ctx,
+    Parts,
     dot,
     inflate,
     product,
@@ -880,6 +881,10 @@ class LayerNorm(Op):
 
     name, arity, attribute, rational = "layer_norm", 1, "eps", False
     centred: ClassVar[bool] = True
+    # Autodiff through the composition delivers the argument's gradient in parts: the
+    # centred values (recomputed for the numerator and each factor of the square at worst)
+    # each pass a part, and each is split again by the mean (docs/error-budget.md).
+    grad_parts: ClassVar[int] = 6
     samples = (((3,),), ((2, 2),), ((1,),), ((2, 0),))
 
     def refuses(self, value: Fraction) -> str | None:
@@ -1072,7 +1077,12 @@ class LayerNorm(Op):
         cubed = 3 * (r_err / np.maximum(r_up, c.tiny)) * (1 + rho) ** 3
         err = big_r * (d_a + c.gamma(2 * n + 16) * terms) + r_up * cubed * terms + n * c.tiny
         overflow = (c_hat * c_hat).sum(axis=-1, keepdims=True) >= LARGEST[c.dtype] / 2
-        return [c.done(r_up * size, np.where(overflow | np.isinf(rho), INF, err), 2 * n + 16)]
+        whole = c.done(r_up * size, np.where(overflow | np.isinf(rho), INF, err), 2 * n + 16)
+        # the parts of the composition: each a product of the computed r (r³ with ĉ twice),
+        # ḡ- and ŷ-sized factors and means; or the one fused part, whose size is its hat
+        split = r_up * (1 + cubed) * (1 + c.gamma(2 * n + 16)) * terms + n * c.tiny
+        size_parts = inflate(np.maximum(split, whole.hat), 2 * n + 16)
+        return [Parts(whole.mag, whole.err, self.grad_parts, size_parts)]
 
     def budget_jvp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, ts: Sequence[Bound]
                    ) -> Bound:
@@ -1167,6 +1177,7 @@ class RmsNorm(LayerNorm):
 
     name = "rms_norm"
     centred = False
+    grad_parts = 3  # the numerator and both factors of the square
 
 
 OP_TABLE: Mapping[str, Op] = {

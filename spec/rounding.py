@@ -24,6 +24,7 @@ __all__ = [
     "UNIT_ROUNDOFF",
     "Bound",
     "Ctx",
+    "Parts",
     "dot",
     "gamma",
     "inflate",
@@ -87,6 +88,18 @@ class Bound:
     @property
     def hat(self) -> np.ndarray:
         return self.mag + self.err
+
+
+@dataclass(frozen=True)
+class Parts(Bound):
+    """A gradient a backend may deliver as up to ``count`` separate arrays whose computed
+    sizes sum to at most ``size`` (elementwise): a norm's VJP by automatic differentiation
+    through its composition gives the direct term and the statistics terms apart, each
+    added on its own into the argument's other gradient parts (docs/error-budget.md).
+    ``mag`` and ``err`` bound their sum, as for any :class:`Bound`."""
+
+    count: int
+    size: np.ndarray
 
 
 @dataclass(frozen=True)

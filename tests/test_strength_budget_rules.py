@@ -33,8 +33,9 @@ import mpmath
 import numpy as np
 import pytest
 
+from resverify.spec.budget import _accumulate
 from resverify.spec.ops import OP_TABLE, Site
-from resverify.spec.rounding import LARGEST, TINY, UNIT_ROUNDOFF, Bound, Ctx
+from resverify.spec.rounding import LARGEST, TINY, UNIT_ROUNDOFF, Bound, Ctx, Parts
 
 F = Fraction
 DTYPE = "bfloat16"
@@ -564,10 +565,10 @@ def _mean(v: list[Fraction]) -> Fraction:
 
 def _norm_back(k: Row, centred: bool, t_mag: list[Fraction], t_err: list[Fraction],
                y_mag: list[Fraction], y_err: list[Fraction], jvp: bool
-               ) -> tuple[list[Fraction], list[Fraction]]:
-    """The magnitude ``r (|t| + |y| mean(|t||y|))`` (plus the centring's mean) and the
+               ) -> tuple[list[Fraction], list[Fraction], list[Fraction]]:
+    """The magnitude ``r (|t| + |y| mean(|t||y|))`` (plus the centring's mean), the
     error ``R (ΔA + gamma_{2n+16} T) + 3 e_r (1 + ρ)³ T`` of one row's VJP (``t``: ḡ) or
-    JVP (``t``: the tangent, centred into d first)."""
+    JVP (``t``: the tangent, centred into d first), and ``T``."""
     n = k.n
     t_hat = [m + e for m, e in zip(t_mag, t_err, strict=True)]
     y_hat = [m + e for m, e in zip(y_mag, y_err, strict=True)]
@@ -590,7 +591,7 @@ def _norm_back(k: Row, centred: bool, t_mag: list[Fraction], t_err: list[Fractio
     cubed = 3 * k.e_r * (1 + k.rho) ** 3
     err = [k.big_r * (a + _gamma(2 * n + 16) * t) + cubed * t + n * SUB
            for a, t in zip(d_a, terms, strict=True)]
-    return [k.r * v for v in size], err
+    return [k.r * v for v in size], err, terms
 
 
 @dataclass(frozen=True)
@@ -701,12 +702,55 @@ def test_norm_vjp_and_jvp_follow_the_documented_charge(case: NormCase, rule: str
     (y_mag, y_err), (t_mag, t_err) = _rows_of(y), _rows_of(t)
     mag, err = [], []
     for k, ym, ye, tm, te in zip(rows, y_mag, y_err, t_mag, t_err, strict=True):
-        m, e = _norm_back(k, case.name == "layer_norm", tm, te, ym, ye, rule == "budget_jvp")
+        m, e, _ = _norm_back(k, case.name == "layer_norm", tm, te, ym, ye, rule == "budget_jvp")
         mag.append(m)
         err.append(e)
     n = len(case.rows[0])
     _assert_bound(got, _obj(mag).reshape(case.shape), _obj(err).reshape(case.shape),
                   2 * n + 16, f"{case} {rule}", NORM)
+
+
+@pytest.mark.parametrize("case", NORM_CASES, ids=str)
+def test_norm_vjp_counts_its_composition_parts_and_bounds_their_sizes(case: NormCase) -> None:
+    """The argument's gradient as autodiff through the composition delivers it: 6 parts
+    (layer_norm) or 3 (rms_norm) whose sizes sum to at most
+    ``max(hat, (r + 3 e_r (1 + ρ)³)(1 + gamma_{2n+16}) T + n tiny)`` (docs/error-budget.md,
+    "The argument's gradient arrives in parts")."""
+    at, x = _norm_at(case)
+    rows = _formulas(case, x)
+    y, g = _norm_y_t(case, rows)
+    got = OP_TABLE[case.name].budget_vjp(_ctx(), at, [case.shaped(x)], case.shaped(y),
+                                         case.shaped(g))[0]
+    want_count = 6 if case.name == "layer_norm" else 3
+    assert isinstance(got, Parts) and got.count == want_count, (
+        f"{case} budget_vjp = {type(got).__name__} of {getattr(got, 'count', 1)} parts, but "
+        f"should be Parts of {want_count}")
+    (y_mag, y_err), (g_mag, g_err) = _rows_of(y), _rows_of(g)
+    n = len(case.rows[0])
+    size = []
+    for k, ym, ye, gm, ge in zip(rows, y_mag, y_err, g_mag, g_err, strict=True):
+        mag, err, terms = _norm_back(k, case.name == "layer_norm", gm, ge, ym, ye, False)
+        factor = (k.r + 3 * k.e_r * (1 + k.rho) ** 3) * (1 + _gamma(2 * n + 16))
+        grow = 1 + (2 * n + 16 + 64) * F(1, 2**50)  # the whole bound's rounding up
+        size.append([max((m + e) * grow, factor * t + n * SUB)
+                     for m, e, t in zip(mag, err, terms, strict=True)])
+    _assert_rounded_up(got.size, _obj(size).reshape(case.shape), 2 * n + 16,
+                       f"{case} budget_vjp.size", NORM)
+
+
+def test_a_value_used_k_times_charges_gamma_k_minus_1_counting_a_norms_parts() -> None:
+    """``Σ e_i + gamma(k−1) Σ hat_i`` over the parts, a norm's counted as its ``count``
+    parts of total size ``size``; a norm's parts alone pass on unchanged."""
+    norm = Parts(_m(A).astype(np.float64) / 2, _e(A).astype(np.float64) / 4, 6,
+                 np.full(A.mag.shape, 8.0))
+    for parts, k in (([A, A], 2), ([A, norm], 7), ([A, norm, A], 8)):
+        got = _accumulate(_ctx(), parts)
+        sizes = sum((np.full(A.mag.shape, F(8), dtype=object) if isinstance(p, Parts)
+                     else _hat(p) for p in parts), _obj(np.zeros(A.mag.shape)))
+        mag = sum((_m(p) for p in parts), _obj(np.zeros(A.mag.shape)))
+        err = sum((_e(p) for p in parts), _obj(np.zeros(A.mag.shape))) + _gamma(k - 1) * sizes
+        _assert_bound(got, mag, err, k, f"accumulate of {k} parts")
+    assert _accumulate(_ctx(), [norm]) is norm, "a norm's parts alone should pass on unchanged"
 
 
 @pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
