@@ -449,7 +449,8 @@ class _NormSpread:
     ``r_max`` (per row) bounds ``r = 1/sqrt(σ² + ε)`` anywhere in the ball: σ, the rms of
     the centred row, moves by at most ``rms(R)`` (centring is an orthogonal projection),
     so ``r <= min(1/sqrt(ε), 1/(σ(m) - rms(R)))``. ``y_top`` bounds ``|y_i|`` there:
-    ``r_max (|c_i(m)| + R_i + mean R)`` (the mean only when centred), at most ``sqrt(n)``.
+    ``r_max (|c_i(m)| + R_i + mean R)`` (the mean only when centred), at most ``sqrt(n)``
+    rounded up to an integer.
     """
 
     r_max: np.ndarray
@@ -722,7 +723,8 @@ def _spec_slack(program: Program, enclosed: Enclosed) -> Fraction:
 class _StandInLayerNorm(LayerNorm):
     """layer_norm's error rules read the centred row and the ``1/sqrt`` enclosure's
     half-width, which a stand-in (every element the largest magnitude) does not have:
-    here ``|c_i| <= k max|a|`` and the half-width ``<= r 2**-200 <= 2**-199/sqrt(ε)``."""
+    here ``|c_i| <= k max a`` (the stand-ins are sizes, never negative) and the half-width
+    ``<= r 2**-200 <= 2**-199/sqrt(ε)``."""
 
     def _centred(self, a: np.ndarray) -> np.ndarray:
         top = Fraction(float(np.max(a))) if a.size else Fraction(0)
