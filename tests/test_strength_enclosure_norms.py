@@ -234,6 +234,10 @@ SPREAD_CASES = {
     # r_max = 1/sqrt(ε) in the gap <= 0 row shows whether it is rounded up
     "eps 1/3": _case([[1.0, -1.0, 0.5, -0.5], [0.5, -0.5, 0.5, -0.5]],
                      [[0.125, 0.0, 0.25, 0.125], [1.0, 1.0, 1.0, 1.0]], F(1, 3)),
+    # n = 9, a perfect square: an outlier's y_top clipped at exactly 3; a constant exact
+    # row, whose centred variance is 0 (σ = 0, r_max = 1/sqrt(ε) = 2, not 1/(1 - rms R))
+    "width 9, a constant row": _case([[3.0] * 9, [0.0] * 8 + [4.0]], [[0.0] * 9, [1.0] * 9],
+                                     F(1, 4)),
 }
 
 
