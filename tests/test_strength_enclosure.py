@@ -691,6 +691,21 @@ def test_decide_matches_within_where_it_decides(bound: float) -> None:
             assert not unsure[exact_rad].any(), f"an exact ball left unsure at {step}"
 
 
+def test_decide_counts_the_double_doubles_tail_before_calling_an_element_exact() -> None:
+    """``1 + 2**-52`` against the exact ball ``1 - 2**-110``: their difference rounds to
+    ``2**-52``, the bound, but is ``2**-110`` above it. The tail of that subtraction keeps
+    the element off the exact branch (unsure: the exact path says outside), where
+    reading the rounded difference alone would call it inside."""
+    actual, ball = np.array([1 + 2.0**-52]), Ball(np.array([1.0]), np.zeros(1),
+                                                  np.array([-(2.0**-110)]))
+    inside, unsure = decide(actual, ball, np.array([2.0**-52]))
+    exact = Fraction(1) - Fraction(2) ** -110
+    assert not within(float(actual[0]), exact, 2.0**-52), "the case is outside by design"
+    assert (bool(inside[0]), bool(unsure[0])) == (False, True), (
+        f"decide(1 + 2**-52, 1 - 2**-110 ± 0, bound 2**-52) = inside {inside}, unsure "
+        f"{unsure}, but should be unsure (|diff| = 2**-52 + 2**-110 > the bound)")
+
+
 @pytest.mark.parametrize("bad", ["non-finite", "shape", "no rule"])
 def test_enclose_refuses_what_it_does_not_cover(bad: str, monkeypatch: pytest.MonkeyPatch
                                                 ) -> None:
@@ -732,6 +747,22 @@ def test_the_spec_slack_bounds_the_exact_interpreters_slack() -> None:
         request = VERDICT_REQUESTS[name]
         slack = enclosure._spec_slack(request.program, enclose(request))
         assert slack == 0, f"{name}: a rational program's slack is 0, got {slack}"
+
+
+def test_the_spec_slack_adds_the_gradient_slack_of_every_use_of_a_value() -> None:
+    """x feeds four tanh nodes under a cotangent of 2**40, so the gradient's slack (four
+    tanh VJP parts, added) dominates; the stand-in bound, which doubles its sum, must hold
+    all four (keeping only the last part would give half the interpreter's slack)."""
+    nodes = (*(Node(f"t{i}", "tanh", ("x",)) for i in range(4)),
+             Node("a1", "add", ("t0", "t1")), Node("a2", "add", ("t2", "t3")),
+             Node("h", "add", ("a1", "a2")))
+    program = Program((Input("x", (2,)),), nodes, "h")
+    request = Request(program, {"x": np.array([0.5, 0.5])}, "float64", np.full(2, 2.0**40))
+    slack = enclosure._spec_slack(program, enclose(request))
+    exact = evaluate(request).slack
+    assert exact <= slack, (
+        f"_spec_slack(x through four tanh) = {float(slack)!r}, but should be at least the "
+        f"interpreter's {float(exact)!r}")
 
 
 def _rounded(values: np.ndarray) -> np.ndarray:
