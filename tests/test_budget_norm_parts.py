@@ -85,6 +85,12 @@ def _parts(op: str, x: np.ndarray, g: np.ndarray) -> list[np.ndarray]:
             for piece in (part, np.broadcast_to(-part.mean(axis=-1, keepdims=True), x.shape))]
 
 
+def _residual_norm_program(op: str, width: int) -> Program:
+    """``residual_add(x, op(x, eps=EPS))`` on one row of ``width``."""
+    return Program((Input("x", (width,)),),
+                   (Node("n", op, ("x",), eps=EPS), Node("h", "residual_add", ("x", "n"))), "h")
+
+
 def _composed(request: Request, g: np.ndarray, order: list[int]) -> np.ndarray:
     """The identity's part (0) and the norm's parts added one at a time in ``order``."""
     kind = np.dtype(request.dtype).type
@@ -119,10 +125,8 @@ def _residual_norm(draw: st.DrawFn) -> tuple[Request, np.ndarray, list[int]]:
     size = 2.0 ** draw(st.integers(0, 40))
     x = round_to_dtype(draw(hnp.arrays(np.float64, (width,), elements=values)) * size, dtype)
     g = round_to_dtype(draw(hnp.arrays(np.float64, (width,), elements=values)), dtype)
-    program = Program((Input("x", (width,)),),
-                      (Node("n", op, ("x",), eps=EPS), Node("h", "residual_add", ("x", "n"))),
-                      "h")
-    request = Request(program, {"x": x.astype(np.float64)}, dtype, g.astype(np.float64))
+    request = Request(_residual_norm_program(op, width), {"x": x.astype(np.float64)}, dtype,
+                      g.astype(np.float64))
     order = draw(st.permutations(range(1 + COMPOSED_PARTS[op])))
     return request, g, order
 
@@ -151,10 +155,11 @@ def test_a_float16_composition_that_loses_the_statistics_term_to_underflow_is_a_
     ulps, and x[1]'s, nearly 0, comes out -2⁻²⁰. The same composition in float32, and the
     fused VJP (the reference) in float16, stay inside."""
     g = np.array([2.0**-14, 0.0])
-    program = Program((Input("x", (2,)),), (Node("n", "layer_norm", ("x",), eps=EPS),
-                                            Node("h", "residual_add", ("x", "n"))), "h")
+    requests = {dtype: Request(_residual_norm_program("layer_norm", 2),
+                               {"x": np.array([0.0, 64.0])}, dtype, g)
+                for dtype in ("float16", "float32")}
     for dtype, inside in (("float16", False), ("float32", True)):
-        request = Request(program, {"x": np.array([0.0, 64.0])}, dtype, g)
+        request = requests[dtype]
         exact = evaluate(request)
         assert exact.grads is not None
         bound = error_budget(request, exact=exact).grads["x"]
@@ -163,5 +168,5 @@ def test_a_float16_composition_that_loses_the_statistics_term_to_underflow_is_a_
         assert ok == [inside, inside], (
             f"layer_norm composed in {dtype} on x=[0, 64], g={g.tolist()}: "
             f"{composed.tolist()} judged {ok}, but should be {[inside, inside]}")
-    status, message = _judged(Request(program, {"x": np.array([0.0, 64.0])}, "float16", g))
+    status, message = _judged(requests["float16"])
     assert status == "pass", f"numpy on layer_norm [float16] x=[0, 64]: {status}: {message}"

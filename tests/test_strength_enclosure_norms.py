@@ -80,10 +80,15 @@ def _root_n(n: int) -> Fraction:
     return F(root + (root * root != n))
 
 
+def _gap(centred: bool, a: Row, big_r: Row) -> Fraction:
+    """``σ(m) - rms(R)``: σ the rms of the row, centred when the norm centres."""
+    mean = _mean(a) if centred else F(0)
+    return _rms([v - mean for v in a]) - _rms(big_r)
+
+
 def _r_max(centred: bool, a: Row, big_r: Row, eps: Fraction) -> Fraction:
     """``min(1/sqrt(ε), 1/(σ(m) - rms(R)))`` where the gap is positive, else ``1/sqrt(ε)``."""
-    mean = _mean(a) if centred else F(0)
-    gap = _rms([v - mean for v in a]) - _rms(big_r)
+    gap = _gap(centred, a, big_r)
     r_eps = 1 / _sqrt(eps)
     return min(r_eps, 1 / gap) if gap > 0 else r_eps
 
@@ -297,8 +302,7 @@ def test_the_spread_cases_reach_every_branch() -> None:
         x = c.ball()
         for a, big_r in zip(_exact_rows(x), _rows(x.rad), strict=True):
             for centred in (True, False):
-                mean = _mean(a) if centred else F(0)
-                gap = _rms([v - mean for v in a]) - _rms(big_r)
+                gap = _gap(centred, a, big_r)
                 r_eps = 1 / _sqrt(c.eps)
                 seen.add("gap <= 0" if gap <= 0 else "1/gap" if 1 / gap < r_eps else "r_eps")
                 y = _y_top(centred, a, big_r, _r_max(centred, a, big_r, c.eps))
