@@ -9,11 +9,9 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import numpy as np
 import pytest
@@ -212,123 +210,3 @@ def test_a_known_failure_whose_vector_passes_now_fails_the_count(
     got = (code, doc["failures"], [e["status"] for e in doc["known_failures"]])
     assert got == (1, [], ["fixed"]), (
         f"a fixed known failure gives {got}, expected (1, [], ['fixed'])")
-
-
-SMALL = "shared_operand or zero_branch"  # 20 tests, seconds on numpy
-
-
-def _count(tool: ModuleType, tmp_path: Path, name: str, *args: str) -> tuple[int, dict[str, Any]]:
-    out = tmp_path / f"{name}.json"
-    code = tool.main(["--first-seed", "11", "-j", "1", "-k", SMALL, "--out", str(out), *args])
-    return code, json.loads(out.read_text())
-
-
-def test_a_warm_batch_gives_each_seed_the_run_a_process_of_its_own_gives(
-        tmp_path: Path) -> None:
-    """``--warm 3`` runs three seeds' suites in one process; each seed's tests, examples and
-    verdicts are those of its own child (``--warm 1``). (These example counts do not depend
-    on the seed; that each run draws its own seed's examples is the next test's law.)"""
-    tool = _tool()
-    cold = _count(tool, tmp_path, "cold", "--runs", "3", "--backend", "numpy")
-    warm = _count(tool, tmp_path, "warm", "--runs", "3", "--backend", "numpy", "--warm", "3")
-    fields = ("runs", "tests", "failures", "incomplete", "seeds", "run_examples",
-              "examples_by_property")
-    got, want = ((code, {f: doc[f] for f in fields}) for code, doc in (warm, cold))
-    assert got == want, f"flakes.py --warm 3 gives {got}, expected the --warm 1 count {want}"
-    assert (warm[1]["warm"], warm[1]["select"]) == (3, SMALL), (warm[1]["warm"], warm[1]["select"])
-
-
-DRAWS = """
-from pathlib import Path
-from hypothesis import given, settings, strategies as st
-
-@settings(max_examples=20, database=None, derandomize=False)
-@given(n=st.integers())
-def test_draw(pytestconfig, n):
-    seed = pytestconfig.getoption("hypothesis_seed")
-    with open(Path(__file__).parent / f"draws-{seed}.txt", "a") as out:
-        out.write(f"{n}\\n")
-"""
-
-
-def test_a_warm_batch_draws_each_seeds_own_examples(tmp_path: Path) -> None:
-    """The batch child runs pytest once per seed in one process; each run draws the examples
-    its seed draws in a process of its own, and two seeds draw different ones."""
-    cold, warm = tmp_path / "cold", tmp_path / "warm"
-    runs = []
-    for folder in (cold, warm):
-        folder.mkdir()
-        (folder / "test_draws.py").write_text(DRAWS)
-    for seed in (1, 2):
-        args = [str(warm / "test_draws.py"), "-q", "-p", "no:cacheprovider",
-                f"--hypothesis-seed={seed}"]
-        runs.append({"folder": str(warm), "args": args})
-        subprocess.run([sys.executable, "-m", "pytest", str(cold / "test_draws.py"),
-                        *args[1:]], cwd=cold, check=True, capture_output=True, timeout=120)
-    (warm / "runs.json").write_text(json.dumps(runs))
-    subprocess.run([sys.executable, str(TOOL.parent / "flakes_batch.py"), str(warm / "runs.json")],
-                   cwd=warm, check=True, capture_output=True, timeout=120)
-    got, want = ([(d / f"draws-{s}.txt").read_text().split() for s in (1, 2)]
-                 for d in (warm, cold))
-    assert got == want, f"the batch's draws by seed {got} differ from each seed's own {want}"
-    assert want[0] != want[1], f"seeds 1 and 2 drew the same examples {want[0]}"
-
-
-def test_a_warm_batch_still_fails_a_broken_backend_under_each_seed(tmp_path: Path) -> None:
-    tool = _tool()
-    code, doc = _count(tool, tmp_path, "broken", "--runs", "2", "--backend", MUTANT,
-                       "--warm", "2", "-k", TANGENT_LAW)
-    got = (code, doc["runs"], sorted({f["seed"] for f in doc["failures"]}))
-    want = (1, {MUTANT: 2}, [11, 12])
-    assert got == want, f"flakes.py --warm 2 on {MUTANT} gives {got}, expected {want}"
-
-
-def _first_run_then(end: Callable[[Job, Path], None]) -> Callable[..., dict[str, Job]]:
-    """A run_children that starts the first batch, lets its child finish only the batch's
-    first seed (a listing cut to that run), then ``end(job, scratch)``."""
-    def fake(commands: Sequence[tuple[str, Command]], processes: int,
-             on_done: Callable[[Job], None] | None = None) -> dict[str, Job]:
-        key, command = commands[0]
-        scratch = Path(tempfile.mkdtemp())
-        argv = command(scratch)
-        listing = Path(argv[-1])
-        runs = json.loads(listing.read_text())
-        listing.write_text(json.dumps(runs[:1]))
-        subprocess.run(argv, check=True, capture_output=True, timeout=300)
-        job = Job(key, scratch)
-        assert on_done is not None
-        end(job, Path(runs[1]["folder"]))
-        if job.suite.returncode is not None:
-            on_done(job)
-        return {key: job}
-    return fake
-
-
-def _stop(job: Job, second: Path) -> None:
-    raise Interrupted("SIGTERM")
-
-
-def _crash_in_second(job: Job, second: Path) -> None:
-    first = second.parent / second.name.replace("@12", "@11")
-    records = (first / "report-log.jsonl").read_text().splitlines()
-    (second / "report-log.jsonl").write_text("\n".join(records[:3]) + "\n")  # then died
-    job.suite = SuiteRun(returncode=-9)
-
-
-@pytest.mark.parametrize(("end", "interrupted", "incomplete"),
-                         [(_stop, "SIGTERM", 0), (_crash_in_second, None, 1)])
-def test_a_warm_batch_that_ends_early_keeps_the_seeds_it_finished(
-        end: Callable[[Job, Path], None], interrupted: str | None, incomplete: int,
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A batch of seeds 11-13 whose child finished seed 11: stopped by us, the count keeps
-    seed 11 and drops the run it stopped; crashed inside seed 12, seed 12 is an incomplete
-    run (the count fails) and seed 13 was never run."""
-    tool = _tool()
-    monkeypatch.setattr(tool, "run_children", _first_run_then(end))
-    code, doc = _count(tool, tmp_path, "ended", "--runs", "3", "--backend", "numpy",
-                       "--warm", "3")
-    got = (code, doc.get("interrupted"), doc["runs"], sorted(doc["run_examples"]),
-           len(doc["incomplete"]), doc["run_examples"]["numpy@11"] > 0)
-    want = (1, interrupted, {"numpy": 1 + incomplete},
-            ["numpy@11", "numpy@12"][:1 + incomplete], incomplete, True)
-    assert got == want, f"a batch ended by {end.__name__} gives {got}, expected {want}"

@@ -23,16 +23,7 @@ the JAX children share JAX's own persistent compilation cache (``--jax-cache DIR
 default ``build/jax-compile-cache``; ``--jax-cache none`` for none; a
 ``JAX_COMPILATION_CACHE_DIR`` already set wins), so a shape compiled under one seed is
 loaded, not compiled, under the next. The executables are the ones XLA compiles; only
-the time changes. The cache saves XLA's compile but not JAX's lowering, which each new
-process repeats: ``--warm K`` runs a backend's seeds K to a process
-(``tools/flakes_batch.py``, each seed's suite with its own seed and report log, so its
-examples and verdicts are those of a child of its own), and a later seed finds the
-executables of the earlier ones in memory. A child that crashes loses that seed's run
-(counted incomplete) and the batch's later seeds (not run); a stopped count keeps every
-seed that finished, in a batch still running too.
-
-``-k EXPR`` (pytest's) counts only the tests it selects; ``--combine`` refuses to add parts
-of different selections, as of different profiles.
+the time changes.
 """
 
 from __future__ import annotations
@@ -43,10 +34,8 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +43,7 @@ from resverify.impl import resolve_backend
 from resverify.properties.stats import FALSE_ALARM
 from resverify.reports import known_failures
 from resverify.reports.mutant_runs import Command, Job, run_children
-from resverify.reports.runner import Interrupted, RecordTail, SuiteRun, pytest_command
+from resverify.reports.runner import Interrupted, pytest_command
 from resverify.spec.errors import ResverifyError
 
 # the properties whose verdict is a statistical test with a stated false-alarm bound
@@ -66,8 +55,6 @@ STATISTICAL = ("independent_updates_add_their_variances",
 
 
 JAX_CACHE = Path(__file__).resolve().parents[1] / "build" / "jax-compile-cache"
-BATCH_CHILD = Path(__file__).resolve().parent / "flakes_batch.py"
-RUN_TIMEOUT = 600.0  # pytest-timeout's limit on one test, seconds
 
 
 def jax_cache_environment(backends: list[str], folder: Path | None,
@@ -84,70 +71,12 @@ def jax_cache_environment(backends: list[str], folder: Path | None,
             "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
 
 
-def command(backend: str, seed: int, profile: str, select: tuple[str, ...] = ()) -> Command:
+def command(backend: str, seed: int, profile: str) -> Command:
     def make(folder: Path) -> list[str]:
         return pytest_command(report_log=folder / "report-log.jsonl", backends=[backend],
                               profile=profile, seed=seed, vector_dir=folder / "vectors",
-                              timeout=RUN_TIMEOUT, extra=select)
+                              timeout=600.0)
     return make
-
-
-class Batches:
-    """The runs of ``--warm K``: each backend's seeds K to a child process
-    (``tools/flakes_batch.py``), each seed's run in a folder of its own under ``root``,
-    read back as the run of a child of its own."""
-
-    def __init__(self, root: Path, backends: list[str], seeds: list[int], size: int,
-                 profile: str, select: tuple[str, ...]) -> None:
-        self.root, self.profile, self.select = root, profile, select
-        self.batches = {f"{b}@{chunk[0]}..{chunk[-1]}": (b, chunk) for b in backends
-                        for chunk in (seeds[i:i + size] for i in range(0, len(seeds), size))}
-        self.harvested: set[str] = set()
-
-    def jobs(self) -> list[tuple[str, Command]]:
-        return [(key, self._command(key)) for key in self.batches]
-
-    def _command(self, key: str) -> Command:
-        backend, seeds = self.batches[key]
-
-        def make(scratch: Path) -> list[str]:
-            runs = []
-            for seed in seeds:
-                folder = self.root / f"{backend}@{seed}"
-                folder.mkdir(parents=True)
-                args = pytest_command(report_log=folder / "report-log.jsonl",
-                                      backends=[backend], profile=self.profile, seed=seed,
-                                      vector_dir=folder / "vectors", timeout=RUN_TIMEOUT,
-                                      numprocesses="0", extra=self.select)
-                runs.append({"folder": str(folder), "args": args[3:]})  # after python -m pytest
-            listing = scratch / "runs.json"
-            listing.write_text(json.dumps(runs))
-            return [sys.executable, str(BATCH_CHILD), str(listing)]
-        return make
-
-    def runs(self, key: str, ended: int | None) -> Iterator[Job]:
-        """The seed runs of batch ``key``, as jobs: each that finished, and, when the child
-        ended on its own (exit code ``ended``; None: stopped by us) before finishing a run
-        it had begun, that run, unfinished."""
-        self.harvested.add(key)
-        backend, seeds = self.batches[key]
-        for seed in seeds:
-            folder = self.root / f"{backend}@{seed}"
-            result, log = folder / "result.json", folder / "report-log.jsonl"
-            if not result.exists() and (ended is None or not log.exists()):
-                continue  # not begun, or stopped by us
-            suite = SuiteRun()
-            for record in RecordTail(log).read():
-                suite.add(record)
-            done = json.loads(result.read_text()) if result.exists() else None
-            suite.returncode = int(done["exit"]) if done else ended
-            yield Job(f"{backend}@{seed}", folder, suite=suite,
-                      seconds=float(done["seconds"]) if done else 0.0)
-
-    def leftovers(self) -> Iterator[Job]:
-        """The finished seed runs of the batches still running when the count stopped."""
-        for key in [k for k in self.batches if k not in self.harvested]:
-            yield from self.runs(key, None)
 
 
 class Tally:
@@ -161,7 +90,6 @@ class Tally:
         self.failures: list[dict[str, Any]] = []
         self.expected: list[dict[str, Any]] = []
         self.run_seconds: dict[str, float] = {}
-        self.run_examples: dict[str, int] = {}
         self.seeds: dict[str, set[int]] = {}
         self.tests = 0
 
@@ -169,8 +97,6 @@ class Tally:
         backend, seed = job.key.rsplit("@", 1)
         self.runs[backend] += 1
         self.run_seconds[job.key] = round(job.seconds, 1)
-        self.run_examples[job.key] = sum(int(r["properties"].get("examples") or 0)
-                                         for r in job.suite.results)
         self.seeds.setdefault(backend, set()).add(int(seed))
         if not job.suite.finished:
             self.incomplete.append(f"{job.key}: pytest exit {job.suite.exitstatus}, "
@@ -223,7 +149,6 @@ class Tally:
         self.failures += doc["failures"]
         self.expected += doc.get("expected", [])
         self.run_seconds.update(doc.get("run_seconds", {}))
-        self.run_examples.update(doc.get("run_examples", {}))
         self.incomplete += doc["incomplete"]
 
     def document(self, seconds: float) -> dict[str, Any]:
@@ -233,7 +158,7 @@ class Tally:
                 "examples_by_property": dict(sorted(self.examples.items())),
                 "statistical": self.statistics(), "seconds": round(seconds, 1),
                 "seeds": {b: sorted(s) for b, s in sorted(self.seeds.items())},
-                "run_seconds": self.run_seconds, "run_examples": self.run_examples}
+                "run_seconds": self.run_seconds}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,11 +175,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--known-failures", type=Path, metavar="FILE",
                         help="a known-failures file (as `resverify check --known-failures`): a "
                              "failed test it expects is counted as expected, not failed")
-    parser.add_argument("--warm", type=int, default=1, metavar="K",
-                        help="run each backend's seeds K to a process (default 1: a process "
-                             "a seed); eager JAX then reuses the executables it lowered")
-    parser.add_argument("-k", dest="select", metavar="EXPR",
-                        help="only the tests pytest's -k EXPR selects")
     parser.add_argument("--jax-cache", default=str(JAX_CACHE), metavar="DIR",
                         help="JAX's persistent compilation cache for the JAX children "
                              "(default build/jax-compile-cache; 'none' for none)")
@@ -263,11 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         return _combine(args.combine, args.out, parser)
     if args.runs < 1 or args.jobs < 1:
         parser.error("--runs and --jobs need at least 1")
-    if args.warm < 1:
-        parser.error("--warm needs at least 1")
     backends = args.backends or ["numpy"]
-    seeds = list(range(args.first_seed, args.first_seed + args.runs))
-    select = ("-k", args.select) if args.select else ()
+    seeds = range(args.first_seed, args.first_seed + args.runs)
+    jobs = [(f"{b}@{s}", command(b, s, args.profile)) for s in seeds for b in backends]
     cache = jax_cache_environment(backends, None if args.jax_cache == "none"
                                   else Path(args.jax_cache), dict(os.environ))
     os.environ.update(cache)  # the children inherit it
@@ -286,31 +204,19 @@ def main(argv: list[str] | None = None) -> int:
 
     stopped = ""
     previous = signal.signal(signal.SIGTERM, _raise_interrupted)
-    with tempfile.TemporaryDirectory(prefix="resverify-flakes-") as root:
-        batches = Batches(Path(root), backends, seeds, args.warm, args.profile, select)
-        jobs = [(f"{b}@{s}", command(b, s, args.profile, select)) for s in seeds
-                for b in backends] if args.warm == 1 else batches.jobs()
-
-        def done_batch(job: Job) -> None:
-            for run in batches.runs(job.key, job.suite.returncode):
-                done(run)
-        try:
-            run_children(jobs, args.jobs, done if args.warm == 1 else done_batch)
-        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: keep the runs that finished
-            stopped = exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
-            for run in batches.leftovers() if args.warm > 1 else ():
-                done(run)
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+    try:
+        run_children(jobs, args.jobs, done)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: keep the runs that finished
+        stopped = exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     doc = tally.document(time.monotonic() - began)
     doc["commit"], doc["profile"] = _commit(), args.profile
-    doc["select"], doc["warm"] = args.select, args.warm
     doc["jax_compilation_cache"] = os.environ.get("JAX_COMPILATION_CACHE_DIR")
     doc["known_failures"] = known
     if stopped:
         doc["interrupted"] = stopped
-        print(f"stopped by {stopped} after {sum(doc['runs'].values())} of "
-              f"{len(seeds) * len(backends)} runs; "
+        print(f"stopped by {stopped} after {sum(doc['runs'].values())} of {len(jobs)} runs; "
               "the counts below are of the finished runs", file=sys.stderr)
     if args.out is not None:
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
@@ -341,15 +247,15 @@ def _combine(paths: list[Path], out: Path | None, parser: argparse.ArgumentParse
             tally.merge(doc, str(path))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             parser.error(f"cannot add {path}: {exc}")
-        profiles.add((doc.get("profile"), doc.get("select")))
+        profiles.add(doc.get("profile"))
         if len(profiles) > 1:
-            parser.error(f"cannot add {path}: its profile {doc.get('profile')!r} or test "
-                         f"selection {doc.get('select')!r} differs from the other parts'")
+            parser.error(f"cannot add {path}: its profile {doc.get('profile')!r} differs "
+                         "from the other parts'")
         seconds += doc["seconds"]
         parts.append({"file": str(path), "commit": doc.get("commit"), "runs": doc["runs"],
                       "interrupted": doc.get("interrupted")})
     combined = tally.document(seconds)
-    combined["parts"], (combined["profile"], combined["select"]) = parts, profiles.pop()
+    combined["parts"], combined["profile"] = parts, profiles.pop()
     if out is not None:
         out.write_text(json.dumps(combined, indent=2) + "\n")
     _summary(combined)
