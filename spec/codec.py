@@ -41,7 +41,15 @@ import numpy as np
 from resverify.spec.errors import InvalidDocument, InvalidProgram
 from resverify.spec.hexfloat import format_hex, format_hex_json, parse_hex
 from resverify.spec.ir import ATTRIBUTES, Input, Node, Program, as_shape
-from resverify.spec.request import Request, Result, ResultError, Value, storage_dtype
+from resverify.spec.request import (
+    NO_OUTPUT,
+    Request,
+    Result,
+    ResultError,
+    Value,
+    output_shape,
+    storage_dtype,
+)
 
 FORMAT_VERSION = 1
 MESSAGE_KINDS = ("hello", "capabilities", "request", "result")
@@ -248,7 +256,13 @@ def request_from_dict(doc: Mapping[str, Any]) -> Request:
     sent = doc.get("tangents")
     tangents = None if sent is None else {
         k: decode_array(v, dtype, f"tangent {k!r}", seen) for k, v in sent.items()}
-    return Request(program_from_dict(doc["program"]), inputs, dtype, cotangent, tangents)
+    program = program_from_dict(doc["program"])
+    given = NO_OUTPUT.shape if cotangent is None else cotangent.shape
+    if given != NO_OUTPUT.shape and output_shape(program) is None:
+        raise InvalidDocument(  # in the document's own spelling (Request says None)
+            "a shape-invalid program has no output to take a cotangent: write "
+            f'"cotangent": null (got shape {list(given)})')
+    return Request(program, inputs, dtype, cotangent, tangents)
 
 
 def result_to_dict(result: Result, dtype: str | None = None,

@@ -102,3 +102,20 @@ def test_adapter_module_in_the_working_folder_is_found(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert isinstance(loads_result(done.stdout), Value), done.stdout
+
+
+def test_run_tells_a_shape_invalid_json_request_to_write_a_null_cotangent(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad_shapes.json"
+    path.write_text(json.dumps({
+        "resverify": 1, "kind": "request", "dtype": "float64",
+        "program": {"inputs": [{"name": "x", "shape": [2, 2]}, {"name": "b", "shape": [2]}],
+                    "nodes": [{"name": "y", "op": "residual_add", "args": ["x", "b"]}],
+                    "output": "y"},
+        "inputs": {"x": {"shape": [2, 2], "data": [1, 1, 1, 1]},
+                   "b": {"shape": [2], "data": [1, 2]}},
+        "cotangent": {"shape": [2], "data": [1, 2]}}))
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and '"cotangent": null' in err and "None" not in err, \
+        f"stderr {err!r}, expected one line saying '\"cotangent\": null'"

@@ -223,3 +223,25 @@ def test_malformed_tangents_are_refused_with_one_line(
     with pytest.raises(ResverifyError, match=message) as info:
         loads_request(json.dumps(doc))
     assert "\n" not in str(info.value), info.value
+
+
+SHAPE_INVALID_WITH_COTANGENT = {
+    "resverify": 1, "kind": "request", "dtype": "float64",
+    "program": {"inputs": [{"name": "x", "shape": [2, 2]}, {"name": "b", "shape": [2]}],
+                "nodes": [{"name": "y", "op": "residual_add", "args": ["x", "b"]}],
+                "output": "y"},
+    "inputs": {"x": {"shape": [2, 2], "data": [1, 1, 1, 1]}, "b": {"shape": [2], "data": [1, 2]}},
+    "cotangent": {"shape": [2], "data": [1, 2]},
+}
+
+
+def test_a_json_shape_invalid_request_is_told_to_write_a_null_cotangent() -> None:
+    with pytest.raises(InvalidDocument) as caught:
+        loads_request(json.dumps(SHAPE_INVALID_WITH_COTANGENT))
+    message = str(caught.value)
+    expected = '"cotangent": null'
+    assert expected in message and "None" not in message, \
+        f"message {message!r}, expected it to say {expected!r} and not None"
+    assert "got shape [2]" in message and "\n" not in message, message
+    null = dict(SHAPE_INVALID_WITH_COTANGENT, cotangent=None)
+    assert not loads_request(json.dumps(null)).shape_valid, "the null cotangent is read"
