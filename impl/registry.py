@@ -15,13 +15,14 @@ included (a test checks them against the adapter's own wherever the library is i
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata
 import importlib.util
 import os
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,23 +149,75 @@ def resolve_backend(name: str) -> Backend:
     if found is not None:
         return _instantiate(name, load_plugin(found))
     if ":" not in name:
-        raise UsageError(
-            f"unknown backend {name!r}; use one of {sorted(BUILTIN)}, an installed plug-in "
-            f"({', '.join(sorted(plugins())) or 'none installed'}), module:attr or cmd:COMMAND"
-        )
+        raise _unknown(name)
     module_name, _, attr = name.partition(":")
+    if not module_name or not attr:
+        raise UsageError(f"backend {name!r} names no {'attribute' if module_name else 'module'}"
+                         f"; write module:ClassName, e.g. examples.toy_adapter:ToyBackend")
     _working_folder_importable()
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # an adapter module may fail to import in any way
-        raise UsageError(
-            f"cannot import backend module {module_name!r}: {type(exc).__name__}: "
-            f"{_one_line(exc)}") from None
+        raise _import_failure(module_name, exc) from None
     try:
         target = getattr(module, attr)
     except AttributeError:
-        raise UsageError(f"module {module_name!r} has no attribute {attr!r}") from None
+        raise UsageError(f"module {module_name!r} has no attribute {attr!r}"
+                         f"{_did_you_mean(attr, dir(module))}") from None
     return _instantiate(name, target)
+
+
+def _did_you_mean(typed: str, known: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the known name closest to ``typed`` (case aside), or
+    ``""``."""
+    by_folded = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(typed.lower(), by_folded, n=1)
+    return f" (did you mean {by_folded[close[0]]!r}?)" if close else ""
+
+
+def _unknown(name: str) -> UsageError:
+    """A name without ``:``: a misspelt built-in or plug-in, or a module missing its attribute."""
+    names = [*BUILTIN, *plugins()]
+    suggestion = _did_you_mean(name, names)
+    if not suggestion and _is_module(name):
+        return UsageError(f"{name} has no ':attr'; write {name}:ClassName, naming the backend "
+                          f"object, class or factory in it")
+    return UsageError(
+        f"unknown backend {name!r}{suggestion}; use one of {sorted(BUILTIN)}, an installed "
+        f"plug-in ({', '.join(sorted(plugins())) or 'none installed'}), module:attr or "
+        f"cmd:COMMAND")
+
+
+def _is_module(name: str) -> bool:
+    """Whether ``name`` is an importable module here (its parent packages may be imported)."""
+    _working_folder_importable()
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a missing parent package, or no module name at all
+        return False
+
+
+def _import_failure(module_name: str, exc: Exception) -> UsageError:
+    """One line: the exception, and the file that raised it or the folders searched."""
+    failed = f"{type(exc).__name__}: {_one_line(exc)}"
+    missing = getattr(exc, "name", None)
+    if isinstance(exc, ModuleNotFoundError) and missing and (
+            module_name == missing or module_name.startswith(f"{missing}.")):
+        return UsageError(
+            f"cannot import backend module {module_name!r}: {failed} (searched the "
+            f"environment's import path, then the working folder {os.getcwd()})")
+    origin = _origin(module_name)
+    where = f" ({origin})" if origin else f" (working folder {os.getcwd()})"
+    return UsageError(f"cannot import backend module {module_name!r}{where}: {failed}")
+
+
+def _origin(module_name: str) -> str | None:
+    """The file ``module_name`` is loaded from, when it can be found without importing it."""
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except Exception:  # a parent package that fails to import
+        return None
+    return spec.origin if spec is not None and spec.has_location else None
 
 
 def load_plugin(entry: importlib.metadata.EntryPoint) -> Any:
