@@ -111,11 +111,10 @@ class Context:
                    f"spec gives {list(exact.shape)}")
         for cell in cells(actual, exact, budget):
             if not cell.ok:
-                diff = cell.actual if cell.diff is None else cell.diff
                 unbounded = "" if cell.bound == cell.bound else " (a NaN budget bounds nothing)"
                 self.fail(f"{what}{element_index(cell.index)}: backend {self.backend} = "
-                          f"{num(cell.actual)}, spec = {num(cell.exact)}, |diff| = {num(diff)} "
-                          f"> budget {num(cell.bound)}{unbounded}")
+                          f"{num(cell.actual)}, spec = {num(cell.exact)}, "
+                          f"|diff| = {num(cell.abs_diff)} > budget {num(cell.bound)}{unbounded}")
 
     def equal(self, what: str, actual: np.ndarray, expected: np.ndarray,
               expected_side: str = "spec", skip: np.ndarray | None = None) -> None:

@@ -155,12 +155,12 @@ def compare_array(label: str, got: np.ndarray, exact: np.ndarray, budget: np.nda
         return [Row(label, f"shape {list(got.shape)}", f"shape {list(exact.shape)}", "", "",
                     False, math.inf)]
     return [Row(f"{label}{_label(c.index)}", repr(c.actual), _show(c.exact),
-                "inf" if c.diff is None else _short(c.diff), f"{c.bound:.3g}", c.ok,
+                _short(c.abs_diff), f"{c.bound:.3g}", c.ok,
                 _ratio(c))
             for c in cells(got, exact, budget)]
 
 
-def _short(value: Fraction) -> str:
+def _short(value: Fraction | float) -> str:
     """Three significant digits, even beyond the float range."""
     try:
         return f"{float(value):.3g}"

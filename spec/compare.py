@@ -69,6 +69,17 @@ class Cell:
         """``|actual - exact|``, exactly; None when ``actual`` is NaN or infinite."""
         return abs(Fraction(self.actual) - self.exact) if math.isfinite(self.actual) else None
 
+    @property
+    def abs_diff(self) -> Fraction | float:
+        """``|actual - exact|`` as printed everywhere (the suite's messages, ``resverify
+        replay``, the report): exactly when ``actual`` is finite, else what IEEE arithmetic
+        gives, ``nan`` for NaN (``|NaN - x|`` is NaN) and ``inf`` for ±inf.
+
+        >>> Cell((), float("nan"), Fraction(1), 0.5, False).abs_diff
+        nan
+        """
+        return self.diff if self.diff is not None else abs(self.actual)
+
 
 def cells(actual: np.ndarray, exact: np.ndarray, bound: np.ndarray) -> Iterator[Cell]:
     """Every element of ``actual`` against ``exact`` (same shape) and ``bound`` (broadcast).

@@ -282,3 +282,54 @@ def test_a_forward_mode_vector_judges_the_tangent_as_the_suite_does(
     out = capsys.readouterr().out
     failing = [line for line in out.splitlines() if line.endswith(" FAIL") and "ok," not in line]
     assert code == 1 and failing and all(r.startswith("tangent[") for r in failing), out
+
+
+class NonFiniteGradBackend(NumpyBackend):
+    """The reference, but grad x[0] is NaN and grad x[1] is -inf (class attribute: which)."""
+
+    name = "non-finite"
+
+    def run(self, request: Request) -> Result:
+        result = super().run(request)
+        assert isinstance(result, Value)
+        grads = {k: np.array(v, copy=True) for k, v in result.grads.items()}
+        grads["x"].flat[0], grads["x"].flat[1] = np.nan, -np.inf
+        return Value(result.output, grads=grads)
+
+
+def _suite_diff(request: Request, index: int) -> str:
+    """The ``|diff|`` the property suite prints for grad x[index] of NonFiniteGradBackend."""
+    from resverify.properties.assertions import Context, PropertyFailure
+    from resverify.spec.budget import error_budget
+    from resverify.spec.exact import evaluate
+
+    exact = evaluate(request)
+    budget = error_budget(request, exact=exact)
+    result = NonFiniteGradBackend().run(request)
+    assert isinstance(result, Value) and exact.grads is not None
+    got, want = np.asarray(result.grads["x"]), np.asarray(exact.grads["x"], dtype=object)
+    only = np.zeros(got.shape, dtype=bool)
+    only.flat[index] = True  # every other element exact, so the suite names this one
+    got = np.where(only, got, np.asarray([float(v) for v in want.flat]).reshape(got.shape))
+    with pytest.raises(PropertyFailure) as failed:
+        Context("non-finite", request).within("grad x", got, want, budget.grads["x"])
+    found = re.search(r"\|diff\| = (\S+)", str(failed.value))
+    assert found is not None, f"no |diff| in the suite's message: {failed.value}"
+    return found.group(1)
+
+
+def test_replay_and_the_suite_print_the_same_diff_for_nan_and_infinite_values(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """|NaN - x| is NaN and |±inf - x| is inf, in the suite's message and in replay alike."""
+    request = linear_block_request()
+    code = main(["replay", _vector(tmp_path, request), "--backend",
+                 f"{__name__}:NonFiniteGradBackend"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    rows = {cells[0]: cells[1:] for cells in (re.split(r"\s{2,}", line)
+                                              for line in out.splitlines())
+            if cells[0].startswith("grad x[")}
+    for index, (element, expected) in enumerate((("grad x[0]", "nan"), ("grad x[1]", "inf"))):
+        replayed, suite = rows[element][2], _suite_diff(request, index)
+        assert (replayed, suite) == (expected, expected), \
+            f"{element}: replay prints |diff| {replayed}, the suite {suite}; expected {expected}"
