@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from resverify.reports.cli import main
@@ -119,3 +120,72 @@ def test_run_tells_a_shape_invalid_json_request_to_write_a_null_cotangent(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and '"cotangent": null' in err and "None" not in err, \
         f"stderr {err!r}, expected one line saying '\"cotangent\": null'"
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:
+    assert main(["run", *argv]) == 0
+    doc: dict[str, object] = json.loads(capsys.readouterr().out)
+    return doc
+
+
+def data_of(doc: dict[str, object]) -> list[str]:
+    """Every number of a result document's arrays, in document order."""
+    assert isinstance(doc["output"], dict) and isinstance(doc["grads"], dict), doc
+    arrays = [doc["output"], *(doc["grads"][k] for k in sorted(doc["grads"]))]
+    return [v for a in arrays for v in a["data"]]
+
+
+def test_run_prints_lossless_hex_floats_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+    numbers = data_of(run_json(capsys, "examples/request.json"))
+    assert all(v.startswith(("0x", "-0x")) for v in numbers), \
+        f"default output {numbers}, expected float.hex text only"
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+def test_run_decimal_prints_shortest_decimals_that_read_back_bit_for_bit(
+        dtype: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "req.json"
+    request = linear_block_request(dtype=dtype)
+    path.write_text(dumps(request))
+    hexed = run_json(capsys, str(path))
+    decimal = run_json(capsys, str(path), "--decimal")
+    assert set(decimal) == set(hexed) and decimal["dtype"] == dtype, (decimal, hexed)
+    numbers = data_of(decimal)
+    assert numbers and not any("0x" in v for v in numbers), f"--decimal printed {numbers}"
+    assert "1.0" in numbers or "-3.25" in numbers, f"--decimal printed {numbers}"
+    exact, shown = (loads_result(json.dumps(d), dtype) for d in (hexed, decimal))
+    assert isinstance(exact, Value) and isinstance(shown, Value), (exact, shown)
+    pairs = [("output", exact.output, shown.output),
+             *((f"grads[{k}]", exact.grads[k], shown.grads[k]) for k in exact.grads)]
+    for name, want, got in pairs:
+        assert want.tobytes() == got.tobytes(), f"{name}: --decimal reads back {got}, not {want}"
+
+
+def test_run_decimal_keeps_signed_zeros_and_specials(capsys: pytest.CaptureFixture[str]) -> None:
+    from resverify.reports.cmd_run import decimal_array
+
+    shown = decimal_array(np.array([-0.0, np.inf, -np.inf, np.nan, 0.1, 5e-324]))
+    assert shown["data"] == ["-0.0", "inf", "-inf", "nan", "0.1", "5e-324"], shown
+    assert decimal_array(np.array([0.1], dtype=np.float32))["data"] == ["0.1"]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+def test_decimal_view_reads_back_bit_for_bit_in_every_dtype(dtype: str) -> None:
+    from resverify.reports.cmd_run import decimal_array
+    from resverify.spec.codec import decode_array
+    from resverify.spec.request import as_values
+
+    rng = np.random.default_rng(0)
+    raw = np.concatenate([rng.standard_normal(200) * 10.0 ** rng.integers(-8, 8, 200),
+                          [-0.0, 0.0, 1e-40, 6e-8, 65504.0, np.inf]])
+    values = as_values(decode_array({"shape": [raw.size], "data": [float(v).hex() for v in raw]},
+                                    dtype, "x"), dtype, "x")
+    back = decode_array(decimal_array(values), dtype, "x")
+    assert back.tobytes() == values.tobytes(), \
+        f"{dtype}: {decimal_array(values)['data'][:4]} read back {back[:4]}, not {values[:4]}"
+
+
+def test_run_help_offers_the_decimal_view(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--help"]) == 0
+    shown = capsys.readouterr().out
+    assert "--decimal" in shown and "hex" in shown, f"run --help says {shown!r}"
