@@ -220,3 +220,28 @@ def test_markdown_and_html_claim_tables_cite_the_english_title() -> None:
     assert "| 003_lecture.txt § Experiment |" in table and "(Experiment)" not in table
     page = html._claims(doc)
     assert html.esc(CITED) in page and "(Experiment)" not in page
+
+
+PROTOCOL = REPO / "docs" / "external-protocol.md"
+OP_DOCS = {"docs/adapters.md": (ADAPTERS, "What each op must compute"),
+           "docs/external-protocol.md": (PROTOCOL, "Ops")}
+ZEROS_AS_VALUES = "`-0.0 == +0.0`"
+
+
+def op_rows(path: Path, title: str) -> dict[str, str]:
+    """The rows of the op table under the ``title`` heading (## or ###), by op name."""
+    text = path.read_text(encoding="utf-8")
+    match = re.search(rf"^#+ {re.escape(title)}\n(.*?)(?=^#+ |\Z)", text, re.S | re.M)
+    assert match, f"{path.name}: no section {title!r}"
+    return dict(re.findall(r"^\| `(\w+)` \|(.*)$", match.group(1), re.M))
+
+
+@pytest.mark.parametrize("doc", sorted(OP_DOCS))
+def test_op_tables_promise_no_sign_of_zero_the_suite_does_not_check(doc: str) -> None:
+    path, title = OP_DOCS[doc]
+    rows = op_rows(path, title)
+    signed = {op: row for op, row in rows.items() if re.search(r"[+−-]0\b(?![.x])", row)}
+    assert not signed, f"{doc}: rows {signed} promise a sign of zero; the suite judges values"
+    assert "either sign" in rows["relu"], f"{doc}: relu row {rows['relu']!r} says nothing of -0"
+    text = path.read_text(encoding="utf-8")
+    assert ZEROS_AS_VALUES in text, f"{doc} does not state the convention {ZEROS_AS_VALUES}"
