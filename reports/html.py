@@ -14,8 +14,9 @@ from __future__ import annotations
 import base64
 import html
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
+from resverify.reports.cmd_replay import FailedElement, failed_element
 from resverify.reports.markdown import citation, short_note
 
 __all__ = ["CSP", "MODE_TITLES", "esc", "render_html"]
@@ -56,6 +57,12 @@ font-size:.8rem}
 margin:.6rem 0;overflow-wrap:anywhere}.failure summary{font-weight:700;margin:.3rem 0;
 cursor:pointer}
 .failure pre{white-space:pre-wrap;background:#f6f8fa;padding:.4rem;font-size:.8rem}
+.copyrow{margin:.2rem 0 .45rem}.copyrow .label{display:block;font-size:.75rem;color:#57606a;
+text-transform:uppercase;letter-spacing:.04em}code.copy{display:block;font-family:ui-monospace,
+monospace;font-size:1rem;font-weight:600;background:#f6f8fa;border:1px solid #d0d7de;
+padding:.35rem .55rem;user-select:all;overflow-wrap:anywhere}
+table.element{width:auto}table.element td{font-family:ui-monospace,monospace}
+.facts{font-size:.8rem;color:#57606a;margin:.3rem 0}
 .passed,.pass{color:#1a7f37;font-weight:600}.failed,.fail{color:#cf222e;font-weight:600}
 .skipped,.xfailed,.missing,.not-checked,.not-claimed{color:#6e7781}.expected{color:#9a6700;font-weight:600}
 .fixed{color:#cf222e;font-weight:600}.badge{display:inline-block;padding:.15rem .6rem;
@@ -222,13 +229,37 @@ def _matrix(doc: Mapping[str, Any]) -> str:
             + f'<table class="matrix">{head}<tbody>{"".join(body)}</tbody></table>')
 
 
-def _failure_card(title: str, lines: Sequence[tuple[str, object]], text: object,
-                  open_: bool) -> str:
-    meta = "".join(f"<div><b>{esc(k)}</b> <code>{esc(v)}</code></div>" for k, v in lines if v)
-    body = f"<pre>{esc(text)}</pre>" if text else ""
+class _Card(NamedTuple):
+    """A failure card: its title, the values a person copies (label, text), the first
+    failing element, further facts (label, value) and the message."""
+
+    title: str
+    copies: list[tuple[str, object]]
+    element: FailedElement | None
+    facts: list[tuple[str, object]]
+    text: object
+
+
+def _failure_card(card: _Card, open_: bool) -> str:
+    """The copyable values first and large, then the failing element, the facts, the
+    message."""
+    copies = "".join(f'<div class="copyrow"><span class="label">{esc(k)}</span>'
+                     f'<code class="copy">{esc(v)}</code></div>' for k, v in card.copies if v)
+    facts = " · ".join(f"{esc(k)} <code>{esc(v)}</code>" for k, v in card.facts if v)
+    body = f"<pre>{esc(card.text)}</pre>" if card.text else ""
     state = " open" if open_ else ""
-    return (f'<details class="failure"{state}><summary>{esc(title)}</summary>{meta}{body}'
-            "</details>")
+    return (f'<details class="failure"{state}><summary>{esc(card.title)}</summary>{copies}'
+            f'{_element(card.element)}<div class="facts">{facts}</div>{body}</details>')
+
+
+def _element(element: FailedElement | None) -> str:
+    """The first failing element as a one-row table (nothing when the message names none)."""
+    if element is None:
+        return ""
+    row = [_td(element.element), _td(element.backend, "nw"), _td(element.expected),
+           _td(element.diff, "nw"), _td(element.budget, "nw")]
+    return _table(["first failing element", "backend", "expected", "|diff|", "budget"], [row],
+                  "element")
 
 
 def _failures(doc: Mapping[str, Any]) -> str:
@@ -236,19 +267,21 @@ def _failures(doc: Mapping[str, Any]) -> str:
              for p in doc["properties"] if p["status"] == "failed"
              for i, f in enumerate(p["failures"] or [None], 1)]
     items += [_claim_failure(c) for c in doc["claims"] if c["status"] == "fail"]
-    cards = [_failure_card(*item, open_=i < OPEN_FAILURES) for i, item in enumerate(items)]
+    cards = [_failure_card(item, open_=i < OPEN_FAILURES) for i, item in enumerate(items)]
     return f"<h2>Failures ({len(cards)})</h2>" + "".join(cards) if cards else ""
 
 
 def _property_failure(p: Mapping[str, Any], failure: Mapping[str, Any] | None, number: int,
-                      count: int) -> tuple[str, list[tuple[str, object]], object]:
+                      count: int) -> _Card:
     """A failure card for one distinct failure of a property test (the test's own message,
     vector and replay when it recorded no separate failures)."""
     f = failure or {"kind": p["failure_kind"], "vector": p["vector"], "replay": p["replay"],
                     "message": p["message"]}
     title = p["id"] + (f" (failure {number} of {count})" if count > 1 else "")
-    return title, [("backend", p["backend"]), ("dtype", p["dtype"]), ("kind", f["kind"]),
-                   ("test vector", f["vector"]), ("replay", f["replay"])], f["message"]
+    return _Card(title, [("replay", f["replay"]), ("test vector", f["vector"])],
+                 failed_element(f["message"]),
+                 [("backend", p["backend"]), ("dtype", p["dtype"]), ("kind", f["kind"])],
+                 f["message"])
 
 
 def _properties(doc: Mapping[str, Any]) -> str:
@@ -260,7 +293,7 @@ def _properties(doc: Mapping[str, Any]) -> str:
         ["test", "backend", "dtype", "status", "examples", "time (s)", "note"], rows)
 
 
-def _claim_failure(c: Mapping[str, Any]) -> tuple[str, list[tuple[str, object]], str]:
+def _claim_failure(c: Mapping[str, Any]) -> _Card:
     """A failure card for a claim: each failed side with its expected and observed value."""
     failed = [s for s in c["backends"] if s["status"] == "fail"]
     parts = [c["statement"]]
@@ -271,7 +304,7 @@ def _claim_failure(c: Mapping[str, Any]) -> tuple[str, list[tuple[str, object]],
               + (f"\n       {s['reason']}" if s["reason"] else "") for s in failed]
     meta: list[tuple[str, object]] = [("backend", ", ".join(s["backend"] for s in failed)),
                                       ("source", c["source"])]
-    return f"claim {c['id']}", meta, "\n".join(parts)
+    return _Card(f"claim {c['id']}", [], None, meta, "\n".join(parts))
 
 
 def _claim_side(side: Mapping[str, Any] | None) -> str:
@@ -350,7 +383,7 @@ def _mutants(doc: Mapping[str, Any]) -> str:
 
 def render_html(doc: Mapping[str, Any], plots: Mapping[str, bytes]) -> str:
     """The whole page for a report document and its plots (PNG bytes by name)."""
-    body = (_header(doc) + _summary(doc) + _matrix(doc) + _failures(doc) + _known_failures(doc)
+    body = (_header(doc) + _summary(doc) + _failures(doc) + _matrix(doc) + _known_failures(doc)
             + _backends(doc)
             + _plots(plots, doc) + _properties(doc) + _claims(doc) + _mutants(doc) + _timings(doc))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
