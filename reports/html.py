@@ -49,9 +49,10 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5re
 max-width:1200px;padding:0 1rem;color:#1b1f24;background:#fff}
 h1{font-size:1.6rem;margin-bottom:.2rem}h2{margin-top:2rem;border-bottom:1px solid #d0d7de}
 table{border-collapse:collapse;margin:.5rem 0;font-size:.85rem;width:100%}
-th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:left;vertical-align:top;
-overflow-wrap:anywhere}
-th{background:#f6f8fa}td.msg{font-family:ui-monospace,monospace;white-space:pre-wrap;
+th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:left;vertical-align:top}
+td{overflow-wrap:anywhere}
+th{background:#f6f8fa;overflow-wrap:normal;word-break:keep-all;white-space:nowrap}
+th.name{white-space:normal}td.msg{font-family:ui-monospace,monospace;white-space:pre-wrap;
 font-size:.8rem}
 .failure{border:1px solid #cf222e;border-left:6px solid #cf222e;padding:.3rem .8rem;
 margin:.6rem 0;overflow-wrap:anywhere}.failure summary{font-weight:700;margin:.3rem 0;
@@ -82,8 +83,12 @@ def esc(value: object) -> str:
     return "" if value is None else html.escape(str(value), quote=True)
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], css: str = "") -> str:
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], css: str = "",
+           names: Sequence[str] = ()) -> str:
+    """A table; a header in ``names`` is a name (a backend's), not a label: it may wrap
+    between words (class ``name``), where a label stays on one line."""
+    head = "".join(f'<th class="name">{esc(h)}</th>' if h in names else f"<th>{esc(h)}</th>"
+                   for h in headers)
     thead = f"<thead><tr>{head}</tr></thead>" if any(headers) else ""
     body = "".join("<tr>" + "".join(row) + "</tr>" for row in rows)
     cls = f' class="{css}"' if css else ""
@@ -210,8 +215,8 @@ def _matrix(doc: Mapping[str, Any]) -> str:
         return ""
     columns = matrix["columns"]
     names = list(dict.fromkeys(c["backend"] for c in columns))
-    spans = "".join(f'<th colspan="{sum(c["backend"] == n for c in columns)}">{esc(n)}</th>'
-                    for n in names)
+    spans = "".join(f'<th class="name" colspan="{sum(c["backend"] == n for c in columns)}">'
+                    f"{esc(n)}</th>" for n in names)
     head = (f'<thead><tr><th rowspan="2">property</th>{spans}</tr><tr>'
             + "".join(f"<th>{esc(c['dtype'])}</th>" for c in columns) + "</tr></thead>")
     body, mode = [], None
@@ -333,7 +338,7 @@ def _claims(doc: Mapping[str, Any]) -> str:
         return "<h2>Claims</h2><p>No claims were checked.</p>"
     return "<h2>Claims</h2>" + _table(
         ["id", "source", "statement", "expected", "observed (exact)", "exact",
-         *names, "status", "note"], rows)
+         *names, "status", "note"], rows, names=names)
 
 
 def _plots(plots: Mapping[str, bytes], doc: Mapping[str, Any]) -> str:

@@ -9,7 +9,10 @@ Chromium (Debian's ``chromium``) then loads the file three ways:
 ``--dump-dom`` of the page as shipped (console must stay silent: a blocked script or a
 CSP violation would be logged), ``--dump-dom`` of a probe copy with the CSP removed and a
 test script added first, which reports every image's decoded size and every error event
-(so escaping alone is tested, without the CSP's help), and ``--screenshot``.
+(so escaping alone is tested, without the CSP's help), and ``--screenshot``. A layout
+probe, added the same way, measures the page as laid out: how many lines each table
+header takes and whether any word in it is split across lines (Range.getClientRects),
+and where the first failure card sits against the conformance matrix.
 
 Without Chromium the test skips with the reason, except under CI (``CI`` set), where
 missing Chromium is a failure: ``.ci/run`` installs it.
@@ -181,3 +184,90 @@ def test_report_screenshot_is_a_rendered_page(report: tuple[str, Path, Path]) ->
     keep = os.environ.get("RESVERIFY_KEEP_SCREENSHOT")
     if keep:
         shutil.copy(shot, keep)
+
+
+LAYOUT_PROBE = """<script>
+window.addEventListener("load", function () {
+  function lines(rects) {
+    var tops = [];
+    Array.prototype.forEach.call(rects, function (r) {
+      if (r.width > 0 && tops.indexOf(Math.round(r.top)) < 0) { tops.push(Math.round(r.top)); }
+    });
+    return tops.length;
+  }
+  var headers = Array.prototype.map.call(document.querySelectorAll("th"), function (th) {
+    var range = document.createRange(), split = [];
+    range.selectNodeContents(th);
+    var walker = document.createTreeWalker(th, NodeFilter.SHOW_TEXT), node, word, re;
+    while ((node = walker.nextNode())) {
+      re = /[A-Za-z0-9]+/g;  // a word: letters and digits (punctuation may break a name)
+      while ((word = re.exec(node.data))) {
+        var part = document.createRange();
+        part.setStart(node, word.index);
+        part.setEnd(node, word.index + word[0].length);
+        if (lines(part.getClientRects()) > 1) { split.push(word[0]); }
+      }
+    }
+    var table = th.closest("table");
+    return {text: th.textContent, lines: lines(range.getClientRects()), split: split,
+            name: th.classList.contains("name"), table: table ? table.className : ""};
+  });
+  function top(selector) {
+    var e = document.querySelector(selector);
+    return e ? e.getBoundingClientRect().top + window.scrollY : null;
+  }
+  function size(selector) {
+    var e = document.querySelector(selector);
+    return e ? parseFloat(getComputedStyle(e).fontSize) : null;
+  }
+  var out = document.createElement("pre");
+  out.id = "rv-probe";
+  out.textContent = JSON.stringify({headers: headers, card: top("details.failure"),
+    matrix: top("table.matrix"), copy: size("details.failure code.copy"),
+    message: size("details.failure pre")});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def _layout(report: tuple[str, Path, Path], width: int) -> dict:
+    """What LAYOUT_PROBE measures in the report at a window ``width`` px wide."""
+    chromium, page, root = report
+    text = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "",
+                  page.read_text(encoding="utf-8"))
+    probe = root / f"layout-{width}.html"
+    probe.write_text(text.replace("<head>", "<head>" + LAYOUT_PROBE, 1), encoding="utf-8")
+    done = _browse(chromium, probe, root / f"profile-layout-{width}", "--dump-dom",
+                   f"--window-size={width},2000", "--virtual-time-budget=10000")
+    found = re.search(r'<pre id="rv-probe">(.*?)</pre>', done.stdout, re.S)
+    assert found is not None, f"the layout probe did not run: {done.stderr[-2000:]}"
+    measured: dict = json.loads(html.unescape(found.group(1)))
+    return measured
+
+
+@pytest.mark.parametrize("width", [1280, 720])
+def test_no_table_header_breaks_inside_a_word(report: tuple[str, Path, Path],
+                                              width: int) -> None:
+    headers = _layout(report, width)["headers"]
+    split = [(h["text"], h["split"]) for h in headers if h["split"]]
+    assert split == [], f"at {width} px these headers break inside a word: {split}; expected none"
+
+
+def test_every_label_header_is_one_line_at_a_desktop_width(
+        report: tuple[str, Path, Path]) -> None:
+    headers = _layout(report, 1280)["headers"]
+    wrapped = [(h["text"], h["lines"]) for h in headers
+               if h["text"].strip() and not h["name"] and h["lines"] != 1]
+    assert wrapped == [], f"at 1280 px these headers take more than one line: {wrapped}"
+    backends = [h["text"] for h in headers if h["text"] in ("backend", "status")]
+    assert len(backends) >= 2, f"the backends table's headers were not measured: {headers}"
+
+
+def test_failure_cards_sit_above_the_matrix_with_the_replay_command_large(
+        report: tuple[str, Path, Path]) -> None:
+    measured = _layout(report, 1280)
+    assert measured["card"] is not None and measured["matrix"] is not None, measured
+    assert measured["card"] < measured["matrix"], \
+        f"first failure card at {measured['card']} px, matrix at {measured['matrix']} px"
+    assert measured["copy"] >= 1.2 * measured["message"], \
+        f"replay command in {measured['copy']} px type, the message in {measured['message']} px"
