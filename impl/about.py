@@ -14,10 +14,13 @@ default precision on a GPU. :func:`describe_backend` answers, for any backend, a
   and ``platform``; a ``cmd:`` engine's ``command``; a compiled variant's ``compiler`` and
   ``compiler_backend``.
 
-A backend may describe itself with an ``about()`` method returning such a mapping; it is
-preferred (the compiled variants use it to add their compiler to their eager twin's
-description). The built-in adapters are recognised by class, looked up in ``sys.modules``
-only: describing a backend never imports a library the backend did not already import.
+A backend may describe itself with an ``about()`` method returning such a mapping, or an
+``about`` attribute holding one (an adapter says which library and version it wraps this
+way: ``about = {"library": "minigrad", "version": "0.7.2"}``); it is preferred (the
+compiled variants use it to add their compiler to their eager twin's description), and a
+``library`` without a ``version`` gets the installed distribution's version. The built-in
+adapters are recognised by class, looked up in ``sys.modules`` only: describing a backend
+never imports a library the backend did not already import.
 """
 
 from __future__ import annotations
@@ -43,13 +46,13 @@ def describe_backend(backend: Any) -> About:
     'numpy'
     """
     own = getattr(backend, "about", None)
-    if callable(own):
+    if own is None:
+        info = _builtin(backend)
+    else:
         try:
-            info = _strings(own())
+            info = _strings(own(), "about()") if callable(own) else _strings(own, "about")
         except Exception as exc:  # a third-party about() may fail in any way
             info = {"about_error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"}
-    else:
-        info = _builtin(backend)
     return {**_common(backend, info), **info}
 
 
@@ -78,9 +81,10 @@ def _library_of(backend: Any) -> str:
     return type(backend).__module__.split(".")[0]
 
 
-def _strings(info: Any) -> About:
+def _strings(info: Any, what: str = "about()") -> About:
     if not isinstance(info, Mapping):
-        raise UsageError(f"about() must return a mapping, got {type(info).__name__}")
+        verb = "return" if what.endswith("()") else "be"
+        raise UsageError(f"{what} must {verb} a mapping, got {type(info).__name__}")
     return {str(k): str(v) for k, v in info.items()}
 
 

@@ -6,7 +6,8 @@ shape rule, exact, error, budget, SymPy, reference NumPy and array-library rules
 Public API: the program IR (:class:`Program`, :class:`Input`, :class:`Node`, ``OPS``,
 ``DTYPES``, :func:`infer_shapes`), requests and results (:class:`Request`,
 :data:`Result` = :class:`Value` | :class:`ResultError`), their lossless JSON (:func:`dumps`,
-:func:`loads_request`, :func:`loads_result`), the exact interpreter (:func:`evaluate`,
+:func:`loads_request`, :func:`loads_result`; :func:`round_to_dtype` rounds an exact α or ε
+once to a dtype, as the wire format rounds every number), the exact interpreter (:func:`evaluate`,
 :func:`evaluate_exact`, :class:`ExactResult`), error budgets (:func:`error_budget`,
 :class:`Budget`) and the error types rooted at :class:`ResverifyError` (the tree and
 where each is raised: :mod:`resverify.spec.errors`), among them the
@@ -16,7 +17,13 @@ The SymPy derivations live in ``resverify.spec.derive`` (imported on demand: Sym
 """
 
 from resverify.spec.budget import UNIT_ROUNDOFF, Budget, error_budget
-from resverify.spec.codec import FORMAT_VERSION, dumps, loads_request, loads_result
+from resverify.spec.codec import (
+    FORMAT_VERSION,
+    dumps,
+    loads_request,
+    loads_result,
+    round_to_dtype,
+)
 from resverify.spec.errors import (
     BackendCrash,
     BackendFault,
@@ -75,4 +82,5 @@ __all__ = [
     "infer_shapes",
     "loads_request",
     "loads_result",
+    "round_to_dtype",
 ]

@@ -8,7 +8,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -182,3 +182,44 @@ def test_unknown_adapter_names_the_package_of_its_class() -> None:
 def test_distribution_version_of_a_missing_distribution_is_unknown() -> None:
     assert distribution_version("no-such-distribution-resverify") == "unknown"
     assert distribution_version("numpy") == np.__version__
+
+
+class _Wrapping:
+    """An adapter that says what it wraps in a plain ``about`` attribute, as ``name`` is."""
+
+    name = "wrapping"
+    capabilities = Capabilities(dtypes=("float64",))
+    about: ClassVar[dict[str, object]] = {"library": "minigrad", "version": "0.7.2",
+                                          "fast_math": False}
+
+    def run(self, request: Request) -> Result:
+        raise NotImplementedError
+
+
+def test_an_about_attribute_names_the_library_and_version_an_adapter_wraps() -> None:
+    about = describe_backend(_Wrapping())
+    expected = {"backend": "wrapping", "library": "minigrad", "version": "0.7.2",
+                "device": "cpu", "fast_math": "False"}
+    assert about == expected, f"about {about}, expected {expected}"
+
+
+def test_an_about_attribute_that_is_not_a_mapping_is_recorded() -> None:
+    class Odd(_Wrapping):
+        about = "minigrad 0.7.2"  # type: ignore[assignment]
+
+    about = describe_backend(Odd())
+    assert about["about_error"].startswith("UsageError: about must be a mapping"), about
+    assert about["library"] == _Wrapping.__module__.split(".")[0], about
+
+
+def test_the_reports_about_shows_the_library_and_version_of_an_adapters_about() -> None:
+    from resverify.reports.json_report import build_report, validate
+
+    doc = build_report(run={"seed": 0, "profile": "ci", "backends": ["wrapping"],
+                            "pytest_args": [], "pytest_exit_code": 0},
+                       backends=[_Wrapping()], claims=[], properties=[], complete=True,
+                       warnings=[], timings={})
+    validate(doc)
+    about = doc["backends"][0]["about"]
+    assert (about["library"], about["version"]) == ("minigrad", "0.7.2"), \
+        f"report.json about {about}, expected library minigrad, version 0.7.2"

@@ -245,3 +245,78 @@ def test_op_tables_promise_no_sign_of_zero_the_suite_does_not_check(doc: str) ->
     assert "either sign" in rows["relu"], f"{doc}: relu row {rows['relu']!r} says nothing of -0"
     text = path.read_text(encoding="utf-8")
     assert ZEROS_AS_VALUES in text, f"{doc} does not state the convention {ZEROS_AS_VALUES}"
+
+
+def listed_names(cell: str) -> list[str]:
+    """The backticked names of a table cell, in order."""
+    return re.findall(r"`(\w+)`", cell)
+
+
+def capabilities_ops_cell(path: Path) -> str:
+    text = path.read_text(encoding="utf-8")
+    if path == ADAPTERS:
+        match = re.search(r"^\| `ops` \| every op \| (.*) \|$", text, re.M)
+    else:
+        match = re.search(r"^\* `ops` \(required, non-empty\): any of (.*?)\.\n\* ", text,
+                          re.S | re.M)
+    assert match, f"{path.name}: no list of the op names a capability may claim"
+    return match.group(1)
+
+
+@pytest.mark.parametrize("doc", sorted(OP_DOCS))
+def test_op_tables_and_capability_lists_name_every_op_of_the_ir(doc: str) -> None:
+    from resverify.spec.ops import OP_TABLE
+
+    path, title = OP_DOCS[doc]
+    tabled = sorted(op_rows(path, title))
+    assert tabled == sorted(OP_TABLE), \
+        f"{doc}: the op table has {tabled}, the IR has {sorted(OP_TABLE)}"
+    claimable = listed_names(capabilities_ops_cell(path))
+    assert claimable == sorted(OP_TABLE), \
+        f"{doc}: capabilities may claim {claimable}, the IR has {sorted(OP_TABLE)}"
+
+
+def test_adapter_guide_gives_the_node_signature_with_every_attribute() -> None:
+    import inspect
+
+    from resverify.spec import Node
+
+    fields = ", ".join(p.name if p.default is inspect.Parameter.empty else f"{p.name}={p.default}"
+                       for p in inspect.signature(Node).parameters.values())
+    signature = f"`Node({fields})`"
+    text = ADAPTERS.read_text(encoding="utf-8")
+    assert signature in text, f"docs/adapters.md does not give {signature}"
+
+
+def test_adapter_guide_rows_of_the_norms_say_what_they_compute() -> None:
+    rows = op_rows(ADAPTERS, "What each op must compute")
+    for op in ("layer_norm", "rms_norm"):
+        row = rows[op]
+        assert "last axis" in row and "ε" in row and "mean" in row, f"{op}: {row!r}"
+        value, vjp, jvp = [cell.strip() for cell in row.split("|")[1:4]]
+        assert value and vjp and jvp, f"{op}: a value, gradient and tangent each, got {row!r}"
+
+
+def test_adapter_guide_rounds_exact_constants_with_the_public_helper() -> None:
+    import resverify.spec
+
+    assert "round_to_dtype" in resverify.spec.__all__, "resverify.spec exports no round_to_dtype"
+    blocks = code_blocks(ADAPTERS.read_text(encoding="utf-8"), "python")
+    assert any("round_to_dtype(" in block for block in blocks), \
+        "no python block of docs/adapters.md rounds α or ε with round_to_dtype"
+
+
+def test_adapter_guide_says_the_adapter_answers_shape_errors() -> None:
+    body = section(ADAPTERS.read_text(encoding="utf-8"), "Shape errors are the adapter's to answer")
+    for needed in ("infer_shapes", "ResultError.mismatch", "shape_mismatch", "broadcast"):
+        assert needed in body, f"the shape-error section does not mention {needed}"
+
+
+def test_adapter_guide_documents_about_for_the_library_and_version() -> None:
+    text = ADAPTERS.read_text(encoding="utf-8")
+    table = section(text, "The `Backend` protocol")
+    rows = dict(re.findall(r"^\| `(\w+)(?:\(\w*\))?` \| ([^|]*) \|", table, re.M))
+    assert "about" in rows, f"the Backend table lists {sorted(rows)}, not the optional about"
+    blocks = code_blocks(text, "python")
+    assert any("describe_backend(" in block and "about" in block for block in blocks), \
+        "no python block shows what the report records from about"
