@@ -320,3 +320,25 @@ def test_adapter_guide_documents_about_for_the_library_and_version() -> None:
     blocks = code_blocks(text, "python")
     assert any("describe_backend(" in block and "about" in block for block in blocks), \
         "no python block shows what the report records from about"
+
+
+README_TERMS = ("what resverify checks", "backend", "claim", "claim catalog", "seed documents")
+
+
+def readme_top() -> str:
+    """The README before its first ``##`` section: what a reader meets first."""
+    return README.read_text(encoding="utf-8").split("\n## ", 1)[0]
+
+
+@pytest.mark.parametrize("term", README_TERMS)
+def test_readme_defines_its_terms_before_the_first_section(term: str) -> None:
+    top = readme_top()
+    definition = re.search(rf"^[*-] \*\*{re.escape(term)}\*\*[:.,]? (.{{40,}})", top, re.M | re.I)
+    assert definition, f"the README's top ({len(top.splitlines())} lines) defines no **{term}**"
+    assert len(top.splitlines()) <= 40, f"the README's top runs {len(top.splitlines())} lines"
+
+
+def test_readme_says_where_the_claim_catalog_lives_and_how_to_check_it() -> None:
+    top = readme_top()
+    for needed in ("spec/claims/", "resverify claims", "S01", "exact"):
+        assert needed in top, f"the README's top does not mention {needed!r}"
