@@ -23,17 +23,23 @@ can load it with ``-p resverify.properties.plugin``.
 from __future__ import annotations
 
 import functools
+import json
 import os
+import re
 import signal
+import sys
 import threading
+import time
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import event, reject, settings
+from hypothesis.errors import HypothesisException
 
 from resverify.impl.backend import Backend
 from resverify.impl.registry import resolve_backend
@@ -46,6 +52,7 @@ from resverify.properties.profiles import (
     active_profile,
     default_profile,
     load_profile,
+    shrink_limit,
 )
 from resverify.properties.strategies import (
     EXTREMES,
@@ -55,6 +62,7 @@ from resverify.properties.strategies import (
     drawing,
 )
 from resverify.properties.vectors import replay_command, save_vector, vector_dir
+from resverify.spec.codec import request_to_dict
 from resverify.spec.errors import BackendFault, UsageError
 from resverify.spec.ir import OPS, Input, Node, Program
 from resverify.spec.ops import OP_TABLE
@@ -63,6 +71,7 @@ from resverify.spec.request import Request
 __all__ = ["PropertyRun", "capability_reason", "property_mode"]
 
 _MESSAGE_LIMIT = 4000
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # an object's address: not part of an example
 _BACKENDS = pytest.StashKey[list[tuple[str, Backend]]]()
 _RUN = pytest.StashKey["PropertyRun"]()
 _VALUES = pytest.StashKey[ValueRange]()
@@ -76,6 +85,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--vector-dir", dest="resverify_vector_dir", metavar="DIR",
                     help="where failing requests are saved (env RESVERIFY_VECTOR_DIR; "
                          "default resverify-vectors/)")
+    group.addoption("--status-dir", dest="resverify_status_dir", metavar="DIR",
+                    help="where each process leaves the counterexample its test is "
+                         "shrinking (for resverify check's status line)")
 
 
 def backend_names(config: pytest.Config) -> list[str]:
@@ -147,16 +159,88 @@ def property_mode(node: pytest.Item) -> str:
     return "jvp" if node.get_closest_marker("jvp") is not None else "vjp"
 
 
+def _example_key(args: Any, kwargs: Any) -> str:
+    """An example's arguments as text, every float of an array in full (two examples
+    Hypothesis drew alike read alike; an object's address is left out)."""
+    with np.printoptions(threshold=sys.maxsize, floatmode="unique"):
+        return _ADDRESS.sub("", repr((args, sorted(kwargs.items()))))
+
+
 class PropertyRun:
     """One property test against one backend: counts examples, filters unclaimed requests.
 
     Examples are counted in one place, :meth:`counting`, which the ``prop`` fixture wraps
-    around the test's inner Hypothesis function: a test body never counts its own.
+    around the test's inner Hypothesis function: a test body never counts its own. There
+    too the first counterexample is noticed: ``failed_after`` is the number of examples
+    run up to and including it (None while none failed), every example after it is one
+    Hypothesis runs to shrink it (``shrink_examples``, over ``shrink_seconds``), and
+    ``shrink_limit`` caps those (:data:`resverify.properties.profiles.SHRINK_LIMITS`). With
+    ``status_dir``, each counterexample found is written there for ``resverify check``'s
+    status line (:meth:`write_status`).
     """
 
-    def __init__(self, name: str, label: str, backend: Backend) -> None:
+    def __init__(self, name: str, label: str, backend: Backend, *,
+                 shrink_limit: int | None = None, status_dir: Path | None = None,
+                 nodeid: str = "") -> None:
         self.name, self.label, self.backend = name, label, backend
+        self.shrink_limit, self.status_dir, self.nodeid = shrink_limit, status_dir, nodeid
         self.examples = 0
+        self.failed_after: int | None = None
+        self.shrink_seconds: float | None = None
+        self._shrink_began = 0.0
+        self._failing: set[str] = set()
+
+    @property
+    def shrink_examples(self) -> int:
+        """Examples run after the first counterexample (0 while none failed)."""
+        return 0 if self.failed_after is None else self.examples - self.failed_after
+
+    def _example(self, inner: Any, args: Any, kwargs: Any) -> Any:
+        """Run one example of ``inner``, noting a counterexample; past the shrink cap, an
+        example that is not one of the counterexamples already seen is rejected unrun, so
+        Hypothesis stops shrinking and reports the smallest counterexample it has (it runs
+        that one again, which runs, and fails, as before)."""
+        key = _example_key(args, kwargs)
+        if (self.failed_after is not None and self.shrink_limit is not None
+                and self.shrink_examples >= self.shrink_limit and key not in self._failing):
+            reject()
+        self.examples += 1
+        try:
+            return inner(*args, **kwargs)
+        except HypothesisException:
+            raise
+        except (Exception, pytest.fail.Exception) as exc:  # a counterexample, to shrink
+            self._failing.add(key)
+            if self.failed_after is None:
+                self.failed_after, self._shrink_began = self.examples, time.monotonic()
+            self.write_status(exc)
+            raise
+        finally:
+            if self.failed_after is not None:
+                self.shrink_seconds = round(time.monotonic() - self._shrink_began, 3)
+
+    def write_status(self, exc: BaseException) -> None:
+        """Leave the latest counterexample in ``status_dir/<pid>.json`` (replaced
+        atomically): the test, ``failed_after``, the examples so far, the shrink cap, the
+        message, its kind and, for a :class:`PropertyFailure`, the request as sent."""
+        if self.status_dir is None:
+            return
+        request = getattr(exc, "request", None)
+        state = {"nodeid": self.nodeid, "property": self.name, "backend": self.label,
+                 "failed_after": self.failed_after, "examples": self.examples,
+                 "shrink_limit": self.shrink_limit, "since": time.time(),
+                 "message": str(exc)[:_MESSAGE_LIMIT], "kind": failure_kind(exc),
+                 "request": request_to_dict(request) if isinstance(request, Request) else None}
+        self.status_dir.mkdir(parents=True, exist_ok=True)
+        path = self.status_dir / f"{os.getpid()}.json"
+        partial = path.with_suffix(".tmp")
+        partial.write_text(json.dumps(state), encoding="utf-8")
+        partial.replace(path)
+
+    def clear_status(self) -> None:
+        """The test ended: its status file goes."""
+        if self.status_dir is not None:
+            (self.status_dir / f"{os.getpid()}.json").unlink(missing_ok=True)
 
     @contextmanager
     def counting(self, test: Any) -> Iterator[None]:
@@ -174,8 +258,7 @@ class PropertyRun:
 
         @functools.wraps(inner)
         def counted(*args: Any, **kwargs: Any) -> Any:
-            self.examples += 1
-            return inner(*args, **kwargs)
+            return self._example(inner, args, kwargs)
 
         hypothesis.inner_test = counted
         try:
@@ -201,13 +284,17 @@ def prop(request: pytest.FixtureRequest, backend: Backend) -> Iterator[PropertyR
     While the test runs, strategies build programs from the backend's claimed ops only
     (:func:`resverify.properties.strategies.claiming`), values in the test's dtype from the
     run's value range (:func:`resverify.properties.strategies.drawing`), and every example
-    it runs is counted (:meth:`PropertyRun.counting`).
+    it runs is counted (:meth:`PropertyRun.counting`), its shrinking capped by the profile
+    (:func:`resverify.properties.profiles.shrink_limit`).
     """
     node = request.node
     params = getattr(getattr(node, "callspec", None), "params", {})
     label = {id(b): n for n, b in request.config.stash[_BACKENDS]}.get(
         id(backend), backend.name)
-    run = PropertyRun(node.originalname.removeprefix("test_"), label, backend)
+    status = request.config.getoption("resverify_status_dir")
+    run = PropertyRun(node.originalname.removeprefix("test_"), label, backend,
+                      shrink_limit=shrink_limit(active_profile()), nodeid=node.nodeid,
+                      status_dir=None if status is None else Path(status))
     mode = property_mode(node)
     node.user_properties += [("property", run.name), ("backend", label), ("mode", mode)]
     if "dtype" in params:
@@ -313,10 +400,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
                               ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """Records ``examples``, ``max_examples`` and, for a failed property test, its
     ``failure_kind`` and ``failures`` (each distinct one with its vector), plus ``vector``
-    and ``replay`` of the first."""
+    and ``replay`` of the first; after a counterexample, ``failed_after`` (the examples up
+    to and including the first), ``shrink_examples``, ``shrink_seconds`` and
+    ``shrink_limit``."""
     run = item.stash.get(_RUN, None)
     if run is not None and call.when == "call":
+        run.clear_status()
         item.user_properties += [("examples", run.examples), ("max_examples", _max_examples(item))]
+        if run.failed_after is not None:
+            item.user_properties += [("failed_after", run.failed_after),
+                                     ("shrink_examples", run.shrink_examples),
+                                     ("shrink_seconds", run.shrink_seconds),
+                                     ("shrink_limit", run.shrink_limit)]
         excinfo = call.excinfo
         if excinfo is not None and not excinfo.errisinstance(pytest.skip.Exception):
             failures = _failures(item, run, excinfo.value)

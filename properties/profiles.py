@@ -1,21 +1,39 @@
 """Hypothesis profiles for the property suite, registered here and nowhere else.
 
-``dev``       quick local runs (random seeds, the example database on).
-``ci``        seeded, no example database, no deadline, 25 examples a test: the same run
-              for the same seed. The seed is pytest's ``--hypothesis-seed N`` (which
-              ``resverify check --seed N`` passes), else :data:`CI_SEED`, set by the plugin
-              (:func:`resverify.properties.plugin.pytest_configure`); the whole suite against the
-              NumPy reference takes about 20 s on 2 cores.
-``thorough``  many examples, for a nightly job or before a release.
-``extremes``  opt-in: like ``dev``, and the plugin has the strategies draw every element
+``dev``       a quick local look: 5 examples a test (a fifth of ``ci``), shrinking capped
+              at 10 examples, random seeds, the example database on (a failure found
+              once is tried first next time). It finds gross bugs in seconds, not the
+              rare ones ``ci`` is there for.
+``ci``        seeded, no example database, no deadline, 25 examples a test, shrinking
+              capped at 50 examples: the same run for the same seed. The seed is
+              pytest's ``--hypothesis-seed N`` (which ``resverify check --seed N``
+              passes), else :data:`CI_SEED`, set by the plugin
+              (:func:`resverify.properties.plugin.pytest_configure`); the whole suite
+              against the NumPy reference takes about 20 s on 2 cores.
+``thorough``  many examples, for a nightly job or before a release; shrinking is not capped
+              (Hypothesis stops by itself after 500 shrinks or five minutes).
+``extremes``  opt-in: random seeds and the database as under ``dev``, 100 examples a
+              test, and the plugin has the strategies draw every element
               from huge, tiny, subnormal and signed-zero values of the dtype instead of
               the sensible default range (:data:`EXTREME_PROFILES`; the strategies take
-              the range as a parameter and never read the profile).
+              the range as a parameter and never read the profile). Shrinking capped
+              at 50 examples, as under ``ci``.
 
 Selection, first match wins: pytest's ``--hypothesis-profile NAME`` (Hypothesis' own
 option), then the environment variable ``RESVERIFY_PROFILE``, then ``ci``. ``ci`` is the
 default everywhere, not only on CI machines, so that ``make test`` is the same fast,
 reproducible run for everyone; ``dev`` (random seeds) and ``thorough`` are opt-in.
+
+Why shrinking is capped, and how: once a counterexample is found, Hypothesis shrinks it
+until it stops getting smaller, one example after another; an example of this suite may
+take a second (exact arithmetic), so one failure could shrink for Hypothesis' own limit of
+five minutes, in silence. Hypothesis has no public setting that bounds shrinking other than
+leaving out its ``shrink`` phase, so the cap is resverify's: :data:`SHRINK_LIMITS` is how
+many examples a test may run after its first counterexample, and the plugin
+(:class:`resverify.properties.plugin.PropertyRun`) stops running new ones past it, keeping
+the smallest counterexample found so far. A cap in examples, not seconds, keeps the saved
+vector the same for the same seed on a fast machine and a slow one. The capped profiles
+also leave out Hypothesis' ``explain`` phase (hundreds of reruns of the shrunk example).
 
 No profile is derandomized: Hypothesis ignores the seed of a derandomized test, and
 ``--hypothesis-seed`` must change the examples of every profile.
@@ -26,12 +44,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 from resverify.spec.errors import UsageError
 
-__all__ = ["CI_SEED", "DEFAULT", "EXTREME_PROFILES", "PROFILES", "SEEDED", "active_profile",
-           "default_profile", "load_profile"]
+__all__ = ["CI_SEED", "DEFAULT", "EXTREME_PROFILES", "PROFILES", "SEEDED", "SHRINK_LIMITS",
+           "active_profile", "default_profile", "load_profile", "shrink_limit"]
 
 # Health checks stay on, except this one, which fires on every property test by design:
 # ``prop`` (and ``backend``) are function-scoped fixtures shared by all the examples of a
@@ -45,12 +63,20 @@ _QUIET_CHECKS = (HealthCheck.function_scoped_fixture,)
 _BASE = settings(settings.get_profile("default"), deadline=None, derandomize=False,
                  suppress_health_check=_QUIET_CHECKS)
 
+# Hypothesis' explain phase runs the shrunk counterexample again with each part of it
+# varied, to say which parts do not matter: often hundreds of runs of an example that
+# reads the same; the profiles that cap shrinking leave it out (the vector says enough).
+_CAPPED = settings(_BASE, phases=tuple(p for p in Phase if p is not Phase.explain))
+
 PROFILES: Mapping[str, settings] = {
-    "dev": settings(_BASE, max_examples=25),
-    "ci": settings(_BASE, max_examples=25, database=None, print_blob=True),
+    "dev": settings(_CAPPED, max_examples=5),
+    "ci": settings(_CAPPED, max_examples=25, database=None, print_blob=True),
     "thorough": settings(_BASE, max_examples=400),
-    "extremes": settings(_BASE, max_examples=100),
+    "extremes": settings(_CAPPED, max_examples=100),
 }
+SHRINK_LIMITS: Mapping[str, int | None] = {"dev": 10, "ci": 50, "thorough": None,
+                                           "extremes": 50}
+"""Examples a test may run after its first counterexample, per profile (None: no cap)."""
 DEFAULT = "ci"
 SEEDED = frozenset({"ci"})  # profiles that get CI_SEED when no seed is given
 CI_SEED = 0
@@ -86,3 +112,10 @@ def active_profile() -> str:
     name = settings.get_current_profile_name()
     return next((p for p in PROFILES if name.startswith(f"{p}-with-")), name)
 
+
+
+def shrink_limit(name: str) -> int | None:
+    """How many examples a test may run after its first counterexample under profile
+    ``name`` (a copy ``<profile>-with-...`` counts as its profile; None: no cap)."""
+    base = next((p for p in PROFILES if name == p or name.startswith(f"{p}-with-")), name)
+    return SHRINK_LIMITS.get(base)
