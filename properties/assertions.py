@@ -39,12 +39,15 @@ __all__ = [
     "send",
 ]
 
-KINDS = ("law", "refused", "raised", "timeout", "crash", "bad_result")
+KINDS = ("law", "refused", "raised", "timeout", "crash", "bad_result", "internal")
 """``PropertyFailure.kind``: ``law`` a law violated or a wrong value (the default);
 ``refused`` an error result for a valid request the backend claims; ``raised`` run()
 raised an exception that is not a :class:`~resverify.spec.errors.BackendFault`; ``timeout``,
 ``crash``, ``bad_result`` a BackendFault's kind, and ``bad_result`` also for an answer
-that is not a Result or has the wrong keys, shape, dtype or type."""
+that is not a Result or has the wrong keys, shape, dtype or type. ``internal`` is never a
+PropertyFailure's: it is the kind of a test that failed on resverify's own side (a spec-side
+assertion, an error in resverify's code), which carries no vector and is not charged to
+the backend (:func:`resverify.properties.plugin.failure_kind`)."""
 
 
 class PropertyFailure(ResverifyError, AssertionError):

@@ -126,17 +126,20 @@ def check_unrolled_sum(backend: Backend, requests: Sequence[Request],
     ``requests[l]`` is the residual scale chain of depth l (``requests[0]`` the identity).
     """
     __tracebackhide__ = True
-    outputs, budgets = [], []
-    for request in requests:
-        result = run_ok(backend, request)
-        _finite(Context(backend.name, request), "output", result.output)
-        outputs.append(_frac(result.output).reshape(-1).tolist())
-        budgets.append(np.asarray(error_budget(request).output, dtype=np.float64).reshape(-1))
+    results = [run_ok(backend, request) for request in requests]
+    budgets = [np.asarray(error_budget(r).output, dtype=np.float64).reshape(-1)
+               for r in requests]
+    # An infinite budget (a state that may round past the dtype's largest value) claims
+    # nothing about that element, as in every other law: it is not compared, and it may
+    # be ±inf or NaN; every other element of every state must be finite.
+    unbounded = np.any(np.isinf(np.stack(budgets)), axis=0)
+    outputs = []
+    for request, result in zip(requests, results, strict=True):
+        judged = np.where(unbounded, 0.0, np.asarray(result.output, np.float64).reshape(-1))
+        _finite(Context(backend.name, request), "output", judged)
+        outputs.append(_frac(judged).tolist())
     ctx = Context(backend.name, requests[-1])
     shape = np.shape(requests[0].inputs["x"])
-    # An infinite budget (a state that may round past the dtype's largest value) claims
-    # nothing about that element, as in every other law: it is not compared.
-    unbounded = np.any(np.isinf(np.stack(budgets)), axis=0)
     budgets = [_abs_budget(np.where(unbounded, 0.0, b)).tolist() for b in budgets]
     for flat, last in enumerate(outputs[-1]):
         if unbounded[flat]:

@@ -26,7 +26,7 @@ Signed zeros are judged as values (``-0.0 == +0.0``): ``x + 0`` turns ``-0.0`` i
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -34,10 +34,11 @@ from hypothesis import reject
 
 from resverify.impl.backend import Backend
 from resverify.properties.assertions import Context, guarded_run, num, run_ok
-from resverify.properties.cases import Case, round_to_dtype
+from resverify.properties.cases import Case
 from resverify.properties.laws_oracle import check_matches_spec
 from resverify.properties.laws_structure import check_alpha_zero_is_identity
 from resverify.spec.budget import Budget, error_budget
+from resverify.spec.codec import round_to_dtype
 from resverify.spec.exact import as_fractions, evaluate, evaluate_exact
 from resverify.spec.ir import Input, Node, Program, infer_shapes
 from resverify.spec.rational import exact_rsqrt
@@ -207,15 +208,35 @@ def _agree(backend: Backend, what: str, first: Request, second: Request) -> None
             error_budget(request, exact=exact).output + up(slack))
 
 
+def _representable(value: Fraction, dtype: str) -> bool:
+    """``value`` is a finite value of ``dtype`` exactly (decided on rationals, no float
+    arithmetic that could itself round, overflow or warn)."""
+    rounded = round_to_dtype(value, dtype)
+    return math.isfinite(rounded) and Fraction(rounded) == value
+
+
+def _exactly(request: Request, move: Callable[[Fraction], Fraction]) -> np.ndarray | None:
+    """The input x with ``move`` applied to every element exactly, when every result is a
+    value of the request's dtype; None when one is not (the law's precondition fails).
+
+    Decided on the rationals: computing ``x * k`` in float64 first would round a halved
+    subnormal (or overflow) before any check could see it."""
+    x = np.asarray(request.inputs["x"], dtype=np.float64)
+    moved = [move(Fraction(float(v))) for v in x.flat]
+    if not all(_representable(v, request.dtype) for v in moved):
+        return None
+    values = np.array([float(v) for v in moved], dtype=np.float64).reshape(x.shape)
+    return values.astype(np.asarray(request.inputs["x"]).dtype)
+
+
 def check_shift_invariance(backend: Backend, request: Request, shift: Fraction) -> None:
     """``layer_norm(x + t) = layer_norm(x)`` exactly in the spec; the backend's outputs for
     both lie within their budgets of that one value (x + t exact in the dtype)."""
     __tracebackhide__ = True
-    moved = np.asarray(request.inputs["x"], dtype=np.float64) + float(shift)
-    if not np.array_equal(round_to_dtype(moved, request.dtype), moved):
+    moved = _exactly(request, lambda v: v + shift)
+    if moved is None:
         reject()  # x + t is not exact in the dtype: not the same row shifted
-    _agree(backend, f"x shifted by {shift}", request,
-           with_input(request, round_to_dtype(moved, request.dtype)))
+    _agree(backend, f"x shifted by {shift}", request, with_input(request, moved))
 
 
 def check_scale_moves_into_eps(backend: Backend, request: Request, power: int) -> None:
@@ -226,16 +247,14 @@ def check_scale_moves_into_eps(backend: Backend, request: Request, power: int) -
     node = norm_node(request)
     assert node.eps is not None
     k = Fraction(2) ** power
-    moved = np.asarray(request.inputs["x"], dtype=np.float64) * float(k)
-    if not np.array_equal(round_to_dtype(moved, request.dtype), moved):
+    moved = _exactly(request, lambda v: v * k)
+    if moved is None:
         reject()  # k x overflows or loses subnormal bits in the dtype: not the same input
     eps = node.eps / (k * k)
-    wide = np.asarray([float(eps)])
-    if Fraction(wide[0]) != eps or not np.array_equal(round_to_dtype(wide, request.dtype), wide):
+    if not _representable(eps, request.dtype):
         reject()  # ε/k² is not a value of the dtype (it underflows): a backend must round it
-    scaled = with_input(request, round_to_dtype(moved, request.dtype))
-    _agree(backend, f"x scaled by {k}, ε divided by {k * k}", scaled,
-           with_input(request, request.inputs["x"], node.eps / (k * k)))
+    _agree(backend, f"x scaled by {k}, ε divided by {k * k}", with_input(request, moved),
+           with_input(request, request.inputs["x"], eps))
 
 
 def check_gradient_orthogonal_to_constants(backend: Backend, request: Request) -> None:

@@ -68,7 +68,10 @@ from resverify.spec.ir import OPS, Input, Node, Program
 from resverify.spec.ops import OP_TABLE
 from resverify.spec.request import Request
 
-__all__ = ["PropertyRun", "capability_reason", "property_mode"]
+__all__ = ["INTERNAL_PREFIX", "PropertyRun", "capability_reason", "failure_kind", "property_mode"]
+
+INTERNAL_PREFIX = "resverify's own check failed (not charged to the backend; please report it): "
+"""How the message of a failure of kind ``internal`` begins."""
 
 _MESSAGE_LIMIT = 4000
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # an object's address: not part of an example
@@ -356,15 +359,21 @@ def _leaves(exc: BaseException) -> Iterator[BaseException]:
 
 def failure_kind(exc: BaseException) -> str:
     """The kind of a test's failure (see :class:`PropertyFailure`): its own kind for a
-    PropertyFailure, ``timeout`` for :class:`ExampleTimeout`, a BackendFault's kind,
-    ``law`` for another assertion and ``raised`` for any other exception."""
+    PropertyFailure, ``timeout`` for :class:`ExampleTimeout`, a BackendFault's kind, and
+    ``internal`` for anything else.
+
+    Everything a backend does reaches the laws through :func:`~resverify.properties.
+    assertions.send`, which turns its misbehaviour (a wrong value, an exception escaping
+    ``run``, a malformed answer) into a PropertyFailure carrying the request as sent. Any
+    other exception, a plain ``assert`` on the spec side included, is resverify's own: it
+    has no request to save, so it is never charged to the backend as a law it broke."""
     if isinstance(exc, PropertyFailure):
         return str(getattr(exc, "kind", "law"))
     if isinstance(exc, ExampleTimeout):
         return "timeout"
     if isinstance(exc, BackendFault):
         return exc.kind
-    return "law" if isinstance(exc, AssertionError) else "raised"
+    return "internal"
 
 
 def _failures(item: pytest.Item, run: PropertyRun, exc: BaseException) -> list[dict[str, Any]]:
@@ -373,9 +382,12 @@ def _failures(item: pytest.Item, run: PropertyRun, exc: BaseException) -> list[d
     folder = vector_dir(item.config.getoption("resverify_vector_dir"))
     found: dict[str, dict[str, Any]] = {}
     for leaf in _leaves(exc):
+        kind = failure_kind(leaf)
         text = str(leaf) if isinstance(leaf, PropertyFailure | ExampleTimeout) else (
             f"{type(leaf).__name__}: {leaf}")
-        message, kind = text[:_MESSAGE_LIMIT], failure_kind(leaf)
+        if kind == "internal":
+            text = f"{INTERNAL_PREFIX}{text}"
+        message = text[:_MESSAGE_LIMIT]
         if message in found:
             continue
         entry: dict[str, Any] = {"message": message, "kind": kind, "vector": None,

@@ -30,6 +30,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "backend_entry",
     "build_report",
+    "charged",
     "claim_entry",
     "dumps_report",
     "environment",
@@ -41,12 +42,12 @@ __all__ = [
     "write_report",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DEPENDENCIES = ("numpy", "sympy", "mpmath", "hypothesis", "pytest",
                 "pytest-xdist", "pytest-timeout", "matplotlib", "jsonschema")
 _OUTCOMES = ("passed", "failed", "skipped", "xfailed")
 NO_KNOWN_FAILURES: Mapping[str, Any] = {"file": None, "entries": []}
-_FAILURE_KINDS = ("law", "refused", "raised", "timeout", "crash", "bad_result")
+_FAILURE_KINDS = ("law", "refused", "raised", "timeout", "crash", "bad_result", "internal")
 
 
 @cache
@@ -81,7 +82,9 @@ def backend_entry(backend: Backend, properties: Sequence[Mapping[str, Any]] = ()
 
     Its ``status`` is ``failed`` (a property or a claim failed on it, not expected by a
     known failure, or a known failure of it is fixed), ``nothing checked`` (no test ran a
-    single example on it) or ``passed``; ``expected`` counts its expected failures.
+    single example on it) or ``passed``; ``expected`` counts its expected failures. A test
+    whose every failure is of kind ``internal`` (resverify's own check failed) is not
+    charged to the backend: it fails the run, not the backend.
     ``about`` says what exactly ran (:func:`resverify.impl.about.describe_backend`: library,
     version, device and the settings that change numerics).
     """
@@ -94,7 +97,7 @@ def backend_entry(backend: Backend, properties: Sequence[Mapping[str, Any]] = ()
                 "reason": p["skip_reason"] or "no example ran"}
                for p in mine if p["status"] == "skipped" or (
                    p["status"] == "passed" and p["examples"] == 0)]
-    failed = any(p["status"] == "failed" for p in mine) or any(
+    failed = any(p["status"] == "failed" and charged(p) for p in mine) or any(
         side["backend"] == name and side["status"] == "fail"
         for claim in claims for side in claim.get("backends") or ()) or any(
         k["backend"] == name and k["status"] == "fixed" for k in known)
@@ -106,6 +109,13 @@ def backend_entry(backend: Backend, properties: Sequence[Mapping[str, Any]] = ()
             "tests_run": len(ran), "not_run": not_run,
             "expected": sum(p["status"] == "expected" for p in mine),
             "about": describe_backend(backend)}
+
+
+def charged(prop: Mapping[str, Any]) -> bool:
+    """A failed property entry counts against its backend: one of its failures (or its
+    ``failure_kind``, when it lists none) is of a kind other than ``internal``."""
+    kinds = [f["kind"] for f in prop.get("failures") or ()] or [prop.get("failure_kind")]
+    return any(kind != "internal" for kind in kinds)
 
 
 def _text(value: object) -> str:

@@ -137,6 +137,10 @@ def outcome(suite: SuiteRun) -> dict[str, Any]:
         examples += int(props.get("examples") or 0)
         if result["outcome"] == "failed":
             message = " ".join(str(result.get("message") or "").split())
+            if props.get("failure_kind") == "internal":  # resverify's own error: no kill
+                return {"status": "error", "property": props.get("property") or result["nodeid"],
+                        "dtype": props.get("dtype"), "kind": "internal",
+                        "message": message[:_MESSAGE], "examples": examples, "tests_run": count}
             return {"status": "killed", "property": props.get("property") or result["nodeid"],
                     "dtype": props.get("dtype"), "kind": props.get("failure_kind") or "law",
                     "message": message[:_MESSAGE], "examples": examples, "tests_run": count}

@@ -30,8 +30,8 @@ It is done element by element on NumPy float64 arrays:
 * The analysis itself runs in float64 on non-negative numbers; every node's bounds are
   inflated by a relative ``(n + 64) 2**-50`` (n the longest sum involved) and one ulp,
   which covers the rounding of the analysis itself, so every bound is rounded up.
-  A magnitude within a factor 2 of the dtype's largest finite value makes the bound
-  infinite (the backend may overflow).
+  A value whose ``mag + err`` reaches the dtype's largest finite value makes the bound
+  infinite (the backend may overflow there); below it the bound stands.
 
 See docs/error-budget.md for the same derivation in prose.
 """

@@ -114,9 +114,17 @@ class Ctx:
         return gamma(n, self.dtype)
 
     def done(self, mag: np.ndarray, err: np.ndarray, terms: int = 0) -> Bound:
-        """The bound rounded up (``terms``: the longest sum involved); inf near overflow."""
+        """The bound rounded up (``terms``: the longest sum involved); inf where the value
+        may overflow.
+
+        ``mag + err`` bounds the magnitude of what the op computes before its last rounding
+        (the exact op on its computed arguments), and of every partial sum on the way (a sum
+        of terms bounded by their magnitudes), so below the dtype's largest finite value
+        nothing overflows and the bound stands; from it on the value may round to ±inf and
+        the bound is inf. The float64 sum rounds to nearest, so a true ``mag + err`` above
+        the largest value never compares below it."""
         mag, err = inflate(mag, terms), inflate(err, terms)
-        overflow = (mag + err) >= LARGEST[self.dtype] / 2
+        overflow = (mag + err) >= LARGEST[self.dtype]
         return Bound(mag, np.where(overflow, INF, err))
 
     def alpha(self, alpha: Fraction) -> tuple[float, float]:
