@@ -38,6 +38,12 @@ compiled once, however deep the stream).
   branches, exactly (every value a rational or an enclosure 2**-200 wide) and on each
   backend.
 
+The plots illustrate the laws on a few fixed programs in float64 (or float32); they are
+not the property verdicts. Where a backend's own answers to those programs are wrong, its
+legend entry says so: :func:`departure` measures its largest relative deviation from the
+lines (``off the lines`` past :data:`OFF_LINES`) and where it answered NaN or ±inf, which
+draw no marker; :func:`plot_ops` lists the ops each plot's programs use.
+
 A backend that refuses a request, raises, answers malformed values, or runs past its
 time (:data:`SECONDS_PER_BACKEND`) leaves a gap in its series; :attr:`PlotData.gaps` says
 why, and the report lists it. ``resverify check`` asks each backend in a process of its
@@ -74,10 +80,11 @@ from resverify.spec.fixtures import STACK_W
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.request import Request, ResultError, Value, check_form, storage_dtype
 
-__all__ = ["DEPTH_LAW_TANGENT", "FIGURES", "PLOT_MODES", "PLOT_NAMES", "SECONDS_PER_BACKEND",
-           "STREAM_CHUNK", "Curve", "PlotData", "add_series", "norm_gradient_curve",
-           "norm_stack", "plot_data", "plot_summary", "render_plots", "retention_curve",
-           "scaled_finals", "series_document", "tapped_stack", "variance_path"]
+__all__ = ["DEPTH_LAW_TANGENT", "FIGURES", "OFF_LINES", "PLOT_MODES", "PLOT_NAMES",
+           "SECONDS_PER_BACKEND", "STREAM_CHUNK", "Curve", "Departure", "PlotData", "add_series",
+           "departure", "norm_gradient_curve", "norm_stack", "plot_data", "plot_ops",
+           "plot_summary", "render_plots", "retention_curve", "scaled_finals",
+           "series_document", "tapped_stack", "variance_path"]
 
 PLOT_NAMES = ("gradient_retention", "depth_law", "depth_law_jvp", "variance_growth",
               "norm_depth")
@@ -93,6 +100,10 @@ DEPTH_LAW_A = (-2.5, -0.5, 0.1, 1.0)
 DEPTH_LAW_TANGENT = Fraction(3, 4)  # the input tangent t of the forward-mode depth law
 STREAM_CHUNK = 5  # layers per request of the variance streams
 SCALED_DEPTHS = (1, 4, 16, 64)  # 1/√L is exact: scale's α is 1/isqrt(L)
+OFF_LINES = 1e-3
+"""A backend's series whose largest relative deviation from the plot's lines exceeds this
+is called off the lines in its legend: far above the rounding of float64 or float32
+through these programs (under 1e-12 and 1e-5 here), and about what a log axis hides."""
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p")
 _LEGEND_CHARS = 48
 _LINES = ("-", "--", ":", "-.")
@@ -109,6 +120,9 @@ class Curve:
     reference: np.ndarray
     panel: int = 0
     by_backend: dict[str, np.ndarray] = field(default_factory=dict)
+    asked: np.ndarray | None = None
+    """The points each backend is asked for (None: all of ``x``): the variance streams
+    sample a backend every few layers only."""
 
 
 @dataclass
@@ -499,6 +513,8 @@ def _variance_data(seed: int, askers: Mapping[str, _Asker], width: int = 768,
                  variance_path(seed, width, depth))
     flat = Curve("final, each update scaled by 1/√L (law σ²)", np.arange(1, depth + 1),
                  scaled_finals(seed, width, depth), panel=1)
+    grow.asked = layers % STREAM_CHUNK == 0
+    flat.asked = np.isin(flat.x, SCALED_DEPTHS)
     updates = _updates(seed, width, depth)
     scaled = _scaled_updates(seed, width, max(SCALED_DEPTHS))
     for name, asker in askers.items():
@@ -530,13 +546,15 @@ def _norm_data(seed: int, askers: Mapping[str, _Asker], max_depth: int = 6,
 
 
 def plot_data(seed: int, backends: Sequence[Backend] | None = None,
-              stop: threading.Event | None = None, exact: bool = True) -> dict[str, PlotData]:
+              stop: threading.Event | None = None, exact: bool = True,
+              only: Sequence[str] = PLOT_NAMES) -> dict[str, PlotData]:
     """Every plot's data, by name: the reference curves and one series per backend (the
     NumPy reference when ``backends`` is None; none for an empty list), each named after
     its backend. Once ``stop`` is set, no backend is asked again (the rest are gaps).
     ``exact=False`` leaves out the exact interpreter's curves (NaN), which cost seconds:
     for a process that only computes a backend's series. The forward-mode plots ask last,
-    so a backend whose time runs out (:data:`SECONDS_PER_BACKEND`) loses them first."""
+    so a backend whose time runs out (:data:`SECONDS_PER_BACKEND`) loses them first.
+    ``only`` names the plots to compute (default: all)."""
     _EXACT.on = exact
     chosen = [NumpyBackend()] if backends is None else list(backends)
     askers = {str(b.name): _Asker(b, SECONDS_PER_BACKEND, stop) for b in chosen}
@@ -546,7 +564,7 @@ def plot_data(seed: int, backends: Sequence[Backend] | None = None,
         "variance_growth": lambda asked: _variance_data(seed, asked),
         "norm_depth": lambda asked: _norm_data(seed, asked)}
     data = {}
-    for name in sorted(PLOT_NAMES, key=lambda n: PLOT_MODES[n] != "vjp"):  # forward mode last
+    for name in sorted(only, key=lambda n: PLOT_MODES[n] != "vjp"):  # forward mode last
         mode = PLOT_MODES[name]
         asked = {n: a for n, a in askers.items() if mode in a.backend.capabilities.modes}
         for asker in asked.values():
@@ -556,7 +574,50 @@ def plot_data(seed: int, backends: Sequence[Backend] | None = None,
         plot.not_claimed = [n for n in askers if n not in asked]
         plot.dtypes = {n: a.dtype or "none" for n, a in asked.items()}
         plot.gaps = {n: a.gap for n, a in asked.items() if a.gap is not None}
-    return {name: data[name] for name in PLOT_NAMES}
+    return {name: data[name] for name in PLOT_NAMES if name in data}
+
+
+def plot_ops() -> dict[str, tuple[str, ...]]:
+    """The ops each plot's programs use, sorted: all a backend's markers can show wrong
+    (the same builders at their smallest sizes)."""
+    programs = {
+        "gradient_retention": [tapped_stack(1, True, 2), tapped_stack(1, False, 2)],
+        "depth_law": [_depth_law_program(1)], "depth_law_jvp": [_depth_law_program(1)],
+        "variance_growth": [_chunk_program(2, 1, None), _chunk_program(2, 1, Fraction(1, 2))],
+        "norm_depth": [norm_stack(placement, 1, 2, taps=True) for placement in ("pre", "post")]}
+    return {name: tuple(sorted({n.op for p in programs[name] for n in p.nodes}))
+            for name in PLOT_NAMES}
+
+
+@dataclass(frozen=True)
+class Departure:
+    """How far one backend's series lies from a plot's lines: the largest relative
+    deviation ``|b - r| / |r|`` over the points it answered with a finite value (None when
+    there is none), and at how many of the ``points`` where a line is finite it answered
+    NaN or ±inf (or nothing: a gap)."""
+
+    largest: float | None
+    non_finite: int
+    points: int
+
+
+def departure(plot: PlotData, name: str) -> Departure:
+    """Backend ``name``'s :class:`Departure` from the lines of ``plot`` (its own numbers
+    against the exact or reference values)."""
+    largest: float | None = None
+    non_finite = points = 0
+    for curve in plot.curves:
+        values = curve.by_backend.get(name, np.full(len(curve.x), np.nan))
+        asked = np.isfinite(curve.reference) & (True if curve.asked is None else curve.asked)
+        points += int(asked.sum())
+        shown = asked & np.isfinite(values)
+        non_finite += int((asked & ~shown).sum())
+        if shown.any():
+            ref = curve.reference[shown]
+            scale = np.where(ref != 0, np.abs(ref), 1.0)
+            worst = float(np.max(np.abs(values[shown] - ref) / scale))
+            largest = worst if largest is None else max(largest, worst)
+    return Departure(largest, non_finite, points)
 
 
 def plot_summary(data: Mapping[str, PlotData]) -> dict[str, dict[str, Any]]:
@@ -611,7 +672,20 @@ def _legend_text(name: str, plot: PlotData) -> str:
         text += f" ({plot.dtypes[name]})"
     if name in plot.gaps:
         text += " (gaps)"
-    return _plain(text)
+    return _plain(text + _departure_text(departure(plot, name), name in plot.gaps))
+
+
+def _departure_text(seen: Departure, gaps: bool) -> str:
+    """``, max rel. dev. 2e-16`` (``…: off the lines`` past :data:`OFF_LINES`), and where
+    the backend answered NaN or ±inf, unless a gap explains the missing points."""
+    text = ""
+    if seen.non_finite and not gaps:
+        text += f", NaN/inf at {seen.non_finite} of {seen.points} points"
+    if seen.largest is not None:
+        text += f", max rel. dev. {seen.largest:.1g}"
+        if seen.largest > OFF_LINES:
+            text += ": off the lines"
+    return text
 
 
 def _plain(text: str) -> str:
