@@ -394,7 +394,7 @@ def _plot_note(name: str, part: Mapping[str, Any], backends: Sequence[Mapping[st
                  if mode not in b.get("modes", ["vjp"]) and b["name"] not in part["series"]]
     asked = [f"{b} (asked in {part['dtypes'].get(b, 'float64')})" for b in part["series"]]
     ops = ", ".join(plot_ops().get(name, ()))
-    said = f" Markers: {', '.join(asked) or 'none'}; ops {ops}." + "".join(
+    said = f" Series: {', '.join(asked) or 'none'}; ops {ops}." + "".join(
         f" Gaps in {backend}: {reason}." for backend, reason in part["gaps"].items())
     if unclaimed:
         said += f" No series ({mode} not claimed): {', '.join(unclaimed)}."

@@ -147,7 +147,7 @@ def test_check_plots_forward_mode_for_the_backends_that_claim_it(
     page = (out / "report.html").read_text()
     figure = page.split(f'<figure id="plot-{PLOT}">')[1].split("</figure>")[0]
     ops = ", ".join(plots.plot_ops()[PLOT])
-    said = (f"Markers: numpy (asked in float64); ops {ops}. "
+    said = (f"Series: numpy (asked in float64); ops {ops}. "
             f"No series (jvp not claimed): {REVERSE_ONLY}.")
     assert said in figure, figure
     assert "not claimed" not in page.split('<figure id="plot-depth_law">')[1].split(

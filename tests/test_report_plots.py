@@ -176,7 +176,7 @@ def test_check_draws_each_checked_backend_and_reports_its_gaps(tmp_path: Path) -
     warning = f"plots: refusing gave no data for part of {', '.join(plots.PLOT_NAMES)}: {reason}"
     assert warning in doc["warnings"], doc["warnings"]
     page = (out / "report.html").read_text()
-    notes = [f"Markers: numpy (asked in float64), refusing (asked in float64); ops "
+    notes = [f"Series: numpy (asked in float64), refusing (asked in float64); ops "
              f"{', '.join(plots.plot_ops()[name])}. Gaps in refusing: {reason}."
              for name in plots.PLOT_NAMES]
     assert all(said in page for said in notes), [s for s in notes if s not in page]
