@@ -184,13 +184,14 @@ class PropertyRun:
 
     def __init__(self, name: str, label: str, backend: Backend, *,
                  shrink_limit: int | None = None, status_dir: Path | None = None,
-                 nodeid: str = "") -> None:
+                 nodeid: str = "", max_examples: int | None = None) -> None:
         self.name, self.label, self.backend = name, label, backend
         self.shrink_limit, self.status_dir, self.nodeid = shrink_limit, status_dir, nodeid
+        self.max_examples = max_examples
         self.examples = 0
         self.failed_after: int | None = None
         self.shrink_seconds: float | None = None
-        self._shrink_began = 0.0
+        self._shrink_began = self._found_at = 0.0
         self._failing: set[str] = set()
 
     @property
@@ -216,6 +217,7 @@ class PropertyRun:
             self._failing.add(key)
             if self.failed_after is None:
                 self.failed_after, self._shrink_began = self.examples, time.monotonic()
+                self._found_at = time.time()
             self.write_status(exc)
             raise
         finally:
@@ -224,14 +226,17 @@ class PropertyRun:
 
     def write_status(self, exc: BaseException) -> None:
         """Leave the latest counterexample in ``status_dir/<pid>.json`` (replaced
-        atomically): the test, ``failed_after``, the examples so far, the shrink cap, the
-        message, its kind and, for a :class:`PropertyFailure`, the request as sent."""
+        atomically): the test, ``failed_after``, when the first counterexample was found
+        (``since``, seconds since the epoch), the examples so far and wanted, the shrink
+        cap, the message, its kind and, for a :class:`PropertyFailure`, the request as
+        sent."""
         if self.status_dir is None:
             return
         request = getattr(exc, "request", None)
         state = {"nodeid": self.nodeid, "property": self.name, "backend": self.label,
                  "failed_after": self.failed_after, "examples": self.examples,
-                 "shrink_limit": self.shrink_limit, "since": time.time(),
+                 "max_examples": self.max_examples, "shrink_limit": self.shrink_limit,
+                 "since": self._found_at,
                  "message": str(exc)[:_MESSAGE_LIMIT], "kind": failure_kind(exc),
                  "request": request_to_dict(request) if isinstance(request, Request) else None}
         self.status_dir.mkdir(parents=True, exist_ok=True)
@@ -297,7 +302,8 @@ def prop(request: pytest.FixtureRequest, backend: Backend) -> Iterator[PropertyR
     status = request.config.getoption("resverify_status_dir")
     run = PropertyRun(node.originalname.removeprefix("test_"), label, backend,
                       shrink_limit=shrink_limit(active_profile()), nodeid=node.nodeid,
-                      status_dir=None if status is None else Path(status))
+                      status_dir=None if status is None else Path(status),
+                      max_examples=_max_examples(node))
     mode = property_mode(node)
     node.user_properties += [("property", run.name), ("backend", label), ("mode", mode)]
     if "dtype" in params:

@@ -10,6 +10,8 @@ imported or breaks, the run is marked incomplete with the reason instead of fail
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +21,11 @@ from resverify.spec.claims import overall_status
 
 __all__ = ["ClaimRun", "find_checker", "merge_claims", "run_claims"]
 
-Checker = Callable[[str], list[dict[str, Any]]]
+Checker = Callable[..., list[dict[str, Any]]]
+"""``checker(name)``; one with an ``on_claim`` parameter is also told of each claim as it
+begins (:data:`resverify.reports.cmd_claims.OnClaim`)."""
+Progress = Callable[[str, int, int, str], None]
+"""Told ``(backend as shown, k, total, claim id)`` as each claim begins."""
 
 
 @dataclass
@@ -36,8 +42,10 @@ def find_checker() -> Checker:
     return collect_claims
 
 
-def run_claims(backends: Mapping[str, str], checker: Checker | None = None) -> ClaimRun:
-    """Every claim for every backend, as report entries.
+def run_claims(backends: Mapping[str, str], checker: Checker | None = None,
+               progress: Progress | None = None) -> ClaimRun:
+    """Every claim for every backend, as report entries; ``progress`` is told of each
+    claim as it begins.
 
     ``backends`` maps each name as the user gave it (what the checker resolves) to the
     backend's own name (what the report shows).
@@ -52,7 +60,10 @@ def run_claims(backends: Mapping[str, str], checker: Checker | None = None) -> C
     entries: list[dict[str, Any]] = []
     for name, shown in backends.items():
         try:
-            raw = checker(name)
+            if progress is None or not _tells(checker):
+                raw = checker(name)
+            else:
+                raw = checker(name, on_claim=functools.partial(progress, shown))
         except Exception as exc:
             out.warnings.append(f"the claim checker failed on backend {name!r}: "
                                 f"{type(exc).__name__}: {exc}")
@@ -61,6 +72,14 @@ def run_claims(backends: Mapping[str, str], checker: Checker | None = None) -> C
         entries.extend(claim_entry(item, shown) for item in raw)
     out.claims = merge_claims(entries)
     return out
+
+
+def _tells(checker: Checker) -> bool:
+    """Whether ``checker`` takes ``on_claim`` (a stand-in checker need not)."""
+    try:
+        return "on_claim" in inspect.signature(checker).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def merge_claims(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -41,7 +42,7 @@ from typing import Any
 
 from resverify.impl import Backend, resolve_backend
 from resverify.impl.registry import BUILTIN
-from resverify.properties.profiles import PROFILES
+from resverify.properties.profiles import PROFILES, shrink_limit
 from resverify.reports import json_report, known_failures
 from resverify.reports.atomic import write_bytes, write_text
 from resverify.reports.claim_source import ClaimRun, run_claims
@@ -307,7 +308,7 @@ def run(args: argparse.Namespace) -> int:
         _usage_error_from_pytest(request, found.suite)
         doc = write_reports(request, found, plots, signals)
     progress.close()
-    _print_summary(doc, request.report_dir, _stop_message(found.suite))
+    _print_summary(doc, request.report_dir, _stop_message(found.suite), found.suite.began)
     allowed = ("passed", "nothing checked") if args.allow_nothing_checked else ("passed",)
     return 0 if doc["status"] in allowed else 1
 
@@ -368,7 +369,12 @@ def _stop_message(suite: SuiteRun) -> str | None:
 def _run_claims(request: _Request, found: _Evidence, progress: Progress) -> None:
     began = time.monotonic()
     progress.show(f"checking claims on {', '.join(request.named)}")
-    found.claims = run_claims({name: b.name for name, b in request.named.items()})
+
+    def counted(shown: str, k: int, total: int, claim: str) -> None:
+        progress.show(f"checking claims on {shown} [{k}/{total}] {claim}")
+
+    found.claims = run_claims({name: b.name for name, b in request.named.items()},
+                              progress=counted)
     found.timings["claims_seconds"] = round(time.monotonic() - began, 3)
     _write_json(request, found)
 
@@ -387,13 +393,14 @@ def _run_suite(args: argparse.Namespace, request: _Request, found: _Evidence,
                progress: Progress) -> None:
     report_dir = request.report_dir
     report_log = report_dir / "report-log.jsonl"
+    status = Path(tempfile.mkdtemp(prefix="resverify-status-"))
     cmd = pytest_command(report_log=report_log, backends=list(request.named),
                          profile=request.profile, seed=request.seed,
                          vector_dir=report_dir / "vectors",
                          target=[args.suite] if args.suite else list(DEFAULT_TARGET),
                          numprocesses=args.numprocesses,
                          junitxml=None if args.junitxml is None else args.junitxml.resolve(),
-                         timeout=args.timeout, extra=request.pytest_args)
+                         timeout=args.timeout, status_dir=status, extra=request.pytest_args)
     written = [time.monotonic(), 0]
 
     def rewrite(suite: SuiteRun) -> None:
@@ -406,9 +413,11 @@ def _run_suite(args: argparse.Namespace, request: _Request, found: _Evidence,
     began = time.monotonic()
     try:
         run_suite(cmd, report_log=report_log, log=report_dir / _PYTEST_LOG,
-                  progress=progress, suite=found.suite, on_tick=rewrite)
+                  progress=progress, suite=found.suite, on_tick=rewrite, status_dir=status,
+                  vector_dir=report_dir / "vectors")
     finally:
         found.timings["properties_seconds"] = round(time.monotonic() - began, 3)
+        shutil.rmtree(status, ignore_errors=True)
 
 
 def _suite_warnings(suite: SuiteRun) -> list[str]:
@@ -547,14 +556,43 @@ def _print_known(known: dict[str, Any], counts: dict[str, int]) -> None:
                   f"remove it from {known['file']}")
 
 
-def _print_summary(doc: dict[str, Any], report_dir: Path, stop: str | None) -> None:
+def shrink_summary(props: Sequence[Mapping[str, Any]], profile: str) -> str | None:
+    """One line on the shrinking of the failed tests: how many, for how long, how many
+    examples after their first counterexamples, and the profile's cap; None if none shrank."""
+    shrunk = [p for p in props if p["status"] == "failed" and p.get("failed_after") is not None]
+    if not shrunk:
+        return None
+    seconds = sum(float(p.get("shrink_seconds") or 0.0) for p in shrunk)
+    examples = sum((p["examples"] or 0) - p["failed_after"] for p in shrunk)
+    limit = shrink_limit(profile)
+    one = len(shrunk) == 1
+    cap = (f"at most {limit}{'' if one else ' each'}" if limit is not None
+           else "not capped")
+    return (f"shrinking: {len(shrunk)} failed test{'' if one else 's'} shrank for "
+            f"{seconds:.1f} s ({examples} examples after {'its' if one else 'their'} first "
+            f"counterexample{'' if one else 's'}; {cap} under profile {profile})")
+
+
+def _print_summary(doc: dict[str, Any], report_dir: Path, stop: str | None,
+                   suite_began: bool = True) -> None:
     props, claims = doc["summary"]["properties"], doc["summary"]["claims"]
     print(f"properties: {props['passed']} passed, {props['failed']} failed, "
           f"{props['expected']} expected, {props['skipped']} skipped; claims: "
           f"{claims['passed']} passed, {claims['failed']} failed, {claims['expected']} expected")
+    shrinking = shrink_summary(doc["properties"], doc["run"]["profile"])
+    if shrinking is not None:
+        print(shrinking)
     _print_known(doc["known_failures"], doc["summary"]["known_failures"])
     for backend in doc["backends"]:
-        if backend["status"] == "nothing checked":
+        if backend["status"] != "nothing checked":
+            continue
+        ran = any(p["backend"] == backend["name"] for p in doc["properties"])
+        if stop and not suite_began:
+            print(f"{backend['name']}: nothing checked: interrupted before any property ran")
+        elif stop and not ran:
+            print(f"{backend['name']}: nothing checked: interrupted before any of its "
+                  "property tests finished")
+        else:
             count = len(backend["not_run"])
             print(f"{backend['name']}: nothing checked ({count} test{'s' if count != 1 else ''}"
                   " could not run on it; see report.md)")

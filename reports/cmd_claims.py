@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from resverify.impl import Backend, resolve_backend
@@ -41,17 +41,28 @@ def _resolve(names: str | Sequence[str]) -> list[Backend]:
             for name in dict.fromkeys([names] if isinstance(names, str) else names)]
 
 
-def _check_all(backends: Sequence[Backend]) -> list[dict[str, Any]]:
+OnClaim = Callable[[int, int, str], None]
+"""Told ``(k, total, claim id)`` as the k-th claim of ``total`` begins."""
+
+
+def _check_all(backends: Sequence[Backend], on_claim: OnClaim | None = None
+               ) -> list[dict[str, Any]]:
     from resverify.spec import claims  # its catalog imports SymPy: not at --help time
 
     catalog = claims.CLAIMS if CLAIMS is None else CLAIMS
-    return [outcome_dict(check_claim(claim, *backends)) for claim in catalog]
+    out = []
+    for k, claim in enumerate(catalog, 1):
+        if on_claim is not None:
+            on_claim(k, len(catalog), claim.id)
+        out.append(outcome_dict(check_claim(claim, *backends)))
+    return out
 
 
-def collect_claims(backend_names: str | Sequence[str] = "numpy") -> list[dict[str, Any]]:
+def collect_claims(backend_names: str | Sequence[str] = "numpy",
+                   on_claim: OnClaim | None = None) -> list[dict[str, Any]]:
     """Every claim checked exactly and on each named backend, as plain dicts
-    (:func:`resverify.spec.claims.outcome_dict`)."""
-    return _check_all(_resolve(backend_names))
+    (:func:`resverify.spec.claims.outcome_dict`); ``on_claim`` is told as each begins."""
+    return _check_all(_resolve(backend_names), on_claim)
 
 
 def _table(entries: list[dict[str, Any]], backends: list[str]) -> str:

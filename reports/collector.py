@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Generator, Sequence
 from typing import Any
 
 import pytest
 
-__all__ = ["COLLECTED", "CRASH_MESSAGE", "MESSAGE_LIMIT", "summarize"]
+__all__ = ["COLLECTED", "CRASH_MESSAGE", "MESSAGE_LIMIT", "interrupted_while_shrinking",
+           "summarize"]
 
 MESSAGE_LIMIT = 4000
 COLLECTED = "resverify_collected"
@@ -104,6 +106,29 @@ def summarize(phases: Sequence[Record]) -> Record:
         result["skip_reason"] = _skip_reason(skipped)
     else:
         result["outcome"] = "passed"
+    return result
+
+
+def interrupted_while_shrinking(phases: Sequence[Record], state: Record, vector: str | None,
+                                replay: str | None) -> Record:
+    """A test stopped while it shrank a counterexample, as a failed result: what its setup
+    recorded, the worker's latest ``state`` (see
+    :meth:`resverify.properties.plugin.PropertyRun.write_status`) and the ``vector`` saved
+    from it with its ``replay`` command."""
+    result = summarize(phases) if phases else {
+        "nodeid": state["nodeid"], "duration": 0.0, "properties": {}, "skip_reason": None}
+    message, kind = str(state.get("message") or "failed"), str(state.get("kind") or "law")
+    examples, failed_after = int(state["examples"]), int(state["failed_after"])
+    failure = {"message": message, "kind": kind, "vector": vector, "replay": replay}
+    result["properties"].update(
+        examples=examples, max_examples=state.get("max_examples"), failed_after=failed_after,
+        shrink_examples=examples - failed_after, shrink_limit=state.get("shrink_limit"),
+        shrink_seconds=round(max(0.0, time.time() - float(state.get("since") or 0.0)), 3),
+        failure_kind=kind, failures=[failure], vector=vector, replay=replay,
+        shrink_interrupted=True)
+    result.update(outcome="failed", message=(
+        f"{message} (interrupted while shrinking: the counterexample found after "
+        f"{failed_after} examples, shrunk for {examples - failed_after})"[:MESSAGE_LIMIT]))
     return result
 
 

@@ -210,6 +210,8 @@ def property_entry(record: Mapping[str, Any], default_backend: str | None,
         "skip_reason": record.get("skip_reason"),
         "message": message,
         "examples_wanted": _count(props.get("max_examples")),
+        "failed_after": _count(props.get("failed_after")),
+        "shrink_seconds": _seconds(props.get("shrink_seconds")),
         "failure_kind": props.get("failure_kind") if record["outcome"] == "failed" else None,
         "failures": failures,
         "known_failure": None,
@@ -234,6 +236,12 @@ def _failure(raw: Mapping[str, Any], base: Path) -> dict[str, Any]:
         vector = _relative(str(vector), base)
     return {"message": message, "kind": str(raw.get("kind") or "law"), "vector": vector,
             "replay": None if replay is None else str(replay)}
+
+
+def _seconds(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        return None
+    return round(float(value), 3)
 
 
 def _count(value: object) -> int | None:

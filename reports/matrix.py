@@ -11,7 +11,11 @@ VJP first, and :func:`mode_summary` gives each backend's verdict per mode in one
 "passes in reverse mode, not claimed in forward mode" reads at a glance.
 
 A cell is the status of the property's tests on that backend in that dtype (a failure
-anywhere in the cell wins), with the examples they ran; a test skipped because the backend
+anywhere in the cell wins), with the examples they ran and the examples their profile
+wants; a failed cell also says after how many examples its first counterexample came
+(``failed_after``: the examples Hypothesis ran after that, to shrink it, are counted in
+``examples`` but are not a search), and :func:`cell_text` reads
+``failed after 12 of 25 examples``. A test skipped because the backend
 does not claim the dtype or the mode is ``not claimed`` (a claim, not a verdict), and a
 column the property has no test for is ``none``. A property with no dtype parameter has
 its cell in the column ``any``.
@@ -29,10 +33,13 @@ from typing import Any
 from resverify.impl.backend import MODES
 from resverify.spec.ir import DTYPES
 
-__all__ = ["ANY_DTYPE", "CELL_STATUSES", "build_matrix", "fold_row", "mode_summary"]
+__all__ = ["ANY_DTYPE", "CELL_STATUSES", "build_matrix", "cell_text", "fold_row",
+           "mode_summary"]
 
 ANY_DTYPE = "any"
 CELL_STATUSES = ("failed", "expected", "passed", "xfailed", "skipped", "not claimed", "none")
+_EMPTY: Mapping[str, Any] = {"status": "none", "examples": 0, "examples_wanted": 0,
+                             "failed_after": None}
 _RANK = {"failed": 5, "expected": 4, "passed": 3, "xfailed": 2, "skipped": 1,
          "not claimed": 0, "none": -1}
 
@@ -80,17 +87,34 @@ def build_matrix(props: Sequence[Mapping[str, Any]],
         order = MODES.index(mode) if mode in MODES else len(MODES)
         row = rows.setdefault((order, f"{p['property']}\0{mode}"), {})
         status = _status(p, by_name.get(backend), dtype)
-        cell = row.setdefault((backend, dtype), {"status": "none", "examples": 0})
+        cell = row.setdefault((backend, dtype), dict(_EMPTY))
         cell["examples"] += p["examples"] or 0
+        cell["examples_wanted"] += p.get("examples_wanted") or 0
+        failed_after = p.get("failed_after")
+        if failed_after is not None or cell["failed_after"] is not None:
+            cell["failed_after"] = (cell["failed_after"] or 0) + (
+                failed_after if failed_after is not None else p["examples"] or 0)
         if _RANK.get(status, 5) > _RANK[cell["status"]]:
             cell["status"] = status
     out_rows = []
     for (_, key), cells in sorted(rows.items()):
         name, mode = key.split("\0")
         out_rows.append({"property": name, "mode": mode, "cells": [
-            {**c, **cells.get((c["backend"], c["dtype"]), {"status": "none", "examples": 0})}
-            for c in columns]})
+            {**c, **cells.get((c["backend"], c["dtype"]), _EMPTY)} for c in columns]})
     return {"columns": columns, "rows": out_rows, "modes": mode_summary(props, backends)}
+
+
+def cell_text(cell: Mapping[str, Any]) -> str:
+    """A cell as people read it: ``failed after 12 of 25 examples`` for a failed cell
+    that knows where its first counterexample came, else the status and the examples run,
+    ``passed (25)``; ``—`` for no test."""
+    status, examples = str(cell["status"]), cell.get("examples") or 0
+    failed_after, wanted = cell.get("failed_after"), cell.get("examples_wanted") or 0
+    if status == "failed" and failed_after is not None:
+        return f"failed after {failed_after} of {wanted or '?'} examples"
+    if status == "none":
+        return "—"
+    return status + (f" ({examples})" if examples else "")
 
 
 def fold_row(row: Mapping[str, Any]) -> dict[str, dict[str, list[str]]]:

@@ -14,9 +14,17 @@ pytest's exit status). :mod:`resverify.reports.collector`, loaded into the child
 what pytest-reportlog does not say by itself (how many tests were collected, which
 test's process died). This module tails that file into a :class:`SuiteRun` that the
 caller can read at any moment, shows progress on a terminal and returns what finished,
-whether or not pytest reached the end. Every setting reaches the child as a pytest
-option (:func:`pytest_command`); a child that exits with pytest's usage-error status
-before its session began refused its command line (:attr:`SuiteRun.refused`).
+whether or not pytest reached the end.
+
+A second, smaller channel says what a test is doing before it ends: a test that found a
+counterexample leaves it in the status folder (``--status-dir``; one JSON file per worker
+process, :meth:`resverify.properties.plugin.PropertyRun.write_status`), read on every poll
+(:func:`read_states`), so the status line can say that it is shrinking, and an interrupt
+keeps the counterexample found so far as the test's failure (:func:`keep_shrinking`).
+
+Every setting reaches the child as a pytest option (:func:`pytest_command`); a child that
+exits with pytest's usage-error status before its session began refused its command line
+(:attr:`SuiteRun.refused`).
 
 The child runs in its own process group: a terminal's Ctrl-C reaches only resverify,
 which then stops the whole group (pytest and its xdist workers) with SIGTERM, and
@@ -39,10 +47,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from resverify.reports.collector import COLLECTED, summarize
+from resverify.reports.collector import COLLECTED, interrupted_while_shrinking, summarize
 
-__all__ = ["Interrupted", "Progress", "RecordTail", "SuiteRun", "pytest_command", "run_suite",
-           "stop_group"]
+__all__ = ["Interrupted", "Progress", "RecordTail", "SuiteRun", "keep_shrinking",
+           "pytest_command", "read_states", "run_suite", "stop_group"]
 
 DEFAULT_TARGET = ("--pyargs", "resverify.properties")
 # loaded explicitly: a root conftest.py is not seen from another working directory
@@ -71,6 +79,8 @@ class SuiteRun:
     returncode: int | None = None
     interrupted: str = ""  # the signal that stopped the run ("SIGINT", "SIGTERM"), if one did
     running: dict[str, list[Record]] = field(default_factory=dict)  # begun: phases so far
+    shrinking: dict[str, Record] = field(default_factory=dict)  # a running test's latest
+    # counterexample, by node id (read_states)
 
     @property
     def finished(self) -> bool:
@@ -105,14 +115,15 @@ class SuiteRun:
 def pytest_command(*, report_log: Path, backends: Sequence[str], profile: str, seed: int,
                    vector_dir: Path, target: Sequence[str] = DEFAULT_TARGET,
                    numprocesses: str | None = None, junitxml: Path | None = None,
-                   timeout: float | None = None, extra: Sequence[str] = ()) -> list[str]:
+                   timeout: float | None = None, status_dir: Path | None = None,
+                   extra: Sequence[str] = ()) -> list[str]:
     """The command line of the child pytest run, which carries every setting: under
     pytest-xdist (``numprocesses`` workers, 1 by default) and, when ``timeout`` is given,
     pytest-timeout's per-test limit in seconds (signal method), timing the test function
     only: a limit timing the whole protocol can fire inside a reporting hook, which pytest
-    reports as an internal error that ends the run instead of a ``timeout`` failure. A
-    suite other than the default target accepts ``--backend`` and ``--vector-dir`` like the
-    property suite."""
+    reports as an internal error that ends the run instead of a ``timeout`` failure. The
+    property suite also gets ``status_dir`` (:func:`read_states`). A suite other than the
+    default target accepts ``--backend`` and ``--vector-dir`` like the property suite."""
     own_suite = tuple(target) == DEFAULT_TARGET
     plugin = ["-p", SUITE_PLUGIN] if own_suite else []
     cmd = [sys.executable, "-m", "pytest", *target, *plugin, "-q", "-p", "no:cacheprovider",
@@ -121,6 +132,8 @@ def pytest_command(*, report_log: Path, backends: Sequence[str], profile: str, s
            f"--hypothesis-profile={profile}", f"--hypothesis-seed={seed}",
            f"--vector-dir={vector_dir}"]
     cmd += [f"--backend={name}" for name in backends]
+    if own_suite and status_dir is not None:
+        cmd.append(f"--status-dir={status_dir}")
     cmd += ["-p", "xdist", "-n", numprocesses or "1"]
     if timeout:
         cmd += ["-p", "timeout", f"--timeout={timeout:g}", "--timeout-method=signal",
@@ -163,6 +176,7 @@ class Progress:
         self.stream = sys.stdout if stream is None else stream
         self.enabled = self.stream.isatty()
         self.failed = 0
+        self.said: str | None = None  # the shrinking line shown last, if it is still up
 
     def show(self, text: str) -> None:
         if self.enabled:
@@ -181,6 +195,18 @@ class Progress:
         elif record.get("$report_type") == "TestReport" and record.get("when") == "setup":
             self.show(f"{self._count(suite)} running {_test_name(record)}")
 
+    def tick(self, suite: SuiteRun) -> None:
+        """Between records: say so when a running test is shrinking a counterexample."""
+        state = next((suite.shrinking[n] for n in suite.running if n in suite.shrinking), None)
+        if state is None:
+            self.said = None
+            return
+        text = (f"{self._count(suite)} {_test_name(state)}: counterexample found after "
+                f"{state['failed_after']} examples, shrinking (Ctrl-C keeps it)")
+        if text != self.said:
+            self.said = text
+            self.show(text)
+
     def _count(self, suite: SuiteRun) -> str:
         total = "?" if suite.collected is None else str(suite.collected)
         failed = f" {self.failed} failed" if self.failed else ""
@@ -196,17 +222,56 @@ def _test_name(record: Record) -> str:
     return str(record["nodeid"]).split("::")[-1]
 
 
+def read_states(folder: Path | None) -> dict[str, Record]:
+    """The counterexamples the workers left in ``folder``, by node id; a file being
+    replaced or unreadable is skipped (the next poll reads it)."""
+    states: dict[str, Record] = {}
+    if folder is None or not folder.is_dir():
+        return states
+    for path in sorted(folder.glob("*.json")):
+        try:
+            state = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(state, dict) and isinstance(state.get("nodeid"), str):
+            states[state["nodeid"]] = state
+    return states
+
+
+def keep_shrinking(suite: SuiteRun, vector_dir: Path) -> None:
+    """After an interrupt: each test that was shrinking a counterexample ends as a failure
+    with the counterexample found so far, saved as a vector in ``vector_dir``."""
+    from resverify.properties.vectors import replay_command, save_vector
+    from resverify.spec.codec import request_from_dict
+
+    for nodeid, state in suite.shrinking.items():
+        if nodeid not in suite.running:
+            continue
+        vector = replay = None
+        if isinstance(state.get("request"), dict):
+            path = save_vector(request_from_dict(state["request"]), vector_dir,
+                               str(state["property"]), str(state["backend"]),
+                               str(state["message"]), str(state["kind"]))
+            vector, replay = str(path), replay_command(path, str(state["backend"]))
+        suite.results.append(interrupted_while_shrinking(suite.running.pop(nodeid), state,
+                                                         vector, replay))
+
+
 def run_suite(cmd: Sequence[str], *, report_log: Path, log: Path, progress: Progress,
               suite: SuiteRun | None = None,
               on_tick: Callable[[SuiteRun], None] | None = None,
-              poll_seconds: float = 0.1) -> SuiteRun:
+              poll_seconds: float = 0.1, status_dir: Path | None = None,
+              vector_dir: Path | None = None) -> SuiteRun:
     """Run ``cmd`` (see :func:`pytest_command`), filling ``suite`` with the records of
-    ``report_log`` as they come, until it exits; ``on_tick`` is called after every poll.
-    pytest's own output goes to ``log``, for people.
+    ``report_log`` as they come, and its ``shrinking`` with the states of ``status_dir``,
+    until it exits; ``on_tick`` is called after every poll. pytest's own output goes to
+    ``log``, for people.
 
     On KeyboardInterrupt (Ctrl-C, or a SIGTERM turned into one by the caller) the child's
     process group is stopped (:func:`stop_group`) and the run is marked interrupted; what
-    finished stays in ``suite``, the status line is cleared.
+    finished stays in ``suite``, a test that was shrinking becomes a failure with its
+    counterexample saved in ``vector_dir`` (:func:`keep_shrinking`), the status line is
+    cleared.
     """
     suite = SuiteRun() if suite is None else suite
     report_log.unlink(missing_ok=True)
@@ -217,6 +282,8 @@ def run_suite(cmd: Sequence[str], *, report_log: Path, log: Path, progress: Prog
     def drain() -> None:
         for record in tail.read():
             progress.update(suite, record, suite.add(record))
+        suite.shrinking = read_states(status_dir)
+        progress.tick(suite)
 
     try:
         with open(log, "wb") as log_handle:
@@ -234,6 +301,8 @@ def run_suite(cmd: Sequence[str], *, report_log: Path, log: Path, progress: Prog
                 stop_group(child)
         suite.returncode = child.returncode
         drain()
+        if suite.interrupted and vector_dir is not None:
+            keep_shrinking(suite, vector_dir)
     finally:
         progress.close()
     return suite

@@ -13,7 +13,7 @@ import pytest
 from test_report_fakes import write_fake_suite
 
 from resverify.reports.cli import main
-from resverify.reports.runner import Progress, SuiteRun
+from resverify.reports.runner import Progress, SuiteRun, keep_shrinking, read_states
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
@@ -148,7 +148,7 @@ def test_status_line_is_cleared_when_ctrl_c_stops_the_run(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
 
-    def interrupted_claims(backends: object) -> NoReturn:
+    def interrupted_claims(backends: object, **kwargs: object) -> NoReturn:
         raise KeyboardInterrupt
 
     monkeypatch.setattr("resverify.reports.cmd_check.run_claims", interrupted_claims)
@@ -158,3 +158,103 @@ def test_status_line_is_cleared_when_ctrl_c_stops_the_run(
     assert "\r\033[K" in text[shown:].split("\n")[0], f"status line left on screen: {text!r}"
     doc = json.loads((tmp_path / "out" / "report.json").read_text())
     assert (doc["complete"], doc["status"]) == (False, "incomplete"), doc["warnings"]
+
+
+def _shrinking_suite(status: Path, request: dict[str, object] | None) -> tuple[SuiteRun, str]:
+    """A suite whose one running test left a counterexample in the status folder."""
+    nodeid = "suite/t.py::test_a[numpy]"
+    suite = SuiteRun()
+    suite.add({"$report_type": "TestReport", "nodeid": nodeid, "when": "setup",
+               "outcome": "passed", "duration": 0.0, "longrepr": None,
+               "resverify_collected": 2,
+               "user_properties": [["property", "a"], ["backend", "numpy"],
+                                   ["dtype", "float64"]]})
+    status.mkdir()
+    (status / "123.json").write_text(json.dumps({
+        "nodeid": nodeid, "property": "a", "backend": "numpy", "failed_after": 3,
+        "examples": 9, "max_examples": 25, "shrink_limit": 50, "since": 0.0,
+        "message": "grads['x'][0]: backend = 1.5, spec = 3", "kind": "law",
+        "request": request}))
+    return suite, nodeid
+
+
+def test_status_line_says_a_counterexample_is_being_shrunk(tmp_path: Path) -> None:
+    suite, _ = _shrinking_suite(tmp_path / "status", None)
+    terminal = _Terminal()
+    progress = Progress(terminal)
+    suite.shrinking = read_states(tmp_path / "status")
+    progress.tick(suite)
+    text = terminal.getvalue()
+    want = "[0/2] test_a[numpy]: counterexample found after 3 examples, shrinking (Ctrl-C keeps it)"
+    assert want in text, f"status line {text!r}, expected {want!r}"
+
+
+def test_ctrl_c_while_shrinking_keeps_the_counterexample_as_a_failure(tmp_path: Path) -> None:
+    from resverify.properties import pinned
+    from resverify.spec.codec import loads_request, request_to_dict
+
+    request = pinned.S06.request("float64")
+    suite, nodeid = _shrinking_suite(tmp_path / "status", request_to_dict(request))
+    suite.shrinking = read_states(tmp_path / "status")
+    suite.interrupted = "SIGINT"
+    keep_shrinking(suite, tmp_path / "vectors")
+    assert nodeid not in suite.running, "the kept test is still listed as running"
+    [result] = suite.results
+    props = result["properties"]
+    assert result["outcome"] == "failed", result
+    assert (props["failed_after"], props["max_examples"], props["failure_kind"]) == (
+        3, 25, "law"), props
+    assert "interrupted while shrinking" in result["message"], result["message"]
+    vector = Path(props["vector"])
+    assert vector.parent == tmp_path / "vectors", vector
+    assert loads_request(vector.read_text()).program == request.program, vector
+    assert props["replay"] == f"resverify replay {vector} --backend numpy", props["replay"]
+
+
+def test_claims_phase_counts_each_claim_on_the_status_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from resverify.reports import cmd_claims
+    from resverify.spec.claims import CLAIMS
+
+    subset = tuple(c for c in CLAIMS if c.id in ("S10", "S24", "S30"))
+    monkeypatch.setattr(cmd_claims, "CLAIMS", subset)
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stdout", terminal)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    write_fake_suite(tmp_path / "suite")
+    main(["check", "--suite", "suite", "--report-dir", "out", "--", "-k", "commutes"])
+    text = terminal.getvalue()
+    for k in (1, 2, 3):
+        want = f"checking claims on numpy [{k}/3]"
+        assert want in text, f"{want!r} not on the status line: {text!r}"
+
+
+def test_interrupt_during_the_claims_says_no_property_ran(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+    def interrupted_claims(backends: object, **kwargs: object) -> NoReturn:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("resverify.reports.cmd_check.run_claims", interrupted_claims)
+    assert main(["check", "--report-dir", "out"]) == 1
+    out = capsys.readouterr().out
+    want = "numpy: nothing checked: interrupted before any property ran"
+    assert want in out, f"summary {out!r}, expected {want!r}"
+    assert "could not run on it" not in out, out
+
+
+def test_summary_says_how_long_the_failures_shrank() -> None:
+    from resverify.reports.cmd_check import shrink_summary
+
+    props = [{"status": "failed", "examples": 37, "failed_after": 2, "shrink_seconds": 2.2},
+             {"status": "failed", "examples": 60, "failed_after": 9, "shrink_seconds": 30.1},
+             {"status": "passed", "examples": 25, "failed_after": None, "shrink_seconds": None}]
+    said = shrink_summary(props, "ci")
+    want = ("shrinking: 2 failed tests shrank for 32.3 s (86 examples after their first "
+            "counterexamples; at most 50 each under profile ci)")
+    assert said == want, f"{said!r}, expected {want!r}"
+    assert shrink_summary(props[2:], "ci") is None

@@ -98,7 +98,7 @@ def test_first_counterexample_is_left_for_the_status_line_with_its_request(
         tmp_path: Path) -> None:
     status = tmp_path / "status"
     run = PropertyRun("law", "numpy", bb.Reference(), shrink_limit=2, status_dir=status,
-                      nodeid="suite/t.py::test_law[numpy]")
+                      nodeid="suite/t.py::test_law[numpy]", max_examples=50)
     request = pinned.S06.request("float64")
 
     @FIXED
@@ -114,6 +114,7 @@ def test_first_counterexample_is_left_for_the_status_line_with_its_request(
     assert state["nodeid"] == "suite/t.py::test_law[numpy]", state
     assert state["failed_after"] == 1, state
     assert state["shrink_limit"] == 2, state
+    assert state["max_examples"] == 50, state
     assert "breaks the law" in state["message"], state
     assert request_from_dict(state["request"]).program == request.program, state
 

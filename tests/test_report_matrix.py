@@ -16,7 +16,7 @@ from test_report_fakes import run_check
 from resverify.reports.html import render_html
 from resverify.reports.json_report import build_report, property_entry, validate
 from resverify.reports.markdown import render_markdown
-from resverify.reports.matrix import build_matrix
+from resverify.reports.matrix import build_matrix, cell_text
 from resverify.spec.ir import DTYPES
 from tests.report_mode_backends import BOTH, REVERSE_ONLY, BothModes, ReverseOnly, many_backends
 
@@ -121,7 +121,7 @@ def test_html_shows_modes_side_by_side_and_the_grouped_matrix() -> None:
     matrix = page.split("<h2>Conformance matrix</h2>")[1].split("<h2>")[0]
     assert matrix.index("VJP (reverse mode)") < matrix.index("JVP (forward mode)"), matrix
     assert '<td class="not-claimed nw">not claimed</td>' in matrix, matrix
-    assert f'<th colspan="4">{BOTH}</th>' in matrix, matrix
+    assert f'<th class="name" colspan="4">{BOTH}</th>' in matrix, matrix
     assert '<td class="failed nw">failed (2)</td>' in matrix, matrix
     assert "failed: 3 tests, 15 examples, 1 failed" in matrix, matrix
     backends = page.split("<h2>Backends</h2>")[1].split("<h2>")[0]
@@ -191,7 +191,8 @@ def test_markdown_matrix_folds_each_backends_dtypes_into_one_cell_at_ten_backend
         assert cells[row] == ["✅ 1/1", "n/c"] * 5, (row, cells[row])
     assert len(doc["matrix"]["columns"]) == 10 * 5, "report.json lost the per-dtype cells"
     page = render_html(doc, {})
-    assert page.count('<th colspan="5">engine-') == 10, "report.html lost the per-dtype cells"
+    assert page.count('<th class="name" colspan="5">engine-') == 10, (
+        "report.html lost the per-dtype cells")
 
 
 @pytest.fixture(scope="module")
@@ -234,3 +235,19 @@ def test_check_records_the_marker_as_the_mode_and_skips_unclaimed_jvp(checked: P
     assert cells[("tangent_law", "jvp")][(BOTH, "float64")] == ("passed", 1)
     page = (checked / "report.html").read_text()
     assert "JVP (forward mode)" in page and "not claimed" in page
+
+
+def test_failed_cell_says_after_how_many_of_the_wanted_examples_it_failed() -> None:
+    failing = _record("oracle", BOTH, "float64", "failed", "vjp", examples=801)
+    failing["properties"].update(failed_after=12, max_examples=25, shrink_seconds=305.0)
+    passing = _record("oracle", BOTH, "float32", "passed", "vjp", examples=25)
+    passing["properties"]["max_examples"] = 25
+    doc = _doc([failing, passing], [BothModes()])
+    validate(doc)  # raises when the document breaks the schema
+    [entry] = [p for p in doc["properties"] if p["status"] == "failed"]
+    assert (entry["examples"], entry["failed_after"], entry["shrink_seconds"]) == (
+        801, 12, 305.0), entry
+    cells = {c["dtype"]: c for c in doc["matrix"]["rows"][0]["cells"]}
+    assert cell_text(cells["float64"]) == "failed after 12 of 25 examples", cells["float64"]
+    assert cell_text(cells["float32"]) == "passed (25)", cells["float32"]
+    assert cells["float64"]["examples"] == 801, "the cell's examples count every example run"
