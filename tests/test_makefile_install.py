@@ -1,0 +1,77 @@
+"""What ``make verify`` prints while it installs: one line saying what is installed and
+about how long it takes, and no setuptools warning about the ``resverify/`` link folder."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MAKEFILE = (ROOT / "Makefile").read_text(encoding="utf-8")
+WARNING = "Editable installation."
+"""How setuptools' warning begins (pip shows it as a BuildBackendWarning): 'Please be
+careful with folders in your working directory with the same name as your package'."""
+
+
+def _recipe(target: str) -> list[str]:
+    """The recipe lines of ``target`` (tabs and make's ``@`` dropped)."""
+    match = re.search(rf"^{re.escape(target)}:.*\n((?:\t.*\n)+)", MAKEFILE, re.M)
+    assert match, f"no recipe for {target} in the Makefile"
+    return [line[1:].lstrip("@") for line in match.group(1).splitlines()]
+
+
+def _filter() -> str:
+    """The PYTHONWARNINGS value the Makefile installs under."""
+    match = re.search(r'^QUIET_INSTALL\s*:?=\s*PYTHONWARNINGS="([^"]+)"', MAKEFILE, re.M)
+    assert match, "the Makefile defines no QUIET_INSTALL with a PYTHONWARNINGS filter"
+    return match.group(1)
+
+
+def test_install_says_first_what_it_installs_and_about_how_long_it_takes() -> None:
+    first = _recipe("$(STAMP)")[0]
+    assert first.startswith("echo "), f"the install's first line {first!r} prints nothing"
+    said = " ".join(shlex.split(first)[1:])
+    assert "constraints.txt" in said and "$(VENV)" in said, said
+    assert re.search(r"\d+\s*(s|seconds|minutes?)\b", said), f"no duration in {said!r}"
+
+
+@pytest.mark.parametrize("target", ["$(STAMP)", "backends"])
+def test_every_editable_install_runs_with_the_warning_filtered(target: str) -> None:
+    installs = [line for line in _recipe(target) if "pip install" in line and " -e " in line]
+    assert installs, f"{target} has no editable install"
+    for line in installs:
+        assert line.startswith("$(QUIET_INSTALL) "), f"{line!r} runs without $(QUIET_INSTALL)"
+
+
+def _editable_install(tmp_path: Path, warnings: str | None) -> str:
+    """An editable install of this checkout's HEAD (no dependencies, no network) into a
+    scratch prefix; pip's output."""
+    tree = tmp_path / "tree"
+    tree.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "HEAD"], capture_output=True,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    if warnings is not None:
+        env["PYTHONWARNINGS"] = warnings
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "--prefix", str(tmp_path / "prefix"), "-e", "."],
+        cwd=tree, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+def test_makefiles_filter_silences_the_editable_install_warning_and_only_with_it(
+        tmp_path: Path) -> None:
+    pytest.importorskip("setuptools", reason="the editable install needs setuptools here")
+    plain = _editable_install(tmp_path / "plain", None)
+    assert WARNING in plain, f"setuptools no longer warns; the filter may go: {plain!r}"
+    quiet = _editable_install(tmp_path / "quiet", _filter())
+    assert quiet == "", f"the filtered install still printed: {quiet!r}"
