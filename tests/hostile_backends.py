@@ -98,11 +98,15 @@ class MutatesInputs(_Hostile):
         return result
 
 
+NEVER = 24 * 3600.0
+"""How long a hanging backend sleeps: it never answers within any test's limit."""
+
+
 class Sleeps(_Hostile):
     name = "hostile-sleeps"
 
     def spoil(self, request: Request, result: Result) -> Result:
-        time.sleep(60)
+        time.sleep(NEVER)
         return result
 
 
@@ -150,7 +154,7 @@ def _engine(mode: str) -> int:
         if mode == "half_line":
             sys.stdout.write('{"resverify": 1, "kind": "res')
             sys.stdout.flush()
-            time.sleep(60)
+            time.sleep(NEVER)
         elif mode == "garbage":
             sys.stdout.write("this is not a JSON document\n")
             sys.stdout.flush()
