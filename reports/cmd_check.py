@@ -361,9 +361,14 @@ def _stop_message(suite: SuiteRun) -> str | None:
     """The one line that says the run was stopped (also a report warning), or None."""
     if not suite.interrupted:
         return None
-    finished = len(suite.results)
-    return (f"interrupted by {suite.interrupted}: the report holds the {finished} "
+    kept = sum(bool(r["properties"].get("shrink_interrupted")) for r in suite.results)
+    finished = len(suite.results) - kept
+    said = (f"interrupted by {suite.interrupted}: the report holds the {finished} "
             f"test{'s' if finished != 1 else ''} that finished")
+    if kept:
+        said += (f" and {kept} stopped while shrinking, kept as failed with the "
+                 "counterexample found so far")
+    return said
 
 
 def _run_claims(request: _Request, found: _Evidence, progress: Progress) -> None:

@@ -201,8 +201,9 @@ class Progress:
         if state is None:
             self.said = None
             return
-        text = (f"{self._count(suite)} {_test_name(state)}: counterexample found after "
-                f"{state['failed_after']} examples, shrinking (Ctrl-C keeps it)")
+        # the news before the test's name, which can fill the terminal's width
+        text = (f"{self._count(suite)} counterexample found after {state['failed_after']} "
+                f"examples, shrinking (Ctrl-C keeps it): {_test_name(state)}")
         if text != self.said:
             self.said = text
             self.show(text)

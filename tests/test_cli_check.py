@@ -185,7 +185,7 @@ def test_status_line_says_a_counterexample_is_being_shrunk(tmp_path: Path) -> No
     suite.shrinking = read_states(tmp_path / "status")
     progress.tick(suite)
     text = terminal.getvalue()
-    want = "[0/2] test_a[numpy]: counterexample found after 3 examples, shrinking (Ctrl-C keeps it)"
+    want = "[0/2] counterexample found after 3 examples, shrinking (Ctrl-C keeps it): test_a[numpy]"
     assert want in text, f"status line {text!r}, expected {want!r}"
 
 
@@ -258,3 +258,16 @@ def test_summary_says_how_long_the_failures_shrank() -> None:
             "counterexamples; at most 50 each under profile ci)")
     assert said == want, f"{said!r}, expected {want!r}"
     assert shrink_summary(props[2:], "ci") is None
+
+
+def test_stop_message_counts_the_test_kept_while_it_shrank(tmp_path: Path) -> None:
+    from resverify.reports.cmd_check import _stop_message
+
+    suite, _ = _shrinking_suite(tmp_path / "status", None)
+    suite.shrinking = read_states(tmp_path / "status")
+    suite.interrupted = "SIGINT"
+    keep_shrinking(suite, tmp_path / "vectors")
+    said = _stop_message(suite)
+    want = ("interrupted by SIGINT: the report holds the 0 tests that finished and 1 stopped "
+            "while shrinking, kept as failed with the counterexample found so far")
+    assert said == want, f"{said!r}, expected {want!r}"
