@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from resverify.reports.cmd_replay import FailedElement, failed_element
 from resverify.reports.markdown import citation, short_note
+from resverify.reports.matrix import cell_text
 
 __all__ = ["CSP", "MODE_TITLES", "PLOTS_INTRO", "esc", "render_html"]
 
@@ -201,9 +202,11 @@ MODE_TITLES = {"vjp": "VJP (reverse mode)", "jvp": "JVP (forward mode)"}
 _CELL_TEXT = {"none": "—", "not claimed": "not claimed"}
 
 
-def _cell(status: str, examples: int, css: str = "nw") -> str:
-    """A matrix cell: the status (its class colours it) and the examples run, if any."""
-    shown = _CELL_TEXT.get(status, status) + (f" ({examples})" if examples else "")
+def _cell(status: str, examples: int, css: str = "nw", text: str | None = None) -> str:
+    """A matrix cell: the status (its class colours it) and the examples run, if any, or
+    ``text`` when given (:func:`resverify.reports.matrix.cell_text`)."""
+    shown = text if text is not None else (
+        _CELL_TEXT.get(status, status) + (f" ({examples})" if examples else ""))
     cls = "missing" if status == "none" else status.replace(" ", "-")
     return f'<td class="{esc(cls)} {css}">{esc(shown)}</td>'
 
@@ -251,7 +254,7 @@ def _matrix(doc: Mapping[str, Any]) -> str:
             body.append(f'<tr class="group"><th colspan="{len(columns) + 1}">'
                         f"{esc(MODE_TITLES.get(mode, mode))}</th></tr>")
         body.append("<tr>" + _td(row["property"]) + "".join(
-            _cell(c["status"], c["examples"]) for c in row["cells"]) + "</tr>")
+            _cell(c["status"], c["examples"], text=cell_text(c)) for c in row["cells"]) + "</tr>")
     return ("<h2>Conformance matrix</h2><p>VJP and JVP side by side: each backend's verdict "
             "per mode, then one row per property and a cell per backend and dtype (status, "
             "examples run); <i>not claimed</i> means the backend does not claim that dtype "

@@ -251,3 +251,13 @@ def test_failed_cell_says_after_how_many_of_the_wanted_examples_it_failed() -> N
     assert cell_text(cells["float64"]) == "failed after 12 of 25 examples", cells["float64"]
     assert cell_text(cells["float32"]) == "passed (25)", cells["float32"]
     assert cells["float64"]["examples"] == 801, "the cell's examples count every example run"
+
+
+def test_the_html_matrix_cell_says_after_how_many_examples_it_failed() -> None:
+    """report.html shows the cell as people read it, not the examples counted while
+    shrinking (``failed (801)``)."""
+    failing = _record("oracle", BOTH, "float64", "failed", "vjp", examples=801)
+    failing["properties"].update(failed_after=12, max_examples=25, shrink_seconds=305.0)
+    page = render_html(_doc([failing], [BothModes()]), {})
+    assert "failed after 12 of 25 examples" in page and "failed (801)" not in page, (
+        [line for line in page.split("<td") if "failed" in line][:3])
