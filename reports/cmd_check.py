@@ -94,6 +94,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "options --backend NAME and --vector-dir DIR")
     parser.add_argument("--no-claims", action="store_true",
                         help="skip the claim checker (the report says so)")
+    parser.add_argument("--no-plots", action="store_true",
+                        help="draw no plots: no backend is asked for plot data and report.html "
+                        "has no plots (the report says so)")
     parser.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT_SECONDS,
                         metavar="SECONDS",
                         help="time limit of one property test (pytest-timeout); a test that "
@@ -192,7 +195,9 @@ class _PlotJob:
     exits or hangs leaves its series as gaps, never the report; the exact and reference
     curves are computed here (they ask no backend)."""
 
-    def __init__(self, seed: int, named: Mapping[str, Backend], folder: Path) -> None:
+    def __init__(self, seed: int, named: Mapping[str, Backend], folder: Path,
+                 enabled: bool = True) -> None:
+        self.enabled = enabled
         self.plots: dict[str, bytes] = {}
         self.summary: dict[str, Any] | None = None
         self.error: str | None = None
@@ -202,7 +207,8 @@ class _PlotJob:
                                        daemon=True)
 
     def start(self) -> None:
-        self.thread.start()
+        if self.enabled:
+            self.thread.start()
 
     def _draw(self, seed: int, named: dict[str, Backend], folder: Path) -> None:
         try:
@@ -251,6 +257,8 @@ class _PlotJob:
                ) -> tuple[dict[str, bytes], list[str], dict[str, Any] | None]:
         """The plots, the warnings they leave (an error, or each backend's gaps) and their
         summary for report.json, waiting at most ``wait`` seconds (None: until drawn)."""
+        if not self.enabled:
+            return {}, ["plots were not drawn (--no-plots)"], None
         if self.thread.ident is None:
             return {}, ["plots were not drawn: the run stopped before they were started"], None
         self.thread.join(wait)
@@ -288,7 +296,7 @@ def run(args: argparse.Namespace) -> int:
                        known_file=known_file, known=known,
                        mutants=None if args.mutants is None else load_mutants(args.mutants))
     (request.report_dir / _PLOT_LOG).unlink(missing_ok=True)
-    plots = _PlotJob(request.seed, request.named, request.report_dir)
+    plots = _PlotJob(request.seed, request.named, request.report_dir, not args.no_plots)
     plots.start()
     progress = Progress()
     found = _Evidence()

@@ -116,6 +116,21 @@ def test_check_runs_the_real_property_suite_and_reads_its_records(
         assert isinstance(prop["examples"], int) and prop["examples"] > 0, prop
 
 
+def test_no_plots_asks_no_backend_for_plot_data_and_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--no-plots``: no plot process runs (a backend that hangs in a plot costs nothing),
+    and the report says the plots were not drawn."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    code = main(["check", "--no-claims", "--no-plots", "--", "-k", "residual_stack and float64"])
+    out = tmp_path / "resverify-report"
+    doc = json.loads((out / "report.json").read_text())
+    assert code == 0 and "plots were not drawn (--no-plots)" in doc["warnings"], (
+        code, doc["warnings"])
+    assert "plots" not in doc and not (out / "plots.log").exists(), sorted(doc)
+    assert not list(out.glob("plots/*.png")), sorted(out.glob("plots/*"))
+
+
 def test_help_lists_every_kind_of_backend_name_and_the_new_options(
         capsys: pytest.CaptureFixture[str]) -> None:
     from resverify.impl.registry import BUILTIN
