@@ -41,7 +41,7 @@ backends: $(STAMP)
 matrix: $(STAMP)
 	$(BIN)/resverify check $$($(BIN)/resverify backends --names --device cpu | sed 's/^/--backend /') --report-dir resverify-report/matrix
 
-## lint: ruff and mypy (the four packages, as resverify.*, and tests/)
+## lint: ruff (with the complexity gate, C901 at 12) and mypy (the packages as resverify.*, tests/ and tools/)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,3 +50,13 @@ def test_pinned_constraints_cover_every_runtime_dependency() -> None:
     for name in ("numpy", "sympy", "mpmath", "hypothesis", "pytest"):
         assert name in pins, f"{name} is not pinned in constraints.txt"
 
+
+
+def test_lint_keeps_the_complexity_gate_and_types_the_tools() -> None:
+    """``make lint`` (ruff check ., mypy) fails on a function above complexity 12 and
+    type-checks the tools beside the packages and the tests."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    lint = config["tool"]["ruff"]["lint"]
+    assert "C90" in lint["select"], lint["select"]
+    assert lint["mccabe"]["max-complexity"] <= 12, lint["mccabe"]
+    assert "tools" in config["tool"]["mypy"]["files"], config["tool"]["mypy"]["files"]
