@@ -185,7 +185,9 @@ def send(backend: Backend, request: Request) -> Sent:
     """``backend.run`` on a private copy of ``request``; misbehaviour is a PropertyFailure.
 
     An exception escaping the backend fails with kind ``raised`` (a BackendFault with its
-    own kind); an answer that is not a :class:`Result` with kind ``bad_result``. NumPy's
+    own kind); an answer that is not a :class:`Result` with kind ``bad_result``. A
+    BaseException (a test's time limit, an interrupt) passes through with the request it
+    interrupted as its ``resverify_request``, so a timeout keeps its vector too. NumPy's
     floating-point warnings (overflow, underflow, invalid) are IEEE behaviour, not
     errors, so they are silenced here even under pytest's ``-W error``; what the values
     became is judged by the laws.
@@ -203,6 +205,9 @@ def send(backend: Backend, request: Request) -> Sent:
         raise PropertyFailure(f"backend {backend.name} raised {type(exc).__name__}: {exc} "
                               f"(spec: a result or a typed error) {where}", request,
                               "raised") from exc
+    except BaseException as exc:  # a time limit (or an interrupt) while the backend ran:
+        exc.resverify_request = request  # type: ignore[attr-defined]  # its vector
+        raise
     if not isinstance(result, Result):
         got = "None" if result is None else type(result).__name__
         raise PropertyFailure(f"backend {backend.name}: run() must return a Result, got {got} "

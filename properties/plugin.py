@@ -382,6 +382,17 @@ def failure_kind(exc: BaseException) -> str:
     return "internal"
 
 
+def _sent(leaf: BaseException) -> Request | None:
+    """The request a failure charged to the backend was about: a PropertyFailure's, or
+    the one the backend was running when the time limit struck (see ``send``)."""
+    if isinstance(leaf, PropertyFailure):
+        return leaf.request
+    if isinstance(leaf, ExampleTimeout):
+        sent = getattr(leaf, "resverify_request", None)
+        return sent if isinstance(sent, Request) else None
+    return None
+
+
 def _failures(item: pytest.Item, run: PropertyRun, exc: BaseException) -> list[dict[str, Any]]:
     """Every distinct failure inside ``exc``: message, kind, and for a PropertyFailure the
     request saved as a vector (as it was sent) with the command that replays it."""
@@ -398,8 +409,9 @@ def _failures(item: pytest.Item, run: PropertyRun, exc: BaseException) -> list[d
             continue
         entry: dict[str, Any] = {"message": message, "kind": kind, "vector": None,
                                  "replay": None}
-        if isinstance(leaf, PropertyFailure):
-            path = save_vector(leaf.request, folder, run.name, run.label, message, kind)
+        sent = _sent(leaf)
+        if sent is not None:
+            path = save_vector(sent, folder, run.name, run.label, message, kind)
             entry.update(vector=str(path), replay=replay_command(path, run.label))
             leaf.add_note(f"test vector: {path}\nreplay: {entry['replay']}")
         found[message] = entry

@@ -142,6 +142,15 @@ def test_an_in_process_adapter_that_never_answers_times_out_and_the_run_goes_on(
     assert_classified(doc, _kinds(IN_PROCESS, hangs=True), out, control=False)
 
 
+def test_a_timeout_keeps_the_request_the_backend_was_running_as_its_vector(
+        in_process_hangs: tuple[int, dict[str, Any], str]) -> None:
+    _, doc, _ = in_process_hangs
+    [prop] = [p for p in doc["properties"] if p["status"] == "failed"]
+    assert [(f["kind"], f["vector"] is not None) for f in prop["failures"]] == [
+        ("timeout", True)], prop["failures"]
+    assert prop["replay"] and prop["replay"].startswith("resverify replay "), prop
+
+
 def test_a_failing_control_is_shown_with_its_kind_and_message() -> None:
     """A failing control names the test, its kind and its message, not just 'failed'."""
     entry = {"id": "t::test_law[numpy-float64]", "property": "law", "backend": "numpy",
