@@ -204,17 +204,17 @@ class PropertyRun:
         example that is not one of the counterexamples already seen is rejected unrun, so
         Hypothesis stops shrinking and reports the smallest counterexample it has (it runs
         that one again, which runs, and fails, as before)."""
-        key = _example_key(args, kwargs)
         if (self.failed_after is not None and self.shrink_limit is not None
-                and self.shrink_examples >= self.shrink_limit and key not in self._failing):
-            reject()
+                and self.shrink_examples >= self.shrink_limit
+                and _example_key(args, kwargs) not in self._failing):  # keyed only when
+            reject()  # shrinking: a passing test never prints its examples
         self.examples += 1
         try:
             return inner(*args, **kwargs)
         except HypothesisException:
             raise
         except (Exception, pytest.fail.Exception) as exc:  # a counterexample, to shrink
-            self._failing.add(key)
+            self._failing.add(_example_key(args, kwargs))
             if self.failed_after is None:
                 self.failed_after, self._shrink_began = self.examples, time.monotonic()
                 self._found_at = time.time()
