@@ -24,6 +24,7 @@ from resverify.spec import Input, Node, Program, UsageError, dumps
 from resverify.spec.errors import BackendCrash, BackendTimeout, BadResult
 from resverify.spec.fixtures import linear_block_request, stack_request
 from resverify.spec.request import Request, Result, ResultError, Value
+from tests.hostile_backends import NEVER
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVE = f"{shlex.quote(sys.executable)} -m resverify.impl.serve"
@@ -53,8 +54,12 @@ for line in sys.stdin:
 
 
 # Starting an engine (Python, NumPy) can take seconds on a loaded machine: the hello and
-# the well-behaved requests get this long; only the misbehaving request gets a short limit.
+# the well-behaved requests get this long; only a request the engine never answers gets a
+# short limit (it sleeps a day, so a timeout is its one outcome whatever the machine's speed).
 PATIENT = 30.0
+SHORT = 0.5
+TRICKLE_SECONDS = 600
+HANG = f"time.sleep({NEVER:.0f})"
 
 
 def engine(tmp_path: Path, behaviour: str) -> str:
@@ -96,7 +101,7 @@ def test_served_reference_gives_bitwise_the_in_process_result() -> None:
 
 HOSTILE = [
     ("sys.exit(3)", BackendCrash, "exited with status 3"),
-    ("os.close(1); time.sleep(30)", BackendCrash, "closed its output"),
+    (f"os.close(1); {HANG}", BackendCrash, "closed its output"),
     ("print('hello there', flush=True)", BadResult, "not JSON"),
     ("print('[1, 2]', flush=True)", BadResult, "must be a JSON object"),
     ("print(json.dumps({'resverify': 1, 'kind': 'result'}), flush=True)", BadResult,
@@ -107,10 +112,12 @@ HOSTILE = [
      "float32 for a float64 request"),
     ("sys.stdout.write(2 * (answer(NumpyBackend(), line) + '\\n')); sys.stdout.flush()",
      BadResult, "more than one line"),
-    ("time.sleep(30)", BackendTimeout, "no complete answer within 0.5 s"),
-    ("sys.stdout.write('{\"resverify\": 1'); sys.stdout.flush(); time.sleep(30)",
+    (HANG, BackendTimeout, "no complete answer within 0.5 s"),
+    (f"sys.stdout.write('{{\"resverify\": 1'); sys.stdout.flush(); {HANG}",
      BackendTimeout, "no complete answer within 0.5 s"),
 ]
+"""(behaviour, fault, message); only the engines that never answer get the short limit: a
+crash or a bad answer is read as soon as it is written, whatever the limit."""
 
 
 @pytest.mark.parametrize(("behaviour", "fault", "message"), HOSTILE,
@@ -122,7 +129,7 @@ def test_misbehaving_engine_raises_its_fault_and_the_next_request_runs_on_a_fres
         assert backend.name == "fake" and backend.capabilities.dtypes == ("float64",)
         first = backend.pid
         assert first is not None, "the engine was started"
-        backend.timeout = 0.5
+        backend.timeout = SHORT if fault is BackendTimeout else PATIENT
         with pytest.raises(fault, match=message) as info:
             backend.run(linear_block_request())
         assert "\n" not in str(info.value), info.value
@@ -147,13 +154,17 @@ def test_misbehaving_engine_raises_its_fault_and_the_next_request_runs_on_a_fres
     [
         # half a line, then silence
         "sys.stdout.write('{\"resverify\": 1, \"kind\": \"res'); sys.stdout.flush(); "
-        "time.sleep(30)",
-        # a line that trickles out a byte every 0.2 s and would take minutes to finish
-        "[(sys.stdout.write(' '), sys.stdout.flush(), time.sleep(0.2)) for _ in range(900)]",
+        + HANG,
+        # a line that trickles out a byte every 0.2 s and would take TRICKLE_SECONDS to end
+        "[(sys.stdout.write(' '), sys.stdout.flush(), time.sleep(0.2)) "
+        f"for _ in range({TRICKLE_SECONDS * 5})]",
     ],
     ids=["half-line", "slow-line"],
 )
 def test_timeout_bounds_an_unfinished_or_slow_line(tmp_path: Path, behaviour: str) -> None:
+    """The limit bounds the whole line: it never strikes early, and a line that keeps
+    trickling in does not restart it (which would wait TRICKLE_SECONDS, 300 times the limit:
+    the bound on ``took`` is that far above any honest time, not a speed goal)."""
     backend = ExternalBackend(engine(tmp_path, behaviour), timeout=PATIENT)
     try:
         backend.timeout = 2.0
@@ -161,25 +172,33 @@ def test_timeout_bounds_an_unfinished_or_slow_line(tmp_path: Path, behaviour: st
         with pytest.raises(BackendTimeout, match="within 2 s"):
             backend.run(linear_block_request())
         took = time.monotonic() - began
-        assert 2.0 <= took < 3.5, f"a 2 s timeout returned after {took:.2f} s"
+        assert 2.0 <= took < TRICKLE_SECONDS / 2, (
+            f"a 2 s timeout returned after {took:.2f} s (the line would end after "
+            f"{TRICKLE_SECONDS} s)")
     finally:
         backend.close()
 
 
 def test_timed_out_engine_leaves_no_process_behind(tmp_path: Path) -> None:
+    """The engine starts a child of its own before it answers the hello (so the child runs
+    whatever the machine's speed), then never answers its request."""
     pid_file = tmp_path / "child.pid"
-    behaviour = (f"child = subprocess.Popen(['sleep', '60']); "
-                 f"open({str(pid_file)!r}, 'w').write(str(child.pid)); time.sleep(30)")
-    backend = ExternalBackend(engine(tmp_path, behaviour), timeout=PATIENT)
+    command = engine(tmp_path, HANG)
+    script = tmp_path / "engine.py"
+    script.write_text(f"import subprocess\nchild = subprocess.Popen(['sleep', '{NEVER:.0f}'])\n"
+                      f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+                      + script.read_text())
+    backend = ExternalBackend(command, timeout=PATIENT)
     try:
         first = backend.pid
         assert first is not None, "the engine was started"
-        backend.timeout = 3.0  # time enough to start the child, even on a loaded machine
+        child = int(pid_file.read_text())
+        assert not gone(child), f"the engine's child {child} ended before the request"
+        backend.timeout = SHORT
         with pytest.raises(BackendTimeout):
             backend.run(linear_block_request())
-        child = int(pid_file.read_text())
         assert gone(first), f"engine {first} left running or unreaped"
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + PATIENT  # the killed child may take a moment to end
         while not gone(child) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert gone(child), f"the engine's own child {child} outlived it"
@@ -189,13 +208,16 @@ def test_timed_out_engine_leaves_no_process_behind(tmp_path: Path) -> None:
 
 
 def test_a_slow_start_is_not_a_timeout_but_a_slow_request_is(tmp_path: Path) -> None:
-    behaviour = "time.sleep(2); print(answer(NumpyBackend(), line), flush=True)"
-    command = engine(tmp_path, behaviour)
+    """The engine takes longer to start than the request limit (it sleeps past it), and its
+    first request never gets an answer; the limit is 2 s, a thousand times what the quick
+    answer after the restart takes, so only the start and the hang decide the outcome."""
+    limit = 2.0
+    command = engine(tmp_path, HANG)
     script = tmp_path / "engine.py"
-    script.write_text("import time; time.sleep(1.5)\n" + script.read_text())
-    backend = ExternalBackend(command, timeout=0.5)
+    script.write_text(f"import time; time.sleep({limit + 0.5})\n" + script.read_text())
+    backend = ExternalBackend(command, timeout=limit)
     try:
-        with pytest.raises(BackendTimeout, match=r"within 0\.5 s"):
+        with pytest.raises(BackendTimeout, match=r"within 2 s"):
             backend.run(linear_block_request())
         result = backend.run(linear_block_request())  # restarted: slow hello, quick answer
         assert isinstance(result, Value), result
