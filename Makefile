@@ -46,10 +46,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-## mutants: the property suite against every mutant of the catalog: score, table, JSON and HTML
+## mutants: the property suite against every mutant of tests/mutants/ (tools/mutants.py): score, table, JSON and HTML
 mutants: $(STAMP)
 	mkdir -p resverify-report
-	$(BIN)/resverify mutants -n 2 --out resverify-report/mutants.json --html resverify-report/mutants.html
+	$(BIN)/python tools/mutants.py -n 2 --out resverify-report/mutants.json --html resverify-report/mutants.html
 
 ## flakes: the whole suite on numpy, torch and jax under 200 seeds each; counts failures (must be 0), the known failures of docs/findings apart
 flakes: $(STAMP)
@@ -61,13 +61,13 @@ mutation: $(STAMP)
 	$(BIN)/python tools/mutation.py --suite exact --out build/mutation/score-exact.json
 	$(BIN)/python tools/mutation.py --suite impl --out build/mutation/score-impl.json
 
-## mutation-ops: mutmut over spec/ops.py, the op table (hours; see docs/strength.md section 3)
+## mutation-ops: mutmut over spec/ops/, the op table (hours; see docs/strength.md section 3)
 mutation-ops: $(STAMP)
 	$(BIN)/python tools/mutation.py --suite ops --out build/mutation/score-ops.json
 
-## bench: resverify's speed against its baselines, every figure a ratio (minutes; JSON in resverify-bench.json)
+## bench: resverify's speed against its baselines (tools/bench.py), every figure a ratio (minutes; JSON in resverify-bench.json)
 bench: $(STAMP)
-	$(BIN)/resverify bench --out resverify-bench.json
+	$(BIN)/python tools/bench.py --out resverify-bench.json
 
 ## dist: build the sdist and the wheel into dist/ (python -m build)
 dist: $(STAMP)

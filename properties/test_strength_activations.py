@@ -5,7 +5,7 @@ The general strategies draw elements from 2^-10 up to 8, so a relu whose derivat
 wrong only for tiny positive inputs (a ``x > eps`` guard) meets such an input by chance
 only. Here every element of x lies within a few powers of two of zero, of either sign,
 zero included, and the block ``x + α·relu(x)`` is compared with the exact spec. Found by
-the mutant catalog: :class:`resverify.impl.mutants.ReluGradThreshold` survived the rest
+the mutant catalog: :class:`tests.mutants.ReluGradThreshold` survived the rest
 of the suite.
 """
 

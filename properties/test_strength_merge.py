@@ -5,7 +5,7 @@
 accept by reshaping or transposing the branch, and the general mismatch strategy draws
 such a pair only by chance: here every pair is one (a permutation of the axes, or
 another factorization of the same size). Found by the mutant catalog:
-:class:`resverify.impl.mutants.TransposingMerge` survived the rest of the suite.
+:class:`tests.mutants.TransposingMerge` survived the rest of the suite.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ op type is right with a single block of each kind and wrong as soon as two same-
 blocks of one family share it. The general strategy mixes families, so a stack of two or
 more same-shaped tanh (or relu, or gate) blocks comes only now and then; here every block
 of the stack uses one elementwise family the backend claims, 2 to 5 blocks deep. Found by
-the mutant catalog: :class:`resverify.impl.mutants.SharedTanhBuffer` survived the rest of
+the mutant catalog: :class:`tests.mutants.SharedTanhBuffer` survived the rest of
 the suite.
 """
 

@@ -111,7 +111,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "'expected', a listed one that passes now is 'fixed' and fails the "
                         f"run (default: ./{known_failures.DEFAULT_FILE} when it exists)")
     parser.add_argument("--mutants", type=Path, metavar="FILE",
-                        help="attach the score of `resverify mutants --out FILE` to the report "
+                        help="attach the score of `tools/mutants.py --out FILE` to the report "
                         "(report.json's mutants entry, a table in report.html)")
     parser.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS",
                         help="extra pytest arguments after --, e.g. -- -k shape")
@@ -488,7 +488,7 @@ def document(request: _Request, found: _Evidence, notes: Sequence[str] = (),
 
 
 def load_mutants(path: Path) -> dict[str, Any]:
-    """The JSON of ``resverify mutants --out``, checked against the report schema's part
+    """The JSON of ``tools/mutants.py --out``, checked against the report schema's part
     for it; an unreadable or foreign file is a one-line usage error."""
     import jsonschema
 
@@ -504,7 +504,7 @@ def load_mutants(path: Path) -> dict[str, Any]:
         jsonschema.Draft202012Validator(part).iter_errors(doc))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "the document"
-        raise UsageError(f"--mutants {path} is not a `resverify mutants --out` document: "
+        raise UsageError(f"--mutants {path} is not a `tools/mutants.py --out` document: "
                          f"{where}: {error.message}")
     return dict(doc)
 

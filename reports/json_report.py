@@ -293,7 +293,7 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
     ``matrix`` is the conformance matrix of the properties, VJP and JVP side by side
     (:func:`resverify.reports.matrix.build_matrix`), after the known failures are applied.
 
-    ``mutants`` (the document of ``resverify mutants --out``) is attached as it is, when
+    ``mutants`` (the document of ``tools/mutants.py --out``) is attached as it is, when
     given; it does not change the status. So is ``plots``, once the plots are drawn: for
     each plot its series (one per backend that claims the plot's mode), the dtype each was
     asked in, the reason of each backend's gaps, and (:func:`resverify.reports.plots.

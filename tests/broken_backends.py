@@ -2,7 +2,7 @@
 bug in the reference, as the foil of one property.
 
 The meta-tests prove that every property of the suite catches a bug (and that the
-unbroken bases pass); they draw it from the mutant catalog (:mod:`resverify.impl.mutants`)
+unbroken bases pass); they draw it from the mutant catalog (:mod:`tests.mutants`)
 wherever the catalog plants it, and from here otherwise. What is here differs from its
 nearest catalog mutant in where the bug shows, and the property that catches it is there
 to pin that place: an over-strict add, a refused merge or an accepted one that writes

@@ -4,7 +4,7 @@ in the tangent that a particular forward-mode property exists to catch.
 The reverse mode of each is the reference's (right), so a property that catches one
 catches it through the output tangent ``J·t`` alone. ``tests/test_meta_jvp.py`` proves
 that every forward-mode property of ``properties/test_jvp.py`` catches a bug, drawing the
-bug from the catalog's forward-mode mutants (:mod:`resverify.impl.mutants.forward`)
+bug from the catalog's forward-mode mutants (:mod:`tests.mutants.forward`)
 wherever the catalog plants it, and from here otherwise. These three are not catalog
 mutants because each is the foil of one law rather than a bug an engine is known to
 ship: tangents pooled by shape (the forward twin of the shared gradient buffer of

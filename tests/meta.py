@@ -5,7 +5,7 @@ A property is only as good as the bugs it catches, and a catch only counts if th
 property passes where the bug is absent. The meta-test modules (``test_meta_properties``,
 ``test_meta_norm``, ``test_meta_jvp``) list ``(property, dtype, broken backend)`` triples;
 this module runs them. The broken backends come from the mutant catalog
-(:mod:`resverify.impl.mutants`) where the catalog plants the bug, else from
+(:mod:`tests.mutants`) where the catalog plants the bug, else from
 ``tests/broken_*backends.py``; so the bug-free bases are both :class:`Mutant` and
 :class:`tests.broken_backends.Reference`, and :func:`assert_passes_on_the_bases` runs both.
 
@@ -26,12 +26,12 @@ from _pytest.mark import ParameterSet
 from hypothesis import Phase, settings
 
 from resverify import properties
-from resverify.impl import mutants as catalog
 from resverify.impl.backend import Backend
 from resverify.properties.assertions import PropertyFailure
 from resverify.properties.plugin import PropertyRun
 from resverify.properties.profiles import PROFILES
 from resverify.properties.strategies import claiming, drawing
+from tests import mutants as catalog
 from tests.broken_backends import Reference
 
 CATCH = settings(max_examples=60, deadline=None, derandomize=True, database=None,

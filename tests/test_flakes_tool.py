@@ -16,12 +16,12 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from resverify.reports.mutant_runs import Command, Job
 from resverify.reports.runner import Interrupted, SuiteRun
 from resverify.spec import dumps
 from resverify.spec.fixtures import linear_block_request
 from resverify.spec.request import Request
 from tests.installed import require_installed
+from tools.mutant_runs import Command, Job
 
 TOOL = Path(__file__).resolve().parent.parent / "tools" / "flakes.py"
 
@@ -138,7 +138,7 @@ def test_a_jax_child_given_that_environment_fills_the_cache(tmp_path: Path) -> N
     assert cache.is_dir() and any(cache.iterdir()), f"nothing cached in {cache}: {done.stderr}"
 
 
-MUTANT = "resverify.impl.mutants:TangentDropsIdentity"
+MUTANT = "tests.mutants:TangentDropsIdentity"
 TANGENT_LAW = "tangent_matches_spec_within_budget"
 
 

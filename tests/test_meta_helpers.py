@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from resverify.impl import mutants as catalog
 from tests import broken_backends as bb
 from tests import meta
+from tests import mutants as catalog
 
 LAW = "output_and_gradients_are_affine_in_alpha"
 

@@ -3,7 +3,7 @@
 Every property of ``properties/test_jvp.py`` is run as it is (same strategies, same
 pinned examples) against a backend whose tangent is wrong and must raise a PropertyFailure
 naming the backend, as a broken law. The bugs come from the catalog's forward-mode mutants
-(``catalog.*``, :mod:`resverify.impl.mutants.forward`) where the catalog plants them, else
+(``catalog.*``, :mod:`tests.mutants.forward`) where the catalog plants them, else
 from :mod:`tests.broken_jvp_backends` (``bj.*``); for the duality, a reverse-mode bug of
 the catalog (a tangent and gradients that disagree show whichever side is wrong).
 ``tests/test_meta_properties.py`` checks that each passes on the bug-free bases and that
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import pytest
 
-from resverify.impl import mutants as catalog
 from resverify.impl.backend import Backend
 from tests import broken_jvp_backends as bj
+from tests import mutants as catalog
 from tests.meta import (
     CATCH,
     CI_GENERATED,

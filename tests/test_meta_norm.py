@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from resverify.impl import mutants as catalog
 from resverify.impl.backend import Backend
 from tests import broken_backends as bb
 from tests import broken_norm_backends as bn
+from tests import mutants as catalog
 from tests.meta import (
     CATCH,
     GENERATED_ONLY,

@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
-from resverify.impl import mutants as catalog
 from resverify.impl.backend import Backend
 from resverify.properties.plugin import PropertyRun
 from resverify.properties.profiles import PROFILES
 from tests import broken_backends as bb
+from tests import mutants as catalog
 from tests.meta import (
     CATCH,
     CI_GENERATED,

@@ -135,7 +135,9 @@ def _source_copy(target: Path) -> Path:
 
 def test_the_wheel_holds_only_resverify_and_its_package_data(tmp_path: Path) -> None:
     """``python -m build`` (sdist, then the wheel from it) packs every module under
-    ``resverify/`` plus the two JSON schemas and ``py.typed``, and nothing else."""
+    ``resverify/`` plus the two JSON schemas and ``py.typed``, and nothing else: none of
+    what measures resverify itself (the mutant catalog of ``tests/mutants/``, the mutant
+    runner and the benchmarks of ``tools/``, flake-run logs)."""
     pytest.importorskip("build", reason="the build frontend is in the dev extra")
     source = _source_copy(tmp_path / "src")
     done = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir",
@@ -155,3 +157,5 @@ def test_the_wheel_holds_only_resverify_and_its_package_data(tmp_path: Path) -> 
                for p in (ROOT / top).rglob("*.py") if "__pycache__" not in p.parts}
     assert package == modules | WHEEL_DATA | {"resverify/__init__.py"}
     assert top_level == ["resverify"]
+    measuring = sorted(n for n in package if re.search(r"mutant|bench|flake", n.rsplit("/")[-1]))
+    assert not measuring, f"the wheel holds what measures resverify itself: {measuring}"

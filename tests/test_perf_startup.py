@@ -31,8 +31,3 @@ def heavy_imports(*argv: str) -> list[str]:
 def test_help_imports_no_heavy_library() -> None:
     found = heavy_imports("--help")
     assert found == [], f"resverify --help imported {found}, but should import none of {HEAVY}"
-
-
-def test_bench_help_imports_no_heavy_library() -> None:
-    found = heavy_imports("bench", "--help")
-    assert found == [], f"resverify bench --help imported {found}"

@@ -18,10 +18,10 @@ import pytest
 from test_report_fakes import run_check
 
 from resverify.impl import NumpyBackend
-from resverify.impl.mutants.forward import TangentDropsIdentity
 from resverify.reports import plots
 from resverify.reports.json_report import validate
 from resverify.spec.request import Request, Result
+from tests.mutants.forward import TangentDropsIdentity
 from tests.report_mode_backends import REVERSE_ONLY, ReverseOnly
 
 ROOT = Path(__file__).resolve().parents[1]

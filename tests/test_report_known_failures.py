@@ -17,13 +17,13 @@ import pytest
 from test_report_fakes import run_check
 
 from resverify.impl.backend import Backend
-from resverify.impl.mutants import DroppedIdentityGrad
 from resverify.impl.numpy_backend import NumpyBackend
 from resverify.properties.vectors import save_vector
 from resverify.reports import known_failures
 from resverify.reports.json_report import build_report, validate
 from resverify.spec.errors import UsageError
 from resverify.spec.fixtures import linear_block_request
+from tests.mutants import DroppedIdentityGrad
 
 ROOT = Path(__file__).resolve().parents[1]
 PROPERTY = "forward_and_gradients_match_spec_within_budget"
@@ -194,7 +194,7 @@ def test_check_with_a_known_failure_file_turns_a_red_run_green(
     _file(tmp_path, _entry(BROKEN, prop="zero_branch_is_identity"),
           str(known_failures.DEFAULT_FILE))
     code, out = run_check(monkeypatch, tmp_path, "--profile", "dev", "--backend",
-                          "resverify.impl.mutants:DroppedIdentityGrad")
+                          "tests.mutants:DroppedIdentityGrad")
     said = capsys.readouterr().out
     doc = json.loads((out / "report.json").read_text())
     assert code == 0, (code, said)

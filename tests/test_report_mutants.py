@@ -1,4 +1,4 @@
-"""``resverify check --mutants FILE`` attaches the score of ``resverify mutants --out`` to
+"""``resverify check --mutants FILE`` attaches the score of ``tools/mutants.py --out`` to
 report.json (checked against the report schema) and report.html; a file that is not such a
 document is a one-line usage error, exit 2, before anything runs."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from test_report_fakes import run_check
 
-from resverify.reports.cmd_mutants import score_document
 from resverify.reports.json_report import validate
+from tools.mutants import score_document
 
 ENTRY = {"mutant": "AlphaSquared", "name": "mutant-alpha-squared", "bug_class": "alpha",
          "bug": "α is applied twice", "status": "killed", "property": "zero_branch",

@@ -14,10 +14,10 @@ import pytest
 from test_report_html import _doc
 
 from resverify.impl import NumpyBackend
-from resverify.impl import mutants as catalog
 from resverify.reports import plots
 from resverify.reports.html import PLOT_CAPTIONS, render_html
 from resverify.spec.request import Request, Result, Value
+from tests import mutants as catalog
 
 
 class Recording(NumpyBackend):

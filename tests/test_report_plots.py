@@ -15,13 +15,13 @@ import pytest
 from test_report_fakes import run_check
 
 from resverify.impl import NumpyBackend
-from resverify.impl import mutants as catalog
 from resverify.impl.backend import Capabilities
 from resverify.reports import plots
 from resverify.reports.json_report import validate
 from resverify.spec.fixtures import STACK_W
 from resverify.spec.request import Request, Result
 from tests import broken_backends as bb
+from tests import mutants as catalog
 from tests.report_mode_backends import Refusing
 
 ROOT = Path(__file__).resolve().parents[1]

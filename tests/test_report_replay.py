@@ -278,7 +278,7 @@ def test_a_forward_mode_vector_judges_the_tangent_as_the_suite_does(
     assert "tangent x: [0.5, 0.5]" in out.splitlines(), out
     tangent_rows = [line for line in out.splitlines() if line.startswith("tangent[")]
     assert len(tangent_rows) == 2 and all(r.endswith("ok") for r in tangent_rows), out
-    code = main(["replay", vector, "--backend", "resverify.impl.mutants:TangentDropsIdentity"])
+    code = main(["replay", vector, "--backend", "tests.mutants:TangentDropsIdentity"])
     out = capsys.readouterr().out
     failing = [line for line in out.splitlines() if line.endswith(" FAIL") and "ok," not in line]
     assert code == 1 and failing and all(r.startswith("tangent[") for r in failing), out

@@ -1,5 +1,5 @@
-"""The mutant catalog and ``resverify mutants``: the catalog's shape, the verdicts, the
-command's output, and (slow) the score of the whole catalog under the ci profile.
+"""The mutant catalog and ``tools/mutants.py`` (``make mutants``): the catalog's shape, the
+verdicts, the tool's output, and (slow) the score of the whole catalog under the ci profile.
 
 The score test is the guard the catalog exists for: every mutant must be killed by the
 property suite as it is; a survivor is a gap in the suite to close with a property,
@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 
 from resverify.impl import Backend
-from resverify.impl import mutants as catalog
 from resverify.impl.numpy_backend import NumpyBackend
 from resverify.properties.assertions import differences, mutation, private_copy
 from resverify.properties.cases import Case, node
@@ -30,13 +29,13 @@ from resverify.properties.test_jvp import (
     S17_AT_ZERO_T,
     S17_T,
 )
-from resverify.reports import cli
-from resverify.reports.cmd_mutants import render_table, score_document
-from resverify.reports.html_mutants import mutants_section, render_page
-from resverify.reports.mutant_runs import MutantRun, outcome, run_mutants
+from resverify.reports.html import mutants_section
 from resverify.reports.runner import SuiteRun
 from resverify.spec.ir import Input, Program
 from resverify.spec.request import Request, Value, check_form
+from tests import mutants as catalog
+from tools import mutants as tool
+from tools.mutant_runs import MutantRun, outcome, run_mutants
 
 # killed by the first tests of the suite, so a run of these few stays short
 QUICK = ("AlphaSquared", "DroppedIdentityGrad")
@@ -133,13 +132,14 @@ def _doc(status: str = "killed") -> dict[str, Any]:
              "bug": "scale multiplies by <α²>", "status": status, "property": "p<x>",
              "dtype": "float64", "kind": "law", "message": "m", "examples": 3, "tests_run": 1,
              "seconds": 1.5}
-    return score_document([entry], "ci", 0, 2.0)
+    return tool.score_document([entry], "ci", 0, 2.0)
 
 
 def test_table_and_html_show_score_row_and_escape_text() -> None:
     doc = _doc()
-    assert render_table(doc).splitlines()[-1].startswith("1/1 mutants killed"), render_table(doc)
-    page = render_page(doc)
+    table = tool.render_table(doc)
+    assert table.splitlines()[-1].startswith("1/1 mutants killed"), table
+    page = tool.render_page(doc)
     assert "1/1 killed" in page and "&lt;α²&gt;" in page and "<α²>" not in page
     assert "p&lt;x&gt; [float64]" in mutants_section(doc)
     assert 'class="badge failed"' in mutants_section(_doc("survived"))
@@ -153,13 +153,13 @@ def test_table_and_html_show_score_row_and_escape_text() -> None:
 ])
 def test_usage_errors_are_one_line_and_exit_2(argv: list[str], said: str,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["mutants", *argv]) == 2
+    assert tool.main(argv) == 2
     err = capsys.readouterr().err
     assert said in err and err.count("\n") == 1, err
 
 
 def test_list_prints_every_mutant(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["mutants", "--list"]) == 0
+    assert tool.main(["--list"]) == 0
     out = capsys.readouterr().out
     assert all(m.__name__ in out for m in catalog.CATALOG)
     assert out.splitlines()[-1] == f"{len(catalog.CATALOG)} mutants"
@@ -168,9 +168,9 @@ def test_list_prints_every_mutant(capsys: pytest.CaptureFixture[str]) -> None:
 def test_a_few_mutants_are_killed_and_written(tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     out, page = tmp_path / "m.json", tmp_path / "m.html"
-    argv = ["mutants", "-n", "2", "--out", str(out), "--html", str(page)]
+    argv = ["-n", "2", "--out", str(out), "--html", str(page)]
     argv += [a for name in QUICK for a in ("--only", name)]
-    assert cli.main(argv) == 0, capsys.readouterr()
+    assert tool.main(argv) == 0, capsys.readouterr()
     doc = json.loads(out.read_text())
     assert (doc["killed"], doc["total"]) == (len(QUICK), len(QUICK)), doc
     assert all(e["examples"] >= 1 and e["property"] for e in doc["mutants"]), doc["mutants"]
@@ -180,15 +180,15 @@ def test_a_few_mutants_are_killed_and_written(tmp_path: Path,
 
 @pytest.mark.slow
 def test_the_base_without_a_bug_survives_the_suite() -> None:
-    result = run_mutants(["resverify.impl.mutants:Mutant"], MutantRun())
-    got = result["resverify.impl.mutants:Mutant"]
+    result = run_mutants(["tests.mutants:Mutant"], MutantRun())
+    got = result["tests.mutants:Mutant"]
     assert got["status"] == "survived", got
 
 
 @pytest.mark.slow
 def test_every_mutant_is_killed_under_the_ci_profile(tmp_path: Path) -> None:
     out = tmp_path / "mutants.json"
-    code = cli.main(["mutants", "-n", "2", "--out", str(out)])
+    code = tool.main(["-n", "2", "--out", str(out)])
     doc = json.loads(out.read_text())
     survivors = [(e["mutant"], e["status"], e["message"]) for e in doc["mutants"]
                  if e["status"] != "killed"]

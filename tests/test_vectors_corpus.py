@@ -20,7 +20,6 @@ import jsonschema
 import numpy as np
 import pytest
 
-from resverify.impl import mutants as catalog
 from resverify.impl.backend import Backend
 from resverify.impl.numpy_backend import NumpyBackend
 from resverify.properties import plugin
@@ -33,6 +32,7 @@ from resverify.spec.ir import DTYPES
 from resverify.spec.request import Request, Result
 from tests import broken_backends as bb
 from tests import broken_jvp_backends as bj
+from tests import mutants as catalog
 
 FAST = [prop for family, prop, _ in corpus._property_tests() if family != "variance"]
 # forward-mode properties (marked jvp) send nothing the oracle answers until the spec
@@ -224,7 +224,7 @@ def test_cli_round_trip_and_usage_errors(folder: Path, tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     assert _cli("run", str(folder)) == 0
     assert "0 failed" in capsys.readouterr().out
-    assert _cli("run", str(folder), "--backend", "resverify.impl.mutants:AlphaSquared",
+    assert _cli("run", str(folder), "--backend", "tests.mutants:AlphaSquared",
                 "--json", str(tmp_path / "v.json")) == 1
     said = capsys.readouterr().out
     assert "fail (law)" in said and "mutant-alpha-squared" in said, said
@@ -298,7 +298,7 @@ def test_each_failing_entry_prints_a_replay_command_that_shows_the_failing_eleme
     """``vectors run`` names a replay command for each failure; replaying that corpus entry
     on the same backend judges its request against the spec and fails too (the tangent of a
     forward-mode entry included), while the reference passes it."""
-    mutant = "resverify.impl.mutants:TangentDropsIdentity"
+    mutant = "tests.mutants:TangentDropsIdentity"
     assert _cli("run", str(folder), "--backend", mutant) == 1
     out = capsys.readouterr().out
     commands = [line.split("replay: ", 1)[1].split() for line in out.splitlines()

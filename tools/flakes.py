@@ -39,12 +39,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tools.* as a script
+
 from resverify.impl import resolve_backend
 from resverify.properties.stats import FALSE_ALARM
 from resverify.reports import known_failures
-from resverify.reports.mutant_runs import Command, Job, run_children
 from resverify.reports.runner import Interrupted, pytest_command
 from resverify.spec.errors import ResverifyError
+from tools.mutant_runs import Command, Job, run_children
 
 # the properties whose verdict is a statistical test with a stated false-alarm bound
 STATISTICAL = ("independent_updates_add_their_variances",

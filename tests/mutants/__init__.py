@@ -3,15 +3,18 @@
 A conformance suite earns trust by the bugs it catches. Each mutant here is the
 reference backend with ONE bug seen in real engines (a broadcasting merge, an overwritten
 gradient, a float32 α, a TF32 matmul past some width, an in-place relu, ...), grouped by
-class (:data:`resverify.impl.mutants.base.CLASSES`); several hide, wrong only beyond some
+class (:data:`tests.mutants.base.CLASSES`); several hide, wrong only beyond some
 size or depth, at the third use, or on one call in several; the forward-mode class plants
-its bugs in the output tangent ``J·t`` alone (the gradients stay right). ``resverify
-mutants`` runs the property suite against every one and reports which property killed it,
-after how many examples; a survivor is a gap in the suite.
+its bugs in the output tangent ``J·t`` alone (the gradients stay right).
+``tools/mutants.py`` (``make mutants``) runs the property suite against every one and
+reports which property killed it, after how many examples; a survivor is a gap in the
+suite. The catalog measures resverify itself, so it lives with the tests and is not
+installed.
 
-Every mutant is an ordinary backend, so one can be checked alone::
+Every mutant is an ordinary backend, so one can be checked alone, from the repository
+root::
 
-    resverify check --backend resverify.impl.mutants:AlphaSquared
+    resverify check --backend tests.mutants:AlphaSquared
 
 Public API: :data:`CATALOG` (every mutant class, in table order), :func:`by_name` and the
 classes themselves.
@@ -19,8 +22,9 @@ classes themselves.
 
 from __future__ import annotations
 
-from resverify.impl.mutants.base import CLASSES, Mutant
-from resverify.impl.mutants.faults import (
+from resverify.spec.errors import UsageError
+from tests.mutants.base import CLASSES, Mutant
+from tests.mutants.faults import (
     CrashOnWideLinear,
     MismatchAsBackendError,
     RaisesOnMismatch,
@@ -29,7 +33,7 @@ from resverify.impl.mutants.faults import (
     SwappedMismatchShapes,
     UnsupportedForEmpty,
 )
-from resverify.impl.mutants.forward import (
+from tests.mutants.forward import (
     NormTangentStatisticsDetached,
     ReluTangentOneAtZero,
     TangentDropsIdentity,
@@ -41,7 +45,7 @@ from resverify.impl.mutants.forward import (
     TangentThroughTransposedWeight,
     TanhTangentFromInput,
 )
-from resverify.impl.mutants.graph import (
+from tests.mutants.graph import (
     BroadcastingMerge,
     CotangentScaledInPlace,
     DedupedRepeatedOperand,
@@ -60,7 +64,7 @@ from resverify.impl.mutants.graph import (
     StickyFallbackAfterRefusal,
     TransposingMerge,
 )
-from resverify.impl.mutants.numeric import (
+from tests.mutants.numeric import (
     AccumulatesInFloat32,
     AlphaRoundedViaFloat32,
     AlphaSignLost,
@@ -84,7 +88,6 @@ from resverify.impl.mutants.numeric import (
     Tf32AboveWidth32,
     UnbroadcastSlicesSizeOneAxes,
 )
-from resverify.spec.errors import UsageError
 
 _ALL: tuple[type[Mutant], ...] = (
     BroadcastingMerge, ReshapingMerge, SqueezingMerge, TransposingMerge,
@@ -125,6 +128,7 @@ def by_name(names: list[str]) -> list[type[Mutant]]:
     known = {m.__name__: m for m in CATALOG} | {m.name: m for m in CATALOG}
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise UsageError(f"unknown mutant(s) {unknown}; `resverify mutants --list` lists them")
+        raise UsageError(f"unknown mutant(s) {unknown}; "
+                         "`python tools/mutants.py --list` lists them")
     chosen = {known[n] for n in names}
     return [m for m in CATALOG if m in chosen]

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from resverify.reports.bench_timing import Row, interleaved, skipped
+from tools.bench_timing import Row, interleaved, skipped
 
 SECTION = "suite"
 TARGET_BACKEND, TARGET_PARALLEL = 2.0, 1.6

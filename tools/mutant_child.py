@@ -1,4 +1,4 @@
-"""Loaded into each child pytest of ``resverify mutants``: the profile without shrinking.
+"""Loaded into each child pytest of ``tools/mutants.py``: the profile without shrinking.
 
 Once the suite's plugin has loaded the Hypothesis profile, this re-registers it under the
 same name without the shrink and explain phases, so a run that found a failure stops at

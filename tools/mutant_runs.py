@@ -3,7 +3,7 @@
 Each mutant is checked by the same child pytest as ``resverify check`` (the command line
 of :func:`resverify.reports.runner.pytest_command`, records read back through
 pytest-reportlog) with two additions: ``-x``, so a run stops at the suite's first
-failure, and :mod:`resverify.reports.mutant_child`, which drops Hypothesis' shrink phase
+failure, and :mod:`tools.mutant_child`, which drops Hypothesis' shrink phase
 (the examples generated, and so the verdict, are those of the profile; only the time
 spent simplifying a counterexample nobody reads is saved). Tests run in the suite's
 order, so "the property that killed it" and "examples until the kill" are the same on
@@ -12,6 +12,11 @@ every run with the same profile and seed.
 A mutant is ``killed`` when a test failed (a crash of the worker counts), ``survived``
 when the whole suite passed, ``error`` when the run ended without either (pytest refused
 its command line, or stopped early): an error is not a kill.
+
+The children import ``tools.*`` (the child plugin) and ``tests.*`` (the mutant catalog,
+the broken backends) from this checkout, whatever the working folder: the checkout's root
+goes first on their ``PYTHONPATH``. ``tools/flakes.py`` runs its children through the same
+:func:`run_children`.
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ from resverify.reports.runner import RecordTail, SuiteRun, pytest_command, stop_
 __all__ = ["Command", "Job", "MutantRun", "mutant_command", "outcome", "run_children",
            "run_mutants"]
 
-CHILD_PLUGIN = "resverify.reports.mutant_child"
+CHILD_PLUGIN = "tools.mutant_child"
+ROOT = Path(__file__).resolve().parents[1]
+"""The checkout holding ``tools/`` and ``tests/``."""
 _MESSAGE = 300
 
 
@@ -63,7 +70,9 @@ class Job:
     seconds: float = 0.0
 
     def start(self, command: Command) -> None:
-        env = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+        env = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0"),
+               "PYTHONPATH": path}
         self.tail = RecordTail(self.workdir / "report-log.jsonl")
         self.started = time.monotonic()
         with open(self.workdir / "pytest.log", "wb") as out:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from resverify.reports.bench_timing import Row, interleaved, skipped
+from tools.bench_timing import Row, interleaved, skipped
 
 SECTION = "oracle"
 ALPHA = Fraction(1, 3)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from resverify.reports.bench_timing import Row, interleaved
+from tools.bench_timing import Row, interleaved
 
 SECTION = "startup"
 HELP = ("import contextlib, io; from resverify.reports.cli import main\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from resverify.reports.bench_timing import Row, interleaved
+from tools.bench_timing import Row, interleaved
 
 SECTION = "symbolic"
 TARGET = 100.0

@@ -1,12 +1,15 @@
-"""``resverify mutants``: the property suite against every mutant of the catalog, scored.
+"""The property suite against every mutant of the catalog, scored (``make mutants``).
 
-A mutant (:mod:`resverify.impl.mutants`) is the reference backend with one planted bug.
-This command runs the whole suite against each (one child pytest per mutant, ``-n`` at a
-time, each stopped at its first failure; :mod:`resverify.reports.mutant_runs`), prints
-``killed/total`` and a table (mutant, class, the property that killed it first, examples
-run until the kill, time), and writes the same as JSON (``--out``) and as a standalone
-HTML page (``--html``, :mod:`resverify.reports.html_mutants`). A surviving mutant is a
-bug the suite does not catch: exit 1.
+A mutant (:mod:`tests.mutants`) is the reference backend with one planted bug. This tool
+runs the whole suite against each (one child pytest per mutant, ``-n`` at a time, each
+stopped at its first failure; :mod:`tools.mutant_runs`), prints ``killed/total`` and a
+table (mutant, class, the property that killed it first, examples run until the kill,
+time), and writes the same as JSON (``--out``, the document ``resverify check --mutants``
+attaches to a report) and as a standalone HTML page (``--html``). A surviving mutant is a
+bug the suite does not catch: exit 1. It measures resverify itself, so it is not installed:
+
+    .venv/bin/python tools/mutants.py -n 2 --out mutants.json --html mutants.html
+    .venv/bin/python tools/mutants.py --only AlphaSquared    # one mutant (repeatable)
 """
 
 from __future__ import annotations
@@ -15,16 +18,20 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tools.*, tests.* as a script
+
 from resverify.spec.errors import UsageError
+from tools.command import run_tool
 
-__all__ = ["HELP", "NAME", "add_arguments", "render_table", "run", "score_document"]
+__all__ = ["HELP", "add_arguments", "main", "render_page", "render_table", "run",
+           "score_document"]
 
-NAME = "mutants"
 HELP = "run the property suite against the catalog of deliberately wrong backends"
-MODULE = "resverify.impl.mutants"
+MODULE = "tests.mutants"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _catalog(only: list[str] | None) -> list[Any]:
-    from resverify.impl import mutants
+    from tests import mutants
 
     return mutants.by_name(only) if only else list(mutants.CATALOG)
 
@@ -93,14 +100,14 @@ def render_table(doc: dict[str, Any]) -> str:
 
 
 def _entry(mutant: Any, result: dict[str, Any]) -> dict[str, Any]:
-    from resverify.impl.mutants import bug
+    from tests.mutants import bug
 
     return {"mutant": mutant.__name__, "name": mutant.name, "bug_class": mutant.bug_class,
             "bug": bug(mutant), **result}
 
 
 def _list() -> int:
-    from resverify.impl.mutants import CATALOG, bug
+    from tests.mutants import CATALOG, bug
 
     for mutant in CATALOG:
         print(f"{mutant.__name__:<30} {mutant.bug_class:<22} {bug(mutant)}")
@@ -112,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         return _list()
     _check(args)
-    from resverify.reports.mutant_runs import MutantRun, run_mutants
+    from tools.mutant_runs import MutantRun, run_mutants
 
     chosen = _catalog(args.only)
     settings = MutantRun(profile=args.profile, seed=args.seed, processes=args.numprocesses,
@@ -137,6 +144,20 @@ def _write(args: argparse.Namespace, doc: dict[str, Any]) -> None:
     if args.out is not None:
         write_text(args.out, json.dumps(doc, indent=2) + "\n")
     if args.html is not None:
-        from resverify.reports.html_mutants import render_page
-
         write_text(args.html, render_page(doc))
+
+
+def render_page(doc: dict[str, Any]) -> str:
+    """The scores as a self-contained page: the section report.html shows for
+    ``check --mutants``, under a heading of its own."""
+    from resverify.reports.html import mutants_section, page
+
+    return page("resverify mutants", f"<h1>resverify mutants</h1>{mutants_section(doc)}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_tool("tools/mutants.py", HELP, add_arguments, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

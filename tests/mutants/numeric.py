@@ -12,13 +12,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from resverify.impl.mutants.base import Mutant, accumulate, all_edges, answer, retarget
 from resverify.impl.numpy_backend import apply
 from resverify.impl.ops import apply_op
 from resverify.impl.tensor import Tensor
 from resverify.spec.ir import Node
 from resverify.spec.ops import unbroadcast
 from resverify.spec.request import Request, Result, Value
+from tests.mutants.base import Mutant, accumulate, all_edges, answer, retarget
 
 __all__ = [
     "AccumulatesInFloat32", "AlphaRoundedViaFloat32", "AlphaSignLost", "AlphaSquared",

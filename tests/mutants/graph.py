@@ -12,12 +12,12 @@ from collections.abc import Callable
 import numpy as np
 
 from resverify.impl import ops
-from resverify.impl.mutants.base import Mutant, accumulate, all_edges, answer, retarget
 from resverify.impl.numpy_backend import apply
 from resverify.impl.tensor import Tensor
 from resverify.spec.errors import ShapeMismatch
 from resverify.spec.ir import Node
 from resverify.spec.request import Request, Result, Value
+from tests.mutants.base import Mutant, accumulate, all_edges, answer, retarget
 
 __all__ = [
     "BroadcastingMerge", "CotangentScaledInPlace", "DedupedRepeatedOperand",

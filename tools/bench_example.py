@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 
-from resverify.reports.bench_timing import Row
+from tools.bench_timing import Row
 
 SECTION = "example"
 

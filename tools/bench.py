@@ -1,4 +1,4 @@
-"""``resverify bench``: where resverify's time goes, every figure a ratio taken in one run.
+"""Where resverify's time goes, every figure a ratio taken in one run (``make bench``).
 
 Why: a suite that is slow is skipped, and an oracle far slower than what it checks keeps
 test shapes tiny. This command measures resverify against the baselines a user would
@@ -7,11 +7,14 @@ SymPy derivation, ``python -c pass``, the reference backend), and prints a table
 row per comparison, with the target from the performance goals and whether it is met.
 
 Every ratio is measured in the same run, interleaved round by round, as the median of
-repeats (:mod:`resverify.reports.bench_timing`), so a loaded machine changes the
+repeats (:mod:`tools.bench_timing`), so a loaded machine changes the
 absolute times printed beside it much more than the ratio. ``--only`` picks sections,
 ``--quick`` makes every section small (a smoke run, its figures not meaningful), and
 ``--out FILE`` writes the rows as JSON. Rows that need a library that is not installed
-(torch for ``gradcheck``) are skipped with the reason. Not part of the test suite.
+(torch for ``gradcheck``) are skipped with the reason. Not part of the test suite, and
+not installed (it measures resverify itself):
+
+    .venv/bin/python tools/bench.py --only encoding,symbolic --out bench.json
 """
 
 from __future__ import annotations
@@ -22,21 +25,25 @@ import importlib
 import json
 import os
 import platform
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from resverify.spec.errors import UsageError
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tools.* as a script
 
-NAME = "bench"
+from resverify.spec.errors import UsageError
+from tools.command import run_tool
+
 HELP = "measure resverify's speed against baselines (ratios), print a table"
 
 SECTIONS = {
-    "example": "resverify.reports.bench_example",
-    "encoding": "resverify.reports.bench_encoding",
-    "oracle": "resverify.reports.bench_oracle",
-    "symbolic": "resverify.reports.bench_symbolic",
-    "startup": "resverify.reports.bench_startup",
-    "suite": "resverify.reports.bench_suite",
+    "example": "tools.bench_example",
+    "encoding": "tools.bench_encoding",
+    "oracle": "tools.bench_oracle",
+    "symbolic": "tools.bench_symbolic",
+    "startup": "tools.bench_startup",
+    "suite": "tools.bench_suite",
 }
 """Section name -> module with ``rows(quick) -> list[Row]``."""
 DEFAULT = ("example", "encoding", "oracle", "symbolic", "startup")
@@ -118,3 +125,11 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UsageError(f"cannot write {args.out}: {exc.strerror}") from None
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_tool("tools/bench.py", HELP, add_arguments, run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -17,10 +17,10 @@ from typing import ClassVar
 import numpy as np
 
 from resverify.impl.interpret import node_alpha
-from resverify.impl.mutants.base import Mutant
-from resverify.impl.mutants.numeric import _tf32
 from resverify.impl.tensor import Tensor
 from resverify.spec.ir import Node
+from tests.mutants.base import Mutant
+from tests.mutants.numeric import _tf32
 
 __all__ = [
     "NormTangentStatisticsDetached", "ReluTangentOneAtZero", "TangentDropsIdentity",

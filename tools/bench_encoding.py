@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from resverify.reports.bench_timing import Row, interleaved
+from tools.bench_timing import Row, interleaved
 
 SECTION = "encoding"
 TARGET = 20.0

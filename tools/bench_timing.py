@@ -3,7 +3,7 @@
 Why: resverify's benchmarks run on shared, loaded machines where an absolute time means
 little (another process can halve the speed for a second). A ratio of two timings taken
 alternately, round after round, with the median of each kept, cancels most of that:
-both sides see the same load. Every figure :mod:`resverify.reports.cmd_bench` prints is
+both sides see the same load. Every figure ``tools/bench.py`` prints is
 such a ratio; the absolute medians are printed beside it for orientation only.
 """
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 
-from resverify.impl.mutants.base import Mutant
 from resverify.impl.numpy_backend import apply
 from resverify.impl.tensor import Tensor
 from resverify.spec.errors import ShapeMismatch
 from resverify.spec.ir import Node
 from resverify.spec.request import Request, Result, ResultError
+from tests.mutants.base import Mutant
 
 __all__ = [
     "CrashOnWideLinear", "MismatchAsBackendError", "RaisesOnMismatch", "ScaleIgnoredPastDepth8",
