@@ -29,13 +29,16 @@ from typing import Any
 from resverify.impl.backend import Backend, Capabilities
 from resverify.impl.numpy_backend import NumpyBackend
 from resverify.spec.errors import UsageError
+from resverify.spec.ops import OP_TABLE
 
 ENTRY_POINT_GROUP = "resverify.backends"
 """The entry-point group an installed distribution registers backend names in."""
 
 ALL_FLOATS = ("float64", "float32", "float16", "bfloat16")
-CORE_OPS = ("add", "residual_add", "mul", "scale", "linear", "relu", "tanh", "sum")
-WITH_NORMS = (*CORE_OPS, "layer_norm", "rms_norm")
+CORE_OPS = tuple(name for name, op in OP_TABLE.items() if not op.norm)
+"""Every op but the normalisations, in the table's order (read from ``OP_TABLE``)."""
+WITH_NORMS = tuple(OP_TABLE)
+"""Every op, the norms included, in the table's order."""
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ from hypothesis.extra.numpy import (
 from resverify.properties.cases import Case, node, numpy_dtype, round_to_dtype
 from resverify.spec.errors import Shape, UsageError
 from resverify.spec.ir import OPS, Input, Node, Program, broadcast_shapes
+from resverify.spec.ops import OP_TABLE
 
 __all__ = [
     "EXTREMES",
@@ -103,19 +104,18 @@ __all__ = [
 X_BOUND, W_BOUND = 8.0, 1.0
 TINY = 2.0**-10
 DRAWN_ELEMENTS = 64  # larger arrays come from a seeded NumPy generator
-# the ops each branch family F uses (besides the block's own scale and residual_add)
+FAMILIES = ("linear", "relu", "scale", "tanh", "gate", "bias")
+"""The branch families F :func:`_branch` builds: xW, g·relu(x), a·x, tanh(x), x ⊙ g (g a
+broadcast weight, or tanh(x)) and x + b (b broadcast)."""
 FAMILY_OPS: Mapping[str, frozenset[str]] = {
-    "linear": frozenset({"linear"}),  # F = xW
-    "relu": frozenset({"relu", "scale"}),  # F = g·relu(x)
-    "scale": frozenset({"scale"}),  # F = a·x
-    "tanh": frozenset({"tanh"}),  # F = tanh(x)
-    "gate": frozenset({"mul"}),  # F = x ⊙ g, g a broadcast weight (or tanh(x))
-    "bias": frozenset({"add"}),  # F = x + b, b broadcast
+    family: frozenset(name for name, op in OP_TABLE.items() if family in op.families)
+    for family in FAMILIES
 }
-FAMILIES = tuple(FAMILY_OPS)
+"""The ops each branch family F uses (besides the block's own scale and residual_add): read
+from the op entries, each of which declares the families it serves (``Op.families``)."""
 LIKELY = ("linear",)  # drawn twice as often: the usual branch, and the one that sums over a width
 SMOOTH_FAMILIES = tuple(f for f in FAMILIES if f != "relu")
-NORMS = ("layer_norm", "rms_norm")
+NORMS = tuple(name for name, op in OP_TABLE.items() if op.norm)
 PLACEMENTS = ("pre", "post")  # x + α·F(N(x)), N(x + α·F(x))
 
 

@@ -41,6 +41,7 @@ import numpy as np
 from resverify.spec.errors import InvalidDocument, InvalidProgram
 from resverify.spec.hexfloat import format_hex, format_hex_json, parse_hex
 from resverify.spec.ir import ATTRIBUTES, Input, Node, Program, as_shape
+from resverify.spec.ops import OP_TABLE
 from resverify.spec.request import (
     NO_OUTPUT,
     Request,
@@ -315,6 +316,34 @@ def packaged_schema(package: str, name: str) -> dict[str, Any]:
 def protocol_schema() -> dict[str, Any]:
     """The JSON Schema of every protocol message (``spec/schema/protocol.schema.json``)."""
     return packaged_schema("resverify.spec", "protocol.schema.json")
+
+
+def with_table_ops(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The protocol ``schema`` with every part that lists ops generated from
+    :data:`~resverify.spec.ops.OP_TABLE`: the op names (sorted), a node's argument count
+    (the fewest and most any op takes), its attribute fields, and for each attribute the
+    ops that require it (and that every other op refuses it). The shipped schema must
+    equal its own regeneration (``tests/test_protocol.py``): a new op changes the
+    published protocol, and this says how."""
+    out: dict[str, Any] = json.loads(json.dumps(schema))
+    defs = out["$defs"]
+    defs["op"] = {"enum": sorted(OP_TABLE)}
+    node = defs["node"]
+    arities = [op.arity for op in OP_TABLE.values()]
+    node["properties"]["args"].update(minItems=min(arities), maxItems=max(arities))
+    takers: dict[str, list[str]] = {}
+    for name, op in OP_TABLE.items():
+        if op.attribute is not None:
+            takers.setdefault(op.attribute, []).append(name)
+    for attribute in takers:
+        node["properties"][attribute] = {"$ref": "#/$defs/alpha"}
+    node["allOf"] = [
+        {"if": {"properties": {"op": {"const": names[0]} if len(names) == 1
+                               else {"enum": sorted(names)}}},
+         "then": {"required": [attribute]},
+         "else": {"not": {"required": [attribute]}}}
+        for attribute, names in takers.items()]
+    return out
 
 
 @cache

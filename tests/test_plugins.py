@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from resverify.impl import Capabilities, NumpyBackend, resolve_backend
-from resverify.impl.registry import BUILTINS, ENTRY_POINT_GROUP, plugins
+from resverify.impl.registry import BUILTINS, CORE_OPS, ENTRY_POINT_GROUP, WITH_NORMS, plugins
 from resverify.reports.cli import main
 from resverify.spec import UsageError
 from tests.installed import require_installed
@@ -53,6 +53,15 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.syspath_prepend(str(tmp_path))
     yield tmp_path
     sys.modules.pop("resverify_plugged_engine", None)
+
+
+def test_the_built_in_claims_are_read_from_the_op_table() -> None:
+    """A backend without norms claims every op that is not a norm; one with them, every op."""
+    from resverify.spec.ops import OP_TABLE
+
+    assert tuple(OP_TABLE) == WITH_NORMS, WITH_NORMS
+    assert set(CORE_OPS) == {n for n, op in OP_TABLE.items() if not op.norm}, CORE_OPS
+    assert set(WITH_NORMS) - set(CORE_OPS) == {"layer_norm", "rms_norm"}, CORE_OPS
 
 
 def test_an_installed_distribution_registers_a_backend_name(site: Path) -> None:

@@ -19,7 +19,12 @@ from resverify.impl.backend import DEVICE_PATTERN
 from resverify.impl.external import ExternalBackend
 from resverify.impl.serve import answer
 from resverify.spec import DTYPES, OPS, InvalidDocument, Request, dumps, loads_request
-from resverify.spec.codec import decode_number, protocol_schema, validate_message
+from resverify.spec.codec import (
+    decode_number,
+    protocol_schema,
+    validate_message,
+    with_table_ops,
+)
 from resverify.spec.fixtures import (
     linear_block_request,
     seed_cases,
@@ -63,6 +68,27 @@ def test_schema_names_agree_with_the_ir_and_the_capabilities() -> None:
     for name in ["cpu", "cuda", "cuda:0", "cuda:12", "tpu:1", "xpu", "mps", "external",
                  "gpu", "cuda:", "cuda:x", "CPU", " cpu", "cpu:0"]:
         assert bool(pattern.search(name)) == bool(DEVICE_PATTERN.fullmatch(name)), name
+
+
+def test_the_shipped_schema_lists_the_ops_of_the_op_table() -> None:
+    """Every part of the schema that lists ops is generated from OP_TABLE: the op enum, the
+    argument counts, the attribute fields and which ops require each attribute."""
+    shipped = protocol_schema()
+    generated = with_table_ops(shipped)
+    for part in ("op", "node"):
+        assert shipped["$defs"][part] == generated["$defs"][part], (
+            f"spec/schema/protocol.schema.json $defs.{part} = {shipped['$defs'][part]}, but "
+            f"OP_TABLE gives {json.dumps(generated['$defs'][part])}")
+    assert shipped == generated
+
+
+def test_the_schema_check_can_fail() -> None:
+    """An op the schema does not list is found."""
+    shipped = protocol_schema()
+    stale = json.loads(json.dumps(shipped))
+    stale["$defs"]["op"]["enum"].remove("tanh")
+    stale["$defs"]["node"]["allOf"].pop()
+    assert with_table_ops(stale) == shipped != stale
 
 
 def test_worked_exchange_is_what_resverify_sends_and_the_reference_answers() -> None:

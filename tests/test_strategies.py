@@ -23,6 +23,9 @@ from resverify.properties.stats import acceptance, miss_probability
 from resverify.properties.strategies import (
     DRAWN_ELEMENTS,
     EXTREMES,
+    FAMILIES,
+    FAMILY_OPS,
+    NORMS,
     SIZES,
     broadcast_cases,
     claiming,
@@ -41,6 +44,7 @@ from resverify.properties.vectors import replay_command, save_vector
 from resverify.spec.codec import loads_request
 from resverify.spec.errors import ShapeMismatch
 from resverify.spec.ir import DTYPES, broadcast_shapes, infer_shapes
+from resverify.spec.ops import OP_TABLE
 from tests import broken_backends as bb
 
 FEW = settings(max_examples=30, deadline=None, derandomize=True, database=None)
@@ -111,6 +115,22 @@ def broadcasting(case: Case) -> bool:
 SUBSET = frozenset(bb.SUBSET_OPS)
 OP_SETS = [SUBSET, frozenset({"residual_add", "scale"}),
            frozenset({"residual_add", "scale", "tanh", "mul"})]
+
+
+def test_the_families_and_norms_are_read_from_the_op_entries() -> None:
+    """Each op declares the branch families it serves; every family is built from at least
+    one op, and an op names no family the strategies cannot build."""
+    for name, op in OP_TABLE.items():
+        unknown = sorted(set(op.families) - set(FAMILIES))
+        assert not unknown, f"{name} serves families {unknown} that no strategy builds"
+    for family in FAMILIES:
+        served = {name for name, op in OP_TABLE.items() if family in op.families}
+        assert served and FAMILY_OPS[family] == served, (
+            f"FAMILY_OPS[{family!r}] = {sorted(FAMILY_OPS[family])}, but the entries say "
+            f"{sorted(served)}")
+    assert FAMILY_OPS["relu"] == {"relu", "scale"}, FAMILY_OPS["relu"]
+    assert NORMS == tuple(n for n, op in OP_TABLE.items() if op.norm) == ("layer_norm",
+                                                                           "rms_norm")
 
 
 @pytest.mark.parametrize("ops", OP_SETS, ids=lambda o: "-".join(sorted(o)))

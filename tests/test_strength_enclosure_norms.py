@@ -3,16 +3,16 @@
 ``tests/test_strength_enclosure.py`` checks that a norm's ball holds the image of sample
 points of its argument's ball. Those points move the output far less than the proven bound,
 so a rule that drops or weakens one term of its radius still passes there. Here each radius
-is compared with the formula its docstring states (:class:`~resverify.spec.enclosure.
-_NormSpread`, :func:`~resverify.spec.enclosure._norm`), recomputed independently in exact
-Fractions from the same exact row ``mid + lo`` and radii, as
+is compared with the formula its docstring states (:class:`~resverify.spec.ops.layer_norm.
+NormSpread`, :meth:`~resverify.spec.ops.layer_norm.LayerNorm.enclose`), recomputed
+independently in exact Fractions from the same exact row ``mid + lo`` and radii, as
 ``tests/test_strength_budget_rules.py`` does for the budget rules:
 
-* ``_norm_spread``: ``r_max = min(1/sqrt(ε), 1/(σ(m) - rms(R)))`` where the gap is positive
+* ``norm_spread``: ``r_max = min(1/sqrt(ε), 1/(σ(m) - rms(R)))`` where the gap is positive
   (else ``1/sqrt(ε)``), and ``y_top = min(r_max (|c_i(m)| + R_i + mean R), ceil(sqrt(n)))``;
-* ``_NormSpread.through``: ``r_max (rad_i + mean rad + y_top_i rms(rad))``;
-* ``_norm``'s forward and reverse radii: the centre's own radius plus every documented term;
-* the stand-ins of the spec's slack (``_SLACK_RULES``) and the trace the budget reads.
+* ``NormSpread.through``: ``r_max (rad_i + mean rad + y_top_i rms(rad))``;
+* ``enclose`` and ``enclose_vjp``'s radii: the centre's own radius plus every documented term;
+* the stand-ins of the spec's slack (``slack_rules()``) and the trace the budget reads.
 
 How close "equal" is: the code rounds every step up, so its result is at least the formula
 and, on these rows of width at most 6, at most ``2**-40`` above it (``MARGIN``; measured:
@@ -31,15 +31,23 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
 
+from resverify.spec import ball as ball_ops
 from resverify.spec import enclosure
 from resverify.spec.enclosure import Ball, Enclosed
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.ops import OP_TABLE, LayerNorm
+from resverify.spec.ops import layer_norm as norm_rules
 from resverify.spec.rational import TANH_PRECISION_BITS, exact_rsqrt
+
+
+def _rules(name: str) -> tuple[Any, Any]:
+    """An op's enclosure rules, forward and reverse."""
+    return OP_TABLE[name].enclose, OP_TABLE[name].enclose_vjp
 
 F = Fraction
 MARGIN = F(1, 2**40)
@@ -252,9 +260,9 @@ def _op(name: str) -> LayerNorm:
     return op
 
 
-def _code_spread(name: str, case: Case) -> enclosure._NormSpread:
+def _code_spread(name: str, case: Case) -> norm_rules.NormSpread:
     x = case.ball()
-    return enclosure._norm_spread(_op(name), enclosure._fractions_of(x), x, case.eps)
+    return norm_rules.norm_spread(_op(name), ball_ops.fractions_of(x), x, case.eps)
 
 
 @pytest.mark.parametrize("case", sorted(SPREAD_CASES))
@@ -322,7 +330,7 @@ THROUGH_Y_TOP = np.array([[0.5, 1.0, 2.0, 0.25, 1.5], [3.0, 0.125, 1.0, 2.5, 0.0
 @pytest.mark.parametrize("centred", [True, False])
 def test_through_is_r_max_times_rad_plus_its_mean_plus_y_top_times_its_rms(
         centred: bool) -> None:
-    spread = enclosure._NormSpread(THROUGH_R_MAX, THROUGH_Y_TOP, centred)
+    spread = norm_rules.NormSpread(THROUGH_R_MAX, THROUGH_Y_TOP, centred)
     got = spread.through(THROUGH_RAD)
     want = [_through(centred, r[0], y, rad) for r, y, rad in
             zip(_rows(THROUGH_R_MAX), _rows(THROUGH_Y_TOP), _rows(THROUGH_RAD), strict=True)]
@@ -414,9 +422,9 @@ def test_norm_forward_radius_is_the_centres_plus_through_r_plus_twice_y_top_s(
     op = _op(name)
     c = _norm_cases(name)[case].x
     x = c.ball()
-    forward, _ = enclosure._norm(name)
+    forward, _ = _rules(name)
     out = forward([x], c.eps)
-    mid, lo, centre = _centres(op.exact([enclosure._fractions_of(x)], c.eps))
+    mid, lo, centre = _centres(op.exact([ball_ops.fractions_of(x)], c.eps))
     call = f"_norm({name}) forward [{case}]"
     _assert_centre(out, mid, lo, call)
     rows = zip(_exact_rows(x), _rows(x.rad), centre, strict=True)
@@ -431,10 +439,10 @@ def test_norm_reverse_radius_is_the_centres_plus_through_cotangent_plus_moved_pl
     op = _op(name)
     nc = _norm_cases(name)[case]
     x, g, eps = nc.x.ball(), nc.g(), nc.x.eps
-    forward, reverse = enclosure._norm(name)
+    forward, reverse = _rules(name)
     (out,) = reverse(g, [x], forward([x], eps), eps)
-    a = enclosure._fractions_of(x)
-    spec = op.exact_vjp(enclosure._fractions_of(g), [a], op.exact([a], eps), eps)[0]
+    a = ball_ops.fractions_of(x)
+    spec = op.exact_vjp(ball_ops.fractions_of(g), [a], op.exact([a], eps), eps)[0]
     mid, lo, centre = _centres(spec)
     call = f"_norm({name}) reverse [{case}]"
     _assert_centre(out, mid, lo, call)
@@ -451,8 +459,8 @@ def _shares(name: str, case: str) -> dict[str, Fraction]:
     nc = _norm_cases(name)[case]
     x, g, eps = nc.x.ball(), nc.g(), nc.x.eps
     k = 2 if op.centred else 1
-    a = enclosure._fractions_of(x)
-    _, _, centre = _centres(op.exact_vjp(enclosure._fractions_of(g), [a],
+    a = ball_ops.fractions_of(x)
+    _, _, centre = _centres(op.exact_vjp(ball_ops.fractions_of(g), [a],
                                          op.exact([a], eps), eps)[0])
     _, _, centre_x = _centres(op.exact([a], eps))
     out: dict[str, Fraction] = {}
@@ -500,16 +508,17 @@ def test_every_radius_term_is_a_visible_share_of_the_radius_in_some_case(name: s
 
 @pytest.mark.parametrize(("name", "k"), [("layer_norm", 2), ("rms_norm", 1)])
 def test_the_stand_in_centred_row_is_k_times_the_largest_magnitude(name: str, k: int) -> None:
-    rule = enclosure._SLACK_RULES[name]
+    rule = OP_TABLE[name].slack_rules()
+    assert isinstance(rule, LayerNorm)
     assert rule.name == name and rule.centred is (name == "layer_norm"), (
-        f"_SLACK_RULES[{name}] is {rule.name}, centred={rule.centred}")
+        f"OP_TABLE[{name}].slack_rules() is {rule.name}, centred={rule.centred}")
     for sizes, top in [(np.broadcast_to(np.float64(0.75), (2, 3)), F(3, 4)),
                        (np.array([[0.5, 3.0, 1.25]]), F(3)),
                        (np.array([2.0**-1074, 0.0]), F(2) ** -1074),
                        (np.zeros((2, 0)), F(0))]:
         got = rule._centred(sizes)
         assert got.shape == (1,) and got[0] == k * top and isinstance(got[0], Fraction), (
-            f"_SLACK_RULES[{name}]._centred({sizes.tolist()})={got!r}, but should be "
+            f"OP_TABLE[{name}].slack_rules()._centred({sizes.tolist()})={got!r}, but should be "
             f"[{k * top}] (k={k} times the largest magnitude)")
 
 
@@ -520,12 +529,13 @@ def test_the_stand_in_rsqrt_half_width_is_1_over_sqrt_eps_rounded_up_over_2_pow_
     """``(1/sqrt(ε) + its enclosure's half-width) / 2**199``, exactly; it is at least
     ``2**-199/sqrt(ε)``, twice the spec's ``2**-200`` relative half-width of any row's
     ``1/sqrt(σ² + ε) <= 1/sqrt(ε)``."""
-    rule = enclosure._SLACK_RULES[name]
+    rule = OP_TABLE[name].slack_rules()
+    assert isinstance(rule, LayerNorm)
     c = np.array([F(5)], dtype=object)
     same, half = rule._rsqrt(c, eps)
     r_eps, e = exact_rsqrt(eps)
     want = (r_eps + e) / 2 ** (TANH_PRECISION_BITS - 1)
-    call = f"_SLACK_RULES[{name}]._rsqrt([5], {eps})"
+    call = f"OP_TABLE[{name}].slack_rules()._rsqrt([5], {eps})"
     assert same is c, f"{call}: the row {same!r}, but should be the argument itself"
     assert half == want, f"{call}: half-width {float(half)!r}, but should be {float(want)!r}"
     assert half * _sqrt(eps) >= F(1, 2**199) * (1 - ROOT), (

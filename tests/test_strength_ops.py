@@ -1,6 +1,6 @@
 """Tests that pin what mutation testing found unpinned in the op entries' exact-interpreter rules.
 
-``spec/ops.py``'s ``error``, ``error_vjp`` and ``error_jvp`` rules carry the interpreter's
+``spec/ops/``'s ``error``, ``error_vjp`` and ``error_jvp`` rules carry the interpreter's
 slack through each op: the bound on how far a value, gradient or tangent it returns may be
 from the true real one, where tanh's value is only enclosed. Mutants of those rules
 survived ``tests/test_exact.py``, ``tests/test_jvp_exact.py``, ``tests/test_ops.py``,

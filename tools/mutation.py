@@ -53,7 +53,7 @@ SUITES = {
     "budget": (MODULES, TESTS),
     "exact": (("spec/exact.py",), ("tests/test_exact.py", "tests/test_jvp_exact.py",
                                    "tests/test_norm_spec.py", "tests/test_strength_exact.py")),
-    "ops": (("spec/ops.py",), ("tests/test_exact.py", "tests/test_jvp_exact.py",
+    "ops": (("spec/ops/*.py",), ("tests/test_exact.py", "tests/test_jvp_exact.py",
                                "tests/test_ops.py", "tests/test_norm_spec.py",
                                "tests/test_derive.py", "tests/test_strength_exact.py",
                                "tests/test_strength_ops.py",
@@ -61,9 +61,9 @@ SUITES = {
     "impl": (("impl/tensor.py", "impl/ops.py", "impl/numpy_backend.py"),
              ("tests/test_reference.py", "tests/test_jvp_reference.py",
               "tests/test_strength_impl.py")),
-    "enclosure": (("spec/enclosure.py",), ("tests/test_perf_enclosure.py",
-                                           "tests/test_variance_budget.py",
-                                           "tests/test_strength_enclosure.py")),
+    "enclosure": (("spec/enclosure.py", "spec/ball.py"),
+                  ("tests/test_perf_enclosure.py", "tests/test_variance_budget.py",
+                   "tests/test_strength_enclosure.py")),
 }
 """Named module and test selections (``--suite``): the tests chosen are those that exercise
 the modules and run in seconds, since mutmut runs them once per mutant (``enclosure``

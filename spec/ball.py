@@ -1,0 +1,357 @@
+"""Balls: float64 enclosures of exact values, and the arithmetic the fast oracle runs on them.
+
+A :class:`Ball` is a double-double ``mid + lo`` and a radius, ``|exact - (mid + lo)| <= rad``
+element by element. The operations here are exact up to a bounded rounding:
+
+* products are error-free transformed (Dekker's two-product: ``a*b == p + e`` exactly)
+  and sums two-summed, so elementwise ops lose nothing but a rounding of the low part;
+* dot products and reductions are summed exactly and rounded once (:func:`math.fsum` of
+  the two-product terms) when short, and by Ogita, Rump and Oishi's Dot2 (error about an
+  ulp, with a proven bound) when long, vectorised over the outputs;
+* every remaining rounding is bounded by half an ulp (``np.spacing``), and sums of
+  non-negative bounds are rounded up (``np.nextafter``).
+
+Each op's own enclosure rule (``enclose`` and ``enclose_vjp`` on its entry in
+:mod:`resverify.spec.ops`) is written with these; :mod:`resverify.spec.enclosure` runs the
+rules over a program and judges a backend's answer from the balls.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from resverify.spec.errors import ResverifyError
+
+__all__ = [
+    "INF",
+    "Ball",
+    "NotEnclosed",
+    "add",
+    "add_up",
+    "clean",
+    "constant",
+    "dot",
+    "fractions_of",
+    "from_fractions",
+    "half_ulp",
+    "matmul_up",
+    "mul",
+    "mul_up",
+    "next_up",
+    "reduce_sum",
+    "sum_rounded",
+    "two_product",
+    "two_sum",
+    "unbroadcast",
+]
+
+INF = math.inf
+_SPLIT = 134217729.0  # 2**27 + 1, Dekker's splitter
+_SAFE_HI, _SAFE_LO = 2.0**995, 2.0**-969  # two-product exact between these magnitudes
+_CHUNK = 1 << 20  # floats handed to fsum per batch
+
+
+class NotEnclosed(ResverifyError):
+    """The request is outside what the enclosure covers; use the exact interpreter."""
+
+
+@dataclass(frozen=True)
+class Ball:
+    """``|exact - (mid + lo)| <= rad`` element by element, ``mid + lo`` read exactly.
+
+    ``lo`` carries what an error-free transformation left over (a double-double), so a
+    chain of ops keeps its value to about 106 bits and its radius far below an ulp.
+    """
+
+    mid: np.ndarray
+    rad: np.ndarray
+    lo: np.ndarray
+
+    @staticmethod
+    def exact(values: np.ndarray) -> Ball:
+        mid = np.asarray(values, dtype=np.float64)
+        return Ball(mid, np.zeros_like(mid), np.zeros_like(mid))
+
+    @staticmethod
+    def of(mid: np.ndarray, rad: np.ndarray) -> Ball:
+        return Ball(mid, rad, np.zeros_like(mid))
+
+    def reshape(self, shape: Sequence[int]) -> Ball:
+        return Ball(self.mid.reshape(shape), self.rad.reshape(shape), self.lo.reshape(shape))
+
+    @property
+    def T(self) -> Ball:
+        return Ball(self.mid.T, self.rad.T, self.lo.T)
+
+    @property
+    def size(self) -> np.ndarray:
+        """An upper bound of ``|exact|``."""
+        return add_up(np.abs(self.mid), np.abs(self.lo), self.rad)
+
+
+# ----------------------------------------------------------------------------------------
+# rounding helpers: every result is an upper bound of the exact non-negative value
+
+
+def clean(x: np.ndarray) -> np.ndarray:
+    """NaN (from inf - inf or 0 * inf among bounds) means unknown: inf."""
+    return np.where(np.isnan(x), INF, x)
+
+
+def next_up(x: np.ndarray) -> np.ndarray:
+    return np.nextafter(clean(x), INF)
+
+
+def add_up(*terms: np.ndarray) -> np.ndarray:
+    """An upper bound of the sum of non-negative ``terms``: the float sum of j terms is at
+    least ``(1 - u)^(j-1)`` of the exact one (sums of floats do not underflow), and a float
+    sum of 0 is exactly 0 (every term 0), so it stays 0: an exact value keeps radius 0."""
+    total = np.asarray(terms[0], dtype=np.float64)
+    if len(terms) == 1:
+        return clean(total)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for term in terms[1:]:
+            total = total + term
+        return np.where(total == 0, 0.0, next_up(total * (1 + len(terms) * 2.0**-51)))
+
+
+def mul_up(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", over="ignore"):
+        return next_up(a * b)
+
+
+def half_ulp(value: np.ndarray) -> np.ndarray:
+    """At least the error of the one rounding (to nearest) that produced ``value``."""
+    with np.errstate(invalid="ignore"):
+        return clean(np.maximum(np.spacing(np.abs(value)) / 2, 2.0**-1074))
+
+
+def matmul_up(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """An upper bound of ``a @ b`` for non-negative ``a`` and ``b``: the float product
+    is at least ``(1 - γ_k)`` of the exact one, and each product may underflow."""
+    k = a.shape[-1]
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = a @ b
+    return next_up(out * (1 + 4 * (k + 2) * 2.0**-53) + k * 2.0**-1074)
+
+
+def sum_rounded(*terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(t, e)``: the float sum of ``terms`` left to right and a bound of its rounding."""
+    total, err = np.asarray(terms[0], dtype=np.float64), np.zeros(np.shape(terms[0]))
+    with np.errstate(invalid="ignore", over="ignore"):
+        for term in terms[1:]:
+            total = total + term
+            err = add_up(err, half_ulp(total))
+    return total, err
+
+
+# ----------------------------------------------------------------------------------------
+# error-free transformations, dot products and sums
+
+
+def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(s, e)`` with ``a + b == s + e`` exactly (Knuth; finite, no overflow)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = a + b
+        v = s - a
+        return s, (a - (s - v)) + (b - v)
+
+
+def two_product(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(p, e, safe)``: ``a*b == p + e`` exactly where ``safe`` (Dekker, no FMA needed)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        p = a * b
+        ah, bh = a * _SPLIT, b * _SPLIT
+        ah, bh = ah - (ah - a), bh - (bh - b)
+        al, bl = a - ah, b - bh
+        e = al * bl - (((p - ah * bh) - al * bh) - ah * bl)
+        size = np.abs(p)
+        safe = (np.isfinite(e) & (size < _SAFE_HI) & (np.abs(a) < _SAFE_HI)
+                & (np.abs(b) < _SAFE_HI) & (size > _SAFE_LO))
+        safe |= (a == 0) | (b == 0)
+    return p, np.where(safe, e, 0.0), safe
+
+
+def _fsum_rows(terms: np.ndarray) -> np.ndarray:
+    """Each row of ``terms`` summed exactly and rounded once (``math.fsum``)."""
+    rows, width = terms.shape
+    out = np.empty(rows, dtype=np.float64)
+    step = max(1, _CHUNK // max(width, 1))
+    for start in range(0, rows, step):
+        block = terms[start:start + step].tolist()
+        out[start:start + step] = list(map(math.fsum, block))
+    return out
+
+
+def _fsum_pair(terms: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(hi, lo, err)`` per row: the exact row sum rounded once (hi), what is left over
+    rounded once (lo), and half an ulp of lo: ``|sum - hi - lo| <= err``."""
+    hi = _fsum_rows(terms)
+    lo = _fsum_rows(np.concatenate([terms, -hi[:, None]], axis=1))
+    return hi, lo, half_ulp(lo)
+
+
+def _split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dekker's split: ``a == hi + lo`` with both halves of at most 26 bits."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        c = a * _SPLIT
+        hi = c - (c - a)
+    return hi, a - hi
+
+
+def _fsum_dot(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``(hi, lo, error bound, safe)`` of ``a @ b``: every product two-product split and
+    all of them summed by ``math.fsum`` (:func:`_fsum_pair`)."""
+    (m, _), n = a.shape, b.shape[1]
+    mid, lo, err = np.empty((m, n)), np.empty((m, n)), np.empty((m, n))
+    safe = np.ones((m, n), dtype=bool)
+    for i in range(m):
+        p, e, ok = two_product(a[i][:, None], b)
+        mid[i], lo[i], err[i] = _fsum_pair(np.concatenate([p, e]).T)
+        safe[i] = ok.all(axis=0)
+    return mid, lo, err, safe
+
+
+def _dot2(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``(value, 0, error bound, safe)`` of ``a @ b`` by Dot2 (Ogita, Rump and Oishi,
+    "Accurate sum and dot product", SIAM J. Sci. Comput. 26, 2005, Proposition 5.5):
+    ``|res - aᵀb| <= u|aᵀb| + γ_k² |a|ᵀ|b|`` where no product underflows or overflows;
+    vectorised over the outputs, one pass per term."""
+    k = a.shape[1]
+    (ah, al), (bh, bl) = _split(a), _split(b)
+    safe = ((np.abs(a) < _SAFE_HI).all(axis=1)[:, None]
+            & (np.abs(b) < _SAFE_HI).all(axis=0)[None, :])
+    with np.errstate(over="ignore", invalid="ignore"):
+        p = s = np.zeros((a.shape[0], b.shape[1]))
+        for i in range(k):
+            x, xl, y, yl = ah[:, i:i + 1], al[:, i:i + 1], bh[i:i + 1], bl[i:i + 1]
+            h = a[:, i:i + 1] * b[i:i + 1]
+            size = np.abs(h)
+            zero = (a[:, i:i + 1] == 0) | (b[i:i + 1] == 0)  # exact; an underflow is not
+            safe &= zero | ((size > _SAFE_LO) & (size < _SAFE_HI))
+            r = xl * yl - (((h - x * y) - xl * y) - x * yl)  # TwoProduct: h + r exact
+            total = p + h
+            v = total - p
+            q = (p - (total - v)) + (h - v)  # TwoSum: p + h == total + q
+            p, s = total, s + (q + r)
+        res = p + s
+    u = 2.0**-53
+    gamma = k * u / (1 - k * u)
+    err = add_up(u * np.abs(res), gamma * gamma * matmul_up(np.abs(a), np.abs(b)))
+    return res, np.zeros_like(res), next_up(err * (1 + 4 * u)), safe & np.isfinite(res)
+
+
+def dot(a: Ball, b: Ball) -> Ball:
+    """``a @ b`` for 2-D balls: the dot of the midpoints nearly exactly (``fsum`` of the
+    two-product terms for short ones, Dot2 for long ones); the low parts' products and
+    the radii (``|a|·rad_b + rad_a·|b|``, sizes including the radii) bounded with
+    rounded-up matrix products of magnitudes."""
+    (m, k), n = a.mid.shape, b.mid.shape[1]
+    if k == 0:
+        return Ball.exact(np.zeros((m, n)))
+    if k == 1:  # an outer product: each element is one product, kept exactly as p + e
+        return mul(Ball(a.mid, a.rad, a.lo), Ball(b.mid, b.rad, b.lo))
+    small = k <= 8 or m * n <= 64
+    mid, lo, rad, safe = (_fsum_dot if small else _dot2)(a.mid, b.mid)
+    if a.lo.any() or b.lo.any():  # the low parts' products, bounded rather than summed
+        low = add_up(matmul_up(np.abs(a.lo), b.size), matmul_up(np.abs(a.mid), np.abs(b.lo)))
+        rad = add_up(rad, low)
+    if a.rad.any() or b.rad.any():
+        spread = add_up(matmul_up(a.size, b.rad), matmul_up(a.rad, b.size))
+        rad = add_up(rad, spread)
+    return Ball(mid, np.where(safe & np.isfinite(mid), rad, INF), lo)
+
+
+def reduce_sum(x: Ball, axes: tuple[int, ...]) -> Ball:
+    """Sum over ``axes`` (kept out of the result): exact sum of ``mid + lo`` rounded once."""
+    if not axes:
+        return x
+    keep = [i for i in range(x.mid.ndim) if i not in axes]
+    order = keep + list(axes)
+    shape = tuple(x.mid.shape[i] for i in keep)
+    count = math.prod(x.mid.shape[i] for i in axes)
+    if count == 0:
+        return Ball.exact(np.zeros(shape))
+    flat = [np.transpose(v, order).reshape(math.prod(shape), count)
+            for v in (x.mid, x.lo, x.rad)]
+    mid, lo, err = _fsum_pair(np.concatenate(flat[:2], axis=1))
+    rad = add_up(err, matmul_up(flat[2], np.ones(count)))
+    return Ball(mid.reshape(shape), np.where(np.isfinite(mid), rad, INF).reshape(shape),
+                lo.reshape(shape))
+
+
+def unbroadcast(g: Ball, shape: tuple[int, ...]) -> Ball:
+    """Sum a gradient over the axes broadcasting added or stretched (as the ops do)."""
+    extra = g.mid.ndim - len(shape)
+    out = reduce_sum(g, tuple(range(extra)))
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and out.mid.shape[i] != 1)
+    return reduce_sum(out, stretched).reshape(shape)
+
+
+# ----------------------------------------------------------------------------------------
+# elementwise ops
+
+
+def add(a: Ball, b: Ball) -> Ball:
+    """``a + b``: the high parts two-summed, the low parts added with their rounding bound."""
+    s, e = two_sum(a.mid, b.mid)
+    lo, err = sum_rounded(e, a.lo, b.lo)
+    ra, rb = np.broadcast_arrays(a.rad, b.rad)
+    rad = add_up(ra, rb, err)
+    return Ball(s, np.where(np.isfinite(s) & np.isfinite(lo), rad, INF), lo)
+
+
+def mul(a: Ball, b: Ball) -> Ball:
+    """``a * b``: the high parts two-multiplied, the cross terms rounded and bounded."""
+    p, e, safe = two_product(a.mid, b.mid)
+    with np.errstate(invalid="ignore", over="ignore"):
+        cross = [a.mid * b.lo, a.lo * b.mid, a.lo * b.lo]
+    lo, err = sum_rounded(e, *cross)
+    rounding = add_up(err, *(half_ulp(c) for c in cross))
+    rad = add_up(mul_up(a.size, b.rad), mul_up(a.rad, b.size), rounding)
+    return Ball(p, np.where(safe & np.isfinite(lo), rad, INF), lo)
+
+
+def constant(value: Fraction) -> Ball:
+    """A rational constant as a double-double, with a bound of what is left over."""
+    mid = float(value)
+    lo = float(value - Fraction(mid))
+    rad = 0.0 if Fraction(mid) + Fraction(lo) == value else math.ulp(lo)
+    return Ball(np.array(mid), np.array(rad), np.array(lo))
+
+
+
+
+# ----------------------------------------------------------------------------------------
+# layer_norm and rms_norm: the spec's own rules at the midpoint, a proven spread around it
+
+
+def fractions_of(b: Ball) -> np.ndarray:
+    """``mid + lo`` of every element, exactly, as an object array of Fractions."""
+    out = np.empty(b.mid.shape, dtype=object)
+    out.reshape(-1)[:] = [Fraction(m) + Fraction(low) for m, low in
+                          zip(b.mid.reshape(-1).tolist(), b.lo.reshape(-1).tolist(), strict=True)]
+    return out
+
+
+def from_fractions(values: np.ndarray) -> Ball:
+    """Exact values rounded to double-doubles: ``mid`` the value rounded to nearest,
+    ``lo`` the rest rounded to nearest, so the radius is an ulp of ``lo`` (at least the
+    smallest subnormal); a value beyond float64's range is :class:`NotEnclosed`."""
+    flat = np.asarray(values, dtype=object).reshape(-1).tolist()
+    mid, lo = np.empty(len(flat)), np.empty(len(flat))
+    try:
+        for i, value in enumerate(flat):
+            v = Fraction(value)
+            mid[i] = float(v)
+            lo[i] = float(v - Fraction(mid[i]))
+    except OverflowError:
+        raise NotEnclosed("a norm's value beyond float64's range") from None
+    shape = np.shape(values)
+    rad = np.spacing(np.abs(lo))  # ulp(lo) >= twice the rounding of the rest
+    return Ball(mid.reshape(shape), rad.reshape(shape), lo.reshape(shape))

@@ -1,0 +1,500 @@
+"""``layer_norm``: normalisation over the last axis, exact ε, no affine part."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, ClassVar
+
+import numpy as np
+
+from resverify.spec.ball import (
+    INF as BALL_INF,
+)
+from resverify.spec.ball import (
+    Ball,
+    NotEnclosed,
+    add_up,
+    clean,
+    fractions_of,
+    from_fractions,
+    matmul_up,
+    mul_up,
+    next_up,
+)
+from resverify.spec.errors import Shape, ShapeMismatch
+from resverify.spec.ops.base import (
+    ArrayNamespace,
+    Op,
+    Pullback,
+    Site,
+    cast,
+)
+from resverify.spec.rational import (
+    TANH_PRECISION_BITS,
+    ZERO,
+    Arr,
+    exact_rsqrt,
+    mag,
+    obj,
+    objects,
+)
+from resverify.spec.rounding import (
+    INF,
+    LARGEST,
+    Bound,
+    Ctx,
+    Parts,
+    inflate,
+    up,
+)
+
+SQRT_ULPS = 2
+"""Error allowed for a backend's square root or reciprocal square root, in ulps.
+
+IEEE 754 sqrt is correctly rounded (half an ulp); CUDA's ``rsqrtf`` is documented at 2 ulps
+and vectorised CPU kernels use ``1/sqrt`` (two roundings, within 1 ulp)."""
+
+
+class LayerNorm(Op):
+    """``layer_norm(a, eps)`` over the last axis: ``(a - μ) / sqrt(σ² + ε)`` with μ the mean
+    and σ² the (biased) variance of each row; ε > 0 an exact rational. No affine part:
+    scale and shift are separate ``mul`` and ``add`` nodes. With ``r = 1/sqrt(σ² + ε)``
+    and ``y`` the output, the VJP is ``ā = r (ḡ - mean(ḡ) - y mean(ḡ y))``. Not rational:
+    ``r`` is enclosed exactly (:func:`resverify.spec.rational.exact_rsqrt`).
+
+    A rank-0 argument has no axis to normalise and is refused (``[] vs [1]``: at least
+    one axis); a last axis of length 0 gives an empty output.
+    """
+
+    name, arity, attribute, rational = "layer_norm", 1, "eps", False
+    norm = True
+    centred: ClassVar[bool] = True
+    # Autodiff through the composition delivers the argument's gradient in parts: the
+    # centred values (recomputed for the numerator and each factor of the square at worst)
+    # each pass a part, and each is split again by the mean (docs/error-budget.md).
+    grad_parts: ClassVar[int] = 6
+    samples = (((3,),), ((2, 2),), ((1,),), ((2, 0),))
+
+    def refuses(self, value: Fraction) -> str | None:
+        return None if value > 0 else f"must be > 0, got {value}"
+
+    def shape(self, shapes: Sequence[Shape]) -> Shape:
+        if not shapes[0]:
+            raise ShapeMismatch(self.name, shapes[0], (1,))
+        return shapes[0]
+
+    # the exact rules, on Fractions (r enclosed) or on SymPy expressions (r symbolic)
+
+    def _centred(self, a: Arr) -> Arr:
+        n = a.shape[-1]
+        return obj(a - a.sum(axis=-1, keepdims=True) / n) if self.centred and n else a
+
+    def _rsqrt(self, c: Arr, eps: Any) -> tuple[Arr, Fraction]:
+        """``r`` per row (shape (..., 1)) and the largest enclosure half-width."""
+        n = c.shape[-1]
+        if not n or not c.size:
+            return np.zeros((*c.shape[:-1], 1), dtype=object), ZERO
+        w = obj((c * c).sum(axis=-1, keepdims=True) / n + eps)
+        flat = w.reshape(-1).tolist()
+        if all(isinstance(v, (Fraction, int)) for v in flat):
+            pairs = [exact_rsqrt(Fraction(v)) for v in flat]
+            return objects([p[0] for p in pairs], w.shape), max(p[1] for p in pairs)
+        import sympy  # the SymPy check of the VJP (spec.derive) passes symbols
+
+        return objects([1 / sympy.sqrt(v) for v in flat], w.shape), ZERO
+
+    def exact(self, args: Sequence[Arr], alpha: Any) -> Arr:
+        c = self._centred(args[0])
+        return obj(c * self._rsqrt(c, alpha)[0])
+
+    def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
+        n = g.shape[-1]
+        if not n:
+            return (obj(g).copy(),)
+        r = self._rsqrt(self._centred(args[0]), alpha)[0]
+        inner = obj(g - out * ((g * out).sum(axis=-1, keepdims=True) / n))
+        if self.centred:
+            inner = obj(inner - g.sum(axis=-1, keepdims=True) / n)
+        return (obj(r * inner),)
+
+    def exact_jvp(self, ts: Sequence[Arr], args: Sequence[Arr], out: Arr, alpha: Any) -> Arr:
+        """``r (d - y mean(y d))`` with ``d`` the centred tangent (the tangent itself for
+        rms_norm): the VJP's matrix ``r (I - y yᵀ/n) P`` applied the other way."""
+        t = ts[0]
+        n = t.shape[-1]
+        if not n:
+            return obj(t).copy()
+        r = self._rsqrt(self._centred(args[0]), alpha)[0]
+        d = self._centred(t)
+        return obj(r * (d - out * ((out * d).sum(axis=-1, keepdims=True) / n)))
+
+    # the exact interpreter's error bounds (non-zero only through tanh upstream)
+
+    def _constants(self, a: Arr, alpha: Fraction | None) -> tuple[Fraction, Fraction]:
+        """``(1/sqrt(ε), sqrt(n))`` rounded up: ``|y_i| <= sqrt(n)``, ``r <= 1/sqrt(ε)``."""
+        assert alpha is not None
+        r_eps, half = exact_rsqrt(alpha)
+        n = a.shape[-1]
+        return r_eps + half, Fraction(math.isqrt(n) + (math.isqrt(n) ** 2 != n))
+
+    def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
+              alpha: Fraction | None) -> Fraction:
+        """Lipschitz: each row of the Jacobian ``r (P - y yᵀ/n)`` has 1-norm at most
+        ``(k + sqrt(n))/sqrt(ε)`` (k = 2 centred, 1 not), plus ``|c| ×`` the enclosure."""
+        if not args[0].size:
+            return ZERO
+        c = self._centred(args[0])
+        _, half = self._rsqrt(c, alpha)
+        r_eps, root_n = self._constants(args[0], alpha)
+        k = 2 if self.centred else 1
+        return errs[0] * (k + root_n) * r_eps + mag(c) * half
+
+    def error_vjp(self, at: Site, g: Arr, g_err: Fraction) -> tuple[Fraction, ...]:
+        """``ā = r A``, ``A = ḡ - mean(ḡ) - y m``, ``m = mean(ḡ y)``, every factor bounded
+        for both the true and the carried values (``|y_i| <= sqrt(n) + e_y``,
+        ``mean|y| <= 1 + e_y``), each difference telescoped."""
+        if not g.size:
+            return (ZERO,)
+        r_eps, root_n = self._constants(at.args[0], at.alpha)
+        k = 2 if self.centred else 1
+        e_in, e_y = at.errs[0], at.err
+        big_g, y_max, y_mean = mag(g) + g_err, root_n + e_y, 1 + e_y
+        a_max = big_g * (k + y_max * y_mean)
+        d_a = g_err * (k + y_max * y_mean) + e_y * big_g * (y_mean + y_max)
+        d_r = self._rsqrt(self._centred(at.args[0]), at.alpha)[1] + e_in * r_eps * r_eps
+        return (d_r * a_max + r_eps * d_a,)
+
+    def error_jvp(self, at: Site, ts: Sequence[Arr], t_errs: Sequence[Fraction]) -> Fraction:
+        """``ṫ = r A``, ``A = d - y m``, ``m = mean(y d)``, ``|d_i| <= k T`` (T bounds the
+        tangent, true and carried), bounded as :meth:`error_vjp` bounds its ``A``."""
+        if not ts[0].size:
+            return ZERO
+        r_eps, root_n = self._constants(at.args[0], at.alpha)
+        k = 2 if self.centred else 1
+        e_in, e_y, e_t = at.errs[0], at.err, t_errs[0]
+        big_t, y_max, y_mean = mag(ts[0]) + e_t, root_n + e_y, 1 + e_y
+        a_max = k * big_t * (1 + y_max * y_mean)
+        d_a = k * (e_t * (1 + y_max * y_mean) + big_t * e_y * (y_mean + y_max))
+        d_r = self._rsqrt(self._centred(at.args[0]), at.alpha)[1] + e_in * r_eps * r_eps
+        return d_r * a_max + r_eps * d_a
+
+    # the floating-point budget
+
+    def _rows(self, c: Ctx, at: Site) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """From the exact trace, rounded up: ``|c_i|`` (widened by the carried error),
+        and per row bounds of the true ``w = σ² + ε`` (low, high) and of ``r``."""
+        a, e = at.args[0], 2 * up(at.errs[0])
+        cx = self._centred(a)
+        c_mag = np.array([up(abs(Fraction(v))) for v in cx.reshape(-1).tolist()],
+                         dtype=np.float64).reshape(a.shape) + e
+        n = a.shape[-1]
+        rms = np.sqrt(np.array([up(Fraction(v) / n) for v in  # inf beyond float64's range
+                                (cx * cx).sum(axis=-1, keepdims=True).reshape(-1).tolist()],
+                               dtype=np.float64).reshape((*a.shape[:-1], 1)))
+        assert at.alpha is not None
+        slop = 1 + 2.0**-40  # covers the float64 rounding of these few steps
+        eps = float(at.alpha)
+        w_low = (np.maximum(rms / slop - e, 0.0) ** 2 + eps) / slop
+        w_high = ((rms * slop + e) ** 2 + eps) * slop
+        return c_mag, w_low, w_high, slop / np.sqrt(w_low)
+
+    def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
+        """Mean, centred values, variance, ``+ ε``, square root and division (or product
+        with a reciprocal square root), each step's rounding and propagated error; see
+        docs/error-budget.md."""
+        x = a[0]
+        n = x.mag.shape[-1]
+        if not x.mag.size or not n:
+            return Bound(np.zeros_like(x.mag), np.zeros_like(x.mag))
+        c_mag, w_low, w_high, r_up = self._rows(c, at)
+        e_c, c_hat = self._centred_error(c, x, c_mag)
+        rho, big_r, r_err = self._rsqrt_error(c, at, n, c_mag, e_c, c_hat, w_low, w_high, r_up)
+        err = e_c * big_r + c_mag * r_err + c.u * c_hat * big_r + c.tiny
+        overflow = (c_hat * c_hat).sum(axis=-1, keepdims=True) >= LARGEST[c.dtype] / 2
+        return c.done(c_mag * r_up, np.where(overflow | np.isinf(rho), INF, err), n)
+
+    def _centred_error(self, c: Ctx, x: Bound, c_mag: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """The error of the computed centred values and a bound of their magnitude."""
+        if not self.centred:
+            return x.err, c_mag + x.err
+        n = x.mag.shape[-1]
+        e_mu = x.err.mean(axis=-1, keepdims=True) + c.gamma(n + 2) * x.hat.mean(
+            axis=-1, keepdims=True) + c.tiny  # the mean may round into the subnormals
+        e_c = x.err + e_mu + c.u * (c_mag + x.err + e_mu)
+        return e_c, c_mag + e_c
+
+    def _rsqrt_error(self, c: Ctx, at: Site, n: int, c_mag: np.ndarray, e_c: np.ndarray,
+                     c_hat: np.ndarray, w_low: np.ndarray, w_high: np.ndarray,
+                     r_up: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(ρ, R, e_r)``: the relative error of ``1/sqrt(ŵ)`` against ``r`` from ŵ's
+        error, an upper bound of the computed reciprocal, and its absolute error."""
+        assert at.alpha is not None
+        e_v = ((2 * c_mag * e_c + e_c * e_c).mean(axis=-1, keepdims=True)
+               + c.gamma(n + 2) * (c_hat * c_hat).mean(axis=-1, keepdims=True)
+               + 2 * c.tiny)  # each square, and the mean, may underflow
+        eps_size, eps_miss = c.alpha(at.alpha)
+        e_w = e_v + eps_miss + c.u * (w_high + e_v + eps_miss)
+        w_hat_low = np.maximum(w_low - e_w, eps_size * (1 - 3 * c.u))
+        rho = e_w / (np.sqrt(w_hat_low) * (np.sqrt(w_low) + np.sqrt(w_hat_low)))
+        own = 2 * SQRT_ULPS * c.u
+        big_r = r_up * (1 + rho) * (1 + own)
+        return rho, big_r, r_up * (rho + own * (1 + rho))
+
+    def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
+                   ) -> list[Bound]:
+        """``r A`` with ``A = ḡ - mean(ḡ) - y mean(ḡ y)`` by any of the usual algorithms
+        (the fused formula, or autodiff through the composition, where ``r³`` appears):
+        the propagated errors of ḡ, y and r, and ``gamma_{2n+16}`` of the terms' sizes."""
+        x = a[0]
+        n = x.mag.shape[-1]
+        if not x.mag.size or not n:
+            return [Bound(np.zeros_like(x.mag), np.zeros_like(x.mag))]
+        c_mag, w_low, w_high, r_up = self._rows(c, at)
+        e_c, c_hat = self._centred_error(c, x, c_mag)
+        rho, big_r, r_err = self._rsqrt_error(c, at, n, c_mag, e_c, c_hat, w_low, w_high, r_up)
+        m_hat = (g.hat * y.hat).mean(axis=-1, keepdims=True)
+        terms = g.hat + y.hat * m_hat
+        size = g.mag + y.mag * (g.mag * y.mag).mean(axis=-1, keepdims=True)
+        d_a = g.err + y.err * m_hat + y.hat * (g.err * y.hat + g.hat * y.err).mean(
+            axis=-1, keepdims=True)
+        if self.centred:
+            terms = terms + terms.mean(axis=-1, keepdims=True)
+            size = size + g.mag.mean(axis=-1, keepdims=True)
+            d_a = d_a + g.err.mean(axis=-1, keepdims=True)
+        cubed = 3 * (r_err / np.maximum(r_up, c.tiny)) * (1 + rho) ** 3
+        err = big_r * (d_a + c.gamma(2 * n + 16) * terms) + r_up * cubed * terms + n * c.tiny
+        overflow = (c_hat * c_hat).sum(axis=-1, keepdims=True) >= LARGEST[c.dtype] / 2
+        whole = c.done(r_up * size, np.where(overflow | np.isinf(rho), INF, err), 2 * n + 16)
+        # the parts of the composition: each a product of the computed r (r³ with ĉ twice),
+        # ḡ- and ŷ-sized factors and means; or the one fused part, whose size is its hat
+        split = r_up * (1 + cubed) * (1 + c.gamma(2 * n + 16)) * terms + n * c.tiny
+        size_parts = inflate(np.maximum(split, whole.hat), 2 * n + 16)
+        return [Parts(whole.mag, whole.err, self.grad_parts, size_parts)]
+
+    def budget_jvp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, ts: Sequence[Bound]
+                   ) -> Bound:
+        """``r A`` with ``A = d - y mean(y d)``, ``d`` the centred tangent, by any of the
+        usual algorithms (the fused formula, or forward-mode autodiff through the
+        composition, where ``r³`` appears): the propagated errors of t, y and r, and
+        ``gamma_{2n+16}`` of the terms' sizes, exactly as :meth:`budget_vjp` charges ``ḡ``."""
+        x, t = a[0], ts[0]
+        n = x.mag.shape[-1]
+        if not x.mag.size or not n:
+            return Bound(np.zeros_like(x.mag), np.zeros_like(x.mag))
+        c_mag, w_low, w_high, r_up = self._rows(c, at)
+        e_c, c_hat = self._centred_error(c, x, c_mag)
+        rho, big_r, r_err = self._rsqrt_error(c, at, n, c_mag, e_c, c_hat, w_low, w_high, r_up)
+        d_mag, d_hat, e_d = t.mag, t.hat, t.err
+        if self.centred:
+            d_mag = d_mag + t.mag.mean(axis=-1, keepdims=True)
+            d_hat = d_hat + t.hat.mean(axis=-1, keepdims=True)
+            e_d = e_d + t.err.mean(axis=-1, keepdims=True)
+        m_hat = (y.hat * d_hat).mean(axis=-1, keepdims=True)
+        terms = d_hat + y.hat * m_hat
+        size = d_mag + y.mag * (y.mag * d_mag).mean(axis=-1, keepdims=True)
+        d_a = e_d + y.err * m_hat + y.hat * (y.hat * e_d + y.err * d_hat).mean(
+            axis=-1, keepdims=True)
+        cubed = 3 * (r_err / np.maximum(r_up, c.tiny)) * (1 + rho) ** 3
+        err = big_r * (d_a + c.gamma(2 * n + 16) * terms) + r_up * cubed * terms + n * c.tiny
+        overflow = (c_hat * c_hat).sum(axis=-1, keepdims=True) >= LARGEST[c.dtype] / 2
+        return c.done(r_up * size, np.where(overflow | np.isinf(rho), INF, err), 2 * n + 16)
+
+    # the other forms
+
+    def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
+        a = args[0]
+        out = np.empty(a.shape, dtype=object)
+        n = a.shape[-1]
+        for lead in np.ndindex(*a.shape[:-1]):
+            row = [a[(*lead, j)] for j in range(n)]
+            mean = sp.Add(*row) / n if self.centred else 0
+            centred = [v - mean for v in row]
+            root = sp.sqrt(sp.Add(*(v * v for v in centred)) / n + alpha)
+            for j, v in enumerate(centred):
+                out[(*lead, j)] = v / root
+        return out
+
+    def numpy(self, args: Sequence[np.ndarray], alpha: Fraction | float | None
+              ) -> tuple[np.ndarray, Pullback]:
+        assert alpha is not None
+        (a,) = args
+        if not a.size:
+            return a.copy(), lambda g: (cast(g, a).copy(),)
+        c = a - a.mean(axis=-1, keepdims=True) if self.centred else a
+        r = cast(1, a) / np.sqrt((c * c).mean(axis=-1, keepdims=True) + cast(float(alpha), a))
+        y = cast(c * r, a)
+
+        def vjp(g: np.ndarray) -> tuple[np.ndarray]:
+            inner = g - y * (g * y).mean(axis=-1, keepdims=True)
+            if self.centred:
+                inner = inner - g.mean(axis=-1, keepdims=True)
+            return (cast(r * inner, a),)
+
+        return y, vjp
+
+    def numpy_jvp(self, ts: Sequence[np.ndarray], args: Sequence[np.ndarray], out: np.ndarray,
+                  alpha: Fraction | float | None) -> np.ndarray:
+        """``r (d - y mean(y d))``, ``d`` the centred tangent, ``r`` recomputed as
+        :meth:`numpy` computes it."""
+        assert alpha is not None
+        (a,), (t,) = args, ts
+        if not a.size:
+            return cast(t, a).copy()
+        c = a - a.mean(axis=-1, keepdims=True) if self.centred else a
+        r = cast(1, a) / np.sqrt((c * c).mean(axis=-1, keepdims=True) + cast(float(alpha), a))
+        d = t - t.mean(axis=-1, keepdims=True) if self.centred else t
+        return cast(r * (d - out * (out * d).mean(axis=-1, keepdims=True)), a)
+
+    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
+        assert alpha is not None
+        x = args[0]
+        if not x.shape[-1]:
+            return x  # empty rows: nothing to normalise (a mean over none would be NaN)
+        own = xp.layer_norm if self.centred else xp.rms_norm
+        if own is not None:
+            return own(x, float(alpha))
+        c = x - x.mean(axis=-1, keepdims=True) if self.centred else x
+        return c / ((c * c).mean(axis=-1, keepdims=True) + float(alpha)) ** 0.5
+
+    # the fast oracle's rules on balls: the spec's own rules at the midpoint, a proven
+    # spread around it
+
+    exact_args_in_trace = True
+
+    def enclose(self, args: Sequence[Ball], alpha: Any) -> Ball:
+        """The centre is the spec's own rule (:meth:`exact`, :meth:`exact_vjp`) on the exact
+        midpoints ``mid + lo`` (dyadic Fractions: a row costs a few Fraction operations per
+        element and one integer square root), rounded to a double-double. The radius adds,
+        rounded up, with ``s`` the spec's relative error of ``1/sqrt`` (:class:`NormSpread`
+        for ``r_max``, ``y_top`` and ``through``): ``through(R)``, and twice ``y_top s``
+        (the spec's value against the true one, ``|c_i| |r_spec - r| <= |y_i| s``, at both
+        ends)."""
+        x = args[0]
+        if not x.mid.size:
+            return Ball.exact(np.zeros(x.mid.shape))
+        a = fractions_of(x)
+        centre = from_fractions(self.exact([a], alpha))
+        spread = norm_spread(self, a, x, alpha)
+        spec = mul_up(spread.y_top, np.array(2 * _SPEC_R))
+        return Ball(centre.mid, add_up(centre.rad, spread.through(x.rad), spec), centre.lo)
+
+    def enclose_vjp(self, g: Ball, args: Sequence[Ball], out: Ball, alpha: Any
+                    ) -> tuple[Ball, ...]:
+        """``ā = r (P ḡ - y m)``, ``m = mean(ḡ y)``, centred as :meth:`enclose` is; with
+        ``G`` bounding ``|ḡ|`` in the row, the radius adds: the cotangent's radius,
+        ``through(rad_ḡ)``; the argument's, ``|Δr| |Pḡ - y m| + r |Δy_i| |m| + r |y_i| |Δm|``
+        with ``|Δr| <= r_max² rms(R)`` (``|dr/dσ| <= r²``), ``|Pḡ| <= k G`` (k 2 centred,
+        1 not), ``|m| <= G``, ``|Δy| <= dy = through(R)``, ``|Δm| <= G mean(dy)``; and the
+        spec against the true value at both ends, ``2 r_max G (k + 4 y_top) s``
+        (``r_spec = r (1 + ρ)``, ``|ρ| <= s``, carries ``(1 + ρ)³`` into ``y m``)."""
+        x = args[0]
+        if not x.mid.size:
+            return (Ball.exact(np.zeros(x.mid.shape)),)
+        k = 2.0 if self.centred else 1.0
+        a, cot = fractions_of(x), fractions_of(g)
+        centre = from_fractions(self.exact_vjp(cot, [a], self.exact([a], alpha), alpha)[0])
+        s = norm_spread(self, a, x, alpha)
+        size = clean(g.size.max(axis=-1, keepdims=True))
+        dy = s.through(x.rad)
+        d_r = mul_up(mul_up(s.r_max, s.r_max), rms_up(clean(x.rad)))
+        moved = add_up(mul_up(d_r, mul_up(size, add_up(np.array(k), s.y_top))),
+                       mul_up(s.r_max, mul_up(size, add_up(
+                           dy, mul_up(s.y_top, mean_up(dy))))))
+        spec = mul_up(mul_up(s.r_max, size),
+                      mul_up(add_up(np.array(k), 4 * s.y_top), np.array(2 * _SPEC_R)))
+        rad = add_up(centre.rad, s.through(g.rad), moved, spec)
+        return (Ball(centre.mid, rad, centre.lo),)
+
+    def slack_rules(self) -> Op:
+        return StandInLayerNorm()
+
+
+class StandInLayerNorm(LayerNorm):
+    """layer_norm's error rules read the centred row and the ``1/sqrt`` enclosure's
+    half-width, which a stand-in (every element the largest magnitude) does not have:
+    here ``|c_i| <= k max a`` (the stand-ins are sizes, never negative) and the half-width
+    ``<= r 2**-200 <= 2**-199/sqrt(ε)`` (:meth:`Op.slack_rules`)."""
+
+    def _centred(self, a: np.ndarray) -> np.ndarray:
+        top = Fraction(float(np.max(a))) if a.size else Fraction(0)
+        return np.array([(2 if self.centred else 1) * top], dtype=object)
+
+    def _rsqrt(self, c: np.ndarray, eps: Any) -> tuple[np.ndarray, Fraction]:
+        r_eps, half = exact_rsqrt(eps)
+        return c, (r_eps + half) / 2**(TANH_PRECISION_BITS - 1)
+
+
+_SPEC_R = 2.0 ** (10 - TANH_PRECISION_BITS)
+"""Above the spec's relative error of ``1/sqrt`` (``2**-199``; :func:`exact_rsqrt`)."""
+
+
+def rms_up(v: np.ndarray) -> np.ndarray:
+    """Upper bounds of the root mean square of each row of non-negative ``v`` (``(..., 1)``)."""
+    n = v.shape[-1]
+    total = matmul_up(mul_up(v, v), np.ones((n, 1)))
+    return next_up(np.sqrt(next_up(total / n)))
+
+
+def mean_up(v: np.ndarray) -> np.ndarray:
+    """Upper bounds of the mean of each row of non-negative ``v`` (``(..., 1)``)."""
+    return next_up(matmul_up(v, np.ones((v.shape[-1], 1))) / v.shape[-1])
+
+
+@dataclass(frozen=True)
+class NormSpread:
+    """What bounds a norm over its argument's ball ``|a - m| <= R`` (``m = mid + lo``).
+
+    ``r_max`` (per row) bounds ``r = 1/sqrt(σ² + ε)`` anywhere in the ball: σ, the rms of
+    the centred row, moves by at most ``rms(R)`` (centring is an orthogonal projection),
+    so ``r <= min(1/sqrt(ε), 1/(σ(m) - rms(R)))``. ``y_top`` bounds ``|y_i|`` there:
+    ``r_max (|c_i(m)| + R_i + mean R)`` (the mean only when centred), at most ``sqrt(n)``
+    rounded up to an integer.
+    """
+
+    r_max: np.ndarray
+    y_top: np.ndarray
+    centred: bool
+
+    def through(self, rad: np.ndarray) -> np.ndarray:
+        """A bound of ``|J(ξ) δ|_i`` for ``|δ| <= rad`` and any ξ in the ball, with
+        ``J = r (I - y yᵀ/n) P`` (or its transpose: ``P`` commutes, ``P y = y``):
+        ``r_max (rad_i + mean rad + y_top_i rms(rad))``. By the mean value theorem per
+        component this bounds how far each output moves over the ball (``rad = R``)."""
+        rad = clean(rad)
+        own = add_up(rad, mean_up(rad)) if self.centred else rad
+        return mul_up(self.r_max, add_up(own, mul_up(self.y_top, rms_up(rad))))
+
+
+def norm_spread(op: LayerNorm, a: np.ndarray, x: Ball, eps: Fraction) -> NormSpread:
+    """The bounds of :class:`NormSpread` for the norm ``op`` over the ball ``x`` (``a``:
+    its exact ``mid + lo``)."""
+    n = a.shape[-1]
+    centred = a - a.sum(axis=-1, keepdims=True) / n if op.centred else a
+    variance = (centred * centred).sum(axis=-1, keepdims=True) / n
+    sigma = np.empty(variance.shape)
+    r_eps, half = exact_rsqrt(eps)
+    try:
+        for index, v in zip(np.ndindex(*variance.shape), variance.reshape(-1).tolist(),
+                            strict=True):
+            low = float(v)
+            low = math.nextafter(low, 0.0) if Fraction(low) > v else low
+            sigma[index] = math.nextafter(math.sqrt(low), 0.0) if low > 0 else 0.0
+        r_top = math.nextafter(float(r_eps + half), BALL_INF)
+        c_abs = np.array([float(abs(v)) for v in centred.reshape(-1).tolist()])
+    except OverflowError:
+        raise NotEnclosed("a norm's variance, centred value or 1/sqrt(ε) beyond float64"
+                          ) from None
+    rad = clean(x.rad)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        gap = np.nextafter(sigma - rms_up(rad), -BALL_INF)
+        r_max = np.where(gap > 0, np.minimum(r_top, next_up(1 / np.where(gap > 0, gap, 1.0))),
+                         r_top)
+    c_top = next_up(c_abs.reshape(a.shape))
+    spread = add_up(c_top, rad, mean_up(rad)) if op.centred else add_up(c_top, rad)
+    root_n = float(math.isqrt(n) + (math.isqrt(n) ** 2 != n))
+    y_top = np.minimum(mul_up(r_max, spread), root_n)
+    return NormSpread(r_max, y_top, op.centred)

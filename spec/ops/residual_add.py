@@ -1,0 +1,57 @@
+"""``residual_add``: the exact-shape merge of the identity and the branch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from resverify.spec.ball import (
+    Ball,
+)
+from resverify.spec.errors import Shape
+from resverify.spec.ops.add import Add
+from resverify.spec.ops.base import (
+    Pullback,
+    Site,
+    cast,
+    same_shape,
+)
+from resverify.spec.rational import (
+    Arr,
+)
+from resverify.spec.rounding import (
+    Bound,
+    Ctx,
+)
+
+
+class ResidualAdd(Add):
+    """``residual_add(identity, branch)``: the exact-shape merge. Any other shape pair,
+    broadcastable or not, is a ShapeMismatch naming both; the cotangent passes unchanged
+    to both edges. The forward, its error and its budget are add's (inherited)."""
+
+    name, arity = "residual_add", 2
+    families = ()  # the merge of every block, no branch
+    samples = (((2,), (2,)), ((), ()), ((2, 2), (2, 2)), ((0, 3), (0, 3)))
+
+    def shape(self, shapes: Sequence[Shape]) -> Shape:
+        return same_shape(self.name, shapes[0], shapes[1])
+
+    def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
+        return g, g
+
+    def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
+                   ) -> list[Bound]:
+        """The cotangent itself, on both edges: no rounding."""
+        return [g, g]
+
+    def numpy(self, args: Sequence[np.ndarray], alpha: Fraction | float | None
+              ) -> tuple[np.ndarray, Pullback]:
+        return cast(args[0] + args[1], args[0]), lambda g: (g, g)
+
+    def enclose_vjp(self, g: Ball, args: Sequence[Ball], out: Ball, alpha: Any
+                    ) -> tuple[Ball, ...]:
+        return g, g
