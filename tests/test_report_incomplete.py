@@ -224,9 +224,10 @@ def test_time_limit_times_the_test_function_so_a_slow_reporting_hook_is_no_inter
     assert got == (0, True, FINISHED), (
         f"check --timeout 60 on a suite whose reporting hook outlasts an armed limit gives "
         f"{got}, expected (0, True, {FINISHED}); warnings {doc['warnings']}")
-    seen = {}
+    seen: dict[str, float] = {}
     for line in armed.read_text().splitlines():
         nodeid, left = line.rsplit(" ", 1)
-        seen[nodeid.split("::")[-1]] = max(seen.get(nodeid.split("::")[-1], 0.0), float(left))
+        name = nodeid.split("::")[-1]
+        seen[name] = max(seen.get(name, 0.0), float(left))
     assert sorted(seen) == FINISHED, f"the reporting hook saw the call phases of {sorted(seen)}"
     assert not any(seen.values()), f"the time limit was still armed in the reporting hook: {seen}"
