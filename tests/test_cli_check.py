@@ -193,7 +193,9 @@ def _shrinking_suite(status: Path, request: dict[str, object] | None) -> tuple[S
     return suite, nodeid
 
 
-def test_status_line_says_a_counterexample_is_being_shrunk(tmp_path: Path) -> None:
+def test_status_line_says_a_counterexample_is_being_shrunk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # the whole line: a narrow terminal cuts its end
     suite, _ = _shrinking_suite(tmp_path / "status", None)
     terminal = _Terminal()
     progress = Progress(terminal)
