@@ -58,8 +58,8 @@ def test_bare_command_checks_with_xdist_junit_and_selection(
     summary.write_text("earlier step\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    code = main(["--suite", "suite", "--no-claims", "-n", "2", "--junitxml", "junit.xml",
-                 "--", "-k", "commutes or skipped"])
+    code = main(["--suite", "suite", "--no-claims", "--no-plots", "-n", "2", "--junitxml",
+                 "junit.xml", "--", "-k", "commutes or skipped"])
     assert code == 0, capsys.readouterr()
     doc = json.loads((tmp_path / "resverify-report" / "report.json").read_text())
     assert doc["complete"] is True and doc["status"] == "passed", doc["warnings"]
@@ -105,7 +105,7 @@ def test_check_runs_the_real_property_suite_and_reads_its_records(
     pytest.importorskip("resverify.properties.plugin", reason="the property suite is not installed")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    code = main(["check", "--no-claims", "--", "-k", "residual_stack and float64"])
+    code = main(["check", "--no-claims", "--no-plots", "--", "-k", "residual_stack and float64"])
     doc = json.loads((tmp_path / "resverify-report" / "report.json").read_text())
     assert code == 0 and doc["complete"] is True, (code, doc["warnings"])
     assert doc["properties"], "no property of the real suite was selected"
@@ -120,9 +120,10 @@ def test_no_plots_asks_no_backend_for_plot_data_and_says_so(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--no-plots``: no plot process runs (a backend that hangs in a plot costs nothing),
     and the report says the plots were not drawn."""
+    write_fake_suite(tmp_path / "suite")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    code = main(["check", "--no-claims", "--no-plots", "--", "-k", "residual_stack and float64"])
+    code = main(["check", "--suite", "suite", "--no-claims", "--no-plots"])
     out = tmp_path / "resverify-report"
     doc = json.loads((out / "report.json").read_text())
     assert code == 0 and "plots were not drawn (--no-plots)" in doc["warnings"], (
@@ -240,7 +241,7 @@ def test_claims_phase_counts_each_claim_on_the_status_line(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     write_fake_suite(tmp_path / "suite")
-    main(["check", "--suite", "suite", "--report-dir", "out", "--", "-k", "commutes"])
+    main(["check", "--suite", "suite", "--report-dir", "out", "--no-plots", "--", "-k", "commutes"])
     text = terminal.getvalue()
     for k in (1, 2, 3):
         want = f"checking claims on numpy [{k}/3]"

@@ -175,7 +175,7 @@ def test_toy_adapter_passes_the_property_suite_and_a_broken_twin_fails(tmp_path:
     (tmp_path / "broken_toy.py").write_text(broken, encoding="utf-8")
     report = tmp_path / "report"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(tmp_path)]))
-    command = [str(Path(sys.executable).parent / "resverify"), "check", "--no-claims",
+    command = [str(Path(sys.executable).parent / "resverify"), "check", "--no-claims", "--no-plots",
                "--backend", TOY_BACKEND, "--backend", "broken_toy:ToyBackend",
                "--report-dir", str(report), "--", "-k", "shared_operand or one_plus_a"]
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,

@@ -10,6 +10,12 @@ limits far above any honest test's time (:data:`HONEST_LIMITS`), so the control 
 a loaded machine too; the engines that hang never answer at all, and run on their own
 with short limits (:data:`HANG_LIMITS`), beside no honest backend, so a timeout there is
 the only possible outcome whatever the speed.
+
+The plots (a process per backend asking it for the plotted series) are drawn for the
+served adapters and the protocol-breaking engines of the slow tests, where a hostile
+backend in a plot must leave the report standing; the in-process run draws none
+(tests/test_report_plots.py keeps a backend that exits or raises in a plot in the default
+run).
 """
 
 from __future__ import annotations
@@ -47,15 +53,17 @@ vector."""
 
 
 def check(folder: Path, backends: list[str], *extra: str, limits: tuple[str, str] = HONEST_LIMITS,
-          control: bool = True) -> tuple[int, dict[str, Any], str]:
+          control: bool = True, plots: bool = False) -> tuple[int, dict[str, Any], str]:
     """``resverify check`` in a child process on ``backends`` (numpy first, as a control,
-    unless ``control`` is False), under ``limits``."""
+    unless ``control`` is False), under ``limits``; the plots are drawn only when ``plots``
+    (each backend's plot process is seconds: the served and protocol-breaking engines of
+    the slow tests are plotted, the in-process adapters are not)."""
     test_limit, exchange_limit = limits
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RESVERIFY_CMD_TIMEOUT": exchange_limit}
     env.pop("GITHUB_STEP_SUMMARY", None)
     argv = [sys.executable, "-m", "resverify.reports.cli", "check", "--no-claims", "--timeout",
             test_limit, "--report-dir", "out", *(["--backend", "numpy"] if control else []),
-            *([] if control else ["--no-plots"])]  # an engine that never answers: no plots
+            *([] if plots else ["--no-plots"])]
     folder.mkdir(parents=True, exist_ok=True)
     for name in backends:
         argv += ["--backend", name]
@@ -171,7 +179,7 @@ def test_served_hostile_adapters_fail_classified_over_cmd(tmp_path: Path) -> Non
         names = [f"cmd:{serve} tests.hostile_backends:{n}" for n in CMD_KINDS
                  if (n in HANGS) == hangs]
         code, doc, out = check(tmp_path / str(hangs), names, control=not hangs,
-                               limits=HANG_LIMITS if hangs else HONEST_LIMITS)
+                               limits=HANG_LIMITS if hangs else HONEST_LIMITS, plots=not hangs)
         assert code == 1, out
         assert_classified(doc, _kinds(CMD_KINDS, hangs), out, control=not hangs)
 
@@ -183,7 +191,7 @@ def test_engines_breaking_the_protocol_fail_classified(tmp_path: Path) -> None:
         names = [f"cmd:{sys.executable} {script} {mode}" for mode in PROTOCOL_BREAKERS
                  if (mode in HANGS) == hangs]
         code, doc, out = check(tmp_path / str(hangs), names, control=not hangs,
-                               limits=HANG_LIMITS if hangs else HONEST_LIMITS)
+                               limits=HANG_LIMITS if hangs else HONEST_LIMITS, plots=not hangs)
         assert code == 1, out
         assert_classified(doc, _kinds(PROTOCOL_BREAKERS, hangs,
                                       lambda m: f"engine-{m.replace('_', '-')}"),

@@ -95,8 +95,8 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any
         mp.chdir(root)
         mp.setenv("PYTHONPATH", str(ROOT))
         mp.delenv("GITHUB_STEP_SUMMARY", raising=False)
-        code = main(["check", "--suite", "suite", "--no-claims", "--report-dir", "out",
-                     "--", "-k", "spec_side_assertion"])
+        code = main(["check", "--suite", "suite", "--no-claims", "--no-plots", "--report-dir",
+                     "out", "--", "-k", "spec_side_assertion"])
         doc = json.loads((root / "out" / "report.json").read_text())
     validate(doc)
     return code, doc

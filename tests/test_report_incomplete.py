@@ -26,7 +26,7 @@ FINISHED = ["test_addition_commutes[numpy-float32]", "test_addition_commutes[num
 
 def test_test_that_kills_its_process_is_a_crash_failure_and_the_run_goes_on(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    code, out = run_check(monkeypatch, tmp_path, mode="crash")
+    code, out = run_check(monkeypatch, tmp_path, "--no-plots", mode="crash")
     assert code == 1, f"exit code {code} after a test died (os._exit), expected 1"
     doc = json.loads((out / "report.json").read_text())
     validate(doc)
@@ -216,7 +216,7 @@ def test_time_limit_times_the_test_function_so_a_slow_reporting_hook_is_no_inter
                        f"        with open({str(armed)!r}, 'a') as out:\n"
                        "            out.write(f'{report.nodeid} {left}\\n')\n"
                        "        time.sleep(left + 1 if left else 0)\n")
-    code, out = run_check(monkeypatch, tmp_path, "--timeout", "60", "--no-claims",
+    code, out = run_check(monkeypatch, tmp_path, "--timeout", "60", "--no-claims", "--no-plots",
                           mode="slowhook")
     doc = json.loads((out / "report.json").read_text())
     validate(doc)

@@ -193,7 +193,7 @@ def test_check_with_a_known_failure_file_turns_a_red_run_green(
     save_vector(linear_block_request(), tmp_path, "x", BROKEN).rename(tmp_path / "s06.json")
     _file(tmp_path, _entry(BROKEN, prop="zero_branch_is_identity"),
           str(known_failures.DEFAULT_FILE))
-    code, out = run_check(monkeypatch, tmp_path, "--profile", "dev", "--backend",
+    code, out = run_check(monkeypatch, tmp_path, "--profile", "dev", "--no-plots", "--backend",
                           "tests.mutants:DroppedIdentityGrad")
     said = capsys.readouterr().out
     doc = json.loads((out / "report.json").read_text())

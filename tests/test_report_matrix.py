@@ -210,7 +210,8 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "def test_gradient_law(prop, backend, dtype):\n    pass\n")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-        code, out = run_check(mp, root, "--backend", "tests.report_mode_backends:BothModes",
+        code, out = run_check(mp, root, "--no-plots", "--backend",
+                              "tests.report_mode_backends:BothModes",
                               "--backend", "tests.report_mode_backends:ReverseOnly",
                               mode="modes")
     assert code == 0, f"exit {code}: {(out / 'pytest.log').read_text()[-2000:]}"
