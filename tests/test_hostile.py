@@ -69,7 +69,7 @@ def check(folder: Path, backends: list[str], *extra: str, limits: tuple[str, str
         argv += ["--backend", name]
     began = time.monotonic()
     done = subprocess.run([*argv, *extra, "--", "-k", SELECT], cwd=folder, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+                          capture_output=True, text=True, timeout=1800, check=False)
     print(f"check on {len(backends)} hostile backends took {time.monotonic() - began:.1f} s")
     report = folder / "out" / "report.json"
     doc = json.loads(report.read_text()) if report.exists() else {}
