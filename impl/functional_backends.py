@@ -36,6 +36,19 @@ def _load(module: str, extra: str) -> ModuleType:
         raise UsageError(f"this backend needs {module}: pip install 'resverify[{extra}]'") from None
 
 
+def _autograd_sigmoid() -> Callable[[Any], Any]:
+    """SciPy's ``expit`` as an autograd primitive with both rules, ``ans (1 - ans)`` times
+    the cotangent or the tangent: ``autograd.scipy.special.expit`` has no JVP (autograd
+    1.9), and ``1/(1 + exp(-x))`` composed would differentiate to NaN where ``exp``
+    overflows."""
+    extend = _load("autograd.extend", "autograd")
+    expit = _load("scipy.special", "autograd").expit
+    sigmoid = extend.primitive(lambda x: expit(x))
+    extend.defvjp(sigmoid, lambda ans, x: lambda g: g * ans * (1 - ans))
+    extend.defjvp(sigmoid, lambda g, ans, x: g * ans * (1 - ans))
+    return sigmoid
+
+
 class _Functional:
     """Interpret the program with ``xp`` (a NumPy-like module) and pull back with ``vjp``."""
 
@@ -99,7 +112,8 @@ class JaxBackend(_Functional):
         self.jax.config.update("jax_enable_x64", True)
         self.xp = _load("jax.numpy", "jax")
         self.namespace = ArrayNamespace(relu=self.jax.nn.relu, tanh=self.xp.tanh, sum=self.xp.sum,
-                                        layer_norm=self.layer_norm, rms_norm=self.rms_norm)
+                                        sigmoid=self.jax.nn.sigmoid, layer_norm=self.layer_norm,
+                                        rms_norm=self.rms_norm)
 
     def layer_norm(self, x: Any, eps: float) -> Any:
         return self._norm(x, eps, centred=True)
@@ -135,7 +149,8 @@ class AutogradBackend(_Functional):
     def __init__(self) -> None:
         self.autograd = _load("autograd", "autograd")
         self.xp = _load("autograd.numpy", "autograd")
-        self.namespace = ArrayNamespace(relu=self.relu, tanh=self.xp.tanh, sum=self.xp.sum)
+        self.namespace = ArrayNamespace(relu=self.relu, tanh=self.xp.tanh, sum=self.xp.sum,
+                                        sigmoid=_autograd_sigmoid())
 
     def relu(self, a: Any) -> Any:
         """autograd has no relu of its own: ``a`` times the mask ``a > 0``, derivative 0 at

@@ -28,6 +28,7 @@ __all__ = [
     "relu",
     "residual_add",
     "scale",
+    "sigmoid",
     "sum_all",
     "tanh",
     "unbroadcast",
@@ -86,6 +87,11 @@ def relu(a: Tensor) -> Tensor:
 def tanh(a: Tensor) -> Tensor:
     """tanh, with derivative 1 - tanh²."""
     return apply_op("tanh", (a,))
+
+
+def sigmoid(a: Tensor) -> Tensor:
+    """1/(1 + exp(-a)), with derivative σ(1 - σ)."""
+    return apply_op("sigmoid", (a,))
 
 
 def sum_all(a: Tensor) -> Tensor:

@@ -53,7 +53,7 @@ from resverify.spec.ops import OP_TABLE, ArrayNamespace
 from resverify.spec.request import Request, Result, Value
 
 CLAIMED_OPS = ("add", "residual_add", "mul", "scale", "linear", "relu", "tanh", "sum",
-               "layer_norm", "rms_norm")
+               "layer_norm", "rms_norm", "sigmoid")
 """Every op of the IR (checked in both claimed dtypes: docs/findings.md)."""
 
 NORMS = {"layer_norm": True, "rms_norm": False}
@@ -73,7 +73,8 @@ class PytensorBackend:
             raise UsageError(
                 "the pytensor backend needs PyTensor: pip install 'resverify[pytensor]'"
             ) from None
-        self.xp = ArrayNamespace(relu=self.relu, tanh=self.pt.tanh, sum=self.pt.sum)
+        self.xp = ArrayNamespace(relu=self.relu, tanh=self.pt.tanh, sum=self.pt.sum,
+                                 sigmoid=self.pt.sigmoid)
         self.cache: CompiledCache[Any] = CompiledCache()
 
     def about(self) -> dict[str, str]:

@@ -62,7 +62,8 @@ class TensorflowBackend:
     def __init__(self) -> None:
         self.tf = _import_tensorflow()
         self.xp = ArrayNamespace(relu=self.tf.nn.relu, tanh=self.tf.math.tanh,
-                                 sum=self.tf.reduce_sum, layer_norm=self.layer_norm,
+                                 sum=self.tf.reduce_sum, sigmoid=self.tf.math.sigmoid,
+                                 layer_norm=self.layer_norm,
                                  rms_norm=self.rms_norm)
 
     def about(self) -> dict[str, str]:

@@ -44,7 +44,7 @@ from resverify.spec.ops import ArrayNamespace
 from resverify.spec.request import Request, Result, ResultError, Value
 
 CLAIMED_OPS = ("add", "residual_add", "mul", "scale", "linear", "relu", "tanh", "sum",
-               "layer_norm", "rms_norm")
+               "layer_norm", "rms_norm", "sigmoid")
 """Every op of the IR (checked in every claimed dtype: docs/findings.md)."""
 
 
@@ -67,7 +67,8 @@ class TinygradBackend:
         self.Tensor = self.tinygrad.Tensor
         self.device = "CPU"
         self.xp = ArrayNamespace(relu=self.Tensor.relu, tanh=self.Tensor.tanh,
-                                 sum=self.Tensor.sum, layer_norm=self.layer_norm,
+                                 sum=self.Tensor.sum, sigmoid=self.Tensor.sigmoid,
+                                 layer_norm=self.layer_norm,
                                  rms_norm=self.rms_norm)
 
     @staticmethod

@@ -7,8 +7,9 @@ gets every example of its profile, none generated and then thrown away.
 
 Branch families F, one entry each in :data:`FAMILY_OPS`: ``linear`` (xW, with a
 projection shortcut when the width changes), ``relu`` (g·relu(x)), ``scale`` (a·x),
-``tanh``, ``gate`` (x ⊙ g, g a broadcast weight or tanh(x)) and ``bias`` (x + b, b
-broadcast). Half the stacks repeat one family in every layer, so stacks of distinct
+``tanh``, ``gate`` (x ⊙ g, g a broadcast weight or tanh(x)), ``bias`` (x + b, b
+broadcast) and ``silu`` (x ⊙ sigmoid(x)); each op declares the families it serves
+(``Op.families``). Half the stacks repeat one family in every layer, so stacks of distinct
 same-shaped weights are common.
 
 Normalization (:func:`norm_stack_cases`): pre-norm blocks ``h + α·F(N(h))`` and post-norm
@@ -104,9 +105,9 @@ __all__ = [
 X_BOUND, W_BOUND = 8.0, 1.0
 TINY = 2.0**-10
 DRAWN_ELEMENTS = 64  # larger arrays come from a seeded NumPy generator
-FAMILIES = ("linear", "relu", "scale", "tanh", "gate", "bias")
+FAMILIES = ("linear", "relu", "scale", "tanh", "gate", "bias", "silu")
 """The branch families F :func:`_branch` builds: xW, g·relu(x), a·x, tanh(x), x ⊙ g (g a
-broadcast weight, or tanh(x)) and x + b (b broadcast)."""
+broadcast weight, or tanh(x)), x + b (b broadcast) and x ⊙ σ(x) (SiLU: x used twice)."""
 FAMILY_OPS: Mapping[str, frozenset[str]] = {
     family: frozenset(name for name, op in OP_TABLE.items() if family in op.families)
     for family in FAMILIES
@@ -465,6 +466,9 @@ def _branch(b: _Builder, layer: int, h: str, shape: Shape, family: str, ops: fro
             gate = b.add(f"t{layer}", "tanh", h)  # F = x·tanh(x): x used twice
         else:
             gate = b.input(f"g{layer}", _operand_shape(b.draw, shape), W_BOUND)
+        return h, b.either_order(f"f{layer}", "mul", h, gate), shape
+    if family == "silu":
+        gate = b.add(f"t{layer}", "sigmoid", h)
         return h, b.either_order(f"f{layer}", "mul", h, gate), shape
     bias = b.input(f"b{layer}", _operand_shape(b.draw, shape), W_BOUND)
     return h, b.either_order(f"f{layer}", "add", h, bias), shape

@@ -1,4 +1,4 @@
-"""Exact arithmetic on NumPy object arrays of Fractions, and tanh enclosed with mpmath.
+"""Exact arithmetic on NumPy object arrays of Fractions, tanh and sigmoid enclosed with mpmath.
 
 The exact rules of every op (in :mod:`resverify.spec.ops`) are written with these
 helpers; :mod:`resverify.spec.exact` runs them. Every op except ``tanh`` maps rationals to
@@ -37,6 +37,7 @@ __all__ = [
     "Arr",
     "as_fractions",
     "exact_rsqrt",
+    "exact_sigmoid",
     "exact_tanh",
     "fraction",
     "mag",
@@ -44,6 +45,7 @@ __all__ = [
     "normalize",
     "obj",
     "objects",
+    "sigmoid_error",
     "tanh_error",
     "times",
 ]
@@ -187,6 +189,62 @@ def _tanh_value_error(t: Fraction) -> Fraction:
     if abs(t) == 1:
         return Fraction(1, 2**700)
     return abs(t) / 2**TANH_PRECISION_BITS
+
+
+# ----------------------------------------------------------------------------------------
+# sigmoid, enclosed
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def exact_sigmoid(x: Fraction) -> tuple[Fraction, Fraction]:
+    """``(s, e)`` with ``|σ(x) - s| <= e``, ``σ(x) = 1/(1 + exp(-x))``, and
+    ``e <= s * 2**-TANH_PRECISION_BITS`` for ``-1100 < x < 512``.
+
+    ``1/(1 + exp(-x))`` never cancels, so the enclosure is relative everywhere; beyond that
+    range ``σ(x) < exp(x) < 2**-1100`` (``s = 0``, far below every dtype's smallest
+    subnormal) or ``1 - σ(x) < exp(-x) < 2**-700`` (``s = 1``), which bounds it without an
+    evaluation (and without a Fraction of a million digits). Redone at double the
+    precision until narrow enough; the result is cached.
+    """
+    if x == 0:
+        return Fraction(1, 2), ZERO
+    if x >= 512:
+        return Fraction(1), Fraction(1, 2**700)
+    if x <= -1100:
+        return ZERO, Fraction(1, 2**1100)
+    prec = TANH_PRECISION_BITS + 40
+    while True:
+        lo, hi = _sigmoid_enclosure(x, prec)
+        mid, half = (lo + hi) / 2, (hi - lo) / 2
+        if half <= mid / 2**TANH_PRECISION_BITS:
+            return mid, half
+        prec *= 2
+
+
+def _sigmoid_enclosure(x: Fraction, prec: int) -> tuple[Fraction, Fraction]:
+    """Bounds on σ(x) as ``1/(1 + exp(-x))`` with every step rounded outward: the lower
+    bound divides by an upper bound of ``1 + exp(-x)``, the upper by a lower one."""
+    bounds = []
+    for rnd, other in ((libmp.round_floor, libmp.round_ceiling),
+                       (libmp.round_ceiling, libmp.round_floor)):
+        minus = libmp.from_rational(-x.numerator, x.denominator, prec, other)
+        grown = libmp.mpf_add(libmp.mpf_exp(minus, prec, other), libmp.fone, prec, other)
+        bounds.append(_to_fraction(libmp.mpf_div(libmp.fone, grown, prec, rnd)))
+    return bounds[0], bounds[1]
+
+
+def sigmoid_error(out: Arr) -> Fraction:
+    """The largest enclosure half-width among sigmoid values just computed."""
+    return max((_sigmoid_value_error(v) for v in out.reshape(-1).tolist()), default=ZERO)
+
+
+def _sigmoid_value_error(s: Fraction) -> Fraction:
+    """A bound for the error of a sigmoid value s (:func:`exact_sigmoid`)."""
+    if s == 0:
+        return Fraction(1, 2**1100)
+    if s == 1:
+        return Fraction(1, 2**700)
+    return abs(s) / 2**TANH_PRECISION_BITS
 
 
 # ----------------------------------------------------------------------------------------

@@ -93,7 +93,7 @@ def test_c_engine_reproduces_the_seed_fixtures_exactly(c_engine: Path, dtype: st
     try:
         assert backend.name == "c-engine", backend.name
         about = describe_backend(backend)
-        assert (about["library"], about["version"]) == ("resverify-c-engine", "1.3"), about
+        assert (about["library"], about["version"]) == ("resverify-c-engine", "1.4"), about
         assert "bug" not in about, about
         assert about["compiler"].split()[0] in ("gcc", "clang", "unknown"), about
         assert about["FLT_EVAL_METHOD"] in ("0", "1", "2", "-1"), about

@@ -201,6 +201,13 @@ static int single; /* 1 for a float32 request: round every operation to float */
 
 static double rnd(double x) { return single ? (double)(float)x : x; }
 
+/* 1/(1 + exp(-x)), or exp(x)/(1 + exp(x)) below 0 (exp never overflows there, so a tiny
+ * sigmoid keeps its relative accuracy), in double. */
+static double sigmoid(double x) {
+    double e = exp(-fabs(x));
+    return x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+}
+
 static double number(const JVal *v) {
     const char *text = v ? v->text : NULL;
     if (!text || (v->type != J_STR && v->type != J_NUM)) {
@@ -430,6 +437,7 @@ static Tensor *forward(Node *n, Tensor *a, Tensor *b) {
         if (!strcmp(op, "scale")) out->value[i] = rnd(x * n->alpha);
         else if (!strcmp(op, "relu")) out->value[i] = x > 0 ? x : 0.0;
         else if (!strcmp(op, "tanh")) out->value[i] = rnd(tanh(x));
+        else if (!strcmp(op, "sigmoid")) out->value[i] = rnd(sigmoid(x));
         else { fail("unsupported", "op %s is not implemented", op); return NULL; }
     }
     return out;
@@ -468,6 +476,7 @@ static void push_tangent(Node *n, Tensor *a, Tensor *b) {
             double x = a->value[i], y = out->value[i], ta = a->tangent[i];
             if (!strcmp(op, "scale")) t[i] = rnd(ta * n->alpha);
             else if (!strcmp(op, "relu")) t[i] = x > 0 ? ta : 0.0;
+            else if (!strcmp(op, "sigmoid")) t[i] = rnd(ta * rnd(y * rnd(1.0 - y)));
             else t[i] = rnd(ta * rnd(1.0 - rnd(y * y)));
         }
     }
@@ -509,6 +518,7 @@ static void backward(Node *n, Tensor *a, Tensor *b) {
             double x = a->value[i], t = out->value[i];
             if (!strcmp(op, "scale")) add_grad(a, i, rnd(g[i] * n->alpha));
             else if (!strcmp(op, "relu")) add_grad(a, i, x > 0 ? g[i] : 0.0);
+            else if (!strcmp(op, "sigmoid")) add_grad(a, i, rnd(g[i] * rnd(t * rnd(1.0 - t))));
             else add_grad(a, i, rnd(g[i] * rnd(1.0 - rnd(t * t))));
         }
     }
@@ -560,10 +570,10 @@ static void put_error(void) {
 }
 
 static const char *OPS[] = {"add", "layer_norm", "linear", "mul", "relu", "residual_add", "rms_norm",
-                            "scale", "sum", "tanh"};
-static const int ARITY[] = {2, 1, 2, 2, 1, 2, 1, 1, 1, 1};
+                            "scale", "sigmoid", "sum", "tanh"};
+static const int ARITY[] = {2, 1, 2, 2, 1, 2, 1, 1, 1, 1, 1};
 
-#define ENGINE_VERSION "1.3"
+#define ENGINE_VERSION "1.4"
 #if defined(__clang__)
 #define COMPILER "clang " __clang_version__
 #elif defined(__GNUC__)

@@ -71,11 +71,13 @@ from resverify.spec.ops.relu import Relu
 from resverify.spec.ops.residual_add import ResidualAdd
 from resverify.spec.ops.rms_norm import RmsNorm
 from resverify.spec.ops.scale import Scale
+from resverify.spec.ops.sigmoid import SIGMOID_ULPS, Sigmoid
 from resverify.spec.ops.sum import Sum
 from resverify.spec.ops.tanh import TANH_ULPS, Tanh
 
 __all__ = [
     "OP_TABLE",
+    "SIGMOID_ULPS",
     "SQRT_ULPS",
     "TANH_ULPS",
     "Add",
@@ -89,6 +91,7 @@ __all__ = [
     "ResidualAdd",
     "RmsNorm",
     "Scale",
+    "Sigmoid",
     "Site",
     "Sum",
     "Tanh",
@@ -99,6 +102,6 @@ __all__ = [
 
 OP_TABLE: Mapping[str, Op] = {
     op.name: op for op in (Add(), ResidualAdd(), Mul(), Scale(), Linear(), Relu(), Tanh(), Sum(),
-                           LayerNorm(), RmsNorm())
+                           LayerNorm(), RmsNorm(), Sigmoid())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""

@@ -106,6 +106,7 @@ class ArrayNamespace:
     relu: Callable[[Any], Any]
     tanh: Callable[[Any], Any]
     sum: Callable[[Any], Any]
+    sigmoid: Callable[[Any], Any]
     layer_norm: Callable[[Any, float], Any] | None = None
     rms_norm: Callable[[Any, float], Any] | None = None
 

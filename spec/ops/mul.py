@@ -42,7 +42,7 @@ class Mul(Op):
     """``mul(a, b)``: elementwise product, broadcasting as add. d(ab) = b da + a db."""
 
     name, arity = "mul", 2
-    families = ("gate",)  # F = x ⊙ g
+    families = ("gate", "silu")  # F = x ⊙ g, F = x ⊙ σ(x)
     samples = (((2, 3), (2, 3)), ((2, 1), (1, 3)), ((3,), ()))
 
     def shape(self, shapes: Sequence[Shape]) -> Shape:

@@ -18,21 +18,18 @@ from resverify.spec.ball import (
     two_product,
     two_sum,
 )
-from resverify.spec.errors import Shape
 from resverify.spec.ops.base import (
     ArrayNamespace,
-    Op,
-    Pullback,
     Site,
     cast,
     elementwise,
 )
+from resverify.spec.ops.elementwise import Elementwise
 from resverify.spec.rational import (
     Arr,
     exact_tanh,
     fraction,
     mag,
-    obj,
     objects,
     tanh_error,
 )
@@ -54,26 +51,19 @@ LIBM_TANH_ULPS = 8
 measured 1.05)."""
 
 
-class Tanh(Op):
+class Tanh(Elementwise):
     """``tanh(a)``: a smooth nonlinear branch, tanh' = 1 - tanh². Not rational: the exact
     value is enclosed with mpmath (:func:`resverify.spec.rational.exact_tanh`)."""
 
-    name, arity, rational = "tanh", 1, False
+    name, rational = "tanh", False
     families = ("tanh",)  # F = tanh(x)
-    samples = (((3,),), ((),))
-
-    def shape(self, shapes: Sequence[Shape]) -> Shape:
-        return shapes[0]
 
     def exact(self, args: Sequence[Arr], alpha: Any) -> Arr:
         return objects([exact_tanh(fraction(v))[0] for v in args[0].reshape(-1).tolist()],
                        args[0].shape)
 
-    def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
-        return (obj(g * (1 - out * out)),)
-
-    def exact_jvp(self, ts: Sequence[Arr], args: Sequence[Arr], out: Arr, alpha: Any) -> Arr:
-        return obj(ts[0] * (1 - out * out))
+    def exact_slope(self, args: Sequence[Arr], out: Arr) -> Arr:
+        return 1 - out * out
 
     def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
               alpha: Fraction | None) -> Fraction:
@@ -81,10 +71,6 @@ class Tanh(Op):
 
     def error_vjp(self, at: Site, g: Arr, g_err: Fraction) -> tuple[Fraction, ...]:
         return (g_err + mag(g) * at.err * (2 * mag(at.out) + at.err),)
-
-    def error_jvp(self, at: Site, ts: Sequence[Arr], t_errs: Sequence[Fraction]) -> Fraction:
-        """The VJP's bound with the tangent for the cotangent (the same slope)."""
-        return self.error_vjp(at, ts[0], t_errs[0])[0]
 
     def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
         """1-Lipschitz; a backend's tanh may be :data:`TANH_ULPS` ulps off
@@ -106,24 +92,14 @@ class Tanh(Op):
                + c.u * g.hat * (slope + slope_err) + c.tiny)
         return [c.done(g.mag * slope, err)]
 
-    def budget_jvp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, ts: Sequence[Bound]
-                   ) -> Bound:
-        """``t (1 - y²)``: the VJP's arithmetic with the tangent for the cotangent."""
-        return self.budget_vjp(c, at, a, y, ts[0])[0]
-
     def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
         return elementwise(sp.tanh, args[0])
 
-    def numpy(self, args: Sequence[np.ndarray], alpha: Fraction | float | None
-              ) -> tuple[np.ndarray, Pullback]:
-        (a,) = args
-        t = cast(np.tanh(a), a)
-        one = cast(1, a)
-        return t, lambda g: (cast(g * (one - t * t), a),)
+    def numpy_value(self, a: np.ndarray) -> np.ndarray:
+        return np.tanh(a)
 
-    def numpy_jvp(self, ts: Sequence[np.ndarray], args: Sequence[np.ndarray], out: np.ndarray,
-                  alpha: Fraction | float | None) -> np.ndarray:
-        return cast(ts[0] * (cast(1, args[0]) - out * out), args[0])
+    def numpy_slope(self, a: np.ndarray, out: np.ndarray) -> np.ndarray:
+        return cast(1, a) - out * out
 
     def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
         return xp.tanh(args[0])
