@@ -405,7 +405,7 @@ def drawn_examples(profile: str, *args: str) -> tuple[list[str], str]:
     lines = [line for line in out.splitlines()
              if line.startswith("    ") and " object at 0x" not in line]
     header = next((line for line in out.splitlines() if line.startswith("resverify:")), "")
-    assert len(lines) > 25, out
+    assert len(lines) >= 4, out  # at least one example drawn (4 lines each); dev draws 5
     return lines, header
 
 
