@@ -139,13 +139,17 @@ def test_misses_needs_an_exact_output_and_gradients() -> None:
         error_budget(request).misses(half, np.zeros(2), {})
 
 
-def test_done_is_infinite_from_half_the_largest_value() -> None:
+def test_done_is_infinite_from_the_largest_value() -> None:
+    """Below the largest finite value nothing overflows (the bound stands, half of it
+    included); from it on, by magnitude or by error, the bound is inf."""
     c = Ctx("float32", float(UNIT_ROUNDOFF["float32"]), float(TINY["float32"]))
-    half = float(np.finfo(np.float32).max) / 2
-    below = c.done(np.array([half * (1 - 2.0**-20)]), np.array([0.0]))
-    at = c.done(np.array([half]), np.array([0.0]))
-    by_error = c.done(np.array([1.0]), np.array([half]))
-    assert np.isfinite(below.err[0]) and at.err[0] == by_error.err[0] == np.inf, (below, at)
+    largest = float(np.finfo(np.float32).max)
+    below = c.done(np.array([largest * (1 - 2.0**-20)]), np.array([0.0]))
+    half = c.done(np.array([largest / 2]), np.array([0.0]))
+    at = c.done(np.array([largest]), np.array([0.0]))
+    by_error = c.done(np.array([1.0]), np.array([largest]))
+    assert np.isfinite(below.err[0]) and np.isfinite(half.err[0]), (below, half)
+    assert at.err[0] == by_error.err[0] == np.inf, (at, by_error)
 
 
 def test_two_gradient_parts_are_charged_gamma_1() -> None:
