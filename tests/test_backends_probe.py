@@ -73,7 +73,7 @@ def test_probe_lists_the_c_engine_with_the_claims_of_its_hello_and_stops_it(
     rows = listed(capsys, "--probe", spec)
     assert [row["name"] for row in rows][-1] == spec, rows
     row = rows[-1]
-    want = {"kind": "cmd", "library": "resverify-c-engine", "version": "1.3",
+    want = {"kind": "cmd", "library": "resverify-c-engine", "version": "1.4",
             "installed": True, "device": "cpu", "dtypes": ["float64", "float32"],
             "ops": sorted(OPS), "modes": ["vjp", "jvp"], "engine_name": "c-engine"}
     got = {key: row[key] for key in want}
@@ -99,7 +99,7 @@ def test_probe_row_in_the_table_shows_claims_version_and_the_hello_settings(
     assert main(["backends", "--probe", spec]) == 0
     lines = capsys.readouterr().out.splitlines()
     row = next(line.split() for line in lines if line.startswith(f"{spec} "))
-    assert row == [spec, "cmd", "resverify-c-engine", "1.3", "yes", "cpu", "float64,float32",
+    assert row == [spec, "cmd", "resverify-c-engine", "1.4", "yes", "cpu", "float64,float32",
                    "all", "vjp,jvp"], row
     note = next(line for line in lines if line.startswith(f"{spec}: "))
     assert "name=c-engine" in note and "compiler=" in note, note
