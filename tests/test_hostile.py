@@ -172,27 +172,26 @@ def test_a_failing_control_is_shown_with_its_kind_and_message() -> None:
         str(caught.value))
 
 
+def _check_apart(folder: Path, kinds: dict[str, str], backend: Any, name: Any) -> None:
+    """The engines of ``kinds`` that answer beside the control, then those that never
+    answer on their own (``backend(n)`` the --backend spec, ``name(n)`` its name)."""
+    for hangs in (False, True):
+        names = [backend(n) for n in kinds if (n in HANGS) == hangs]
+        code, doc, out = check(folder / str(hangs), names, control=not hangs,
+                               limits=HANG_LIMITS if hangs else HONEST_LIMITS, plots=not hangs)
+        assert code == 1, out
+        assert_classified(doc, _kinds(kinds, hangs, name), out, control=not hangs)
+
+
 @pytest.mark.slow
 def test_served_hostile_adapters_fail_classified_over_cmd(tmp_path: Path) -> None:
     serve = f"{sys.executable} -m resverify.impl.serve"
-    for hangs in (False, True):
-        names = [f"cmd:{serve} tests.hostile_backends:{n}" for n in CMD_KINDS
-                 if (n in HANGS) == hangs]
-        code, doc, out = check(tmp_path / str(hangs), names, control=not hangs,
-                               limits=HANG_LIMITS if hangs else HONEST_LIMITS, plots=not hangs)
-        assert code == 1, out
-        assert_classified(doc, _kinds(CMD_KINDS, hangs), out, control=not hangs)
+    _check_apart(tmp_path, CMD_KINDS, lambda n: f"cmd:{serve} tests.hostile_backends:{n}",
+                 lambda n: getattr(hb, n).name)
 
 
 @pytest.mark.slow
 def test_engines_breaking_the_protocol_fail_classified(tmp_path: Path) -> None:
     script = ROOT / "tests" / "hostile_backends.py"
-    for hangs in (False, True):
-        names = [f"cmd:{sys.executable} {script} {mode}" for mode in PROTOCOL_BREAKERS
-                 if (mode in HANGS) == hangs]
-        code, doc, out = check(tmp_path / str(hangs), names, control=not hangs,
-                               limits=HANG_LIMITS if hangs else HONEST_LIMITS, plots=not hangs)
-        assert code == 1, out
-        assert_classified(doc, _kinds(PROTOCOL_BREAKERS, hangs,
-                                      lambda m: f"engine-{m.replace('_', '-')}"),
-                          out, control=not hangs)
+    _check_apart(tmp_path, PROTOCOL_BREAKERS, lambda m: f"cmd:{sys.executable} {script} {m}",
+                 lambda m: f"engine-{m.replace('_', '-')}")
