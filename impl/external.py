@@ -116,6 +116,9 @@ class ExternalBackend:
         except BackendFault:
             self.close()
             raise
+        except BaseException:  # a time limit or Ctrl-C struck mid-exchange: the engine is
+            self.close()  # in an unknown state, and nothing may be left running
+            raise
 
     def close(self) -> None:
         """Kill the engine and everything it started; reap it. Safe to call twice."""

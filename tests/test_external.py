@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
 import sys
 import time
 from pathlib import Path
@@ -205,6 +206,32 @@ def test_timed_out_engine_leaves_no_process_behind(tmp_path: Path) -> None:
     finally:
         backend.close()
     assert backend.pid is None
+
+
+class _Struck(BaseException):
+    """A test's time limit (pytest-timeout's, the suite's ExampleTimeout) striking."""
+
+
+def test_an_exchange_cut_short_by_a_time_limit_leaves_no_process_behind(tmp_path: Path) -> None:
+    """The engine never answers; the suite's own limit strikes first (a BaseException from
+    a signal, as pytest-timeout raises it): the engine is killed, not left to sleep a day."""
+    backend = ExternalBackend(engine(tmp_path, HANG), timeout=PATIENT)
+
+    def strike(signum: int, frame: object) -> None:
+        raise _Struck
+
+    previous = signal.signal(signal.SIGALRM, strike)
+    try:
+        first = backend.pid
+        assert first is not None, "the engine was started"
+        signal.setitimer(signal.ITIMER_REAL, SHORT)
+        with pytest.raises(_Struck):
+            backend.run(linear_block_request())
+        assert gone(first) and backend.pid is None, f"engine {first} left running"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        backend.close()
 
 
 def test_a_slow_start_is_not_a_timeout_but_a_slow_request_is(tmp_path: Path) -> None:
