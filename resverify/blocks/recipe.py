@@ -1,0 +1,233 @@
+"""Block recipes: what a shipped residual module declares about itself, as data.
+
+Why data and not code: the laws of :mod:`resverify.blocks.laws` hold for *every* residual
+block, so what differs between ``nn.TransformerEncoderLayer``, a Hugging Face decoder layer
+and a ResNet block is only *where* its parts live. A recipe names those parts; the laws
+read them; a later step reads the same names to trace the block into the exact IR (every
+parameter an input, every random mask lifted to an input). A recipe never downloads
+weights: its factory builds the module from a tiny config.
+
+The API, for whoever writes catalog entries (``resverify/blocks/catalog/*.py``)::
+
+    Recipe(
+        name="torch.TransformerEncoderLayer(pre)",       # unique, shown in every message
+        factory=lambda dtype: nn.TransformerEncoderLayer(16, 2, 32, 0.0, batch_first=True,
+                                                         norm_first=True, dtype=dtype),
+        sites=(Site(...), Site(...)),                    # the residual sites, in order
+        shape=("batch", "seq", 16),                      # the input x; the two words are drawn
+        dtypes=("float64", "float32", "bfloat16", "float16"),  # the dtypes the block claims
+        stream_dtype=None,                               # None: the stream is in the dtype checked
+        context={"memory": ("batch", "seq", 16)},        # extra inputs (drawn like x), optional
+        call=None,                                       # None: module(x, **context)
+        modes=("eval", "train"),
+    )
+
+``factory(dtype)`` returns the module with its parameters in ``dtype`` (a block with a
+float32 stream and bfloat16 branches builds exactly that for ``dtype="bfloat16"`` and
+declares ``stream_dtype="float32"``); the caller seeds torch's generator before calling it.
+``call(module, x, context)`` runs the block and returns the output stream as one tensor
+(unwrap a tuple there).
+
+One :class:`Site` per residual sum, in the order the block computes them. The stream
+entering site ``i`` is ``s``; the site computes ``z = shortcut(s) + alpha * D(F(s))`` and
+its exit ``post(act(z))``, where
+
+- ``branch`` is F, evaluated alone through the module's own submodules: either a callable
+  ``branch(module, s, context) -> tensor`` or a tuple of submodule names applied in order.
+  It returns the update *before* drop path (``D``, which the laws lift: they read the
+  realised mask off the drop-path submodules) and *after* any LayerScale γ;
+- ``zero`` names the parameters whose zeroing makes F ≡ 0 (the branch's last layer);
+- ``scale`` names the LayerScale γ (or α) parameter inside F, None if there is none, and
+  ``scale_init`` the value the factory gave the constructor for it;
+- ``norm`` is the placement, ``"pre"`` (``norms[0]`` reads ``s`` inside F), ``"post"``
+  (``norms`` are applied to ``z`` in order: ``post``) or ``"none"``;
+- ``drop_path`` names the drop-path / stochastic-depth submodules of the site, whose drop
+  probability is the attribute ``drop_prob_attr`` (``drop_prob`` in timm, ``p`` in
+  torchvision);
+- ``shortcut`` is ``"identity"`` or the name of the projection submodule;
+- ``activation`` names an activation applied after the sum (``"relu"``: ResNet), or None;
+- ``alpha`` is the constant the block multiplies F by (1 for all shipped blocks here);
+- ``exact`` says the block's sum is one rounding of the same F (then the decomposition is
+  judged bitwise); False judges it within the merge's rounding budget instead.
+
+The laws observe the stream between sites with forward hooks: site 0 enters with the
+block's input, a later pre-norm site with what its ``norms[0]`` reads, and a site after a
+post-norm site with what that site's last norm returns. :func:`validate` refuses a recipe
+whose later site cannot be observed that way, and any name the module lacks, with one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from resverify.spec.errors import UsageError
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+__all__ = [
+    "ACTIVATIONS",
+    "DTYPES",
+    "MODES",
+    "NORMS",
+    "Branch",
+    "Recipe",
+    "Site",
+    "validate",
+]
+
+DTYPES = ("float64", "float32", "bfloat16", "float16")
+"""The dtypes a block may claim, widest first."""
+MODES = ("eval", "train")
+NORMS = ("pre", "post", "none")
+ACTIVATIONS = ("relu",)
+"""Activations a site may apply after its sum (evaluated with ``torch.relu``)."""
+
+Branch: TypeAlias = "Callable[[nn.Module, torch.Tensor, Mapping[str, torch.Tensor]], torch.Tensor] | tuple[str, ...]"  # noqa: E501
+Dims: TypeAlias = tuple[int | str, ...]
+
+
+def _choose(value: str | None, known: tuple[str, ...], what: str) -> None:
+    if value is not None and value not in known:
+        raise UsageError(f"{what} {value!r} is not one of {list(known)}")
+
+
+@dataclass(frozen=True)
+class Site:
+    """One residual sum of a block: ``exit = post(act(shortcut(s) + alpha * D(F(s))))``."""
+
+    label: str
+    branch: Branch
+    zero: tuple[str, ...]
+    norm: str = "pre"
+    norms: tuple[str, ...] = ()
+    scale: str | None = None
+    scale_init: float | None = None
+    drop_path: tuple[str, ...] = ()
+    drop_prob_attr: str = "drop_prob"
+    shortcut: str = "identity"
+    activation: str | None = None
+    alpha: float = 1.0
+    exact: bool = True
+
+    def __post_init__(self) -> None:
+        _choose(self.norm, NORMS, f"site {self.label!r}: norm placement")
+        _choose(self.activation, ACTIVATIONS, f"site {self.label!r}: activation")
+        if not self.zero:
+            raise UsageError(f"site {self.label!r}: zero names no parameter; name the "
+                             "parameters whose zeroing makes the branch 0")
+        if self.norm != "none" and not self.norms:
+            raise UsageError(f"site {self.label!r}: a {self.norm}-norm site names no norm "
+                             "submodule (norms=...)")
+        if self.scale_init is not None and self.scale is None:
+            raise UsageError(f"site {self.label!r}: scale_init without scale")
+
+    def evaluate(self, module: nn.Module, s: torch.Tensor,
+                 context: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """F(s) through the module's own submodules (before drop path)."""
+        if callable(self.branch):
+            return self.branch(module, s, context)
+        out = s
+        for name in self.branch:
+            out = module.get_submodule(name)(out)
+        return out
+
+    def names(self) -> list[tuple[str, str]]:
+        """Every ``(kind, name)`` the site refers to, kind ``parameter`` or ``submodule``."""
+        params = [*self.zero, *([self.scale] if self.scale else [])]
+        subs = [*self.norms, *self.drop_path,
+                *([self.shortcut] if self.shortcut != "identity" else []),
+                *(self.branch if isinstance(self.branch, tuple) else ())]
+        return [("parameter", p) for p in params] + [("submodule", s) for s in subs]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A block: how to build it, how to call it, which dtypes it claims, its sites in order."""
+
+    name: str
+    factory: Callable[[torch.dtype], nn.Module]
+    sites: tuple[Site, ...]
+    shape: Dims = ("batch", "seq", 16)
+    dtypes: tuple[str, ...] = DTYPES
+    stream_dtype: str | None = None
+    context: Mapping[str, Dims] = field(default_factory=dict)
+    call: Callable[[nn.Module, torch.Tensor, Mapping[str, torch.Tensor]], torch.Tensor] | None \
+        = None
+    modes: tuple[str, ...] = MODES
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        where = f"recipe {self.name!r}"
+        if not self.sites:
+            raise UsageError(f"{where}: no residual site")
+        for dtype in (*self.dtypes, *([self.stream_dtype] if self.stream_dtype else [])):
+            _choose(dtype, DTYPES, f"{where}: dtype")
+        for mode in self.modes:
+            _choose(mode, MODES, f"{where}: mode")
+        for dims in (self.shape, *self.context.values()):
+            bad = [d for d in dims if not (isinstance(d, int) and d > 0)
+                   and d not in ("batch", "seq")]
+            if bad or not dims or dims[0] != "batch":
+                raise UsageError(f"{where}: shape {list(dims)} must start with 'batch' and hold "
+                                 "positive sizes or 'seq'")
+
+    def run(self, module: nn.Module, x: torch.Tensor,
+            context: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The block's output stream for input ``x``."""
+        if self.call is not None:
+            return self.call(module, x, context)
+        out = module(x, **context)
+        if not _is_tensor(out):
+            raise UsageError(f"recipe {self.name!r}: the module returned "
+                             f"{type(out).__name__}, not a tensor; give the recipe a call= "
+                             "that returns the output stream")
+        return out  # type: ignore[no-any-return,unused-ignore]
+
+
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
+def _missing(module: nn.Module, kind: str, name: str) -> bool:
+    if kind == "parameter":
+        return name not in dict(module.named_parameters())
+    try:
+        module.get_submodule(name)
+    except AttributeError:
+        return True
+    return False
+
+
+def _observable(recipe: Recipe, index: int) -> bool:
+    """Whether the stream entering site ``index`` can be read off a hook (see module doc)."""
+    return index == 0 or recipe.sites[index].norm == "pre" or \
+        recipe.sites[index - 1].norm == "post"
+
+
+def validate(recipe: Recipe, module: nn.Module) -> None:
+    """Refuse a recipe that names what ``module`` lacks, with one line naming it.
+
+    >>> validate(recipe, module)  # doctest: +SKIP
+    UsageError: recipe 'torch.TransformerEncoderLayer(pre)': site 1 names parameter
+    'linear3.weight', which the module lacks
+    """
+    where = f"recipe {recipe.name!r}"
+    for i, site in enumerate(recipe.sites):
+        for kind, name in site.names():
+            if _missing(module, kind, name):
+                raise UsageError(f"{where}: site {i} names {kind} {name!r}, which the module "
+                                 "lacks")
+        for name in site.drop_path:
+            if not hasattr(module.get_submodule(name), site.drop_prob_attr):
+                raise UsageError(f"{where}: site {i}'s drop-path submodule {name!r} has no "
+                                 f"attribute {site.drop_prob_attr!r} (drop_prob_attr=...)")
+        if not _observable(recipe, i):
+            raise UsageError(f"{where}: site {i} ({site.label}) has no pre-norm and follows a "
+                             "site without a post-norm, so the stream entering it cannot be "
+                             "observed; split the block into recipes of one site each")
