@@ -16,7 +16,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from resverify.reports.cmd_replay import FailedElement, failed_element
+from resverify.reports.failure_card import FailedElement, failed_element
 from resverify.reports.markdown import citation, short_note
 from resverify.reports.matrix import cell_text
 

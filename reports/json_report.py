@@ -148,7 +148,7 @@ def claim_entry(raw: Mapping[str, Any], backend: str) -> dict[str, Any]:
     ``expected``/``observed``/``exact_status`` are the exact side, ``backends`` each
     backend's side, ``status`` the overall verdict (:func:`resverify.spec.claims.overall_status`);
     entries of one claim on several backends merge with
-    :func:`resverify.reports.claim_source.merge_claims`.
+    :func:`resverify.cli.claim_source.merge_claims`.
     """
     section, english = raw.get("section"), raw.get("section_en")
     note = raw.get("note")

@@ -323,7 +323,7 @@ def with_table_ops(schema: Mapping[str, Any]) -> dict[str, Any]:
     :data:`~resverify.spec.ops.OP_TABLE`: the op names (sorted), a node's argument count
     (the fewest and most any op takes), its attribute fields, and for each attribute the
     ops that require it (and that every other op refuses it). The shipped schema must
-    equal its own regeneration (``tests/test_protocol.py``): a new op changes the
+    equal its own regeneration (``tests/spec/test_protocol.py``): a new op changes the
     published protocol, and this says how."""
     out: dict[str, Any] = json.loads(json.dumps(schema))
     defs = out["$defs"]

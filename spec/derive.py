@@ -7,7 +7,7 @@ primitives over one real symbol per element (each op's ``symbolic`` form in its 
 let SymPy differentiate it into the Jacobian of
 the flattened output with respect to each flattened argument, and form the VJP
 ``J_iᵀ ȳ`` (reverse mode) and the JVP ``Σ_i J_i t_i`` (forward mode, one tangent symbol
-per argument element). ``tests/test_derive.py`` and ``tests/test_ops.py`` feed the same
+per argument element). ``tests/spec/test_derive.py`` and ``tests/spec/test_ops.py`` feed the same
 symbols to the hand-written rules of :mod:`resverify.spec.ops` and ask SymPy whether the
 two agree.
 

@@ -24,7 +24,7 @@ Two classes stay outside the root on purpose, because neither may be an
 ``Exception`` and every subclass of :class:`ResverifyError` is one:
 ``resverify.properties.plugin.ExampleTimeout`` is a ``BaseException`` (like
 ``KeyboardInterrupt``) so that neither Hypothesis nor an ``except Exception`` catches a
-test that ran out of time, and ``resverify.reports.runner.Interrupted`` is a
+test that ran out of time, and ``resverify.cli.runner.Interrupted`` is a
 ``KeyboardInterrupt`` so that SIGTERM ends a run the way Ctrl-C does.
 
 A backend's typed *answers* (``shape_mismatch``, ``unsupported``, ``backend_error``) are not
@@ -93,7 +93,7 @@ class InvalidDocument(InvalidInput):
     ``"resverify"`` header or another format version, the wrong ``kind``, a field the
     schema refuses, a number not spelt exactly, an array whose data does not fill its shape.
 
-    Raised by ``resverify.spec.codec`` and ``resverify.reports.cmd_replay`` (a test
+    Raised by ``resverify.spec.codec`` and ``resverify.cli.replay`` (a test
     vector's record). ``resverify.impl.external`` turns one in an engine's answer into a
     :class:`BadResult`.
     """

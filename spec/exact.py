@@ -14,7 +14,7 @@ gradient and the output tangent is the result's ``slack``; it is exactly 0 for p
 without ``tanh`` or a norm.
 
 The VJP rules are written by hand beside each forward rule in :mod:`resverify.spec.ops`;
-:mod:`resverify.spec.derive` derives the same rules with SymPy and ``tests/test_derive.py``
+:mod:`resverify.spec.derive` derives the same rules with SymPy and ``tests/spec/test_derive.py``
 proves they agree.
 """
 

@@ -2,7 +2,7 @@
 in the tangent that a particular forward-mode property exists to catch.
 
 The reverse mode of each is the reference's (right), so a property that catches one
-catches it through the output tangent ``J·t`` alone. ``tests/test_meta_jvp.py`` proves
+catches it through the output tangent ``J·t`` alone. ``tests/meta/test_meta_jvp.py`` proves
 that every forward-mode property of ``properties/test_jvp.py`` catches a bug, drawing the
 bug from the catalog's forward-mode mutants (:mod:`tests.mutants.forward`)
 wherever the catalog plants it, and from here otherwise. These three are not catalog

@@ -2,7 +2,7 @@
 of pre-norm and post-norm streams, and numerical slips inside a norm.
 
 Each plants one realistic bug in the reference (:class:`tests.broken_backends.Reference`);
-``tests/test_meta_norm.py`` proves that a property of ``properties/test_norm.py`` catches
+``tests/meta/test_meta_norm.py`` proves that a property of ``properties/test_norm.py`` catches
 it. Wiring bugs rewrite the program the way a model author might have miswired it, then
 run the reference on it; numerical bugs replace the norm node's reference rule. They are
 ordinary backends: ``pytest properties --backend tests.broken_norm_backends:NormTwice``.

@@ -2,7 +2,7 @@
 
 Both run as fresh interpreters (subprocesses of this one), interleaved. The row is a cost:
 how many times the bare interpreter's start-up the command's help takes. The listed heavy
-libraries must not be imported for it (``tests/test_perf_startup.py`` checks that).
+libraries must not be imported for it (``tests/cli/test_perf_startup.py`` checks that).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from tools.bench_timing import Row, interleaved
 
 SECTION = "startup"
-HELP = ("import contextlib, io; from resverify.reports.cli import main\n"
+HELP = ("import contextlib, io; from resverify.cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()): main(['--help'])")
 
 
@@ -30,4 +30,4 @@ def rows(quick: bool = False) -> list[Row]:
                 "resverify --help", timing.seconds["pass"], timing.seconds["help"], ratio,
                 unit="x baseline",
                 note="imports none of sympy, torch, jax, tensorflow, matplotlib "
-                     "(tests/test_perf_startup.py)")]
+                     "(tests/cli/test_perf_startup.py)")]

@@ -78,7 +78,7 @@ def _per_call(names: dict[str, str], quick: bool) -> list[Row]:
 
 def _check(backend: str, folder: Path, workers: str) -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "resverify.reports.cli", "check", "--backend",
+    subprocess.run([sys.executable, "-m", "resverify.cli.main", "check", "--backend",
                     backend, "--profile", "ci", "--no-claims", "-n", workers,
                     "--report-dir", str(folder / "report")],
                    capture_output=True, timeout=3600, check=False)

@@ -41,10 +41,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tools.* as a script
 
+from resverify.cli.runner import Interrupted, pytest_command
 from resverify.impl import resolve_backend
 from resverify.properties.stats import FALSE_ALARM
 from resverify.reports import known_failures
-from resverify.reports.runner import Interrupted, pytest_command
 from resverify.spec.errors import ResverifyError
 from tools.mutant_runs import Command, Job, run_children
 

@@ -1,7 +1,7 @@
 """Run the property suite against mutants, one child pytest per mutant, several at once.
 
 Each mutant is checked by the same child pytest as ``resverify check`` (the command line
-of :func:`resverify.reports.runner.pytest_command`, records read back through
+of :func:`resverify.cli.runner.pytest_command`, records read back through
 pytest-reportlog) with two additions: ``-x``, so a run stops at the suite's first
 failure, and :mod:`tools.mutant_child`, which drops Hypothesis' shrink phase
 (the examples generated, and so the verdict, are those of the profile; only the time
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from resverify.reports.runner import RecordTail, SuiteRun, pytest_command, stop_group
+from resverify.cli.runner import RecordTail, SuiteRun, pytest_command, stop_group
 
 __all__ = ["Command", "Job", "MutantRun", "mutant_command", "outcome", "run_children",
            "run_mutants"]

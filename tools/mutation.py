@@ -16,7 +16,7 @@ Why a venv of its own: mutmut and its terminal UI stay out of the project's venv
 
     .venv/bin/python tools/mutation.py                       # compare, budget, rounding
     .venv/bin/python tools/mutation.py --suite exact         # or ops, impl, enclosure: see SUITES
-    .venv/bin/python tools/mutation.py --module spec/exact.py --test tests/test_exact.py
+    .venv/bin/python tools/mutation.py --module spec/exact.py --test tests/spec/test_exact.py
 
 Prints the score (killed / mutants that ran) by module and every survivor with its diff
 (``--out FILE`` writes them as JSON); exit 0. ``--survivors-of FILE`` re-runs only the
@@ -48,22 +48,24 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 MUTMUT = "mutmut==3.8.1"
 MODULES = ("spec/compare.py", "spec/budget.py", "spec/rounding.py")
-TESTS = ("tests/test_compare.py", "tests/test_budget.py", "tests/test_strength_spec.py")
+TESTS = ("tests/spec/test_compare.py", "tests/spec/test_budget.py",
+         "tests/spec/test_strength_spec.py")
 SUITES = {
     "budget": (MODULES, TESTS),
-    "exact": (("spec/exact.py",), ("tests/test_exact.py", "tests/test_jvp_exact.py",
-                                   "tests/test_norm_spec.py", "tests/test_strength_exact.py")),
-    "ops": (("spec/ops/*.py",), ("tests/test_exact.py", "tests/test_jvp_exact.py",
-                               "tests/test_ops.py", "tests/test_norm_spec.py",
-                               "tests/test_derive.py", "tests/test_strength_exact.py",
-                               "tests/test_strength_ops.py",
-                               "tests/test_strength_budget_rules.py")),
+    "exact": (("spec/exact.py",), ("tests/spec/test_exact.py", "tests/spec/test_jvp_exact.py",
+                                   "tests/spec/test_norm_spec.py",
+                                   "tests/spec/test_strength_exact.py")),
+    "ops": (("spec/ops/*.py",), ("tests/spec/test_exact.py", "tests/spec/test_jvp_exact.py",
+                               "tests/spec/test_ops.py", "tests/spec/test_norm_spec.py",
+                               "tests/spec/test_derive.py", "tests/spec/test_strength_exact.py",
+                               "tests/spec/test_strength_ops.py",
+                               "tests/spec/test_strength_budget_rules.py")),
     "impl": (("impl/tensor.py", "impl/ops.py", "impl/numpy_backend.py"),
-             ("tests/test_reference.py", "tests/test_jvp_reference.py",
-              "tests/test_strength_impl.py")),
+             ("tests/impl/test_reference.py", "tests/impl/test_jvp_reference.py",
+              "tests/impl/test_strength_impl.py")),
     "enclosure": (("spec/enclosure.py", "spec/ball.py"),
-                  ("tests/test_perf_enclosure.py", "tests/test_variance_budget.py",
-                   "tests/test_strength_enclosure.py")),
+                  ("tests/spec/test_perf_enclosure.py", "tests/spec/test_variance_budget.py",
+                   "tests/spec/test_strength_enclosure.py")),
 }
 """Named module and test selections (``--suite``): the tests chosen are those that exercise
 the modules and run in seconds, since mutmut runs them once per mutant (``enclosure``

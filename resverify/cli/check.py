@@ -1,7 +1,7 @@
 """``resverify check``: the main job. Claims, then the property suite, then the reports.
 
 The claim checker runs in this process; the property suite runs under pytest in a child
-process (see :mod:`resverify.reports.runner`), so pytest's own options keep working
+process (see :mod:`resverify.cli.runner`), so pytest's own options keep working
 (``-n``, ``--junitxml``, and anything after ``--``). The three report files are written
 atomically, and they are written whatever happens: a failed, crashed or interrupted run
 (Ctrl-C once or twice, SIGTERM) still leaves a valid report of what finished, with
@@ -12,7 +12,7 @@ The parts: the command line is checked once into a :class:`_Request` (backends r
 profile known, report folder writable); the claims and the suite's records gather in an
 :class:`_Evidence`; :func:`document` makes the report from the two at any moment. Every
 setting reaches pytest as one of its options, and pytest's records come back through
-pytest-reportlog (:mod:`resverify.reports.runner`).
+pytest-reportlog (:mod:`resverify.cli.runner`).
 
 A verdict needs evidence: a backend on which no example ran is ``nothing checked``, never
 ``passed``, and the run exits 1 unless ``--allow-nothing-checked`` is given.
@@ -40,13 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from resverify.impl import Backend, resolve_backend
-from resverify.impl.registry import BUILTIN
-from resverify.properties.profiles import PROFILES, shrink_limit
-from resverify.reports import json_report, known_failures
-from resverify.reports.atomic import write_bytes, write_text
-from resverify.reports.claim_source import ClaimRun, run_claims
-from resverify.reports.runner import (
+from resverify.cli.claim_source import ClaimRun, run_claims
+from resverify.cli.runner import (
     DEFAULT_TARGET,
     Interrupted,
     Progress,
@@ -55,6 +50,11 @@ from resverify.reports.runner import (
     run_suite,
     stop_group,
 )
+from resverify.impl import Backend, resolve_backend
+from resverify.impl.registry import BUILTIN
+from resverify.properties.profiles import PROFILES, shrink_limit
+from resverify.reports import json_report, known_failures
+from resverify.reports.atomic import write_bytes, write_text
 from resverify.spec import UsageError
 
 NAME = "check"

@@ -1,6 +1,6 @@
 """Run the claim checker for the report, so that a broken checker cannot hide the suite.
 
-The checker is :func:`resverify.reports.cmd_claims.collect_claims` (``backend_name -> list[dict]``
+The checker is :func:`resverify.cli.claims.collect_claims` (``backend_name -> list[dict]``
 of :func:`resverify.spec.claims.outcome_dict` data: ``id``, ``source``, ``section``, ``statement``,
 the exact side ``expected``/``observed``/``exact_status``, the backend's side under
 ``backends``, ``status``, ``note``). It runs once per backend; the entries of one claim
@@ -23,7 +23,7 @@ __all__ = ["ClaimRun", "find_checker", "merge_claims", "run_claims"]
 
 Checker = Callable[..., list[dict[str, Any]]]
 """``checker(name)``; one with an ``on_claim`` parameter is also told of each claim as it
-begins (:data:`resverify.reports.cmd_claims.OnClaim`)."""
+begins (:data:`resverify.cli.claims.OnClaim`)."""
 Progress = Callable[[str, int, int, str], None]
 """Told ``(backend as shown, k, total, claim id)`` as each claim begins."""
 
@@ -37,7 +37,7 @@ class ClaimRun:
 
 def find_checker() -> Checker:
     """The project's claim checker (imported here, so its import errors are reported)."""
-    from resverify.reports.cmd_claims import collect_claims
+    from resverify.cli.claims import collect_claims
 
     return collect_claims
 

@@ -2,7 +2,7 @@
 one result.
 
 ``resverify check`` runs the property suite with pytest-reportlog (``--report-log FILE``)
-and loads this module into that run (``-p resverify.reports.collector``). pytest-reportlog
+and loads this module into that run (``-p resverify.cli.collector``). pytest-reportlog
 writes and flushes one JSON record a line as each phase of each test ends, so when
 pytest is interrupted or dies the parent still knows exactly what finished; the last
 record, ``SessionFinish``, is only there when pytest reached the end of its session.

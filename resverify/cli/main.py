@@ -1,9 +1,9 @@
 """The ``resverify`` command.
 
-Each subcommand is a module ``reports/cmd_*.py`` with ``NAME``, ``HELP``,
-``add_arguments(parser)`` and ``run(args) -> int``; every such module is a command
-(found by :func:`commands`, listed in ``ORDER`` first, the rest by name). A command
-module imports its heavy libraries inside ``run``, so ``resverify --help`` stays light.
+Each subcommand is a module of this package (``resverify/cli/check.py``, ...) with
+``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``, listed in
+:data:`COMMANDS` in the order ``--help`` shows them. A command module imports its heavy
+libraries inside ``run``, so ``resverify --help`` stays light.
 
 Exit codes: 0 everything passed, 1 something failed, 2 a usage error (bad option,
 unknown backend, unreadable file), always with a one-line message and no traceback.
@@ -16,25 +16,20 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import pkgutil
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from resverify import reports
 from resverify.spec.errors import ResverifyError
 
-ORDER = ("check", "run", "replay", "claims")
-"""Commands listed first in ``--help``, in this order; any other ``cmd_*`` module follows."""
+COMMANDS = ("check", "run", "replay", "claims", "backends", "vectors")
+"""The commands, each the module ``resverify.cli.<name>``, in the order ``--help`` lists them."""
 DEFAULT_COMMAND = "check"
 
 
 def commands() -> tuple[ModuleType, ...]:
-    """Every ``resverify.reports.cmd_*`` module, in ``ORDER`` then by name."""
-    names = sorted(m.name[len("cmd_"):] for m in pkgutil.iter_modules(reports.__path__)
-                   if m.name.startswith("cmd_"))
-    names.sort(key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER))
-    return tuple(importlib.import_module(f"resverify.reports.cmd_{n}") for n in names)
+    """The command modules, in :data:`COMMANDS` order."""
+    return tuple(importlib.import_module(f"resverify.cli.{name}") for name in COMMANDS)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -10,7 +10,7 @@ on.
 One channel carries the run back: pytest-reportlog's ``--report-log`` file, one JSON
 record a line, written and flushed as each phase of each test ends
 (``SessionStart``, ``TestReport`` for setup, call and teardown, ``SessionFinish`` with
-pytest's exit status). :mod:`resverify.reports.collector`, loaded into the child, adds
+pytest's exit status). :mod:`resverify.cli.collector`, loaded into the child, adds
 what pytest-reportlog does not say by itself (how many tests were collected, which
 test's process died). This module tails that file into a :class:`SuiteRun` that the
 caller can read at any moment, shows progress on a terminal and returns what finished,
@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from resverify.reports.collector import COLLECTED, interrupted_while_shrinking, summarize
+from resverify.cli.collector import COLLECTED, interrupted_while_shrinking, summarize
 
 __all__ = ["Interrupted", "Progress", "RecordTail", "SuiteRun", "keep_shrinking",
            "pytest_command", "read_states", "run_suite", "stop_group"]
@@ -128,7 +128,7 @@ def pytest_command(*, report_log: Path, backends: Sequence[str], profile: str, s
     plugin = ["-p", SUITE_PLUGIN] if own_suite else []
     cmd = [sys.executable, "-m", "pytest", *target, *plugin, "-q", "-p", "no:cacheprovider",
            "-p", "pytest_reportlog", f"--report-log={report_log}",
-           "-p", "resverify.reports.collector",
+           "-p", "resverify.cli.collector",
            f"--hypothesis-profile={profile}", f"--hypothesis-seed={seed}",
            f"--vector-dir={vector_dir}"]
     cmd += [f"--backend={name}" for name in backends]

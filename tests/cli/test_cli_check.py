@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
-from test_report_fakes import write_fake_suite
 
-from resverify.reports.cli import main
-from resverify.reports.runner import Progress, SuiteRun, keep_shrinking, read_states
+from resverify.cli.main import main
+from resverify.cli.runner import Progress, SuiteRun, keep_shrinking, read_states
+from tests.reports.fakes import write_fake_suite
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
@@ -167,7 +167,7 @@ def test_status_line_is_cleared_when_ctrl_c_stops_the_run(
     def interrupted_claims(backends: object, **kwargs: object) -> NoReturn:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("resverify.reports.cmd_check.run_claims", interrupted_claims)
+    monkeypatch.setattr("resverify.cli.check.run_claims", interrupted_claims)
     assert main(["check", "--report-dir", "out"]) == 1
     text = terminal.getvalue()
     shown = text.index("checking claims on numpy")
@@ -231,7 +231,7 @@ def test_ctrl_c_while_shrinking_keeps_the_counterexample_as_a_failure(tmp_path: 
 
 def test_claims_phase_counts_each_claim_on_the_status_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from resverify.reports import cmd_claims
+    from resverify.cli import claims as cmd_claims
     from resverify.spec.claims import CLAIMS
 
     subset = tuple(c for c in CLAIMS if c.id in ("S10", "S24", "S30"))
@@ -257,7 +257,7 @@ def test_interrupt_during_the_claims_says_no_property_ran(
     def interrupted_claims(backends: object, **kwargs: object) -> NoReturn:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("resverify.reports.cmd_check.run_claims", interrupted_claims)
+    monkeypatch.setattr("resverify.cli.check.run_claims", interrupted_claims)
     assert main(["check", "--report-dir", "out"]) == 1
     out = capsys.readouterr().out
     want = "numpy: nothing checked: interrupted before any property ran"
@@ -266,7 +266,7 @@ def test_interrupt_during_the_claims_says_no_property_ran(
 
 
 def test_summary_says_how_long_the_failures_shrank() -> None:
-    from resverify.reports.cmd_check import shrink_summary
+    from resverify.cli.check import shrink_summary
 
     props = [{"status": "failed", "examples": 37, "failed_after": 2, "shrink_seconds": 2.2},
              {"status": "failed", "examples": 60, "failed_after": 9, "shrink_seconds": 30.1},
@@ -279,7 +279,7 @@ def test_summary_says_how_long_the_failures_shrank() -> None:
 
 
 def test_stop_message_counts_the_test_kept_while_it_shrank(tmp_path: Path) -> None:
-    from resverify.reports.cmd_check import _stop_message
+    from resverify.cli.check import _stop_message
 
     suite, _ = _shrinking_suite(tmp_path / "status", None)
     suite.shrinking = read_states(tmp_path / "status")

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from resverify.reports.cli import main
+from resverify.cli.main import main
 from resverify.spec import dumps, loads_result
 from resverify.spec.fixtures import linear_block_request
 from resverify.spec.request import ResultError, Value
@@ -162,7 +162,7 @@ def test_run_decimal_prints_shortest_decimals_that_read_back_bit_for_bit(
 
 
 def test_run_decimal_keeps_signed_zeros_and_specials(capsys: pytest.CaptureFixture[str]) -> None:
-    from resverify.reports.cmd_run import decimal_array
+    from resverify.cli.run import decimal_array
 
     shown = decimal_array(np.array([-0.0, np.inf, -np.inf, np.nan, 0.1, 5e-324]))
     assert shown["data"] == ["-0.0", "inf", "-inf", "nan", "0.1", "5e-324"], shown
@@ -171,7 +171,7 @@ def test_run_decimal_keeps_signed_zeros_and_specials(capsys: pytest.CaptureFixtu
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
 def test_decimal_view_reads_back_bit_for_bit_in_every_dtype(dtype: str) -> None:
-    from resverify.reports.cmd_run import decimal_array
+    from resverify.cli.run import decimal_array
     from resverify.spec.codec import decode_array
     from resverify.spec.request import as_values
 

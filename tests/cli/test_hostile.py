@@ -14,7 +14,7 @@ the only possible outcome whatever the speed.
 The plots (a process per backend asking it for the plotted series) are drawn for the
 served adapters and the protocol-breaking engines of the slow tests, where a hostile
 backend in a plot must leave the report standing; the in-process run draws none
-(tests/test_report_plots.py keeps a backend that exits or raises in a plot in the default
+(tests/reports/test_report_plots.py keeps a backend that exits or raises in a plot in the default
 run).
 """
 
@@ -34,7 +34,7 @@ from resverify.reports.json_report import validate
 from tests import hostile_backends as hb
 from tests.hostile_backends import IN_PROCESS, PROTOCOL_BREAKERS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SELECT = ("float64 and (forward_and_gradients_match_spec_within_budget"
           " or (never_mutates and MutatesInputs))")
 """One test per backend (two for the mutating one): a crash restarts a worker, which costs."""
@@ -61,7 +61,7 @@ def check(folder: Path, backends: list[str], *extra: str, limits: tuple[str, str
     test_limit, exchange_limit = limits
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RESVERIFY_CMD_TIMEOUT": exchange_limit}
     env.pop("GITHUB_STEP_SUMMARY", None)
-    argv = [sys.executable, "-m", "resverify.reports.cli", "check", "--no-claims", "--timeout",
+    argv = [sys.executable, "-m", "resverify.cli.main", "check", "--no-claims", "--timeout",
             test_limit, "--report-dir", "out", *(["--backend", "numpy"] if control else []),
             *([] if plots else ["--no-plots"])]
     folder.mkdir(parents=True, exist_ok=True)

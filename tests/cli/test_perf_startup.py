@@ -12,7 +12,7 @@ HEAVY = ("sympy", "torch", "jax", "tensorflow", "matplotlib")
 
 PROBE = f"""
 import contextlib, io, sys
-from resverify.reports.cli import main
+from resverify.cli.main import main
 with contextlib.redirect_stdout(io.StringIO()) as out:
     code = main(sys.argv[1:])
 assert code == 0 and "resverify" in out.getvalue(), (code, out.getvalue())

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from resverify.cli.main import build_parser, main
 from resverify.impl import NumpyBackend
 from resverify.impl.backend import Capabilities
 from resverify.impl.registry import BUILTIN
-from resverify.reports.cli import build_parser, main
 from resverify.spec import Result, dumps
 from resverify.spec.fixtures import linear_block_request, stack_request
 from resverify.spec.ir import Input, Node, Program
@@ -249,7 +249,7 @@ def test_values_beyond_the_float_range_print_without_a_traceback(
 
 def test_piping_replay_into_head_ends_without_a_traceback(tmp_path: Path) -> None:
     vector = _vector(tmp_path, _wide_request())
-    command = [sys.executable, "-m", "resverify.reports.cli", "replay", vector, "--all"]
+    command = [sys.executable, "-m", "resverify.cli.main", "replay", vector, "--all"]
     with subprocess.Popen(command,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
         assert child.stdout is not None and child.stderr is not None

@@ -14,7 +14,7 @@ import pytest
 from resverify.impl import resolve_backend
 from resverify.spec import UsageError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 REQUEST = "examples/request.json"
 
 

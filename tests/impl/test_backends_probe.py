@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
+from resverify.cli.main import main
 from resverify.impl import external
-from resverify.reports.cli import main
 from resverify.spec.ir import OPS
 from tests.hostile_backends import NEVER
-from tests.test_c_engine import build
+from tests.impl.test_c_engine import build
 
 SERVED_NUMPY = f"cmd:{shlex.join([sys.executable, '-m', 'resverify.impl.serve', 'numpy'])}"
 OLD_HELLO = '{"resverify": 1, "kind": "capabilities", "dtypes": ["float64"], "ops": ["add"]}'

@@ -29,9 +29,9 @@ from resverify.spec import Input, Node, Program
 from resverify.spec.codec import validate_message
 from resverify.spec.fixtures import seed_cases
 from resverify.spec.request import Request, ResultError, Value
-from tests.test_jvp_adapters import SMOOTH, budget_misses, column_mismatches, smooth_request
+from tests.impl.test_jvp_adapters import SMOOTH, budget_misses, column_mismatches, smooth_request
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "engines" / "c" / "resverify_engine.c"
 BUG = "-DRESVERIFY_BUG_NORM_DETACHED"
 NORMS = ("layer_norm", "rms_norm")
@@ -166,7 +166,7 @@ def test_norm_properties_catch_the_c_engine_built_with_detached_norm_statistics(
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_c_engine_norms_are_within_budget_of_the_exact_output_gradients_and_tangent(
         c_engine: Path, dtype: str) -> None:
-    assert NORM_PROGRAMS, "no seeded program with a norm in tests.test_jvp_adapters.SMOOTH"
+    assert NORM_PROGRAMS, "no seeded program with a norm in tests.impl.test_jvp_adapters.SMOOTH"
     misses = {case: found for case, found in norm_misses(c_engine, dtype).items() if found}
     assert not misses, f"c-engine {dtype} outside the budget: {misses}"
 
@@ -248,7 +248,7 @@ def test_c_engine_norm_adds_eps_to_the_variance_or_mean_square(
 
 
 def test_c_engine_answers_the_documented_worked_exchange(c_engine: Path) -> None:
-    from tests.test_protocol import worked_exchange
+    from tests.spec.test_protocol import worked_exchange
 
     exchange = [line for _, line in worked_exchange()]
     pairs = list(zip(exchange[::2], exchange[1::2], strict=True))

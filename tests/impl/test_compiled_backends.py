@@ -1,6 +1,6 @@
 """The compiled variants compile once per program and dtype, and really run compiled code.
 
-The adapter tests (tests/test_adapters.py) check their answers; these check what makes
+The adapter tests (tests/impl/test_adapters.py) check their answers; these check what makes
 them compiled variants: the cache that keeps the suite from compiling every example, a
 code object per program (dynamo caches per code object), torch's graph count rising
 once per program, and the description naming the compiler.

@@ -27,7 +27,7 @@ from resverify.spec.fixtures import linear_block_request, stack_request
 from resverify.spec.request import Request, Result, ResultError, Value
 from tests.hostile_backends import NEVER
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SERVE = f"{shlex.quote(sys.executable)} -m resverify.impl.serve"
 
 # An engine that misbehaves ({behaviour}) on the first request it ever gets (a marker file

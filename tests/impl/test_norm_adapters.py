@@ -29,7 +29,7 @@ from resverify.spec.codec import request_from_dict
 
 pytestmark = pytest.mark.slow
 
-FINDINGS = Path(__file__).resolve().parent.parent / "docs" / "findings"
+FINDINGS = Path(__file__).resolve().parents[2] / "docs" / "findings"
 ROWS = np.array([[1.0, -2.0, 3.5, 0.5], [3.0, 3.0, 3.0, 3.25]])  # the second nearly constant
 W = np.array([[0.5, -1.0, 0.25, 0.0], [1.0, 0.5, -0.5, 0.25], [-0.25, 0.75, 1.0, 0.5],
               [0.0, 0.25, -0.5, 1.0]])

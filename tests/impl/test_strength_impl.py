@@ -1,8 +1,8 @@
 """Tests that pin what mutation testing found unpinned in the reference autograd.
 
 Each test here kills mutants of ``impl/tensor.py``, ``impl/ops.py`` or
-``impl/numpy_backend.py`` that survived ``tests/test_reference.py`` and
-``tests/test_jvp_reference.py`` (``tools/mutation.py``; figures in docs/strength.md §3).
+``impl/numpy_backend.py`` that survived ``tests/impl/test_reference.py`` and
+``tests/impl/test_jvp_reference.py`` (``tools/mutation.py``; figures in docs/strength.md §3).
 Through a :class:`~resverify.spec.request.Request` every array already has the request's
 dtype, so those tests never met what the Tensor API promises on its own: a tensor's
 gradient and tangent are in its own dtype (the reference never widens), an argument

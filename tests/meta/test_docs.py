@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
+from resverify.cli import main as cli
 from resverify.impl import Backend, resolve_backend
-from resverify.reports import cli, html, markdown
+from resverify.reports import html, markdown
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 ADAPTERS = REPO / "docs" / "adapters.md"
 COMMANDS = {module.NAME for module in cli.commands()}

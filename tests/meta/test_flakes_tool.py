@@ -16,14 +16,14 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from resverify.reports.runner import Interrupted, SuiteRun
+from resverify.cli.runner import Interrupted, SuiteRun
 from resverify.spec import dumps
 from resverify.spec.fixtures import linear_block_request
 from resverify.spec.request import Request
 from tests.installed import require_installed
 from tools.mutant_runs import Command, Job
 
-TOOL = Path(__file__).resolve().parent.parent / "tools" / "flakes.py"
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "flakes.py"
 
 
 def _tool() -> ModuleType:
@@ -131,7 +131,7 @@ def test_a_jax_child_given_that_environment_fills_the_cache(tmp_path: Path) -> N
     env = {**os.environ, **_tool().jax_cache_environment(["jax"], cache, {})}
     request = tmp_path / "request.json"
     request.write_text(dumps(linear_block_request()))
-    done = subprocess.run([sys.executable, "-m", "resverify.reports.cli", "run", str(request),
+    done = subprocess.run([sys.executable, "-m", "resverify.cli.main", "run", str(request),
                            "--backend", "jax"], env=env, capture_output=True, text=True,
                           timeout=120, check=False)
     assert done.returncode == 0, done.stderr

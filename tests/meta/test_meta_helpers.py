@@ -1,4 +1,4 @@
-"""The meta-test helpers of :mod:`tests.meta` can fail: a catch that is not one, a base
+"""The meta-test helpers of :mod:`tests.meta.runner` can fail: a catch that is not one, a base
 that is broken, and a catch list that leaves a broken backend out are each reported.
 
 The meta-tests are only as honest as these helpers; each check here is run on an input
@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from tests import broken_backends as bb
-from tests import meta
 from tests import mutants as catalog
+from tests.meta import runner as meta
 
 LAW = "output_and_gradients_are_affine_in_alpha"
 

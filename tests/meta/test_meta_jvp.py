@@ -6,8 +6,8 @@ naming the backend, as a broken law. The bugs come from the catalog's forward-mo
 (``catalog.*``, :mod:`tests.mutants.forward`) where the catalog plants them, else
 from :mod:`tests.broken_jvp_backends` (``bj.*``); for the duality, a reverse-mode bug of
 the catalog (a tangent and gradients that disagree show whichever side is wrong).
-``tests/test_meta_properties.py`` checks that each passes on the bug-free bases and that
-every property appears in some catch list; the running is :mod:`tests.meta`'s.
+``tests/meta/test_meta_properties.py`` checks that each passes on the bug-free bases and that
+every property appears in some catch list; the running is :mod:`tests.meta.runner`'s.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from resverify.impl.backend import Backend
 from tests import broken_jvp_backends as bj
 from tests import mutants as catalog
-from tests.meta import (
+from tests.meta.runner import (
     CATCH,
     CI_GENERATED,
     Catch,

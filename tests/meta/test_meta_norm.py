@@ -2,7 +2,7 @@
 numerical bug (tests/broken_norm_backends.py), and each broken backend is caught.
 
 The properties run exactly as the suite runs them (same strategies, same pinned
-examples), through :mod:`tests.meta`; ``tests/test_meta_properties.py`` also checks that
+examples), through :mod:`tests.meta.runner`; ``tests/meta/test_meta_properties.py`` also checks that
 every property passes on the bug-free bases and counts its examples.
 :data:`NORM_CATCHES` is the normalization part of the suite's catch list: every property
 of test_norm.py, and the variance and depth laws that run through a norm.
@@ -16,7 +16,7 @@ from resverify.impl.backend import Backend
 from tests import broken_backends as bb
 from tests import broken_norm_backends as bn
 from tests import mutants as catalog
-from tests.meta import (
+from tests.meta.runner import (
     CATCH,
     GENERATED_ONLY,
     Catch,

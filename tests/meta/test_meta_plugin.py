@@ -24,7 +24,7 @@ from resverify.spec.errors import UsageError
 from resverify.spec.ir import OPS, Input, Node, Program
 from tests import broken_backends as bb
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def child_pytest(*args: str, env: dict[str, str] | None = None

@@ -7,7 +7,7 @@ the mutant catalog (``catalog.*``) where the catalog plants it, else from
 :mod:`tests.broken_backends` (``bb.*``). Each property must also pass on the bug-free
 bases, so a catch is due to the planted bug, and every property must appear in some catch
 list (:data:`CATCHES`, ``NORM_CATCHES``, ``JVP_CATCHES``). The running is
-:mod:`tests.meta`'s.
+:mod:`tests.meta.runner`'s.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from resverify.properties.plugin import PropertyRun
 from resverify.properties.profiles import PROFILES
 from tests import broken_backends as bb
 from tests import mutants as catalog
-from tests.meta import (
+from tests.meta.runner import (
     CATCH,
     CI_GENERATED,
     CONTROL,
@@ -42,7 +42,7 @@ from tests.meta import (
     unplanted,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # (property, dtype, broken backend it must catch)
 CATCHES: list[Catch] = [
@@ -146,8 +146,8 @@ def test_every_example_of_a_property_is_counted(law: str) -> None:
 
 
 def test_every_property_has_a_broken_backend_it_catches() -> None:
-    from tests.test_meta_jvp import JVP_CATCHES  # they import this module: import here
-    from tests.test_meta_norm import NORM_CATCHES
+    from tests.meta.test_meta_jvp import JVP_CATCHES  # they import this module: import here
+    from tests.meta.test_meta_norm import NORM_CATCHES
 
     caught = {law for law, _, _ in CATCHES + NORM_CATCHES + JVP_CATCHES}
     missing = sorted(set(property_tests()) - caught)

@@ -123,7 +123,7 @@ def test_suite_records_the_first_counterexample_and_caps_shrinking_under_ci(
         tmp_path: Path) -> None:
     """A planted bug the ci profile finds among its generated examples, not its first:
     before the cap this test shrank 395 examples in 49 s."""
-    from test_meta_plugin import child_pytest
+    from tests.meta.test_meta_plugin import child_pytest
 
     junit = tmp_path / "junit.xml"
     done = child_pytest("--pyargs", "resverify.properties.test_strength_stacks", "-k",

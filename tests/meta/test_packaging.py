@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("spec", "impl", "properties", "reports")
 # one cheap property test: a single test, float64, the numpy reference
 CHEAP_PROPERTY = "results_have_declared_shapes_and_dtype and float64"
@@ -47,7 +47,7 @@ def crowd(folder: Path) -> Path:
         (folder / f"{name}.py").write_text(shadow.format(f"{name}.py"))
     (folder / "reports").mkdir()
     (folder / "reports" / "__init__.py").write_text(shadow.format("reports/"))
-    (folder / "reports" / "cli.py").write_text(shadow.format("reports/cli.py"))
+    (folder / "reports" / "cli.py").write_text(shadow.format("resverify/cli/main.py"))
     return folder
 
 
@@ -109,7 +109,7 @@ def test_claims_ignore_same_named_modules_in_the_working_folder(
         capsys: pytest.CaptureFixture[str]) -> None:
     """The crowded folder's ``resverify claims`` prints what the command prints here, in this
     process, beside no such module (one fresh interpreter, not two)."""
-    from resverify.reports.cli import main
+    from resverify.cli.main import main
 
     crowded = run_in(crowd(tmp_path / "work"), "claims")
     monkeypatch.chdir(tmp_path)

@@ -12,7 +12,7 @@ import pytest
 
 from tools.bench import main
 
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "bench.py"
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "bench.py"
 HEAVY = ("sympy", "torch", "jax", "tensorflow", "matplotlib")
 PROBE = f"""
 import contextlib, io, runpy, sys

@@ -7,7 +7,7 @@ import shlex
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def quick_start_commands() -> list[str]:

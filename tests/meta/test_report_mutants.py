@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from test_report_fakes import run_check
 
 from resverify.reports.json_report import validate
+from tests.reports.fakes import run_check
 from tools.mutants import score_document
 
 ENTRY = {"mutant": "AlphaSquared", "name": "mutant-alpha-squared", "bug_class": "alpha",

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from resverify.cli.runner import SuiteRun
 from resverify.impl import Backend
 from resverify.impl.numpy_backend import NumpyBackend
 from resverify.properties.assertions import differences, mutation, private_copy
@@ -30,7 +31,6 @@ from resverify.properties.test_jvp import (
     S17_T,
 )
 from resverify.reports.html import mutants_section
-from resverify.reports.runner import SuiteRun
 from resverify.spec.ir import Input, Program
 from resverify.spec.request import Request, Value, check_form
 from tests import mutants as catalog
@@ -196,6 +196,6 @@ def test_every_mutant_is_killed_under_the_ci_profile(tmp_path: Path) -> None:
 
 
 def test_strength_doc_lists_every_mutant_of_the_catalog() -> None:
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "strength.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "strength.md").read_text()
     missing = [m.__name__ for m in catalog.CATALOG if f"| `{m.__name__}` |" not in doc]
     assert not missing, f"docs/strength.md has no row for {missing}"

@@ -16,16 +16,16 @@ from typing import Any
 
 import pytest
 
+from resverify.cli.main import main
+from resverify.cli.runner import SuiteRun
 from resverify.properties.assertions import PropertyFailure
 from resverify.properties.plugin import INTERNAL_PREFIX, ExampleTimeout, failure_kind
-from resverify.reports.cli import main
 from resverify.reports.json_report import charged, validate
-from resverify.reports.runner import SuiteRun
 from resverify.spec.errors import BackendCrash
 from resverify.spec.fixtures import linear_block_request
 from tools.mutant_runs import outcome
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 SUITE = '''
 import pytest

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from resverify.cli.main import main
 from resverify.impl import Capabilities, NumpyBackend, resolve_backend
 from resverify.impl.registry import BUILTINS, CORE_OPS, ENTRY_POINT_GROUP, WITH_NORMS, plugins
-from resverify.reports.cli import main
 from resverify.spec import UsageError
 from tests.installed import require_installed
 
@@ -184,7 +184,7 @@ def test_a_plugin_with_a_builtin_name_is_listed_as_shadowed(
 
 
 def test_listing_imports_no_array_library() -> None:
-    code = ("import sys; from resverify.reports.cli import main; main(['backends']); "
+    code = ("import sys; from resverify.cli.main import main; main(['backends']); "
             "heavy = {'torch', 'jax', 'tensorflow', 'tinygrad', 'pytensor', 'autograd'}; "
             "print(sorted(heavy & set(sys.modules)))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

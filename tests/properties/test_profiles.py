@@ -8,7 +8,7 @@ from hypothesis import Phase
 
 from resverify.properties.profiles import PROFILES, SHRINK_LIMITS, shrink_limit
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_dev_profile_runs_a_handful_of_examples_and_fewer_than_ci() -> None:

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from resverify.cli.main import main
 from resverify.impl import Capabilities
 from resverify.properties.assertions import PropertyFailure
 from resverify.properties.laws_oracle import check_matches_spec
-from resverify.reports.cli import main
 from resverify.spec import Input, Node, Program, Request, Result, Value, dumps
 
 X = [-2.0, -0.0, 0.0, 1.5, -(2.0**-20), 3.0]

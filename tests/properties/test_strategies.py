@@ -384,7 +384,7 @@ def test_saved_vector_replays_the_same_request(tmp_path: object) -> None:
     assert replay_command(path, "mod:Attr") == f"resverify replay {path} --backend mod:Attr"
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def drawn_examples(profile: str, *args: str) -> tuple[list[str], str]:

@@ -160,14 +160,14 @@ def run_check(
         report_dir: str = "out") -> tuple[int, Path]:
     """``resverify check`` on the fake suite in ``root`` (the working directory), with the
     fake claim checker; returns (exit code, report folder)."""
-    from resverify.reports.cli import main
+    from resverify.cli.main import main
 
     suite = root / f"suite-{mode}"
     if not suite.exists():
         write_fake_suite(suite, mode)
     mp.chdir(root)
     mp.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    mp.setattr("resverify.reports.claim_source.find_checker", lambda: fake_claims)
+    mp.setattr("resverify.cli.claim_source.find_checker", lambda: fake_claims)
     code = main(["check", "--suite", str(suite.relative_to(root)), "--report-dir", report_dir,
                  *args])
     return code, root / report_dir

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from resverify.reports.cli import main
+from resverify.cli.main import main
 from tests.installed import require_installed
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 FINDINGS = REPO / "docs" / "findings.md"
 REPLAY = re.compile(r"resverify replay (\S+\.json) --backend (\S+)")
 COMMANDS = sorted(set(REPLAY.findall(FINDINGS.read_text())))

@@ -31,11 +31,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_report_fakes import HOSTILE, run_check
 
 from resverify.impl.backend import Capabilities
 from resverify.reports.plots import PLOT_NAMES
 from resverify.spec.request import Request, Result
+from tests.reports.fakes import HOSTILE, run_check
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                   "--no-first-run", "--disable-background-networking",
@@ -111,7 +111,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]:
     chromium = _chromium()
     root = tmp_path_factory.mktemp("chromium")
     (root / "hostile_backend.py").write_text(
-        "from test_html_chromium import HostileBackend\n")
+        "from tests.reports.test_html_chromium import HostileBackend\n")
     with pytest.MonkeyPatch.context() as mp:
         mp.syspath_prepend(str(root))
         code, _ = run_check(mp, root, "--backend", "numpy",

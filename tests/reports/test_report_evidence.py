@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from resverify.reports.cli import main
+from resverify.cli.main import main
 from resverify.reports.json_report import validate
 from resverify.spec.codec import loads_request
 from tests import hostile_backends as hb
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 SUITE = '''
 import pytest

@@ -10,13 +10,13 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from test_report_fakes import HOSTILE
-from test_report_html import _doc
 
 from resverify.properties.assertions import Context, PropertyFailure
-from resverify.reports.cmd_replay import FailedElement, failed_element
+from resverify.reports.failure_card import FailedElement, failed_element
 from resverify.reports.html import render_html
 from resverify.spec.fixtures import linear_block_request
+from tests.reports.fakes import HOSTILE
+from tests.reports.test_report_html import _doc
 
 WITHIN = ("grads['x'][0, 1]: backend off = 3.5, spec = 1/2, |diff| = 3 > budget "
           "6.106226635439023e-16 [float64] residual_add(x, linear(x, w))")

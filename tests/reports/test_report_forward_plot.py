@@ -15,7 +15,6 @@ from typing import Any
 import jsonschema
 import numpy as np
 import pytest
-from test_report_fakes import run_check
 
 from resverify.impl import NumpyBackend
 from resverify.reports import plots
@@ -23,8 +22,9 @@ from resverify.reports.json_report import validate
 from resverify.spec.request import Request, Result
 from tests.mutants.forward import TangentDropsIdentity
 from tests.report_mode_backends import REVERSE_ONLY, ReverseOnly
+from tests.reports.fakes import run_check
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PLOT = "depth_law_jvp"
 T = plots.DEPTH_LAW_TANGENT
 

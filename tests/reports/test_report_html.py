@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_report_fakes import HOSTILE
 
 from resverify.impl import NumpyBackend
 from resverify.impl.backend import Capabilities
@@ -17,6 +16,7 @@ from resverify.reports.html import PLOT_CAPTIONS, render_html
 from resverify.reports.json_report import build_report, claim_entry, property_entry, validate
 from resverify.reports.markdown import append_step_summary, render_markdown
 from resverify.spec.request import Request, Result
+from tests.reports.fakes import HOSTILE
 
 
 class _Other:
@@ -178,11 +178,10 @@ def test_markdown_details_at_most_twenty_failures() -> None:
 def test_html_shows_known_failures_fixed_first_and_each_backends_library(tmp_path: Path) -> None:
     """A fixed known failure (it fails the run) is shown as such, and the backends table says
     which library and version ran."""
-    from test_report_known_failures import _entry, _failed, _file, _report
-
     from resverify.impl.about import describe_backend
     from resverify.properties.vectors import save_vector
     from resverify.spec.fixtures import linear_block_request
+    from tests.reports.test_report_known_failures import _entry, _failed, _file, _report
 
     prop = "forward_and_gradients_match_spec_within_budget"
     save_vector(linear_block_request(), tmp_path, prop, "numpy").rename(tmp_path / "s06.json")

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
-from test_report_fakes import run_check, write_fake_suite
 
+from resverify.cli.runner import RecordTail, SuiteRun
 from resverify.reports.atomic import write_text
 from resverify.reports.json_report import validate
-from resverify.reports.runner import RecordTail, SuiteRun
+from tests.reports.fakes import run_check, write_fake_suite
 
 FINISHED = ["test_addition_commutes[numpy-float32]", "test_addition_commutes[numpy-float64]",
             "test_unclaimed_dtype_is_skipped[numpy]"]
@@ -96,7 +96,7 @@ def test_signals_end_the_run_with_every_finished_test_in_all_three_reports(
     the run is left, the message is one line."""
     write_fake_suite(tmp_path / "suite", mode)
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
-    child = subprocess.Popen([sys.executable, "-m", "resverify.reports.cli", "check",
+    child = subprocess.Popen([sys.executable, "-m", "resverify.cli.main", "check",
                               "--suite", "suite", "--report-dir", "out", "--no-claims"],
                              cwd=tmp_path, env=env,
                              start_new_session=True, stdout=subprocess.PIPE,

@@ -11,9 +11,9 @@ from typing import Any
 import jsonschema
 import numpy as np
 import pytest
-from test_report_fakes import run_check
 
 from resverify.reports.json_report import SCHEMA_VERSION, load_schema, strip_timings, validate
+from tests.reports.fakes import run_check
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_report_fakes import run_check
 
 from resverify.impl.backend import Backend
 from resverify.impl.numpy_backend import NumpyBackend
@@ -24,8 +23,9 @@ from resverify.reports.json_report import build_report, validate
 from resverify.spec.errors import UsageError
 from resverify.spec.fixtures import linear_block_request
 from tests.mutants import DroppedIdentityGrad
+from tests.reports.fakes import run_check
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROPERTY = "forward_and_gradients_match_spec_within_budget"
 BROKEN = DroppedIdentityGrad.name
 

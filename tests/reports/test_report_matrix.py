@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_report_fakes import run_check
 
 from resverify.reports.html import render_html
 from resverify.reports.json_report import build_report, property_entry, validate
@@ -19,8 +18,9 @@ from resverify.reports.markdown import render_markdown
 from resverify.reports.matrix import build_matrix, cell_text
 from resverify.spec.ir import DTYPES
 from tests.report_mode_backends import BOTH, REVERSE_ONLY, BothModes, ReverseOnly, many_backends
+from tests.reports.fakes import run_check
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 def _record(prop: str, backend: str, dtype: str | None, outcome: str, mode: str | None,
             examples: int = 7, skip: str | None = None) -> dict[str, Any]:

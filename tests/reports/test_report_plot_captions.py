@@ -11,13 +11,13 @@ import re
 
 import numpy as np
 import pytest
-from test_report_html import _doc
 
 from resverify.impl import NumpyBackend
 from resverify.reports import plots
 from resverify.reports.html import PLOT_CAPTIONS, render_html
 from resverify.spec.request import Request, Result, Value
 from tests import mutants as catalog
+from tests.reports.test_report_html import _doc
 
 
 class Recording(NumpyBackend):

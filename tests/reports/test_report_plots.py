@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_report_fakes import run_check
 
 from resverify.impl import NumpyBackend
 from resverify.impl.backend import Capabilities
@@ -23,8 +22,9 @@ from resverify.spec.request import Request, Result
 from tests import broken_backends as bb
 from tests import mutants as catalog
 from tests.report_mode_backends import Refusing
+from tests.reports.fakes import run_check
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Raising(NumpyBackend):

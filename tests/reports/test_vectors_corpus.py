@@ -20,14 +20,14 @@ import jsonschema
 import numpy as np
 import pytest
 
+from resverify.cli.main import main
+from resverify.cli.vectors import groups
 from resverify.impl.backend import Backend
 from resverify.impl.numpy_backend import NumpyBackend
 from resverify.properties import plugin
 from resverify.properties.assertions import PropertyFailure
 from resverify.properties.strategies import SENSIBLE, claiming, drawing
 from resverify.reports import corpus, relations
-from resverify.reports.cli import main
-from resverify.reports.cmd_vectors import groups
 from resverify.spec.ir import DTYPES
 from resverify.spec.request import Request, Result
 from tests import broken_backends as bb

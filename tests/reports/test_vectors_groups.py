@@ -15,15 +15,15 @@ import jsonschema
 import numpy as np
 import pytest
 
+from resverify.cli.main import main
 from resverify.impl.numpy_backend import NumpyBackend
 from resverify.reports import corpus, known_failures, relations
-from resverify.reports.cli import main
 from resverify.reports.judge import expected_from_spec, judge, judge_group
 from resverify.spec.codec import request_from_dict
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.request import Request, Result, Value
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VARIANCE = "sample_variance_of_merge_is_sum_plus_twice_covariance"
 PINNED = ROOT / "examples" / "known-failures" / f"jax-{VARIANCE}-float32-group.json"
 PROGRAM = {"inputs": [{"name": "x", "shape": [2]}],

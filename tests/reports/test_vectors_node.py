@@ -15,7 +15,7 @@ import pytest
 
 from resverify.reports import corpus
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONSUMER = ROOT / "engines" / "node" / "run_corpus.mjs"
 NODE = shutil.which("node")
 pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed")

@@ -40,7 +40,8 @@ from resverify.spec.ops import OP_TABLE
 from resverify.spec.request import Request
 from tests.installed import installed_backend
 
-VECTOR = Path(__file__).parent / "data" / "rms-norm-gradient-accumulated-in-parts.json"
+DATA = Path(__file__).resolve().parents[1] / "data"
+VECTOR = DATA / "rms-norm-gradient-accumulated-in-parts.json"
 EPS = Fraction(1, 1024)
 COMPOSED_PARTS = {"layer_norm": 6, "rms_norm": 3}
 """How many parts :func:`_parts` delivers."""

@@ -12,10 +12,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from resverify.cli import claims as cmd_claims
+from resverify.cli.claim_source import run_claims
+from resverify.cli.main import main
 from resverify.impl import Capabilities, resolve_backend
-from resverify.reports import cmd_claims
-from resverify.reports.claim_source import run_claims
-from resverify.reports.cli import main
 from resverify.reports.html import render_html
 from resverify.reports.json_report import build_report, validate
 from resverify.reports.markdown import render_markdown
@@ -401,7 +401,7 @@ def test_cli_claims_prints_the_table_and_exits_zero(capsys: pytest.CaptureFixtur
 
 
 def test_cli_claims_shows_the_backends_own_status(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["claims", "--backend", "tests.test_claims:Float64Only"])
+    code = main(["claims", "--backend", "tests.spec.test_claims:Float64Only"])
     out = capsys.readouterr().out
     assert code == 0, out
     row = next(line for line in out.splitlines() if line.startswith("S30 "))
@@ -412,7 +412,7 @@ def test_cli_claims_shows_the_backends_own_status(capsys: pytest.CaptureFixture[
 
 def test_cli_claims_checks_each_backend_given(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["claims", "--backend", "numpy", "--backend",
-                 "tests.test_claims:Float64WithoutRelu"])
+                 "tests.spec.test_claims:Float64WithoutRelu"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert re.search(r"^id\s+status\s+exact\s+numpy\s+float64-without-relu\s+source$", out,
@@ -425,7 +425,7 @@ def test_cli_claims_checks_each_backend_given(capsys: pytest.CaptureFixture[str]
 
 def test_cli_claims_json_has_each_backends_observation(capsys: pytest.CaptureFixture[str]
                                                        ) -> None:
-    code = main(["claims", "--json", "--backend", "tests.test_claims:DoubledGrads"])
+    code = main(["claims", "--json", "--backend", "tests.spec.test_claims:DoubledGrads"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 1
     assert {c["id"] for c in doc["claims"]} == EXPECTED_IDS
@@ -515,7 +515,7 @@ def _report(claims: list[dict]) -> dict:
 
 def test_report_entry_of_a_failing_backend_claim_shows_the_backends_side(
         report_claims: ReportClaims) -> None:
-    entries = report_claims({"tests.test_claims:DoubledGrads": "doubled"})
+    entries = report_claims({"tests.spec.test_claims:DoubledGrads": "doubled"})
     s10 = next(e for e in entries if e["id"] == "S10")
     assert (s10["status"], s10["exact_status"]) == ("fail", "pass"), s10
     assert s10["backends"] == [{
@@ -534,7 +534,7 @@ def test_report_entry_of_a_failing_backend_claim_shows_the_backends_side(
 
 def test_claim_skipped_on_a_backend_is_not_reported_as_passed(
         report_claims: ReportClaims) -> None:
-    entries = report_claims({"numpy": "numpy", "tests.test_claims:Float64Only": "f64"})
+    entries = report_claims({"numpy": "numpy", "tests.spec.test_claims:Float64Only": "f64"})
     assert [e["id"] for e in entries] == ["S10", "S24", "S30"], "one entry per claim"
     s30 = next(e for e in entries if e["id"] == "S30")
     assert (s30["status"], s30["exact_status"]) == ("skipped", "pass"), s30

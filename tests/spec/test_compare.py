@@ -18,11 +18,11 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from resverify.cli.main import main
+from resverify.cli.replay import compare_array
 from resverify.impl.backend import Capabilities
 from resverify.properties.assertions import Context, PropertyFailure
 from resverify.properties.laws_oracle import check_matches_spec
-from resverify.reports.cli import main
-from resverify.reports.cmd_replay import compare_array
 from resverify.spec.budget import Budget, error_budget
 from resverify.spec.codec import dumps
 from resverify.spec.compare import within

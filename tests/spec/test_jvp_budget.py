@@ -5,8 +5,8 @@ tight it is.
 Why: ``Budget.tangent`` is what every forward-mode property judges a backend by, so it must
 hold for every correct implementation (the reference here, and each adapter that claims
 ``jvp``) and still catch a wrong one. The requests are the residual stacks of
-``tests/test_budget.py`` and the norm rows of ``tests/test_norm_budget.py``, each given one
-random tangent per input; ratios are measured exactly in rationals.
+``tests/spec/test_budget.py`` and the norm rows of ``tests/spec/test_norm_budget.py``, each
+given one random tangent per input; ratios are measured exactly in rationals.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from resverify.spec.errors import InvalidRequest
 from resverify.spec.exact import ExactResult, evaluate
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.request import Request, Value
-from tests.test_budget import beyond, residual_requests, values
-from tests.test_norm_budget import NORMS, norm_request
+from tests.spec.test_budget import beyond, residual_requests, values
+from tests.spec.test_norm_budget import NORMS, norm_request
 
 F = Fraction
 ADAPTERS = [name for name, module in (("torch", "torch"), ("jax", "jax"),
@@ -46,14 +46,14 @@ def with_tangents(request: Request, tangents: dict[str, np.ndarray]) -> Request:
 
 @st.composite
 def forward_requests(draw: st.DrawFn, dtype: str) -> Request:
-    """A residual stack of ``tests/test_budget.py`` with a random tangent for every input."""
+    """A residual stack of ``tests/spec/test_budget.py`` with a random tangent for every input."""
     request = draw(residual_requests(dtype))
     return with_tangents(request, {n: draw(values(dtype, v.shape))
                                    for n, v in request.inputs.items()})
 
 
 def seeded_tangents(request: Request, seed: int) -> Request:
-    """``request`` with seeded tangents of the sizes ``tests/test_norm_budget.py`` draws."""
+    """``request`` with seeded tangents of the sizes ``tests/spec/test_norm_budget.py`` draws."""
     rng = np.random.default_rng(seed + 7919)
     return with_tangents(request, {
         n: round_to_dtype(rng.uniform(-4, 4, v.shape), request.dtype).astype(np.float64)

@@ -1,7 +1,7 @@
 """Forward mode in the exact specification: the output tangent ``J t`` of the interpreter.
 
 Why these laws: the per-op JVP rules are checked against SymPy's Jacobians in
-``tests/test_ops.py``; here whole programs are. A rational program without relu kinks is a
+``tests/spec/test_ops.py``; here whole programs are. A rational program without relu kinks is a
 polynomial in a step ``s`` along the tangent, so ``d/ds f(x + s t)`` at 0 is known exactly
 from the forward alone (interpolate ``f`` at ``deg + 1`` exact points): the interpreter's
 tangent must equal it, with nothing of the JVP rules used. The duality ``⟨ȳ, J t⟩ =

@@ -26,7 +26,7 @@ from resverify.spec.budget import Budget, error_budget
 from resverify.spec.exact import ExactResult, evaluate
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.request import Request, Value
-from tests.test_budget import beyond
+from tests.spec.test_budget import beyond
 
 NORMS = ("layer_norm", "rms_norm")
 ADAPTERS = [name for name, module in (("torch", "torch"), ("jax", "jax"),

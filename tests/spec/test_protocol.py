@@ -32,7 +32,7 @@ from resverify.spec.fixtures import (
     stack_request,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "external-protocol.md"
 
 

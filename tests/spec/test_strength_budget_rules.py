@@ -1,7 +1,7 @@
 """Tests that pin every op's floating-point budget rules, one rule at a time.
 
 ``spec/ops/``'s ``budget``, ``budget_vjp`` and ``budget_jvp`` rules are the error
-analysis of docs/error-budget.md written as code. Their own tests (``tests/test_budget.py``,
+analysis of docs/error-budget.md written as code. Their own tests (``tests/spec/test_budget.py``,
 ``test_jvp_budget.py``, ``test_norm_budget.py``) run whole programs on backends and take
 minutes, too slow for mutation testing, and a backend's observed error is far below the
 bound, so a rule that dropped a term still passed them. Here each rule is called alone on

@@ -1,7 +1,7 @@
 """Laws of the fast oracle's rules one at a time, for its mutation score (docs/strength.md §3).
 
 :mod:`resverify.spec.enclosure` promises a ball ``|exact - (mid + lo)| <= rad`` for every
-value. The generated tests in ``tests/test_perf_enclosure.py`` check it on whole programs,
+value. The generated tests in ``tests/spec/test_perf_enclosure.py`` check it on whole programs,
 where one rule's slack can hide another's bug; here each rule is checked alone, on balls
 with radii and low parts, against Fractions:
 

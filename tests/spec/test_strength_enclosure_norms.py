@@ -1,12 +1,12 @@
 """The norms' radius formulas of the fast oracle, pinned term by term (docs/strength.md §3).
 
-``tests/test_strength_enclosure.py`` checks that a norm's ball holds the image of sample
+``tests/spec/test_strength_enclosure.py`` checks that a norm's ball holds the image of sample
 points of its argument's ball. Those points move the output far less than the proven bound,
 so a rule that drops or weakens one term of its radius still passes there. Here each radius
 is compared with the formula its docstring states (:class:`~resverify.spec.ops.layer_norm.
 NormSpread`, :meth:`~resverify.spec.ops.layer_norm.LayerNorm.enclose`), recomputed
 independently in exact Fractions from the same exact row ``mid + lo`` and radii, as
-``tests/test_strength_budget_rules.py`` does for the budget rules:
+``tests/spec/test_strength_budget_rules.py`` does for the budget rules:
 
 * ``norm_spread``: ``r_max = min(1/sqrt(ε), 1/(σ(m) - rms(R)))`` where the gap is positive
   (else ``1/sqrt(ε)``), and ``y_top = min(r_max (|c_i(m)| + R_i + mean R), ceil(sqrt(n)))``;

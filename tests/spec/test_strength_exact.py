@@ -1,7 +1,7 @@
 """Tests that pin what mutation testing found unpinned in the exact interpreter.
 
-Each test here kills mutants of ``spec/exact.py`` that survived ``tests/test_exact.py``,
-``tests/test_jvp_exact.py`` and ``tests/test_norm_spec.py`` (``tools/mutation.py``; the
+Each test here kills mutants of ``spec/exact.py`` that survived ``tests/spec/test_exact.py``,
+``tests/spec/test_jvp_exact.py`` and ``tests/spec/test_norm_spec.py`` (``tools/mutation.py``; the
 figures are in docs/strength.md §3): a verdict of the interpreter those tests did not pin.
 The laws are about the enclosures the interpreter carries: wherever a value is only known to
 within ``e`` (tanh's enclosure), every result computed from it must carry at least the

@@ -3,8 +3,8 @@
 ``spec/ops/``'s ``error``, ``error_vjp`` and ``error_jvp`` rules carry the interpreter's
 slack through each op: the bound on how far a value, gradient or tangent it returns may be
 from the true real one, where tanh's value is only enclosed. Mutants of those rules
-survived ``tests/test_exact.py``, ``tests/test_jvp_exact.py``, ``tests/test_ops.py``,
-``tests/test_norm_spec.py`` and ``tests/test_derive.py`` (docs/strength.md §3): the true
+survived ``tests/spec/test_exact.py``, ``tests/spec/test_jvp_exact.py``, ``tests/spec/test_ops.py``,
+``tests/spec/test_norm_spec.py`` and ``tests/spec/test_derive.py`` (docs/strength.md §3): the true
 error of the enclosure's midpoint is far below its bound, so a slack too small by half still
 covered it.
 
