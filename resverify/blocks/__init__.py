@@ -1,7 +1,20 @@
-"""resverify.blocks: the residual laws checked on real modules (see :mod:`.recipe`)."""
+"""resverify.blocks: the residual laws checked on the blocks people ship.
+
+A block is described by a :class:`Recipe` (data: a factory, the dtypes it claims, its
+residual :class:`Site` s in order; see :mod:`resverify.blocks.recipe`), refused with a
+one-line error by :func:`validate` when it names what the module lacks, and checked by
+:func:`check_block`, which runs every law of :mod:`resverify.blocks.laws` over examples
+Hypothesis draws and returns one :class:`LawRecord` per law, dtype and mode.
+:func:`pytest_check` does the same inside a user's own test and fails it with every broken
+law's line. The known blocks are in :mod:`resverify.blocks.catalog`.
+
+    from resverify.blocks import Recipe, Site, check_block
+    records = check_block(my_recipe, ["float32"])
+"""
 
 from __future__ import annotations
 
+from resverify.blocks.check import LawRecord, check_block, pytest_check
 from resverify.blocks.recipe import Recipe, Site, validate
 
-__all__ = ["Recipe", "Site", "validate"]
+__all__ = ["LawRecord", "Recipe", "Site", "check_block", "pytest_check", "validate"]

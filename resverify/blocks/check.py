@@ -1,0 +1,209 @@
+"""Checking a block: Hypothesis draws the examples, each law judges them, records come back.
+
+Why the parameters are perturbed: a factory's initial weights are special (LayerNorm's
+weight all ones and bias all zeros, so ``norm1`` and ``norm2`` are the same function and a
+block that reuses one for the other is invisible). Every example therefore adds
+``N(0, 0.05²)`` noise to every parameter, and multiplies each branch's zeroing parameters
+by a drawn power of two (``2**-12`` to ``2``, exact in every dtype), which also sweeps the
+update from swamped to dominant. The inputs are normal values times a drawn power of two,
+the batch and sequence sizes are drawn, and every random draw comes from one generator
+seeded by the example, so an example is replayed by its seed.
+
+Verdicts are ``pass`` (every judged example held, at least one judged), ``fail`` (the
+law's one-line message, from the shrunk example) and ``unjudged`` (no example met the
+law's precondition, with the reason). Nothing depends on machine speed: no deadline, and
+Hypothesis' timing health checks are off.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import torch
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from torch import nn
+
+from resverify.blocks.laws import LAWS, Law
+from resverify.blocks.recipe import Recipe, validate
+from resverify.blocks.trace import TORCH_DTYPES, Case, Inputs, Unjudged
+from resverify.properties.assertions import PropertyFailure
+from resverify.properties.profiles import PROFILES, active_profile
+from resverify.spec.errors import UsageError
+
+__all__ = ["Draw", "LawRecord", "build", "check_block", "draws", "make_case", "pytest_check",
+           "run_law"]
+
+NOISE = 0.05
+WEIGHT_EXPONENTS = (-12, -4, 0, 1)
+INPUT_EXPONENTS = (-2, 0, 3)
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One example's choices."""
+
+    batch: int
+    seq: int
+    seed: int
+    weight_exp: int
+    input_exp: int
+
+
+def draws() -> st.SearchStrategy[Draw]:
+    """Batch 1-3, sequence 1-4, a seed, the branch ends' and the inputs' scales."""
+    return st.builds(Draw, st.integers(1, 3), st.integers(1, 4), st.integers(0, 2**31 - 1),
+                     st.sampled_from(WEIGHT_EXPONENTS), st.sampled_from(INPUT_EXPONENTS))
+
+
+@dataclass(frozen=True)
+class LawRecord:
+    """One law on one block in one dtype and mode."""
+
+    block: str
+    law: str
+    dtype: str
+    mode: str
+    verdict: str
+    examples: int
+    figures: Mapping[str, float] = field(default_factory=dict)
+    message: str = ""
+    failure: PropertyFailure | None = None
+
+    def line(self) -> str:
+        tail = f": {self.message}" if self.message else ""
+        return (f"{self.block} {self.law} [{self.dtype}, {self.mode}] {self.verdict} "
+                f"({self.examples} examples){tail}")
+
+
+def build(recipe: Recipe, dtype: str, seed: int) -> nn.Module:
+    """The factory's module for ``dtype`` with torch's generator seeded, validated."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        module = recipe.factory(TORCH_DTYPES[dtype])
+    validate(recipe, module)
+    return module
+
+
+def _perturbed(recipe: Recipe, pristine: nn.Module, draw: Draw) -> nn.Module:
+    module = copy.deepcopy(pristine)
+    gen = torch.Generator().manual_seed(draw.seed + 1)
+    ends = {p for site in recipe.sites for p in site.zero}
+    with torch.no_grad():
+        for name, param in module.named_parameters():
+            noise = torch.randn(param.shape, generator=gen, dtype=torch.float64) * NOISE
+            param.add_(noise.to(param.dtype))
+            if name in ends:
+                param.mul_(2.0**draw.weight_exp)
+    return module
+
+
+def make_case(recipe: Recipe, dtype: str, mode: str, draw: Draw) -> Case:
+    """The law's question for one drawn example."""
+    pristine = build(recipe, dtype, draw.seed).train(mode == "train")
+    module = _perturbed(recipe, pristine, draw).train(mode == "train")
+    stream = TORCH_DTYPES[recipe.stream_dtype or dtype]
+    inputs = Inputs.draw(recipe, stream, draw.batch, draw.seq, draw.seed, 2.0**draw.input_exp)
+    return Case(recipe, dtype, mode, module, pristine, inputs)
+
+
+def _settings(examples: int, shrink: bool) -> settings:
+    phases = [Phase.explicit, Phase.reuse, Phase.generate, *([Phase.shrink] if shrink else [])]
+    return settings(max_examples=examples, deadline=None, database=None, derandomize=False,
+                    phases=phases, suppress_health_check=list(HealthCheck))
+
+
+def _judge(law: Law, case: Case) -> dict[str, float]:
+    __tracebackhide__ = True
+    try:
+        return law.check(case)
+    except (PropertyFailure, Unjudged):
+        raise
+    except RuntimeError as exc:  # the block itself raised (autograd refusing it, say)
+        first = (str(exc).strip().splitlines() or [""])[0]
+        case.fail(law.name, f"the block raised {type(exc).__name__}: {first}, expected a "
+                  "result")
+
+
+def _combine(figures: list[dict[str, float]]) -> dict[str, float]:
+    """Figures over the judged examples: the least headroom, the mean of the rest."""
+    keys = sorted({k for f in figures for k in f})
+    out = {}
+    for key in keys:
+        values = [f[key] for f in figures if key in f]
+        out[key] = min(values) if key.startswith("headroom") else sum(values) / len(values)
+    return out
+
+
+def run_law(recipe: Recipe, law: str, dtype: str, mode: str, *, max_examples: int | None = None,
+            seed: int = 0, shrink: bool = True) -> LawRecord:
+    """Judge one law on ``recipe``'s block in ``dtype`` and ``mode`` over drawn examples."""
+    if law not in LAWS:
+        raise UsageError(f"unknown law {law!r}; known: {list(LAWS)}")
+    if dtype not in recipe.dtypes or mode not in recipe.modes:
+        raise UsageError(f"recipe {recipe.name!r} claims dtypes {list(recipe.dtypes)} and modes "
+                         f"{list(recipe.modes)}, not {dtype} {mode}")
+    entry = LAWS[law]
+    examples = max_examples or PROFILES.get(active_profile(), PROFILES["ci"]).max_examples
+    judged: list[dict[str, float]] = []
+    reasons: list[str] = []
+
+    @hypothesis_seed(seed)
+    @_settings(examples, shrink)
+    @given(draws())
+    def prop(draw: Draw) -> None:
+        try:
+            judged.append(_judge(entry, make_case(recipe, dtype, mode, draw)))
+        except Unjudged as exc:
+            reasons.append(str(exc))
+
+    try:
+        prop()
+    except PropertyFailure as exc:
+        return LawRecord(recipe.name, law, dtype, mode, "fail", len(judged),
+                         message=str(exc).splitlines()[0], failure=exc)
+    if not judged:
+        return LawRecord(recipe.name, law, dtype, mode, "unjudged", 0,
+                         message=reasons[0] if reasons else "no example drawn")
+    return LawRecord(recipe.name, law, dtype, mode, "pass", len(judged), _combine(judged))
+
+
+def check_block(recipe: Recipe, dtypes: Iterable[str] | None = None,
+                laws: Iterable[str] | None = None, *, max_examples: int | None = None,
+                seed: int = 0, shrink: bool = True) -> list[LawRecord]:
+    """Every law (or ``laws``) on ``recipe``'s block, in each claimed dtype (or ``dtypes``)
+    and each mode the law and the recipe share.
+
+    >>> records = check_block(recipe, ["float32"])  # doctest: +SKIP
+    >>> [r.line() for r in records if r.verdict == "fail"]  # doctest: +SKIP
+    """
+    records = []
+    for dtype in dtypes or recipe.dtypes:
+        for name in laws or LAWS:
+            for mode in (m for m in LAWS[name].modes if m in recipe.modes):
+                records.append(run_law(recipe, name, dtype, mode, max_examples=max_examples,
+                                       seed=seed, shrink=shrink))
+    return records
+
+
+def pytest_check(recipe: Recipe, dtypes: Iterable[str] | None = None,
+                 laws: Iterable[str] | None = None, *, max_examples: int | None = None,
+                 seed: int = 0) -> list[LawRecord]:
+    """:func:`check_block` inside a user's own test: raises the first failing law's
+    :class:`PropertyFailure` (its message names every failing law), returns the records.
+
+    >>> def test_my_block():  # doctest: +SKIP
+    ...     resverify.blocks.pytest_check(my_recipe, ["float32"])
+    """
+    __tracebackhide__ = True
+    records = check_block(recipe, dtypes, laws, max_examples=max_examples, seed=seed)
+    failed = [r for r in records if r.verdict == "fail"]
+    if failed:
+        first = failed[0].failure
+        assert first is not None
+        lines = "\n".join(r.line() for r in failed)
+        raise PropertyFailure(f"{len(failed)} residual law(s) fail:\n{lines}", first.request)
+    return records

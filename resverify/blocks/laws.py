@@ -1,0 +1,47 @@
+"""The residual laws, one table: name -> the checking function and the modes it runs in.
+
+Why a table: the checker, the tests and (later) the command and the report all read the
+same entries, so adding a law touches one place. Each law is a pure function of a
+:class:`~resverify.blocks.trace.Case` (a built block, its recipe, dtype, mode and inputs)
+that returns its figures, raises :class:`~resverify.properties.assertions.PropertyFailure`
+(kind ``law``) with one line carrying actual, expected and the call, or raises
+:class:`~resverify.blocks.trace.Unjudged` when its precondition does not hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from resverify.blocks.laws_backward import gradient_skip
+from resverify.blocks.laws_drop import drop_path
+from resverify.blocks.laws_forward import affine_in_gamma, decomposition, zero_branch
+from resverify.blocks.laws_stream import no_aliasing, stream_dtype
+from resverify.blocks.trace import Case
+
+__all__ = ["LAWS", "Law"]
+
+
+@dataclass(frozen=True)
+class Law:
+    """A law: its name, its check, the modes it is judged in, and what it states."""
+
+    name: str
+    check: Callable[[Case], dict[str, float]]
+    modes: tuple[str, ...] = ("eval", "train")
+
+    @property
+    def states(self) -> str:
+        return (self.check.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+
+
+LAWS: Mapping[str, Law] = {law.name: law for law in (
+    Law("decomposition", decomposition),
+    Law("zero_branch", zero_branch),
+    Law("affine_in_gamma", affine_in_gamma, ("eval",)),
+    Law("drop_path", drop_path),
+    Law("gradient_skip", gradient_skip),
+    Law("no_aliasing", no_aliasing),
+    Law("stream_dtype", stream_dtype, ("eval",)),
+)}
+"""Every law, in the order a report lists them."""

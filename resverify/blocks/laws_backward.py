@@ -1,0 +1,117 @@
+"""The backward law of a residual block: the gradient goes through the skip.
+
+Why it is a law of its own: a detached skip, or a hand-written backward that drops the
+identity's part, leaves the forward exact and the model trainable, only slower to learn;
+no forward check sees it. The law rebuilds ``x̄`` site by site from the output back,
+``s̄ = shortcut'(s)ᵀ z̄ + alpha J_F(s)ᵀ z̄`` with ``z̄`` the cotangent through the site's
+activation and post-norms, each part from torch's own autograd on the branch alone at the
+stream the module carried, and compares the module's ``x̄`` with it. Autograd adds the two
+parts of the fork once, and commutatively, so the comparison is bitwise; a site marked
+``exact=False`` is judged within :func:`~.laws_forward.merge_budget` of the two parts.
+
+Precondition: the forward decomposition holds for the example (the backward of a wrong
+forward is judged by :func:`~.laws_forward.decomposition`, not here); else the example is
+unjudged. Every parameter must also get a finite gradient.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from resverify.blocks.laws_forward import decomposition, merge_budget
+from resverify.blocks.trace import (
+    Case,
+    Observed,
+    Unjudged,
+    first_difference,
+    no_drop,
+    observe,
+    site_exit,
+)
+from resverify.properties.assertions import PropertyFailure
+
+__all__ = ["gradient_skip"]
+
+
+def _site_vjp(case: Case, i: int, s: torch.Tensor, g: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(s̄, skip part, branch part)`` of site ``i`` at entry ``s`` for exit cotangent ``g``."""
+    site, module, ctx = case.recipe.sites[i], case.module, case.inputs.context
+    with torch.enable_grad():
+        leaf = s.detach().clone().requires_grad_(True)
+        f = site.evaluate(module, leaf, ctx)
+        z, _ = site_exit(module, site, leaf.detach(), f.detach())
+        z_leaf = z.detach().requires_grad_(True)
+        out = torch.relu(z_leaf) if site.activation == "relu" else z_leaf
+        if site.norm == "post":
+            for name in site.norms:
+                out = module.get_submodule(name)(out)
+        z_bar = g if out is z_leaf else torch.autograd.grad(out, z_leaf, g)[0]
+        if site.shortcut == "identity":
+            skip = z_bar
+        else:
+            s2 = s.detach().clone().requires_grad_(True)
+            skip = torch.autograd.grad(module.get_submodule(site.shortcut)(s2), s2, z_bar)[0]
+        weight = z_bar if site.alpha == 1.0 else site.alpha * z_bar
+        branch = torch.autograd.grad(f, leaf, weight, allow_unused=True)[0]
+    if branch is None:
+        branch = torch.zeros_like(s)
+    return skip + branch, skip, branch
+
+
+def _params_finite(case: Case, names: list[str], grads: tuple[torch.Tensor | None, ...]
+                   ) -> None:
+    __tracebackhide__ = True
+    for name, grad in zip(names, grads, strict=True):
+        if grad is None:
+            case.fail("gradient_skip", f"parameter {name!r} gets no gradient, expected a "
+                      "finite one")
+        if not bool(torch.isfinite(grad).all()):
+            case.fail("gradient_skip", f"parameter {name!r}'s gradient is not finite "
+                      f"(max |g| {float(grad.abs().max())!r}), expected finite")
+
+
+def gradient_skip(case: Case) -> dict[str, float]:
+    """``x̄ - ȳ`` is ``J_Fᵀȳ`` chained over the sites (the identity's part is there), and
+    every parameter gets a finite gradient."""
+    __tracebackhide__ = True
+    try:
+        decomposition(case)
+    except PropertyFailure as exc:
+        raise Unjudged(f"the forward decomposition fails ({exc})") from None
+    recipe, module = case.recipe, case.module
+    x = case.inputs.x.detach().clone().requires_grad_(True)
+    named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+    with no_drop(module, recipe):
+        seen: Observed = observe(recipe, module, case.inputs.x.clone(), case.inputs.context)
+        with torch.enable_grad():
+            y = recipe.run(module, x, case.inputs.context)
+            grads = torch.autograd.grad(y, [x, *(p for _, p in named)], case.inputs.cotangent,
+                                        allow_unused=True)
+        g = case.inputs.cotangent
+        for i in reversed(range(len(recipe.sites))):
+            s = seen.entries[i]
+            expected, skip, branch = _site_vjp(case, i, s, g)
+            if i == 0:
+                _judge(case, grads[0], expected, skip, branch)
+            g = expected
+    _params_finite(case, [n for n, _ in named], grads[1:])
+    return {}
+
+
+def _judge(case: Case, x_bar: torch.Tensor | None, expected: torch.Tensor,
+           skip: torch.Tensor, branch: torch.Tensor) -> None:
+    __tracebackhide__ = True
+    law = "gradient_skip"
+    if x_bar is None:
+        case.fail(law, "x̄ is None: the output does not depend on the input, expected "
+                  "ȳ + J_Fᵀȳ", 0)
+    budget = None if case.recipe.sites[0].exact else merge_budget(case.dtype, skip, branch)
+    diff = first_difference(x_bar, expected.detach(), budget)
+    if diff is None:
+        return
+    hint = ""
+    if first_difference(x_bar, branch.detach(), budget) is None:
+        hint = " (x̄ equals J_Fᵀȳ alone: the skip's gradient is missing)"
+    case.fail(law, f"x̄{diff}: x̄ = ȳ + J_Fᵀȳ chained over the sites{hint}", 0,
+              (case.inputs.x, torch.zeros_like(case.inputs.x)))

@@ -1,0 +1,182 @@
+"""The drop-path law: stochastic depth does what it says, row by row and on average.
+
+Why the mask is read off the output: the realised mask is data (a traced block takes it as
+an input), and for inverted drop path each row of a site's exit can only be one of two
+floats, the exit with the update dropped (``s``, through the site's post part) or kept and
+divided by the keep rate (``s + F * fl(1/keep)``, with ``fl(1/keep)`` the keep rate's
+reciprocal rounded once in the block's dtype, as the libraries compute it). A row that is
+neither is a failure, whatever the randomness; which of the two it is gives that row's mask.
+A row where both are the same float tells nothing and is left out of the counts.
+
+The statistics, with the false alarm of each test at most :data:`FALSE_ALARM`: the number of
+kept rows out of ``n`` must not lie in either tail of Binomial(n, keep) beyond
+``FALSE_ALARM / 2``, and two sites' masks must not agree on more rows than Binomial(n,
+k1 k2 + (1 - k1)(1 - k2)) allows at ``FALSE_ALARM`` (a mask reused for both branches agrees
+everywhere). The tails are exact sums of Fractions, no scipy needed. The probability used is
+the block's own if it lies strictly between 0 and 1, else :data:`MIDDLE`; in eval mode drop
+path is the identity; at probability 0 train mode keeps every row unscaled, at 1 it drops
+every row (the zero-branch map).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+from collections.abc import Iterator
+from fractions import Fraction
+
+import torch
+
+from resverify.blocks.trace import (
+    TORCH_DTYPES,
+    Case,
+    Inputs,
+    Observed,
+    Unjudged,
+    drop_prob,
+    first_difference,
+    observe,
+    site_exit,
+)
+
+__all__ = ["CALLS", "FALSE_ALARM", "MIDDLE", "ROWS", "binomial_tail", "drop_path"]
+
+FALSE_ALARM = Fraction(1, 10**9)
+MIDDLE = 0.25
+ROWS, CALLS = 64, 8
+"""Rows per call and calls per example of the statistical part: n = 512 rows a site."""
+
+
+def binomial_tail(n: int, p: Fraction, k: int, upper: bool) -> Fraction:
+    """``P(K >= k)`` (``upper``) or ``P(K <= k)`` for K ~ Binomial(n, p), exactly."""
+    js = range(k, n + 1) if upper else range(k + 1)
+    return sum((math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in js), Fraction(0))
+
+
+def _alternatives(case: Case, i: int, s: torch.Tensor, keep: float
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The site's exit with every row dropped, and with every row kept and rescaled."""
+    site, module = case.recipe.sites[i], case.module
+    with torch.enable_grad():
+        f = site.evaluate(module, s, case.inputs.context).detach()
+        inv = torch.ones((), dtype=f.dtype).div(keep) if keep > 0 else torch.ones((), dtype=f.dtype)
+        dropped = site_exit(module, site, s, f * 0)[1].detach()
+        kept = site_exit(module, site, s, f * inv)[1].detach()
+    return dropped, kept
+
+
+def _rows(case: Case, i: int, seen: Observed, keep: float) -> list[bool | None]:
+    """Each row's mask (True kept), None where the two alternatives coincide."""
+    __tracebackhide__ = True
+    s, out = seen.entries[i], seen.exits[i]
+    dropped, kept = _alternatives(case, i, s, keep)
+    masks: list[bool | None] = []
+    for b in range(out.shape[0]):
+        is_dropped = first_difference(out[b], dropped[b]) is None
+        is_kept = first_difference(out[b], kept[b]) is None
+        if not (is_dropped or is_kept):
+            case.fail("drop_path", f"row {b}{first_difference(out[b], kept[b])}: each row "
+                      f"is s or s + F*fl(1/keep), keep {keep!r} (the dropped row differs too: "
+                      f"{first_difference(out[b], dropped[b])})", i)
+        masks.append(None if is_dropped and is_kept else is_kept)
+    return masks
+
+
+def _keep_rate(case: Case, i: int, masks: list[bool | None], keep: float) -> None:
+    __tracebackhide__ = True
+    known = [m for m in masks if m is not None]
+    n, k = len(known), sum(known)
+    p = Fraction(keep)
+    low, high = binomial_tail(n, p, k, False), binomial_tail(n, p, k, True)
+    if min(low, high) <= FALSE_ALARM / 2:
+        case.fail("drop_path", f"kept rows = {k} of {n}, expected about {float(p) * n:.1f} "
+                  f"(keep {keep!r}; tail {float(min(low, high)):.3g} <= "
+                  f"{float(FALSE_ALARM / 2):.3g})", i)
+
+
+def _independent(case: Case, pair: tuple[int, int], masks: dict[int, list[bool | None]],
+                 keeps: dict[int, float]) -> None:
+    __tracebackhide__ = True
+    i, j = pair
+    both = [(a, b) for a, b in zip(masks[i], masks[j], strict=True)
+            if a is not None and b is not None]
+    n, agree = len(both), sum(a == b for a, b in both)
+    ki, kj = Fraction(keeps[i]), Fraction(keeps[j])
+    tail = binomial_tail(n, ki * kj + (1 - ki) * (1 - kj), agree, True)
+    if n and tail <= FALSE_ALARM:
+        case.fail("drop_path", f"sites {i} and {j}: masks agree on {agree} of {n} rows, "
+                  f"expected independent masks (upper tail {float(tail):.3g} <= "
+                  f"{float(FALSE_ALARM):.3g}): one mask reused for both branches?", j)
+
+
+def _probability(case: Case, i: int) -> float:
+    site = case.recipe.sites[i]
+    p = float(getattr(case.module.get_submodule(site.drop_path[0]), site.drop_prob_attr))
+    return p if 0.0 < p < 1.0 else MIDDLE
+
+
+def _run(case: Case, inputs: Inputs, call: int) -> Observed:
+    torch.manual_seed(inputs.seed * CALLS + call)
+    return observe(case.recipe, case.module, inputs.x.clone(), inputs.context)
+
+
+def _statistics(case: Case, sites: list[int]) -> None:
+    __tracebackhide__ = True
+    inputs = Inputs.draw(case.recipe, TORCH_DTYPES[case.dtype], ROWS, 2, case.inputs.seed)
+    probs = {i: _probability(case, i) for i in sites}
+    masks: dict[int, list[bool | None]] = {i: [] for i in sites}
+    with torch.random.fork_rng(devices=[]), _probabilities(case, probs):
+        for call in range(CALLS):
+            seen = _run(case, inputs, call)
+            for i in sites:
+                masks[i] += _rows(case, i, seen, 1.0 - probs[i])
+    for i in sites:
+        _keep_rate(case, i, masks[i], 1.0 - probs[i])
+    for a, b in itertools.pairwise(sites):
+        _independent(case, (a, b), masks, {i: 1.0 - p for i, p in probs.items()})
+
+
+@contextlib.contextmanager
+def _probabilities(case: Case, probs: dict[int, float]) -> Iterator[None]:
+    """Each listed site's drop probability set, restored afterwards."""
+    with contextlib.ExitStack() as stack:
+        for i, p in probs.items():
+            stack.enter_context(drop_prob(case.module, case.recipe.sites[i], p))
+        yield
+
+
+def _extremes(case: Case, sites: list[int]) -> None:
+    """Probability 0 keeps every row unscaled and 1 drops every row; eval keeps all."""
+    __tracebackhide__ = True
+    for p, want in ((0.0, True), (1.0, False)):
+        with torch.random.fork_rng(devices=[]), _probabilities(case, dict.fromkeys(sites, p)):
+            seen = _run(case, case.inputs, 0)
+            for i in sites:
+                masks = _rows(case, i, seen, 1.0)
+                if any(m is (not want) for m in masks):
+                    row = next(b for b, m in enumerate(masks) if m is (not want))
+                    case.fail("drop_path", f"at probability {p}: row {row} "
+                              f"{'dropped' if want else 'kept'}, expected every row "
+                              f"{'kept' if want else 'dropped'}", i)
+
+
+def drop_path(case: Case) -> dict[str, float]:
+    """Train mode: every row of a drop-path site is its dropped or its kept-and-rescaled
+    exit, the keep rate passes an exact binomial test, each site draws its own mask, and the
+    probability's extremes keep or drop everything; eval mode: every row is kept, unscaled."""
+    __tracebackhide__ = True
+    sites = [i for i, s in enumerate(case.recipe.sites) if s.drop_path]
+    if not sites:
+        raise Unjudged("no site declares a drop path")
+    if case.mode == "eval":
+        seen = observe(case.recipe, case.module, case.inputs.x.clone(), case.inputs.context)
+        for i in sites:
+            masks = _rows(case, i, seen, 1.0)
+            if any(m is False for m in masks):
+                case.fail("drop_path", f"eval: row {masks.index(False)} dropped, expected "
+                          "drop path to be the identity in eval", i)
+        return {}
+    _statistics(case, sites)
+    _extremes(case, sites)
+    return {}

@@ -1,0 +1,66 @@
+"""What the block does to its stream as data: no aliasing, and the stream's dtype.
+
+Why these are laws and not style: an in-place op in a branch that writes into the tensor the
+caller passed changes the identity the block adds (and the caller's copy of it) while every
+output still looks plausible; a stream declared float32 that travels between sites in
+bfloat16 loses the small updates a wide stream exists to keep. The dtype is pass or fail;
+how much of the update the stream loses is a figure, not a verdict: the fraction of each
+site's exit elements bitwise equal to its entry (*swamped*: the update rounded away) and
+the overflow headroom, ``log2(largest finite / largest |stream|)`` over every site.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from resverify.blocks.trace import Case, first_difference, no_drop, observe
+
+__all__ = ["no_aliasing", "stream_dtype"]
+
+
+def no_aliasing(case: Case) -> dict[str, float]:
+    """The input tensor (and every extra input) holds the same values after the call, with
+    and without ``requires_grad``: nothing in the block writes into what it was given."""
+    __tracebackhide__ = True
+    for grad in (False, True):
+        x = case.inputs.x.detach().clone().requires_grad_(grad)
+        ctx = {k: v.clone() for k, v in case.inputs.context.items()}
+        with no_drop(case.module, case.recipe), torch.enable_grad():
+            case.recipe.run(case.module, x, ctx)
+        for name, before, after in [("x", case.inputs.x, x),
+                                    *((k, case.inputs.context[k], ctx[k]) for k in ctx)]:
+            diff = first_difference(after.detach(), before)
+            if diff:
+                case.fail("no_aliasing", f"input {name} after the call{diff} (its value "
+                          f"before; requires_grad={grad}): the block wrote into its input",
+                          None, (case.inputs.x, torch.zeros_like(case.inputs.x)))
+    return {}
+
+
+def stream_dtype(case: Case) -> dict[str, float]:
+    """Every site's entry and exit, and the output, carry the recipe's stream dtype; the
+    figures: swamped fraction per site and the overflow headroom (log2)."""
+    __tracebackhide__ = True
+    with no_drop(case.module, case.recipe):
+        seen = observe(case.recipe, case.module, case.inputs.x.clone(), case.inputs.context)
+    want = case.stream_dtype
+    figures: dict[str, float] = {}
+    peak = 0.0
+    for i, site in enumerate(case.recipe.sites):
+        for what, t in (("entry", seen.entries[i]), ("exit", seen.exits[i])):
+            if t.dtype != want:
+                case.fail("stream_dtype", f"the stream at the {what} is {t.dtype}, expected "
+                          f"the declared {want}", i)
+            peak = max(peak, float(t.detach().abs().to(torch.float64).max()))
+        z = seen.sums[i] if seen.sums[i] is not None else seen.exits[i]
+        assert z is not None
+        same = first_difference(z, seen.entries[i]) is None
+        equal = (z.to(torch.float64) == seen.entries[i].to(torch.float64)).to(torch.float64)
+        figures[f"swamped[{site.label}]"] = 1.0 if same else float(equal.mean())
+    if seen.y.dtype != want:
+        case.fail("stream_dtype", f"the output is {seen.y.dtype}, expected the declared {want}")
+    largest = float(torch.finfo(want).max)
+    figures["headroom_log2"] = math.inf if peak == 0 else math.log2(largest / peak)
+    return figures

@@ -1,0 +1,297 @@
+"""What the laws see of a block: its inputs, the stream between its sites, and failures.
+
+Why hooks: a shipped block computes its residual sums inline (``x = x + self._sa_block(...)``),
+so no submodule returns them. The stream is still visible where a norm reads or writes it
+(see :mod:`resverify.blocks.recipe`): forward hooks on those norms copy it out, so each law
+can judge site by site against the stream *the module itself carried*, not one we
+recomputed. A hook that fires other than once per call (a norm reused or skipped) means the
+block is not wired as its recipe says, which :class:`Unobserved` reports.
+
+Why the failure carries an IR request: the merge ``z = s + alpha * F(s)`` of the failing
+site, with the stream ``s`` and the branch value ``F(s)`` as its inputs, is a request of the
+exact IR (``residual_add``), so the vector saved for a block replays against the exact
+interpreter and any engine; a later step traces the whole block the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, NoReturn
+
+import numpy as np
+import torch
+from torch import nn
+
+from resverify.blocks.recipe import Dims, Recipe, Site
+from resverify.properties.assertions import PropertyFailure, element_index
+from resverify.spec.ir import Input, Node, Program
+from resverify.spec.request import Request
+
+__all__ = [
+    "TORCH_DTYPES",
+    "UNIT_ROUNDOFF",
+    "Case",
+    "Inputs",
+    "Observed",
+    "Unjudged",
+    "Unobserved",
+    "drop_prob",
+    "first_difference",
+    "observe",
+    "site_exit",
+    "with_parameter",
+]
+
+TORCH_DTYPES: Mapping[str, torch.dtype] = {
+    "float64": torch.float64, "float32": torch.float32,
+    "bfloat16": torch.bfloat16, "float16": torch.float16}
+UNIT_ROUNDOFF: Mapping[str, float] = {
+    "float64": 2.0**-53, "float32": 2.0**-24, "bfloat16": 2.0**-8, "float16": 2.0**-11}
+"""Half an ulp of 1: the largest relative error of one rounding to nearest."""
+
+
+class Unjudged(Exception):
+    """A law cannot judge this example: its precondition does not hold (the reason)."""
+
+
+class Unobserved(Unjudged):
+    """The stream could not be read where the recipe says the block carries it."""
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """One example's inputs: the stream ``x``, extra inputs, the output cotangent, the seed."""
+
+    x: torch.Tensor
+    context: Mapping[str, torch.Tensor]
+    cotangent: torch.Tensor
+    seed: int
+
+    @staticmethod
+    def draw(recipe: Recipe, dtype: torch.dtype, batch: int, seq: int, seed: int,
+             scale: float = 1.0) -> Inputs:
+        """Normal values times ``scale`` from a generator seeded with ``seed``."""
+        gen = torch.Generator().manual_seed(seed)
+
+        def values(dims: Dims) -> torch.Tensor:
+            shape = [batch if d == "batch" else seq if d == "seq" else int(d) for d in dims]
+            return (torch.randn(shape, generator=gen, dtype=torch.float64) * scale).to(dtype)
+
+        x = values(recipe.shape)
+        context = {k: values(v) for k, v in recipe.context.items()}
+        return Inputs(x, context, torch.randn(x.shape, generator=gen,
+                                              dtype=torch.float64).to(dtype), seed)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A law's question: a built block (``module``, its parameters perturbed; ``pristine``, as
+    the factory made it), the dtype and mode it runs in, and the inputs."""
+
+    recipe: Recipe
+    dtype: str
+    mode: str
+    module: nn.Module
+    pristine: nn.Module
+    inputs: Inputs
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def stream_dtype(self) -> torch.dtype:
+        return TORCH_DTYPES[self.recipe.stream_dtype or self.dtype]
+
+    def where(self, site: int | None = None) -> str:
+        at = "" if site is None else f", site {site} ({self.recipe.sites[site].label})"
+        return (f"[{self.recipe.name}{at}, {self.dtype}, {self.mode}, "
+                f"seed {self.inputs.seed}]")
+
+    def fail(self, law: str, message: str, site: int | None = None,
+             merge: tuple[torch.Tensor, torch.Tensor] | None = None) -> NoReturn:
+        """Raise the one-line :class:`PropertyFailure` of ``law``; ``merge`` is the site's
+        ``(s, F(s))``, saved as the request of the vector."""
+        __tracebackhide__ = True
+        raise PropertyFailure(f"{law}: {message} {self.where(site)}",
+                              self.request(site, merge))
+
+    def request(self, site: int | None, merge: tuple[torch.Tensor, torch.Tensor] | None
+                ) -> Request:
+        """The IR request ``residual_add(s, scale(F(s), alpha))`` of a site's merge."""
+        s, f = merge if merge is not None else (self.inputs.x, torch.zeros_like(self.inputs.x))
+        alpha = 1.0 if site is None else self.recipe.sites[site].alpha
+        shape = tuple(s.shape)
+        nodes = [Node("y", "residual_add", ("x", "u"))]
+        if alpha != 1.0:
+            nodes.append(Node("u", "scale", ("f",), alpha=Fraction(alpha)))
+        else:
+            nodes[0] = Node("y", "residual_add", ("x", "f"))
+        program = Program((Input("x", shape), Input("f", shape)), tuple(nodes), "y")
+        dtype = self.recipe.stream_dtype or self.dtype
+        cot = self.inputs.cotangent if self.inputs.cotangent.shape == s.shape else None
+        values = {"x": _numpy(s, dtype), "f": _numpy(f.to(s.dtype), dtype)}
+        return Request(program, values, dtype,
+                       _numpy(cot, dtype) if cot is not None else np.zeros(shape))
+
+
+def _numpy(t: torch.Tensor, dtype: str) -> np.ndarray:
+    """The exact values of ``t`` as a NumPy array of the request's storage dtype."""
+    arr = t.detach().to(torch.float64).numpy()
+    return arr.astype(np.float32 if dtype == "bfloat16" else dtype)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One call of the block: the input as given (copied before the call), the output, and
+    per site the stream entering it, its sum when visible, and the stream leaving it."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    entries: tuple[torch.Tensor, ...]
+    sums: tuple[torch.Tensor | None, ...]
+    exits: tuple[torch.Tensor, ...]
+
+
+def _taps(recipe: Recipe) -> list[tuple[str, str, str, int]]:
+    """``(submodule, "input"|"output", "entry"|"sum"|"exit", site)`` for every hook."""
+    taps = []
+    for i, site in enumerate(recipe.sites):
+        if site.norm == "pre" and i > 0:
+            taps.append((site.norms[0], "input", "entry", i))
+        if site.norm == "post":
+            taps.append((site.norms[0], "input", "sum", i))
+            taps.append((site.norms[-1], "output", "exit", i))
+    return taps
+
+
+def observe(recipe: Recipe, module: nn.Module, x: torch.Tensor,
+            context: Mapping[str, torch.Tensor]) -> Observed:
+    """Run the block once on ``x`` (grad mode on, as in training, so no inference-only fast
+    path is taken) and read the stream off its norms; :class:`Unobserved` if a tap fired
+    other than once."""
+    seen: dict[tuple[str, int], list[torch.Tensor]] = {}
+    handles = []
+    for name, side, slot, i in _taps(recipe):
+        got = seen.setdefault((slot, i), [])
+
+        def keep(_m: nn.Module, args: Any, out: Any = None, *, got: list[torch.Tensor] = got,
+                 side: str = side) -> None:
+            value = args[0] if side == "input" else out
+            got.append(value.detach().clone())
+
+        sub = module.get_submodule(name)
+        handles.append(sub.register_forward_pre_hook(keep) if side == "input"
+                       else sub.register_forward_hook(keep))
+    given = x.detach().clone()
+    try:
+        with torch.enable_grad():
+            y = recipe.run(module, x, context)
+    finally:
+        for handle in handles:
+            handle.remove()
+    for (slot, i), got in seen.items():
+        if len(got) != 1:
+            name = next(n for n, _s, sl, j in _taps(recipe) if (sl, j) == (slot, i))
+            raise Unobserved(f"site {i}'s norm {name!r} ran {len(got)} times in one call of "
+                             "the block, the recipe says once")
+    return _assemble(recipe, given, y.detach(), {k: v[0] for k, v in seen.items()})
+
+
+def _assemble(recipe: Recipe, x: torch.Tensor, y: torch.Tensor,
+              seen: Mapping[tuple[str, int], torch.Tensor]) -> Observed:
+    n = len(recipe.sites)
+    entries: list[torch.Tensor] = [x]
+    exits: list[torch.Tensor] = []
+    sums: list[torch.Tensor | None] = []
+    for i, site in enumerate(recipe.sites):
+        if i > 0:
+            entries.append(seen[("entry", i)] if site.norm == "pre" else exits[i - 1])
+        if site.norm == "post":
+            exits.append(seen[("exit", i)])
+            sums.append(seen[("sum", i)])
+            continue
+        out = y if i == n - 1 else seen[("entry", i + 1)]
+        exits.append(out)
+        sums.append(out if site.activation is None else None)
+    return Observed(x, y, tuple(entries), tuple(sums), tuple(exits))
+
+
+def site_exit(module: nn.Module, site: Site, s: torch.Tensor, update: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(z, exit)`` of a site from its entry and the branch's update, as the recipe says:
+    ``z = shortcut(s) + alpha * update``, ``exit = post(act(z))``."""
+    skip = s if site.shortcut == "identity" else module.get_submodule(site.shortcut)(s)
+    z = skip + update if site.alpha == 1.0 else skip + site.alpha * update
+    out = torch.relu(z) if site.activation == "relu" else z
+    if site.norm == "post":
+        for name in site.norms:
+            out = module.get_submodule(name)(out)
+    return z, out
+
+
+@contextlib.contextmanager
+def with_parameter(module: nn.Module, name: str, value: torch.Tensor | float) -> Iterator[None]:
+    """Parameter ``name`` set to ``value`` for the block, restored afterwards."""
+    param = module.get_parameter(name)
+    old = param.detach().clone()
+    with torch.no_grad():
+        param.copy_(torch.as_tensor(value, dtype=param.dtype).expand_as(param))
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            param.copy_(old)
+
+
+@contextlib.contextmanager
+def drop_prob(module: nn.Module, site: Site, value: float | None) -> Iterator[None]:
+    """The site's drop-path probability set to ``value`` (None: left as built)."""
+    subs = [module.get_submodule(n) for n in site.drop_path]
+    old = [getattr(s, site.drop_prob_attr) for s in subs]
+    if value is not None:
+        for sub in subs:
+            setattr(sub, site.drop_prob_attr, value)
+    try:
+        yield
+    finally:
+        for sub, was in zip(subs, old, strict=True):
+            setattr(sub, site.drop_prob_attr, was)
+
+
+@contextlib.contextmanager
+def no_drop(module: nn.Module, recipe: Recipe) -> Iterator[None]:
+    """Every drop path of the block at probability 0: the realised mask is all ones."""
+    with contextlib.ExitStack() as stack:
+        for site in recipe.sites:
+            stack.enter_context(drop_prob(module, site, 0.0))
+        yield
+
+
+def zeroed(module: nn.Module, names: list[str]) -> nn.Module:
+    """A copy of ``module`` with the parameters ``names`` set to zero."""
+    out = copy.deepcopy(module)
+    with torch.no_grad():
+        for name in names:
+            out.get_parameter(name).zero_()
+    return out
+
+
+def first_difference(actual: torch.Tensor, expected: torch.Tensor,
+                     budget: torch.Tensor | None = None) -> str | None:
+    """``[i, j]: a, expected e`` for the first element where ``actual`` differs from
+    ``expected`` as values (``-0.0 == 0.0``; beyond ``budget`` when given), or None."""
+    if actual.shape != expected.shape or actual.dtype != expected.dtype:
+        return (f": shape {list(actual.shape)} {actual.dtype}, expected "
+                f"{list(expected.shape)} {expected.dtype}")
+    a, e = actual.detach().to(torch.float64), expected.detach().to(torch.float64)
+    bad = ~((a == e) | (torch.isnan(a) & torch.isnan(e)))
+    if budget is not None:
+        bad &= ~((a - e).abs() <= budget)
+    if not bool(bad.any()):
+        return None
+    index = tuple(int(i) for i in np.unravel_index(int(bad.flatten().nonzero()[0]), a.shape))
+    rule = "budget 0" if budget is None else f"budget {float(budget[index])!r}"
+    return (f"{element_index(index)} = {float(a[index])!r}, expected {float(e[index])!r} "
+            f"(|diff| {abs(float(a[index] - e[index]))!r}, {rule})")
