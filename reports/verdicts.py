@@ -1,139 +1,162 @@
 """Every verdict above the element, decided in one place.
 
-Why one module: a verdict that the JSON writer decides and the Markdown writer decides
-again drifts apart, and a rule spread over four writers can be read (and tested) nowhere
-whole. Here each rule is a pure function, data in and verdict out: no file is read, no
-backend is called, nothing is printed. The report writers (:mod:`resverify.reports.
-json_report`, :mod:`~resverify.reports.matrix`, :mod:`~resverify.reports.markdown`,
-:mod:`~resverify.reports.html`), the known-failures bookkeeping
-(:mod:`resverify.reports.known_failures`) and the mutant runner (``tools/mutant_runs.py``)
-call these functions and only render, store or count what they return.
+Why one module: the element's verdict (a value inside its budget or not) has one rule,
+:mod:`resverify.spec.compare`; everything built on it (is this test's failure the
+backend's fault, has this backend passed, did the run pass, what does a matrix cell say,
+is a known failure still expected, was a mutant killed) used to be decided where it was
+shown, by the JSON writer, the matrix, the known-failures reader and the mutant runner.
+Two places that decide one verdict drift apart; here each rule is written once, and
+report.json, report.md and report.html only render what it decided.
 
-The element's verdict (is this number within its budget?) is :mod:`resverify.spec.compare`'s;
-everything built on it is decided here, in these sections:
+Every function is pure: data in (the report's own records, as report.json holds them, or
+a suite's results), a verdict out. None reads a file, calls a backend or looks at the
+clock, so each rule is tested alone (``tests/reports/test_verdicts.py``).
 
-* **Property records**: whether a failed test is charged to its backend
-  (:func:`charged`), whether a test checked anything (:func:`checked`, :func:`not_run`),
-  whether a passed test ran fewer examples than its profile asks (:func:`ran_short`).
-* **Claims**: a backend's side (:func:`claim_side_status`, :func:`claim_failure_kind`) and a
-  claim's overall status, an expected side included (:func:`claim_status`).
-* **Backends**: a backend's status in the run (:func:`backend_status`).
-* **The run**: the status of the whole run (:func:`run_status`).
-* **The conformance matrix**: a cell's status (:func:`cell_status`, :func:`worse_cell`) and a
-  backend's status in one mode (:func:`mode_status`).
-* **Known failures**: an entry's state from its vector (:func:`vector_state`), which entry
-  expects a failed test (:func:`expects`, :func:`expecting`), and a claim entry's state from
-  the claim's side (:func:`claim_entry_state`).
-* **Mutants**: one mutant run's outcome (:func:`mutant_outcome`) and a score's status
-  (:func:`score_status`).
+What it decides, one section each, in this order:
 
-A vector's and a group's verdict (:mod:`resverify.reports.judge`) may join as a section of
-their own at the end.
+1. a property record: its status from pytest's outcome, whether the test ran (checked an
+   example), could not run, ran fewer examples than asked, and whether its failure is
+   charged to its backend;
+2. a claim: each backend's side, the exact side, and the claim's own status;
+3. a backend's status: ``failed``, ``passed`` or ``nothing checked``;
+4. the run's status: ``incomplete``, ``failed``, ``nothing checked`` or ``passed``;
+5. a conformance-matrix cell, and a backend's verdict in one mode;
+6. a known failure's state (``expected``, ``fixed``, ``not checked``) and which failures
+   it expects;
+7. a mutant run's outcome (``killed``, ``survived``, ``error``) and a mutant score's.
+
+A vector's and a group's verdict are decided in :mod:`resverify.reports.judge` for now;
+they join as a section 8 at the end of this module.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from resverify.spec.claims import overall_status
 
 __all__ = [
-    "ANY_DTYPE",
     "CELL_STATUSES",
     "FAILURE_KINDS",
+    "PROPERTY_OUTCOMES",
+    "ClaimSettlement",
     "SuiteResults",
     "backend_status",
     "cell_status",
     "charged",
-    "checked",
-    "claim_entry_state",
-    "claim_failure_kind",
+    "claim_expected",
+    "claim_side_failure_kind",
     "claim_side_status",
     "claim_status",
+    "claims_column",
+    "could_not_run",
+    "exact_status",
     "expecting",
     "expects",
     "failure_kinds",
     "mode_status",
     "mutant_outcome",
-    "not_run",
-    "ran_short",
+    "mutant_score_status",
+    "property_status",
+    "ran",
     "run_status",
-    "score_status",
-    "vector_state",
-    "worse_cell",
+    "settle_claim_side",
+    "short_of_examples",
+    "vector_entry_state",
+    "worse_cell_status",
 ]
 
 Record = Mapping[str, Any]
-"""One entry of report.json (a property, a claim, a backend, a known failure), or one
-result of the child pytest: what every verdict here reads."""
-
-FAILURE_KINDS = ("law", "refused", "raised", "timeout", "crash", "bad_result", "internal")
-"""The kinds of failure a report names; ``internal`` is resverify's own."""
 
 
-# --- property records ---------------------------------------------------------------------
+# --- 1. a property record ---------------------------------------------------------------
+
+PROPERTY_OUTCOMES = ("passed", "failed", "skipped", "xfailed")
+"""pytest's outcomes a property record keeps as they are; any other outcome is a failure."""
+_CHECKED = ("passed", "failed", "expected")
+
+
+def property_status(outcome: object) -> str:
+    """A property record's status from pytest's outcome: one of :data:`PROPERTY_OUTCOMES`
+    as it is, anything else (an error in setup, a crashed worker) ``failed``."""
+    return str(outcome) if outcome in PROPERTY_OUTCOMES else "failed"
+
+
+def ran(prop: Record) -> bool:
+    """The test checked something: it passed, failed or failed as expected, on at least one
+    example (an unknown count, ``None``, is a test that does not count examples)."""
+    return prop["status"] in _CHECKED and (prop["examples"] is None or prop["examples"] > 0)
+
+
+def could_not_run(prop: Record) -> bool:
+    """The test was skipped, or passed without running a single example."""
+    return bool(prop["status"] == "skipped" or (prop["status"] == "passed"
+                                                and prop["examples"] == 0))
+
+
+def short_of_examples(prop: Record) -> bool:
+    """A passed test that ran fewer examples than its profile asks (a known count of each)."""
+    done, wanted = prop["examples"], prop.get("examples_wanted")
+    return bool(prop["status"] == "passed" and done is not None and wanted and done < wanted)
+
 
 def charged(prop: Record) -> bool:
-    """A failed property entry counts against its backend: one of its failures (or its
-    ``failure_kind``, when it lists none) is of a kind other than ``internal``."""
+    """A failed property record counts against its backend: one of its failures (or its
+    ``failure_kind``, when it lists none) is of a kind other than ``internal`` (an error of
+    resverify's own check fails the run, not the backend)."""
     kinds = [f["kind"] for f in prop.get("failures") or ()] or [prop.get("failure_kind")]
     return any(kind != "internal" for kind in kinds)
 
 
-def checked(prop: Record) -> bool:
-    """A test checked its backend: it passed, failed or failed as expected, after at least
-    one example (or without counting its examples)."""
-    return prop["status"] in ("passed", "failed", "expected") and (
-        prop["examples"] is None or prop["examples"] > 0)
+# --- 2. a claim -------------------------------------------------------------------------
+
+FAILURE_KINDS = ("law", "refused", "raised", "timeout", "crash", "bad_result", "internal")
+"""The kinds a failure may be of; a failed claim side of any other kind is a ``law``."""
 
 
-def not_run(prop: Record) -> bool:
-    """A test could not run on its backend: it was skipped, or passed without a single
-    example."""
-    return prop["status"] == "skipped" or (prop["status"] == "passed" and prop["examples"] == 0)
+def claim_side_status(raw_status: object) -> str:
+    """A backend's side of a claim: ``pass`` or ``skipped`` as it is, anything else ``fail``
+    (a side that says nothing clear is not a pass)."""
+    return str(raw_status) if raw_status in ("pass", "skipped") else "fail"
 
 
-def ran_short(prop: Record) -> bool:
-    """A test passed on fewer examples than its profile asks (``examples_wanted``)."""
-    ran, wanted = prop["examples"], prop["examples_wanted"]
-    return prop["status"] == "passed" and ran is not None and bool(wanted) and ran < wanted
-
-
-# --- claims -------------------------------------------------------------------------------
-
-def claim_side_status(reported: object) -> str:
-    """A backend's side of a claim: ``pass`` or ``skipped`` as its checker said; anything
-    else (``fail``, nothing, a status the report does not know) is ``fail``."""
-    return str(reported) if reported in ("pass", "skipped") else "fail"
-
-
-def claim_failure_kind(side_status: str, reported: object) -> str | None:
-    """The kind of a side's failure: none for a side that did not fail, the kind its
-    checker named when the report knows it, else ``law``."""
-    if side_status != "fail":
+def claim_side_failure_kind(status: str, kind: object) -> str | None:
+    """The failure kind of a claim side: none unless it failed, else its kind when it is one
+    of :data:`FAILURE_KINDS`, else ``law``."""
+    if status != "fail":
         return None
-    return str(reported) if reported in FAILURE_KINDS else "law"
+    return str(kind) if kind in FAILURE_KINDS else "law"
 
 
-def claim_status(exact_status: str, sides: Iterable[str]) -> str:
-    """A claim's overall status: ``expected`` when the exact side passes, no backend's side
-    fails and a known failure expects one; else the claim checker's rule
-    (:func:`resverify.spec.claims.overall_status`: ``fail``, ``skipped`` or ``pass``)."""
-    statuses = list(sides)
-    if exact_status == "pass" and "fail" not in statuses and "expected" in statuses:
-        return "expected"
-    return overall_status(exact_status, statuses)
+def exact_status(raw_status: object) -> str:
+    """The exact side of a claim: ``pass`` only when it says so, else ``fail``."""
+    return "pass" if raw_status == "pass" else "fail"
 
 
-# --- backends -----------------------------------------------------------------------------
+def claim_status(exact: str, sides: Iterable[str]) -> str:
+    """The claim's own status before known failures: ``fail`` when a side fails, else
+    ``skipped`` when one could not run, else ``pass``
+    (:func:`resverify.spec.claims.overall_status`, the claim checker's own rule)."""
+    return overall_status(exact, sides)
 
-def backend_status(name: str, properties: Sequence[Record], claims: Sequence[Record] = (),
-                   known: Sequence[Record] = ()) -> str:
-    """A backend's status in the run: ``failed`` when a property test failed on it and is
-    :func:`charged` to it (a known failure that expects it made it ``expected``), when its
-    side of a claim fails, or when a known failure of it is ``fixed``; else ``passed`` when
-    a test :func:`checked` it; else ``nothing checked``."""
+
+def claim_expected(claim: Record) -> bool:
+    """A claim whose failures are all expected: its exact side passes, no backend's side
+    fails, and at least one side is ``expected`` (a known failure matched it)."""
+    sides = [side["status"] for side in claim["backends"]]
+    return claim["exact_status"] == "pass" and "fail" not in sides and "expected" in sides
+
+
+# --- 3. a backend -----------------------------------------------------------------------
+
+def backend_status(name: str, properties: Sequence[Record] = (),
+                   claims: Sequence[Record] = (), known: Sequence[Record] = ()) -> str:
+    """Backend ``name``'s verdict from the report's records: ``failed`` when a property test
+    on it failed and is :func:`charged` to it, a claim fails on its side, or a known failure
+    of it is ``fixed``; else ``passed`` when a test :func:`ran` on it; else ``nothing
+    checked``. An ``expected`` failure does not fail it."""
     mine = [p for p in properties if p["backend"] == name]
     failed = (any(p["status"] == "failed" and charged(p) for p in mine)
               or any(side["backend"] == name and side["status"] == "fail"
@@ -141,114 +164,128 @@ def backend_status(name: str, properties: Sequence[Record], claims: Sequence[Rec
               or any(k["backend"] == name and k["status"] == "fixed" for k in known))
     if failed:
         return "failed"
-    return "passed" if any(checked(p) for p in mine) else "nothing checked"
+    return "passed" if any(ran(p) for p in mine) else "nothing checked"
 
 
-# --- the run ------------------------------------------------------------------------------
+# --- 4. the run -------------------------------------------------------------------------
 
-def run_status(*, complete: bool, properties: Sequence[Record], claims: Sequence[Record],
-               known: Sequence[Record], backends: Iterable[str]) -> str:
-    """The status of the whole run, given the backends' statuses: ``incomplete`` when it
-    did not finish; else ``failed`` when a property test or a claim failed (resverify's
-    own failures included: they fail the run, not the backend) or a known failure is
-    ``fixed``; else ``nothing checked`` when a backend had nothing checked; else
-    ``passed``."""
+def run_status(*, complete: bool, properties: Iterable[str], claims: Iterable[str],
+               known: Iterable[str], backends: Iterable[str]) -> str:
+    """The run's verdict from the statuses of its records: ``incomplete`` when it did not
+    finish; else ``failed`` when a property test or a claim failed (``expected`` ones do
+    not; an ``internal`` failure does: it is resverify's own) or a known failure is
+    ``fixed``; else ``nothing checked`` when a backend had nothing checked; else ``passed``."""
     if not complete:
         return "incomplete"
-    if (any(p["status"] in ("fail", "failed") for p in properties)
-            or any(c["status"] in ("fail", "failed") for c in claims)
-            or any(k["status"] == "fixed" for k in known)):
+    if any(s in ("fail", "failed") for s in (*properties, *claims)) or "fixed" in known:
         return "failed"
-    return "nothing checked" if "nothing checked" in set(backends) else "passed"
+    return "nothing checked" if "nothing checked" in backends else "passed"
 
 
-# --- the conformance matrix ---------------------------------------------------------------
+# --- 5. the conformance matrix ----------------------------------------------------------
 
 ANY_DTYPE = "any"
-"""The matrix column of a property test with no dtype parameter."""
 CELL_STATUSES = ("failed", "expected", "passed", "xfailed", "skipped", "not claimed", "none")
-"""A cell's statuses, the one that wins a cell first."""
-_CELL_RANK = {status: len(CELL_STATUSES) - i for i, status in enumerate(CELL_STATUSES)}
+"""A cell's statuses, the one that wins first: a failure anywhere in the cell wins."""
+_RANK = {status: len(CELL_STATUSES) - 2 - i for i, status in enumerate(CELL_STATUSES)}
 
 
-def cell_status(prop: Record, backend: Record | None, dtype: str, mode: str) -> str:
-    """What a property test says in its matrix cell: its status, except that a test skipped
-    on a backend that does not claim the cell's ``dtype`` (``any`` is always claimed) or the
-    test's ``mode`` is ``not claimed``, a claim rather than a verdict. An unknown backend
-    (``None``) claims everything, and every backend claims :data:`ANY_DTYPE`."""
+def claims_column(backend: Record | None, dtype: str, mode: str) -> bool:
+    """Whether the backend claims ``dtype`` (the column ``any`` always) and ``mode``; a
+    backend the report does not list claims everything (nothing is known against it)."""
+    if backend is None:
+        return True
+    return (dtype == ANY_DTYPE or dtype in backend["dtypes"]) and mode in backend["modes"]
+
+
+def cell_status(prop: Record, backend: Record | None, dtype: str) -> str:
+    """What one property record says in its matrix cell: its status, except that a test
+    skipped because the backend does not claim the dtype or the mode is ``not claimed``
+    (a claim, not a verdict)."""
     status = str(prop["status"])
-    claims = backend is None or (
-        (dtype == ANY_DTYPE or dtype in backend["dtypes"]) and mode in backend["modes"])
-    return "not claimed" if status == "skipped" and not claims else status
+    if status == "skipped" and not claims_column(backend, dtype, str(prop.get("mode") or "vjp")):
+        return "not claimed"
+    return status
 
 
-def worse_cell(held: str, new: str) -> str:
-    """A cell holding ``held`` that gets a test saying ``new``: the one earlier in
-    :data:`CELL_STATUSES` wins (a failure anywhere in the cell is the cell's status); a
-    status not listed ranks with ``failed``, and the cell keeps what it held first."""
-    top = _CELL_RANK["failed"]
-    return new if _CELL_RANK.get(new, top) > _CELL_RANK.get(held, top) else held
+def worse_cell_status(current: str, new: str) -> str:
+    """The cell's status once one more record joins it: the one first in
+    :data:`CELL_STATUSES` (an unknown status counts as ``failed``; ties keep ``current``)."""
+    return new if _RANK.get(new, _RANK["failed"]) > _RANK.get(current, _RANK["failed"]) \
+        else current
 
 
-def mode_status(properties: Sequence[Record], claimed: bool) -> str:
-    """A backend's status in one mode, from its tests in that mode: ``failed`` when one
-    failed (whether charged to it or not), else ``not claimed`` when the backend does not
-    claim the mode, else ``passed`` when a test :func:`checked` it, else
-    ``nothing checked``."""
-    if any(p["status"] == "failed" for p in properties):
+def mode_status(props: Sequence[Record], claimed: bool) -> str:
+    """A backend's verdict in one mode from its property records in that mode: ``failed``
+    when one failed (even in a mode it does not claim), else ``not claimed``, else
+    ``passed`` when a test :func:`ran`, else ``nothing checked``."""
+    if any(p["status"] == "failed" for p in props):
         return "failed"
     if not claimed:
         return "not claimed"
-    return "passed" if any(checked(p) for p in properties) else "nothing checked"
+    return "passed" if any(ran(p) for p in props) else "nothing checked"
 
 
-# --- known failures -----------------------------------------------------------------------
+# --- 6. known failures ------------------------------------------------------------------
 
-def vector_state(verdict: str | None) -> str:
-    """A known failure's state from its vector's verdict on its backend (``None``: the
-    backend is not part of the run): still failing, ``expected``; passing now, ``fixed``
-    (which fails the run until the entry is removed); anything else, ``not checked``."""
-    return {"fail": "expected", "pass": "fixed"}.get(verdict or "", "not checked")
+def vector_entry_state(verdict_status: str) -> str:
+    """A known failure's state from its vector's verdict on its backend: still failing,
+    ``expected``; passing now, ``fixed`` (which fails the run); anything else (the
+    backend could not be asked) ``not checked``."""
+    return {"fail": "expected", "pass": "fixed"}.get(verdict_status, "not checked")
 
 
 def failure_kinds(prop: Record) -> set[str]:
-    """The kinds of a test's failures (its ``failure_kind``, ``law`` by default, when it
-    lists none)."""
+    """The kinds of a failed test's failures (its ``failure_kind`` when it lists none,
+    ``law`` when it names none)."""
     kinds = {str(f["kind"]) for f in prop.get("failures") or ()}
     return kinds or {str(prop.get("failure_kind") or "law")}
 
 
 def expects(entry: Record, prop: Record) -> bool:
-    """A checked known-failures entry expects a failed test: the entry is ``expected`` (its
-    vector still fails), names the test's backend, property and dtype, and every failure of
-    the test is of the entry's kind: a crash is never hidden by a known wrong value."""
+    """A checked known failure expects a failed property test: the entry is ``expected``,
+    names the test's backend, property and dtype, and every failure of the test is of the
+    entry's kind (a crash is never hidden by a known wrong value)."""
     return (entry["status"] == "expected" and entry["property"] == prop["property"]
             and entry["backend"] == prop["backend"] and entry["dtype"] == prop["dtype"]
             and failure_kinds(prop) == {entry["kind"]})
 
 
 def expecting(entries: Sequence[Record], prop: Record) -> Any:
-    """The first entry that :func:`expects` the failed test ``prop``, or None."""
+    """The first checked entry that :func:`expects` the failed property test, or None."""
     return next((e for e in entries if expects(e, prop)), None)
 
 
-def claim_entry_state(entry: Record, side: Record) -> tuple[str, str]:
-    """A claim entry's state and detail from the claim's side on the entry's backend: the
-    side fails with the entry's kind, ``expected``; the side passes, ``fixed``; otherwise
-    the entry keeps its state, and the detail says what the side is."""
+@dataclass(frozen=True)
+class ClaimSettlement:
+    """What a claim entry learns from one side of its claim: its new ``status`` (None: it
+    stays as it is), the ``detail`` it shows, and whether that side becomes ``expected``."""
+
+    status: str | None
+    detail: str
+    side_expected: bool = False
+
+
+def settle_claim_side(entry: Record, side: Record) -> ClaimSettlement:
+    """A claim entry against its backend's side of the claim: a failure of the entry's
+    kind is ``expected`` (and so is the side); a pass is ``fixed``; anything else (skipped,
+    or a failure of another kind) leaves the entry as it is and says why."""
     if side["status"] == "fail" and side["failure_kind"] == entry["kind"]:
-        return "expected", str(side["reason"] or "the claim fails")
+        return ClaimSettlement("expected", side["reason"] or "the claim fails", True)
     if side["status"] == "pass":
-        return "fixed", "the claim passes now"
-    return str(entry["status"]), (f"claim {entry['claim']} is {side['status']} "
-                                  f"on {entry['backend']}")
+        return ClaimSettlement("fixed", "the claim passes now")
+    return ClaimSettlement(None, f"claim {entry['claim']} is {side['status']} on "
+                                 f"{entry['backend']}")
 
 
-# --- mutants ------------------------------------------------------------------------------
+# --- 7. mutants -------------------------------------------------------------------------
+
+MUTANT_MESSAGE_CHARS = 300
+
 
 class SuiteResults(Protocol):
-    """What a mutant's outcome reads of its suite run
-    (:class:`resverify.cli.runner.SuiteRun` has it)."""
+    """What a mutant's verdict reads of its suite run (:class:`resverify.cli.runner.SuiteRun`
+    has it): the finished tests' results in order, and how the run ended."""
 
     @property
     def results(self) -> Sequence[Record]: ...
@@ -262,30 +299,28 @@ class SuiteResults(Protocol):
     def refused(self) -> bool: ...
 
 
-MESSAGE_CHARS = 300
-"""A mutant outcome's message is cut to this many characters."""
-
-
 def mutant_outcome(suite: SuiteResults) -> dict[str, Any]:
     """The verdict on one mutant from its suite's results, in the order they finished.
 
     ``killed`` at the first failed test (property, dtype, kind, message), unless that
-    failure is resverify's own (kind ``internal``): then ``error``, not a kill. With no
-    failure, ``survived`` when the suite ran to its end with pytest's exit status 0, else
-    ``error``, with what ended it. ``examples`` counts the examples run until the verdict
-    (the failed test's included), ``tests_run`` the tests.
+    failure is ``internal`` (resverify's own error: ``error``, no kill); ``survived`` when
+    the whole suite finished and passed; else ``error`` (pytest refused its command line,
+    or the run stopped early), which is not a kill. ``examples`` counts the examples run
+    until the verdict (the failed test's included), ``tests_run`` the tests until then.
     """
     examples = 0
     for count, result in enumerate(suite.results, start=1):
         props = result["properties"]
         examples += int(props.get("examples") or 0)
         if result["outcome"] == "failed":
-            kind = props.get("failure_kind") or "law"
-            return {"status": "error" if kind == "internal" else "killed",
+            internal = props.get("failure_kind") == "internal"
+            message = " ".join(str(result.get("message") or "").split())
+            return {"status": "error" if internal else "killed",
                     "property": props.get("property") or result["nodeid"],
-                    "dtype": props.get("dtype"), "kind": kind,
-                    "message": " ".join(str(result.get("message") or "").split())[:MESSAGE_CHARS],
-                    "examples": examples, "tests_run": count}
+                    "dtype": props.get("dtype"),
+                    "kind": "internal" if internal else props.get("failure_kind") or "law",
+                    "message": message[:MUTANT_MESSAGE_CHARS], "examples": examples,
+                    "tests_run": count}
     survived = suite.exitstatus == 0 and suite.finished
     return {"status": "survived" if survived else "error", "property": None, "dtype": None,
             "kind": None, "examples": examples, "tests_run": len(suite.results),
@@ -293,14 +328,13 @@ def mutant_outcome(suite: SuiteResults) -> dict[str, Any]:
 
 
 def _ended(suite: SuiteResults) -> str:
-    """Why a suite gave no verdict on its mutant."""
+    """Why a suite run that neither killed nor passed gives no verdict."""
     if suite.refused:
         return "pytest refused its command line (see pytest.log)"
     return (f"the suite ended without a verdict (pytest exit {suite.exitstatus}, "
             f"process exit {suite.returncode}, {len(suite.results)} tests finished)")
 
 
-def score_status(killed: int, total: int) -> str:
-    """A mutant score's status: ``passed`` when every mutant was killed, else ``failed``
-    (a survivor is a bug the suite does not catch)."""
+def mutant_score_status(killed: int, total: int) -> str:
+    """A mutant score passes only when every mutant was killed."""
     return "passed" if killed == total else "failed"
