@@ -8,7 +8,8 @@ from hypothesis import Phase
 
 from resverify.properties.profiles import PROFILES, SHRINK_LIMITS, shrink_limit
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+COMMANDS_DOC = Path(__file__).resolve().parents[2] / "docs" / "commands.md"
+"""The command reference, whose ``--profile`` row says what each profile runs."""
 
 
 def test_dev_profile_runs_a_handful_of_examples_and_fewer_than_ci() -> None:
@@ -31,8 +32,8 @@ def test_profiles_that_cap_shrinking_leave_out_the_explain_phase() -> None:
         assert (Phase.explain in profile.phases) is not capped, (name, profile.phases)
 
 
-def test_readme_says_how_many_examples_each_profile_runs_and_where_it_caps_shrinking() -> None:
-    line = next(line for line in README.read_text(encoding="utf-8").splitlines()
+def test_commands_doc_says_how_many_examples_each_profile_runs_and_its_shrink_cap() -> None:
+    line = next(line for line in COMMANDS_DOC.read_text(encoding="utf-8").splitlines()
                 if line.startswith("| `--profile NAME` |"))
     for name, profile in PROFILES.items():
         said = line[line.index(f"`{name}`"):]
