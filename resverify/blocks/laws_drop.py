@@ -66,21 +66,29 @@ def _alternatives(case: Case, i: int, s: torch.Tensor, keep: float
     return dropped, kept
 
 
+def _same_rows(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Per row (first dimension): every element equal as values (or both NaN)."""
+    a64, b64 = a.to(torch.float64), b.to(torch.float64)
+    same = (a64 == b64) | (torch.isnan(a64) & torch.isnan(b64))
+    return same.reshape(a.shape[0], -1).all(dim=1)
+
+
 def _rows(case: Case, i: int, seen: Observed, keep: float) -> list[bool | None]:
     """Each row's mask (True kept), None where the two alternatives coincide."""
     __tracebackhide__ = True
     s, out = seen.entries[i], seen.exits[i]
     dropped, kept = _alternatives(case, i, s, keep)
-    masks: list[bool | None] = []
-    for b in range(out.shape[0]):
-        is_dropped = first_difference(out[b], dropped[b]) is None
-        is_kept = first_difference(out[b], kept[b]) is None
-        if not (is_dropped or is_kept):
-            case.fail("drop_path", f"row {b}{first_difference(out[b], kept[b])}: each row "
-                      f"is s or s + F*fl(1/keep), keep {keep!r} (the dropped row differs too: "
-                      f"{first_difference(out[b], dropped[b])})", i)
-        masks.append(None if is_dropped and is_kept else is_kept)
-    return masks
+    if out.dtype != kept.dtype:
+        case.fail("drop_path", f"the exit is {out.dtype}, expected {kept.dtype}", i)
+    is_dropped, is_kept = _same_rows(out, dropped), _same_rows(out, kept)
+    neither = ~(is_dropped | is_kept)
+    if bool(neither.any()):
+        b = int(neither.nonzero()[0])
+        case.fail("drop_path", f"row {b}{first_difference(out[b], kept[b])}: each row "
+                  f"is s or s + F*fl(1/keep), keep {keep!r} (the dropped row differs too: "
+                  f"{first_difference(out[b], dropped[b])})", i)
+    return [None if d and k else bool(k) for d, k in zip(is_dropped.tolist(), is_kept.tolist(),
+                                                           strict=True)]
 
 
 def _keep_rate(case: Case, i: int, masks: list[bool | None], keep: float) -> None:

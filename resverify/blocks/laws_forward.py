@@ -96,11 +96,12 @@ def _check_zero(case: Case, module: torch.nn.Module, what: str) -> None:
         e = _zero_map(case, x2)
         e_bar = case.inputs.cotangent if e is x2 else torch.autograd.grad(
             e, x2, case.inputs.cotangent)[0]
-    rule = "x" if all(s.norm != "post" and s.activation is None and s.shortcut == "identity"
-                      for s in case.recipe.sites) else "the sites' shortcut, activation, norms"
+    plain = all(s.norm != "post" and s.activation is None and s.shortcut == "identity"
+                for s in case.recipe.sites)
+    rule = "the identity" if plain else "each site's post(act(shortcut(.)))"
     diff = first_difference(y.detach(), e.detach())
     if diff:
-        case.fail("zero_branch", f"{what}: y{diff}: with every branch 0, y = {rule} of x",
+        case.fail("zero_branch", f"{what}: y{diff}: with every branch 0, the block is {rule}",
                   None, (case.inputs.x, torch.zeros_like(case.inputs.x)))
     diff = first_difference(x_bar, e_bar.detach())
     if diff:

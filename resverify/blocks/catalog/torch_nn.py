@@ -12,13 +12,14 @@ kernel (a later *paths* law compares the two).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import cast
 
 import torch
 from torch import nn
 
 from resverify.blocks.recipe import Recipe, Site
 
-__all__ = ["D_MODEL", "FF", "HEADS", "RECIPES"]
+__all__ = ["D_MODEL", "FF", "HEADS", "RECIPES", "activation", "decoder", "encoder"]
 
 D_MODEL, HEADS, FF = 16, 2, 32
 _Ctx = Mapping[str, torch.Tensor]
@@ -27,6 +28,11 @@ _Branch = Callable[[nn.Module, torch.Tensor, _Ctx], torch.Tensor]
 
 def _at(m: nn.Module, name: str) -> nn.Module:
     return m.get_submodule(name)
+
+
+def activation(m: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The layer's activation: a function (``F.relu`` by default) or a module."""
+    return cast(Callable[[torch.Tensor], torch.Tensor], m.activation)
 
 
 def _normed(m: nn.Module, name: str, h: torch.Tensor, pre: bool) -> torch.Tensor:
@@ -51,8 +57,7 @@ def _cross_attention(pre: bool) -> _Branch:
 def _feed_forward(norm: str, dropout: str, pre: bool) -> _Branch:
     def branch(m: nn.Module, h: torch.Tensor, ctx: _Ctx) -> torch.Tensor:
         a = _normed(m, norm, h, pre)
-        act = m.activation  # a function (F.relu) by default, a module if one was given
-        inner = _at(m, "dropout")(act(_at(m, "linear1")(a)))
+        inner = _at(m, "dropout")(activation(m)(_at(m, "linear1")(a)))
         return _at(m, dropout)(_at(m, "linear2")(inner))
     return branch
 
