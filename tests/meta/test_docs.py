@@ -1,9 +1,15 @@
 """The newcomer docs act as written: the README's commands parse, the adapter guide's code
 runs, the toy adapter is short and passes the property suite, claim citations name the
-English section title beside the original."""
+English section title beside the original.
+
+The README stays short (at most :data:`README_MAX_LINES` lines) because the details live in
+``docs/``; so every link it gives must lead somewhere, and the two recipes a newcomer
+follows step by step (adding an op, adding a property) must name only files that exist.
+"""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -21,12 +27,15 @@ from resverify.reports import html, markdown
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
+README_MAX_LINES = 200
 ADAPTERS = REPO / "docs" / "adapters.md"
+COMMANDS_DOC = REPO / "docs" / "commands.md"
+RECIPES = (REPO / "docs" / "adding-an-op.md", REPO / "docs" / "adding-a-property.md")
 COMMANDS = {module.NAME for module in cli.commands()}
 """Every subcommand, each of which the README shows once and documents (``--help``)."""
 TOY = REPO / "examples" / "toy_adapter.py"
 TOY_BACKEND = "examples.toy_adapter:ToyBackend"
-NEWCOMER_SECTIONS = ("Using resverify", "Writing an adapter")
+NEWCOMER_SECTIONS = ("Using resverify", "Checking your own engine")
 
 
 def section(text: str, title: str) -> str:
@@ -76,7 +85,8 @@ def newcomer_commands() -> list[str]:
 def test_readme_commands_name_existing_subcommands_options_files_and_backends(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(REPO))  # the command finds the working folder too
-    commands = [*newcomer_commands(), *command_lines(ADAPTERS.read_text(encoding="utf-8"))]
+    commands = [*newcomer_commands(), *command_lines(ADAPTERS.read_text(encoding="utf-8")),
+                *command_lines(COMMANDS_DOC.read_text(encoding="utf-8"))]
     used = set()
     for line in commands:
         argv = resverify_argv(line)
@@ -94,19 +104,31 @@ def test_readme_commands_name_existing_subcommands_options_files_and_backends(
     assert used == COMMANDS, used ^ COMMANDS
 
 
-def test_readme_shows_one_example_per_command_and_every_make_target() -> None:
-    text = section(README.read_text(encoding="utf-8"), "Using resverify")
-    examples = [argv[0] for line in command_lines(text)
-                if (argv := resverify_argv(line)) and argv[0] != "--help"]
-    assert set(examples) == COMMANDS, set(examples) ^ COMMANDS
+def make_targets_shown(text: str) -> set[str]:
+    """The targets of the rows ``| `make TARGET` | ...`` of a Markdown text."""
+    return set(re.findall(r"^\| `make (\S+)` \|", text, re.M))
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/commands.md"])
+def test_every_make_target_has_a_row_and_every_row_a_target(doc: str) -> None:
+    text = (REPO / doc).read_text(encoding="utf-8")
+    if doc == "README.md":
+        text = section(text, "Using resverify")
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
     declared = re.search(r"^\.PHONY: (.*)$", makefile, re.M)
     assert declared, "Makefile has no .PHONY line"
     phony = set(declared.group(1).split())
-    shown = set(re.findall(r"^\| `make (\S+)` \|", text, re.M))
-    assert shown == phony, shown ^ phony
+    shown = make_targets_shown(text)
+    assert shown == phony, f"{doc}: rows {sorted(shown)}, .PHONY {sorted(phony)}"
     for target in shown:
-        assert re.search(rf"^{target}:", makefile, re.M), target
+        assert re.search(rf"^{target}:", makefile, re.M), f"{doc}: no rule for make {target}"
+
+
+def test_readme_shows_one_example_per_command_and_how_to_run_it() -> None:
+    text = section(README.read_text(encoding="utf-8"), "Using resverify")
+    examples = [argv[0] for line in command_lines(text)
+                if (argv := resverify_argv(line)) and argv[0] != "--help"]
+    assert set(examples) == COMMANDS, set(examples) ^ COMMANDS
     assert ". .venv/bin/activate" in text and ".venv/bin/resverify" in text
 
 
@@ -343,3 +365,150 @@ def test_readme_says_where_the_claim_catalog_lives_and_how_to_check_it() -> None
     top = readme_top()
     for needed in ("spec/claims/", "resverify claims", "S01", "exact"):
         assert needed in top, f"the README's top does not mention {needed!r}"
+
+
+def overrun(text: str, limit: int = README_MAX_LINES) -> str | None:
+    """Why ``text`` is too long for the README, or None when it fits in ``limit`` lines."""
+    lines = len(text.splitlines())
+    return f"{lines} lines, more than {limit}" if lines > limit else None
+
+
+def test_readme_is_at_most_200_lines() -> None:
+    problem = overrun(README.read_text(encoding="utf-8"))
+    assert problem is None, f"README.md has {problem}: move the details into docs/"
+
+
+def test_the_length_check_can_fail() -> None:
+    assert overrun("line\n" * README_MAX_LINES) is None
+    assert overrun("line\n" * (README_MAX_LINES + 1)) == "201 lines, more than 200"
+
+
+def anchors(text: str) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown text: lower case, punctuation
+    but ``-`` and ``_`` dropped, spaces as ``-``."""
+    headings = re.findall(r"^#+ (.+)$", re.sub(r"^```.*?^```", "", text, flags=re.S | re.M),
+                          re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+            for heading in headings}
+
+
+def broken_links(doc: Path, root: Path = REPO) -> list[str]:
+    """Every relative link of ``doc`` (``[text](target)``, and a ``docs/*.md`` named in
+    backticks, from the repository ``root``) whose file does not exist, or whose
+    ``#anchor`` is no heading of it."""
+    text = doc.read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)\s]+)\)", text)
+    named = [(root / path, path) for path in re.findall(r"`(docs/[\w./-]+\.md)`", text)]
+    found = [(doc.parent / target.split("#")[0], target) for target in targets
+             if not re.match(r"[a-z]+:", target) and not target.startswith("#")]
+    broken = []
+    for path, target in [*found, *named]:
+        if not path.exists():
+            broken.append(f"{target}: no file {path.relative_to(root).as_posix()}")
+        elif "#" in target and path.suffix == ".md":
+            anchor = target.split("#", 1)[1]
+            if anchor not in anchors(path.read_text(encoding="utf-8")):
+                broken.append(f"{target}: {path.name} has no heading #{anchor}")
+    for target in (t for t in targets if t.startswith("#")):
+        if target[1:] not in anchors(text):
+            broken.append(f"{target}: {doc.name} has no heading {target}")
+    return broken
+
+
+LINKED_DOCS = ["README.md", "engines/c/README.md",
+               *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("doc", LINKED_DOCS)
+def test_every_link_of_the_readme_and_the_docs_resolves(doc: str) -> None:
+    broken = broken_links(REPO / doc)
+    assert not broken, f"{doc}: broken links {broken}"
+
+
+def test_the_readme_links_every_file_of_docs() -> None:
+    """One line each: a document of ``docs/`` the README does not point to is not found."""
+    text = README.read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\((docs/[\w.-]+\.md)", text))
+    shipped = {f"docs/{p.name}" for p in (REPO / "docs").glob("*.md")} - NOT_FROM_README
+    assert shipped <= linked, f"the README links no {sorted(shipped - linked)}"
+
+
+NOT_FROM_README = {"docs/blocks-install.md"}
+"""Documents reached from another document rather than from the README."""
+
+
+def test_the_link_check_can_fail(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "adapters.md").write_text("# Adapters\n## Forward mode\n")
+    fake = tmp_path / "docs" / "fake.md"
+    fake.write_text("# Title\n[a](docs/adapters.md) [b](adapters.md#no-such-heading) "
+                    "[c](#title) [d](#nowhere) [e](adapters.md#forward-mode) "
+                    "[f](https://example.org/x) `docs/no-such.md` `docs/adapters.md`\n",
+                    encoding="utf-8")
+    assert broken_links(fake, tmp_path) == [
+        "docs/adapters.md: no file docs/docs/adapters.md",
+        "adapters.md#no-such-heading: adapters.md has no heading #no-such-heading",
+        "docs/no-such.md: no file docs/no-such.md",
+        "#nowhere: fake.md has no heading #nowhere"], broken_links(fake, tmp_path)
+
+
+PATH_TOKEN = re.compile(r"[\w.<>*-]+(?:/[\w.<>*-]+)*/?")
+FILE_SUFFIXES = (".py", ".md", ".json", ".c", ".toml", ".mjs", ".txt")
+SKIPPED_FOLDERS = {".git", ".venv", "__pycache__", ".hypothesis", "build", "dist",
+                   "resverify-report", "node_modules"}
+
+
+def repository_files() -> list[str]:
+    """Every file of the working tree, relative to it, outside the venv and build outputs."""
+    files = []
+    for folder, subfolders, names in os.walk(REPO):
+        subfolders[:] = [s for s in subfolders if s not in SKIPPED_FOLDERS
+                         and not s.endswith((".egg-info", "_cache"))]
+        base = Path(folder).relative_to(REPO)
+        files += [(base / name).as_posix() for name in names]
+    return files
+
+
+def named_paths(text: str) -> list[str]:
+    """The repository paths a Markdown text names: backticked words with a ``/`` or a file
+    suffix, and such words of its ``sh`` blocks (``.venv/`` and options left out);
+    ``<op>`` and ``*`` are placeholders."""
+    words = re.findall(r"`([^`\s]+)`", re.sub(r"^```.*?^```", "", text, flags=re.S | re.M))
+    words += [word for block in code_blocks(text, "sh") for word in shlex.split(block)]
+    return [word for word in words if PATH_TOKEN.fullmatch(word) and not word.startswith(
+        (".venv/", "-")) and ("/" in word or word.endswith(FILE_SUFFIXES))]
+
+
+def missing_paths(text: str, files: list[str]) -> list[str]:
+    """The paths of :func:`named_paths` no file of ``files`` matches: a path with a ``/``
+    from the repository root, a bare file name anywhere, a placeholder as a wildcard."""
+    folders = {str(Path(f).parent.as_posix()) for f in files}
+    folders |= {parent.as_posix() for f in files for parent in Path(f).parents}
+    missing = []
+    for path in named_paths(text):
+        pattern = re.sub(r"<[^>]+>", "*", path.rstrip("/"))
+        if "/" not in pattern:
+            pattern = f"*/{pattern}"
+        candidates = folders if path.endswith("/") else {*files, *folders}
+        if not any(fnmatch.fnmatchcase(c, pattern) or fnmatch.fnmatchcase(f"./{c}", pattern)
+                   for c in candidates):
+            missing.append(path)
+    return missing
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.name)
+def test_every_path_a_recipe_names_exists(recipe: Path) -> None:
+    text = recipe.read_text(encoding="utf-8")
+    assert len(named_paths(text)) >= 20, f"{recipe.name} names {named_paths(text)}"
+    missing = missing_paths(text, repository_files())
+    assert not missing, f"{recipe.name} names files that do not exist: {missing}"
+
+
+def test_the_path_check_can_fail() -> None:
+    files = ["spec/ops/sigmoid.py", "spec/ops/__init__.py", "tests/spec/test_ops.py"]
+    text = ("`spec/ops/<op>.py`, `spec/ops/` and `test_ops.py`; `spce/ops/sigmoid.py`, "
+            "`spec/ops/gelu.py`, `spec/ops/sigmoid.py/`, `nothing.py`, `tests/<x>/test_y.py`\n"
+            "```sh\npytest -q tests/spec/test_ops.py tests/spec/test_gone.py\n```\n")
+    assert missing_paths(text, files) == ["spce/ops/sigmoid.py", "spec/ops/gelu.py",
+                                          "spec/ops/sigmoid.py/", "nothing.py",
+                                          "tests/<x>/test_y.py", "tests/spec/test_gone.py"]
