@@ -58,14 +58,59 @@ def run_in(folder: Path, *args: str, timeout: float = 300) -> subprocess.Complet
                           capture_output=True, timeout=timeout, check=False)
 
 
-def test_the_root_folder_links_each_package_folder() -> None:
-    """``resverify/spec`` is ``spec/`` (a link), so there is one copy of every module."""
-    for name in PACKAGES:
-        link = ROOT / "resverify" / name
-        assert link.is_symlink(), (f"{link} is not a symbolic link: check out the repository "
-                                   "with symbolic links enabled (git config core.symlinks true)")
-        assert link.resolve() == (ROOT / name).resolve(), f"{link} points to {link.resolve()}"
+def link_problems(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[str]:
+    """What is wrong with the links of ``root / "resverify"``: each of ``packages`` must be a
+    link there that resolves to the top-level folder of its name, and nothing else anywhere
+    under it may be a link (the walk does not follow links, so a link's own contents are
+    the top-level folder's, not resverify's)."""
+    base = root / "resverify"
+    problems = []
+    for name in packages:
+        link = base / name
+        if not link.is_symlink():
+            problems.append(f"resverify/{name} is not a symbolic link: check out the repository "
+                            "with symbolic links enabled (git config core.symlinks true)")
+        elif not link.exists():
+            problems.append(f"resverify/{name} points to {os.readlink(link)}, which is missing")
+        elif link.resolve() != (root / name).resolve():
+            problems.append(f"resverify/{name} points to {os.readlink(link)}, not ../{name}")
+    expected = {base / name for name in packages}
+    for folder, subfolders, files in os.walk(base):
+        for entry in [*subfolders, *files]:
+            path = Path(folder) / entry
+            if path.is_symlink() and path not in expected:
+                problems.append(f"{path.relative_to(root).as_posix()} is a link "
+                                f"(to {os.readlink(path)}); only {list(packages)} may be")
+    return problems
+
+
+def test_the_root_folder_links_each_package_folder_and_nothing_else() -> None:
+    """``resverify/spec`` is ``spec/`` (a link), so there is one copy of every module; and
+    no other link hides a second copy or a folder outside the repository."""
+    problems = link_problems(ROOT)
+    assert not problems, problems
     assert (ROOT / "resverify" / "py.typed").is_file(), "the py.typed marker is missing"
+
+
+def test_the_link_check_can_fail(tmp_path: Path) -> None:
+    """A link that points elsewhere, a folder where a link belongs, a dangling link and a
+    stray link deeper down are each named."""
+    for name in ("spec", "impl", "other"):
+        (tmp_path / name).mkdir()
+    base = tmp_path / "resverify"
+    (base / "cli").mkdir(parents=True)
+    (base / "spec").symlink_to("../spec")
+    (base / "impl").symlink_to("../other")
+    (base / "properties").mkdir()
+    (base / "reports").symlink_to("../reports")
+    (base / "cli" / "shadow").symlink_to("../../other")
+    assert link_problems(tmp_path) == [
+        "resverify/impl points to ../other, not ../impl",
+        "resverify/properties is not a symbolic link: check out the repository with symbolic "
+        "links enabled (git config core.symlinks true)",
+        "resverify/reports points to ../reports, which is missing",
+        "resverify/cli/shadow is a link (to ../../other); only "
+        "['spec', 'impl', 'properties', 'reports'] may be"], link_problems(tmp_path)
 
 
 def test_every_source_folder_is_a_package_that_the_build_finds() -> None:
