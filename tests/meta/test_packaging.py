@@ -1,9 +1,10 @@
 """One import root: ``resverify`` is the only top-level name the distribution installs.
 
 The repository keeps its four package folders at the top (``spec/``, ``impl/``,
-``properties/``, ``reports/``); ``resverify/`` holds the root ``__init__.py`` and
-``py.typed`` and links to them, so the same files import as ``resverify.spec`` and so on,
-whether installed editable, from the wheel, or type-checked by mypy. A user's own
+``properties/``, ``reports/``); ``resverify/`` holds the root ``__init__.py``,
+``py.typed``, its own subpackages (``cli/``, ``blocks/``) and links to the four folders, so
+the same files import as ``resverify.spec`` and so on, whether installed editable, from the
+wheel, or type-checked by mypy; no other link may be there. A user's own
 ``spec.py``, ``impl.py``, ``properties.py`` or ``reports/`` in the working folder, which
 once made ``resverify check`` end ``incomplete``, must change nothing.
 """
