@@ -512,3 +512,27 @@ def test_the_path_check_can_fail() -> None:
     assert missing_paths(text, files) == ["spce/ops/sigmoid.py", "spec/ops/gelu.py",
                                           "spec/ops/sigmoid.py/", "nothing.py",
                                           "tests/<x>/test_y.py", "tests/spec/test_gone.py"]
+
+
+def ir_ops(text: str) -> list[str]:
+    """The op names of the first paragraph of "The program IR" section of a Markdown text."""
+    paragraph = section(text, "The program IR").split("\n\n")[0]
+    listed = re.search(r"with the ops (.*?) \(", paragraph, re.S)
+    assert listed, f"no op list in {paragraph!r}"
+    return sorted(listed_names(listed.group(1)))
+
+
+def test_the_property_guide_lists_every_op_of_the_ir() -> None:
+    from resverify.spec.ops import OP_TABLE
+
+    listed = ir_ops((REPO / "docs" / "properties.md").read_text(encoding="utf-8"))
+    assert listed == sorted(OP_TABLE), \
+        f"docs/properties.md lists the ops {listed}, the IR has {sorted(OP_TABLE)}"
+
+
+def test_the_op_list_check_can_fail() -> None:
+    """A list that leaves ops out is read as it is, so it differs from the table."""
+    from resverify.spec.ops import OP_TABLE
+
+    text = "## The program IR\n\nA program with the ops `add` and `tanh` (the norms).\n"
+    assert ir_ops(text) == ["add", "tanh"] != sorted(OP_TABLE)
