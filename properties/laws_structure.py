@@ -1,5 +1,10 @@
 """Structural laws: shape rejection, shared operands, zero branches, α, determinism, hygiene.
 
+A refused merge is five laws, each its own check so that a failure names the one broken:
+the answer is the typed ``shape_mismatch``, it names both shapes in order, the inputs stay
+untouched, the backend's state stays unchanged, and ordinary ``add`` still accepts the
+pairs that broadcast. :func:`check_rejects_mismatch` runs all five on one request.
+
 Signed zeros: every "equal" here is equality as values, so ``-0.0 == +0.0``. A zero
 branch can turn an input ``-0.0`` into ``+0.0`` (``-0.0 + 0.0 = +0.0`` in IEEE
 arithmetic), and the law "output equals x" is about values, not bit patterns.
@@ -13,7 +18,14 @@ from fractions import Fraction
 import numpy as np
 
 from resverify.impl.backend import Backend
-from resverify.properties.assertions import Context, differences, guarded_run, run_ok, send
+from resverify.properties.assertions import (
+    Context,
+    Sent,
+    differences,
+    guarded_run,
+    run_ok,
+    send,
+)
 from resverify.properties.laws_oracle import check_matches_spec
 from resverify.spec.budget import error_budget
 from resverify.spec.errors import ShapeMismatch
@@ -22,11 +34,16 @@ from resverify.spec.ir import Input, Node, Program, broadcast_shapes
 from resverify.spec.request import Request, Result, ResultError
 
 __all__ = [
+    "check_add_accepts_what_the_merge_refuses",
     "check_alpha_zero_is_identity",
     "check_bitwise_deterministic",
     "check_declared_form",
     "check_inputs_unchanged",
+    "check_mismatch_names_both_shapes",
     "check_null_space_branch_keeps_gradient",
+    "check_refusal_leaves_inputs_unchanged",
+    "check_refusal_leaves_state_unchanged",
+    "check_refuses_mismatch",
     "check_rejects_mismatch",
     "check_shared_operand_gradient",
     "check_zero_branch",
@@ -48,45 +65,91 @@ def merge_request(op: str, left: np.ndarray, right: np.ndarray, dtype: str,
     return Request(program, {"a": left, "b": right}, dtype, cotangent)
 
 
-def check_rejects_mismatch(backend: Backend, request: Request,
-                           add_cotangent: np.ndarray | None = None) -> None:
-    """``residual_add(a, b)`` with unequal shapes is a shape_mismatch naming both shapes.
+def _refused(backend: Backend, request: Request) -> tuple[Sent, str]:
+    """The backend's answer to the shape-invalid ``residual_add(a, b)`` of ``request``, and
+    the pair's shapes as a message spells them (``[2, 2] and [2]``)."""
+    __tracebackhide__ = True
+    left, right = (request.inputs[n] for n in ("a", "b"))
+    return send(backend, request), f"{list(left.shape)} and {list(right.shape)}"
 
-    The shapes are judged on the error's typed ``shapes``, not on its message text.
-    Nothing changes: the backend leaves the arrays it was given untouched, and a valid
-    request run before and after the refused one gives bitwise the same result (that
-    request runs twice first, so a backend that is simply non-deterministic is reported
-    as such, not blamed on the refusal). When the pair broadcasts, ordinary ``add`` on
-    the same backend accepts it (and agrees with the spec), run with ``add_cotangent``
-    (default 1, 2, ..., 16, 1, 2, ...: exact in every dtype and distinct along short axes,
-    so summing the wrong axes when un-broadcasting shows, where all ones would hide it).
+
+def check_refuses_mismatch(backend: Backend, request: Request) -> None:
+    """``residual_add(a, b)`` with unequal shapes is answered with the typed error
+    ``shape_mismatch``: not a value (a merge that broadcasts, reshapes or squeezes), and
+    not another error kind (a catch-all ``backend_error``)."""
+    __tracebackhide__ = True
+    ctx = Context(backend.name, request)
+    sent, pair = _refused(backend, request)
+    result = sent.result
+    if not (isinstance(result, ResultError) and result.kind == "shape_mismatch"):
+        said = result.kind if isinstance(result, ResultError) else "a value"
+        ctx.fail(f"backend {ctx.backend} gives {said} for residual_add of {pair}, "
+                 "spec gives shape_mismatch")
+
+
+def check_mismatch_names_both_shapes(backend: Backend, request: Request) -> None:
+    """A ``shape_mismatch`` for ``residual_add(a, b)`` names the shapes of a and b, in that
+    order, in its typed ``shapes`` (the message text is not parsed: any wording will do).
+
+    Another answer is :func:`check_refuses_mismatch`'s to judge, so it passes here.
     """
     __tracebackhide__ = True
     ctx = Context(backend.name, request)
     left, right = (request.inputs[n] for n in ("a", "b"))
+    result = _refused(backend, request)[0].result
+    if isinstance(result, ResultError) and result.kind == "shape_mismatch":
+        ctx.check(result.shapes == (left.shape, right.shape),
+                  f"backend {ctx.backend} names shapes {result.shapes}, spec names "
+                  f"({left.shape}, {right.shape})")
+
+
+def check_refusal_leaves_inputs_unchanged(backend: Backend, request: Request) -> None:
+    """Refusing ``residual_add(a, b)`` leaves the arrays the backend was given untouched
+    (its own copy of them is compared with the request as sent)."""
+    __tracebackhide__ = True
+    ctx = Context(backend.name, request)
+    sent, pair = _refused(backend, request)
+    changed = sent.mutation()
+    ctx.check(changed is None,
+              f"backend {ctx.backend} changed {changed} while refusing {pair} (spec: untouched)")
+
+
+def check_refusal_leaves_state_unchanged(backend: Backend, request: Request) -> None:
+    """A valid request run before and after refusing ``residual_add(a, b)`` gives bitwise
+    the same result: the refusal changed nothing in the backend.
+
+    The valid request is ``residual_add(a, a)`` with an all-ones cotangent. It runs twice
+    before the refusal, so a backend that is simply non-deterministic is reported as such,
+    not blamed on the refusal.
+    """
+    __tracebackhide__ = True
+    ctx = Context(backend.name, request)
+    left = request.inputs["a"]
     probe = merge_request("residual_add", left, left, request.dtype, np.ones_like(left))
     first = guarded_run(backend, probe)
     again = _same(first, guarded_run(backend, probe))
     ctx.check(again is None,
               f"backend {ctx.backend} is non-deterministic: residual_add(a, a) run twice gives "
               f"{again} (spec: bitwise identical)")
-    sent = send(backend, request)
-    result = sent.result
-    pair = f"{list(left.shape)} and {list(right.shape)}"
-    if not (isinstance(result, ResultError) and result.kind == "shape_mismatch"):
-        said = result.kind if isinstance(result, ResultError) else "a value"
-        ctx.fail(f"backend {ctx.backend} gives {said} for residual_add of {pair}, "
-                 "spec gives shape_mismatch")
-    ctx.check(result.shapes == (left.shape, right.shape),
-              f"backend {ctx.backend} names shapes {result.shapes}, spec names "
-              f"({left.shape}, {right.shape})")
-    changed = sent.mutation()
-    ctx.check(changed is None,
-              f"backend {ctx.backend} changed {changed} while refusing {pair} (spec: untouched)")
+    _, pair = _refused(backend, request)
     after = _same(first, guarded_run(backend, probe))
     ctx.check(after is None,
               f"backend {ctx.backend} gives a different result for residual_add(a, a) after "
               f"refusing {pair} ({after}): the refusal changed its state")
+
+
+def check_add_accepts_what_the_merge_refuses(backend: Backend, request: Request,
+                                             add_cotangent: np.ndarray | None = None) -> None:
+    """Where the unequal pair of ``residual_add(a, b)`` broadcasts, ordinary ``add`` on the
+    same backend accepts it and agrees with the spec (a pair that does not broadcast
+    passes: add refuses it too).
+
+    It runs with ``add_cotangent`` (default 1, 2, ..., 16, 1, 2, ...: exact in every dtype
+    and distinct along short axes, so summing the wrong axes when un-broadcasting shows,
+    where all ones would hide it).
+    """
+    __tracebackhide__ = True
+    left, right = (request.inputs[n] for n in ("a", "b"))
     try:
         shape = broadcast_shapes("add", left.shape, right.shape)
     except ShapeMismatch:
@@ -94,6 +157,25 @@ def check_rejects_mismatch(backend: Backend, request: Request,
     cot = (1 + np.arange(math.prod(shape), dtype=np.float64).reshape(shape) % 16
            if add_cotangent is None else add_cotangent)
     check_matches_spec(backend, merge_request("add", left, right, request.dtype, cot))
+
+
+def check_rejects_mismatch(backend: Backend, request: Request,
+                           add_cotangent: np.ndarray | None = None) -> None:
+    """Every law of a refused merge on one request, the state first (so that no earlier
+    refusal in this call hides a change): :func:`check_refusal_leaves_state_unchanged`,
+    :func:`check_refuses_mismatch`, :func:`check_mismatch_names_both_shapes`,
+    :func:`check_refusal_leaves_inputs_unchanged` and
+    :func:`check_add_accepts_what_the_merge_refuses`.
+
+    The suite states each as a property of its own; this runs them together where one
+    request is to be judged whole.
+    """
+    __tracebackhide__ = True
+    check_refusal_leaves_state_unchanged(backend, request)
+    check_refuses_mismatch(backend, request)
+    check_mismatch_names_both_shapes(backend, request)
+    check_refusal_leaves_inputs_unchanged(backend, request)
+    check_add_accepts_what_the_merge_refuses(backend, request, add_cotangent)
 
 
 def check_shared_operand_gradient(backend: Backend, request: Request, uses: int) -> None:

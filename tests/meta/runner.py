@@ -2,12 +2,12 @@
 backend, and demand that it fails on a broken backend and passes on the bug-free bases.
 
 A property is only as good as the bugs it catches, and a catch only counts if the same
-property passes where the bug is absent. The meta-test modules (``test_meta_properties``,
-``test_meta_norm``, ``test_meta_jvp``) list ``(property, dtype, broken backend)`` triples;
-this module runs them. The broken backends come from the mutant catalog
-(:mod:`tests.mutants`) where the catalog plants the bug, else from
-``tests/broken_*backends.py``; so the bug-free bases are both :class:`Mutant` and
-:class:`tests.broken_backends.Reference`, and :func:`assert_passes_on_the_bases` runs both.
+property passes where the bug is absent. The catches are not listed here: every entry of
+the catalog (:mod:`tests.mutants`) declares the laws that must kill it, and
+:func:`catches` reads them, split by the laws of each meta-test module
+(``test_meta_properties``, ``test_meta_norm``, ``test_meta_jvp``). Every entry is built on
+the one :class:`~tests.mutants.base.Mutant`, the bug-free base
+:func:`assert_passes_on_the_bases` runs.
 
 Hypothesis binds a test's settings when ``@given`` runs, so :func:`run_property` swaps
 the bound settings object for the duration of one call (``_hypothesis_internal_use_settings``).
@@ -18,7 +18,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator
+from functools import cache
 from typing import Any
 
 import pytest
@@ -32,7 +33,6 @@ from resverify.properties.plugin import PropertyRun
 from resverify.properties.profiles import PROFILES
 from resverify.properties.strategies import claiming, drawing
 from tests import mutants as catalog
-from tests.broken_backends import Reference
 
 CATCH = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                  phases=(Phase.explicit, Phase.generate))
@@ -42,13 +42,15 @@ GENERATED_ONLY = settings(CATCH, phases=(Phase.generate,))
 CI_GENERATED = settings(PROFILES["ci"], phases=(Phase.generate,))
 """The ci profile without its pinned examples: a bug found by drawn programs alone."""
 
-BASES: tuple[type[Backend], ...] = (Reference, catalog.Mutant)
-"""The bug-free bases the broken backends are built on (tests' and the catalog's)."""
+BASES: tuple[type[Backend], ...] = (catalog.Mutant,)
+"""The bug-free base every entry of the catalog is built on."""
 
-Catch = tuple[str, str, type[Backend]]
-"""(property, dtype, broken backend the property must catch in that dtype)."""
+Catch = tuple[str, str, type[Backend], str | None]
+"""(property, dtype, broken backend the property must catch in that dtype, the failure kind
+the catch must show or None for any)."""
 
 
+@cache
 def property_tests() -> dict[str, Callable[..., None]]:
     """Every property test of the suite by law name (``test_`` dropped)."""
     found: dict[str, Callable[..., None]] = {}
@@ -96,11 +98,47 @@ def run_property(name: str, backend: Backend, dtype: str, chosen: settings,
     return None
 
 
-def catch_params(catches: Iterable[Catch]) -> list[ParameterSet]:
-    """``catches`` as pytest parameters ``(law, dtype, broken)``, each with the id
+def jvp_laws() -> set[str]:
+    """The forward-mode laws (``properties/test_jvp.py``): ``test_meta_jvp`` runs their kills."""
+    return {law for law, fn in property_tests().items() if fn.__module__.endswith(".test_jvp")}
+
+
+def norm_laws() -> set[str]:
+    """The normalization laws: every property of ``properties/test_norm.py``, and the
+    variance and depth laws that run through a norm (``test_meta_norm`` runs their kills)."""
+    return {law for law, fn in property_tests().items()
+            if fn.__module__.endswith(".test_norm")
+            or (fn.__module__.endswith((".test_variance", ".test_depth"))
+                and needed_ops(fn) & {"layer_norm", "rms_norm"})}
+
+
+def general_laws() -> set[str]:
+    """Every other law (``test_meta_properties`` runs their kills)."""
+    return set(property_tests()) - jvp_laws() - norm_laws()
+
+
+def catches(laws: Collection[str], generated: bool = False,
+            kills: Iterable[tuple[catalog.Kill, type[catalog.Mutant]]] = catalog.KILLS
+            ) -> list[Catch]:
+    """The kills the catalog declares (``kills``) for the laws in ``laws``: those checked
+    on the pinned and derandomized examples, or with ``generated`` those checked on the ci
+    profile's generated examples alone."""
+    return [(kill.law, kill.dtype, entry, kill.kind) for kill, entry in kills
+            if kill.law in laws and (kill.generated if generated else kill.pinned)]
+
+
+def statistical(table: Iterable[Catch]) -> list[Catch]:
+    """The catches of laws about a variance measured on samples of streams, whose power on
+    freshly generated streams is checked too (the sample-variance identity is exact, so
+    it is not one of them)."""
+    return [c for c in table if "variance" in c[0] and "sample" not in c[0]]
+
+
+def catch_params(table: Iterable[Catch]) -> list[ParameterSet]:
+    """``table`` as pytest parameters ``(law, dtype, broken, kind)``, each with the id
     ``law-BrokenClass-dtype``."""
-    return [pytest.param(law, dtype, broken, id=f"{law}-{broken.__name__}-{dtype}")
-            for law, dtype, broken in catches]
+    return [pytest.param(law, dtype, broken, kind, id=f"{law}-{broken.__name__}-{dtype}")
+            for law, dtype, broken, kind in table]
 
 
 def assert_caught(law: str, dtype: str, broken: type[Backend], chosen: settings,
@@ -127,15 +165,3 @@ def assert_passes_on_the_bases(law: str, dtype: str = "float64") -> None:
     for base in BASES:
         failure = run_property(law, base(), dtype, CONTROL)
         assert failure is None, f"property {law} fails on the bug-free {base.__name__}: {failure}"
-
-
-def unplanted(pool: Sequence[type[Backend]], catches: Iterable[Catch]) -> list[str]:
-    """The broken backends of ``pool`` that no entry of ``catches`` uses (sorted names)."""
-    used = {broken for _, _, broken in catches}
-    return sorted(b.__name__ for b in set(pool) - used)
-
-
-def strays(catches: Iterable[Catch], *pools: Sequence[type[Backend]]) -> list[str]:
-    """The broken backends ``catches`` uses that are in none of ``pools`` (sorted names)."""
-    known = {b for pool in pools for b in pool}
-    return sorted(b.__name__ for b in {broken for _, _, broken in catches} - known)

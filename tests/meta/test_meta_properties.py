@@ -2,11 +2,12 @@
 
 Each property test in ``properties/`` is run as it is (same strategies, same pinned
 examples) against a broken backend, with a settings object that skips shrinking so a
-catch is quick; it must raise a PropertyFailure naming the backend. The bug comes from
-the mutant catalog (``catalog.*``) where the catalog plants it, else from
-:mod:`tests.broken_backends` (``bb.*``). Each property must also pass on the bug-free
-bases, so a catch is due to the planted bug, and every property must appear in some catch
-list (:data:`CATCHES`, ``NORM_CATCHES``, ``JVP_CATCHES``). The running is
+catch is quick; it must raise a PropertyFailure naming the backend. Which backend each
+property must catch is not written here: every entry of the catalog (:mod:`tests.mutants`)
+declares its killers, and :data:`CATCHES` is read from there (the laws that are neither
+forward-mode nor normalization laws; ``test_meta_norm`` and ``test_meta_jvp`` run the
+rest). Each property must also pass on the bug-free base, so a catch is due to the planted
+bug, and every property must be the declared killer of some entry. The running is
 :mod:`tests.meta.runner`'s.
 """
 
@@ -24,7 +25,7 @@ import pytest
 from resverify.impl.backend import Backend
 from resverify.properties.plugin import PropertyRun
 from resverify.properties.profiles import PROFILES
-from tests import broken_backends as bb
+from resverify.spec.ir import DTYPES
 from tests import mutants as catalog
 from tests.meta.runner import (
     CATCH,
@@ -35,86 +36,47 @@ from tests.meta.runner import (
     assert_caught,
     assert_passes_on_the_bases,
     catch_params,
+    catches,
+    general_laws,
+    jvp_laws,
     needed_ops,
+    norm_laws,
     property_tests,
     run_property,
-    strays,
-    unplanted,
+    statistical,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# (property, dtype, broken backend it must catch)
-CATCHES: list[Catch] = [
-    ("forward_and_gradients_match_spec_within_budget", "float64", bb.Float32InFloat64),
-    ("forward_and_gradients_match_spec_within_budget", "float64", catalog.ReluGradOneAtZero),
-    ("forward_and_gradients_match_spec_within_budget", "float32", catalog.DroppedIdentityGrad),
-    ("forward_and_gradients_match_spec_within_budget", "float16", catalog.AlphaSquared),
-    ("forward_and_gradients_match_spec_within_budget", "float64", bb.WidePrecisionSwitch),
-    ("forward_and_gradients_match_spec_within_budget", "float64", bb.SharedWeightGrads),
-    ("gradient_matches_central_differences", "float64", bb.UntransposedLinear),
-    ("add_broadcasts_and_sums_gradients_over_broadcast_axes", "float64",
-     bb.WrongAxisUnbroadcast),
-    ("mul_broadcasts_and_sums_gradients_over_broadcast_axes", "float32",
-     bb.WrongAxisUnbroadcast),
-    ("residual_add_rejects_every_shape_mismatch", "float64", catalog.BroadcastingMerge),
-    ("residual_add_rejects_every_shape_mismatch", "float64", bb.StrictAdd),
-    ("residual_add_rejects_every_shape_mismatch", "float32", bb.MutatingReject),
-    ("shared_operand_receives_k_times_the_cotangent", "float64", bb.OverwrittenGrads),
-    ("zero_branch_is_identity_and_still_learns", "float64", bb.SkipZeroBranch),
-    ("zero_branch_is_identity_and_still_learns", "float32", catalog.DroppedIdentityGrad),
-    ("branch_zero_at_one_input_still_passes_gradient", "float64", bb.SkipZeroBranch),
-    ("alpha_zero_is_identity_and_branch_gets_no_gradient", "float64", catalog.FalsyAlpha),
-    ("output_and_gradients_are_affine_in_alpha", "float64", catalog.AlphaSquared),
-    ("residual_stack_gradient_is_one_plus_a_to_the_depth", "float64", catalog.DroppedIdentityGrad),
-    ("plain_stack_gradient_is_a_to_the_depth", "float64", catalog.AlphaSquared),
-    ("stack_output_is_input_plus_sum_of_branches", "float64", catalog.AlphaSquared),
-    ("block_with_a_minus_one_cancels_gradient_exactly", "float64", bb.OverwrittenGrads),
-    ("sample_variance_of_merge_is_sum_plus_twice_covariance", "float64", bb.Float32InFloat64),
-    ("independent_updates_add_their_variances", "float64", bb.CorrelatedUpdates),
-    ("inverse_sqrt_depth_scaling_keeps_unit_variance", "float64", bb.IgnoresScale),
-    ("inverse_sqrt_depth_scaling_keeps_unit_variance", "float64", bb.CorrelatedUpdates),
-    ("branch_depending_on_input_breaks_naive_variance_sum", "float64", catalog.AlphaSquared),
-    ("same_request_gives_bitwise_identical_results", "float64", bb.Nondeterministic),
-    ("backend_never_mutates_inputs", "float64", bb.MutatingMerge),
-    ("results_have_declared_shapes_and_dtype", "float32", bb.WrongDtype),
-    ("residual_add_rejects_equal_size_shape_pairs", "float64", catalog.BroadcastingMerge),
-    ("relu_gradient_is_exact_near_zero", "float64", catalog.ReluGradOneAtZero),
-    ("stack_of_one_branch_family_matches_spec", "float64", catalog.DroppedIdentityGrad),
-]
+CATCHES: list[Catch] = catches(general_laws())
+"""(property, dtype, broken backend it must catch, kind): the catalog's kills of these laws."""
 
 
-@pytest.mark.parametrize(("law", "dtype", "broken"), catch_params(CATCHES))
-def test_property_catches_its_broken_backend(law: str, dtype: str, broken: type[Backend]) -> None:
-    assert_caught(law, dtype, broken, CATCH)
+@pytest.mark.parametrize(("law", "dtype", "broken", "kind"), catch_params(CATCHES))
+def test_property_catches_its_broken_backend(law: str, dtype: str, broken: type[Backend],
+                                             kind: str | None) -> None:
+    assert_caught(law, dtype, broken, CATCH, kind)
 
 
-# planted where coverage was thin: found by generated examples alone, under the ci profile
-THIN: list[Catch] = [
-    ("forward_and_gradients_match_spec_within_budget", "float64", bb.WidePrecisionSwitch),
-    ("forward_and_gradients_match_spec_within_budget", "float64", bb.SharedWeightGrads),
-    ("add_broadcasts_and_sums_gradients_over_broadcast_axes", "float64",
-     bb.WrongAxisUnbroadcast),
-    ("mul_broadcasts_and_sums_gradients_over_broadcast_axes", "float64",
-     bb.WrongAxisUnbroadcast)]
+THIN: list[Catch] = catches(general_laws() | norm_laws(), generated=True)
+"""Kills planted where coverage was thin: found by generated examples alone, under ci."""
 
 
-@pytest.mark.parametrize(("law", "dtype", "broken"), catch_params(THIN))
+@pytest.mark.parametrize(("law", "dtype", "broken", "kind"), catch_params(THIN))
 def test_ci_profile_catches_size_and_layout_bugs_on_generated_examples(
-        law: str, dtype: str, broken: type[Backend]) -> None:
+        law: str, dtype: str, broken: type[Backend], kind: str | None) -> None:
     """Wide layers, same-shaped weight stacks and broadcasting with random cotangents."""
-    assert_caught(law, dtype, broken, CI_GENERATED)
+    assert_caught(law, dtype, broken, CI_GENERATED, kind)
 
 
-STATISTICAL = [(law, dtype, broken) for law, dtype, broken in CATCHES
-               if "variance" in law and "sample" not in law]
+STATISTICAL = statistical(CATCHES)
 
 
-@pytest.mark.parametrize(("law", "dtype", "broken"), catch_params(STATISTICAL))
+@pytest.mark.parametrize(("law", "dtype", "broken", "kind"), catch_params(STATISTICAL))
 def test_statistical_property_has_power_on_generated_streams(
-        law: str, dtype: str, broken: type[Backend]) -> None:
+        law: str, dtype: str, broken: type[Backend], kind: str | None) -> None:
     """Not only the pinned seed example: freshly generated streams expose the bug too."""
-    assert_caught(law, dtype, broken, GENERATED_ONLY)
+    assert_caught(law, dtype, broken, GENERATED_ONLY, kind)
 
 
 @pytest.mark.parametrize("law", sorted(property_tests()))
@@ -129,7 +91,7 @@ def test_every_example_of_a_property_is_counted(law: str) -> None:
     test = property_tests()[law]
     explicit = len(getattr(test, "hypothesis_explicit_examples", []))
     seen: list[int] = []
-    run = PropertyRun(law, "numpy", bb.Reference())
+    run = PropertyRun(law, "numpy", catalog.Mutant())
     inner = test.hypothesis.inner_test  # type: ignore[attr-defined]
 
     def observed(*args: Any, **kwargs: Any) -> None:
@@ -138,7 +100,7 @@ def test_every_example_of_a_property_is_counted(law: str) -> None:
 
     test.hypothesis.inner_test = observed  # type: ignore[attr-defined]
     try:
-        assert run_property(law, bb.Reference(), "float64", CONTROL, run) is None
+        assert run_property(law, catalog.Mutant(), "float64", CONTROL, run) is None
     finally:
         test.hypothesis.inner_test = inner  # type: ignore[attr-defined]
     assert seen == list(range(1, len(seen) + 1)), seen  # counted once, before it ran
@@ -146,21 +108,29 @@ def test_every_example_of_a_property_is_counted(law: str) -> None:
 
 
 def test_every_property_has_a_broken_backend_it_catches() -> None:
-    from tests.meta.test_meta_jvp import JVP_CATCHES  # they import this module: import here
-    from tests.meta.test_meta_norm import NORM_CATCHES
+    """Every law has a foil: each property of the suite is the declared killer of some
+    entry of the catalog, and every declared killer is a property of the suite."""
+    killers = {kill.law for kill, _ in catalog.KILLS}
+    missing = sorted(set(property_tests()) - killers)
+    assert not missing, f"properties no entry of tests.mutants declares as its killer: {missing}"
+    stale = sorted(killers - set(property_tests()))
+    assert not stale, f"entries of tests.mutants declare killers that are no property: {stale}"
 
-    caught = {law for law, _, _ in CATCHES + NORM_CATCHES + JVP_CATCHES}
-    missing = sorted(set(property_tests()) - caught)
-    assert not missing, f"properties without a broken backend in CATCHES: {missing}"
-    stale = sorted(caught - set(property_tests()))
-    assert not stale, f"CATCHES names properties that do not exist: {stale}"
+
+def test_every_foil_declares_a_law_that_kills_it() -> None:
+    unused = sorted(f.__name__ for f in catalog.FOILS if not vars(f).get("kills"))
+    assert not unused, f"foils of tests.mutants that declare no law to kill them: {unused}"
 
 
-def test_every_broken_backend_is_used() -> None:
-    unused = unplanted(bb.BROKEN, CATCHES)
-    assert not unused, f"broken backends no property of CATCHES catches: {unused}"
-    unknown = strays(CATCHES, bb.BROKEN, catalog.CATALOG)
-    assert not unknown, f"CATCHES uses backends neither in bb.BROKEN nor the catalog: {unknown}"
+def test_every_declared_kill_is_run_by_a_meta_test() -> None:
+    """Each kill names a dtype of the suite, is checked by at least one settings object,
+    and its law belongs to exactly one meta-test module's table."""
+    bad = [(kill, entry.__name__) for kill, entry in catalog.KILLS
+           if kill.dtype not in DTYPES or not (kill.pinned or kill.generated)]
+    assert not bad, f"kills that are never checked: {bad}"
+    groups = [general_laws(), norm_laws(), jvp_laws()]
+    assert set().union(*groups) == set(property_tests()), groups
+    assert sum(len(g) for g in groups) == len(property_tests()), "a law in two tables"
 
 
 def examples_per_property(backend: str, tmp_path: Path) -> tuple[dict[str, int | None], str]:
@@ -190,13 +160,14 @@ def examples_per_property(backend: str, tmp_path: Path) -> tuple[dict[str, int |
 def test_backend_claiming_a_subset_of_ops_gets_every_example(tmp_path: Path) -> None:
     """No thinning: every property whose needed ops the float64 subset backend claims runs
     its full ci example count there."""
-    counts, out = examples_per_property("tests.broken_backends:Float64Subset", tmp_path)
+    counts, out = examples_per_property("tests.mutants:Float64Subset", tmp_path)
     rejected = [line.strip() for line in out.splitlines() if "rejected, unclaimed" in line]
     assert not rejected, f"examples generated, then thrown away: {rejected}"
     ran = {name: n for name, n in counts.items() if n is not None}
-    laws = {law for law, test in property_tests().items() if needed_ops(test) <= set(bb.SUBSET_OPS)}
+    subset = set(catalog.SUBSET_OPS)
+    laws = {law for law, test in property_tests().items() if needed_ops(test) <= subset}
     assert len(laws) < len(property_tests()), "the subset claims every op: nothing is unclaimed"
     assert {name.split("[")[0].removeprefix("test_") for name in ran} == laws, counts
     want = PROFILES["ci"].max_examples
     thin = {name: n for name, n in ran.items() if n < want}
-    assert not thin, f"properties that ran fewer than {want} examples on {bb.SUBSET_OPS}: {thin}"
+    assert not thin, f"properties that ran fewer than {want} examples on {subset}: {thin}"

@@ -1,4 +1,4 @@
-"""The mutant catalog: deliberately wrong backends, each planting one realistic autograd bug.
+"""The catalog of deliberately broken backends: each plants one autograd bug in one base.
 
 A conformance suite earns trust by the bugs it catches. Each mutant here is the
 reference backend with ONE bug seen in real engines (a broadcasting merge, an overwritten
@@ -8,22 +8,28 @@ size or depth, at the third use, or on one call in several; the forward-mode cla
 its bugs in the output tangent ``J·t`` alone (the gradients stay right).
 ``tools/mutants.py`` (``make mutants``) runs the property suite against every one and
 reports which property killed it, after how many examples; a survivor is a gap in the
-suite. The catalog measures resverify itself, so it lives with the tests and is not
-installed.
+suite. Beside the scored mutants sit the foils (:mod:`tests.mutants.foils`,
+``foils_forward``, ``foils_norm``): bugs placed where exactly one law looks, so that every
+law of the suite has a backend it must kill. Every entry, scored or foil, says which laws
+must kill it (``kills``, :class:`~tests.mutants.base.Kill`); the meta-tests
+(``tests/meta/``) read their catch tables from :data:`KILLS`, and their "every law has a
+foil" test reads it too. The catalog measures resverify itself, so it lives with the tests
+and is not installed.
 
 Every mutant is an ordinary backend, so one can be checked alone, from the repository
 root::
 
     resverify check --backend tests.mutants:AlphaSquared
 
-Public API: :data:`CATALOG` (every mutant class, in table order), :func:`by_name` and the
-classes themselves.
+Public API: :data:`CATALOG` (the scored mutants, in table order), :data:`FOILS`,
+:data:`ENTRIES` (both), :data:`KILLS` (every declared kill), :func:`by_name`, :func:`bug`
+and the classes themselves.
 """
 
 from __future__ import annotations
 
 from resverify.spec.errors import UsageError
-from tests.mutants.base import CLASSES, Mutant
+from tests.mutants.base import CLASSES, Kill, Mutant
 from tests.mutants.faults import (
     CrashOnWideLinear,
     MismatchAsBackendError,
@@ -32,6 +38,42 @@ from tests.mutants.faults import (
     StaleBranchPastDepth4,
     SwappedMismatchShapes,
     UnsupportedForEmpty,
+)
+from tests.mutants.foils import (
+    SUBSET_OPS,
+    CorrelatedUpdates,
+    Float32InFloat64,
+    Float64Subset,
+    IgnoresScale,
+    MutatingMerge,
+    MutatingReject,
+    Nondeterministic,
+    OverwrittenGrads,
+    SharedWeightGrads,
+    SkipZeroBranch,
+    StaleBufferAfterRefusal,
+    StrictAdd,
+    UntransposedLinear,
+    WidePrecisionSwitch,
+    WrongAxisUnbroadcast,
+    WrongDtype,
+)
+from tests.mutants.foils_forward import (
+    DedupedOperandTangent,
+    ReluOfTangent,
+    TangentPooledByShape,
+)
+from tests.mutants.foils_norm import (
+    DetachedNormStatistics,
+    DetachedProjection,
+    EpsOutsideSqrt,
+    IdentityCarriesNorm,
+    NoMeanInBackward,
+    NormTwice,
+    OnePassVariance,
+    PostAsPre,
+    SkippedNorm,
+    UncentredLayerNorm,
 )
 from tests.mutants.forward import (
     NormTangentStatisticsDetached,
@@ -112,9 +154,37 @@ _ALL: tuple[type[Mutant], ...] = (
 )
 CATALOG: tuple[type[Mutant], ...] = tuple(
     sorted(_ALL, key=lambda m: CLASSES.index(m.bug_class)))
-"""Every mutant class, grouped by bug class in the order of ``CLASSES``."""
+"""Every scored mutant class (``make mutants``), grouped by bug class in the order of
+``CLASSES``."""
 
-__all__ = ["CATALOG", "CLASSES", "Mutant", "bug", "by_name", *(m.__name__ for m in CATALOG)]
+FOILS: tuple[type[Mutant], ...] = (
+    CorrelatedUpdates, Float32InFloat64, IgnoresScale, MutatingMerge, MutatingReject,
+    Nondeterministic, OverwrittenGrads, SharedWeightGrads, SkipZeroBranch,
+    StaleBufferAfterRefusal, StrictAdd, UntransposedLinear, WidePrecisionSwitch,
+    WrongAxisUnbroadcast, WrongDtype,
+    DedupedOperandTangent, ReluOfTangent, TangentPooledByShape,
+    DetachedNormStatistics, DetachedProjection, EpsOutsideSqrt, IdentityCarriesNorm,
+    NoMeanInBackward, NormTwice, OnePassVariance, PostAsPre, SkippedNorm, UncentredLayerNorm,
+)
+"""The foils: each pins the laws it declares, and ``make mutants`` does not score it
+(:class:`Float64Subset`, a correct control, is in neither tuple)."""
+
+ENTRIES: tuple[type[Mutant], ...] = (*CATALOG, *FOILS)
+"""The whole catalog: the scored mutants, then the foils."""
+
+
+
+def kills_of(entries: tuple[type[Mutant], ...]) -> tuple[tuple[Kill, type[Mutant]], ...]:
+    """Every kill each of ``entries`` declares itself, with the entry: a subclass inherits
+    none of its parent's (a foil built on another entry must name its own killers)."""
+    return tuple((kill, entry) for entry in entries for kill in vars(entry).get("kills", ()))
+
+
+KILLS: tuple[tuple[Kill, type[Mutant]], ...] = kills_of(ENTRIES)
+"""Every declared kill of the catalog, with its entry: the meta-tests' catch tables."""
+
+__all__ = ["CATALOG", "CLASSES", "ENTRIES", "FOILS", "KILLS", "SUBSET_OPS", "Float64Subset",
+           "Kill", "Mutant", "bug", "by_name", "kills_of", *(m.__name__ for m in ENTRIES)]
 
 
 def bug(mutant: type[Mutant]) -> str:
@@ -123,12 +193,12 @@ def bug(mutant: type[Mutant]) -> str:
 
 
 def by_name(names: list[str]) -> list[type[Mutant]]:
-    """The mutants named (class name or ``name``), in catalog order; UsageError for an
-    unknown one."""
-    known = {m.__name__: m for m in CATALOG} | {m.name: m for m in CATALOG}
+    """The entries named (class name or ``name``; a scored mutant or a foil), in catalog
+    order; UsageError for an unknown one."""
+    known = {m.__name__: m for m in ENTRIES} | {m.name: m for m in ENTRIES}
     unknown = [n for n in names if n not in known]
     if unknown:
         raise UsageError(f"unknown mutant(s) {unknown}; "
                          "`python tools/mutants.py --list` lists them")
     chosen = {known[n] for n in names}
-    return [m for m in CATALOG if m in chosen]
+    return [m for m in ENTRIES if m in chosen]

@@ -1,13 +1,18 @@
 """The base every mutant builds on: the reference backend run through hooks a bug can replace.
 
 A mutant is a correct engine with ONE planted bug, so a failure of the suite on it is due
-to that bug alone. :class:`Mutant` runs the reference ops of
+to that bug alone. Every entry of the catalog, the scored mutants and the law foils alike,
+builds on the one :class:`Mutant` here, so the bug-free base the meta-tests run as their
+control is exactly the engine every bug was planted in. :class:`Mutant` runs the reference ops of
 :mod:`resverify.impl.numpy_backend` on the Tensor graph of :mod:`resverify.impl.tensor`
 behind five hooks (``leaf``, ``apply``, ``backward``, ``finish``, ``refuse``), and in
 forward mode two more (``seed_tangents``, ``tangent``: each node's tangent from its op's
 ``numpy_jvp``, pushed along beside the forward pass); a mutant overrides one of them. It
 claims both modes, as the reference does. Results are made in one place (:func:`answer`),
 so the result type can change without touching the bugs.
+
+An entry says which laws must kill it as data (:class:`Kill`, in ``kills``): the
+meta-tests' catch tables are read from there, not kept beside the catalog by hand.
 """
 
 from __future__ import annotations
@@ -26,12 +31,30 @@ from resverify.spec.ir import Node
 from resverify.spec.ops import OP_TABLE
 from resverify.spec.request import Request, Result, ResultError, Value
 
-__all__ = ["CLASSES", "Mutant", "accumulate", "all_edges", "answer", "retarget"]
+__all__ = ["CLASSES", "Kill", "Mutant", "accumulate", "all_edges", "answer", "retarget"]
 
 CLASSES = ("merge semantics", "gradient accumulation", "identity path", "alpha", "linear",
            "activations", "reductions", "dtypes", "state", "errors", "statistics",
            "forward mode")
 """The bug classes of the catalog, in the order the table lists them."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Kill:
+    """One law that must kill an entry: the property test (``law``, its name without
+    ``test_``), the dtype it runs in, and how the meta-tests check it.
+
+    ``kind`` is the failure kind the catch must show (None: any kind); ``pinned``: caught
+    by the pinned examples and 60 derandomized generated ones (``tests.meta.runner.CATCH``);
+    ``generated``: caught by generated examples alone under the ci profile too, for a bug
+    that only a drawn program shows.
+    """
+
+    law: str
+    dtype: str = "float64"
+    kind: str | None = None
+    pinned: bool = True
+    generated: bool = False
 
 
 def answer(output: np.ndarray, grads: Mapping[str, np.ndarray],
@@ -98,11 +121,14 @@ def _shaped(tangent: np.ndarray, out: Tensor) -> np.ndarray:
 class Mutant(NumpyBackend):
     """The reference backend with hooks; subclasses plant one bug and say which in ``bug``.
 
-    ``bug_class`` is one of :data:`CLASSES`; the class docstring's first line is the bug.
+    ``bug_class`` is one of :data:`CLASSES` (empty for a foil, which ``make mutants`` does
+    not score); the class docstring's first line is the bug; ``kills`` lists the laws that
+    must catch it (:class:`Kill`).
     """
 
     name: str = "mutant"
     bug_class: ClassVar[str] = ""
+    kills: ClassVar[tuple[Kill, ...]] = ()
     capabilities = dataclasses.replace(NumpyBackend.capabilities, modes=("vjp", "jvp"))
 
     def leaf(self, name: str, value: np.ndarray) -> Tensor:

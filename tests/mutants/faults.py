@@ -13,7 +13,7 @@ from resverify.impl.tensor import Tensor
 from resverify.spec.errors import ShapeMismatch
 from resverify.spec.ir import Node
 from resverify.spec.request import Request, Result, ResultError
-from tests.mutants.base import Mutant
+from tests.mutants.base import Kill, Mutant
 
 __all__ = [
     "CrashOnWideLinear", "MismatchAsBackendError", "RaisesOnMismatch", "ScaleIgnoredPastDepth8",
@@ -27,6 +27,7 @@ class MismatchAsBackendError(Mutant):
 
     name = "mutant-mismatch-as-backend-error"
     bug_class = "errors"
+    kills = (Kill("residual_add_rejects_every_shape_mismatch"),)
 
     def refuse(self, request: Request, exc: ShapeMismatch) -> Result:
         return ResultError("backend_error", str(exc))
@@ -37,6 +38,7 @@ class SwappedMismatchShapes(Mutant):
 
     name = "mutant-swapped-mismatch-shapes"
     bug_class = "errors"
+    kills = (Kill("shape_mismatch_names_both_shapes_in_order"),)
 
     def refuse(self, request: Request, exc: ShapeMismatch) -> Result:
         return ResultError("shape_mismatch", str(exc), (exc.right, exc.left))

@@ -1,124 +1,69 @@
-"""Deliberately broken backends the mutant catalog lacks: each plants a single, realistic
-bug in the reference, as the foil of one property.
+"""Foils: broken backends that exist to pin one law each, where no scored mutant does.
 
-The meta-tests prove that every property of the suite catches a bug (and that the
-unbroken bases pass); they draw it from the mutant catalog (:mod:`tests.mutants`)
-wherever the catalog plants it, and from here otherwise. What is here differs from its
-nearest catalog mutant in where the bug shows, and the property that catches it is there
-to pin that place: an over-strict add, a refused merge or an accepted one that writes
-into its input, a pending gradient overwritten by each new contribution (the catalog's
-overwrite waits for the third), scale dropped at every depth (the catalog's past depth
-8), a cache of scale results, a merge rounded through float32, ``ȳ w`` for ``ȳ wᵀ`` on
-square weights only, a skipped zero branch, a random last-bit flip, float64 gradients,
-float32 past width 16, gradient buffers pooled by shape, and contiguous-run
-un-broadcasting. They are ordinary backends, so they also work from the command line:
-``pytest --backend tests.broken_backends:OverwrittenGrads``.
+A law of the suite is only trusted once a bug it alone is written for fails it. The
+scored mutants (``make mutants``) are bugs engines are known to ship; a foil is the
+nearest bug that shows exactly where one law looks: an over-strict add, a refused merge
+or an accepted one that writes into its input, a pending gradient overwritten by each new
+contribution (the scored overwrite waits for the third), scale dropped at every depth (the
+scored one past depth 8), a cache of scale results, a merge rounded through float32,
+``ȳ w`` for ``ȳ wᵀ`` on square weights only, a skipped zero branch, a random last-bit
+flip, float64 gradients, float32 past width 16, gradient buffers pooled by shape,
+contiguous-run un-broadcasting, and an output buffer a refusal leaves busy. Each declares
+the laws that must kill it (``kills``); the meta-tests read them there. They are ordinary
+backends:
+``pytest properties --backend tests.mutants.foils:OverwrittenGrads``.
 
-The base re-runs the reference ops through overridable hooks (``leaf``, ``apply``,
-``backward``, ``finish``, and ``tangent`` for forward mode: each node's tangent from its
-op's ``numpy_jvp``); its ``linear`` reshapes by the product of the leading axes so
-that an empty inner axis works (the reference's ``reshape(-1, 0)`` does not), keeping the
-base itself free of failures. It claims forward mode (``jvp``) as the reference does;
-:mod:`tests.broken_jvp_backends` plants the forward-mode bugs the catalog lacks.
-:mod:`tests.broken_norm_backends` builds on the same base.
+:class:`Float64Subset` is not broken: it is the control for a backend that claims a
+subset of the ops and dtypes, and declares no kill.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
 
 import numpy as np
 
 from resverify.impl.backend import Capabilities
-from resverify.impl.interpret import node_alpha
-from resverify.impl.numpy_backend import NumpyBackend, apply
 from resverify.impl.tensor import Tensor, _topological
 from resverify.spec.errors import ShapeMismatch
 from resverify.spec.ir import Node, node_shape
-from resverify.spec.ops import OP_TABLE
-from resverify.spec.request import Request, Result, ResultError, Value
+from resverify.spec.request import Request, Result, Value
+from tests.mutants.base import Kill, Mutant
 
-
-def linear(x: Tensor, w: Tensor, transpose: bool = True) -> Tensor:
-    """``x @ w`` with VJP ``x̄ = ȳ wᵀ`` (or ``ȳ w`` when ``transpose`` is False: a bug)."""
-    node_shape("linear", (x.shape, w.shape))
-
-    def vjp(g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        d_in, d_out = w.shape
-        rows = math.prod(x.shape[:-1])
-        gw = x.value.reshape(rows, d_in).T @ g.reshape(rows, d_out)
-        square = w.shape[0] == w.shape[1]
-        gx = g @ (w.value.T if transpose or not square else w.value)
-        return np.asarray(gx, x.dtype), np.asarray(gw, w.dtype)
-
-    return Tensor(np.asarray(x.value @ w.value, x.dtype), (x, w), vjp, "linear")
-
-
-MODES = ("vjp", "jvp")
-
-
-class Reference(NumpyBackend):
-    """The unbroken base: the reference ops behind overridable hooks, in both modes."""
-
-    name = "reference-base"
-    capabilities = dataclasses.replace(NumpyBackend.capabilities, modes=MODES)
-
-    def leaf(self, value: np.ndarray) -> Tensor:
-        return Tensor(np.array(value, copy=True))
-
-    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
-        if node.op == "linear":
-            return linear(args[0], args[1])
-        return apply(node, args)
-
-    def backward(self, out: Tensor, seed: np.ndarray) -> None:
-        out.backward(seed)
-
-    def finish(self, result: Value) -> Value:
-        return result
-
-    def seed_tangents(self, tangents: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The input tangents the forward pass starts from (private copies)."""
-        return {name: np.array(t, copy=True) for name, t in tangents.items()}
-
-    def tangent(self, node: Node, args: list[Tensor], ts: list[np.ndarray],
-                out: Tensor) -> np.ndarray:
-        """The node's output tangent from its arguments' tangents ``ts`` (forward mode)."""
-        jvp = OP_TABLE[node.op].numpy_jvp(ts, [a.value for a in args], out.value,
-                                          node_alpha(node))
-        return np.asarray(jvp, dtype=out.dtype)
-
-    def run(self, request: Request) -> Result:
-        leaves = {name: self.leaf(v) for name, v in request.inputs.items()}
-        env: dict[str, Tensor] = dict(leaves)
-        tangents = None if request.tangents is None else self.seed_tangents(request.tangents)
-        try:
-            for node in request.program.order:
-                args = [env[a] for a in node.args]
-                env[node.name] = self.apply(node, args)
-                if tangents is not None:
-                    tangents[node.name] = self.tangent(
-                        node, args, [tangents[a] for a in node.args], env[node.name])
-        except ShapeMismatch as exc:
-            return ResultError.mismatch(exc)
-        out = env[request.program.output]
-        self.backward(out, request.cotangent)
-        grads = {n: t.grad if t.grad is not None else np.zeros_like(t.value)
-                 for n, t in leaves.items()}
-        tangent = None if tangents is None else tangents[request.program.output]
-        return self.finish(Value(np.array(out.value, copy=True), grads, tangent))
+__all__ = [
+    "SUBSET_OPS", "CorrelatedUpdates", "Float32InFloat64", "Float64Subset",
+    "IgnoresScale", "MutatingMerge", "MutatingReject", "Nondeterministic", "OverwrittenGrads",
+    "SharedWeightGrads", "SkipZeroBranch", "StaleBufferAfterRefusal", "StrictAdd",
+    "UntransposedLinear", "WidePrecisionSwitch", "WrongAxisUnbroadcast", "WrongDtype",
+    "contiguous_unbroadcast",
+]
 
 
 def _tensor(value: np.ndarray, parents: tuple[Tensor, ...], vjp: object, op: str) -> Tensor:
     return Tensor(value, parents, vjp, op)  # type: ignore[arg-type]
 
 
-class StrictAdd(Reference):
+def untransposed_linear(x: Tensor, w: Tensor) -> Tensor:
+    """``x @ w`` whose input VJP is ``ȳ w`` instead of ``ȳ wᵀ`` where w is square (the
+    shapes fit there, so nothing fails but the values)."""
+    node_shape("linear", (x.shape, w.shape))
+
+    def vjp(g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        d_in, d_out = w.shape
+        rows = math.prod(x.shape[:-1])
+        gw = x.value.reshape(rows, d_in).T @ g.reshape(rows, d_out)
+        gx = g @ (w.value if d_in == d_out else w.value.T)
+        return np.asarray(gx, x.dtype), np.asarray(gw, w.dtype)
+
+    return Tensor(np.asarray(x.value @ w.value, x.dtype), (x, w), vjp, "linear")
+
+
+class StrictAdd(Mutant):
     """Ordinary add refuses broadcasting, as if it were the residual merge."""
 
     name = "broken-strict-add"
+    kills = (Kill("add_accepts_every_broadcastable_pair_residual_add_refuses"),)
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         if node.op == "add" and args[0].shape != args[1].shape:
@@ -126,10 +71,10 @@ class StrictAdd(Reference):
         return super().apply(node, args)
 
 
-class _Aliasing(Reference):
+class _Aliasing(Mutant):
     """Leaves share memory with the request's arrays (no defensive copy)."""
 
-    def leaf(self, value: np.ndarray) -> Tensor:
+    def leaf(self, name: str, value: np.ndarray) -> Tensor:
         value.flags.writeable = True
         return Tensor(value)
 
@@ -138,6 +83,7 @@ class MutatingReject(_Aliasing):
     """A refused merge first clears the identity operand in place, then raises."""
 
     name = "broken-mutating-reject"
+    kills = (Kill("refused_merge_leaves_its_inputs_untouched", "float32"),)
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         if node.op == "residual_add" and args[0].shape != args[1].shape:
@@ -145,10 +91,33 @@ class MutatingReject(_Aliasing):
         return super().apply(node, args)
 
 
+class StaleBufferAfterRefusal(Mutant):
+    """A refused merge leaves its output buffer marked busy: the next call's output is
+    added into it (``out += y``, doubling it) before the mark is cleared."""
+
+    name = "broken-stale-buffer-after-refusal"
+    kills = (Kill("refusal_leaves_the_backend_state_unchanged"),)
+
+    def __init__(self) -> None:
+        self.busy = False
+
+    def refuse(self, request: Request, exc: ShapeMismatch) -> Result:
+        self.busy = True
+        return super().refuse(request, exc)
+
+    def finish(self, request: Request, result: Value) -> Result:
+        if not self.busy:
+            return result
+        self.busy = False
+        doubled = np.asarray(result.output * 2, result.output.dtype)
+        return dataclasses.replace(result, output=doubled)
+
+
 class MutatingMerge(_Aliasing):
     """The merge accumulates into its identity operand in place (``x += F(x)``)."""
 
     name = "broken-mutating-merge"
+    kills = (Kill("backend_never_mutates_inputs"),)
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         if node.op == "residual_add" and args[0].shape == args[1].shape:
@@ -158,10 +127,12 @@ class MutatingMerge(_Aliasing):
         return super().apply(node, args)
 
 
-class OverwrittenGrads(Reference):
+class OverwrittenGrads(Mutant):
     """Backward overwrites a tensor's pending gradient instead of accumulating it."""
 
     name = "broken-overwritten-grads"
+    kills = (Kill("shared_operand_receives_k_times_the_cotangent"),
+             Kill("block_with_a_minus_one_cancels_gradient_exactly"))
 
     def backward(self, out: Tensor, seed: np.ndarray) -> None:
         pending: dict[int, np.ndarray] = {id(out): np.asarray(seed, dtype=out.dtype)}
@@ -173,10 +144,11 @@ class OverwrittenGrads(Reference):
                     pending[id(parent)] = np.asarray(part, dtype=parent.dtype)
 
 
-class IgnoresScale(Reference):
+class IgnoresScale(Mutant):
     """scale is dropped entirely (so is the 1/√L rescaling)."""
 
     name = "broken-ignores-scale"
+    kills = (Kill("inverse_sqrt_depth_scaling_keeps_unit_variance"),)
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         if node.op == "scale":
@@ -185,10 +157,13 @@ class IgnoresScale(Reference):
         return super().apply(node, args)
 
 
-class CorrelatedUpdates(Reference):
+class CorrelatedUpdates(Mutant):
     """A cache keyed by (α, shape) hands every later scale the first one's result."""
 
     name = "broken-correlated-updates"
+    kills = (Kill("independent_updates_add_their_variances"),
+             Kill("inverse_sqrt_depth_scaling_keeps_unit_variance"),
+             Kill("pre_norm_stream_variance_grows_linearly_with_depth", "float32"))
 
     def run(self, request: Request) -> Result:
         self._cache: dict[tuple[object, tuple[int, ...]], Tensor] = {}
@@ -203,10 +178,12 @@ class CorrelatedUpdates(Reference):
         return super().apply(node, args)
 
 
-class Float32InFloat64(Reference):
+class Float32InFloat64(Mutant):
     """The merge rounds through float32 even in a float64 program."""
 
     name = "broken-float32-merge"
+    kills = (Kill("forward_and_gradients_match_spec_within_budget"),
+             Kill("sample_variance_of_merge_is_sum_plus_twice_covariance"))
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         out = super().apply(node, args)
@@ -215,21 +192,24 @@ class Float32InFloat64(Reference):
         return out
 
 
-class UntransposedLinear(Reference):
+class UntransposedLinear(Mutant):
     """linear's input VJP uses ``ȳ w`` instead of ``ȳ wᵀ`` (unnoticed for square w shapes)."""
 
     name = "broken-untransposed-linear"
+    kills = (Kill("gradient_matches_central_differences"),)
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         if node.op == "linear":
-            return linear(args[0], args[1], transpose=False)
+            return untransposed_linear(args[0], args[1])
         return super().apply(node, args)
 
 
-class SkipZeroBranch(Reference):
+class SkipZeroBranch(Mutant):
     """An all-zero branch is dropped from the graph: it then gets no gradient at all."""
 
     name = "broken-skip-zero-branch"
+    kills = (Kill("zero_branch_is_identity_and_still_learns"),
+             Kill("branch_zero_at_one_input_still_passes_gradient"))
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         identity, branch = args[0], args[-1]
@@ -239,12 +219,13 @@ class SkipZeroBranch(Reference):
         return super().apply(node, args)
 
 
-class Nondeterministic(Reference):
+class Nondeterministic(Mutant):
     """Like a racy parallel reduction: the last bit of one output element sometimes flips."""
 
     name = "broken-nondeterministic"
+    kills = (Kill("same_request_gives_bitwise_identical_results"),)
 
-    def finish(self, result: Value) -> Value:
+    def finish(self, request: Request, result: Value) -> Result:
         out = np.array(result.output, copy=True)
         if out.size and np.random.default_rng().random() < 0.5:
             flat = out.reshape(-1)
@@ -252,20 +233,22 @@ class Nondeterministic(Reference):
         return dataclasses.replace(result, output=out)
 
 
-class WrongDtype(Reference):
+class WrongDtype(Mutant):
     """Gradients come back in float64 whatever the request's dtype."""
 
     name = "broken-wrong-dtype"
+    kills = (Kill("results_have_declared_shapes_and_dtype", "float32"),)
 
-    def finish(self, result: Value) -> Value:
+    def finish(self, request: Request, result: Value) -> Result:
         grads = {k: np.asarray(v, dtype=np.float64) for k, v in result.grads.items()}
         return dataclasses.replace(result, grads=grads)
 
 
-class WidePrecisionSwitch(Reference):
+class WidePrecisionSwitch(Mutant):
     """A "fast path" for wide layers: linear computes in float32 when d_in > 16, any dtype."""
 
     name = "broken-wide-float32"
+    kills = (Kill("forward_and_gradients_match_spec_within_budget", generated=True),)
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         out = super().apply(node, args)
@@ -276,7 +259,7 @@ class WidePrecisionSwitch(Reference):
         return out
 
 
-class SharedWeightGrads(Reference):
+class SharedWeightGrads(Mutant):
     """Gradient buffers pooled by shape: same-shaped weights (2-D inputs) share one buffer.
 
     Every weight of a shape ends up with the sum of their gradients, which is right only
@@ -284,8 +267,9 @@ class SharedWeightGrads(Reference):
     """
 
     name = "broken-shared-grad-buffer"
+    kills = (Kill("forward_and_gradients_match_spec_within_budget", generated=True),)
 
-    def finish(self, result: Value) -> Value:
+    def finish(self, request: Request, result: Value) -> Result:
         pools: dict[tuple[int, ...], np.ndarray] = {}
         for grad in result.grads.values():
             if grad.ndim == 2:
@@ -305,10 +289,14 @@ def contiguous_unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarr
     return np.asarray(grad.reshape(size, -1).sum(axis=1).reshape(shape), grad.dtype)
 
 
-class WrongAxisUnbroadcast(Reference):
+class WrongAxisUnbroadcast(Mutant):
     """add and mul un-broadcast their gradients by summing the wrong axes."""
 
     name = "broken-unbroadcast-axes"
+    kills = (Kill("add_broadcasts_and_sums_gradients_over_broadcast_axes", generated=True),
+             Kill("mul_broadcasts_and_sums_gradients_over_broadcast_axes", "float32"),
+             Kill("mul_broadcasts_and_sums_gradients_over_broadcast_axes", pinned=False,
+                  generated=True))
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         out = super().apply(node, args)
@@ -325,16 +313,10 @@ class WrongAxisUnbroadcast(Reference):
 SUBSET_OPS = ("add", "layer_norm", "linear", "mul", "residual_add", "rms_norm", "scale", "sum")
 
 
-class Float64Subset(Reference):
+class Float64Subset(Mutant):
     """Not broken: a correct backend that claims float64 and a subset of the ops (no relu,
     no tanh)."""
 
     name = "float64-subset"
-    capabilities = Capabilities(dtypes=("float64",), ops=SUBSET_OPS, modes=MODES)
+    capabilities = Capabilities(dtypes=("float64",), ops=SUBSET_OPS, modes=("vjp", "jvp"))
 
-
-BROKEN: tuple[type[Reference], ...] = (
-    CorrelatedUpdates, Float32InFloat64, IgnoresScale, MutatingMerge, MutatingReject,
-    Nondeterministic, OverwrittenGrads, SharedWeightGrads, SkipZeroBranch, StrictAdd,
-    UntransposedLinear, WidePrecisionSwitch, WrongAxisUnbroadcast, WrongDtype,
-)

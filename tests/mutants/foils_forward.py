@@ -1,17 +1,14 @@
-"""Deliberately broken forward-mode backends the mutant catalog lacks: each plants one bug
-in the tangent that a particular forward-mode property exists to catch.
+"""Forward-mode foils: each plants one bug in the tangent that one forward-mode law exists
+to catch, where no scored forward-mode mutant (:mod:`tests.mutants.forward`) does.
 
-The reverse mode of each is the reference's (right), so a property that catches one
-catches it through the output tangent ``J·t`` alone. ``tests/meta/test_meta_jvp.py`` proves
-that every forward-mode property of ``properties/test_jvp.py`` catches a bug, drawing the
-bug from the catalog's forward-mode mutants (:mod:`tests.mutants.forward`)
-wherever the catalog plants it, and from here otherwise. These three are not catalog
-mutants because each is the foil of one law rather than a bug an engine is known to
-ship: tangents pooled by shape (the forward twin of the shared gradient buffer of
-:mod:`tests.broken_backends`), relu applied to the tangent (the one non-linear tangent,
-for the linearity law), and a repeated operand's tangent counted once (the forward twin of
-the catalog's ``DedupedRepeatedOperand``, for the shared-operand law). They are ordinary
-backends: ``pytest properties --backend tests.broken_jvp_backends:ReluOfTangent``.
+The reverse mode of each is the reference's (right), so a law that kills one kills it
+through the output tangent ``J·t`` alone (as a broken law: ``kind="law"``). They are foils
+rather than scored mutants because each pins one law rather than a bug an engine is known
+to ship: tangents pooled by shape (the forward twin of the shared gradient buffer of
+:mod:`tests.mutants.foils`), relu applied to the tangent (the one non-linear tangent, for
+the linearity law), and a repeated operand's tangent counted once (the forward twin of the
+scored ``DedupedRepeatedOperand``, for the shared-operand law). They are ordinary
+backends: ``pytest properties --backend tests.mutants.foils_forward:ReluOfTangent``.
 """
 
 from __future__ import annotations
@@ -22,14 +19,17 @@ import numpy as np
 
 from resverify.impl.tensor import Tensor
 from resverify.spec.ir import Node
-from tests.broken_backends import Reference
+from tests.mutants.base import Kill, Mutant
+
+__all__ = ["DedupedOperandTangent", "ReluOfTangent", "TangentPooledByShape"]
 
 
-class TangentPooledByShape(Reference):
+class TangentPooledByShape(Mutant):
     """Input tangents are pooled by shape: every input gets the tangent of the first
     input of its shape (a same-shaped weight's tangent comes from the wrong input)."""
 
     name = "broken-jvp-tangent-pooled"
+    kills = (Kill("tangent_matches_spec_within_budget", kind="law", generated=True),)
 
     def seed_tangents(self, tangents: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         first: dict[tuple[int, ...], np.ndarray] = {}
@@ -38,11 +38,14 @@ class TangentPooledByShape(Reference):
         return {name: np.array(first[t.shape], copy=True) for name, t in tangents.items()}
 
 
-class ReluOfTangent(Reference):
+class ReluOfTangent(Mutant):
     """relu's tangent is clamped at 0 like relu's value (``max(mask·t, 0)``): right for
     positive tangents only, and not linear in t."""
 
     name = "broken-jvp-relu-of-tangent"
+    kills = (Kill("tangent_matches_spec_within_budget", "float16", kind="law"),
+             Kill("tangent_is_linear_in_the_input_tangents", kind="law"),
+             Kill("tangent_is_linear_in_the_input_tangents", "float16", kind="law"))
 
     def tangent(self, node: Node, args: list[Tensor], ts: list[np.ndarray],
                 out: Tensor) -> np.ndarray:
@@ -52,11 +55,12 @@ class ReluOfTangent(Reference):
         return super().tangent(node, args, ts, out)
 
 
-class DedupedOperandTangent(Reference):
+class DedupedOperandTangent(Mutant):
     """An op given one tensor twice (``residual_add(x, x)``) counts its tangent once
     (tangents looked up by the set of distinct operands)."""
 
     name = "broken-jvp-deduped-operand"
+    kills = (Kill("shared_operand_tangent_is_k_times_the_input_tangent", kind="law"),)
 
     def tangent(self, node: Node, args: list[Tensor], ts: list[np.ndarray],
                 out: Tensor) -> np.ndarray:
@@ -64,7 +68,3 @@ class DedupedOperandTangent(Reference):
             return super().tangent(node, args, [ts[0], np.zeros_like(ts[1])], out)
         return super().tangent(node, args, ts, out)
 
-
-BROKEN_JVP: tuple[type[Reference], ...] = (
-    DedupedOperandTangent, ReluOfTangent, TangentPooledByShape,
-)

@@ -1,11 +1,11 @@
-"""Deliberately broken backends for the normalization properties: the classic wiring bugs
-of pre-norm and post-norm streams, and numerical slips inside a norm.
+"""Normalization foils: the classic wiring bugs of pre-norm and post-norm streams, and
+numerical slips inside a norm, each the foil of the normalization laws it declares.
 
-Each plants one realistic bug in the reference (:class:`tests.broken_backends.Reference`);
-``tests/meta/test_meta_norm.py`` proves that a property of ``properties/test_norm.py`` catches
-it. Wiring bugs rewrite the program the way a model author might have miswired it, then
-run the reference on it; numerical bugs replace the norm node's reference rule. They are
-ordinary backends: ``pytest properties --backend tests.broken_norm_backends:NormTwice``.
+A norm law states where the norm sits in the stream or what it computes; no scored mutant
+miswires a stream, so these pin those laws. Wiring bugs rewrite the program the way a
+model author might have miswired it, then run the base on it; numerical bugs replace the
+norm node's reference rule. ``tests/meta/test_meta_norm.py`` runs their ``kills``. They
+are ordinary backends: ``pytest properties --backend tests.mutants.foils_norm:NormTwice``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,13 @@ from resverify.impl.ops import apply_op
 from resverify.impl.tensor import Tensor
 from resverify.spec.ir import Node, Program
 from resverify.spec.request import Request, Result
-from tests.broken_backends import Reference
+from tests.mutants.base import Kill, Mutant
+
+__all__ = [
+    "DetachedNormStatistics", "DetachedProjection", "EpsOutsideSqrt",
+    "IdentityCarriesNorm", "NoMeanInBackward", "NormTwice", "OnePassVariance", "PostAsPre",
+    "SkippedNorm", "UncentredLayerNorm",
+]
 
 NORMS = ("layer_norm", "rms_norm")
 
@@ -42,11 +48,15 @@ def _branch_nodes(program: Program, start: str) -> set[str]:
     return seen
 
 
-class IdentityCarriesNorm(Reference):
+class IdentityCarriesNorm(Mutant):
     """Pre-norm wired wrong: the identity path carries N(h), not h (h + F(N(h)) becomes
     N(h) + F(N(h)))."""
 
     name = "identity-carries-norm"
+    kills = (Kill("norm_stacks_match_spec_within_budget", "float32"),
+             Kill("pre_norm_zero_branch_stack_is_exact_identity"),
+             Kill("pre_norm_zero_branch_stack_is_exact_identity", "float16"),
+             Kill("pre_norm_gradient_keeps_the_identity_highway_at_every_depth"))
 
     def run(self, request: Request) -> Result:
         normed = {n.args[0]: n.name for n in request.program.nodes if n.op in NORMS}
@@ -55,10 +65,13 @@ class IdentityCarriesNorm(Reference):
         return super().run(_rewired(request, nodes))
 
 
-class NormTwice(Reference):
+class NormTwice(Mutant):
     """A normalization applied twice (a block re-normalizing what its caller normalized)."""
 
     name = "norm-twice"
+    kills = (Kill("norm_stacks_match_spec_within_budget"),
+             Kill("post_norm_zero_branch_stack_is_the_normalization", "float32"),
+             Kill("post_norm_stream_stays_normalized_at_every_depth", "float32"))
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         if node.op in NORMS:
@@ -67,10 +80,14 @@ class NormTwice(Reference):
         return super().apply(node, args)
 
 
-class PostAsPre(Reference):
+class PostAsPre(Mutant):
     """Post-norm wired as pre-norm: N(h + F(h)) computed as h + F(N(h))."""
 
     name = "post-as-pre"
+    kills = (Kill("norm_stacks_match_spec_within_budget"),
+             Kill("post_norm_zero_branch_stack_is_the_normalization"),
+             Kill("post_norm_stream_stays_normalized_at_every_depth"),
+             Kill("post_norm_block_keeps_stream_variance_constant_with_depth", "float32"))
 
     def run(self, request: Request) -> Result:
         program = request.program
@@ -91,11 +108,13 @@ class PostAsPre(Reference):
         return super().run(_rewired(request, nodes))
 
 
-class SkippedNorm(Reference):
+class SkippedNorm(Mutant):
     """A normalization left out of the forward pass (the layer built, never called): every
     norm node passes its input through unchanged."""
 
     name = "skipped-norm"
+    kills = (Kill("pre_norm_stream_variance_grows_linearly_with_depth"),
+             Kill("post_norm_block_keeps_stream_variance_constant_with_depth"))
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         if node.op in NORMS:
@@ -130,7 +149,7 @@ def _norm_tensor(x: Tensor, eps: Fraction, centre: bool, one_pass: bool = False,
     return Tensor(y, (x,), vjp, "layer_norm")
 
 
-class _NormSlip(Reference):
+class _NormSlip(Mutant):
     """Runs layer_norm through :func:`_norm_tensor` with the subclass's flags."""
 
     flags: ClassVar[dict[str, bool]] = {}
@@ -145,6 +164,8 @@ class UncentredLayerNorm(_NormSlip):
     """layer_norm that forgets to subtract the mean (computes rms_norm)."""
 
     name = "uncentred-layer-norm"
+    kills = (Kill("norm_output_has_mean_zero_and_mean_square_one_up_to_eps"),
+             Kill("layer_norm_is_invariant_to_shifting_its_input"))
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         if node.op == "layer_norm":
@@ -156,6 +177,7 @@ class OnePassVariance(_NormSlip):
     """layer_norm's variance as mean(x²) - mean(x)², which cancels for shifted rows."""
 
     name = "one-pass-variance"
+    kills = (Kill("layer_norm_is_invariant_to_shifting_its_input", "float32"),)
     flags: ClassVar[dict[str, bool]] = {"one_pass": True}
 
 
@@ -163,6 +185,7 @@ class EpsOutsideSqrt(_NormSlip):
     """layer_norm dividing by sqrt(σ²) + ε instead of sqrt(σ² + ε)."""
 
     name = "eps-outside-sqrt"
+    kills = (Kill("scaling_the_input_moves_into_eps"),)
     flags: ClassVar[dict[str, bool]] = {"eps_outside": True}
 
 
@@ -170,6 +193,8 @@ class NoMeanInBackward(_NormSlip):
     """layer_norm's VJP without the mean(ḡ) term (the centring forgotten in backward)."""
 
     name = "no-mean-in-backward"
+    kills = (Kill("layer_norm_gradient_is_orthogonal_to_constants"),
+             Kill("post_norm_gradient_passes_through_every_norm_at_every_depth"))
     flags: ClassVar[dict[str, bool]] = {"mean_in_backward": False}
 
 
@@ -178,14 +203,17 @@ class DetachedNormStatistics(_NormSlip):
     ``no_grad`` statistics): the backward divides ḡ by σ and forgets the rest."""
 
     name = "detached-norm-statistics"
+    kills = (Kill("pre_norm_gradient_keeps_the_identity_highway_at_every_depth", "float32"),
+             Kill("post_norm_gradient_passes_through_every_norm_at_every_depth"))
     flags: ClassVar[dict[str, bool]] = {"detached": True}
 
 
-class DetachedProjection(Reference):
+class DetachedProjection(Mutant):
     """A projection shortcut ``linear(x, P)`` merged by residual_add passes no gradient to
     x (the shortcut treated as a constant), while P still learns."""
 
     name = "detached-projection"
+    kills = (Kill("projection_shortcut_gradient_is_both_paths"),)
 
     def run(self, request: Request) -> Result:
         self.shortcuts = {n.args[0] for n in request.program.nodes if n.op == "residual_add"}
@@ -205,8 +233,3 @@ class DetachedProjection(Reference):
 
         return Tensor(out.value, (x, w), vjp, "linear")
 
-
-BROKEN_NORM: tuple[type[Reference], ...] = (
-    DetachedNormStatistics, DetachedProjection, EpsOutsideSqrt, IdentityCarriesNorm,
-    NoMeanInBackward, NormTwice, OnePassVariance, PostAsPre, SkippedNorm, UncentredLayerNorm,
-)

@@ -19,7 +19,7 @@ import numpy as np
 from resverify.impl.interpret import node_alpha
 from resverify.impl.tensor import Tensor
 from resverify.spec.ir import Node
-from tests.mutants.base import Mutant
+from tests.mutants.base import Kill, Mutant
 from tests.mutants.numeric import _tf32
 
 __all__ = [
@@ -54,6 +54,10 @@ class TangentDropsIdentity(_TangentHook):
 
     name = "mutant-tangent-drops-identity"
     op = "residual_add"
+    kills = (Kill("tangent_matches_spec_within_budget", kind="law"),
+             Kill("norm_stack_tangent_matches_spec_within_budget", "float32", kind="law"),
+             Kill("alpha_zero_passes_the_input_tangent_unchanged", kind="law",
+                  generated=True))
 
     def jvp(self, args: list[np.ndarray], ts: list[np.ndarray], out: np.ndarray
             ) -> np.ndarray | None:
@@ -65,6 +69,10 @@ class TangentForgetsAlpha(_TangentHook):
 
     name = "mutant-tangent-forgets-alpha"
     op = "scale"
+    kills = (Kill("tangent_matches_spec_within_budget", "float32", kind="law"),
+             Kill("tangent_and_gradients_satisfy_duality", "float32", kind="law",
+                  generated=True),
+             Kill("alpha_zero_passes_the_input_tangent_unchanged", "float32", kind="law"))
 
     def jvp(self, args: list[np.ndarray], ts: list[np.ndarray], out: np.ndarray
             ) -> np.ndarray | None:
@@ -77,6 +85,8 @@ class TangentThroughTransposedWeight(_TangentHook):
 
     name = "mutant-tangent-transposed-weight"
     op = "linear"
+    kills = (Kill("tangent_matches_spec_within_budget", kind="law", generated=True),
+             Kill("tangent_and_gradients_satisfy_duality", kind="law", generated=True))
 
     def jvp(self, args: list[np.ndarray], ts: list[np.ndarray], out: np.ndarray
             ) -> np.ndarray | None:
@@ -164,6 +174,9 @@ class NormTangentStatisticsDetached(Mutant):
 
     name = "mutant-norm-tangent-detached"
     bug_class = "forward mode"
+    kills = (Kill("norm_stack_tangent_matches_spec_within_budget", kind="law"),
+             Kill("norm_stack_tangent_matches_spec_within_budget", "float32",
+                  pinned=False, generated=True))
 
     def tangent(self, node: Node, args: list[Tensor], ts: list[np.ndarray],
                 out: Tensor) -> np.ndarray:
@@ -179,6 +192,8 @@ class TangentMergedInPlace(Mutant):
 
     name = "mutant-tangent-merged-in-place"
     bug_class = "forward mode"
+    kills = (Kill("forward_mode_leaves_inputs_and_tangents_unchanged", kind="law",
+                  generated=True),)
 
     def seed_tangents(self, tangents: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         for t in tangents.values():

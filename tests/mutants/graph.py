@@ -17,7 +17,7 @@ from resverify.impl.tensor import Tensor
 from resverify.spec.errors import ShapeMismatch
 from resverify.spec.ir import Node
 from resverify.spec.request import Request, Result, Value
-from tests.mutants.base import Mutant, accumulate, all_edges, answer, retarget
+from tests.mutants.base import Kill, Mutant, accumulate, all_edges, answer, retarget
 
 __all__ = [
     "BroadcastingMerge", "CotangentScaledInPlace", "DedupedRepeatedOperand",
@@ -57,6 +57,9 @@ class BroadcastingMerge(_MergeHook):
     """residual_add broadcasts like add: a [2] branch merges into a [2, 2] identity."""
 
     name = "mutant-broadcasting-merge"
+    kills = (Kill("residual_add_rejects_every_shape_mismatch"),
+             Kill("residual_add_rejects_equal_size_shape_pairs"),
+             Kill("residual_add_refuses_a_width_change_even_where_add_broadcasts"))
 
     def coerce(self, identity: Tensor, branch: Tensor) -> Tensor | None:
         try:
@@ -84,6 +87,7 @@ class SqueezingMerge(_MergeHook):
     """residual_add squeezes a trailing axis of size 1 first: [2, 1] + [2] merges."""
 
     name = "mutant-squeezing-merge"
+    kills = (Kill("residual_add_rejects_equal_size_shape_pairs"),)
 
     def coerce(self, identity: Tensor, branch: Tensor) -> Tensor | None:
         def squeeze(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -101,6 +105,7 @@ class TransposingMerge(_MergeHook):
     mix-up, NCHW against NHWC): only pairs like [2, 3] and [3, 2] hide it."""
 
     name = "mutant-transposing-merge"
+    kills = (Kill("residual_add_rejects_equal_size_shape_pairs"),)
 
     def coerce(self, identity: Tensor, branch: Tensor) -> Tensor | None:
         if len(identity.shape) < 2 or identity.shape != branch.shape[::-1]:
@@ -168,6 +173,11 @@ class DroppedIdentityGrad(_IdentityHook):
     """The merge's backward drops the identity edge: x̄ = J_Fᵀȳ instead of ȳ + J_Fᵀȳ."""
 
     name = "mutant-dropped-identity"
+    kills = (Kill("forward_and_gradients_match_spec_within_budget", "float32"),
+             Kill("zero_branch_is_identity_and_still_learns", "float32"),
+             Kill("residual_stack_gradient_is_one_plus_a_to_the_depth"),
+             Kill("stack_of_one_branch_family_matches_spec"),
+             Kill("tangent_and_gradients_satisfy_duality", kind="law"))
 
     def edges(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros_like(g), g
@@ -294,6 +304,7 @@ class SharedTanhBuffer(Mutant):
 
     name = "mutant-shared-tanh-buffer"
     bug_class = "state"
+    kills = (Kill("stack_of_one_branch_family_matches_spec"),)
 
     def run(self, request: Request) -> Result:
         self.pool: dict[tuple[tuple[int, ...], str], np.ndarray] = {}

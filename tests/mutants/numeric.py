@@ -18,7 +18,7 @@ from resverify.impl.tensor import Tensor
 from resverify.spec.ir import Node
 from resverify.spec.ops import unbroadcast
 from resverify.spec.request import Request, Result, Value
-from tests.mutants.base import Mutant, accumulate, all_edges, answer, retarget
+from tests.mutants.base import Kill, Mutant, accumulate, all_edges, answer, retarget
 
 __all__ = [
     "AccumulatesInFloat32", "AlphaRoundedViaFloat32", "AlphaSignLost", "AlphaSquared",
@@ -52,6 +52,11 @@ class AlphaSquared(_ScaleHook):
     """scale multiplies by α² (α applied in the block and again in the kernel)."""
 
     name = "mutant-alpha-squared"
+    kills = (Kill("forward_and_gradients_match_spec_within_budget", "float16"),
+             Kill("output_and_gradients_are_affine_in_alpha"),
+             Kill("plain_stack_gradient_is_a_to_the_depth"),
+             Kill("stack_output_is_input_plus_sum_of_branches"),
+             Kill("branch_depending_on_input_breaks_naive_variance_sum"))
 
     def alpha(self, exact: Fraction) -> Fraction | float:
         return exact * exact
@@ -79,6 +84,7 @@ class FalsyAlpha(_ScaleHook):
     """``alpha or 1``: α = 0 silently becomes 1."""
 
     name = "mutant-falsy-alpha"
+    kills = (Kill("alpha_zero_is_identity_and_branch_gets_no_gradient"),)
 
     def alpha(self, exact: Fraction) -> Fraction | float:
         return exact or Fraction(1)
@@ -199,6 +205,8 @@ class ReluGradOneAtZero(_ElementwiseHook):
 
     name = "mutant-relu-grad-at-zero"
     op = "relu"
+    kills = (Kill("forward_and_gradients_match_spec_within_budget"),
+             Kill("relu_gradient_is_exact_near_zero"))
 
     def forward(self, a: np.ndarray) -> Forward:
         return _relu(a, (a >= 0).astype(a.dtype))
@@ -209,6 +217,7 @@ class ReluGradThreshold(_ElementwiseHook):
 
     name = "mutant-relu-grad-threshold"
     op = "relu"
+    kills = (Kill("relu_gradient_is_exact_near_zero"),)
 
     def forward(self, a: np.ndarray) -> Forward:
         return _relu(a, (a > 1 / 64).astype(a.dtype))
