@@ -110,7 +110,12 @@ def make_case(recipe: Recipe, dtype: str, mode: str, draw: Draw) -> Case:
     module = _perturbed(recipe, pristine, draw).train(mode == "train")
     stream = TORCH_DTYPES[recipe.stream_dtype or dtype]
     inputs = Inputs.draw(recipe, stream, draw.batch, draw.seq, draw.seed, 2.0**draw.input_exp)
-    return Case(recipe, dtype, mode, module, pristine, inputs)
+    extra = {}
+    if recipe.zero_init is not None:  # as the library builds it: not perturbed
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(draw.seed)
+            extra["zero_init"] = recipe.zero_init(TORCH_DTYPES[dtype]).train(mode == "train")
+    return Case(recipe, dtype, mode, module, pristine, inputs, extra)
 
 
 def _settings(examples: int, shrink: bool) -> settings:

@@ -17,9 +17,10 @@ from resverify.blocks.laws_backward import gradient_skip
 from resverify.blocks.laws_drop import drop_path
 from resverify.blocks.laws_forward import affine_in_gamma, decomposition, zero_branch
 from resverify.blocks.laws_stream import no_aliasing, stream_dtype
+from resverify.blocks.recipe import Recipe
 from resverify.blocks.trace import Case
 
-__all__ = ["LAWS", "Law"]
+__all__ = ["LAWS", "Law", "applicable"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class Law:
     name: str
     check: Callable[[Case], dict[str, float]]
     modes: tuple[str, ...] = ("eval", "train")
+    needs: Callable[[Recipe], bool] = lambda recipe: True
+    """Whether the law has anything to judge on a recipe (a LayerScale, a drop path)."""
 
     @property
     def states(self) -> str:
@@ -38,10 +41,16 @@ class Law:
 LAWS: Mapping[str, Law] = {law.name: law for law in (
     Law("decomposition", decomposition),
     Law("zero_branch", zero_branch),
-    Law("affine_in_gamma", affine_in_gamma, ("eval",)),
-    Law("drop_path", drop_path),
+    Law("affine_in_gamma", affine_in_gamma, ("eval",),
+        lambda recipe: any(s.scale for s in recipe.sites)),
+    Law("drop_path", drop_path, needs=lambda recipe: any(s.drop_path for s in recipe.sites)),
     Law("gradient_skip", gradient_skip),
     Law("no_aliasing", no_aliasing),
     Law("stream_dtype", stream_dtype, ("eval",)),
 )}
 """Every law, in the order a report lists them."""
+
+
+def applicable(recipe: Recipe) -> list[str]:
+    """The laws with something to judge on ``recipe``, in table order."""
+    return [name for name, law in LAWS.items() if law.needs(recipe)]

@@ -20,13 +20,16 @@ The API, for whoever writes catalog entries (``resverify/blocks/catalog/*.py``):
         context={"memory": ("batch", "seq", 16)},        # extra inputs (drawn like x), optional
         call=None,                                       # None: module(x, **context)
         modes=("eval", "train"),
-    )
+        zero_init=None,                                  # the factory with the library's own
+    )                                                    # zero-init option, if it has one
 
 ``factory(dtype)`` returns the module with its parameters in ``dtype`` (a block with a
 float32 stream and bfloat16 branches builds exactly that for ``dtype="bfloat16"`` and
 declares ``stream_dtype="float32"``); the caller seeds torch's generator before calling it.
 ``call(module, x, context)`` runs the block and returns the output stream as one tensor
-(unwrap a tuple there).
+(unwrap a tuple there). ``zero_init(dtype)``, when the library has a
+zero-init option (torchvision's ``zero_init_residual``), builds the block with it; the
+zero-branch law requires that block to be exactly the zero-branch map, as built.
 
 One :class:`Site` per residual sum, in the order the block computes them. The stream
 entering site ``i`` is ``s``; the site computes ``z = shortcut(s) + alpha * D(F(s))`` and
@@ -158,6 +161,7 @@ class Recipe:
     call: Callable[[nn.Module, torch.Tensor, Mapping[str, torch.Tensor]], torch.Tensor] | None \
         = None
     modes: tuple[str, ...] = MODES
+    zero_init: Callable[[torch.dtype], nn.Module] | None = None
     notes: str = ""
 
     def __post_init__(self) -> None:

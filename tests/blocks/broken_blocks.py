@@ -5,17 +5,19 @@ Why subclasses of the real classes: a bug planted on ``nn.TransformerEncoderLaye
 line only, the line its bug class changes in the trackers (issue 26 lists them), so a law
 that fires tells that line apart from everything else.
 
-Two correct blocks come first, because ``torch.nn`` has neither LayerScale, drop path nor a
+Three correct blocks come first, because ``torch.nn`` has neither LayerScale, drop path nor a
 mixed-precision stream: :class:`ScaledEncoderLayer` (a ViT-style pre-norm layer with
 LayerScale γ and per-sample drop path, as timm writes them) and
 :class:`MixedStreamEncoderLayer` (a float32 stream whose branches run in bfloat16, as
-``residual_in_fp32`` asks). Every bug is a subclass of one of them or of a torch layer.
+``residual_in_fp32`` asks), and the encoder given a zero-init option (torch has none; it
+zeroes each branch's last layer, weight and bias). Every bug is a subclass of one of them
+or of a torch layer.
 :data:`BUGS` says which law each bug is meant for and which related laws may fire with it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -252,6 +254,21 @@ class Bf16StreamDowncast(MixedStreamEncoderLayer):
         return x + self.feed(x)
 
 
+def zero_init(names: tuple[str, ...]) -> Callable[[torch.dtype], nn.Module]:
+    """A pre-norm encoder factory with a zero-init option that zeroes ``names``."""
+    def factory(dtype: torch.dtype) -> nn.Module:
+        layer = nn.TransformerEncoderLayer(**_pre_encoder(dtype))  # type: ignore[arg-type]
+        with torch.no_grad():
+            for name in names:
+                layer.get_parameter(name).zero_()
+        return layer
+    return factory
+
+
+_ENDS = ("self_attn.out_proj.weight", "self_attn.out_proj.bias", "linear2.weight",
+         "linear2.bias")
+
+
 @dataclass(frozen=True)
 class Bug:
     """A planted bug: its recipe, the dtype it is checked in, the law meant to catch it,
@@ -276,13 +293,22 @@ def _decoder_like(name: str, cls: type[nn.Module]) -> Recipe:
     return replace(decoder(True), name=name, factory=cls)
 
 
+def _zero_init_recipe(name: str, names: tuple[str, ...]) -> Recipe:
+    from dataclasses import replace
+
+    return replace(encoder(True), name=name, zero_init=zero_init(names))
+
+
 CORRECT: Mapping[str, Recipe] = {
+    "zero_init": _zero_init_recipe("ZeroInitEncoderLayer", _ENDS),
     "scaled": scaled_recipe("ScaledEncoderLayer", ScaledEncoderLayer),
     "mixed": mixed_recipe("MixedStreamEncoderLayer", MixedStreamEncoderLayer),
 }
 """The correct test blocks: they must pass every law."""
 
 BUGS: Mapping[str, Bug] = {
+    "zero_init_keeps_bias": Bug(_zero_init_recipe("ZeroInitKeepsBias", _ENDS[::2]), "float32",
+                                "zero_branch"),
     "normalized_skip": Bug(_encoder_like("NormalizedSkip", NormalizedSkip), "float32",
                            "decomposition", ("zero_branch",),
                            "zeroed, the block is N1(x), not x"),

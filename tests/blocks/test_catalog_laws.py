@@ -1,0 +1,47 @@
+"""Every catalog block passes every law that applies to it, in every dtype it claims.
+
+Why ten examples in the default run: an example builds the block afresh and runs it a few
+times per law; ten examples per law, dtype and mode keep one block's whole check near ten
+seconds on two cores, and the laws are bitwise, so a broken block fails on its first
+example (tests/blocks/test_planted_bugs.py). The ``slow`` test repeats the check with the
+active profile's count (25 under ``ci``), as ``resverify blocks`` will.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from resverify.blocks import check_block
+from resverify.blocks.catalog import catalog, skipped
+from resverify.blocks.check import run_law
+from resverify.blocks.laws import LAWS, applicable
+
+EXAMPLES = 10
+
+CASES = [(name, law, dtype) for name, recipe in catalog().items()
+         for law in applicable(recipe) for dtype in recipe.dtypes]
+
+
+@pytest.mark.parametrize(("name", "law", "dtype"), CASES)
+def test_catalog_block_obeys_law(name: str, law: str, dtype: str) -> None:
+    recipe = catalog()[name]
+    for mode in (m for m in LAWS[law].modes if m in recipe.modes):
+        record = run_law(recipe, law, dtype, mode, max_examples=EXAMPLES)
+        assert record.verdict == "pass", f"{record.line()}, expected pass"
+        assert record.examples == EXAMPLES, record.line()
+
+
+def test_catalog_lists_torch_nn_layers() -> None:
+    names = set(catalog())
+    expected = {f"torch.Transformer{kind}Layer({norm})" for kind in ("Encoder", "Decoder")
+                for norm in ("pre", "post")}
+    assert expected <= names, f"catalog {sorted(names)}, expected {sorted(expected)} in it"
+    assert "torch_nn" not in skipped(), skipped()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(catalog()))
+def test_catalog_block_passes_default_check(name: str) -> None:
+    recipe = catalog()[name]
+    bad = [r.line() for r in check_block(recipe, laws=applicable(recipe)) if r.verdict != "pass"]
+    assert not bad, f"{name}: {bad}, expected every law to pass"

@@ -1,0 +1,56 @@
+"""Proof the block laws can fail: each planted bug is caught by its law and by no unrelated one.
+
+Why few examples: a planted bug breaks its law on every example (its bug is structural, not
+rare), so the first example catches it; the other laws get the same ten examples to fire
+where they should not, which is what the second half of each test asserts. Shrinking is off:
+the shrunk example would say nothing more about a bug that every example shows.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from resverify.blocks import check_block
+from resverify.blocks.check import LawRecord
+from resverify.blocks.laws import LAWS, applicable
+from tests.blocks.broken_blocks import BUGS, CORRECT
+
+EXAMPLES = 10
+
+
+def _records(name: str) -> list[LawRecord]:
+    bug = BUGS[name]
+    return check_block(bug.recipe, [bug.dtype], max_examples=EXAMPLES, shrink=False)
+
+
+@pytest.mark.parametrize("name", sorted(BUGS))
+def test_planted_bug_fails_its_law(name: str) -> None:
+    bug = BUGS[name]
+    records = _records(name)
+    caught = [r for r in records if r.law == bug.meant and r.verdict == "fail"]
+    assert caught, (f"{name}: law {bug.meant} gave "
+                    f"{[r.line() for r in records if r.law == bug.meant]}, expected a failure")
+    print(f"{name} caught by {bug.meant}: {caught[0].message}")
+    failure = caught[0].failure
+    assert failure is not None and failure.kind == "law", caught[0].line()
+    assert "residual_add" in failure.request.program.describe(), failure.request.program
+    unrelated = [r.line() for r in records
+                 if r.verdict == "fail" and r.law not in (bug.meant, *bug.also)]
+    assert not unrelated, (f"{name} (meant for {bug.meant}, related {list(bug.also)}: "
+                           f"{bug.why}) also fails unrelated laws: {unrelated}")
+
+
+def test_every_law_has_a_planted_bug() -> None:
+    meant = {bug.meant for bug in BUGS.values()}
+    related = {law for bug in BUGS.values() for law in bug.also}
+    assert meant == set(LAWS), f"laws without a planted bug: {sorted(set(LAWS) - meant)}"
+    assert related <= set(LAWS), f"unknown related laws {sorted(related - set(LAWS))}"
+
+
+@pytest.mark.parametrize(("name", "dtype"), [(n, d) for n in sorted(CORRECT)
+                                             for d in CORRECT[n].dtypes])
+def test_correct_test_block_passes_every_law(name: str, dtype: str) -> None:
+    recipe = CORRECT[name]
+    records = check_block(recipe, [dtype], applicable(recipe), max_examples=EXAMPLES)
+    bad = [r.line() for r in records if r.verdict != "pass"]
+    assert not bad, f"{recipe.name}: {bad}, expected every law to pass"
