@@ -6,10 +6,13 @@ stopped at its first failure; :mod:`tools.mutant_runs`), prints ``killed/total``
 table (mutant, class, the property that killed it first, examples run until the kill,
 time), and writes the same as JSON (``--out``, the document ``resverify check --mutants``
 attaches to a report) and as a standalone HTML page (``--html``). A surviving mutant is a
-bug the suite does not catch: exit 1. It measures resverify itself, so it is not installed:
+bug the suite does not catch: exit 1. The catalog's foils (the broken backends that pin
+one law each) are scored too with ``--foils``; ``--only`` takes a foil as well as a
+mutant. It measures resverify itself, so it is not installed:
 
     .venv/bin/python tools/mutants.py -n 2 --out mutants.json --html mutants.html
     .venv/bin/python tools/mutants.py --only AlphaSquared    # one mutant (repeatable)
+    .venv/bin/python tools/mutants.py --foils --list         # the foils too
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="mutants checked at once, one pytest each (default 1)")
     parser.add_argument("--only", action="append", metavar="MUTANT",
                         help="check only this mutant (class name or name), repeatable")
+    parser.add_argument("--foils", action="store_true",
+                        help="the catalog's foils too, after the scored mutants")
     parser.add_argument("--list", action="store_true", help="list the catalog and exit")
     parser.add_argument("--out", type=Path, metavar="PATH", help="write the scores as JSON")
     parser.add_argument("--html", type=Path, metavar="PATH",
@@ -50,10 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="time limit of one property test (default 300)")
 
 
-def _catalog(only: list[str] | None) -> list[Any]:
+def _catalog(only: list[str] | None, foils: bool = False) -> list[Any]:
     from tests import mutants
 
-    return mutants.by_name(only) if only else list(mutants.CATALOG)
+    if only:
+        return mutants.by_name(only)
+    return list(mutants.ENTRIES if foils else mutants.CATALOG)
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -102,26 +109,27 @@ def render_table(doc: dict[str, Any]) -> str:
 def _entry(mutant: Any, result: dict[str, Any]) -> dict[str, Any]:
     from tests.mutants import bug
 
-    return {"mutant": mutant.__name__, "name": mutant.name, "bug_class": mutant.bug_class,
-            "bug": bug(mutant), **result}
+    return {"mutant": mutant.__name__, "name": mutant.name,
+            "bug_class": mutant.bug_class or "foil", "bug": bug(mutant), **result}
 
 
-def _list() -> int:
-    from tests.mutants import CATALOG, bug
+def _list(foils: bool) -> int:
+    from tests.mutants import CATALOG, FOILS, bug
 
-    for mutant in CATALOG:
-        print(f"{mutant.__name__:<30} {mutant.bug_class:<22} {bug(mutant)}")
-    print(f"{len(CATALOG)} mutants")
+    shown = [*CATALOG, *FOILS] if foils else CATALOG
+    for mutant in shown:
+        print(f"{mutant.__name__:<30} {mutant.bug_class or 'foil':<22} {bug(mutant)}")
+    print(f"{len(CATALOG)} mutants" + (f", {len(FOILS)} foils" if foils else ""))
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
     if args.list:
-        return _list()
+        return _list(args.foils)
     _check(args)
     from tools.mutant_runs import MutantRun, run_mutants
 
-    chosen = _catalog(args.only)
+    chosen = _catalog(args.only, args.foils)
     settings = MutantRun(profile=args.profile, seed=args.seed, processes=args.numprocesses,
                          timeout=args.timeout)
     targets = {f"{MODULE}:{m.__name__}": m for m in chosen}

@@ -22,7 +22,7 @@ from resverify.properties.profiles import default_profile
 from resverify.spec.codec import loads_request
 from resverify.spec.errors import UsageError
 from resverify.spec.ir import OPS, Input, Node, Program
-from tests import broken_backends as bb
+from tests import mutants as catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,13 +42,13 @@ def test_failing_property_saves_vector_and_prints_replay_command(tmp_path: Path)
     junit = tmp_path / "junit.xml"
     done = child_pytest("--pyargs", "resverify.properties.test_structure", "-k",
                         "shared_operand and float64",
-                        "--backend", "tests.broken_backends:OverwrittenGrads",
+                        "--backend", "tests.mutants:OverwrittenGrads",
                         f"--junitxml={junit}", env={"RESVERIFY_VECTOR_DIR": str(tmp_path / "v")})
     out = done.stdout + done.stderr
     assert done.returncode == 1, out
     replay = [line for line in out.splitlines() if line.startswith("resverify replay ")]
     assert replay, out
-    assert replay[0].endswith("--backend tests.broken_backends:OverwrittenGrads"), replay
+    assert replay[0].endswith("--backend tests.mutants:OverwrittenGrads"), replay
     vectors = list((tmp_path / "v").glob("*.json"))
     assert len(vectors) == 1, vectors
     request = loads_request(vectors[0].read_text())
@@ -56,7 +56,7 @@ def test_failing_property_saves_vector_and_prints_replay_command(tmp_path: Path)
     assert f"test vector: {vectors[0]}" in out, out
     props = {p.get("name"): p.get("value") for p in ET.parse(junit).iter("property")}
     assert props["property"] == "shared_operand_receives_k_times_the_cotangent", props
-    assert props["backend"] == "tests.broken_backends:OverwrittenGrads", props
+    assert props["backend"] == "tests.mutants:OverwrittenGrads", props
     assert props["dtype"] == "float64", props
     assert int(props["examples"] or 0) >= 1, props
     assert props["vector"] == str(vectors[0]), props
@@ -72,13 +72,13 @@ def test_unknown_backend_is_a_one_line_usage_error() -> None:
 
 def test_backends_come_from_option_then_environment() -> None:
     listed = child_pytest("--collect-only", "properties/test_hygiene.py",
-                          env={"RESVERIFY_BACKEND": "numpy,tests.broken_backends:WrongDtype"})
-    assert "[tests.broken_backends:WrongDtype-float32]" in listed.stdout, listed.stdout
+                          env={"RESVERIFY_BACKEND": "numpy,tests.mutants:WrongDtype"})
+    assert "[tests.mutants:WrongDtype-float32]" in listed.stdout, listed.stdout
     assert "[numpy-float32]" in listed.stdout, listed.stdout
     chosen = child_pytest("--collect-only", "properties/test_hygiene.py",
-                          "--backend", "tests.broken_backends:Reference",
-                          env={"RESVERIFY_BACKEND": "tests.broken_backends:WrongDtype"})
-    assert "[tests.broken_backends:Reference-float32]" in chosen.stdout, chosen.stdout
+                          "--backend", "tests.mutants:Mutant",
+                          env={"RESVERIFY_BACKEND": "tests.mutants:WrongDtype"})
+    assert "[tests.mutants:Mutant-float32]" in chosen.stdout, chosen.stdout
     assert "WrongDtype" not in chosen.stdout, chosen.stdout
 
 
@@ -108,7 +108,7 @@ def test_default_profile_follows_environment() -> None:
         default_profile({"RESVERIFY_PROFILE": "fast"})
 
 
-class _NoTanh(bb.Reference):
+class _NoTanh(catalog.Mutant):
     name = "no-tanh"
     capabilities = Capabilities(dtypes=("float64",), ops=tuple(sorted(set(OPS) - {"tanh"})))
 

@@ -133,6 +133,36 @@ def test_every_declared_kill_is_run_by_a_meta_test() -> None:
     assert sum(len(g) for g in groups) == len(property_tests()), "a law in two tables"
 
 
+REFUSAL_LAWS = (
+    "refusal_leaves_the_backend_state_unchanged",
+    "residual_add_rejects_every_shape_mismatch",
+    "shape_mismatch_names_both_shapes_in_order",
+    "refused_merge_leaves_its_inputs_untouched",
+    "add_accepts_every_broadcastable_pair_residual_add_refuses",
+)
+"""The five laws of a refused merge (``properties/test_structure.py``)."""
+RIVALS = [(law, tuple(o for o in REFUSAL_LAWS if o != law)) for law in REFUSAL_LAWS] + [
+    ("backend_never_mutates_inputs", ("refused_merge_leaves_its_inputs_untouched",)),
+    ("refused_merge_leaves_its_inputs_untouched", ("backend_never_mutates_inputs",)),
+]
+"""Each law with the laws that look at the same requests: its foil must pass those."""
+
+
+@pytest.mark.parametrize(("law", "rivals"), RIVALS, ids=[f"{law}-vs-{len(r)}" for law, r in RIVALS])
+def test_law_has_a_foil_that_no_neighbouring_law_catches(law: str, rivals: tuple[str, ...]) -> None:
+    """A law split out of another is its own only if some entry declaring it as its killer
+    passes every neighbouring law (in the dtype of the kill): the split is then real."""
+    foils = [(kill.dtype, entry) for kill, entry in catalog.KILLS if kill.law == law]
+    assert foils, f"no entry of tests.mutants declares {law} as its killer"
+    caught: dict[str, list[str]] = {}
+    for dtype, entry in foils:
+        caught[entry.__name__] = [other for other in rivals
+                                  if run_property(other, entry(), dtype, CATCH) is not None]
+        if not caught[entry.__name__]:
+            return
+    pytest.fail(f"every foil of {law} is caught by a neighbouring law too: {caught}")
+
+
 def examples_per_property(backend: str, tmp_path: Path) -> tuple[dict[str, int | None], str]:
     """Run the whole property suite (ci profile) on ``backend`` in a child pytest.
 

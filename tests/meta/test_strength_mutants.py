@@ -63,6 +63,20 @@ def test_by_name_takes_class_names_and_backend_names_in_catalog_order() -> None:
     assert chosen == [catalog.BroadcastingMerge, catalog.AlphaSquared], chosen
 
 
+def test_by_name_takes_a_foil_after_the_scored_mutants() -> None:
+    chosen = catalog.by_name(["broken-strict-add", "AlphaSquared"])
+    assert chosen == [catalog.AlphaSquared, catalog.StrictAdd], chosen
+
+
+def test_the_catalog_is_one_set_of_entries_on_one_base() -> None:
+    """Scored mutants and foils are disjoint, every entry is a Mutant, names are unique."""
+    assert not set(catalog.CATALOG) & set(catalog.FOILS), set(catalog.CATALOG) & set(catalog.FOILS)
+    assert all(issubclass(e, catalog.Mutant) for e in catalog.ENTRIES), catalog.ENTRIES
+    assert all(not f.bug_class for f in catalog.FOILS), [f.bug_class for f in catalog.FOILS]
+    names = [e.name for e in catalog.ENTRIES]
+    assert len(set(names)) == len(names), sorted(n for n in names if names.count(n) > 1)
+
+
 # forward-mode requests on which each forward-mode bug shows: a non-symmetric square
 # weight with its own tangent, relu on both sides of 0 and at 0, both norms, and tanh at
 # values whose tangent products float32 cannot hold
@@ -162,7 +176,16 @@ def test_list_prints_every_mutant(capsys: pytest.CaptureFixture[str]) -> None:
     assert tool.main(["--list"]) == 0
     out = capsys.readouterr().out
     assert all(m.__name__ in out for m in catalog.CATALOG)
+    assert not any(f"\n{f.__name__} " in out for f in catalog.FOILS), out
     assert out.splitlines()[-1] == f"{len(catalog.CATALOG)} mutants"
+
+
+def test_list_with_foils_prints_the_foils_after_the_mutants(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert tool.main(["--foils", "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[:-1]] == [e.__name__ for e in catalog.ENTRIES]
+    assert lines[-1] == f"{len(catalog.CATALOG)} mutants, {len(catalog.FOILS)} foils", lines[-1]
 
 
 def test_a_few_mutants_are_killed_and_written(tmp_path: Path,
