@@ -12,9 +12,11 @@ record a line, written and flushed as each phase of each test ends
 (``SessionStart``, ``TestReport`` for setup, call and teardown, ``SessionFinish`` with
 pytest's exit status). :mod:`resverify.cli.collector`, loaded into the child, adds
 what pytest-reportlog does not say by itself (how many tests were collected, which
-test's process died). This module tails that file into a :class:`SuiteRun` that the
-caller can read at any moment, shows progress on a terminal and returns what finished,
-whether or not pytest reached the end.
+test's process died). :class:`SuiteChild` starts the child and, each time the caller's
+loop polls it, tails that file into a :class:`SuiteRun` that the caller can read at any
+moment and shows progress on a terminal; what finished is there whether or not pytest
+reached the end. The loop is the caller's, so that what it does between polls (rewrite
+a report) stays with it, and no thread is needed: the child is watched from the loop.
 
 A second, smaller channel says what a test is doing before it ends: a test that found a
 counterexample leaves it in the status folder (``--status-dir``; one JSON file per worker
@@ -41,16 +43,15 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from resverify.cli.collector import COLLECTED, interrupted_while_shrinking, summarize
 
-__all__ = ["Interrupted", "Progress", "RecordTail", "SuiteRun", "keep_shrinking",
-           "pytest_command", "read_states", "run_suite", "stop_group"]
+__all__ = ["Interrupted", "Progress", "RecordTail", "SuiteChild", "SuiteRun", "keep_shrinking",
+           "pytest_command", "read_states", "signal_name", "stop_group"]
 
 DEFAULT_TARGET = ("--pyargs", "resverify.properties")
 # loaded explicitly: a root conftest.py is not seen from another working directory
@@ -66,6 +67,12 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, signal_name: str) -> None:
         super().__init__(signal_name)
         self.signal_name = signal_name
+
+
+def signal_name(exc: BaseException) -> str:
+    """The stop signal a KeyboardInterrupt stands for: SIGINT for Ctrl-C, or the one an
+    :class:`Interrupted` names."""
+    return str(getattr(exc, "signal_name", "SIGINT"))
 
 
 @dataclass
@@ -258,55 +265,78 @@ def keep_shrinking(suite: SuiteRun, vector_dir: Path) -> None:
                                                          vector, replay))
 
 
-def run_suite(cmd: Sequence[str], *, report_log: Path, log: Path, progress: Progress,
-              suite: SuiteRun | None = None,
-              on_tick: Callable[[SuiteRun], None] | None = None,
-              poll_seconds: float = 0.1, status_dir: Path | None = None,
-              vector_dir: Path | None = None) -> SuiteRun:
-    """Run ``cmd`` (see :func:`pytest_command`), filling ``suite`` with the records of
-    ``report_log`` as they come, and its ``shrinking`` with the states of ``status_dir``,
-    until it exits; ``on_tick`` is called after every poll. pytest's own output goes to
-    ``log``, for people.
+class SuiteChild:
+    """The pytest child of one suite run, watched from the caller's own loop.
 
-    On KeyboardInterrupt (Ctrl-C, or a SIGTERM turned into one by the caller) the child's
-    process group is stopped (:func:`stop_group`) and the run is marked interrupted; what
-    finished stays in ``suite``, a test that was shrinking becomes a failure with its
-    counterexample saved in ``vector_dir`` (:func:`keep_shrinking`), the status line is
-    cleared.
+    ``with SuiteChild(cmd, ...) as child: while child.poll(): ...`` starts ``cmd`` (see
+    :func:`pytest_command`) in a process group of its own; each :meth:`poll` reads into
+    ``suite`` the records of ``report_log`` and the states of ``status_dir`` that came since
+    the last one, and the caller does what it needs between polls (``resverify check``
+    rewrites report.json on a timer). pytest's own output goes to ``log``, for people.
+
+    However the block ends, the child's group is stopped (:func:`stop_group`), the last
+    records are read and the status line is cleared. A KeyboardInterrupt (Ctrl-C, or a
+    SIGTERM raised as :class:`Interrupted`) ends the block without propagating: the run is
+    marked interrupted, and a test that was shrinking becomes a failure with its
+    counterexample saved in ``vector_dir`` (:func:`keep_shrinking`).
     """
-    suite = SuiteRun() if suite is None else suite
-    report_log.unlink(missing_ok=True)
-    tail = RecordTail(report_log)
-    # the one variable the child's interpreter needs before it starts: stable str hashes
-    env = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
 
-    def drain() -> None:
-        for record in tail.read():
-            progress.update(suite, record, suite.add(record))
-        suite.shrinking = read_states(status_dir)
-        progress.tick(suite)
+    def __init__(self, cmd: Sequence[str], *, report_log: Path, log: Path, progress: Progress,
+                 suite: SuiteRun | None = None, status_dir: Path | None = None,
+                 vector_dir: Path | None = None) -> None:
+        self.cmd = list(cmd)
+        self.log = log
+        self.progress = progress
+        self.suite = SuiteRun() if suite is None else suite
+        self.status_dir = status_dir
+        self.vector_dir = vector_dir
+        self.report_log = report_log
+        self._tail = RecordTail(report_log)
+        self._child: subprocess.Popen[bytes] | None = None
 
-    try:
-        with open(log, "wb") as log_handle:
-            child = subprocess.Popen(list(cmd), stdout=log_handle, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=env, process_group=0)
-            try:
-                while child.poll() is None:
-                    drain()
-                    if on_tick is not None:
-                        on_tick(suite)
-                    time.sleep(poll_seconds)
-            except KeyboardInterrupt as exc:
-                suite.interrupted = getattr(exc, "signal_name", "SIGINT")
-            finally:
-                stop_group(child)
-        suite.returncode = child.returncode
-        drain()
-        if suite.interrupted and vector_dir is not None:
-            keep_shrinking(suite, vector_dir)
-    finally:
-        progress.close()
-    return suite
+    def __enter__(self) -> SuiteChild:
+        self.report_log.unlink(missing_ok=True)
+        # the one variable the child's interpreter needs before it starts: stable str hashes
+        env = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
+        try:
+            with open(self.log, "wb") as handle:  # the child keeps its own copy of it
+                self._child = subprocess.Popen(self.cmd, stdout=handle,
+                                               stderr=subprocess.STDOUT,
+                                               stdin=subprocess.DEVNULL, env=env,
+                                               process_group=0)
+        except BaseException:
+            self.progress.close()
+            raise
+        return self
+
+    def poll(self) -> bool:
+        """Read what the child reported since the last poll; whether it still runs."""
+        assert self._child is not None, "poll() outside the with block"
+        running = self._child.poll() is None
+        self._drain()
+        return running
+
+    def _drain(self) -> None:
+        for record in self._tail.read():
+            self.progress.update(self.suite, record, self.suite.add(record))
+        self.suite.shrinking = read_states(self.status_dir)
+        self.progress.tick(self.suite)
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 traceback: object) -> bool:
+        stopped = isinstance(exc, KeyboardInterrupt)
+        if isinstance(exc, KeyboardInterrupt):
+            self.suite.interrupted = signal_name(exc)
+        try:
+            if self._child is not None:
+                stop_group(self._child)
+                self.suite.returncode = self._child.returncode
+            self._drain()
+            if self.suite.interrupted and self.vector_dir is not None:
+                keep_shrinking(self.suite, self.vector_dir)
+        finally:
+            self.progress.close()
+        return stopped
 
 
 def stop_group(child: subprocess.Popen[bytes], grace_seconds: float = 5.0) -> None:

@@ -1,19 +1,33 @@
 """``resverify check`` on the command line: usage errors are one line and exit 2; pytest's
-own options (-n, --junitxml, -- -k) pass through; ``resverify`` alone means check."""
+own options (-n, --junitxml, -- -k) pass through; ``resverify`` alone means check. The
+report is a pure function of the run's records, the plots' process leaves nothing behind
+when it is stopped, and the command's modules import one way."""
 
 from __future__ import annotations
 
+import ast
 import io
 import json
+import os
+import time
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Set
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
+import resverify.cli
+import resverify.reports
+from resverify.cli.evidence import Evidence, document
 from resverify.cli.main import main
+from resverify.cli.plots_run import PlotProcess
+from resverify.cli.request import Request
 from resverify.cli.runner import Progress, SuiteRun, keep_shrinking, read_states
-from tests.reports.fakes import write_fake_suite
+from resverify.impl import resolve_backend
+from tests.reports.fakes import alive, descendants, write_fake_suite
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
@@ -266,7 +280,7 @@ def test_interrupt_during_the_claims_says_no_property_ran(
 
 
 def test_summary_says_how_long_the_failures_shrank() -> None:
-    from resverify.cli.check import shrink_summary
+    from resverify.cli.summary import shrink_summary
 
     props = [{"status": "failed", "examples": 37, "failed_after": 2, "shrink_seconds": 2.2},
              {"status": "failed", "examples": 60, "failed_after": 9, "shrink_seconds": 30.1},
@@ -279,13 +293,183 @@ def test_summary_says_how_long_the_failures_shrank() -> None:
 
 
 def test_stop_message_counts_the_test_kept_while_it_shrank(tmp_path: Path) -> None:
-    from resverify.cli.check import _stop_message
+    from resverify.cli.evidence import stop_message
 
     suite, _ = _shrinking_suite(tmp_path / "status", None)
     suite.shrinking = read_states(tmp_path / "status")
     suite.interrupted = "SIGINT"
     keep_shrinking(suite, tmp_path / "vectors")
-    said = _stop_message(suite)
+    said = stop_message(suite)
     want = ("interrupted by SIGINT: the report holds the 0 tests that finished and 1 stopped "
             "while shrinking, kept as failed with the counterexample found so far")
     assert said == want, f"{said!r}, expected {want!r}"
+
+
+NODE = "suite/t.py::test_a[numpy]"
+
+
+def _finished_suite(outcome: str = "passed", backend: str = "numpy") -> SuiteRun:
+    """A suite of one test on ``backend`` whose pytest session ran to its end."""
+    suite = SuiteRun()
+    suite.add({"$report_type": "SessionStart"})
+    for when in ("setup", "call", "teardown"):
+        suite.add({"$report_type": "TestReport", "nodeid": NODE, "when": when,
+                   "outcome": outcome if when == "call" else "passed", "duration": 0.5,
+                   "longrepr": None if outcome == "passed" else "output[0]=1.0, but should be 2",
+                   "resverify_collected": 1,
+                   "user_properties": [["property", "a"], ["backend", backend],
+                                       ["dtype", "float64"], ["examples", 7]]})
+    suite.add({"$report_type": "SessionFinish", "exitstatus": 0 if outcome == "passed" else 1})
+    suite.returncode = suite.exitstatus
+    return suite
+
+
+def _request(folder: Path, backend: str = "numpy") -> Request:
+    return Request(named={backend: resolve_backend(backend)}, report_dir=folder, seed=3,
+                   profile="ci", pytest_args=("-k", "a"))
+
+
+def _shown(doc: Mapping[str, object]) -> tuple[object, ...]:
+    """What a report says about a run: complete, status, warnings, and each property's
+    id, backend and status."""
+    props = doc["properties"]
+    assert isinstance(props, list)
+    return (doc["complete"], doc["status"], doc["warnings"],
+            [(p["id"], p["backend"], p["status"]) for p in props])
+
+
+def test_report_is_a_pure_function_of_the_records(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """document() reads no clock and no working directory: the time and the folder are
+    arguments, and the same records give the same document."""
+    request, found = _request(tmp_path), Evidence(suite=_finished_suite())
+
+    def refused(*args: object) -> NoReturn:
+        raise AssertionError("document() read the clock or the working directory")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(time, "monotonic", refused)
+        mp.setattr(os, "getcwd", refused)
+        first = document(request, found, elapsed=1.25, base=tmp_path)
+        again = document(request, found, elapsed=1.25, base=tmp_path)
+    assert first == again, "the same records made two different reports"
+    got = (*_shown(first), first["timings"], first["run"]["seed"], first["run"]["pytest_args"])
+    want: tuple[object, ...] = (True, "passed", [], [(NODE, "numpy", "passed")],
+                                {"total_seconds": 1.25}, 3, ["-k", "a"])
+    assert got == want, f"document(one finished passing test) = {got}, expected {want}"
+
+
+@pytest.mark.parametrize(("change", "want"), [
+    ("none", (True, "passed", [], [(NODE, "numpy", "passed")])),
+    ("sigterm", (False, "incomplete",
+                 ["interrupted by SIGTERM: the report holds the 1 test that finished"],
+                 [(NODE, "numpy", "passed")])),
+    ("failed", (True, "failed", [], [(NODE, "numpy", "failed")])),
+    ("no end", (False, "incomplete",
+                ["pytest stopped before the end of its session (exit code -9); see pytest.log"],
+                [(NODE, "numpy", "passed")])),
+])
+def test_report_says_how_the_records_ended(tmp_path: Path, change: str,
+                                           want: tuple[object, ...]) -> None:
+    """The verdict follows the records: a signal or a pytest that never reached its end
+    makes the run incomplete, a failed test makes it failed, and the finished tests are in
+    the report whichever way it ended."""
+    suite = _finished_suite("failed" if change == "failed" else "passed")
+    if change == "sigterm":
+        suite.interrupted = "SIGTERM"
+    if change == "no end":
+        suite.exitstatus, suite.returncode = None, -9
+    doc = document(_request(tmp_path), Evidence(suite=suite), elapsed=0.0, base=tmp_path)
+    assert _shown(doc) == want, f"document(records, {change}) = {_shown(doc)}, expected {want}"
+
+
+def test_report_names_a_backend_typed_on_the_command_line_by_its_own_name(
+        tmp_path: Path) -> None:
+    typed = "tests.hostile_backends:Raises"
+    suite = _finished_suite(backend=typed)
+    doc = document(_request(tmp_path, typed), Evidence(suite=suite), elapsed=0.0, base=tmp_path)
+    shown = [(p["backend"], p["status"]) for p in doc["properties"]]
+    assert shown == [("hostile-raises", "passed")], (
+        f"properties of a suite that recorded {typed!r}: {shown}, expected the backend's name")
+
+
+def test_stopped_plots_leave_no_process_behind(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend that hangs in its plot process: when check gives up on the plots (an
+    interrupted run waits 0 s for them), the drawing process and the backend's process
+    that it watches both end, and the report is told why there are no plots."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.chdir(tmp_path)
+    typed = "tests.hostile_backends:Sleeps"
+    before = descendants(os.getpid())
+    plots = PlotProcess(0, {typed: resolve_backend(typed)}, tmp_path)
+    plots.start()
+    deadline = time.monotonic() + 300  # far above any honest start; the poll ends at once
+    started: Set[int] = set()
+    while len(started) < 2:  # the drawing process, and the plot process it started
+        assert time.monotonic() < deadline, "the drawing process started no plot process"
+        time.sleep(0.1)
+        started = alive(descendants(os.getpid()) - before)
+    drawn = plots.result(0.0)
+    said = "plots were not drawn: the run ended before they were ready"
+    assert (drawn.notes, dict(drawn.pngs), drawn.summary) == ((said,), {}, None), drawn
+    deadline = time.monotonic() + 60  # the poll ends as soon as they have
+    while alive(set(started)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(set(started)), f"left running: {alive(set(started))} of {started}"
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, at its top or inside a function."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def circle(graph: Mapping[str, Set[str]]) -> list[str] | None:
+    """A path of modules that leads back to its start, or None when the graph has none."""
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> list[str] | None:
+        if name in path:
+            return [*path[path.index(name):], name]
+        if name in done:
+            return None
+        for imported in sorted(graph.get(name, ())):
+            found = visit(imported, [*path, name])
+            if found is not None:
+                return found
+        done.add(name)
+        return None
+
+    return next((c for c in (visit(n, []) for n in sorted(graph)) if c is not None), None)
+
+
+def test_circle_finder_finds_a_circle_and_only_a_circle() -> None:
+    assert circle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert circle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def _modules_imported(path: Path, package: str, folder: Path) -> set[str]:
+    """The modules of ``package`` (the files of ``folder``) that ``path`` imports."""
+    named = {name.removeprefix(f"{package}.") for name in _imports(path)
+             if name.startswith(f"{package}.")}
+    return {name for name in named if (folder / f"{name}.py").exists()}
+
+
+def test_cli_modules_import_one_way_and_reports_never_import_the_cli() -> None:
+    folder = Path(resverify.cli.__file__).parent
+    graph = {path.stem: _modules_imported(path, "resverify.cli", folder)
+             for path in folder.glob("*.py")}
+    assert circle(graph) is None, f"import circle in resverify/cli: {circle(graph)}"
+    assert graph["check"] >= {"evidence", "runner", "plots_run"}, graph["check"]  # read, not empty
+    reports = Path(resverify.reports.__file__).parent
+    back = {str(path.relative_to(reports)): sorted(
+        name for name in _imports(path) if name.split(".")[:2] == ["resverify", "cli"])
+        for path in reports.rglob("*.py")}
+    assert {k: v for k, v in back.items() if v} == {}, "reports/ imports the command line"

@@ -1,5 +1,6 @@
 """Helpers of the report tests (no tests here): a tiny stand-in property suite, a stand-in
-claim checker, and :func:`run_check` that runs ``resverify check`` on them.
+claim checker, :func:`run_check` that runs ``resverify check`` on them, and
+:func:`descendants` and :func:`alive`, which say which processes a run left behind.
 
 It behaves like the real suite from the runner's point of view: a ``--backend`` option
 (repeatable), a ``--vector-dir`` option, the Hypothesis profiles dev/ci/thorough, and
@@ -171,3 +172,34 @@ def run_check(
     code = main(["check", "--suite", str(suite.relative_to(root)), "--report-dir", report_dir,
                  *args])
     return code, root / report_dir
+
+
+def process_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, state) of every process, read from /proc."""
+    table = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        table[int(stat.parent.name)] = (int(fields[1]), fields[0])
+    return table
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid``: its children, theirs, and so on."""
+    table = process_table()
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        kids = {p for p, (ppid, _) in table.items() if ppid == parent} - found
+        found |= kids
+        todo += kids
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    """The processes of ``pids`` that still run (a zombie has ended)."""
+    table = process_table()
+    return {p for p in pids if p in table and table[p][1] != "Z"}

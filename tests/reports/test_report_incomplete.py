@@ -18,7 +18,7 @@ import pytest
 from resverify.cli.runner import RecordTail, SuiteRun
 from resverify.reports.atomic import write_text
 from resverify.reports.json_report import validate
-from tests.reports.fakes import run_check, write_fake_suite
+from tests.reports.fakes import alive, descendants, run_check, write_fake_suite
 
 FINISHED = ["test_addition_commutes[numpy-float32]", "test_addition_commutes[numpy-float64]",
             "test_unclaimed_dtype_is_skipped[numpy]"]
@@ -39,36 +39,6 @@ def test_test_that_kills_its_process_is_a_crash_failure_and_the_run_goes_on(
     assert by_name["test_zzz_never_reached[numpy]"]["status"] == "passed"
     assert "crash" in (out / "report.md").read_text()
     assert "crash" in (out / "report.html").read_text()
-
-
-def _process_table() -> dict[int, tuple[int, str]]:
-    """pid -> (parent pid, state) of every process, read from /proc."""
-    table = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        table[int(stat.parent.name)] = (int(fields[1]), fields[0])
-    return table
-
-
-def _descendants(pid: int) -> set[int]:
-    table = _process_table()
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        parent = todo.pop()
-        kids = {p for p, (ppid, _) in table.items() if ppid == parent} - found
-        found |= kids
-        todo += kids
-    return found
-
-
-def _alive(pids: set[int]) -> set[int]:
-    """The processes of ``pids`` that still run (a zombie has ended)."""
-    table = _process_table()
-    return {p for p in pids if p in table and table[p][1] != "Z"}
 
 
 def _wait_for(
@@ -114,7 +84,7 @@ def test_signals_end_the_run_with_every_finished_test_in_all_three_reports(
         return len(doc["properties"]) == len(FINISHED)
 
     _wait_for(progress_shown, "report.json to show the finished tests", child)
-    processes = _descendants(child.pid)
+    processes = descendants(child.pid)
     assert processes, "the property suite runs in no child process"
     for sig in signals:
         os.killpg(child.pid, sig)
@@ -125,9 +95,9 @@ def test_signals_end_the_run_with_every_finished_test_in_all_three_reports(
     said = [line for line in err.splitlines() if "interrupted" in line]
     assert len(said) == 1 and said[0].startswith("resverify: "), err
     deadline = time.monotonic() + 60  # the poll ends as soon as they have
-    while _alive(processes) and time.monotonic() < deadline:
+    while alive(processes) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(processes), f"left running: {_alive(processes)} of {processes}"
+    assert not alive(processes), f"left running: {alive(processes)} of {processes}"
     doc = json.loads((out_dir / "report.json").read_text())
     validate(doc)
     assert (doc["complete"], doc["status"]) == (False, "incomplete"), doc["status"]
