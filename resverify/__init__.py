@@ -14,7 +14,7 @@ import one way, each only from those before it:
   report writers;
 - :mod:`resverify.cli`: the ``resverify`` command and the suite runner.
 
-The first four and ``reports`` are links to the repository's top-level folders; ``blocks``
+``spec``, ``impl``, ``properties`` and ``reports`` are links to the top-level folders; ``blocks``
 and ``cli`` live here. Nothing is imported here, so ``import resverify.spec`` loads only
 the specification.
 """
