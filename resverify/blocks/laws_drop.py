@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import math
 from collections.abc import Iterator
 from fractions import Fraction
 
@@ -40,7 +39,8 @@ from resverify.blocks.trace import (
     site_exit,
 )
 
-__all__ = ["CALLS", "FALSE_ALARM", "MIDDLE", "ROWS", "binomial_tail", "drop_path"]
+__all__ = ["CALLS", "FALSE_ALARM", "MIDDLE", "ROWS", "binomial_pmf", "binomial_tail",
+           "drop_path"]
 
 FALSE_ALARM = Fraction(1, 10**9)
 MIDDLE = 0.25
@@ -48,10 +48,20 @@ ROWS, CALLS = 64, 8
 """Rows per call and calls per example of the statistical part: n = 512 rows a site."""
 
 
+def binomial_pmf(n: int, p: Fraction) -> list[Fraction]:
+    """``P(K = j)`` for j = 0..n, K ~ Binomial(n, p), exactly (each term from the last)."""
+    if p in (0, 1):
+        return [Fraction(int(j == (n if p == 1 else 0))) for j in range(n + 1)]
+    terms = [(1 - p) ** n]
+    for j in range(n):
+        terms.append(terms[-1] * (n - j) / (j + 1) * p / (1 - p))
+    return terms
+
+
 def binomial_tail(n: int, p: Fraction, k: int, upper: bool) -> Fraction:
     """``P(K >= k)`` (``upper``) or ``P(K <= k)`` for K ~ Binomial(n, p), exactly."""
-    js = range(k, n + 1) if upper else range(k + 1)
-    return sum((math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in js), Fraction(0))
+    pmf = binomial_pmf(n, p)
+    return sum(pmf[max(k, 0):] if upper else pmf[:max(k + 1, 0)], Fraction(0))
 
 
 def _alternatives(case: Case, i: int, s: torch.Tensor, keep: float
@@ -73,7 +83,8 @@ def _same_rows(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return same.reshape(a.shape[0], -1).all(dim=1)
 
 
-def _rows(case: Case, i: int, seen: Observed, keep: float) -> list[bool | None]:
+def _rows(case: Case, i: int, seen: Observed, keep: float, label: str = ""
+          ) -> list[bool | None]:
     """Each row's mask (True kept), None where the two alternatives coincide."""
     __tracebackhide__ = True
     s, out = seen.entries[i], seen.exits[i]
@@ -84,7 +95,7 @@ def _rows(case: Case, i: int, seen: Observed, keep: float) -> list[bool | None]:
     neither = ~(is_dropped | is_kept)
     if bool(neither.any()):
         b = int(neither.nonzero()[0])
-        case.fail("drop_path", f"row {b}{first_difference(out[b], kept[b])}: each row "
+        case.fail("drop_path", f"{label}row {b}{first_difference(out[b], kept[b])}: each row "
                   f"is s or s + F*fl(1/keep), keep {keep!r} (the dropped row differs too: "
                   f"{first_difference(out[b], dropped[b])})", i)
     return [None if d and k else bool(k) for d, k in zip(is_dropped.tolist(), is_kept.tolist(),
@@ -161,7 +172,7 @@ def _extremes(case: Case, sites: list[int]) -> None:
         with torch.random.fork_rng(devices=[]), _probabilities(case, dict.fromkeys(sites, p)):
             seen = _run(case, case.inputs, 0)
             for i in sites:
-                masks = _rows(case, i, seen, 1.0)
+                masks = _rows(case, i, seen, 1.0, f"at probability {p}: ")
                 if any(m is (not want) for m in masks):
                     row = next(b for b, m in enumerate(masks) if m is (not want))
                     case.fail("drop_path", f"at probability {p}: row {row} "
@@ -180,7 +191,7 @@ def drop_path(case: Case) -> dict[str, float]:
     if case.mode == "eval":
         seen = observe(case.recipe, case.module, case.inputs.x.clone(), case.inputs.context)
         for i in sites:
-            masks = _rows(case, i, seen, 1.0)
+            masks = _rows(case, i, seen, 1.0, "eval, where drop path is the identity: ")
             if any(m is False for m in masks):
                 case.fail("drop_path", f"eval: row {masks.index(False)} dropped, expected "
                           "drop path to be the identity in eval", i)
