@@ -1,0 +1,300 @@
+"""``resverify blocks``: the catalog of shipped residual blocks, and checking them.
+
+``resverify blocks`` (or ``resverify blocks list``) lists every block of
+:mod:`resverify.blocks.catalog`: its name, library and version, and what its recipe
+declares (per site the norm placement, LayerScale γ, drop path, shortcut and activation;
+the stream dtype, the dtypes and modes it claims, the laws that apply); a library that is
+missing is one line with the reason its blocks are skipped.
+
+``resverify blocks check NAME... | --all`` judges every applicable law of each block
+(:func:`resverify.blocks.check.run_law`) in each dtype it claims (``--dtype``, repeatable,
+keeps only those) under a Hypothesis profile of the suite (``--profile``, default ``ci``:
+its example count; ``--seed``, default the suite's CI seed), printing one line per block,
+law, dtype and mode as it goes (verdict, examples, seconds). Then two probes give the plots
+their figures (:func:`_zero_probe`, :func:`_gamma_probe`; figures, never verdicts), and the
+report goes into ``--report-dir`` (default ``resverify-report/blocks``): ``blocks.json``
+(``reports/schema/blocks.schema.json``), ``blocks.md``, ``blocks.html`` and the PNGs
+(``--no-plots`` leaves them out), each file written atomically
+(:mod:`resverify.reports.blocks`). A failing law's merge is saved as a vector under
+``vectors/`` there, with its ``resverify replay`` command.
+
+Why subcommands: listing is the command's default (``resverify blocks`` alone answers "what
+is there"), and ``check`` takes names that hold brackets and dots, so a name is never taken
+for an action.
+
+Exit codes: 0 every law passed; 1 a law failed or judged nothing (no verdict without
+evidence); 2 a usage error, one line: an unknown block name (with the close names), a dtype
+or profile that does not exist, a recipe the module contradicts (the recipe's own line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from resverify.blocks.check import LawRecord
+    from resverify.blocks.recipe import Recipe
+    from resverify.reports.blocks import BlockRun
+
+NAME = "blocks"
+HELP = "list the catalog of shipped residual blocks, or check blocks against the residual laws"
+DEFAULT_DIR = Path("resverify-report") / "blocks"
+LIBRARIES = {"torch_nn": "torch", "hf": "transformers", "timm": "timm",
+             "torchvision": "torchvision"}
+"""Catalog source -> the distribution whose version a block of it reports."""
+GAMMAS = (1e-6, 1e-4, 1e-2, 1.0)
+"""The LayerScale values of the swamped-fraction probe."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    actions.add_parser("list", help="list the catalog and what each recipe declares (default)")
+    check = actions.add_parser("check", help="check blocks against every applicable law")
+    check.add_argument("names", nargs="*", metavar="NAME",
+                       help="block names as listed (quote them: they hold brackets)")
+    check.add_argument("--all", action="store_true", help="check every block of the catalog")
+    check.add_argument("--dtype", action="append", default=[], metavar="DTYPE",
+                       help="only this dtype (repeatable; default: every dtype the block "
+                       "claims)")
+    check.add_argument("--profile", default="ci", metavar="NAME",
+                       help="the suite's Hypothesis profile, for its example count "
+                       "(dev 5, ci 25, extremes 100, thorough 400; default ci)")
+    check.add_argument("--seed", type=int, default=None, metavar="N",
+                       help="Hypothesis seed (default: the suite's CI seed, 0)")
+    check.add_argument("--report-dir", type=Path, default=DEFAULT_DIR, metavar="DIR",
+                       help=f"where blocks.json, .md, .html and the plots go (default "
+                       f"{DEFAULT_DIR})")
+    check.add_argument("--no-plots", action="store_true", help="leave the PNG plots out")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "check":
+        return _check(args)
+    return _list()
+
+
+# -- the catalog ---------------------------------------------------------------------------
+
+def source_of(recipe: Recipe) -> str:
+    """The catalog source a recipe comes from (read off its factory's module)."""
+    return getattr(recipe.factory, "__module__", "").rsplit(".", 1)[-1] or "unknown"
+
+
+def library_of(recipe: Recipe) -> tuple[str, str | None]:
+    """The library a block belongs to and its installed version (None if unknown)."""
+    from importlib import metadata
+
+    library = LIBRARIES.get(source_of(recipe), "torch")
+    try:
+        return library, metadata.version(library)
+    except metadata.PackageNotFoundError:
+        return library, None
+
+
+def _list() -> int:
+    from resverify.blocks.catalog import catalog, skipped
+    from resverify.blocks.laws import applicable
+    from resverify.reports.blocks import declares, site_text
+
+    for name, recipe in catalog().items():
+        library, version = library_of(recipe)
+        d = declares(recipe)
+        print(f"{name}  [{library} {version or 'version unknown'}]")
+        for i, site in enumerate(d["sites"]):
+            print(f"    site {i} {site['label']}: {site_text(site)}")
+        print(f"    stream {d['stream_dtype'] or 'in the dtype checked'}; dtypes "
+              f"{' '.join(d['dtypes'])}; modes {' '.join(d['modes'])}"
+              f"{'; zero-init option' if d['zero_init'] else ''}")
+        print(f"    laws {' '.join(applicable(recipe))}")
+    for source, reason in skipped().items():
+        print(f"{source}: skipped ({LIBRARIES.get(source, source)} missing: {reason})")
+    return 0
+
+
+def select(names: Sequence[str], every: bool) -> list[Recipe]:
+    """The recipes to check; a UsageError (one line, with the close names) for a name the
+    catalog lacks."""
+    import difflib
+
+    from resverify.blocks.catalog import catalog, skipped
+    from resverify.spec.errors import UsageError
+
+    found = catalog()
+    if every == bool(names):
+        raise UsageError("blocks check: give block names or --all (not both); "
+                         "`resverify blocks` lists them")
+    if every:
+        return list(found.values())
+    for name in names:
+        if name not in found:
+            close = difflib.get_close_matches(name, list(found), n=3, cutoff=0.5)
+            hint = f"did you mean {', '.join(map(repr, close))}? " if close else ""
+            gone = f" (skipped: {', '.join(skipped())})" if skipped() else ""
+            raise UsageError(f"no block {name!r}; {hint}`resverify blocks` lists the "
+                             f"{len(found)} known{gone}")
+    return [found[n] for n in dict.fromkeys(names)]
+
+
+def _settings(args: argparse.Namespace) -> tuple[int, int, list[str]]:
+    """The examples a law, the seed and the dtypes asked for; UsageError when unknown."""
+    from resverify.blocks.recipe import DTYPES
+    from resverify.properties.profiles import CI_SEED, PROFILES
+    from resverify.spec.errors import UsageError
+
+    if args.profile not in PROFILES:
+        raise UsageError(f"unknown Hypothesis profile {args.profile!r}; use one of "
+                         f"{sorted(PROFILES)}")
+    bad = [d for d in args.dtype if d not in DTYPES]
+    if bad:
+        raise UsageError(f"unknown dtype {bad[0]!r}; use one of {list(DTYPES)}")
+    examples = int(PROFILES[args.profile].max_examples)
+    return examples, CI_SEED if args.seed is None else args.seed, list(args.dtype)
+
+
+# -- checking ------------------------------------------------------------------------------
+
+def plan(recipe: Recipe, dtypes: Sequence[str]) -> Iterator[tuple[str, str, str]]:
+    """``(law, dtype, mode)`` of every record a check of ``recipe`` makes, in order."""
+    from resverify.blocks.laws import LAWS, applicable
+
+    for dtype in (d for d in recipe.dtypes if not dtypes or d in dtypes):
+        for law in applicable(recipe):
+            for mode in (m for m in LAWS[law].modes if m in recipe.modes):
+                yield law, dtype, mode
+
+
+def _progress(record: LawRecord, seconds: float) -> str:
+    tail = f": {record.message}" if record.message else ""
+    return (f"{record.block}  {record.law:<15} {record.dtype:<8} {record.mode:<5} "
+            f"{record.verdict:<8} {record.examples:>4} examples {seconds:7.2f} s{tail}")
+
+
+def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
+              vectors: Path, say: Callable[[str], None] = print) -> BlockRun:
+    """Every applicable law of ``recipe`` in each dtype, each record said as it comes; a
+    failure's merge saved under ``vectors``; then the probes."""
+    from resverify.blocks.check import run_law
+    from resverify.properties.vectors import save_vector
+    from resverify.reports.blocks import BlockRun
+
+    records, seconds, saved = [], [], {}
+    for law, dtype, mode in plan(recipe, dtypes):
+        began = time.perf_counter()
+        record = run_law(recipe, law, dtype, mode, max_examples=examples, seed=seed)
+        seconds.append(time.perf_counter() - began)
+        if record.failure is not None:
+            saved[len(records)] = str(save_vector(record.failure.request, vectors,
+                                                  f"{recipe.name}.{law}", recipe.name,
+                                                  record.message, record.failure.kind))
+        records.append(record)
+        say(_progress(record, seconds[-1]))
+    checked = list(dict.fromkeys(r.dtype for r in records))
+    library, version = library_of(recipe)
+    probes = {"zero_branch": [row for d in checked for row in _zero_probe(recipe, d, seed)],
+              "layerscale": [row for d in checked for row in _gamma_probe(recipe, d, seed)]}
+    return BlockRun(recipe, source_of(recipe), library, version, records, seconds, saved,
+                    probes)
+
+
+def _case(recipe: Recipe, dtype: str, seed: int) -> Any:
+    from resverify.blocks.check import Draw, make_case
+
+    return make_case(recipe, dtype, "eval", Draw(3, 4, seed, 0, 0))
+
+
+def _max_abs(a: Any, b: Any) -> float | None:
+    if a.shape != b.shape:
+        return None
+    import torch
+
+    return float((a.detach().to(torch.float64) - b.detach().to(torch.float64)).abs().max())
+
+
+def _zero_probe(recipe: Recipe, dtype: str, seed: int) -> list[dict[str, Any]]:
+    """Per site, that site's branch zeroed: max |exit - entry| and max |exit - the
+    zero-branch map's exit| (the law's own difference), on one example in eval mode."""
+    import torch
+
+    from resverify.blocks.trace import no_drop, observe, site_exit, zeroed
+
+    rows = []
+    for i, site in enumerate(recipe.sites):
+        row: dict[str, Any] = {"dtype": dtype, "site": site.label, "from_identity": None,
+                               "from_law": None, "note": ""}
+        try:
+            case = _case(recipe, dtype, seed)
+            module = zeroed(case.module, list(site.zero))
+            with no_drop(module, recipe):
+                seen = observe(recipe, module, case.inputs.x.clone(), case.inputs.context)
+                s, out = seen.entries[i], seen.exits[i]
+                expected = site_exit(module, site, s, torch.zeros_like(s))[1]
+            row["from_identity"] = _max_abs(out, s)
+            row["from_law"] = _max_abs(out, expected)
+            row["note"] = "" if row["from_identity"] is not None else "the site changes shape"
+        except Exception as exc:  # a probe is a figure: a broken block's verdict is the law's
+            row["note"] = f"not measured: {type(exc).__name__}: {str(exc)[:120]}"
+        rows.append(row)
+    return rows
+
+
+def _gamma_probe(recipe: Recipe, dtype: str, seed: int) -> list[dict[str, Any]]:
+    """Per LayerScale site and value of :data:`GAMMAS`: the fraction of the site's sum
+    bitwise equal to its entry (every γ of the block set to the value), eval mode."""
+    import contextlib
+
+    import torch
+
+    from resverify.blocks.trace import no_drop, observe, with_parameter
+
+    scaled = [(i, s) for i, s in enumerate(recipe.sites) if s.scale]
+    if not scaled:
+        return []
+    rows = []
+    try:
+        case = _case(recipe, dtype, seed)
+        for gamma in GAMMAS:
+            with contextlib.ExitStack() as stack:
+                for _i, site in scaled:
+                    assert site.scale is not None
+                    stack.enter_context(with_parameter(case.module, site.scale, gamma))
+                stack.enter_context(no_drop(case.module, recipe))
+                seen = observe(recipe, case.module, case.inputs.x.clone(), case.inputs.context)
+            for i, site in scaled:
+                z = seen.sums[i] if seen.sums[i] is not None else seen.exits[i]
+                same = z.to(torch.float64) == seen.entries[i].to(torch.float64)
+                rows.append({"dtype": dtype, "site": site.label, "gamma": gamma,
+                             "swamped": float(same.to(torch.float64).mean())})
+    except Exception:  # a probe is a figure; the laws judge a block that breaks here
+        return rows
+    return rows
+
+
+def _check(args: argparse.Namespace) -> int:
+    from resverify.blocks.catalog import skipped
+    from resverify.blocks.check import build
+    from resverify.reports import blocks as report
+
+    recipes = select(args.names, args.all)
+    examples, seed, dtypes = _settings(args)
+    for recipe in recipes:  # a recipe's mistake is one line before anything runs
+        build(recipe, next(iter(d for d in recipe.dtypes if not dtypes or d in dtypes),
+                           recipe.dtypes[0]), seed)
+    folder: Path = args.report_dir
+    runs = []
+    for recipe in recipes:
+        if not any(True for _ in plan(recipe, dtypes)):
+            print(f"{recipe.name}: claims none of the dtypes {dtypes}; not checked")
+            continue
+        runs.append(check_one(recipe, dtypes, examples, seed, folder / "vectors"))
+    doc = report.section(runs, profile=args.profile, seed=seed, examples=examples,
+                         skipped=skipped())
+    written = report.write(folder, doc, with_plots=not args.no_plots)
+    counts = doc["counts"]
+    print(f"{len(runs)} blocks, {sum(counts.values())} law records: {counts['pass']} pass, "
+          f"{counts['fail']} fail, {counts['unjudged']} unjudged; report: "
+          f"{folder / 'blocks.html'} ({len(written)} files)")
+    return 0 if doc["verdict"] == "pass" else 1
