@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from resverify.reports.failure_card import FailedElement, failed_element
 from resverify.reports.markdown import citation, short_note
 from resverify.reports.matrix import cell_text
+from resverify.reports.verdicts import mutant_score_status
 
 __all__ = ["CSP", "MODE_TITLES", "PLOTS_INTRO", "esc", "mutants_section", "page",
            "render_html"]
@@ -434,7 +435,7 @@ def mutants_section(doc: Mapping[str, Any]) -> str:
     JSON of ``tools/mutants.py --out``, which ``check --mutants`` attaches): one row per
     mutant, with its class, bug, the property that killed it first, kind, examples run
     until the kill and time."""
-    badge = "passed" if doc["killed"] == doc["total"] else "failed"
+    badge = mutant_score_status(doc["killed"], doc["total"])
     head = "".join(f"<th>{esc(h)}</th>" for h in _MUTANT_HEADERS)
     rows = "".join(_mutant_row(e) for e in doc["mutants"])
     return (f'<h2 id="mutants">Mutants</h2><p><span class="badge {badge}">'

@@ -23,7 +23,18 @@ from resverify.impl.backend import Backend
 from resverify.reports.atomic import write_text
 from resverify.reports.known_failures import apply as apply_known_failures
 from resverify.reports.matrix import build_matrix
-from resverify.spec.claims import overall_status
+from resverify.reports.verdicts import (
+    backend_status,
+    charged,
+    claim_side_failure_kind,
+    claim_side_status,
+    claim_status,
+    could_not_run,
+    exact_status,
+    property_status,
+    ran,
+    run_status,
+)
 from resverify.spec.codec import packaged_schema
 
 __all__ = [
@@ -45,9 +56,7 @@ __all__ = [
 SCHEMA_VERSION = 4
 DEPENDENCIES = ("numpy", "sympy", "mpmath", "hypothesis", "pytest",
                 "pytest-xdist", "pytest-timeout", "matplotlib", "jsonschema")
-_OUTCOMES = ("passed", "failed", "skipped", "xfailed")
 NO_KNOWN_FAILURES: Mapping[str, Any] = {"file": None, "entries": []}
-_FAILURE_KINDS = ("law", "refused", "raised", "timeout", "crash", "bad_result", "internal")
 
 
 @cache
@@ -80,42 +89,32 @@ def backend_entry(backend: Backend, properties: Sequence[Mapping[str, Any]] = ()
     """A backend, what it claims, and the evidence behind its verdict: the examples that
     ran on it, the tests that ran, and every test that could not run, with the reason.
 
-    Its ``status`` is ``failed`` (a property or a claim failed on it, not expected by a
-    known failure, or a known failure of it is fixed), ``nothing checked`` (no test ran a
-    single example on it) or ``passed``; ``expected`` counts its expected failures. A test
-    whose every failure is of kind ``internal`` (resverify's own check failed) is not
-    charged to the backend: it fails the run, not the backend.
+    Its ``status`` is decided by :func:`resverify.reports.verdicts.backend_status`
+    (``failed``, ``passed`` or ``nothing checked``); ``tests_run`` and ``examples`` count
+    the tests that :func:`~resverify.reports.verdicts.ran`, ``not_run`` lists those that
+    :func:`~resverify.reports.verdicts.could_not_run`, ``expected`` counts its expected
+    failures.
     ``about`` says what exactly ran (:func:`resverify.impl.about.describe_backend`: library,
     version, device and the settings that change numerics).
     """
     caps = backend.capabilities
     name = str(backend.name)
     mine = [p for p in properties if p["backend"] == name]
-    ran = [p for p in mine if p["status"] in ("passed", "failed", "expected")
-           and (p["examples"] is None or p["examples"] > 0)]
-    not_run = [{"id": p["id"], "property": p["property"], "dtype": p["dtype"],
-                "reason": p["skip_reason"] or "no example ran"}
-               for p in mine if p["status"] == "skipped" or (
-                   p["status"] == "passed" and p["examples"] == 0)]
-    failed = any(p["status"] == "failed" and charged(p) for p in mine) or any(
-        side["backend"] == name and side["status"] == "fail"
-        for claim in claims for side in claim.get("backends") or ()) or any(
-        k["backend"] == name and k["status"] == "fixed" for k in known)
-    status = "failed" if failed else "passed" if ran else "nothing checked"
+    checked = [p for p in mine if ran(p)]
     return {"name": name, "device": str(caps.device),
             "dtypes": [str(d) for d in caps.dtypes], "ops": sorted(str(o) for o in caps.ops),
             "modes": [str(m) for m in caps.modes],
-            "status": status, "examples": sum(p["examples"] or 0 for p in ran),
-            "tests_run": len(ran), "not_run": not_run,
+            "status": backend_status(name, mine, claims, known),
+            "examples": sum(p["examples"] or 0 for p in checked),
+            "tests_run": len(checked), "not_run": [_not_run(p) for p in mine if could_not_run(p)],
             "expected": sum(p["status"] == "expected" for p in mine),
             "about": describe_backend(backend)}
 
 
-def charged(prop: Mapping[str, Any]) -> bool:
-    """A failed property entry counts against its backend: one of its failures (or its
-    ``failure_kind``, when it lists none) is of a kind other than ``internal``."""
-    kinds = [f["kind"] for f in prop.get("failures") or ()] or [prop.get("failure_kind")]
-    return any(kind != "internal" for kind in kinds)
+def _not_run(prop: Mapping[str, Any]) -> dict[str, Any]:
+    """A test that could not run on its backend, and why (its skip reason, if it has one)."""
+    return {"id": prop["id"], "property": prop["property"], "dtype": prop["dtype"],
+            "reason": prop["skip_reason"] or "no example ran"}
 
 
 def _text(value: object) -> str:
@@ -129,15 +128,15 @@ def _text(value: object) -> str:
 
 
 def _claim_side(raw: Mapping[str, Any], backend: str) -> dict[str, Any]:
-    status = raw.get("status") if raw.get("status") in ("pass", "skipped") else "fail"
-    observed, reason, kind = raw.get("observed"), raw.get("reason"), raw.get("failure_kind")
+    status = claim_side_status(raw.get("status"))
+    observed, reason = raw.get("observed"), raw.get("reason")
     return {
         "backend": backend,
         "expected": _text(raw.get("expected", "")),
         "observed": None if observed is None else _text(observed),
         "status": status,
         "reason": None if reason in (None, "") else _text(reason),
-        "failure_kind": None if status != "fail" else kind if kind in _FAILURE_KINDS else "law",
+        "failure_kind": claim_side_failure_kind(status, raw.get("failure_kind")),
     }
 
 
@@ -146,14 +145,13 @@ def claim_entry(raw: Mapping[str, Any], backend: str) -> dict[str, Any]:
     one backend, shown as ``backend``), with every value made JSON text.
 
     ``expected``/``observed``/``exact_status`` are the exact side, ``backends`` each
-    backend's side, ``status`` the overall verdict (:func:`resverify.spec.claims.overall_status`);
-    entries of one claim on several backends merge with
-    :func:`resverify.cli.claim_source.merge_claims`.
+    backend's side, ``status`` the overall verdict
+    (:func:`resverify.reports.verdicts.claim_status`); entries of one claim on several
+    backends merge with :func:`resverify.cli.claim_source.merge_claims`.
     """
     section, english = raw.get("section"), raw.get("section_en")
     note = raw.get("note")
-    exact = raw.get("exact_status", raw.get("status"))
-    exact_status = "pass" if exact == "pass" else "fail"
+    exact = exact_status(raw.get("exact_status", raw.get("status")))
     sides = [_claim_side(side, backend) for side in raw.get("backends") or ()]
     return {
         "id": _text(raw.get("id", "?")),
@@ -163,9 +161,9 @@ def claim_entry(raw: Mapping[str, Any], backend: str) -> dict[str, Any]:
         "statement": _text(raw.get("statement", "")),
         "expected": _text(raw.get("expected", "")),
         "observed": _text(raw.get("observed", "")),
-        "exact_status": exact_status,
+        "exact_status": exact,
         "backends": sides,
-        "status": overall_status(exact_status, (s["status"] for s in sides)),
+        "status": claim_status(exact, (s["status"] for s in sides)),
         "note": None if note in (None, "") else _text(note),
     }
 
@@ -202,7 +200,7 @@ def property_entry(record: Mapping[str, Any], default_backend: str | None,
         "backend": props.get("backend") or default_backend,
         "mode": "jvp" if props.get("mode") == "jvp" else "vjp",
         "dtype": props.get("dtype"),
-        "status": record["outcome"] if record["outcome"] in _OUTCOMES else "failed",
+        "status": property_status(record["outcome"]),
         "examples": _count(props.get("examples")),
         "time_seconds": round(float(record.get("duration", 0.0)), 6),
         "vector": vector,
@@ -286,9 +284,9 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
     (:func:`resverify.reports.known_failures.check_entries`): the failures they expect are
     marked ``expected`` here (``properties``, ``claims`` and ``known`` are not changed).
 
-    ``status``: ``incomplete`` when the run did not finish, else ``failed`` when a property
-    or a claim failed unexpectedly or a known failure is fixed, else ``nothing checked``
-    when a backend had no example checked, else ``passed``.
+    ``status`` is decided by :func:`resverify.reports.verdicts.run_status` from the
+    statuses of the properties, claims, known failures and backends: ``incomplete``,
+    ``failed``, ``nothing checked`` or ``passed``.
 
     ``matrix`` is the conformance matrix of the properties, VJP and JVP side by side
     (:func:`resverify.reports.matrix.build_matrix`), after the known failures are applied.
@@ -306,13 +304,12 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
     properties, claims = props, claim_docs
     summary = summarize(claims, properties)
     summary["known_failures"] = _known_counts(known_entries)
-    failed = (summary["claims"]["failed"] + summary["properties"]["failed"]
-              + summary["known_failures"]["fixed"])
     entries = [backend_entry(b, properties, claims, known_entries) for b in backends]
     ordered = sorted(properties, key=lambda p: (p["id"], p["backend"] or ""))
-    unchecked = any(b["status"] == "nothing checked" for b in entries)
-    status = ("incomplete" if not complete else "failed" if failed
-              else "nothing checked" if unchecked else "passed")
+    status = run_status(complete=complete, properties=[p["status"] for p in properties],
+                        claims=[c["status"] for c in claims],
+                        known=[e["status"] for e in known_entries],
+                        backends=[b["status"] for b in entries])
     doc = {
         "schema": "resverify-report",
         "schema_version": SCHEMA_VERSION,

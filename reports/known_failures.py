@@ -37,6 +37,12 @@ from typing import Any
 from resverify.impl.backend import Backend
 from resverify.reports.judge import Verdict, expected_from_spec, judge, judge_group
 from resverify.reports.relations import Group
+from resverify.reports.verdicts import (
+    claim_expected,
+    expecting,
+    settle_claim_side,
+    vector_entry_state,
+)
 from resverify.spec.codec import packaged_schema, parse_json, request_from_dict
 from resverify.spec.errors import ResverifyError, UsageError
 from resverify.spec.request import Request
@@ -190,8 +196,7 @@ def check_entries(entries: Sequence[KnownFailure], named: Mapping[str, Backend],
             doc["detail"] = f"backend {entry.backend} is not checked in this run"
         elif entry.request is not None or entry.group is not None:
             verdict = _verdict(backend, entry)
-            doc["status"] = {"fail": "expected", "pass": "fixed"}.get(verdict.status,
-                                                                      "not checked")
+            doc["status"] = vector_entry_state(verdict.status)
             doc["detail"] = verdict.message or "the vector passes now"
         checked.append(doc)
     return checked
@@ -212,52 +217,33 @@ def _shown(path: Path, base: Path) -> str:
         return str(path)
 
 
-def _kinds(prop: Mapping[str, Any]) -> set[str]:
-    kinds = {str(f["kind"]) for f in prop.get("failures") or ()}
-    return kinds or {str(prop.get("failure_kind") or "law")}
-
-
-def expecting(entries: Sequence[Mapping[str, Any]], prop: Mapping[str, Any]) -> Any:
-    """The first checked entry that expects the failed property test ``prop`` (its backend,
-    property and dtype, every failure of the kind the entry names), or None."""
-    return next((e for e in entries if _covers(e, prop)), None)
-
-
-def _covers(entry: Mapping[str, Any], prop: Mapping[str, Any]) -> bool:
-    return (entry["status"] == "expected" and entry["property"] == prop["property"]
-            and entry["backend"] == prop["backend"] and entry["dtype"] == prop["dtype"]
-            and _kinds(prop) == {entry["kind"]})
-
-
 def apply(entries: Sequence[Doc], properties: Sequence[Doc], claims: Sequence[Doc]) -> None:
     """Mark the failed properties and claim sides that ``entries`` expect (in place), and
-    settle the claim entries from the claims' sides."""
+    settle the claim entries from the claims' sides; every rule it applies is decided in
+    :mod:`resverify.reports.verdicts` (``expecting``, ``settle_claim_side``,
+    ``claim_expected``)."""
     for prop in properties:
-        if prop["status"] == "failed":
-            entry = expecting(entries, prop)
-            if entry is not None:
-                prop["status"] = "expected"
-                prop["known_failure"] = entry["entry"]
+        entry = expecting(entries, prop) if prop["status"] == "failed" else None
+        if entry is not None:
+            prop["status"] = "expected"
+            prop["known_failure"] = entry["entry"]
     for entry in entries:
-        if entry["claim"] is None or entry["detail"] is not None:
-            continue
-        _settle_claim(entry, claims)
+        if entry["claim"] is not None and entry["detail"] is None:
+            _settle_claim(entry, claims)
 
 
 def _settle_claim(entry: Doc, claims: Sequence[Doc]) -> None:
+    """A claim entry settled by its backend's side of each claim it names (no side: it
+    stays ``not checked`` and says so)."""
     sides = [(claim, side) for claim in claims if claim["id"] == entry["claim"]
              for side in claim["backends"] if side["backend"] == entry["backend"]]
     if not sides:
         entry["detail"] = f"claim {entry['claim']} was not checked on {entry['backend']}"
-        return
     for claim, side in sides:
-        if side["status"] == "fail" and side["failure_kind"] == entry["kind"]:
+        settled = settle_claim_side(entry, side)
+        if settled.side_expected:
             side["status"] = "expected"
-            entry["status"], entry["detail"] = "expected", side["reason"] or "the claim fails"
-        elif side["status"] == "pass":
-            entry["status"], entry["detail"] = "fixed", "the claim passes now"
-        else:
-            entry["detail"] = f"claim {entry['claim']} is {side['status']} on {entry['backend']}"
-        others = [s["status"] for s in claim["backends"]]
-        if claim["exact_status"] == "pass" and "fail" not in others and "expected" in others:
+        entry["status"] = settled.status or entry["status"]
+        entry["detail"] = settled.detail
+        if claim_expected(claim):
             claim["status"] = "expected"

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from resverify.reports.matrix import fold_row
+from resverify.reports.verdicts import short_of_examples
 
 __all__ = ["append_step_summary", "citation", "render_markdown"]
 
@@ -113,9 +114,8 @@ def short_note(prop: Mapping[str, Any]) -> str:
         return f"known failure, entry {prop['known_failure']}"
     if prop["skip_reason"]:
         return str(prop["skip_reason"])
-    ran, wanted = prop["examples"], prop["examples_wanted"]
-    if prop["status"] == "passed" and ran is not None and wanted and ran < wanted:
-        return f"ran {ran} of {wanted} examples"
+    if short_of_examples(prop):
+        return f"ran {prop['examples']} of {prop['examples_wanted']} examples"
     return ""
 
 

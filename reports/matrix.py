@@ -18,7 +18,9 @@ wants; a failed cell also says after how many examples its first counterexample 
 ``failed after 12 of 25 examples``. A test skipped because the backend
 does not claim the dtype or the mode is ``not claimed`` (a claim, not a verdict), and a
 column the property has no test for is ``none``. A property with no dtype parameter has
-its cell in the column ``any``.
+its cell in the column ``any``. These rules are decided in :mod:`resverify.reports.verdicts`
+(:func:`~resverify.reports.verdicts.cell_status`, ``worse_cell_status``, ``mode_status``);
+this module only lays the verdicts out as rows and columns.
 
 Why :func:`fold_row`: ten backends of four dtypes make forty columns, too wide for a CI
 job summary; report.md folds each row's cells into one per backend (which dtypes failed,
@@ -31,35 +33,25 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from resverify.impl.backend import MODES
+from resverify.reports.verdicts import (
+    ANY_DTYPE,
+    CELL_STATUSES,
+    cell_status,
+    mode_status,
+    ran,
+    worse_cell_status,
+)
 from resverify.spec.ir import DTYPES
 
 __all__ = ["ANY_DTYPE", "CELL_STATUSES", "build_matrix", "cell_text", "fold_row",
            "mode_summary"]
 
-ANY_DTYPE = "any"
-CELL_STATUSES = ("failed", "expected", "passed", "xfailed", "skipped", "not claimed", "none")
 _EMPTY: Mapping[str, Any] = {"status": "none", "examples": 0, "examples_wanted": 0,
                              "failed_after": None}
-_RANK = {"failed": 5, "expected": 4, "passed": 3, "xfailed": 2, "skipped": 1,
-         "not claimed": 0, "none": -1}
 
 
 def _mode(prop: Mapping[str, Any]) -> str:
     return str(prop.get("mode") or "vjp")
-
-
-def _claims(backend: Mapping[str, Any] | None, dtype: str, mode: str) -> bool:
-    """Whether the backend claims ``dtype`` (``any`` always) and ``mode``."""
-    if backend is None:
-        return True
-    return (dtype == ANY_DTYPE or dtype in backend["dtypes"]) and mode in backend["modes"]
-
-
-def _status(prop: Mapping[str, Any], backend: Mapping[str, Any] | None, dtype: str) -> str:
-    status = str(prop["status"])
-    if status == "skipped" and not _claims(backend, dtype, _mode(prop)):
-        return "not claimed"
-    return status
 
 
 def _columns(props: Sequence[Mapping[str, Any]],
@@ -86,7 +78,7 @@ def build_matrix(props: Sequence[Mapping[str, Any]],
         mode, backend, dtype = _mode(p), p["backend"] or "?", p["dtype"] or ANY_DTYPE
         order = MODES.index(mode) if mode in MODES else len(MODES)
         row = rows.setdefault((order, f"{p['property']}\0{mode}"), {})
-        status = _status(p, by_name.get(backend), dtype)
+        status = cell_status(p, by_name.get(backend), dtype)
         cell = row.setdefault((backend, dtype), dict(_EMPTY))
         cell["examples"] += p["examples"] or 0
         cell["examples_wanted"] += p.get("examples_wanted") or 0
@@ -94,8 +86,7 @@ def build_matrix(props: Sequence[Mapping[str, Any]],
         if failed_after is not None or cell["failed_after"] is not None:
             cell["failed_after"] = (cell["failed_after"] or 0) + (
                 failed_after if failed_after is not None else p["examples"] or 0)
-        if _RANK.get(status, 5) > _RANK[cell["status"]]:
-            cell["status"] = status
+        cell["status"] = worse_cell_status(cell["status"], status)
     out_rows = []
     for (_, key), cells in sorted(rows.items()):
         name, mode = key.split("\0")
@@ -130,20 +121,18 @@ def fold_row(row: Mapping[str, Any]) -> dict[str, dict[str, list[str]]]:
 def mode_summary(props: Sequence[Mapping[str, Any]],
                  backends: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each backend in each mode: whether it claims the mode, the tests that ran at least
-    one example, their examples, failures and expected failures, and a status:
-    ``not claimed``, ``failed``, ``nothing checked`` (no example ran) or ``passed``."""
+    one example, their examples, failures and expected failures, and the status
+    :func:`resverify.reports.verdicts.mode_status` decides: ``failed``, ``not claimed``,
+    ``passed`` or ``nothing checked`` (no example ran)."""
     out = []
     for b in backends:
         for mode in MODES:
             mine = [p for p in props if p["backend"] == b["name"] and _mode(p) == mode]
-            ran = [p for p in mine if p["status"] in ("passed", "failed", "expected")
-                   and (p["examples"] is None or p["examples"] > 0)]
-            failed = sum(p["status"] == "failed" for p in mine)
+            checked = [p for p in mine if ran(p)]
             claimed = mode in b["modes"]
-            status = ("failed" if failed else "not claimed" if not claimed
-                      else "passed" if ran else "nothing checked")
             out.append({"backend": b["name"], "mode": mode, "claimed": claimed,
-                        "status": status, "tests_run": len(ran),
-                        "examples": sum(p["examples"] or 0 for p in ran), "failed": failed,
+                        "status": mode_status(mine, claimed), "tests_run": len(checked),
+                        "examples": sum(p["examples"] or 0 for p in checked),
+                        "failed": sum(p["status"] == "failed" for p in mine),
                         "expected": sum(p["status"] == "expected" for p in mine)})
     return out

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 from resverify.spec.claims import overall_status
 
 __all__ = [
+    "ANY_DTYPE",
     "CELL_STATUSES",
     "FAILURE_KINDS",
     "PROPERTY_OUTCOMES",
@@ -185,6 +186,7 @@ def run_status(*, complete: bool, properties: Iterable[str], claims: Iterable[st
 # --- 5. the conformance matrix ----------------------------------------------------------
 
 ANY_DTYPE = "any"
+"""The column of a property with no dtype parameter."""
 CELL_STATUSES = ("failed", "expected", "passed", "xfailed", "skipped", "not claimed", "none")
 """A cell's statuses, the one that wins first: a failure anywhere in the cell wins."""
 _RANK = {status: len(CELL_STATUSES) - 2 - i for i, status in enumerate(CELL_STATUSES)}

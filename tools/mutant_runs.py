@@ -11,7 +11,8 @@ every run with the same profile and seed.
 
 A mutant is ``killed`` when a test failed (a crash of the worker counts), ``survived``
 when the whole suite passed, ``error`` when the run ended without either (pytest refused
-its command line, or stopped early): an error is not a kill.
+its command line, or stopped early): an error is not a kill. That verdict is
+:func:`resverify.reports.verdicts.mutant_outcome`, beside the report's other verdicts.
 
 The children import ``tools.*`` (the child plugin) and ``tests.*`` (the mutant catalog,
 the broken backends) from this checkout, whatever the working folder: the checkout's root
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from resverify.cli.runner import RecordTail, SuiteRun, pytest_command, stop_group
+from resverify.reports.verdicts import mutant_outcome
 
 __all__ = ["Command", "Job", "MutantRun", "mutant_command", "outcome", "run_children",
            "run_mutants"]
@@ -38,7 +40,6 @@ __all__ = ["Command", "Job", "MutantRun", "mutant_command", "outcome", "run_chil
 CHILD_PLUGIN = "tools.mutant_child"
 ROOT = Path(__file__).resolve().parents[1]
 """The checkout holding ``tools/`` and ``tests/``."""
-_MESSAGE = 300
 
 
 @dataclass(frozen=True)
@@ -137,33 +138,11 @@ def mutant_command(target: str, settings: MutantRun) -> Command:
 
 
 def outcome(suite: SuiteRun) -> dict[str, Any]:
-    """The verdict on one mutant from its suite's results, in the order they finished:
-    the first failed test (property, dtype, kind, message), the examples run until then
-    (that test's included) and how many tests ran."""
-    examples = 0
-    for count, result in enumerate(suite.results, start=1):
-        props = result["properties"]
-        examples += int(props.get("examples") or 0)
-        if result["outcome"] == "failed":
-            message = " ".join(str(result.get("message") or "").split())
-            if props.get("failure_kind") == "internal":  # resverify's own error: no kill
-                return {"status": "error", "property": props.get("property") or result["nodeid"],
-                        "dtype": props.get("dtype"), "kind": "internal",
-                        "message": message[:_MESSAGE], "examples": examples, "tests_run": count}
-            return {"status": "killed", "property": props.get("property") or result["nodeid"],
-                    "dtype": props.get("dtype"), "kind": props.get("failure_kind") or "law",
-                    "message": message[:_MESSAGE], "examples": examples, "tests_run": count}
-    finished = suite.exitstatus == 0 and suite.finished
-    return {"status": "survived" if finished else "error", "property": None, "dtype": None,
-            "kind": None, "examples": examples, "tests_run": len(suite.results),
-            "message": None if finished else _ended(suite)}
-
-
-def _ended(suite: SuiteRun) -> str:
-    if suite.refused:
-        return "pytest refused its command line (see pytest.log)"
-    return (f"the suite ended without a verdict (pytest exit {suite.exitstatus}, "
-            f"process exit {suite.returncode}, {len(suite.results)} tests finished)")
+    """The verdict on one mutant from its suite's results
+    (:func:`resverify.reports.verdicts.mutant_outcome`: ``killed``, ``survived`` or
+    ``error``, with the first failed test, the examples run until then and how many tests
+    ran)."""
+    return mutant_outcome(suite)
 
 
 def run_mutants(targets: Sequence[str], settings: MutantRun,

@@ -1,0 +1,432 @@
+"""Each verdict of :mod:`resverify.reports.verdicts`, tested alone on plain records.
+
+Every rule is a table: the rows that satisfy it next to the rows that change one input the
+way that must flip the verdict, so a rule that stopped looking at that input fails here.
+No test runs a backend or a suite; the records are built as report.json holds them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from resverify.reports import verdicts as v
+
+Record = dict[str, Any]
+
+
+def _prop(status: str = "passed", examples: int | None = 3, **more: Any) -> Record:
+    """A property record as report.json holds it (backend ``b``, dtype float64, VJP)."""
+    return {"id": "t::test_p[b-float64]", "property": "p", "backend": "b", "mode": "vjp",
+            "dtype": "float64", "status": status, "examples": examples,
+            "examples_wanted": 25, "failure_kind": None, "failures": [], **more}
+
+
+def _failed(*kinds: str, backend: str = "b", **more: Any) -> Record:
+    """A failed property record with one failure of each kind."""
+    failures = [{"message": "wrong", "kind": k, "vector": None, "replay": None} for k in kinds]
+    return _prop("failed", 3, backend=backend, failure_kind=kinds[0] if kinds else None,
+                 failures=failures, **more)
+
+
+def _claim(exact: str, *sides: tuple[str, str]) -> Record:
+    """A claim record: its exact side and each (backend, status) side."""
+    return {"id": "c1", "exact_status": exact, "status": "fail",
+            "backends": [{"backend": b, "status": s, "failure_kind": None, "reason": None}
+                         for b, s in sides]}
+
+
+def _check(call: str, got: object, want: object) -> None:
+    assert got == want, f"{call} = {got!r}, but should be {want!r}"
+
+
+# --- 1. a property record ---------------------------------------------------------------
+
+@pytest.mark.parametrize(("outcome", "want"), [
+    ("passed", "passed"), ("failed", "failed"), ("skipped", "skipped"), ("xfailed", "xfailed"),
+    ("error", "failed"), ("rerun", "failed"), (None, "failed"),
+])
+def test_an_outcome_other_than_pytests_four_is_a_failure(outcome: object, want: str) -> None:
+    _check(f"property_status({outcome!r})", v.property_status(outcome), want)
+
+
+@pytest.mark.parametrize(("status", "examples", "want"), [
+    ("passed", 3, True), ("failed", 1, True), ("expected", 1, True), ("passed", None, True),
+    ("passed", 0, False), ("failed", 0, False), ("skipped", 3, False), ("xfailed", 3, False),
+])
+def test_a_test_ran_when_it_checked_at_least_one_example(status: str, examples: int | None,
+                                                         want: bool) -> None:
+    _check(f"ran(status={status!r}, examples={examples!r})", v.ran(_prop(status, examples)), want)
+
+
+@pytest.mark.parametrize(("status", "examples", "want"), [
+    ("skipped", 0, True), ("skipped", None, True), ("passed", 0, True),
+    ("passed", 1, False), ("passed", None, False), ("failed", 0, False), ("xfailed", 0, False),
+])
+def test_a_test_could_not_run_when_skipped_or_passed_on_no_example(
+        status: str, examples: int | None, want: bool) -> None:
+    _check(f"could_not_run(status={status!r}, examples={examples!r})",
+           v.could_not_run(_prop(status, examples)), want)
+
+
+@pytest.mark.parametrize(("status", "examples", "wanted", "want"), [
+    ("passed", 3, 25, True), ("passed", 24, 25, True),
+    ("passed", 25, 25, False), ("passed", 30, 25, False), ("failed", 3, 25, False),
+    ("passed", None, 25, False), ("passed", 3, None, False), ("passed", 3, 0, False),
+])
+def test_a_passed_test_is_short_when_it_ran_fewer_examples_than_asked(
+        status: str, examples: int | None, wanted: int | None, want: bool) -> None:
+    prop = _prop(status, examples, examples_wanted=wanted)
+    _check(f"short_of_examples(status={status!r}, examples={examples!r}, wanted={wanted!r})",
+           v.short_of_examples(prop), want)
+
+
+@pytest.mark.parametrize(("kinds", "kind", "want"), [
+    (["law"], "law", True), (["internal", "law"], "internal", True), ([], "raised", True),
+    ([], None, True), (["internal"], "internal", False), (["internal", "internal"], "law", False),
+    ([], "internal", False),
+])
+def test_a_failure_is_charged_to_the_backend_unless_every_failure_is_internal(
+        kinds: list[str], kind: str | None, want: bool) -> None:
+    prop = {**_failed(*kinds), "failure_kind": kind}
+    _check(f"charged(failures={kinds}, failure_kind={kind!r})", v.charged(prop), want)
+
+
+# --- 2. a claim -------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("raw", "want"), [
+    ("pass", "pass"), ("skipped", "skipped"),
+    ("fail", "fail"), ("expected", "fail"), ("passed", "fail"), (None, "fail"),
+])
+def test_a_claim_side_that_neither_passed_nor_skipped_failed(raw: object, want: str) -> None:
+    _check(f"claim_side_status({raw!r})", v.claim_side_status(raw), want)
+
+
+@pytest.mark.parametrize(("status", "kind", "want"), [
+    ("fail", "raised", "raised"), ("fail", "internal", "internal"), ("fail", "law", "law"),
+    ("fail", "bogus", "law"), ("fail", None, "law"),
+    ("pass", "raised", None), ("skipped", "law", None),
+])
+def test_only_a_failed_side_has_a_kind_and_an_unknown_kind_is_a_law(
+        status: str, kind: object, want: str | None) -> None:
+    _check(f"claim_side_failure_kind({status!r}, {kind!r})",
+           v.claim_side_failure_kind(status, kind), want)
+
+
+@pytest.mark.parametrize(("raw", "want"), [
+    ("pass", "pass"), ("fail", "fail"), ("skipped", "fail"), (None, "fail"), ("PASS", "fail"),
+])
+def test_the_exact_side_passes_only_when_it_says_pass(raw: object, want: str) -> None:
+    _check(f"exact_status({raw!r})", v.exact_status(raw), want)
+
+
+@pytest.mark.parametrize(("exact", "sides", "want"), [
+    ("pass", [], "pass"), ("pass", ["pass", "pass"], "pass"),
+    ("fail", ["pass"], "fail"), ("pass", ["pass", "fail"], "fail"),
+    ("pass", ["skipped", "pass"], "skipped"), ("skipped", ["pass"], "skipped"),
+    ("pass", ["skipped", "fail"], "fail"),
+])
+def test_a_claim_fails_when_a_side_fails_and_is_skipped_when_one_could_not_run(
+        exact: str, sides: list[str], want: str) -> None:
+    _check(f"claim_status({exact!r}, {sides})", v.claim_status(exact, sides), want)
+
+
+@pytest.mark.parametrize(("exact", "sides", "want"), [
+    ("pass", ["expected"], True), ("pass", ["expected", "pass"], True),
+    ("pass", ["expected", "skipped"], True),
+    ("pass", ["expected", "fail"], False), ("fail", ["expected"], False),
+    ("pass", ["pass", "pass"], False), ("pass", [], False),
+])
+def test_a_claim_is_expected_when_every_failure_of_it_is_expected(
+        exact: str, sides: list[str], want: bool) -> None:
+    claim = _claim(exact, *((f"b{i}", s) for i, s in enumerate(sides)))
+    _check(f"claim_expected(exact={exact!r}, sides={sides})", v.claim_expected(claim), want)
+
+
+# --- 3. a backend -----------------------------------------------------------------------
+
+def _known(backend: str, status: str) -> Record:
+    return {"entry": 1, "backend": backend, "property": "p", "claim": None, "dtype": "float64",
+            "kind": "law", "status": status}
+
+
+@pytest.mark.parametrize(("properties", "claims", "known", "want"), [
+    pytest.param([_prop()], [], [], "passed", id="a test ran"),
+    pytest.param([_prop("passed", 0)], [], [], "nothing checked", id="no example ran"),
+    pytest.param([_prop("skipped", 0)], [], [], "nothing checked", id="every test skipped"),
+    pytest.param([], [], [], "nothing checked", id="no test at all"),
+    pytest.param([_prop(), _failed("law")], [], [], "failed", id="a charged failure"),
+    pytest.param([_failed("internal")], [], [], "passed", id="an internal failure"),
+    pytest.param([_prop("expected")], [], [], "passed", id="an expected failure"),
+    pytest.param([_failed("law", backend="other")], [], [], "nothing checked",
+                 id="another backend's failure"),
+    pytest.param([_prop()], [_claim("pass", ("b", "fail"))], [], "failed",
+                 id="a claim fails on it"),
+    pytest.param([_prop()], [_claim("pass", ("other", "fail"), ("b", "pass"))], [], "passed",
+                 id="a claim fails on another"),
+    pytest.param([_prop()], [_claim("fail", ("b", "pass"))], [], "passed",
+                 id="a claim whose exact side fails"),
+    pytest.param([_prop()], [_claim("pass", ("b", "expected"))], [], "passed",
+                 id="a claim side expected"),
+    pytest.param([_prop()], [], [_known("b", "fixed")], "failed", id="a known failure fixed"),
+    pytest.param([_prop()], [], [_known("other", "fixed")], "passed",
+                 id="another backend's known failure fixed"),
+    pytest.param([_prop()], [], [_known("b", "expected")], "passed",
+                 id="a known failure expected"),
+    pytest.param([_prop("skipped", 0)], [], [_known("b", "fixed")], "failed",
+                 id="fixed with nothing checked"),
+])
+def test_a_backend_fails_on_a_charged_failure_a_failed_claim_side_or_a_fixed_entry(
+        properties: list[Record], claims: list[Record], known: list[Record], want: str) -> None:
+    _check("backend_status('b', ...)", v.backend_status("b", properties, claims, known), want)
+
+
+# --- 4. the run -------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("complete", "properties", "claims", "known", "backends", "want"), [
+    pytest.param(True, ["passed"], ["pass"], [], ["passed"], "passed", id="all passed"),
+    pytest.param(False, ["passed"], ["pass"], [], ["passed"], "incomplete", id="unfinished"),
+    pytest.param(False, ["failed"], [], ["fixed"], ["failed"], "incomplete",
+                 id="unfinished with failures"),
+    pytest.param(True, ["passed", "failed"], [], [], ["passed"], "failed",
+                 id="a property failed"),
+    pytest.param(True, ["expected"], [], ["expected"], ["passed"], "passed",
+                 id="a property failed as expected"),
+    pytest.param(True, ["passed"], ["fail"], [], ["passed"], "failed", id="a claim failed"),
+    pytest.param(True, ["passed"], ["expected", "skipped"], [], ["passed"], "passed",
+                 id="a claim expected or skipped"),
+    pytest.param(True, ["passed"], [], ["fixed"], ["passed"], "failed",
+                 id="a known failure fixed"),
+    pytest.param(True, ["passed"], [], ["not checked"], ["passed"], "passed",
+                 id="a known failure not checked"),
+    pytest.param(True, ["passed"], [], [], ["passed", "nothing checked"], "nothing checked",
+                 id="a backend had nothing checked"),
+    pytest.param(True, ["failed"], [], [], ["nothing checked"], "failed",
+                 id="a failure outweighs nothing checked"),
+    pytest.param(True, ["skipped", "xfailed"], [], [], ["passed"], "passed",
+                 id="skipped and xfailed tests"),
+])
+def test_the_run_is_incomplete_then_failed_then_nothing_checked_then_passed(
+        complete: bool, properties: list[str], claims: list[str], known: list[str],
+        backends: list[str], want: str) -> None:
+    got = v.run_status(complete=complete, properties=properties, claims=claims, known=known,
+                       backends=backends)
+    _check(f"run_status(complete={complete}, properties={properties}, claims={claims}, "
+           f"known={known}, backends={backends})", got, want)
+
+
+# --- 5. the conformance matrix ----------------------------------------------------------
+
+_BACKEND = {"name": "b", "dtypes": ["float64", "float32"], "modes": ["vjp"]}
+
+
+@pytest.mark.parametrize(("backend", "dtype", "mode", "want"), [
+    (_BACKEND, "float64", "vjp", True), (_BACKEND, "any", "vjp", True),
+    (None, "bfloat16", "jvp", True),
+    (_BACKEND, "float16", "vjp", False), (_BACKEND, "float64", "jvp", False),
+    (_BACKEND, "any", "jvp", False),
+])
+def test_a_backend_claims_a_column_when_it_claims_its_dtype_and_mode(
+        backend: Record | None, dtype: str, mode: str, want: bool) -> None:
+    _check(f"claims_column({backend and backend['name']}, {dtype!r}, {mode!r})",
+           v.claims_column(backend, dtype, mode), want)
+
+
+@pytest.mark.parametrize(("status", "mode", "dtype", "want"), [
+    ("skipped", "vjp", "float16", "not claimed"), ("skipped", "jvp", "float64", "not claimed"),
+    ("skipped", None, "float16", "not claimed"),
+    ("skipped", "vjp", "float64", "skipped"), ("skipped", None, "any", "skipped"),
+    ("failed", "vjp", "float16", "failed"), ("passed", "jvp", "float64", "passed"),
+    ("xfailed", "vjp", "float16", "xfailed"),
+])
+def test_a_skip_the_backend_does_not_claim_is_not_claimed_and_any_other_status_stays(
+        status: str, mode: str | None, dtype: str, want: str) -> None:
+    prop = _prop(status, 0, mode=mode, dtype=dtype)
+    _check(f"cell_status(status={status!r}, mode={mode!r}, dtype={dtype!r})",
+           v.cell_status(prop, _BACKEND, dtype), want)
+
+
+@pytest.mark.parametrize(("current", "new"), list(itertools.product(v.CELL_STATUSES, repeat=2)))
+def test_a_cell_takes_the_status_that_comes_first_in_cell_statuses(current: str,
+                                                                   new: str) -> None:
+    want = min(current, new, key=v.CELL_STATUSES.index)
+    _check(f"worse_cell_status({current!r}, {new!r})", v.worse_cell_status(current, new), want)
+
+
+@pytest.mark.parametrize(("current", "new", "want"), [
+    ("passed", "error", "error"), ("none", "error", "error"),
+    ("failed", "error", "failed"), ("error", "failed", "error"), ("error", "passed", "error"),
+])
+def test_an_unknown_cell_status_counts_as_a_failure(current: str, new: str, want: str) -> None:
+    _check(f"worse_cell_status({current!r}, {new!r})", v.worse_cell_status(current, new), want)
+
+
+@pytest.mark.parametrize(("statuses", "claimed", "want"), [
+    (["passed", "failed"], True, "failed"), (["failed"], False, "failed"),
+    (["passed"], False, "not claimed"), (["skipped"], False, "not claimed"),
+    (["passed", "skipped"], True, "passed"), (["expected"], True, "passed"),
+    (["skipped"], True, "nothing checked"), ([], True, "nothing checked"),
+])
+def test_a_mode_fails_on_any_failure_then_is_not_claimed_passed_or_nothing_checked(
+        statuses: list[str], claimed: bool, want: str) -> None:
+    props = [_prop(s, 0 if s == "skipped" else 2) for s in statuses]
+    _check(f"mode_status({statuses}, claimed={claimed})", v.mode_status(props, claimed), want)
+
+
+def test_a_mode_with_only_empty_passes_has_nothing_checked() -> None:
+    props = [_prop("passed", 0), _prop("passed", 0)]
+    _check("mode_status([passed(0), passed(0)], claimed=True)",
+           v.mode_status(props, True), "nothing checked")
+    _check("mode_status([passed(0), passed(1)], claimed=True)",
+           v.mode_status([*props, _prop("passed", 1)], True), "passed")
+
+
+# --- 6. known failures ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("verdict", "want"), [
+    ("fail", "expected"), ("pass", "fixed"),
+    ("skipped", "not checked"), ("error", "not checked"), ("", "not checked"),
+])
+def test_a_vector_still_failing_is_expected_and_one_passing_now_is_fixed(verdict: str,
+                                                                        want: str) -> None:
+    _check(f"vector_entry_state({verdict!r})", v.vector_entry_state(verdict), want)
+
+
+@pytest.mark.parametrize(("prop", "want"), [
+    (_failed("law", "raised"), {"law", "raised"}),
+    ({**_failed(), "failure_kind": "crash"}, {"crash"}),
+    ({**_failed(), "failure_kind": None}, {"law"}),
+    ({**_failed("timeout"), "failure_kind": "crash"}, {"timeout"}),
+])
+def test_a_failed_tests_kinds_are_its_failures_else_its_failure_kind_else_law(
+        prop: Record, want: set[str]) -> None:
+    _check(f"failure_kinds(failures={prop['failures']}, failure_kind={prop['failure_kind']!r})",
+           v.failure_kinds(prop), want)
+
+
+def _entry(**more: Any) -> Record:
+    return {**_known("b", "expected"), **more}
+
+
+@pytest.mark.parametrize(("entry", "prop", "want"), [
+    pytest.param(_entry(), _failed("law"), True, id="all match"),
+    pytest.param(_entry(kind="raised"), _failed("raised", "raised"), True, id="its kind"),
+    pytest.param(_entry(status="fixed"), _failed("law"), False, id="entry fixed"),
+    pytest.param(_entry(status="not checked"), _failed("law"), False, id="entry not checked"),
+    pytest.param(_entry(property="q"), _failed("law"), False, id="another property"),
+    pytest.param(_entry(backend="other"), _failed("law"), False, id="another backend"),
+    pytest.param(_entry(dtype="float32"), _failed("law"), False, id="another dtype"),
+    pytest.param(_entry(), _failed("crash"), False, id="another kind"),
+    pytest.param(_entry(), _failed("law", "crash"), False, id="a crash beside the law"),
+])
+def test_an_entry_expects_a_failure_of_its_backend_property_dtype_and_only_its_kind(
+        entry: Record, prop: Record, want: bool) -> None:
+    _check(f"expects({entry}, {prop['failures']})", v.expects(entry, prop), want)
+
+
+def test_the_first_entry_that_expects_a_failure_is_the_one_that_matches() -> None:
+    entries = [_entry(entry=1, dtype="float32"), _entry(entry=2), _entry(entry=3)]
+    found = v.expecting(entries, _failed("law"))
+    _check("expecting(entries 1-3, failed float64)['entry']", found and found["entry"], 2)
+    _check("expecting(entries 1, failed float64)", v.expecting(entries[:1], _failed("law")), None)
+
+
+def _side(status: str, kind: str | None = None, reason: str | None = None) -> Record:
+    return {"backend": "b", "status": status, "failure_kind": kind, "reason": reason}
+
+
+@pytest.mark.parametrize(("side", "want"), [
+    pytest.param(_side("fail", "law", "off by one"),
+                 v.ClaimSettlement("expected", "off by one", True), id="fails as listed"),
+    pytest.param(_side("fail", "law"), v.ClaimSettlement("expected", "the claim fails", True),
+                 id="fails as listed, no reason"),
+    pytest.param(_side("pass"), v.ClaimSettlement("fixed", "the claim passes now"),
+                 id="passes now"),
+    pytest.param(_side("fail", "raised", "boom"),
+                 v.ClaimSettlement(None, "claim c1 is fail on b"), id="fails otherwise"),
+    pytest.param(_side("skipped", None, "no float16"),
+                 v.ClaimSettlement(None, "claim c1 is skipped on b"), id="skipped"),
+])
+def test_a_claim_entry_is_expected_when_its_side_fails_of_its_kind_and_fixed_when_it_passes(
+        side: Record, want: v.ClaimSettlement) -> None:
+    entry = _entry(claim="c1", property=None, dtype=None)
+    _check(f"settle_claim_side(kind='law', side={side})", v.settle_claim_side(entry, side), want)
+
+
+# --- 7. mutants -------------------------------------------------------------------------
+
+@dataclass
+class _Suite:
+    """The data a mutant's verdict reads of a suite run."""
+
+    results: Sequence[Record] = field(default_factory=list)
+    exitstatus: int | None = 0
+    returncode: int | None = 0
+    finished: bool = True
+    refused: bool = False
+
+
+def _result(outcome: str, examples: int, kind: str | None = None, prop: str = "p",
+            message: str = "") -> Record:
+    return {"nodeid": f"t::test_{prop}", "outcome": outcome, "message": message,
+            "properties": {"property": prop, "dtype": "float64", "examples": examples,
+                           "failure_kind": kind}}
+
+
+def test_a_mutant_is_killed_by_its_first_failure_with_the_examples_until_then() -> None:
+    suite = _Suite([_result("passed", 5), _result("failed", 2, "law", "q", "wrong\n  value"),
+                    _result("failed", 7, "crash", "r")], exitstatus=1)
+    want = {"status": "killed", "property": "q", "dtype": "float64", "kind": "law",
+            "message": "wrong value", "examples": 7, "tests_run": 2}
+    _check("mutant_outcome(passed 5, failed q 2, failed r 7)", v.mutant_outcome(suite), want)
+
+
+@pytest.mark.parametrize(("kind", "status", "shown"), [
+    ("law", "killed", "law"), (None, "killed", "law"), ("crash", "killed", "crash"),
+    ("internal", "error", "internal"),
+])
+def test_an_internal_failure_is_an_error_not_a_kill(kind: str | None, status: str,
+                                                    shown: str) -> None:
+    got = v.mutant_outcome(_Suite([_result("failed", 1, kind)], exitstatus=1))
+    _check(f"mutant_outcome(failed, kind={kind!r}) status, kind", (got["status"], got["kind"]),
+           (status, shown))
+
+
+def test_a_mutant_message_is_one_line_of_at_most_300_characters() -> None:
+    got = v.mutant_outcome(_Suite([_result("failed", 1, "law", message="x " * 400)]))
+    _check("len(mutant_outcome(600-character message)['message'])", len(got["message"]), 300)
+
+
+@pytest.mark.parametrize(("suite", "status", "message"), [
+    pytest.param(_Suite([_result("passed", 3)]), "survived", None, id="finished, exit 0"),
+    pytest.param(_Suite([_result("passed", 3)], finished=False, exitstatus=2, returncode=2),
+                 "error", "the suite ended without a verdict (pytest exit 2, process exit 2, "
+                 "1 tests finished)", id="stopped early"),
+    pytest.param(_Suite([_result("passed", 3)], exitstatus=1, returncode=1), "error",
+                 "the suite ended without a verdict (pytest exit 1, process exit 1, "
+                 "1 tests finished)", id="exit 1 with no failure"),
+    pytest.param(_Suite([_result("passed", 3)], finished=False), "error",
+                 "the suite ended without a verdict (pytest exit 0, process exit 0, "
+                 "1 tests finished)", id="exit 0, not finished"),
+    pytest.param(_Suite([], finished=False, exitstatus=None, returncode=4, refused=True),
+                 "error", "pytest refused its command line (see pytest.log)", id="refused"),
+])
+def test_a_mutant_survives_only_a_finished_passing_suite(suite: _Suite, status: str,
+                                                         message: str | None) -> None:
+    got = v.mutant_outcome(suite)
+    _check(f"mutant_outcome({suite}) status, message", (got["status"], got["message"]),
+           (status, message))
+    _check(f"mutant_outcome({suite}) examples, tests_run", (got["examples"], got["tests_run"]),
+           (3 * len(suite.results), len(suite.results)))
+
+
+@pytest.mark.parametrize(("killed", "total", "want"), [
+    (3, 3, "passed"), (0, 0, "passed"), (2, 3, "failed"), (0, 1, "failed"),
+])
+def test_a_mutant_score_passes_only_when_every_mutant_was_killed(killed: int, total: int,
+                                                                 want: str) -> None:
+    _check(f"mutant_score_status({killed}, {total})", v.mutant_score_status(killed, total), want)
