@@ -18,8 +18,17 @@ from fractions import Fraction
 import numpy as np
 
 from resverify.impl.backend import Backend
-from resverify.properties.assertions import Context, num, run_ok
+from resverify.properties.assertions import Context, run_ok
 from resverify.properties.cases import Case
+from resverify.properties.relations import (
+    Group,
+    Linear,
+    Term,
+    array_budget,
+    distinct,
+    holds,
+    rational_bound,
+)
 from resverify.properties.strategies import last_alpha_node
 from resverify.spec.budget import error_budget
 from resverify.spec.exact import as_fractions
@@ -27,12 +36,14 @@ from resverify.spec.ir import Input, Node, Program
 from resverify.spec.request import Request
 
 __all__ = [
+    "affine_in_alpha",
     "check_cancellation_is_exact",
     "check_output_affine_in_alpha",
     "check_plain_depth_law",
     "check_residual_depth_law",
     "check_unrolled_sum",
     "scale_chain",
+    "unrolled_sum",
 ]
 
 
@@ -40,47 +51,27 @@ def _frac(array: object) -> np.ndarray:
     return as_fractions(np.asarray(array, dtype=np.float64))
 
 
-def _abs_budget(array: np.ndarray) -> np.ndarray:
-    return as_fractions(np.asarray(array, dtype=np.float64))
-
-
-def _finite(ctx: Context, what: str, array: object) -> None:
-    __tracebackhide__ = True
-    ctx.check(bool(np.all(np.isfinite(np.asarray(array)))),
-              f"{what}: backend {ctx.backend} gives a non-finite value "
-              f"{np.asarray(array).tolist()!r}, spec is finite")
+def affine_in_alpha(case: Case, dtype: str, a: Fraction) -> Group:
+    """The group of the affine law: ``case`` at α = 0, 1 and ``a`` for the last block, and
+    for the output and every gradient ``y(a) - (1-a)·y(0) - a·y(1)`` within
+    ``B_a + |1-a|·B_0 + |a|·B_1`` (nothing is claimed of an array with an infinite budget)."""
+    name = last_alpha_node(case)
+    alphas = (Fraction(0), Fraction(1), a)
+    requests, at = distinct(case.with_alpha(name, v).request(dtype) for v in alphas)
+    coefs = ((at[2], Fraction(1)), (at[0], -(1 - a)), (at[1], -a))
+    relations = []
+    for array in ["output", *(f"grads/{n}" for n in requests[0].program.input_names)]:
+        parts = [(c, array_budget(requests[k], array)) for k, c in coefs]
+        relations.append(Linear(f"{array} at α={a} against (1-α)·y(0) + α·y(1)",
+                                tuple(Term(k, array, c) for k, c in coefs),
+                                rational_bound(parts, whole=True)))
+    return Group(requests, tuple(relations))
 
 
 def check_output_affine_in_alpha(backend: Backend, case: Case, dtype: str, a: Fraction) -> None:
     """``y(a)`` against ``(1-a)·y(0) + a·y(1)`` for the last block's α, output and gradients."""
     __tracebackhide__ = True
-    name = last_alpha_node(case)
-    requests = {v: case.with_alpha(name, v).request(dtype) for v in (Fraction(0), Fraction(1), a)}
-    results = {v: run_ok(backend, r) for v, r in requests.items()}
-    budgets = {v: error_budget(r) for v, r in requests.items()}
-    ctx = Context(backend.name, requests[a])
-    keys = ["output", *requests[a].program.input_names]
-
-    def pick(v: Fraction, key: str) -> tuple[np.ndarray, np.ndarray]:
-        r, b = results[v], budgets[v]
-        return ((r.output, b.output) if key == "output" else (r.grads[key], b.grads[key]))
-
-    for key in keys:
-        (y0, b0), (y1, b1), (ya, ba) = (pick(v, key) for v in (Fraction(0), Fraction(1), a))
-        if not all(np.all(np.isfinite(np.asarray(b, dtype=np.float64))) for b in (b0, b1, ba)):
-            continue
-        what = key if key == "output" else f"grads[{key!r}]"
-        for y in (y0, y1, ya):
-            _finite(ctx, what, y)
-        flat = [_frac(v).reshape(-1).tolist() for v in (y0, y1, ya, b0, b1, ba)]
-        for i, (v0, v1, va, e0, e1, ea) in enumerate(zip(*flat, strict=True)):
-            line = (1 - a) * v0 + a * v1
-            tol = ea + abs(1 - a) * e0 + abs(a) * e1
-            index = [int(j) for j in np.unravel_index(i, np.shape(ya))] if np.ndim(ya) else []
-            if abs(va - line) > tol:
-                ctx.fail(f"{what}{index} at α={a}: backend {ctx.backend} = {num(va)}, affine "
-                         f"prediction (1-α)y(0)+α·y(1) from the backend = {num(line)}, "
-                         f"budget {num(tol)} (spec: affine in α)")
+    holds(backend, affine_in_alpha(case, dtype, a))
 
 
 def scale_chain(shape: tuple[int, ...], factors: Sequence[Fraction], residual: bool) -> Program:
@@ -119,38 +110,32 @@ def check_plain_depth_law(backend: Backend, request: Request, a: Fraction, depth
     _check_power(backend, request, a**depth, f"a^L, a={a}, L={depth}")
 
 
+def unrolled_sum(requests: Sequence[Request], factors: Sequence[Fraction]) -> Group:
+    """The group of the unrolled sum: ``requests[l]`` is the residual scale chain of depth
+    l (``requests[0]`` the identity), and ``x_L - x_0 - Σ_l a_l x_l`` over the backend's
+    own states lies within ``B_L + Σ |a_l| B_l``. An element whose budget is infinite in
+    some state (it may round past the dtype's largest value) claims nothing, as in every
+    other law: it is not compared, and it may be ±inf or NaN."""
+    depth = len(factors)
+    coef = dict.fromkeys(range(depth + 1), Fraction(0))
+    coef[depth] += 1
+    coef[0] -= 1
+    for layer, a in enumerate(factors):
+        coef[layer] -= a
+    bounds = [(Fraction(1), array_budget(requests[depth], "output"))] + [
+        (a, array_budget(requests[layer], "output")) for layer, a in enumerate(factors)]
+    terms = tuple(Term(d, "output", c) for d, c in coef.items())
+    return Group(tuple(requests), (Linear("x_L against x_0 + Σ a_l·x_l from the backend's "
+                                          "own states", terms,
+                                          rational_bound(bounds, whole=False)),))
+
+
 def check_unrolled_sum(backend: Backend, requests: Sequence[Request],
                        factors: Sequence[Fraction]) -> None:
-    """``x_L = x_0 + Σ_l a_l x_l`` where ``x_l`` is the backend's output at depth l.
-
-    ``requests[l]`` is the residual scale chain of depth l (``requests[0]`` the identity).
-    """
+    """``x_L = x_0 + Σ_l a_l x_l`` where ``x_l`` is the backend's output at depth l
+    (:func:`unrolled_sum`)."""
     __tracebackhide__ = True
-    results = [run_ok(backend, request) for request in requests]
-    budgets = [np.asarray(error_budget(r).output, dtype=np.float64).reshape(-1)
-               for r in requests]
-    # An infinite budget (a state that may round past the dtype's largest value) claims
-    # nothing about that element, as in every other law: it is not compared, and it may
-    # be ±inf or NaN; every other element of every state must be finite.
-    unbounded = np.any(np.isinf(np.stack(budgets)), axis=0)
-    outputs = []
-    for request, result in zip(requests, results, strict=True):
-        judged = np.where(unbounded, 0.0, np.asarray(result.output, np.float64).reshape(-1))
-        _finite(Context(backend.name, request), "output", judged)
-        outputs.append(_frac(judged).tolist())
-    ctx = Context(backend.name, requests[-1])
-    shape = np.shape(requests[0].inputs["x"])
-    budgets = [_abs_budget(np.where(unbounded, 0.0, b)).tolist() for b in budgets]
-    for flat, last in enumerate(outputs[-1]):
-        if unbounded[flat]:
-            continue
-        total = outputs[0][flat] + sum(a * x[flat] for a, x in zip(factors, outputs, strict=False))
-        tol = budgets[-1][flat] + sum(abs(a) * b[flat] for a, b in zip(factors, budgets,
-                                                                        strict=False))
-        index = [int(j) for j in np.unravel_index(flat, shape)] if shape else []
-        if abs(last - total) > tol:
-            ctx.fail(f"output{index}: backend {ctx.backend} x_L = {num(last)}, unrolled "
-                     f"x_0 + Σ a_l x_l from its own states = {num(total)}, budget {num(tol)}")
+    holds(backend, unrolled_sum(requests, factors))
 
 
 def check_cancellation_is_exact(backend: Backend, request: Request) -> None:

@@ -24,13 +24,24 @@ The structural laws mirror reverse mode's where they say something:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy as np
 
 from resverify.impl.backend import Backend
-from resverify.properties.assertions import Context, num, run_ok
+from resverify.properties.assertions import Context, run_ok
+from resverify.properties.relations import (
+    INF,
+    Group,
+    Linear,
+    Pairing,
+    Term,
+    distinct,
+    exact_array,
+    holds,
+    pairing,
+)
 from resverify.spec.budget import Budget, error_budget
 from resverify.spec.exact import as_fractions, evaluate
 from resverify.spec.request import Request, Value
@@ -42,9 +53,11 @@ __all__ = [
     "check_shared_operand_tangent",
     "check_tangent_is_linear",
     "check_tangent_matches_spec",
+    "duality",
     "linearity_factors",
     "pairing",
     "scaled_tangents",
+    "tangent_linearity",
 ]
 
 
@@ -79,76 +92,35 @@ def check_tangent_matches_spec(backend: Backend, request: Request) -> None:
     ctx.within("tangent", tangent, exact.tangent, budget.tangent)
 
 
-class Pairing:
-    """``Σ wᵢ·vᵢ`` over pairs of arrays, exactly, with the bound ``Σ |wᵢ|·Bᵢ`` of its error.
-
-    ``w`` are exact weights (the request's cotangent or tangents), ``v`` the backend's
-    floats and ``B`` their budgets. A zero weight contributes nothing, whatever its value.
-    ``unbounded`` names the first element with a non-zero weight and an infinite budget
-    (the analysis allows overflow there: the inner product is then not checked);
-    ``broken`` the first with a finite budget and a NaN or infinite value.
-    """
-
-    def __init__(self) -> None:
-        self.total = Fraction(0)
-        self.slack = Fraction(0)
-        self.unbounded: str | None = None
-        self.broken: str | None = None
-
-    def add(self, what: str, weights: np.ndarray, values: np.ndarray,
-            bounds: np.ndarray) -> None:
-        shape = np.shape(weights)
-        limits = np.broadcast_to(np.asarray(bounds, dtype=np.float64), shape)
-        for index, w, v, b in zip(np.ndindex(*shape), np.asarray(weights).reshape(-1).tolist(),
-                                  np.asarray(values).reshape(-1).tolist(),
-                                  limits.reshape(-1).tolist(), strict=True):
-            if w == 0:
-                continue
-            where = f"{what}{list(index)}"
-            if not np.isfinite(b):
-                self.unbounded = self.unbounded or where
-            elif not np.isfinite(v):
-                self.broken = self.broken or f"{where} = {v!r}"
-            else:
-                self.total += Fraction(w) * Fraction(v)
-                self.slack += abs(Fraction(w)) * Fraction(b)
-
-
-def pairing(parts: Iterable[tuple[str, np.ndarray, np.ndarray, np.ndarray]]) -> Pairing:
-    """The :class:`Pairing` of ``(what, weights, values, bounds)`` parts."""
-    found = Pairing()
-    for what, weights, values, bounds in parts:
-        found.add(what, weights, values, bounds)
-    return found
-
-
-def check_duality(backend: Backend, request: Request) -> None:
-    """``⟨ȳ, J t⟩ = ⟨Jᵀȳ, t⟩`` on the backend's own answer, within the budgets.
+def duality(request: Request) -> Group:
+    """The group of the duality on one forward-mode request: ``⟨ȳ, J t⟩ − ⟨Jᵀȳ, t⟩`` summed
+    from its one answer, within ``Σ|ȳᵢ|·B(Jt)ᵢ + Σⱼ|tⱼ|·B(x̄)ⱼ`` (inf, nothing claimed, when
+    a budget with a non-zero weight is infinite).
 
     Both sides are exact sums of the backend's floats times the request's ȳ and t. The
     true sides are equal, and each float is within its budget of the true value (the
-    budget bounds the distance to the true value, the spec's slack included), so the
-    difference is at most ``Σ|ȳᵢ|·B(Jt)ᵢ + Σⱼ|tⱼ|·B(x̄)ⱼ``. Not checked where a budget
-    with a non-zero weight is infinite.
-    """
-    __tracebackhide__ = True
-    ctx, value, tangent = forward_value(backend, request)
-    assert request.tangents is not None
+    budget bounds the distance to the true value, the spec's slack included), which gives
+    the bound."""
+    if request.tangents is None:
+        raise AssertionError("a forward-mode law needs a request with tangents")
     budget = _forward_budget(request)
     assert budget.tangent is not None
-    left = pairing([("tangent", request.cotangent, tangent, budget.tangent)])
-    right = pairing((f"grads[{n!r}]", request.tangents[n], value.grads[n], budget.grads[n])
-                    for n in request.program.input_names)
-    if left.unbounded or right.unbounded:
-        return  # the analysis allows overflow on a term that counts: no bound to check
-    broken = left.broken or right.broken
-    ctx.check(broken is None, f"{broken}: backend {ctx.backend} gives a non-finite value "
-                              "where the spec's budget is finite (duality ⟨ȳ, J t⟩ = ⟨Jᵀȳ, t⟩)")
-    diff, bound = abs(left.total - right.total), left.slack + right.slack
-    ctx.check(diff <= bound,
-              f"duality: backend {ctx.backend} gives ⟨ȳ, J t⟩ = {num(left.total)} from its "
-              f"tangent and ⟨Jᵀȳ, t⟩ = {num(right.total)} from its gradients, |diff| = "
-              f"{num(diff)} > bound {num(bound)} (Σ|ȳ|·B(Jt) + Σ|t|·B(x̄))")
+    parts = [("tangent", Fraction(1), exact_array(request.cotangent), budget.tangent)] + [
+        (f"grads/{n}", Fraction(-1), exact_array(request.tangents[n]), budget.grads[n])
+        for n in request.program.input_names]
+    slack = pairing((array, weights, np.zeros(np.shape(weights)), bounds)
+                    for array, _, weights, bounds in parts)
+    bound = INF if slack.unbounded else slack.slack
+    terms = tuple(Term(0, array, coef, weights) for array, coef, weights, _ in parts)
+    return Group((request,), (Linear("duality ⟨ȳ, J t⟩ − ⟨Jᵀȳ, t⟩", terms,
+                                     np.array(bound, dtype=object), "sum"),))
+
+
+def check_duality(backend: Backend, request: Request) -> None:
+    """``⟨ȳ, J t⟩ = ⟨Jᵀȳ, t⟩`` on the backend's own answer, within the budgets
+    (:func:`duality`)."""
+    __tracebackhide__ = True
+    holds(backend, duality(request))
 
 
 def linearity_factors(dtype: str, extremes: bool) -> tuple[Fraction, ...]:
@@ -171,18 +143,26 @@ def scaled_tangents(request: Request, factor: Fraction) -> Request:
                    tangents)
 
 
+def tangent_linearity(request: Request, factors: Sequence[Fraction]) -> Group:
+    """The group of linearity in t: ``request`` and, for each factor s, the same request
+    with every input tangent times s; ``J(s·t) − s·J t`` exactly 0 (as values: ``-0.0 ==
+    0.0``) except where the spec's tangent budget is infinite (overflow: nothing to scale)."""
+    requests, at = distinct([request, *(scaled_tangents(request, s) for s in factors)])
+    budget = _forward_budget(request).tangent
+    assert budget is not None
+    limit = np.empty(np.shape(budget), dtype=object)
+    limit.reshape(-1)[:] = [INF if b == INF else Fraction(0) for b in budget.reshape(-1)]
+    return Group(requests, tuple(
+        Linear(f"tangent of {s}·t against {s}·(tangent of t)",
+               (Term(k, "tangent", Fraction(1)), Term(0, "tangent", -s)), limit)
+        for s, k in zip(factors, at[1:], strict=True)))
+
+
 def check_tangent_is_linear(backend: Backend, request: Request,
                             factors: Sequence[Fraction]) -> None:
-    """``J(s·t) = s·J t`` exactly for each factor s (as values: ``-0.0 == 0.0``), except
-    where ``J t`` itself is NaN or infinite (overflow: nothing to scale)."""
+    """``J(s·t) = s·J t`` exactly for each factor s (:func:`tangent_linearity`)."""
     __tracebackhide__ = True
-    _, _, tangent = forward_value(backend, request)
-    finite = np.isfinite(tangent)
-    for factor in factors:
-        ctx, _, scaled = forward_value(backend, scaled_tangents(request, factor))
-        expected = np.where(finite, tangent, 0).astype(np.float64)
-        ctx.equal(f"tangent of ({factor})·t", scaled, as_fractions(expected) * factor,
-                  f"({factor})·(tangent of t)", skip=~finite)
+    holds(backend, tangent_linearity(request, factors))
 
 
 def check_alpha_zero_tangent_is_input_tangent(backend: Backend, request: Request) -> None:

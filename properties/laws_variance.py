@@ -44,18 +44,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
-import mpmath
 import numpy as np
 
 from resverify.impl.backend import Backend
 from resverify.properties.assertions import Context, num, run_ok
 from resverify.properties.cases import round_to_dtype
 from resverify.properties.laws_norm import norm_blocks
-from resverify.properties.laws_structure import merge_request
+from resverify.properties.relations import Group, VarianceIdentity, holds
 from resverify.properties.stats import acceptance, miss_probability, shifted_acceptance
 from resverify.spec.budget import Budget, error_budget
 from resverify.spec.enclosure import Ball, NotEnclosed, enclose, fast_budget
-from resverify.spec.exact import as_fractions, evaluate_exact
+from resverify.spec.exact import evaluate_exact
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.request import Request
 
@@ -69,6 +68,7 @@ __all__ = [
     "check_sample_variance_identity",
     "noise_stack",
     "norm_stream",
+    "sample_variance_identity",
 ]
 
 STREAM_SAMPLES = 768  # the width of seed S26
@@ -77,52 +77,24 @@ NORM_WIDTH = 64  # a square: the branch's 1/√d is 1/8, exact
 NORM_EPS = Fraction(1, 2**20)
 
 
-def _moments(a: np.ndarray, b: np.ndarray) -> Fraction:
-    """Population covariance of two object arrays of Fractions."""
-    n = len(a)
-    ma, mb = sum(a, Fraction(0)) / n, sum(b, Fraction(0)) / n
-    return sum(((p - ma) * (q - mb) for p, q in zip(a, b, strict=True)), Fraction(0)) / n
-
-
-def check_sample_variance_identity(backend: Backend, request: Request) -> None:
-    """``Var y = Var x + Var f + 2Cov(x, f)`` on the backend's f and y, within the merge budget.
-
-    ``request`` is one block ``residual_add(x, f)`` over a 1-D sample x; f is fetched by
-    running the same program with the branch as output.
-    """
-    __tracebackhide__ = True
+def sample_variance_identity(request: Request) -> Group:
+    """The group of the sample variance identity: ``request`` is one block
+    ``residual_add(x, f)`` over a 1-D sample x; the branch f is fetched by a second request,
+    the same program with the branch as output (cotangent ones)."""
     program = request.program
     merge = {n.name: n for n in program.nodes}[program.output]
     x_name, f_name = merge.args
-    f_program = Program(program.inputs, program.nodes, f_name)
-    f_request = Request(f_program, request.inputs, request.dtype,
-                        np.ones_like(request.inputs[x_name]))
-    y_raw = np.asarray(run_ok(backend, request).output)
-    f_raw = np.asarray(run_ok(backend, f_request).output)
-    if not (np.all(np.isfinite(y_raw)) and np.all(np.isfinite(f_raw))):
-        overflow = np.isinf(error_budget(request).output)
-        bad = ~np.isfinite(y_raw) | ~np.isfinite(f_raw)
-        Context(backend.name, request).check(
-            bool(np.all(overflow[bad])), f"backend {backend.name} gives a non-finite output where "
-            "the spec's budget rules out overflow")
-        return
-    budget = error_budget(merge_request("residual_add", request.inputs[x_name], f_raw,
-                                        request.dtype, np.ones_like(f_raw))).output
-    if not np.all(np.isfinite(budget)):
-        return  # the analysis allows overflow in the merge: no bound to check
-    y, x, f = (as_fractions(v) for v in (y_raw, request.inputs[x_name], f_raw))
-    bound = as_fractions(budget)
-    exact_sum = x + f
-    gap = abs(_moments(y, y) - (_moments(x, x) + _moments(f, f) + 2 * _moments(x, f)))
-    m = sum((b * b for b in bound), Fraction(0)) / len(bound)
-    ok = gap <= m or (gap - m) ** 2 <= 4 * _moments(exact_sum, exact_sum) * m
-    if not ok:
-        product = m * _moments(exact_sum, exact_sum)
-        allowed = 2 * mpmath.sqrt(mpmath.mpf(product.numerator) / product.denominator) + (
-            mpmath.mpf(m.numerator) / m.denominator)
-        Context(backend.name, request).fail(
-            f"Var(y) - [Var x + Var f + 2Cov(x,f)] = {num(gap)} on backend {backend.name}'s "
-            f"outputs; spec: 0 up to the merge budget {mpmath.nstr(allowed, 3)}")
+    f_request = Request(Program(program.inputs, program.nodes, f_name), request.inputs,
+                        request.dtype, np.ones_like(request.inputs[x_name]))
+    return Group((request, f_request), (VarianceIdentity(
+        "Var(y) against Var x + Var f + 2Cov(x,f)", x_name, 0, 1),))
+
+
+def check_sample_variance_identity(backend: Backend, request: Request) -> None:
+    """``Var y = Var x + Var f + 2Cov(x, f)`` on the backend's f and y, within the merge budget
+    (:func:`sample_variance_identity`)."""
+    __tracebackhide__ = True
+    holds(backend, sample_variance_identity(request))
 
 
 def noise_stack(samples: int, depth: int, scale: Fraction) -> Program:

@@ -30,7 +30,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from fractions import Fraction
 from pathlib import Path
@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import event, reject, settings
+from hypothesis import event, is_hypothesis_test, reject, settings
 from hypothesis.errors import HypothesisException
 
 from resverify.impl.backend import Backend
@@ -169,11 +169,45 @@ def _example_key(args: Any, kwargs: Any) -> str:
         return _ADDRESS.sub("", repr((args, sorted(kwargs.items()))))
 
 
+@contextmanager
+def around_each_example(test: Any, around: Callable[[Any, Any, Any], Any]) -> Iterator[bool]:
+    """Within the block, each example of the Hypothesis test ``test`` runs as
+    ``around(inner, args, kwargs)``, ``inner`` being the function Hypothesis calls once per
+    example; yields False (and changes nothing) for a test that is not a Hypothesis test.
+
+    Why this hook: the example count, the first counterexample and the shrink cap need code
+    around every example, and Hypothesis has no other public way in. The ``prop`` fixture is
+    set up once per test, not per example; ``settings`` caps examples but not shrinking (its
+    ``phases`` can only leave shrinking out). ``test.hypothesis.inner_test`` is the one
+    attribute Hypothesis hands plugins for this: its ``HypothesisHandle`` says downstream
+    users may reassign it "to insert custom logic into the execution of each case"
+    (pytest-trio and pytest-asyncio do), checked on Hypothesis 6.170.17. It is reassigned
+    here only, and put back when the block ends.
+    """
+    handle = getattr(test, "hypothesis", None) if is_hypothesis_test(test) else None
+    if handle is None:
+        yield False
+        return
+    inner = handle.inner_test
+
+    @functools.wraps(inner)
+    def each(*args: Any, **kwargs: Any) -> Any:
+        return around(inner, args, kwargs)
+
+    handle.inner_test = each
+    try:
+        yield True
+    finally:
+        handle.inner_test = inner
+
+
 class PropertyRun:
     """One property test against one backend: counts examples, filters unclaimed requests.
 
     Examples are counted in one place, :meth:`counting`, which the ``prop`` fixture wraps
-    around the test's inner Hypothesis function: a test body never counts its own. There
+    around every example the test runs (:func:`around_each_example`): a test body never
+    counts its own. ``max_examples`` is the test's own setting, read from Hypothesis's
+    ``settings()`` while an example runs (the profile's until one has). There
     too the first counterexample is noticed: ``failed_after`` is the number of examples
     run up to and including it (None while none failed), every example after it is one
     Hypothesis runs to shrink it (``shrink_examples``, over ``shrink_seconds``), and
@@ -208,6 +242,7 @@ class PropertyRun:
                 and self.shrink_examples >= self.shrink_limit
                 and _example_key(args, kwargs) not in self._failing):  # keyed only when
             reject()  # shrinking: a passing test never prints its examples
+        self.max_examples = settings().max_examples  # the test's own, while it runs
         self.examples += 1
         try:
             return inner(*args, **kwargs)
@@ -252,27 +287,12 @@ class PropertyRun:
 
     @contextmanager
     def counting(self, test: Any) -> Iterator[None]:
-        """Within the block, every example the Hypothesis test ``test`` runs is counted.
-
-        Wraps ``test.hypothesis.inner_test``, the function Hypothesis calls once per
-        example (its documented hook for plugins), and puts it back afterwards.
-        """
-        hypothesis = getattr(test, "hypothesis", None)
-        if hypothesis is None:  # not a Hypothesis test: it runs once, as one example
-            self.examples += 1
+        """Within the block, every example the Hypothesis test ``test`` runs is counted
+        (:func:`around_each_example`); a plain test counts as one example."""
+        with around_each_example(test, self._example) as wrapped:
+            if not wrapped:
+                self.examples += 1
             yield
-            return
-        inner = hypothesis.inner_test
-
-        @functools.wraps(inner)
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            return self._example(inner, args, kwargs)
-
-        hypothesis.inner_test = counted
-        try:
-            yield
-        finally:
-            hypothesis.inner_test = inner
 
     def request(self, case: Case, dtype: str) -> Request:
         """``case`` as a request; examples using ops the backend does not claim are rejected."""
@@ -303,7 +323,7 @@ def prop(request: pytest.FixtureRequest, backend: Backend) -> Iterator[PropertyR
     run = PropertyRun(node.originalname.removeprefix("test_"), label, backend,
                       shrink_limit=shrink_limit(active_profile()), nodeid=node.nodeid,
                       status_dir=None if status is None else Path(status),
-                      max_examples=_max_examples(node))
+                      max_examples=settings().max_examples)
     mode = property_mode(node)
     node.user_properties += [("property", run.name), ("backend", label), ("mode", mode)]
     if "dtype" in params:
@@ -351,16 +371,21 @@ def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
     return True
 
 
-def _leaves(exc: BaseException) -> Iterator[BaseException]:
+def _leaves(exc: BaseException, grouped: bool = False) -> Iterator[BaseException]:
     """``exc`` itself, or every exception inside it when it is a group: Hypothesis reports
-    several distinct failures of one test, or a flaky one, as an exception group."""
+    several distinct failures of one test, or a flaky one, as an exception group. A group
+    of Exceptions cannot hold a BaseException such as :class:`ExampleTimeout`, so Hypothesis
+    puts in its place a plain Exception caused by it: inside a group, that cause is the
+    failure."""
     inner = getattr(exc, "exceptions", None)
     if inner is None:
-        wrapped = type(exc).__name__ == "_WrappedBaseException"  # Hypothesis' wrapper of a
-        yield exc.__cause__ if wrapped and exc.__cause__ is not None else exc  # BaseException
+        cause = exc.__cause__
+        if grouped and cause is not None and not isinstance(cause, Exception):
+            exc = cause
+        yield exc
         return
     for each in inner:
-        yield from _leaves(each)
+        yield from _leaves(each, grouped=True)
 
 
 def failure_kind(exc: BaseException) -> str:
@@ -418,13 +443,6 @@ def _failures(item: pytest.Item, run: PropertyRun, exc: BaseException) -> list[d
     return list(found.values())
 
 
-def _max_examples(item: pytest.Item) -> int:
-    """``max_examples`` of the test's Hypothesis settings (the active profile's, unless the
-    test sets its own)."""
-    own = getattr(getattr(item, "obj", None), "_hypothesis_internal_use_settings", None)
-    return int((own or settings()).max_examples)
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
                               ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
@@ -436,7 +454,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     run = item.stash.get(_RUN, None)
     if run is not None and call.when == "call":
         run.clear_status()
-        item.user_properties += [("examples", run.examples), ("max_examples", _max_examples(item))]
+        item.user_properties += [("examples", run.examples), ("max_examples", run.max_examples)]
         if run.failed_after is not None:
             item.user_properties += [("failed_after", run.failed_after),
                                      ("shrink_examples", run.shrink_examples),

@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import example, given
+from hypothesis import given
 from hypothesis import strategies as st
 
 from resverify.impl.backend import Backend
@@ -18,6 +18,7 @@ from resverify.properties.laws_depth import (
     check_unrolled_sum,
     scale_chain,
 )
+from resverify.properties.pinned import example
 from resverify.properties.plugin import PropertyRun
 from resverify.properties.strategies import alphas, depth_factors, scalar_branch_inputs
 from resverify.spec.ir import DTYPES

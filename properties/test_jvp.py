@@ -15,7 +15,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import example, given
+from hypothesis import given
 from hypothesis import strategies as st
 
 from resverify.impl.backend import Backend
@@ -30,6 +30,7 @@ from resverify.properties.laws_jvp import (
     linearity_factors,
 )
 from resverify.properties.laws_structure import check_inputs_unchanged
+from resverify.properties.pinned import example
 from resverify.properties.plugin import PropertyRun
 from resverify.properties.strategies import (
     drawn_range,

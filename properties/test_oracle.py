@@ -8,13 +8,14 @@ summed over the wrong axes shows.
 from __future__ import annotations
 
 import pytest
-from hypothesis import example, given
+from hypothesis import given
 from hypothesis import strategies as st
 
 from resverify.impl.backend import Backend
 from resverify.properties import pinned
 from resverify.properties.cases import Case
 from resverify.properties.laws_oracle import check_finite_differences, check_matches_spec
+from resverify.properties.pinned import example
 from resverify.properties.plugin import PropertyRun
 from resverify.properties.strategies import SMOOTH_FAMILIES, broadcast_cases, residual_cases
 from resverify.spec.ir import DTYPES

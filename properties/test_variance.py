@@ -12,7 +12,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-from hypothesis import example, given
+from hypothesis import given
 from hypothesis import strategies as st
 
 from resverify.impl.backend import Backend
@@ -24,6 +24,7 @@ from resverify.properties.laws_variance import (
     check_pre_norm_stream_variance,
     check_sample_variance_identity,
 )
+from resverify.properties.pinned import example
 from resverify.properties.plugin import PropertyRun
 from resverify.properties.strategies import sample_block_cases
 from resverify.spec.ir import DTYPES

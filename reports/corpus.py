@@ -16,8 +16,10 @@ entry holds the request, and either the exact output and gradients (rationals as
 ``"-13/4"``) with a per-element budget (hex floats; ``"inf"`` where the analysis allows
 overflow) -- and the exact output tangent with its budget when the request carries
 tangents (forward mode) -- or the typed error the spec gives. A law that relates several
-answers (:data:`resverify.reports.relations.BUILDERS`) also writes, per pinned example and
-dtype, a *group*: the requests it sent and the relation with its exact bound. The budget is
+answers also writes, per pinned example and dtype, a *group*: the one the law itself built
+and drove on the oracle (:func:`resverify.properties.relations.recording`), its requests and
+the relation with its exact bound. The pinned examples are the declared list
+:data:`resverify.properties.pinned.PINNED`, which the tests' ``@example`` fill. The budget is
 :func:`resverify.spec.budget.error_budget`'s, except where the property's law demands
 exact equality (:data:`EXACT`): there it is 0 (still ``inf`` where the analysis allows
 overflow). Where ``tanh`` is involved the exact value is not rational: the entry's exact
@@ -33,7 +35,6 @@ relation holds.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import math
@@ -46,11 +47,17 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import numpy as np
+from hypothesis import Phase, example, given, settings
+from hypothesis import strategies as st
 
 from resverify.impl.backend import Backend, Capabilities
+from resverify.properties.laws_variance import check_sample_variance_identity
+from resverify.properties.relations import Group, digest, recording
 from resverify.reports import relations
 from resverify.reports.judge import Expected, Verdict, judge, judge_group
+from resverify.reports.relations import rational
 from resverify.spec.budget import error_budget
 from resverify.spec.codec import (
     packaged_schema,
@@ -117,6 +124,12 @@ READS: Mapping[str, tuple[str, ...]] = {
 }
 """Properties whose law reads only some inputs' gradients: their entries expect only
 those (its exact row sums of x̄ are not exported; the budget check of x̄ is)."""
+FROM_ONE_REQUEST: Mapping[str, Callable[[Backend, Request], None]] = {
+    "sample_variance_of_merge_is_sum_plus_twice_covariance": check_sample_variance_identity,
+}
+"""The properties whose law takes one request and sends the others itself (the sample
+variance identity fetches the branch): the saved vector of a failure is enough to rebuild
+its group (``resverify vectors group``)."""
 Doc = dict[str, Any]
 # the schema's element patterns (spec/schema/vectors.schema.json), applied by _arrays
 _RATIONAL = re.compile(r"-?[0-9]+(/[1-9][0-9]*)?")
@@ -134,7 +147,7 @@ class Oracle:
         self.capabilities = Capabilities(DTYPES, tuple(OP_TABLE), "cpu", modes())
 
     def run(self, request: Request) -> Value | ResultError:
-        self.seen.setdefault(_digest(request), request)
+        self.seen.setdefault(digest(request), request)
         exact = evaluate(request)
         if exact.error is not None:
             return exact.error
@@ -155,11 +168,6 @@ def _rounded(values: np.ndarray, dtype: str) -> np.ndarray:
         storage_dtype(dtype))
 
 
-def _digest(request: Request) -> str:
-    text = json.dumps(request_to_dict(request), sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 # ----------------------------------------------------------------------------------------
 # collecting the cases
 
@@ -173,7 +181,7 @@ class CorpusGroup:
     family: str
     source: str
     dtype: str
-    group: relations.Group
+    group: Group
 
 
 @dataclass(frozen=True)
@@ -206,7 +214,7 @@ def _property_tests() -> Iterator[tuple[str, str, Any]]:
         module = importlib.import_module(f"resverify.properties.test_{family}")
         for name in sorted(vars(module)):
             test = getattr(module, name)
-            if name.startswith("test_") and hasattr(test, "hypothesis"):
+            if name.startswith("test_") and hypothesis.is_hypothesis_test(test):
                 yield family, name.removeprefix("test_"), test
 
 
@@ -222,27 +230,28 @@ def _marks(marks: Any) -> list[Any]:
 
 
 def _pinned_cases(family: str, prop: str, test: Any) -> Iterator[CorpusCase | CorpusGroup]:
-    """The requests the law of ``test`` sends for each of its pinned examples, per dtype,
-    and the group of a law that relates them (:data:`relations.BUILDERS`)."""
+    """The requests the law of ``test`` sends for each of its pinned examples
+    (:func:`resverify.properties.pinned.pinned_examples`), per dtype, and every group a law
+    relating several answers built on them."""
+    from resverify.properties.pinned import pinned_examples
     from resverify.properties.plugin import PropertyRun
     from resverify.properties.strategies import SENSIBLE, claiming, drawing
 
-    examples = reversed(getattr(test, "hypothesis_explicit_examples", []))
-    for number, example in enumerate(examples, 1):
+    pinned = pinned_examples(test)
+    for number, values in enumerate([] if pinned is None else pinned.examples, 1):
+        assert pinned is not None
         for dtype in DTYPES:
             oracle = Oracle()
             run = PropertyRun(prop, oracle.name, oracle)
-            with claiming(oracle.capabilities.ops), drawing(dtype, SENSIBLE):
-                explicit_example(test, example.kwargs, backend=oracle, dtype=dtype, prop=run)
+            with (claiming(oracle.capabilities.ops), drawing(dtype, SENSIBLE),
+                  recording() as groups):
+                explicit_example(pinned.body, values, backend=oracle, dtype=dtype, prop=run)
             refusal = any(not r.shape_valid for r in oracle.seen.values())
             source = f"example {number} of test_{prop}"
             for request in oracle.seen.values():
                 yield CorpusCase(prop, family, source, request, refusal and _is_probe(request),
                                  test_mode(test))
-            build = relations.BUILDERS.get(prop)
-            sent = list(oracle.seen.values())
-            group = build(sent, example.kwargs) if build and sent else None
-            if group is not None:
+            for group in groups:
                 yield CorpusGroup(prop, family, source, dtype, group)
 
 
@@ -253,21 +262,18 @@ def _is_probe(request: Request) -> bool:
             and np.array_equal(values[0], values[1]))
 
 
-def explicit_example(test: Any, values: Mapping[str, Any], **fixtures: Any) -> None:
-    """Run the body of the Hypothesis test ``test`` on the explicit example ``values``,
-    inside a Hypothesis run of that example alone (so ``assume``, ``reject`` and ``event``
-    in the law work as in the suite; an example the law rejects runs nothing)."""
-    from hypothesis import Phase, example, given, settings
-    from hypothesis import strategies as st
-
-    inner = test.hypothesis.inner_test
-
-    def body(**drawn: Any) -> None:
-        inner(**fixtures, **drawn)
+def explicit_example(body: Callable[..., Any], values: Mapping[str, Any],
+                     **fixtures: Any) -> None:
+    """Run ``body`` (a property test before ``@given``: ``Pinned.body``) on the explicit
+    example ``values``, inside a Hypothesis run of that example alone (so ``assume``,
+    ``reject`` and ``event`` in the law work as in the suite; an example the law rejects
+    runs nothing)."""
+    def single(**drawn: Any) -> None:
+        body(**fixtures, **drawn)
 
     never = {name: st.just(value) for name, value in values.items()}  # never drawn
-    single = example(**values)(given(**never)(body))
-    settings(phases=[Phase.explicit], database=None, deadline=None)(single)()
+    run = example(**values)(given(**never)(single))
+    settings(phases=[Phase.explicit], database=None, deadline=None)(run)()
 
 
 def _fixture_cases() -> Iterator[CorpusCase]:
@@ -334,9 +340,9 @@ def collect(select: Sequence[str] = (),
         for case in _pinned_cases(family, prop, test):
             requests = case.group.requests if isinstance(case, CorpusGroup) else [case.request]
             kind = "group" if isinstance(case, CorpusGroup) else "entry"
-            cases.setdefault(f"{prop}:{kind}:{'+'.join(map(_digest, requests))}", case)
+            cases.setdefault(f"{prop}:{kind}:{'+'.join(map(digest, requests))}", case)
     for case in filter(lambda c: chosen(c.property), _op_cases()):
-        cases.setdefault(f"{case.property}:{_digest(case.request)}", case)
+        cases.setdefault(f"{case.property}:{digest(case.request)}", case)
     for case in filter(lambda c: chosen(c.property), _fixture_cases()):
         cases[f"{case.source}:{case.request.dtype}"] = case  # every fixture has its entries
     return list(cases.values())
@@ -344,12 +350,6 @@ def collect(select: Sequence[str] = (),
 
 # ----------------------------------------------------------------------------------------
 # writing
-
-
-def rational(value: Fraction | int) -> str:
-    """``"p/q"`` (or ``"p"``) for a rational."""
-    exact = Fraction(value)
-    return str(exact) if exact.denominator == 1 else f"{exact.numerator}/{exact.denominator}"
 
 
 def _bound_text(value: float) -> str:
@@ -531,7 +531,7 @@ class GroupEntry:
     """One group read back: its listing in the manifest and the group."""
 
     listing: Mapping[str, Any]
-    group: relations.Group
+    group: Group
 
 
 def _read_json(path: Path, what: str) -> Any:
@@ -626,7 +626,7 @@ def load(folder: Path) -> Iterator[Entry | GroupEntry]:
         yield Entry(listing, request, expected, tuple(doc["checks"]))
 
 
-def load_group(path: Path) -> relations.Group:
+def load_group(path: Path) -> Group:
     """The group in the file ``path`` (a group of a corpus, or one made from a saved vector
     by ``resverify vectors group``); a one-line :class:`UsageError` for anything wrong."""
     doc = _read_json(path, "vector group")
@@ -652,14 +652,28 @@ def group_from_vector(path: Path, prop: str | None = None) -> Doc:
         raise UsageError(f"{where} records no property: give --property")
     try:
         request = request_from_dict(doc)
-        sent = relations.law_requests(prop, request)
+        group = _law_group(prop, request)
     except ResverifyError as exc:
         raise UsageError(f"{where}: {' '.join(str(exc).split())[:300]}") from None
-    group = relations.BUILDERS[prop](sent, {})
-    if group is None:
-        raise UsageError(f"{where}: the law of {prop} sends no group on this request")
     case = CorpusGroup(prop, "pinned", f"made from {path.name}", request.dtype, group)
-    return entry_doc(case, f"{prop}-{request.dtype}-{_digest(request)}")
+    return entry_doc(case, f"{prop}-{request.dtype}-{digest(request)}")
+
+
+def _law_group(prop: str, request: Request) -> Group:
+    """The group the law of ``prop`` builds when it is called on ``request`` alone (the
+    saved vector of a failure), driven on the exact oracle; only for the laws that take
+    one request and send the others themselves (:data:`FROM_ONE_REQUEST`)."""
+    laws = FROM_ONE_REQUEST
+    if prop not in laws:
+        raise UsageError(f"no vector group can be made from one saved request of {prop} "
+                         f"(only of {', '.join(laws)})")
+    ends = {n.name: n for n in request.program.nodes}[request.program.output]
+    if ends.op != "residual_add":
+        raise UsageError(f"the law of {prop} sends no group on this request (its output "
+                         f"is {ends.op}, not a merge)")
+    with recording() as groups:
+        laws[prop](Oracle(), request)
+    return groups[0]
 
 
 def run(folder: Path, backend: Backend) -> Iterator[tuple[Entry | GroupEntry, Verdict]]:

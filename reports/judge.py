@@ -22,11 +22,12 @@ replay`` does; a corpus entry names the checks of its property's law):
 * ``output``, ``grads``, ``tangent`` (forward mode: the output tangent ``J·t``): every
   element within its budget, else ``law``.
 
-A vector group (:mod:`resverify.reports.relations`: the requests a law relating several
-answers sends, and the relation) is judged by :func:`judge_group`: skipped unless the
-backend claims every request; each answer must be a value of the declared form
-(``refused``/``bad_result`` otherwise, as the law's own runs), and then every relation
-must hold (``law``).
+A vector group (:class:`resverify.properties.relations.Group`: the requests a law relating
+several answers sends, and the relation, as the property suite's own law builds it) is
+judged by :func:`judge_group`: skipped unless the backend claims every request; each answer
+must be a value of the declared form (``refused``/``bad_result`` otherwise, as the law's
+own runs), and then every relation must hold (``law``), checked by the law's own
+:func:`resverify.properties.relations.check`.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from resverify.impl.backend import Backend
+from resverify.properties import relations
 from resverify.properties.assertions import (
     Context,
     PropertyFailure,
@@ -45,8 +47,7 @@ from resverify.properties.assertions import (
     differences,
     send,
 )
-from resverify.reports import relations
-from resverify.reports.relations import Group
+from resverify.properties.relations import Group
 from resverify.spec.budget import error_budget
 from resverify.spec.exact import evaluate
 from resverify.spec.request import Request, ResultError, Value

@@ -142,3 +142,56 @@ def test_suite_records_the_first_counterexample_and_caps_shrinking_under_ci(
         f"{examples - failed_after} examples after the first counterexample, cap {cap} under ci")
     assert float(props["shrink_seconds"]) >= 0, props
     assert not list((tmp_path / "status").glob("*.json")), "the status file outlived its test"
+
+
+# ----------------------------------------------------------------------------------------
+# the plugin's public routes into Hypothesis
+
+
+def test_max_examples_is_the_tests_own_setting_read_while_it_runs() -> None:
+    """A test with its own ``max_examples`` reports that one, not the profile's: the
+    plugin reads ``settings()`` while an example runs (no private Hypothesis attribute)."""
+    run = PropertyRun("law", "numpy", bb.Reference(), max_examples=settings().max_examples)
+    profile = run.max_examples
+
+    @settings(max_examples=7, database=None, derandomize=True)
+    @given(x=st.integers())
+    def law(x: int) -> None:
+        pass
+
+    with run.counting(law):
+        law()
+    assert profile != 7, f"the profile already asks for 7 examples: {profile}"
+    assert run.max_examples == 7, f"max_examples {run.max_examples}, expected 7 [law]"
+    assert run.examples == 7, f"examples {run.examples}, expected 7 [law]"
+
+
+def test_each_example_hook_is_put_back_and_a_plain_test_counts_once() -> None:
+    law = _failing_on_large_sums()
+    before = law.hypothesis.inner_test  # type: ignore[attr-defined]
+    run = PropertyRun("law", "numpy", bb.Reference())
+    with run.counting(law):
+        assert law.hypothesis.inner_test is not before  # type: ignore[attr-defined]
+    assert law.hypothesis.inner_test is before, "the example hook was left in place"  # type: ignore[attr-defined]
+    plain = PropertyRun("plain", "numpy", bb.Reference())
+    with plain.counting(lambda: None):
+        pass
+    assert plain.examples == 1, f"a plain test counted {plain.examples} examples, expected 1"
+
+
+def test_a_timeout_inside_a_flaky_group_is_reported_as_the_timeout() -> None:
+    """Hypothesis reports a flaky test as an exception group, where a BaseException (the
+    suite's ExampleTimeout) stands as a plain Exception caused by it: the plugin reports the
+    timeout, and leaves an ungrouped exception with such a cause as it is."""
+    from hypothesis.errors import FlakyFailure
+
+    from resverify.properties.plugin import ExampleTimeout, _leaves, failure_kind
+
+    timeout = ExampleTimeout("too slow")
+    flaky = FlakyFailure("flaky", [timeout, ValueError("other")])
+    found = list(_leaves(flaky))
+    assert found[0] is timeout and isinstance(found[1], ValueError), found
+    assert [failure_kind(e) for e in found] == ["timeout", "internal"], found
+    alone = RuntimeError("not grouped")
+    alone.__cause__ = KeyboardInterrupt()
+    assert list(_leaves(alone)) == [alone], list(_leaves(alone))
