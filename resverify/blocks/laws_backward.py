@@ -4,9 +4,12 @@ Why it is a law of its own: a detached skip, or a hand-written backward that dro
 identity's part, leaves the forward exact and the model trainable, only slower to learn;
 no forward check sees it. The law rebuilds ``x̄`` site by site from the output back,
 ``s̄ = shortcut'(s)ᵀ z̄ + alpha J_F(s)ᵀ z̄`` with ``z̄`` the cotangent through the site's
-activation and post-norms, each part from torch's own autograd on the branch alone at the
-stream the module carried, and compares the module's ``x̄`` with it. Autograd adds the two
-parts of the fork once, and commutatively, so the comparison is bitwise; a site marked
+activation and post-norms, by torch's own autograd on the site as the recipe composes it,
+at the stream the module carried, and compares the module's ``x̄`` with it. Why bitwise:
+the composition creates the same ops in the same order as the block, so autograd adds the
+stream's gradient parts (the skip's, and one per op of F that reads the stream, two in an
+RMSNorm) in the same order; summing the skip's part and F's total separately would not
+(measured: one ulp off on the Hugging Face layers in float32). A site marked
 ``exact=False`` is judged within :func:`~.laws_forward.merge_budget` of the two parts.
 
 Precondition: the forward decomposition holds for the example (the backward of a wrong
@@ -35,11 +38,19 @@ __all__ = ["gradient_skip"]
 
 def _site_vjp(case: Case, i: int, s: torch.Tensor, g: torch.Tensor
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(s̄, skip part, branch part)`` of site ``i`` at entry ``s`` for exit cotangent ``g``."""
+    """``(s̄, skip part, branch part)`` of site ``i`` at entry ``s`` for exit cotangent ``g``.
+
+    ``s̄`` is autograd's own VJP of the site as the recipe composes it, ``shortcut(s) + alpha
+    F(s)`` through the post part, with F's ops created in the block's order, so that autograd
+    sums the stream's gradient parts (the skip's and each of F's reads of ``s``) in the order
+    the block's own backward does. The two parts, for the message and the budget, come from
+    autograd on the post part and on F alone."""
     site, module, ctx = case.recipe.sites[i], case.module, case.inputs.context
     with torch.enable_grad():
         leaf = s.detach().clone().requires_grad_(True)
         f = site.evaluate(module, leaf, ctx)
+        whole = torch.autograd.grad(site_exit(module, site, leaf, f)[1], leaf, g,
+                                    retain_graph=True)[0]
         z, _ = site_exit(module, site, leaf.detach(), f.detach())
         z_leaf = z.detach().requires_grad_(True)
         out = torch.relu(z_leaf) if site.activation == "relu" else z_leaf
@@ -56,7 +67,7 @@ def _site_vjp(case: Case, i: int, s: torch.Tensor, g: torch.Tensor
         branch = torch.autograd.grad(f, leaf, weight, allow_unused=True)[0]
     if branch is None:
         branch = torch.zeros_like(s)
-    return skip + branch, skip, branch
+    return whole, skip, branch
 
 
 def _params_finite(case: Case, names: list[str], grads: tuple[torch.Tensor | None, ...]
