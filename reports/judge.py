@@ -48,6 +48,7 @@ from resverify.properties.assertions import (
     send,
 )
 from resverify.properties.relations import Group
+from resverify.reports.verdicts import vector_status
 from resverify.spec.budget import error_budget
 from resverify.spec.exact import evaluate
 from resverify.spec.request import Request, ResultError, Value
@@ -103,12 +104,12 @@ def judge(backend: Backend, request: Request, expected: Expected,
     """The verdict on ``backend`` for ``request`` (see the module docstring)."""
     unclaimed = backend.capabilities.covers(request)
     if unclaimed is not None:
-        return Verdict("skipped", None, f"backend {backend.name}: {unclaimed}")
+        return Verdict(*vector_status(f"backend {backend.name}: {unclaimed}", None))
     try:
         _check(backend, request, expected, frozenset(checks))
     except PropertyFailure as failure:
-        return Verdict("fail", failure.kind, " ".join(str(failure).split()))
-    return Verdict("pass")
+        return Verdict(*vector_status(None, (failure.kind, str(failure))))
+    return Verdict(*vector_status(None, None))
 
 
 def _check(backend: Backend, request: Request, expected: Expected,
@@ -155,13 +156,13 @@ def judge_group(backend: Backend, group: Group) -> Verdict:
     for request in group.requests:
         unclaimed = backend.capabilities.covers(request)
         if unclaimed is not None:
-            return Verdict("skipped", None, f"backend {backend.name}: {unclaimed}")
+            return Verdict(*vector_status(f"backend {backend.name}: {unclaimed}", None))
     try:
         answers = [_answer(backend, request) for request in group.requests]
         relations.check(backend, group, answers)
     except PropertyFailure as failure:
-        return Verdict("fail", failure.kind, " ".join(str(failure).split()))
-    return Verdict("pass")
+        return Verdict(*vector_status(None, (failure.kind, str(failure))))
+    return Verdict(*vector_status(None, None))
 
 
 def _answer(backend: Backend, request: Request) -> Value:

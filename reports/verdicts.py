@@ -45,6 +45,7 @@ __all__ = [
     "ClaimSettlement",
     "SuiteResults",
     "backend_status",
+    "cell_checked",
     "cell_status",
     "charged",
     "claim_expected",
@@ -159,13 +160,22 @@ def backend_status(name: str, properties: Sequence[Record] = (),
     of it is ``fixed``; else ``passed`` when a test :func:`ran` on it; else ``nothing
     checked``. An ``expected`` failure does not fail it."""
     mine = [p for p in properties if p["backend"] == name]
-    failed = (any(p["status"] == "failed" and charged(p) for p in mine)
-              or any(side["backend"] == name and side["status"] == "fail"
-                     for claim in claims for side in claim.get("backends") or ())
-              or any(k["backend"] == name and k["status"] == "fixed" for k in known))
-    if failed:
+    if _charged_failure(mine) or _claim_fails_on(name, claims) or _fixed_on(name, known):
         return "failed"
     return "passed" if any(ran(p) for p in mine) else "nothing checked"
+
+
+def _charged_failure(properties: Sequence[Record]) -> bool:
+    return any(p["status"] == "failed" and charged(p) for p in properties)
+
+
+def _claim_fails_on(name: str, claims: Sequence[Record]) -> bool:
+    sides = (side for claim in claims for side in claim.get("backends") or ())
+    return any(side["backend"] == name and side["status"] == "fail" for side in sides)
+
+
+def _fixed_on(name: str, known: Sequence[Record]) -> bool:
+    return any(k["backend"] == name and k["status"] == "fixed" for k in known)
 
 
 # --- 4. the run -------------------------------------------------------------------------
@@ -215,6 +225,12 @@ def worse_cell_status(current: str, new: str) -> str:
     :data:`CELL_STATUSES` (an unknown status counts as ``failed``; ties keep ``current``)."""
     return new if _RANK.get(new, _RANK["failed"]) > _RANK.get(current, _RANK["failed"]) \
         else current
+
+
+def cell_checked(status: str) -> bool:
+    """A cell that checked something or was asked to: any status but ``not claimed`` and
+    ``none`` (a folded row counts these dtypes as the ones checked)."""
+    return status not in ("not claimed", "none")
 
 
 def mode_status(props: Sequence[Record], claimed: bool) -> str:
@@ -312,21 +328,25 @@ def mutant_outcome(suite: SuiteResults) -> dict[str, Any]:
     """
     examples = 0
     for count, result in enumerate(suite.results, start=1):
-        props = result["properties"]
-        examples += int(props.get("examples") or 0)
+        examples += int(result["properties"].get("examples") or 0)
         if result["outcome"] == "failed":
-            internal = props.get("failure_kind") == "internal"
-            message = " ".join(str(result.get("message") or "").split())
-            return {"status": "error" if internal else "killed",
-                    "property": props.get("property") or result["nodeid"],
-                    "dtype": props.get("dtype"),
-                    "kind": "internal" if internal else props.get("failure_kind") or "law",
-                    "message": message[:MUTANT_MESSAGE_CHARS], "examples": examples,
-                    "tests_run": count}
+            return {**_first_failure(result), "examples": examples, "tests_run": count}
     survived = suite.exitstatus == 0 and suite.finished
     return {"status": "survived" if survived else "error", "property": None, "dtype": None,
             "kind": None, "examples": examples, "tests_run": len(suite.results),
             "message": None if survived else _ended(suite)}
+
+
+def _first_failure(result: Record) -> dict[str, Any]:
+    """The verdict a mutant's first failed test gives: a kill, or an error when the failure
+    is resverify's own (``internal``)."""
+    props = result["properties"]
+    internal = props.get("failure_kind") == "internal"
+    message = " ".join(str(result.get("message") or "").split())
+    return {"status": "error" if internal else "killed",
+            "property": props.get("property") or result["nodeid"], "dtype": props.get("dtype"),
+            "kind": "internal" if internal else props.get("failure_kind") or "law",
+            "message": message[:MUTANT_MESSAGE_CHARS]}
 
 
 def _ended(suite: SuiteResults) -> str:
@@ -340,3 +360,41 @@ def _ended(suite: SuiteResults) -> str:
 def mutant_score_status(killed: int, total: int) -> str:
     """A mutant score passes only when every mutant was killed."""
     return "passed" if killed == total else "failed"
+
+
+# --- 8. a vector, a group, and a property over its vectors ------------------------------
+
+VECTOR_STATUS_RANK: Mapping[str, int] = {"fail": 2, "pass": 1, "skipped": 0}
+"""How much a vector's status says about its property: one failure outweighs any pass,
+one pass outweighs a skip."""
+
+
+def vector_status(unclaimed: str | None, failure: tuple[str, str] | None
+                  ) -> tuple[str, str | None, str]:
+    """``(status, kind, message)`` of one vector or group (a corpus entry, a saved vector):
+    ``skipped`` with the reason when the backend does not claim one of its requests (nothing
+    was sent), ``fail`` with the first failure's kind and its message on one line, else
+    ``pass``."""
+    if unclaimed is not None:
+        return "skipped", None, unclaimed
+    if failure is not None:
+        kind, message = failure
+        return "fail", kind, " ".join(message.split())
+    return "pass", None, ""
+
+
+def property_verdicts(verdicts: Iterable[Record]) -> dict[tuple[str, str], Record]:
+    """``(property, dtype)`` -> the verdict of its vectors, as the property suite gives one
+    verdict per test: the first failure, else the first pass, else the first skip. Each
+    verdict is a record with ``property``, ``dtype`` and ``status``."""
+    chosen: dict[tuple[str, str], Record] = {}
+    for verdict in verdicts:
+        key = (verdict["property"], verdict["dtype"])
+        held = chosen.get(key)
+        if held is None or (VECTOR_STATUS_RANK[verdict["status"]]
+                            > VECTOR_STATUS_RANK[held["status"]]):
+            chosen[key] = verdict
+    return chosen
+
+
+__all__ += ["VECTOR_STATUS_RANK", "property_verdicts", "vector_status"]

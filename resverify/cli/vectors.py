@@ -24,6 +24,7 @@ import argparse
 import json
 import shlex
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -130,17 +131,12 @@ def _listing(listing: Any) -> dict[str, Any]:
     return {key: listing[key] for key in ("id", "property", "family", "dtype")}
 
 
-def groups(verdicts: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(property, dtype) → its verdict: the first failure, else pass when one passed, else
-    skipped, as the property suite gives one verdict per test."""
-    grouped: dict[tuple[str, str], dict[str, Any]] = {}
-    rank = {"fail": 2, "pass": 1, "skipped": 0}
-    for verdict in verdicts:
-        key = (verdict["property"], verdict["dtype"])
-        if rank[verdict["status"]] > rank[grouped.get(key, {"status": "skipped"})["status"]] or (
-                key not in grouped):
-            grouped[key] = verdict
-    return grouped
+def groups(verdicts: list[dict[str, Any]]) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """(property, dtype) → its verdict over its entries
+    (:func:`resverify.reports.verdicts.property_verdicts`)."""
+    from resverify.reports.verdicts import property_verdicts
+
+    return property_verdicts(verdicts)
 
 
 def _print(verdicts: list[dict[str, Any]], name: str, show_all: bool, files: dict[str, Path],

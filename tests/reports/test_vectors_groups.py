@@ -182,3 +182,32 @@ def test_group_file_round_trips_terms_weights_and_exact_bounds() -> None:
     assert isinstance(again, relations.Linear) and isinstance(rel, relations.Linear)
     assert again.terms == rel.terms and list(again.bound) == list(rel.bound)
     assert [r.inputs["x"].tolist() for r in back.requests] == [[0.0, 0.0], [1.0, 0.0]]
+
+
+# ----------------------------------------------------------------------------------------
+# the verdict of a vector and of a property over its vectors (reports/verdicts.py, section 8)
+
+
+def test_vector_status_is_skipped_before_failed_before_passed() -> None:
+    from resverify.reports.verdicts import vector_status
+
+    assert vector_status("dtype not claimed", ("law", "x")) == (
+        "skipped", None, "dtype not claimed")
+    assert vector_status(None, ("law", "output[0]\n  misses")) == (
+        "fail", "law", "output[0] misses")
+    assert vector_status(None, None) == ("pass", None, "")
+
+
+def test_property_verdict_is_the_first_failure_else_the_first_pass_else_a_skip() -> None:
+    from resverify.reports.verdicts import property_verdicts
+
+    def row(ident: str, status: str, dtype: str = "float64") -> dict[str, Any]:
+        return {"id": ident, "property": "law", "dtype": dtype, "status": status}
+
+    rows = [row("1", "skipped"), row("2", "pass"), row("3", "fail"), row("4", "fail"),
+            row("5", "pass"), row("6", "skipped", "float16")]
+    chosen = property_verdicts(rows)
+    assert chosen[("law", "float64")]["id"] == "3", chosen
+    assert chosen[("law", "float16")]["id"] == "6", chosen
+    assert property_verdicts(rows[:2])[("law", "float64")]["id"] == "2", rows[:2]
+    assert property_verdicts(rows[:1])[("law", "float64")]["id"] == "1", rows[:1]
