@@ -6,9 +6,11 @@ when it is stopped, and the command's modules import one way."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import io
 import json
 import os
+import signal
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Set
@@ -410,13 +412,18 @@ def test_stopped_plots_leave_no_process_behind(
         assert time.monotonic() < deadline, "the drawing process started no plot process"
         time.sleep(0.1)
         started = alive(descendants(os.getpid()) - before)
-    drawn = plots.result(0.0)
-    said = "plots were not drawn: the run ended before they were ready"
-    assert (drawn.notes, dict(drawn.pngs), drawn.summary) == ((said,), {}, None), drawn
-    deadline = time.monotonic() + 60  # the poll ends as soon as they have
-    while alive(set(started)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not alive(set(started)), f"left running: {alive(set(started))} of {started}"
+    try:
+        drawn = plots.result(0.0)
+        said = "plots were not drawn: the run ended before they were ready"
+        assert (drawn.notes, dict(drawn.pngs), drawn.summary) == ((said,), {}, None), drawn
+        deadline = time.monotonic() + 60  # the poll ends as soon as they have
+        while alive(set(started)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive(set(started)), f"left running: {alive(set(started))} of {started}"
+    finally:  # a failed check leaves no sleeper behind either
+        for pid in alive(set(started)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def _imports(path: Path) -> set[str]:
