@@ -303,9 +303,9 @@ def _html_block(block: Mapping[str, Any], index: int, images: Mapping[str, bytes
     for name in plot_names(block, index):
         if name in images:
             data = base64.b64encode(images[name]).decode("ascii")
+            caption = _CAPTIONS[name.rsplit("-", 1)[1].removesuffix(".png")]
             parts.append(f'<figure><img alt="{esc(name)}" src="data:image/png;base64,{data}">'
-                         f"<figcaption>{esc(_CAPTIONS[name.rsplit('-', 1)[1].removesuffix('.png')])}</figcaption>"
-                         "</figure>")
+                         f"<figcaption>{esc(caption)}</figcaption></figure>")
     return "".join(parts) + "</section>"
 
 
@@ -385,6 +385,7 @@ def _bars(ax: Axes, groups: Sequence[str], series: Mapping[str, Sequence[float |
                 ax.annotate("–" if v is None else "0", (x, 0), xycoords=("data", "axes fraction"),
                             ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(groups)), groups, fontsize=8)
+    ax.set_xlim(-0.5, len(groups) - 0.5)
     if log and any(v is not None and v > 0 for vs in series.values() for v in vs):
         ax.set_yscale("log")
     ax.legend(fontsize=7)
@@ -398,7 +399,8 @@ def _swamped_plot(block: Mapping[str, Any]) -> bytes:
     fig = Figure(figsize=(9 if gamma else 5, 3.2))
     ax = fig.add_subplot(1, 2 if gamma else 1, 1)
     dtypes = [d for d in block["declares"]["dtypes"] if any(d in v for v in by_site.values())]
-    _bars(ax, dtypes, {site: [v.get(d) for d in dtypes] for site, v in by_site.items()}, False)
+    order = [s["label"] for s in block["declares"]["sites"] if s["label"] in by_site]
+    _bars(ax, dtypes, {site: [by_site[site].get(d) for d in dtypes] for site in order}, False)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("swamped fraction")
     ax.set_title("by dtype (drawn branch scales)", fontsize=9)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -181,7 +181,9 @@ def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
     from resverify.properties.vectors import save_vector
     from resverify.reports.blocks import BlockRun
 
-    records, seconds, saved = [], [], {}
+    records: list[LawRecord] = []
+    seconds: list[float] = []
+    saved: dict[int, str] = {}
     for law, dtype, mode in plan(recipe, dtypes):
         began = time.perf_counter()
         record = run_law(recipe, law, dtype, mode, max_examples=examples, seed=seed)
@@ -264,7 +266,8 @@ def _gamma_probe(recipe: Recipe, dtype: str, seed: int) -> list[dict[str, Any]]:
                 stack.enter_context(no_drop(case.module, recipe))
                 seen = observe(recipe, case.module, case.inputs.x.clone(), case.inputs.context)
             for i, site in scaled:
-                z = seen.sums[i] if seen.sums[i] is not None else seen.exits[i]
+                z = seen.exits[i] if seen.sums[i] is None else seen.sums[i]
+                assert z is not None
                 same = z.to(torch.float64) == seen.entries[i].to(torch.float64)
                 rows.append({"dtype": dtype, "site": site.label, "gamma": gamma,
                              "swamped": float(same.to(torch.float64).mean())})
