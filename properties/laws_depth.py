@@ -8,6 +8,10 @@
 * the unrolled sum ``x_L = x_0 + Σ a_l x_l`` over the backend's own intermediate states,
   with tolerance ``B_L + Σ |a_l| B_l``;
 * a block with ``a = -1`` cancels exactly: output and input gradient are exactly zero.
+
+The affine law and the unrolled sum relate several answers: each builds its
+:class:`~resverify.properties.relations.Group` (:func:`affine_in_alpha`,
+:func:`unrolled_sum`), which the test, the corpus and ``resverify vectors run`` all drive.
 """
 
 from __future__ import annotations

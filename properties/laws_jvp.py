@@ -20,6 +20,11 @@ The structural laws mirror reverse mode's where they say something:
 * the zero branch: with every α = 0 the output tangent is the input's tangent exactly;
 * shared operands: x merged with itself k times (then scaled by a power of two c) has the
   tangent ``k·c·t``, exact for the short dyadic data drawn.
+
+The duality and linearity in t relate several answers (or several arrays of one): each
+builds its :class:`~resverify.properties.relations.Group` (:func:`duality`,
+:func:`tangent_linearity`), which the test, the corpus and ``resverify vectors run`` all
+drive.
 """
 
 from __future__ import annotations

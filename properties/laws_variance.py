@@ -4,7 +4,10 @@ Exact sample identity. For the backend's branch output f and merge output y over
 sample x, ``Var(y) - [Var x + Var f + 2Cov(x, f)] = Var(y) - Var(x + f)``. The merge
 rounds once: ``y = x + f + δ`` with ``|δ_i| <= b_i`` (the spec's budget for the merge
 alone), hence with population moments ``D = 2Cov(x+f, δ) + Var δ`` and, by Cauchy-Schwarz,
-``|D| <= 2·sqrt(Var(x+f)·M) + M`` where ``M = mean(b²)``. Checked in exact rationals.
+``|D| <= 2·sqrt(Var(x+f)·M) + M`` where ``M = mean(b²)``. Checked in exact rationals, as the
+relation of a :class:`~resverify.properties.relations.Group` of the merge's request and
+the branch's (:func:`sample_variance_identity`), which the test and ``resverify vectors
+group`` both build.
 
 Random streams (numpy Generator seeded from Hypothesis; its float64 normal draws are
 taken as exact N(0, 1) samples). Under a correct backend the ideal output ``y*`` (the
