@@ -1,0 +1,226 @@
+"""The blocks section: its document follows the schema (and the schema can refuse one), the
+Markdown, HTML and plots are pure functions of it, and what a block hands over is escaped.
+
+Why made-up records: the renderers read law records, not blocks, so a hand-written pass, a
+failure with a saved vector, an unjudged law and an infinite headroom cover every branch in
+milliseconds; the command's own tests check a real block's output against the same schema.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from collections.abc import Callable
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from resverify.blocks.catalog.torch_nn import encoder
+from resverify.blocks.check import LawRecord
+from resverify.reports import blocks as report
+from tests.blocks.broken_blocks import CORRECT
+
+HOSTILE = "Enc<script>alert(1)</script>|&"
+
+
+def records(name: str) -> list[LawRecord]:
+    return [
+        LawRecord(name, "decomposition", "float32", "eval", "pass", 5),
+        LawRecord(name, "zero_branch", "float32", "eval", "fail", 12,
+                  message="zero_branch: y[0] = 1.0, expected 0.5 | <b>bold</b>"),
+        LawRecord(name, "gradient_skip", "float32", "eval", "unjudged", 0,
+                  message="the forward decomposition fails"),
+        LawRecord(name, "stream_dtype", "float32", "eval", "pass", 5,
+                  {"swamped[self-attention]": 0.25, "swamped[feed-forward]": 0.5,
+                   "headroom_log2": float("inf")}),
+        LawRecord(name, "stream_dtype", "bfloat16", "eval", "pass", 5,
+                  {"swamped[self-attention]": 0.75, "swamped[feed-forward]": 1.0,
+                   "headroom_log2": 100.0}),
+    ]
+
+
+def a_run(name: str = HOSTILE, vector: str = "out/vectors/v.json") -> report.BlockRun:
+    recipe = dataclasses.replace(encoder(True), name=name)
+    zero = [{"dtype": "float32", "site": s.label, "from_identity": 0.0, "from_law": 0.0,
+             "note": ""} for s in recipe.sites]
+    return report.BlockRun(recipe, "torch_nn", "torch", "2.13.0", records(name),
+                           [0.5, 1.0, 0.25, 0.125, 0.125], {1: vector},
+                           {"zero_branch": zero, "layerscale": []})
+
+
+def scaled_run() -> report.BlockRun:
+    recipe = CORRECT["scaled"]
+    gammas = [{"dtype": "bfloat16", "site": s.label, "gamma": g, "swamped": 1.0 - g / 2}
+              for s in recipe.sites for g in (1e-4, 1.0)]
+    passing = [dataclasses.replace(r, block=recipe.name) for r in records(recipe.name)
+               if r.verdict == "pass"]
+    return report.BlockRun(recipe, "broken_blocks", "torch", None, passing, (),
+                           probes={"layerscale": gammas})
+
+
+def document() -> dict[str, Any]:
+    return report.section([a_run(), scaled_run()], profile="dev", seed=3, examples=5,
+                          skipped={"timm": "ModuleNotFoundError: No module named 'timm'"})
+
+
+def test_the_section_follows_its_schema_and_is_strict_json() -> None:
+    doc = document()
+    report.validate(doc)
+    text = json.dumps(doc, allow_nan=False)  # an infinite figure is text, not Infinity
+    assert json.loads(text) == doc
+    first, second = doc["blocks"]
+    assert (doc["verdict"], first["verdict"], second["verdict"]) == ("fail", "fail", "pass")
+    assert doc["counts"] == {"pass": 6, "fail": 1, "unjudged": 1}
+    assert first["laws"][3]["figures"]["headroom_log2"] == "inf"
+    assert first["laws"][1]["failure"] == {
+        "message": records(HOSTILE)[1].message, "kind": "law", "vector": "out/vectors/v.json",
+        "replay": "resverify replay out/vectors/v.json --backend numpy"}
+    assert first["laws"][0]["failure"] is None and first["seconds"] == 2.0
+    assert first["declares"]["sites"][0]["norms"] == ["norm1"]
+    assert second["declares"]["sites"][0]["scale"] == "ls1.gamma"
+    assert doc["skipped"] == [{"source": "timm",
+                               "reason": "ModuleNotFoundError: No module named 'timm'"}]
+
+
+def _set(path: tuple[Any, ...], value: Any) -> Callable[[dict[str, Any]], None]:
+    def change(doc: dict[str, Any]) -> None:
+        target: Any = doc
+        for key in path[:-1]:
+            target = target[key]
+        if value is KeyError:
+            del target[path[-1]]
+        else:
+            target[path[-1]] = value
+    return change
+
+
+LAW = ("blocks", 0, "laws")
+
+
+@pytest.mark.parametrize(("what", "change"), [
+    ("a verdict the suite does not give", _set((*LAW, 0, "verdict"), "passed")),
+    ("a failure without its failure object", _set((*LAW, 1, "failure"), None)),
+    ("a pass without a failure object but with one", _set(
+        (*LAW, 0, "failure"), {"message": "m", "kind": "law", "vector": None, "replay": None})),
+    ("a pass that judged no example", _set((*LAW, 0, "examples"), 0)),
+    ("a figure that is not a number", _set((*LAW, 3, "figures", "headroom_log2"), "large")),
+    ("an unknown dtype", _set((*LAW, 0, "dtype"), "float8")),
+    ("a block without a name", _set(("blocks", 0, "name"), KeyError)),
+    ("a key the schema does not know", _set(("blocks", 0, "colour"), "red")),
+    ("a recipe without sites", _set(("blocks", 0, "declares", "sites"), [])),
+    ("a swamped fraction above 1", _set(("blocks", 1, "probes", "layerscale", 0, "swamped"),
+                                        1.5)),
+    ("another document", _set(("schema",), "resverify-report")),
+])
+def test_the_schema_refuses_a_broken_document(
+        what: str, change: Callable[[dict[str, Any]], None]) -> None:
+    doc = copy.deepcopy(document())
+    change(doc)
+    with pytest.raises(jsonschema.ValidationError):
+        report.validate(doc)
+
+
+def test_a_block_verdict_needs_evidence() -> None:
+    run = dataclasses.replace(a_run(), records=[records("b")[2]])
+    assert report.section([run], profile="ci", seed=0, examples=25)["verdict"] == "unjudged"
+    empty = dataclasses.replace(a_run(), records=[])
+    assert report.section([empty], profile="ci", seed=0, examples=25)["blocks"][0][
+        "verdict"] == "unjudged"
+    assert report.section([], profile="ci", seed=0, examples=25)["verdict"] == "unjudged"
+
+
+def test_markdown_has_the_summary_a_section_per_block_and_escapes_cells() -> None:
+    text = report.markdown(document())
+    assert text.startswith("## Residual blocks: ❌ fail\n")
+    assert "2 blocks, profile dev (5 examples a law), seed 3: 6 pass, 1 fail, 1 unjudged." \
+        in text
+    assert "### Enc&lt;script&gt;alert(1)&lt;/script&gt;\\|&amp;: ❌ fail" in text
+    assert "### ScaledEncoderLayer: ✅ pass" in text
+    assert "replay: `resverify replay out/vectors/v.json --backend numpy`" in text
+    assert "<script>" not in text
+    assert "`zero_branch: y[0] = 1.0, expected 0.5 | <b>bold</b>`" in text  # a code span
+    assert "- skipped timm: ModuleNotFoundError" in text
+    assert report.markdown(document(), level=1).startswith("# Residual blocks")
+
+
+class Page(HTMLParser):
+    """The tags, ids and text of an HTML page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.ids: list[str] = []
+        self.text: list[str] = []
+        self.srcs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        found = dict(attrs)
+        if found.get("id"):
+            self.ids.append(str(found["id"]))
+        if tag == "img":
+            self.srcs.append(str(found.get("src")))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def parse(text: str) -> Page:
+    page = Page()
+    page.feed(text)
+    page.close()
+    return page
+
+
+def test_the_html_page_opens_with_its_sections_plots_inlined_and_everything_escaped() -> None:
+    doc = document()
+    images = report.plots(doc)
+    page = parse(report.html_page(doc, images))
+    assert page.ids == ["blocks", "block-0", "block-1"]
+    assert "script" not in page.tags and "b" not in page.tags
+    text = "".join(page.text)
+    assert HOSTILE in text and "| <b>bold</b>" in text  # shown as text, not markup
+    assert "Residual blocks: ❌ fail" in text
+    assert len(page.srcs) == len(images) == 3
+    assert all(src.startswith("data:image/png;base64,") for src in page.srcs)
+    assert not [s for s in page.srcs if "://" in s]  # self-contained
+    fragment = parse(report.html_section(doc))
+    assert fragment.tags[0] == "section" and "img" not in fragment.tags
+
+
+def test_plots_are_pngs_where_there_is_data_and_the_same_bytes_each_time() -> None:
+    doc = document()
+    images = report.plots(doc)
+    assert sorted(images) == ["block0-swamped.png", "block0-zero.png", "block1-swamped.png"]
+    assert all(png.startswith(b"\x89PNG\r\n\x1a\n") for png in images.values())
+    assert report.plots(copy.deepcopy(doc)) == images
+    assert report.swamped(doc["blocks"][0]) == {
+        "self-attention": {"float32": 0.25, "bfloat16": 0.75},
+        "feed-forward": {"float32": 0.5, "bfloat16": 1.0}}
+    assert report.headroom(doc["blocks"][0]) == {"float32": "inf", "bfloat16": 100.0}
+
+
+def test_write_puts_every_file_in_place_and_leaves_no_temporary(tmp_path: Path) -> None:
+    doc = document()
+    written = report.write(tmp_path / "out", doc)
+    names = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert names == sorted(p.name for p in written)
+    assert {"blocks.json", "blocks.md", "blocks.html"} <= set(names)
+    assert not [n for n in names if n.endswith(".tmp") or n.startswith(".")]
+    assert json.loads((tmp_path / "out" / "blocks.json").read_text(encoding="utf-8")) == doc
+    assert (tmp_path / "out" / "blocks.md").read_text(encoding="utf-8").startswith(
+        "# resverify blocks\n\n## Residual blocks")
+    bare = report.write(tmp_path / "bare", doc, with_plots=False)
+    assert not [p for p in bare if p.suffix == ".png"]
+
+
+def test_write_refuses_a_document_the_schema_refuses(tmp_path: Path) -> None:
+    doc = document()
+    doc["verdict"] = "great"
+    with pytest.raises(jsonschema.ValidationError):
+        report.write(tmp_path, doc)
+    assert not list(tmp_path.iterdir())
