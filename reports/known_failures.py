@@ -22,6 +22,10 @@ and the branch's, from two requests) cannot be reproduced by the one request the
 saves: its vector may instead be a *vector group* (``resverify vectors group VECTOR``
 writes it: every request the law sends and the relation, :mod:`resverify.reports.relations`),
 judged by :func:`resverify.reports.judge.judge_group` with the law's own rule.
+
+This module reads the file and judges the vectors; the states above (``expected``,
+``fixed``, ``not checked``) and which failures an entry expects are decided in
+:mod:`resverify.reports.verdicts`, with the report's other verdicts.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from resverify.reports.matrix import fold_row
-from resverify.reports.verdicts import short_of_examples
+from resverify.reports.verdicts import cell_checked, short_of_examples
 
 __all__ = ["append_step_summary", "citation", "render_markdown"]
 
@@ -222,7 +222,7 @@ _MATRIX_LEGEND = (
 
 def _folded(by_status: Mapping[str, Sequence[str]]) -> str:
     """One backend's cell of a row: failures by dtype first, then passed of checked."""
-    checked = sum(len(v) for k, v in by_status.items() if k not in ("none", "not claimed"))
+    checked = sum(len(v) for k, v in by_status.items() if cell_checked(k))
     if not checked:
         return "n/c" if by_status.get("not claimed") else "—"
     parts = [f"{_CELL[k]} {cell(', '.join(by_status[k]))}" for k in ("failed", "expected")

@@ -78,21 +78,28 @@ def build_matrix(props: Sequence[Mapping[str, Any]],
         mode, backend, dtype = _mode(p), p["backend"] or "?", p["dtype"] or ANY_DTYPE
         order = MODES.index(mode) if mode in MODES else len(MODES)
         row = rows.setdefault((order, f"{p['property']}\0{mode}"), {})
-        status = cell_status(p, by_name.get(backend), dtype)
         cell = row.setdefault((backend, dtype), dict(_EMPTY))
-        cell["examples"] += p["examples"] or 0
-        cell["examples_wanted"] += p.get("examples_wanted") or 0
-        failed_after = p.get("failed_after")
-        if failed_after is not None or cell["failed_after"] is not None:
-            cell["failed_after"] = (cell["failed_after"] or 0) + (
-                failed_after if failed_after is not None else p["examples"] or 0)
-        cell["status"] = worse_cell_status(cell["status"], status)
+        _join(cell, p, cell_status(p, by_name.get(backend), dtype))
     out_rows = []
     for (_, key), cells in sorted(rows.items()):
         name, mode = key.split("\0")
         out_rows.append({"property": name, "mode": mode, "cells": [
             {**c, **cells.get((c["backend"], c["dtype"]), _EMPTY)} for c in columns]})
     return {"columns": columns, "rows": out_rows, "modes": mode_summary(props, backends)}
+
+
+def _join(cell: dict[str, Any], prop: Mapping[str, Any], status: str) -> None:
+    """Add one property record, whose cell status is ``status``, to its cell: its examples
+    and wanted examples, where its first counterexample came (a test without one counts
+    all its examples), and the cell's status (:func:`resverify.reports.verdicts.
+    worse_cell_status`)."""
+    cell["examples"] += prop["examples"] or 0
+    cell["examples_wanted"] += prop.get("examples_wanted") or 0
+    failed_after = prop.get("failed_after")
+    if failed_after is not None or cell["failed_after"] is not None:
+        cell["failed_after"] = (cell["failed_after"] or 0) + (
+            failed_after if failed_after is not None else prop["examples"] or 0)
+    cell["status"] = worse_cell_status(cell["status"], status)
 
 
 def cell_text(cell: Mapping[str, Any]) -> str:

@@ -265,6 +265,15 @@ def test_an_unknown_cell_status_counts_as_a_failure(current: str, new: str, want
     _check(f"worse_cell_status({current!r}, {new!r})", v.worse_cell_status(current, new), want)
 
 
+@pytest.mark.parametrize(("status", "want"), [
+    ("failed", True), ("expected", True), ("passed", True), ("xfailed", True),
+    ("skipped", True), ("error", True), ("not claimed", False), ("none", False),
+])
+def test_a_cell_counts_as_checked_unless_not_claimed_or_without_a_test(status: str,
+                                                                       want: bool) -> None:
+    _check(f"cell_checked({status!r})", v.cell_checked(status), want)
+
+
 @pytest.mark.parametrize(("statuses", "claimed", "want"), [
     (["passed", "failed"], True, "failed"), (["failed"], False, "failed"),
     (["passed"], False, "not claimed"), (["skipped"], False, "not claimed"),
