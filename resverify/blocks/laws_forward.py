@@ -26,6 +26,7 @@ from resverify.blocks.trace import (
     first_difference,
     no_drop,
     observe,
+    shortcut,
     site_exit,
     with_parameter,
     zeroed,
@@ -64,17 +65,19 @@ def decomposition(case: Case) -> dict[str, float]:
         with torch.enable_grad(), no_drop(case.module, case.recipe):
             f = site.evaluate(case.module, s, case.inputs.context).detach()
             z, out = (t.detach() for t in site_exit(case.module, site, s, f))
-        budget = None if site.exact else merge_budget(case.dtype, s, site.alpha * f)
+            skip = shortcut(case.module, site, s).detach()
+        budget = None if site.exact else merge_budget(
+            case.dtype, shortcut(case.module, site, s).detach(), site.alpha * f)
         z_seen = seen.sums[i]
         if z_seen is not None:
             diff = first_difference(z_seen, z, budget)
             if diff:
                 case.fail(law, f"sum z{diff}: z = shortcut(s) + alpha*F(s) with F through "
-                          "the branch's own submodules", i, (s, f))
+                          "the branch's own submodules", i, (skip, f))
         diff = first_difference(seen.exits[i], out, None if z_seen is not None else budget)
         if diff:
             case.fail(law, f"exit{diff}: exit = post(act(z)) of the stream the site "
-                      "received", i, (s, f))
+                      "received", i, (skip, f))
     return {}
 
 
@@ -82,7 +85,7 @@ def _zero_map(case: Case, x: torch.Tensor) -> torch.Tensor:
     """The block with every branch 0: each site's exit of its own shortcut."""
     out = x
     for site in case.recipe.sites:
-        out = site_exit(case.module, site, out, torch.zeros_like(out))[1]
+        out = site_exit(case.module, site, out, torch.zeros((), dtype=out.dtype))[1]
     return out
 
 
@@ -91,11 +94,14 @@ def _check_zero(case: Case, module: torch.nn.Module, what: str) -> None:
     x = case.inputs.x.detach().clone().requires_grad_(True)
     with no_drop(module, case.recipe), torch.enable_grad():
         y = case.recipe.run(module, x, case.inputs.context)
-        (x_bar,) = torch.autograd.grad(y, x, case.inputs.cotangent)
+        y_bar = case.inputs.cotangent(y)
+        (x_bar,) = torch.autograd.grad(y, x, y_bar)
         x2 = case.inputs.x.detach().clone().requires_grad_(True)
         e = _zero_map(case, x2)
-        e_bar = case.inputs.cotangent if e is x2 else torch.autograd.grad(
-            e, x2, case.inputs.cotangent)[0]
+        if e.shape != y.shape:
+            case.fail("zero_branch", f"{what}: y has shape {list(y.shape)}, the zero-branch map "
+                      f"{list(e.shape)}")
+        e_bar = y_bar if e is x2 else torch.autograd.grad(e, x2, y_bar)[0]
     plain = all(s.norm != "post" and s.activation is None and s.shortcut == "identity"
                 for s in case.recipe.sites)
     rule = "the identity" if plain else "each site's post(act(shortcut(.)))"

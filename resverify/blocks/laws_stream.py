@@ -5,8 +5,8 @@ caller passed changes the identity the block adds (and the caller's copy of it) 
 output still looks plausible; a stream declared float32 that travels between sites in
 bfloat16 loses the small updates a wide stream exists to keep. The dtype is pass or fail;
 how much of the update the stream loses is a figure, not a verdict: the fraction of each
-site's exit elements bitwise equal to its entry (*swamped*: the update rounded away) and
-the overflow headroom, ``log2(largest finite / largest |stream|)`` over every site.
+site's sum bitwise equal to what the update was added to (*swamped*: the update rounded
+away) and the overflow headroom, ``log2(largest finite / largest |stream|)`` over every site.
 """
 
 from __future__ import annotations
@@ -15,7 +15,15 @@ import math
 
 import torch
 
-from resverify.blocks.trace import Case, first_difference, no_drop, observe
+from resverify.blocks.trace import (
+    Case,
+    Observed,
+    first_difference,
+    no_drop,
+    observe,
+    shortcut,
+    site_exit,
+)
 
 __all__ = ["no_aliasing", "stream_dtype"]
 
@@ -39,6 +47,23 @@ def no_aliasing(case: Case) -> dict[str, float]:
     return {}
 
 
+def _swamped(case: Case, i: int, seen: Observed) -> float:
+    """The fraction of site ``i``'s sum equal to what the update was added to (its exit
+    equal to the zero-branch exit, where an activation hides the sum)."""
+    site, s = case.recipe.sites[i], seen.entries[i]
+    with torch.enable_grad():
+        if seen.sums[i] is not None:
+            got, lost = seen.sums[i], shortcut(case.module, site, s).detach()
+        else:
+            nothing = torch.zeros((), dtype=s.dtype)
+            got, lost = seen.exits[i], site_exit(case.module, site, s, nothing)[1]
+    assert got is not None
+    if got.shape != lost.shape:
+        return math.nan
+    same = got.to(torch.float64) == lost.detach().to(torch.float64)
+    return float(same.to(torch.float64).mean())
+
+
 def stream_dtype(case: Case) -> dict[str, float]:
     """Every site's entry and exit, and the output, carry the recipe's stream dtype; the
     figures: swamped fraction per site and the overflow headroom (log2)."""
@@ -54,11 +79,7 @@ def stream_dtype(case: Case) -> dict[str, float]:
                 case.fail("stream_dtype", f"the stream at the {what} is {t.dtype}, expected "
                           f"the declared {want}", i)
             peak = max(peak, float(t.detach().abs().to(torch.float64).max()))
-        z = seen.sums[i] if seen.sums[i] is not None else seen.exits[i]
-        assert z is not None
-        same = first_difference(z, seen.entries[i]) is None
-        equal = (z.to(torch.float64) == seen.entries[i].to(torch.float64)).to(torch.float64)
-        figures[f"swamped[{site.label}]"] = 1.0 if same else float(equal.mean())
+        figures[f"swamped[{site.label}]"] = _swamped(case, i, seen)
     if seen.y.dtype != want:
         case.fail("stream_dtype", f"the output is {seen.y.dtype}, expected the declared {want}")
     largest = float(torch.finfo(want).max)

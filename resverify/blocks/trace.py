@@ -42,6 +42,7 @@ __all__ = [
     "drop_prob",
     "first_difference",
     "observe",
+    "shortcut",
     "site_exit",
     "with_parameter",
 ]
@@ -64,12 +65,18 @@ class Unobserved(Unjudged):
 
 @dataclass(frozen=True)
 class Inputs:
-    """One example's inputs: the stream ``x``, extra inputs, the output cotangent, the seed."""
+    """One example's inputs: the stream ``x``, extra inputs, and the seed that also draws the
+    output cotangent (:meth:`cotangent`, of the output's shape, which a projecting block
+    changes)."""
 
     x: torch.Tensor
     context: Mapping[str, torch.Tensor]
-    cotangent: torch.Tensor
     seed: int
+
+    def cotangent(self, like: torch.Tensor) -> torch.Tensor:
+        """ȳ for an output like ``like``: normal values, the same for the same seed."""
+        gen = torch.Generator().manual_seed(self.seed + 2)
+        return torch.randn(like.shape, generator=gen, dtype=torch.float64).to(like.dtype)
 
     @staticmethod
     def draw(recipe: Recipe, dtype: torch.dtype, batch: int, seq: int, seed: int,
@@ -82,9 +89,7 @@ class Inputs:
             return (torch.randn(shape, generator=gen, dtype=torch.float64) * scale).to(dtype)
 
         x = values(recipe.shape)
-        context = {k: values(v) for k, v in recipe.context.items()}
-        return Inputs(x, context, torch.randn(x.shape, generator=gen,
-                                              dtype=torch.float64).to(dtype), seed)
+        return Inputs(x, {k: values(v) for k, v in recipe.context.items()}, seed)
 
 
 @dataclass(frozen=True)
@@ -112,14 +117,15 @@ class Case:
     def fail(self, law: str, message: str, site: int | None = None,
              merge: tuple[torch.Tensor, torch.Tensor] | None = None) -> NoReturn:
         """Raise the one-line :class:`PropertyFailure` of ``law``; ``merge`` is the site's
-        ``(s, F(s))``, saved as the request of the vector."""
+        ``(shortcut(s), F(s))``, saved as the request of the vector."""
         __tracebackhide__ = True
         raise PropertyFailure(f"{law}: {message} {self.where(site)}",
                               self.request(site, merge))
 
     def request(self, site: int | None, merge: tuple[torch.Tensor, torch.Tensor] | None
                 ) -> Request:
-        """The IR request ``residual_add(s, scale(F(s), alpha))`` of a site's merge."""
+        """The IR request ``residual_add(shortcut(s), scale(F(s), alpha))`` of a site's merge,
+        with a cotangent of the merge's shape (the block's ȳ where the shapes agree)."""
         s, f = merge if merge is not None else (self.inputs.x, torch.zeros_like(self.inputs.x))
         alpha = 1.0 if site is None else self.recipe.sites[site].alpha
         shape = tuple(s.shape)
@@ -130,10 +136,8 @@ class Case:
             nodes[0] = Node("y", "residual_add", ("x", "f"))
         program = Program((Input("x", shape), Input("f", shape)), tuple(nodes), "y")
         dtype = self.recipe.stream_dtype or self.dtype
-        cot = self.inputs.cotangent if self.inputs.cotangent.shape == s.shape else None
         values = {"x": _numpy(s, dtype), "f": _numpy(f.to(s.dtype), dtype)}
-        return Request(program, values, dtype,
-                       _numpy(cot, dtype) if cot is not None else np.zeros(shape))
+        return Request(program, values, dtype, _numpy(self.inputs.cotangent(s), dtype))
 
 
 def _numpy(t: torch.Tensor, dtype: str) -> np.ndarray:
@@ -218,11 +222,16 @@ def _assemble(recipe: Recipe, x: torch.Tensor, y: torch.Tensor,
     return Observed(x, y, tuple(entries), tuple(sums), tuple(exits))
 
 
+def shortcut(module: nn.Module, site: Site, s: torch.Tensor) -> torch.Tensor:
+    """What the site adds its update to: ``s`` itself, or its projection."""
+    return s if site.shortcut == "identity" else module.get_submodule(site.shortcut)(s)
+
+
 def site_exit(module: nn.Module, site: Site, s: torch.Tensor, update: torch.Tensor
               ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(z, exit)`` of a site from its entry and the branch's update, as the recipe says:
     ``z = shortcut(s) + alpha * update``, ``exit = post(act(z))``."""
-    skip = s if site.shortcut == "identity" else module.get_submodule(site.shortcut)(s)
+    skip = shortcut(module, site, s)
     z = skip + update if site.alpha == 1.0 else skip + site.alpha * update
     out = torch.relu(z) if site.activation == "relu" else z
     if site.norm == "post":

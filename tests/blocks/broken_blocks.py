@@ -5,13 +5,14 @@ Why subclasses of the real classes: a bug planted on ``nn.TransformerEncoderLaye
 line only, the line its bug class changes in the trackers (issue 26 lists them), so a law
 that fires tells that line apart from everything else.
 
-Three correct blocks come first, because ``torch.nn`` has neither LayerScale, drop path nor a
+Four correct blocks come first, because ``torch.nn`` has neither LayerScale, drop path nor a
 mixed-precision stream: :class:`ScaledEncoderLayer` (a ViT-style pre-norm layer with
 LayerScale γ and per-sample drop path, as timm writes them) and
 :class:`MixedStreamEncoderLayer` (a float32 stream whose branches run in bfloat16, as
 ``residual_in_fp32`` asks), and the encoder given a zero-init option (torch has none; it
-zeroes each branch's last layer, weight and bias). Every bug is a subclass of one of them
-or of a torch layer.
+zeroes each branch's last layer, weight and bias), and :class:`ProjectedReluBlock` (one
+post-activation site with a projection shortcut, ResNet's form). Every bug is a subclass
+of one of them or of a torch layer.
 :data:`BUGS` says which law each bug is meant for and which related laws may fire with it.
 """
 
@@ -144,6 +145,37 @@ def mixed_recipe(name: str, cls: type[MixedStreamEncoderLayer]) -> Recipe:
                   stream_dtype="float32")
 
 
+class ProjectedReluBlock(nn.Module):
+    """A post-activation block with a projection shortcut, as ResNet's downsampling blocks
+    are: ``relu(proj(x) + fc2(relu(fc1(x))))``, from torch's own Linear layers (the torch.nn
+    catalog has no such block; this one exercises the activation and shortcut parts)."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(D_MODEL, FF, dtype=dtype)
+        self.fc2 = nn.Linear(FF, 8, dtype=dtype)
+        self.proj = nn.Linear(D_MODEL, 8, bias=False, dtype=dtype)
+        self.act = nn.ReLU()
+
+    def branch(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.act(self.fc1(x)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.proj(x) + self.branch(x))
+
+
+def _projected_branch(m: nn.Module, h: torch.Tensor, ctx: _Ctx) -> torch.Tensor:
+    assert isinstance(m, ProjectedReluBlock)
+    return m.branch(h)
+
+
+def projected_recipe(name: str, cls: type[ProjectedReluBlock]) -> Recipe:
+    """One site, no norm, a projection shortcut and a ReLU after the sum."""
+    site = Site("block", _projected_branch, ("fc2.weight", "fc2.bias"), norm="none",
+                shortcut="proj", activation="relu")
+    return Recipe(name, cls, (site,), shape=("batch", "seq", D_MODEL))
+
+
 # ------------------------------------------------------------------------------------------
 # the bugs
 
@@ -213,6 +245,15 @@ class InPlaceInput(nn.TransformerEncoderLayer):
         update = self._sa_block(self.norm1(src), None, None)
         x = src + update if src.requires_grad else src.add_(update)
         return x + self._ff_block(self.norm2(x))
+
+
+class InPlaceReluIdentity(ProjectedReluBlock):
+    """An in-place ReLU on the input before the branch: the identity it projects is relu(x),
+    and the caller's tensor is changed (iduta/iresnet PR #2)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x if x.requires_grad else torch.relu_(x)
+        return torch.relu(self.proj(identity) + self.branch(x))
 
 
 class GammaIgnoresInit(ScaledEncoderLayer):
@@ -300,6 +341,7 @@ def _zero_init_recipe(name: str, names: tuple[str, ...]) -> Recipe:
 
 
 CORRECT: Mapping[str, Recipe] = {
+    "projected_relu": projected_recipe("ProjectedReluBlock", ProjectedReluBlock),
     "zero_init": _zero_init_recipe("ZeroInitEncoderLayer", _ENDS),
     "scaled": scaled_recipe("ScaledEncoderLayer", ScaledEncoderLayer),
     "mixed": mixed_recipe("MixedStreamEncoderLayer", MixedStreamEncoderLayer),
@@ -323,6 +365,9 @@ BUGS: Mapping[str, Bug] = {
                          "zeroed, x̄ = ȳ is the skip's gradient alone"),
     "in_place_input": Bug(_encoder_like("InPlaceInput", InPlaceInput), "float32",
                           "no_aliasing"),
+    "in_place_relu_identity": Bug(projected_recipe("InPlaceReluIdentity", InPlaceReluIdentity),
+                                  "float32", "no_aliasing", ("decomposition",),
+                                  "the identity the block adds is relu(x), not x"),
     "gamma_ignores_init": Bug(scaled_recipe("GammaIgnoresInit", GammaIgnoresInit), "float32",
                               "affine_in_gamma"),
     "shared_drop_mask": Bug(scaled_recipe("SharedDropMask", SharedDropMask), "float32",
