@@ -79,6 +79,7 @@ __all__ = [
     "Branch",
     "Recipe",
     "Site",
+    "describe",
     "validate",
 ]
 
@@ -190,6 +191,36 @@ class Recipe:
                              f"{type(out).__name__}, not a tensor; give the recipe a call= "
                              "that returns the output stream")
         return out  # type: ignore[no-any-return,unused-ignore]
+
+
+def describe(recipe: Recipe) -> list[str]:
+    """What a recipe declares, one line per site after a header, for a listing::
+
+        torch.TransformerEncoderLayer(pre): input [batch, seq, 16], dtypes float64 ...
+          site 0 self-attention: pre-norm norm1; zero self_attn.out_proj.weight, ...
+    """
+    stream = f", stream {recipe.stream_dtype}" if recipe.stream_dtype else ""
+    extra = "".join(f", {k} {list(v)}" for k, v in recipe.context.items())
+    lines = [f"{recipe.name}: input {list(recipe.shape)}{extra}, dtypes "
+             f"{' '.join(recipe.dtypes)}{stream}, modes {' '.join(recipe.modes)}"]
+    for i, site in enumerate(recipe.sites):
+        parts = [f"{site.norm}-norm {' '.join(site.norms)}" if site.norm != "none" else
+                 "no norm", f"zero {', '.join(site.zero)}"]
+        if site.scale:
+            parts.append(f"LayerScale {site.scale}"
+                         + (f" = {site.scale_init!r}" if site.scale_init is not None else ""))
+        if site.drop_path:
+            parts.append(f"drop path {', '.join(site.drop_path)}")
+        if site.shortcut != "identity":
+            parts.append(f"shortcut {site.shortcut}")
+        if site.activation:
+            parts.append(f"then {site.activation}")
+        if site.alpha != 1.0:
+            parts.append(f"alpha {site.alpha!r}")
+        if not site.exact:
+            parts.append("judged within the merge budget")
+        lines.append(f"  site {i} {site.label}: {'; '.join(parts)}")
+    return lines
 
 
 def _is_tensor(value: Any) -> bool:

@@ -12,6 +12,7 @@ from resverify.blocks import Recipe, Site, validate
 from resverify.blocks.catalog import catalog, recipe
 from resverify.blocks.catalog.torch_nn import encoder
 from resverify.blocks.check import build
+from resverify.blocks.recipe import describe
 from resverify.spec.errors import UsageError
 
 
@@ -120,3 +121,13 @@ def test_catalog_recipe_validates_against_its_module(name: str) -> None:
     r = catalog()[name]
     for dtype in r.dtypes:
         validate(r, r.factory(torch.float64 if dtype == "float64" else torch.float32))
+
+
+def test_describe_lists_each_site_of_a_recipe() -> None:
+    lines = describe(catalog()["torch.TransformerDecoderLayer(post)"])
+    assert lines[0] == ("torch.TransformerDecoderLayer(post): input ['batch', 'seq', 16], "
+                        "memory ['batch', 'seq', 16], dtypes float64 float32 bfloat16 float16, "
+                        "modes eval train"), lines[0]
+    assert lines[2] == ("  site 1 cross-attention: post-norm norm2; zero "
+                        "multihead_attn.out_proj.weight, multihead_attn.out_proj.bias"), lines[2]
+    assert len(lines) == 4, lines
