@@ -41,10 +41,12 @@ __all__ = [
     "Unobserved",
     "drop_prob",
     "first_difference",
+    "no_drop",
     "observe",
     "shortcut",
     "site_exit",
     "with_parameter",
+    "zeroed",
 ]
 
 TORCH_DTYPES: Mapping[str, torch.dtype] = {
@@ -129,12 +131,10 @@ class Case:
         s, f = merge if merge is not None else (self.inputs.x, torch.zeros_like(self.inputs.x))
         alpha = 1.0 if site is None else self.recipe.sites[site].alpha
         shape = tuple(s.shape)
-        nodes = [Node("y", "residual_add", ("x", "u"))]
-        if alpha != 1.0:
-            nodes.append(Node("u", "scale", ("f",), alpha=Fraction(alpha)))
-        else:
-            nodes[0] = Node("y", "residual_add", ("x", "f"))
-        program = Program((Input("x", shape), Input("f", shape)), tuple(nodes), "y")
+        nodes = (Node("y", "residual_add", ("x", "f")),) if alpha == 1.0 else (
+            Node("u", "scale", ("f",), alpha=Fraction(alpha)),
+            Node("y", "residual_add", ("x", "u")))
+        program = Program((Input("x", shape), Input("f", shape)), nodes, "y")
         dtype = self.recipe.stream_dtype or self.dtype
         values = {"x": _numpy(s, dtype), "f": _numpy(f.to(s.dtype), dtype)}
         return Request(program, values, dtype, _numpy(self.inputs.cotangent(s), dtype))

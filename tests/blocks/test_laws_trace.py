@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+import pytest
 import torch
 
 from resverify.blocks.catalog.torch_nn import encoder
 from resverify.blocks.check import Draw, make_case
+from resverify.blocks.laws_forward import decomposition
 from resverify.blocks.trace import first_difference, observe, with_parameter
+from resverify.properties.assertions import PropertyFailure
 from resverify.spec.exact import evaluate
 from tests.blocks.broken_blocks import CORRECT
 
@@ -67,3 +71,11 @@ def test_with_parameter_restores_the_parameter() -> None:
     with with_parameter(case.module, "ls1.gamma", 0.0):
         assert float(gamma.detach().abs().max()) == 0.0
     assert first_difference(gamma.detach(), before) is None
+
+
+def test_a_wrong_alpha_fails_with_the_scaled_merge_as_its_request() -> None:
+    good = encoder(True)
+    halved = replace(good, sites=tuple(replace(s, alpha=0.5) for s in good.sites))
+    with pytest.raises(PropertyFailure, match=r"decomposition: sum z\[.*site 0") as caught:
+        decomposition(make_case(halved, "float32", "eval", DRAW))
+    assert caught.value.request.program.describe() == "residual_add(x, scale(f, 1/2))"
