@@ -129,7 +129,8 @@ def test_rms_norm_computes_in_float32_for_a_float64_input() -> None:
         got = norm(x)
     error = float(((got - in_float64) / in_float64).abs().max())
     assert got.dtype == torch.float64
-    assert 2.0**-60 < error < 2.0**-22, f"relative error {error!r}"
+    # float32-accurate (a few units of 2**-24), far from float64's 2**-53
+    assert 2.0**-40 < error < 2.0**-20, f"relative error {error!r}"
 
 
 def test_t5_float16_clamp_changes_finite_values_once_any_is_inf() -> None:
