@@ -75,18 +75,24 @@ def _failures(doc: Mapping[str, Any]) -> list[str]:
     lines = ["## Failures", ""]
     shown = failed_props[:DETAILED_FAILURES]
     for prop in shown:
-        lines += [f"### `{cell(prop['id'])}`", "",
-                  f"backend `{cell(prop['backend'])}`, dtype `{cell(prop['dtype'])}`", ""]
-        failures = prop["failures"] or [{"message": prop["message"], "kind": None,
-                                         "vector": prop["vector"], "replay": prop["replay"]}]
-        for number, failure in enumerate(failures, 1):
-            lines += _failure(failure, f"{number} of {len(failures)}" if len(failures) > 1
-                              else "")
+        lines += _property_failures(prop)
     if len(failed_props) > len(shown):
         lines += [f"... and {len(failed_props) - len(shown)} more failed property tests "
                   "(listed below; details in report.html and report.json)", ""]
     for claim in failed_claims:
         lines += _claim_failure(claim)
+    return lines
+
+
+def _property_failures(prop: Mapping[str, Any]) -> list[str]:
+    """A failed property test: its id, backend and dtype, then each distinct failure (the
+    test's own message, vector and replay when it recorded no separate failures)."""
+    lines = [f"### `{cell(prop['id'])}`", "",
+             f"backend `{cell(prop['backend'])}`, dtype `{cell(prop['dtype'])}`", ""]
+    failures = prop["failures"] or [{"message": prop["message"], "kind": None,
+                                     "vector": prop["vector"], "replay": prop["replay"]}]
+    for number, failure in enumerate(failures, 1):
+        lines += _failure(failure, f"{number} of {len(failures)}" if len(failures) > 1 else "")
     return lines
 
 
