@@ -6,7 +6,8 @@ output still looks plausible; a stream declared float32 that travels between sit
 bfloat16 loses the small updates a wide stream exists to keep. The dtype is pass or fail;
 how much of the update the stream loses is a figure, not a verdict: the fraction of each
 site's sum bitwise equal to what the update was added to (*swamped*: the update rounded
-away) and the overflow headroom, ``log2(largest finite / largest |stream|)`` over every site.
+away; not reported where an activation hides the sum) and the overflow headroom,
+``log2(largest finite / largest |stream|)`` over every site.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from resverify.blocks.trace import (
     no_drop,
     observe,
     shortcut,
-    site_exit,
 )
 
 __all__ = ["no_aliasing", "stream_dtype"]
@@ -47,21 +47,17 @@ def no_aliasing(case: Case) -> dict[str, float]:
     return {}
 
 
-def _swamped(case: Case, i: int, seen: Observed) -> float:
-    """The fraction of site ``i``'s sum equal to what the update was added to (its exit
-    equal to the zero-branch exit, where an activation hides the sum)."""
-    site, s = case.recipe.sites[i], seen.entries[i]
+def _swamped(case: Case, i: int, seen: Observed) -> float | None:
+    """The fraction of site ``i``'s sum bitwise equal to what its update was added to; None
+    where an activation hides the sum (after a ReLU, equal zeros would count as swamped)."""
+    site, s, z = case.recipe.sites[i], seen.entries[i], seen.sums[i]
+    if z is None:
+        return None
     with torch.enable_grad():
-        if seen.sums[i] is not None:
-            got, lost = seen.sums[i], shortcut(case.module, site, s).detach()
-        else:
-            nothing = torch.zeros((), dtype=s.dtype)
-            got, lost = seen.exits[i], site_exit(case.module, site, s, nothing)[1]
-    assert got is not None
-    if got.shape != lost.shape:
+        base = shortcut(case.module, site, s).detach()
+    if z.shape != base.shape:
         return math.nan
-    same = got.to(torch.float64) == lost.detach().to(torch.float64)
-    return float(same.to(torch.float64).mean())
+    return float((z.to(torch.float64) == base.to(torch.float64)).to(torch.float64).mean())
 
 
 def stream_dtype(case: Case) -> dict[str, float]:
@@ -79,7 +75,9 @@ def stream_dtype(case: Case) -> dict[str, float]:
                 case.fail("stream_dtype", f"the stream at the {what} is {t.dtype}, expected "
                           f"the declared {want}", i)
             peak = max(peak, float(t.detach().abs().to(torch.float64).max()))
-        figures[f"swamped[{site.label}]"] = _swamped(case, i, seen)
+        swamped = _swamped(case, i, seen)
+        if swamped is not None:
+            figures[f"swamped[{site.label}]"] = swamped
     if seen.y.dtype != want:
         case.fail("stream_dtype", f"the output is {seen.y.dtype}, expected the declared {want}")
     largest = float(torch.finfo(want).max)
