@@ -211,6 +211,9 @@ def pytest_check(recipe: Recipe, dtypes: Iterable[str] | None = None,
 
     >>> def test_my_block():  # doctest: +SKIP
     ...     resverify.blocks.pytest_check(my_recipe, ["float32"])
+
+    Call it from a plain test, not from inside a Hypothesis ``@given`` test: it draws its
+    own examples.
     """
     __tracebackhide__ = True
     records = check_block(recipe, dtypes, laws, max_examples=max_examples, seed=seed)
