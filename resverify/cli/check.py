@@ -103,7 +103,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="extra pytest arguments after --, e.g. -- -k shape")
 
 
-
 def _seconds(text: str) -> float:
     try:
         value = float(text)

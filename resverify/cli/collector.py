@@ -93,20 +93,24 @@ def summarize(phases: Sequence[Record]) -> Record:
         "message": None,
     }
     if failed is not None:
-        result["outcome"] = "failed"
-        result["message"] = _message(failed)
+        result.update(outcome="failed", message=_message(failed))
         if props.get("failure_kind") is not None and not props.get("failures"):
             props["failures"] = [{"message": result["message"], "kind": props["failure_kind"],
                                   "vector": None, "replay": None}]
-    elif skipped is not None and "wasxfail" in skipped:
-        result["outcome"] = "xfailed"
-        result["skip_reason"] = str(skipped["wasxfail"]) or "expected failure"
-    elif skipped is not None:
-        result["outcome"] = "skipped"
-        result["skip_reason"] = _skip_reason(skipped)
     else:
-        result["outcome"] = "passed"
+        result.update(_not_failed(skipped))
     return result
+
+
+def _not_failed(skipped: Record | None) -> Record:
+    """The outcome and skip reason of a test that did not fail: ``skipped`` is its phase
+    that pytest reported as skipped, if any (an expected failure is reported so too)."""
+    if skipped is None:
+        return {"outcome": "passed"}
+    if "wasxfail" in skipped:
+        return {"outcome": "xfailed",
+                "skip_reason": str(skipped["wasxfail"]) or "expected failure"}
+    return {"outcome": "skipped", "skip_reason": _skip_reason(skipped)}
 
 
 def interrupted_while_shrinking(phases: Sequence[Record], state: Record, vector: str | None,

@@ -108,15 +108,20 @@ class SuiteRun:
         elif kind == "SessionFinish":
             self.exitstatus = int(record["exitstatus"])
         elif kind == "TestReport":
-            if COLLECTED in record:
-                self.collected = int(record[COLLECTED])
-            nodeid = str(record["nodeid"])
-            self.running.setdefault(nodeid, []).append(record)
-            if record.get("when") not in ("setup", "call"):  # teardown, or xdist's crash report
-                result = summarize(self.running.pop(nodeid))
-                self.results.append(result)
-                return result
+            return self._phase(record)
         return None
+
+    def _phase(self, record: Record) -> Record | None:
+        """One phase of a test; the test's result when it was its last."""
+        if COLLECTED in record:
+            self.collected = int(record[COLLECTED])
+        nodeid = str(record["nodeid"])
+        self.running.setdefault(nodeid, []).append(record)
+        if record.get("when") in ("setup", "call"):
+            return None
+        result = summarize(self.running.pop(nodeid))  # after teardown, or xdist's crash report
+        self.results.append(result)
+        return result
 
 
 def pytest_command(*, report_log: Path, backends: Sequence[str], profile: str, seed: int,
