@@ -53,7 +53,9 @@ def _observe(case: Case) -> Observed:
 
 def decomposition(case: Case) -> dict[str, float]:
     """At every site, the module's sum is ``shortcut(s) + alpha F(s)`` of the stream it
-    carried, and its exit that sum through the site's activation and post-norms."""
+    carried, and its exit that sum through the site's activation and post-norms.
+
+    The backward half, ``x̄ = ȳ + J_Fᵀȳ``, is :func:`~.laws_backward.gradient_skip`."""
     __tracebackhide__ = True
     try:
         seen = _observe(case)
