@@ -9,7 +9,7 @@ each of the two laws has a foil of its own.
 from __future__ import annotations
 
 import pytest
-from hypothesis import example, given
+from hypothesis import given
 from hypothesis import strategies as st
 
 from resverify.impl.backend import Backend
@@ -20,6 +20,7 @@ from resverify.properties.laws_structure import (
     check_declared_form,
     check_inputs_unchanged,
 )
+from resverify.properties.pinned import example
 from resverify.properties.plugin import PropertyRun
 from resverify.properties.strategies import mismatch_cases, residual_cases
 from resverify.spec.ir import DTYPES

@@ -15,13 +15,14 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import example, given
+from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from resverify.impl.backend import Backend
 from resverify.properties.cases import Case
 from resverify.properties.laws_oracle import check_matches_spec
+from resverify.properties.pinned import example
 from resverify.properties.plugin import PropertyRun
 from resverify.properties.strategies import alphas, cotangents, shapes
 from resverify.spec.ir import DTYPES, Input, Node, Program

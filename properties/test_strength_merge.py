@@ -15,12 +15,13 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import example, given
+from hypothesis import given
 from hypothesis import strategies as st
 
 from resverify.impl.backend import Backend
 from resverify.properties.cases import Case
 from resverify.properties.laws_structure import check_refuses_mismatch
+from resverify.properties.pinned import example
 from resverify.properties.plugin import PropertyRun
 from resverify.properties.strategies import merge_case, mismatch_case, values
 from resverify.spec.errors import Shape

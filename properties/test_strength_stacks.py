@@ -15,12 +15,13 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import example, given
+from hypothesis import given
 from hypothesis import strategies as st
 
 from resverify.impl.backend import Backend
 from resverify.properties.cases import Case
 from resverify.properties.laws_oracle import check_matches_spec
+from resverify.properties.pinned import example
 from resverify.properties.plugin import PropertyRun
 from resverify.properties.strategies import FAMILY_OPS, claimed_ops, residual_cases
 from resverify.spec.ir import DTYPES, Input, Node, Program

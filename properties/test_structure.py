@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import example, given
+from hypothesis import given
 
 from resverify.impl.backend import Backend
 from resverify.properties import pinned
@@ -29,6 +29,7 @@ from resverify.properties.laws_structure import (
     check_shared_operand_gradient,
     check_zero_branch,
 )
+from resverify.properties.pinned import example
 from resverify.properties.plugin import PropertyRun
 from resverify.properties.strategies import (
     alphas,
