@@ -16,7 +16,8 @@ the saved vector and the replay command), and two probes the command measures fo
 is from its entry, which is 0 for a pre-norm site and not for a post-norm or post-activation
 one, and how far it is from what the zero-branch law predicts, which is 0 on a correct block)
 and ``layerscale`` (the swamped fraction per site and dtype at several LayerScale values).
-The probes are figures, never verdicts; nothing in a verdict depends on the seconds.
+The probes are figures, never verdicts; nothing in a verdict depends on the seconds, which
+sit in keys ending ``_seconds`` as in the main report (its ``strip_timings`` drops them).
 
 The escaping helpers are this module's own (three lines each) rather than those of
 :mod:`resverify.reports.markdown` and :mod:`resverify.reports.html`, so the section renders
@@ -106,7 +107,7 @@ def _law_row(run: BlockRun, i: int, record: LawRecord) -> Doc:
     seconds = run.seconds[i] if i < len(run.seconds) else None
     return {"law": record.law, "dtype": record.dtype, "mode": record.mode,
             "verdict": record.verdict, "examples": record.examples,
-            "seconds": None if seconds is None else round(seconds, 3),
+            "time_seconds": None if seconds is None else round(seconds, 3),
             "figures": {k: _number(v) for k, v in sorted(record.figures.items())},
             "message": record.message, "failure": _failure(record, run.vectors.get(i))}
 
@@ -129,7 +130,7 @@ def _block(run: BlockRun) -> Doc:
     laws = [_law_row(run, i, r) for i, r in enumerate(run.records)]
     return {"name": run.recipe.name, "source": run.source, "library": run.library,
             "version": run.version, "verdict": _verdict([r["verdict"] for r in laws]),
-            "seconds": round(sum(run.seconds), 3), "declares": declares(run.recipe),
+            "time_seconds": round(sum(run.seconds), 3), "declares": declares(run.recipe),
             "laws": laws, "probes": _probes(run)}
 
 
@@ -228,11 +229,11 @@ def _md_block(block: Mapping[str, Any], level: int) -> list[str]:
     h = "#" * (level + 1)
     lines = [f"{h} {_cell(block['name'])}: {_ICON[block['verdict']]}", "",
              f"{_cell(block['library'])} {_cell(block['version'] or 'version unknown')}, "
-             f"{block['seconds']:.1f} s", ""]
+             f"{block['time_seconds']:.1f} s", ""]
     lines += _md_table(["declares", ""], _declared_lines(block))
     lines += _md_table(["law", "dtype", "mode", "verdict", "examples", "s", "figures"],
                        [(r["law"], r["dtype"], r["mode"], _ICON[r["verdict"]], r["examples"],
-                         r["seconds"], _figure_text(r["figures"])) for r in block["laws"]])
+                         r["time_seconds"], _figure_text(r["figures"])) for r in block["laws"]])
     for r in block["laws"]:
         if r["verdict"] != "pass" and r["message"]:
             lines += [f"- **{_cell(r['law'])}** [{r['dtype']}, {r['mode']}]: "
@@ -255,7 +256,7 @@ def markdown(doc: Mapping[str, Any], level: int = 2) -> str:
              f"fail, {counts['unjudged']} unjudged.", ""]
     lines += _md_table(["block", "library", "verdict", "laws", "s"],
                        [(b["name"], f"{b['library']} {b['version'] or ''}",
-                         _ICON[b["verdict"]], len(b["laws"]), b["seconds"])
+                         _ICON[b["verdict"]], len(b["laws"]), b["time_seconds"])
                         for b in doc["blocks"]])
     lines += [f"- skipped {_cell(s['source'])}: {_cell(s['reason'])}" for s in doc["skipped"]]
     for block in doc["blocks"]:
@@ -287,7 +288,7 @@ def _law_rows(block: Mapping[str, Any]) -> list[list[str]]:
         if r["failure"] and r["failure"]["replay"]:
             note += f"<br>replay: <code>{esc(r['failure']['replay'])}</code>"
         rows.append([esc(r["law"]), esc(r["dtype"]), esc(r["mode"]),
-                     _verdict_html(r["verdict"]), esc(r["examples"]), esc(r["seconds"]),
+                     _verdict_html(r["verdict"]), esc(r["examples"]), esc(r["time_seconds"]),
                      esc(_figure_text(r["figures"])), note])
     return rows
 
@@ -296,7 +297,7 @@ def _html_block(block: Mapping[str, Any], index: int, images: Mapping[str, bytes
     parts = [f'<section class="block" id="block-{index}"><h3>{esc(block["name"])}: '
              f'{_verdict_html(block["verdict"])}</h3>',
              f"<p>{esc(block['library'])} {esc(block['version'] or 'version unknown')}, "
-             f"{esc(block['seconds'])} s</p>",
+             f"{esc(block['time_seconds'])} s</p>",
              _table(["declares", ""], [[esc(a), esc(b)] for a, b in _declared_lines(block)]),
              _table(["law", "dtype", "mode", "verdict", "examples", "s", "figures", "message"],
                     _law_rows(block))]
@@ -314,7 +315,7 @@ def html_section(doc: Mapping[str, Any], images: Mapping[str, bytes] | None = No
     counts = doc["counts"]
     rows = [[f'<a href="#block-{i}">{esc(b["name"])}</a>',
              esc(f"{b['library']} {b['version'] or ''}"), _verdict_html(b["verdict"]),
-             esc(len(b["laws"])), esc(b["seconds"])] for i, b in enumerate(doc["blocks"])]
+             esc(len(b["laws"])), esc(b["time_seconds"])] for i, b in enumerate(doc["blocks"])]
     skipped = "".join(f"<li>skipped {esc(s['source'])}: {esc(s['reason'])}</li>"
                       for s in doc["skipped"])
     blocks = "".join(_html_block(b, i, images or {}) for i, b in enumerate(doc["blocks"]))
@@ -467,9 +468,13 @@ def write(folder: Path, doc: Mapping[str, Any], with_plots: bool = True) -> list
     validate(doc)
     folder.mkdir(parents=True, exist_ok=True)
     images = plots(doc) if with_plots else {}
-    files = {"blocks.json": json.dumps(doc, indent=1, sort_keys=True) + "\n",
+    files = {"blocks.json": json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False,
+                                        allow_nan=False) + "\n",
              "blocks.md": "# resverify blocks\n\n" + markdown(doc),
              "blocks.html": html_page(doc, images)}
+    for stale in folder.glob("block*-*.png"):  # an earlier run's plots of more blocks
+        if re.fullmatch(r"block\d+-(swamped|zero)\.png", stale.name) and stale.name not in images:
+            stale.unlink()
     written = []
     for name, data in images.items():
         atomic.write_bytes(folder / name, data)

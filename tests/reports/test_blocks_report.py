@@ -79,7 +79,7 @@ def test_the_section_follows_its_schema_and_is_strict_json() -> None:
     assert first["laws"][1]["failure"] == {
         "message": records(HOSTILE)[1].message, "kind": "law", "vector": "out/vectors/v.json",
         "replay": "resverify replay out/vectors/v.json --backend numpy"}
-    assert first["laws"][0]["failure"] is None and first["seconds"] == 2.0
+    assert first["laws"][0]["failure"] is None and first["time_seconds"] == 2.0
     assert first["declares"]["sites"][0]["norms"] == ["norm1"]
     assert second["declares"]["sites"][0]["scale"] == "ls1.gamma"
     assert doc["skipped"] == [{"source": "timm",
@@ -216,6 +216,15 @@ def test_write_puts_every_file_in_place_and_leaves_no_temporary(tmp_path: Path) 
         "# resverify blocks\n\n## Residual blocks")
     bare = report.write(tmp_path / "bare", doc, with_plots=False)
     assert not [p for p in bare if p.suffix == ".png"]
+
+
+def test_a_later_run_of_fewer_blocks_leaves_no_plot_of_the_earlier(tmp_path: Path) -> None:
+    report.write(tmp_path, document())
+    (tmp_path / "mine.png").write_bytes(b"kept")
+    one = report.section([a_run()], profile="dev", seed=3, examples=5)
+    report.write(tmp_path, one)
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == [
+        "block0-swamped.png", "block0-zero.png", "mine.png"]
 
 
 def test_write_refuses_a_document_the_schema_refuses(tmp_path: Path) -> None:
