@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+VISION := .venv-vision
 # setuptools warns on every editable install of a package laid out other than as it is
 # imported (resverify/ links to the four folders): "Please be careful with folders in your
 # working directory with the same name as your package" (its InformationOnly, which pip
@@ -11,7 +12,7 @@ STAMP  := $(VENV)/.installed
 # installs filter that one warning by its first words.
 QUIET_INSTALL := PYTHONWARNINGS="ignore:Editable installation"
 
-.PHONY: verify test test-slow lint backends dist clean mutants flakes mutation mutation-ops bench matrix
+.PHONY: verify test test-slow lint backends blocks blocks-vision dist clean mutants flakes mutation mutation-ops bench matrix
 
 $(STAMP): pyproject.toml constraints.txt
 	@echo "make: installing resverify, editable, with the pinned versions of constraints.txt into $(VENV) (numpy, sympy, hypothesis, pytest, matplotlib, ruff, mypy; about 90 s on a fresh machine, seconds when cached)"
@@ -36,6 +37,20 @@ test-slow: $(STAMP)
 backends: $(STAMP)
 	@echo "make: installing the optional backends into $(VENV) (torch CPU build, jax, autograd, tensorflow-cpu, tinygrad, pytensor: large downloads, minutes)"
 	$(QUIET_INSTALL) $(BIN)/python -m pip install --quiet -c constraints.txt -e '.[torch,jax,autograd,tensorflow,tinygrad,pytensor]'
+
+## blocks: add the block catalog's library that fits beside torch 2.13.0+cpu (transformers) to .venv
+blocks: $(STAMP)
+	@echo "make: installing transformers into $(VENV) for the Hugging Face blocks (about 35 s, 185 MB)"
+	$(QUIET_INSTALL) $(BIN)/python -m pip install --quiet -c constraints.txt -e '.[blocks-hf]'
+
+## blocks-vision: timm and torchvision in a venv of their own (torch 2.14.1 + torchvision 0.29.1, the pairing that imports here; about 5.8 GB, 2 min), then their catalog tests
+blocks-vision: pyproject.toml constraints.txt
+	@echo "make: building $(VISION) with torch 2.14.1, torchvision 0.29.1 and timm (about 2 min, 5.8 GB), then the timm and torchvision block tests"
+	$(PYTHON) -m venv $(VISION)
+	$(VISION)/bin/python -m pip install --quiet --upgrade pip
+	grep -v '^torch==' constraints.txt > $(VISION)/constraints.txt
+	$(QUIET_INSTALL) $(VISION)/bin/python -m pip install --quiet -c $(VISION)/constraints.txt -e '.[dev]' torch==2.14.1 torchvision==0.29.1 timm==1.0.31
+	$(VISION)/bin/python -m pytest -n 2 -p no:cacheprovider tests/blocks/test_catalog_timm.py tests/blocks/test_catalog_torchvision.py
 
 ## matrix: resverify check on every installed CPU backend, one report in resverify-report/matrix
 matrix: $(STAMP)
@@ -74,4 +89,4 @@ dist: $(STAMP)
 	$(BIN)/python -m build --outdir dist
 
 clean:
-	rm -rf $(VENV) resverify-report .pytest_cache .hypothesis build dist *.egg-info flakes.json resverify-bench.json
+	rm -rf $(VENV) $(VISION) resverify-report .pytest_cache .hypothesis build dist *.egg-info flakes.json resverify-bench.json
