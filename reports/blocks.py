@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from resverify.blocks.check import LawRecord
     from resverify.blocks.recipe import Recipe
 
-__all__ = ["SCHEMA_VERSION", "BlockRun", "declares", "html_page", "html_section",
+__all__ = ["SCHEMA_VERSION", "BlockRun", "count", "declares", "html_page", "html_section",
            "load_schema", "markdown", "plot_names", "plots", "section", "site_text", "validate",
            "write"]
 
@@ -187,6 +187,11 @@ def headroom(block: Mapping[str, Any]) -> dict[str, float | str]:
             if law["law"] == "stream_dtype" and "headroom_log2" in law["figures"]}
 
 
+def count(n: int, what: str) -> str:
+    """``1 block``, ``2 blocks``."""
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
 def _text(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.3g}"
@@ -251,7 +256,7 @@ def markdown(doc: Mapping[str, Any], level: int = 2) -> str:
     """The section in Markdown, its title at heading ``level`` (2 inside the main report)."""
     counts = doc["counts"]
     lines = [f"{'#' * level} Residual blocks: {_ICON[doc['verdict']]}", "",
-             f"{len(doc['blocks'])} blocks, profile {doc['profile']} ({doc['examples']} "
+             f"{count(len(doc['blocks']), 'block')}, profile {doc['profile']} ({doc['examples']} "
              f"examples a law), seed {doc['seed']}: {counts['pass']} pass, {counts['fail']} "
              f"fail, {counts['unjudged']} unjudged.", ""]
     lines += _md_table(["block", "library", "verdict", "laws", "s"],
@@ -320,7 +325,7 @@ def html_section(doc: Mapping[str, Any], images: Mapping[str, bytes] | None = No
                       for s in doc["skipped"])
     blocks = "".join(_html_block(b, i, images or {}) for i, b in enumerate(doc["blocks"]))
     return (f'<section id="blocks"><h2>Residual blocks: {_verdict_html(doc["verdict"])}</h2>'
-            f"<p>{esc(len(doc['blocks']))} blocks, profile {esc(doc['profile'])} "
+            f"<p>{esc(count(len(doc['blocks']), 'block'))}, profile {esc(doc['profile'])} "
             f"({esc(doc['examples'])} examples a law), seed {esc(doc['seed'])}: "
             f"{esc(counts['pass'])} pass, {esc(counts['fail'])} fail, "
             f"{esc(counts['unjudged'])} unjudged.</p>"

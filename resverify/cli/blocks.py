@@ -190,7 +190,7 @@ def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
         seconds.append(time.perf_counter() - began)
         if record.failure is not None:
             saved[len(records)] = str(save_vector(record.failure.request, vectors,
-                                                  f"{recipe.name}.{law}", recipe.name,
+                                                  f"{law}[{dtype},{mode}]", recipe.name,
                                                   record.message, record.failure.kind))
         records.append(record)
         say(_progress(record, seconds[-1]))
@@ -297,7 +297,7 @@ def _check(args: argparse.Namespace) -> int:
                          skipped=skipped())
     written = report.write(folder, doc, with_plots=not args.no_plots)
     counts = doc["counts"]
-    print(f"{len(runs)} blocks, {sum(counts.values())} law records: {counts['pass']} pass, "
+    print(f"{report.count(len(runs), 'block')}, {sum(counts.values())} law records: {counts['pass']} pass, "
           f"{counts['fail']} fail, {counts['unjudged']} unjudged; report: "
           f"{folder / 'blocks.html'} ({len(written)} files)")
     return 0 if doc["verdict"] == "pass" else 1

@@ -127,7 +127,7 @@ def test_checking_a_torch_block_prints_a_line_per_law_and_passes(
         words = line.split()
         assert words[:5] == [PRE, law, dtype, mode, "pass"], line
         assert words[6] == "examples" and int(words[5]) >= 1 and words[-1] == "s", line
-    assert out[-1].startswith(f"1 blocks, {len(planned)} law records: {len(planned)} pass")
+    assert out[-1].startswith(f"1 block, {len(planned)} law records: {len(planned)} pass")
     report.validate(doc)
     block = doc["blocks"][0]
     assert (block["name"], block["library"], block["verdict"]) == (PRE, "torch", "pass")
@@ -174,6 +174,19 @@ def test_a_failing_block_exits_1_with_its_failure_vector_and_replay_in_the_repor
     out = capsys.readouterr().out
     assert f"{bug.recipe.name}  affine_in_gamma float32  eval  fail" in out
     assert "1 fail" in out.splitlines()[-1]
+
+
+def test_each_failing_record_keeps_its_own_vector(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    bug = BUGS["in_place_input"]  # fails no_aliasing in eval and in train, on one request
+    use_catalog(monkeypatch, [bug.recipe])
+    code, doc = check(tmp_path, bug.recipe.name, *FAST, "--no-plots")
+    failed = [r for r in doc["blocks"][0]["laws"] if r["verdict"] == "fail"]
+    assert code == 1 and [(r["law"], r["mode"]) for r in failed] == [
+        (bug.meant, "eval"), (bug.meant, "train")]
+    for r in failed:
+        saved = json.loads(Path(r["failure"]["vector"]).read_text(encoding="utf-8"))
+        assert saved["vector"]["message"] == r["message"], r["failure"]["vector"]
 
 
 def _judged(doc: Mapping[str, Any]) -> list[Any]:
