@@ -297,7 +297,7 @@ def _check(args: argparse.Namespace) -> int:
                          skipped=skipped())
     written = report.write(folder, doc, with_plots=not args.no_plots)
     counts = doc["counts"]
-    print(f"{report.count(len(runs), 'block')}, {sum(counts.values())} law records: {counts['pass']} pass, "
-          f"{counts['fail']} fail, {counts['unjudged']} unjudged; report: "
+    print(f"{report.count(len(runs), 'block')}, {sum(counts.values())} law records: "
+          f"{counts['pass']} pass, {counts['fail']} fail, {counts['unjudged']} unjudged; report: "
           f"{folder / 'blocks.html'} ({len(written)} files)")
     return 0 if doc["verdict"] == "pass" else 1
