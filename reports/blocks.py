@@ -352,8 +352,8 @@ _CAPTIONS = {
     "swamped": "Swamped fraction: the share of each site's outputs bitwise equal to its "
                "input (the update lost to rounding), by dtype; right, by LayerScale γ",
     "zero": "With one site's branch zeroed: max |exit - entry| per site and dtype (0 is the "
-            "identity; a post-norm or post-activation site is not); red: the zero-branch "
-            "law's own difference, which is 0 on a correct block",
+            "identity; a post-norm or post-activation site is not); the title gives the "
+            "zero-branch law's own difference, which is 0 on a correct block",
 }
 
 
@@ -392,8 +392,11 @@ def _bars(ax: Axes, groups: Sequence[str], series: Mapping[str, Sequence[float |
                             ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(groups)), groups, fontsize=8)
     ax.set_xlim(-0.5, len(groups) - 0.5)
-    if log and any(v is not None and v > 0 for vs in series.values() for v in vs):
+    drawn = [v for vs in series.values() for v in vs if v is not None and v > 0]
+    if log and drawn:
         ax.set_yscale("log")
+    elif not log:
+        ax.set_ylim(0, 1.1 * max(drawn, default=1.0))
     ax.legend(fontsize=7)
 
 
@@ -440,12 +443,12 @@ def _zero_plot(block: Mapping[str, Any]) -> bytes:
 
     fig = Figure(figsize=(5.5, 3.2))
     ax = fig.add_subplot(1, 1, 1)
-    _bars(ax, sites, {d: values("from_identity", d) for d in dtypes}, True)
+    _bars(ax, sites, {d: values("from_identity", d) for d in dtypes}, False)
     law = [v for d in dtypes for v in values("from_law", d) if v]
-    if law:
-        ax.axhline(max(law), color="red", linestyle="--", label="law's difference")
+    said = f" (law's difference up to {max(law):.3g})" if law else \
+        " (law: bitwise at every site)"
     ax.set_ylabel("max |exit - entry|, branch zeroed")
-    ax.set_title(block["name"] + ("" if law else " (law: bitwise at every site)"), fontsize=9)
+    ax.set_title(block["name"] + said, fontsize=9, color="#b00" if law else "black")
     fig.tight_layout()
     return _png(fig)
 
