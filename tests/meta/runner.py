@@ -45,9 +45,9 @@ CI_GENERATED = settings(PROFILES["ci"], phases=(Phase.generate,))
 BASES: tuple[type[Backend], ...] = (catalog.Mutant,)
 """The bug-free base every entry of the catalog is built on."""
 
-Catch = tuple[str, str, type[Backend], str | None]
+Catch = tuple[str, str, type[Backend], str]
 """(property, dtype, broken backend the property must catch in that dtype, the failure kind
-the catch must show or None for any)."""
+the catch must show)."""
 
 
 @cache

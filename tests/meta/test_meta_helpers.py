@@ -39,16 +39,17 @@ def test_assert_passes_on_the_bases_fails_where_a_base_is_broken(
 class _Pinned(Mutant):
     """A stand-in entry for the table tests (never run)."""
 
-    kills = (Kill(LAW, "float32", kind="law"), Kill("other_law"),
-             Kill(LAW, pinned=False, generated=True))
+    kills = (Kill(LAW, "float32"), Kill("other_law", kind="raised"),
+             Kill(LAW, kind="bad_result", pinned=False, generated=True))
 
 
 def test_catches_reads_the_kills_of_the_laws_asked_for_and_by_their_settings() -> None:
     kills = [(kill, _Pinned) for kill in _Pinned.kills]
     assert meta.catches({LAW}, kills=kills) == [(LAW, "float32", _Pinned, "law")]
-    assert meta.catches({LAW}, generated=True, kills=kills) == [(LAW, "float64", _Pinned, None)]
+    assert meta.catches({LAW}, generated=True, kills=kills) == [
+        (LAW, "float64", _Pinned, "bad_result")]
     assert meta.catches({"other_law", LAW}, kills=kills) == [
-        (LAW, "float32", _Pinned, "law"), ("other_law", "float64", _Pinned, None)]
+        (LAW, "float32", _Pinned, "law"), ("other_law", "float64", _Pinned, "raised")]
     assert meta.catches({"no_such_law"}, kills=kills) == []
 
 
@@ -73,10 +74,10 @@ def test_law_tables_split_the_suite_into_three_disjoint_parts() -> None:
 
 def test_statistical_keeps_variance_laws_measured_on_samples() -> None:
     table: list[meta.Catch] = [
-        ("independent_updates_add_their_variances", "float64", catalog.AlphaSquared, None),
+        ("independent_updates_add_their_variances", "float64", catalog.AlphaSquared, "law"),
         ("sample_variance_of_merge_is_sum_plus_twice_covariance", "float64",
-         catalog.AlphaSquared, None),
-        (LAW, "float64", catalog.AlphaSquared, None)]
+         catalog.AlphaSquared, "law"),
+        (LAW, "float64", catalog.AlphaSquared, "law")]
     assert meta.statistical(table) == table[:1], meta.statistical(table)
 
 

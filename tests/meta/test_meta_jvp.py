@@ -32,7 +32,7 @@ JVP_CATCHES: list[Catch] = catches(jvp_laws())
 
 @pytest.mark.parametrize(("law", "dtype", "broken", "kind"), catch_params(JVP_CATCHES))
 def test_forward_mode_property_catches_its_broken_backend(
-        law: str, dtype: str, broken: type[Backend], kind: str | None) -> None:
+        law: str, dtype: str, broken: type[Backend], kind: str) -> None:
     assert_caught(law, dtype, broken, CATCH, kind)
 
 
@@ -50,5 +50,5 @@ square weight, a norm, an in-place merge), found by generated examples alone und
 
 @pytest.mark.parametrize(("law", "dtype", "broken", "kind"), catch_params(GENERATED))
 def test_ci_profile_catches_forward_mode_bugs_on_generated_examples(
-        law: str, dtype: str, broken: type[Backend], kind: str | None) -> None:
+        law: str, dtype: str, broken: type[Backend], kind: str) -> None:
     assert_caught(law, dtype, broken, CI_GENERATED, kind)

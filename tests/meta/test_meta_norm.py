@@ -33,13 +33,13 @@ STATISTICAL = statistical(NORM_CATCHES)
 
 @pytest.mark.parametrize(("law", "dtype", "broken", "kind"), catch_params(NORM_CATCHES))
 def test_norm_property_catches_its_broken_backend(law: str, dtype: str, broken: type[Backend],
-                                                  kind: str | None) -> None:
+                                                  kind: str) -> None:
     assert_caught(law, dtype, broken, CATCH, kind)
 
 
 @pytest.mark.parametrize(("law", "dtype", "broken", "kind"), catch_params(STATISTICAL))
 def test_statistical_norm_property_has_power_on_generated_streams(
-        law: str, dtype: str, broken: type[Backend], kind: str | None) -> None:
+        law: str, dtype: str, broken: type[Backend], kind: str) -> None:
     """Not only the pinned seed example: freshly generated streams expose the bug too."""
     assert_caught(law, dtype, broken, GENERATED_ONLY, kind)
 

@@ -54,7 +54,7 @@ CATCHES: list[Catch] = catches(general_laws())
 
 @pytest.mark.parametrize(("law", "dtype", "broken", "kind"), catch_params(CATCHES))
 def test_property_catches_its_broken_backend(law: str, dtype: str, broken: type[Backend],
-                                             kind: str | None) -> None:
+                                             kind: str) -> None:
     assert_caught(law, dtype, broken, CATCH, kind)
 
 
@@ -64,7 +64,7 @@ THIN: list[Catch] = catches(general_laws() | norm_laws(), generated=True)
 
 @pytest.mark.parametrize(("law", "dtype", "broken", "kind"), catch_params(THIN))
 def test_ci_profile_catches_size_and_layout_bugs_on_generated_examples(
-        law: str, dtype: str, broken: type[Backend], kind: str | None) -> None:
+        law: str, dtype: str, broken: type[Backend], kind: str) -> None:
     """Wide layers, same-shaped weight stacks and broadcasting with random cotangents."""
     assert_caught(law, dtype, broken, CI_GENERATED, kind)
 
@@ -74,7 +74,7 @@ STATISTICAL = statistical(CATCHES)
 
 @pytest.mark.parametrize(("law", "dtype", "broken", "kind"), catch_params(STATISTICAL))
 def test_statistical_property_has_power_on_generated_streams(
-        law: str, dtype: str, broken: type[Backend], kind: str | None) -> None:
+        law: str, dtype: str, broken: type[Backend], kind: str) -> None:
     """Not only the pinned seed example: freshly generated streams expose the bug too."""
     assert_caught(law, dtype, broken, GENERATED_ONLY, kind)
 
@@ -117,9 +117,24 @@ def test_every_property_has_a_broken_backend_it_catches() -> None:
     assert not stale, f"entries of tests.mutants declare killers that are no property: {stale}"
 
 
-def test_every_foil_declares_a_law_that_kills_it() -> None:
-    unused = sorted(f.__name__ for f in catalog.FOILS if not vars(f).get("kills"))
-    assert not unused, f"foils of tests.mutants that declare no law to kill them: {unused}"
+KILLED_IN_A_CHILD_ONLY = {
+    "CrashOnWideLinear": "it ends the process it runs in (os._exit), so only the child "
+                         "pytest of make mutants can see it killed, as a crash",
+    "StickyFallbackAfterRefusal": "its bug shows only after a refusal, and a law that "
+                                  "refuses first compares bits, not values, with the spec: "
+                                  "in make mutants the suite's earlier refusals set it off",
+}
+"""The entries that declare no kill, and why no property run in-process can kill them."""
+
+
+def test_every_entry_declares_a_law_that_kills_it() -> None:
+    """Each scored mutant and each foil names its killers, but the few only a whole suite
+    in a child process kills (:data:`KILLED_IN_A_CHILD_ONLY`)."""
+    silent = {e.__name__ for e in catalog.ENTRIES if not vars(e).get("kills")}
+    assert silent == set(KILLED_IN_A_CHILD_ONLY), (
+        f"entries of tests.mutants that declare no law to kill them: "
+        f"{sorted(silent - set(KILLED_IN_A_CHILD_ONLY))}; declare kills now: "
+        f"{sorted(set(KILLED_IN_A_CHILD_ONLY) - silent)}")
 
 
 def test_every_declared_kill_is_run_by_a_meta_test() -> None:

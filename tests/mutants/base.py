@@ -44,7 +44,9 @@ class Kill:
     """One law that must kill an entry: the property test (``law``, its name without
     ``test_``), the dtype it runs in, and how the meta-tests check it.
 
-    ``kind`` is the failure kind the catch must show (None: any kind); ``pinned``: caught
+    ``kind`` is the failure kind the catch must show (``law``: a law broken by the values;
+    ``bad_result``, ``refused``, ``raised``: an answer of the wrong form, a refusal of a
+    valid request, an exception out of ``run``); ``pinned``: caught
     by the pinned examples and 60 derandomized generated ones (``tests.meta.runner.CATCH``);
     ``generated``: caught by generated examples alone under the ci profile too, for a bug
     that only a drawn program shows.
@@ -52,7 +54,7 @@ class Kill:
 
     law: str
     dtype: str = "float64"
-    kind: str | None = None
+    kind: str = "law"
     pinned: bool = True
     generated: bool = False
 

@@ -49,6 +49,7 @@ class RaisesOnMismatch(Mutant):
 
     name = "mutant-raises-on-mismatch"
     bug_class = "errors"
+    kills = (Kill("residual_add_rejects_every_shape_mismatch", kind="raised"),)
 
     def refuse(self, request: Request, exc: ShapeMismatch) -> Result:
         raise ValueError(f"operands could not be broadcast together: {exc}")
@@ -60,6 +61,7 @@ class UnsupportedForEmpty(Mutant):
 
     name = "mutant-unsupported-empty"
     bug_class = "errors"
+    kills = (Kill("residual_stack_gradient_is_one_plus_a_to_the_depth", kind="refused"),)
 
     def run(self, request: Request) -> Result:
         if any(v.size == 0 for v in request.inputs.values()):
@@ -86,6 +88,7 @@ class StaleBranchPastDepth4(Mutant):
 
     name = "mutant-stale-branch-depth"
     bug_class = "statistics"
+    kills = (Kill("residual_stack_gradient_is_one_plus_a_to_the_depth"),)
 
     def run(self, request: Request) -> Result:
         self.merges: list[Tensor] = []
@@ -105,6 +108,7 @@ class ScaleIgnoredPastDepth8(Mutant):
 
     name = "mutant-scale-ignored-depth"
     bug_class = "statistics"
+    kills = (Kill("inverse_sqrt_depth_scaling_keeps_unit_variance"),)
 
     def run(self, request: Request) -> Result:
         self.scales = 0

@@ -63,7 +63,7 @@ class StrictAdd(Mutant):
     """Ordinary add refuses broadcasting, as if it were the residual merge."""
 
     name = "broken-strict-add"
-    kills = (Kill("add_accepts_every_broadcastable_pair_residual_add_refuses"),)
+    kills = (Kill("add_accepts_every_broadcastable_pair_residual_add_refuses", kind="refused"),)
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         if node.op == "add" and args[0].shape != args[1].shape:
@@ -237,7 +237,7 @@ class WrongDtype(Mutant):
     """Gradients come back in float64 whatever the request's dtype."""
 
     name = "broken-wrong-dtype"
-    kills = (Kill("results_have_declared_shapes_and_dtype", "float32"),)
+    kills = (Kill("results_have_declared_shapes_and_dtype", "float32", kind="bad_result"),)
 
     def finish(self, request: Request, result: Value) -> Result:
         grads = {k: np.asarray(v, dtype=np.float64) for k, v in result.grads.items()}

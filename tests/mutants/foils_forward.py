@@ -29,7 +29,7 @@ class TangentPooledByShape(Mutant):
     input of its shape (a same-shaped weight's tangent comes from the wrong input)."""
 
     name = "broken-jvp-tangent-pooled"
-    kills = (Kill("tangent_matches_spec_within_budget", kind="law", generated=True),)
+    kills = (Kill("tangent_matches_spec_within_budget", generated=True),)
 
     def seed_tangents(self, tangents: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         first: dict[tuple[int, ...], np.ndarray] = {}
@@ -43,9 +43,9 @@ class ReluOfTangent(Mutant):
     positive tangents only, and not linear in t."""
 
     name = "broken-jvp-relu-of-tangent"
-    kills = (Kill("tangent_matches_spec_within_budget", "float16", kind="law"),
-             Kill("tangent_is_linear_in_the_input_tangents", kind="law"),
-             Kill("tangent_is_linear_in_the_input_tangents", "float16", kind="law"))
+    kills = (Kill("tangent_matches_spec_within_budget", "float16"),
+             Kill("tangent_is_linear_in_the_input_tangents"),
+             Kill("tangent_is_linear_in_the_input_tangents", "float16"))
 
     def tangent(self, node: Node, args: list[Tensor], ts: list[np.ndarray],
                 out: Tensor) -> np.ndarray:
@@ -60,7 +60,7 @@ class DedupedOperandTangent(Mutant):
     (tangents looked up by the set of distinct operands)."""
 
     name = "broken-jvp-deduped-operand"
-    kills = (Kill("shared_operand_tangent_is_k_times_the_input_tangent", kind="law"),)
+    kills = (Kill("shared_operand_tangent_is_k_times_the_input_tangent"),)
 
     def tangent(self, node: Node, args: list[Tensor], ts: list[np.ndarray],
                 out: Tensor) -> np.ndarray:

@@ -54,9 +54,9 @@ class TangentDropsIdentity(_TangentHook):
 
     name = "mutant-tangent-drops-identity"
     op = "residual_add"
-    kills = (Kill("tangent_matches_spec_within_budget", kind="law"),
-             Kill("norm_stack_tangent_matches_spec_within_budget", "float32", kind="law"),
-             Kill("alpha_zero_passes_the_input_tangent_unchanged", kind="law",
+    kills = (Kill("tangent_matches_spec_within_budget"),
+             Kill("norm_stack_tangent_matches_spec_within_budget", "float32"),
+             Kill("alpha_zero_passes_the_input_tangent_unchanged",
                   generated=True))
 
     def jvp(self, args: list[np.ndarray], ts: list[np.ndarray], out: np.ndarray
@@ -69,10 +69,10 @@ class TangentForgetsAlpha(_TangentHook):
 
     name = "mutant-tangent-forgets-alpha"
     op = "scale"
-    kills = (Kill("tangent_matches_spec_within_budget", "float32", kind="law"),
-             Kill("tangent_and_gradients_satisfy_duality", "float32", kind="law",
+    kills = (Kill("tangent_matches_spec_within_budget", "float32"),
+             Kill("tangent_and_gradients_satisfy_duality", "float32",
                   generated=True),
-             Kill("alpha_zero_passes_the_input_tangent_unchanged", "float32", kind="law"))
+             Kill("alpha_zero_passes_the_input_tangent_unchanged", "float32"))
 
     def jvp(self, args: list[np.ndarray], ts: list[np.ndarray], out: np.ndarray
             ) -> np.ndarray | None:
@@ -85,8 +85,8 @@ class TangentThroughTransposedWeight(_TangentHook):
 
     name = "mutant-tangent-transposed-weight"
     op = "linear"
-    kills = (Kill("tangent_matches_spec_within_budget", kind="law", generated=True),
-             Kill("tangent_and_gradients_satisfy_duality", kind="law", generated=True))
+    kills = (Kill("tangent_matches_spec_within_budget", generated=True),
+             Kill("tangent_and_gradients_satisfy_duality", generated=True))
 
     def jvp(self, args: list[np.ndarray], ts: list[np.ndarray], out: np.ndarray
             ) -> np.ndarray | None:
@@ -101,6 +101,7 @@ class TangentTf32AboveWidth32(_TangentHook):
 
     name = "mutant-tangent-tf32-wide"
     op = "linear"
+    kills = (Kill("tangent_matches_spec_within_budget"),)
 
     def jvp(self, args: list[np.ndarray], ts: list[np.ndarray], out: np.ndarray
             ) -> np.ndarray | None:
@@ -117,6 +118,7 @@ class ReluTangentOneAtZero(_TangentHook):
 
     name = "mutant-relu-tangent-at-zero"
     op = "relu"
+    kills = (Kill("tangent_matches_spec_within_budget"),)
 
     def jvp(self, args: list[np.ndarray], ts: list[np.ndarray], out: np.ndarray
             ) -> np.ndarray | None:
@@ -128,6 +130,7 @@ class TanhTangentFromInput(_TangentHook):
 
     name = "mutant-tanh-tangent-from-input"
     op = "tanh"
+    kills = (Kill("tangent_matches_spec_within_budget"),)
 
     def jvp(self, args: list[np.ndarray], ts: list[np.ndarray], out: np.ndarray
             ) -> np.ndarray | None:
@@ -140,6 +143,7 @@ class TangentInFloat32(Mutant):
 
     name = "mutant-tangent-float32"
     bug_class = "forward mode"
+    kills = (Kill("tangent_matches_spec_within_budget"),)
 
     def tangent(self, node: Node, args: list[Tensor], ts: list[np.ndarray],
                 out: Tensor) -> np.ndarray:
@@ -153,6 +157,7 @@ class TangentOfWeightsIgnored(Mutant):
 
     name = "mutant-tangent-weights-ignored"
     bug_class = "forward mode"
+    kills = (Kill("tangent_matches_spec_within_budget"),)
 
     def seed_tangents(self, tangents: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         first = next(iter(tangents), None)
@@ -174,7 +179,7 @@ class NormTangentStatisticsDetached(Mutant):
 
     name = "mutant-norm-tangent-detached"
     bug_class = "forward mode"
-    kills = (Kill("norm_stack_tangent_matches_spec_within_budget", kind="law"),
+    kills = (Kill("norm_stack_tangent_matches_spec_within_budget"),
              Kill("norm_stack_tangent_matches_spec_within_budget", "float32",
                   pinned=False, generated=True))
 
@@ -192,7 +197,7 @@ class TangentMergedInPlace(Mutant):
 
     name = "mutant-tangent-merged-in-place"
     bug_class = "forward mode"
-    kills = (Kill("forward_mode_leaves_inputs_and_tangents_unchanged", kind="law",
+    kills = (Kill("forward_mode_leaves_inputs_and_tangents_unchanged",
                   generated=True),)
 
     def seed_tangents(self, tangents: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -74,6 +74,7 @@ class ReshapingMerge(_MergeHook):
     """residual_add reshapes a branch of the same size: [2, 3] + [3, 2] and [] + [1] merge."""
 
     name = "mutant-reshaping-merge"
+    kills = (Kill("residual_add_rejects_equal_size_shape_pairs"),)
 
     def coerce(self, identity: Tensor, branch: Tensor) -> Tensor | None:
         if identity.value.size != branch.value.size:
@@ -119,6 +120,7 @@ class OverwriteAtThirdUse(Mutant):
 
     name = "mutant-overwrite-third-use"
     bug_class = "gradient accumulation"
+    kills = (Kill("shared_operand_receives_k_times_the_cotangent"),)
 
     def backward(self, out: Tensor, seed: np.ndarray) -> None:
         accumulate(out, seed, lambda old, new, n: new if n == 3 else old + new, all_edges)
@@ -130,6 +132,7 @@ class DedupedRepeatedOperand(Mutant):
 
     name = "mutant-deduped-operand"
     bug_class = "gradient accumulation"
+    kills = (Kill("shared_operand_receives_k_times_the_cotangent"),)
 
     def backward(self, out: Tensor, seed: np.ndarray) -> None:
         def once(node: Tensor, g: np.ndarray) -> list[tuple[Tensor, np.ndarray]]:
@@ -145,6 +148,7 @@ class RunningTotalPropagated(Mutant):
 
     name = "mutant-running-total"
     bug_class = "gradient accumulation"
+    kills = (Kill("residual_stack_gradient_is_one_plus_a_to_the_depth"),)
 
     def backward(self, out: Tensor, seed: np.ndarray) -> None:
         def visit(t: Tensor, g: np.ndarray) -> None:
@@ -177,7 +181,7 @@ class DroppedIdentityGrad(_IdentityHook):
              Kill("zero_branch_is_identity_and_still_learns", "float32"),
              Kill("residual_stack_gradient_is_one_plus_a_to_the_depth"),
              Kill("stack_of_one_branch_family_matches_spec"),
-             Kill("tangent_and_gradients_satisfy_duality", kind="law"))
+             Kill("tangent_and_gradients_satisfy_duality"))
 
     def edges(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros_like(g), g
@@ -187,6 +191,7 @@ class DoubledIdentityGrad(_IdentityHook):
     """The identity edge gets the cotangent twice (the merge and a skip hook both add it)."""
 
     name = "mutant-doubled-identity"
+    kills = (Kill("residual_stack_gradient_is_one_plus_a_to_the_depth"),)
 
     def edges(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return g + g, g
@@ -198,6 +203,7 @@ class FusedScaleOnIdentityGrad(Mutant):
 
     name = "mutant-fused-scale-identity"
     bug_class = "identity path"
+    kills = (Kill("residual_stack_gradient_is_one_plus_a_to_the_depth"),)
 
     def run(self, request: Request) -> Result:
         self.alphas: dict[int, np.ndarray] = {}
@@ -220,6 +226,7 @@ class DetachedIdentityPastDepth4(Mutant):
 
     name = "mutant-detached-identity-depth"
     bug_class = "identity path"
+    kills = (Kill("residual_stack_gradient_is_one_plus_a_to_the_depth"),)
 
     def run(self, request: Request) -> Result:
         self.merges = 0
@@ -240,6 +247,7 @@ class GradsNotZeroed(Mutant):
 
     name = "mutant-grads-not-zeroed"
     bug_class = "state"
+    kills = (Kill("residual_stack_gradient_is_one_plus_a_to_the_depth"),)
 
     def __init__(self) -> None:
         self.buffers: dict[tuple[str, tuple[int, ...], str], np.ndarray] = {}
@@ -260,6 +268,7 @@ class InplaceRelu(Mutant):
 
     name = "mutant-inplace-relu"
     bug_class = "state"
+    kills = (Kill("forward_and_gradients_match_spec_within_budget"),)
 
     def leaf(self, name: str, value: np.ndarray) -> Tensor:
         value.flags.writeable = True  # the backend's own copy, but not copied again
@@ -281,6 +290,7 @@ class CotangentScaledInPlace(Mutant):
 
     name = "mutant-cotangent-in-place"
     bug_class = "state"
+    kills = (Kill("residual_stack_gradient_is_one_plus_a_to_the_depth"),)
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         out = apply(node, args)
@@ -348,6 +358,7 @@ class LastBitEveryThirdCall(Mutant):
 
     name = "mutant-last-bit-every-third-call"
     bug_class = "state"
+    kills = (Kill("same_request_gives_bitwise_identical_results"),)
 
     def __init__(self) -> None:
         self.calls = 0

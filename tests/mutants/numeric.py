@@ -66,6 +66,7 @@ class AlphaRoundedViaFloat32(_ScaleHook):
     """α is stored as a float32 parameter: rounded twice in a float64 program."""
 
     name = "mutant-alpha-float32"
+    kills = (Kill("residual_stack_gradient_is_one_plus_a_to_the_depth"),)
 
     def alpha(self, exact: Fraction) -> Fraction | float:
         return float(np.float32(float(exact)))
@@ -75,6 +76,7 @@ class AlphaSignLost(_ScaleHook):
     """α is kept as log|α|: a negative α comes back positive."""
 
     name = "mutant-alpha-sign-lost"
+    kills = (Kill("residual_stack_gradient_is_one_plus_a_to_the_depth"),)
 
     def alpha(self, exact: Fraction) -> Fraction | float:
         return abs(exact)
@@ -95,6 +97,7 @@ class ScaleBackwardForgetsAlpha(Mutant):
 
     name = "mutant-scale-backward-unscaled"
     bug_class = "alpha"
+    kills = (Kill("residual_stack_gradient_is_one_plus_a_to_the_depth"),)
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         out = apply(node, args)
@@ -134,6 +137,7 @@ class ReshapedWeightTranspose(_LinearHook):
     the wrong values (right only when a side is 1)."""
 
     name = "mutant-reshape-for-transpose"
+    kills = (Kill("forward_and_gradients_match_spec_within_budget"),)
 
     def vjp(self, x: np.ndarray, w: np.ndarray) -> Pullback:
         return _linear_vjp(x, w, input_grad="reshape")
@@ -143,6 +147,7 @@ class LinearWeightGradReshaped(_LinearHook):
     """linear's weight gradient is ``(ȳᵀx).reshape(d_in, d_out)``, not ``xᵀȳ``."""
 
     name = "mutant-weight-grad-reshaped"
+    kills = (Kill("forward_and_gradients_match_spec_within_budget"),)
 
     def vjp(self, x: np.ndarray, w: np.ndarray) -> Pullback:
         return _linear_vjp(x, w, weight_grad="reshape")
@@ -153,6 +158,7 @@ class LinearFirstAxisRows(_LinearHook):
     leading axes: only inputs of rank 3 or more lose rows."""
 
     name = "mutant-linear-first-axis-rows"
+    kills = (Kill("forward_and_gradients_match_spec_within_budget", kind="raised"),)
 
     def vjp(self, x: np.ndarray, w: np.ndarray) -> Pullback:
         return _linear_vjp(x, w, rows=x.shape[0] if x.ndim > 1 else 1)
@@ -170,6 +176,7 @@ class Tf32AboveWidth32(_LinearHook):
     narrow layers are exact."""
 
     name = "mutant-tf32-wide-linear"
+    kills = (Kill("forward_and_gradients_match_spec_within_budget"),)
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         out = apply(node, args)
@@ -228,6 +235,7 @@ class LeakyRelu(_ElementwiseHook):
 
     name = "mutant-leaky-relu"
     op = "relu"
+    kills = (Kill("forward_and_gradients_match_spec_within_budget"),)
 
     def forward(self, a: np.ndarray) -> Forward:
         slope = np.where(a > 0, 1, 0.01).astype(a.dtype)
@@ -239,6 +247,7 @@ class TanhDerivFromInput(_ElementwiseHook):
 
     name = "mutant-tanh-derivative-from-input"
     op = "tanh"
+    kills = (Kill("stack_of_one_branch_family_matches_spec"),)
 
     def forward(self, a: np.ndarray) -> Forward:
         return np.tanh(a), lambda g: (np.asarray(g * (1 - a * a), a.dtype),)
@@ -250,6 +259,7 @@ class TanhInFloat32(_ElementwiseHook):
     name = "mutant-tanh-float32"
     op = "tanh"
     bug_class = "dtypes"
+    kills = (Kill("stack_of_one_branch_family_matches_spec"),)
 
     def forward(self, a: np.ndarray) -> Forward:
         t = np.tanh(a.astype(np.float32)).astype(a.dtype)
@@ -261,6 +271,7 @@ class SumKeepsRank1(Mutant):
 
     name = "mutant-sum-rank1"
     bug_class = "reductions"
+    kills = (Kill("results_have_declared_shapes_and_dtype", kind="bad_result"),)
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         if node.op != "sum":
@@ -276,6 +287,7 @@ class SumEmptyIsNan(Mutant):
 
     name = "mutant-sum-empty-nan"
     bug_class = "reductions"
+    kills = (Kill("forward_and_gradients_match_spec_within_budget"),)
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         out = apply(node, args)
@@ -298,6 +310,7 @@ class UnbroadcastSlicesSizeOneAxes(Mutant):
 
     name = "mutant-unbroadcast-slices"
     bug_class = "reductions"
+    kills = (Kill("add_broadcasts_and_sums_gradients_over_broadcast_axes"),)
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         out = apply(node, args)
@@ -314,6 +327,7 @@ class MulProductOfSums(Mutant):
 
     name = "mutant-mul-product-of-sums"
     bug_class = "reductions"
+    kills = (Kill("mul_broadcasts_and_sums_gradients_over_broadcast_axes"),)
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         out = apply(node, args)
@@ -337,6 +351,7 @@ class ScalarOperandGradRank1(Mutant):
 
     name = "mutant-scalar-grad-rank1"
     bug_class = "reductions"
+    kills = (Kill("add_broadcasts_and_sums_gradients_over_broadcast_axes", kind="bad_result"),)
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         out = apply(node, args)
@@ -351,6 +366,8 @@ class OutputUpcast(Mutant):
 
     name = "mutant-output-upcast"
     bug_class = "dtypes"
+    kills = (Kill("residual_stack_gradient_is_one_plus_a_to_the_depth", "float32",
+                  kind="bad_result"),)
 
     def finish(self, request: Request, result: Value) -> Result:
         return answer(np.asarray(result.output, np.float64), result.grads, result.tangent)
@@ -361,6 +378,7 @@ class GradsThroughFloat16(Mutant):
 
     name = "mutant-grads-float16"
     bug_class = "dtypes"
+    kills = (Kill("residual_stack_gradient_is_one_plus_a_to_the_depth"),)
 
     def finish(self, request: Request, result: Value) -> Result:
         grads = {k: v.astype(np.float16).astype(v.dtype) for k, v in result.grads.items()}
@@ -373,6 +391,7 @@ class AccumulatesInFloat32(Mutant):
 
     name = "mutant-accumulates-float32"
     bug_class = "dtypes"
+    kills = (Kill("residual_stack_gradient_is_one_plus_a_to_the_depth"),)
 
     def backward(self, out: Tensor, seed: np.ndarray) -> None:
         def add(old: np.ndarray, new: np.ndarray, uses: int) -> np.ndarray:
