@@ -135,8 +135,9 @@ def _block(run: BlockRun) -> Doc:
 
 
 def section(runs: Sequence[BlockRun], *, profile: str, seed: int, examples: int,
-            skipped: Mapping[str, str] | None = None) -> Doc:
-    """The blocks section: every block's laws and probes, the counts and the verdict.
+            skipped: Mapping[str, str] | None = None, interrupted: str | None = None) -> Doc:
+    """The blocks section: every block's laws and probes, the counts and the verdict (not
+    ``pass`` when the run was ``interrupted``, by the signal named: blocks went unchecked).
 
     >>> doc = section([run], profile="dev", seed=0, examples=5)  # doctest: +SKIP
     >>> doc["verdict"], doc["counts"]  # doctest: +SKIP
@@ -146,7 +147,8 @@ def section(runs: Sequence[BlockRun], *, profile: str, seed: int, examples: int,
     verdicts = [law["verdict"] for b in blocks for law in b["laws"]]
     return {"schema": "resverify-blocks", "schema_version": SCHEMA_VERSION,
             "profile": profile, "seed": seed, "examples": examples,
-            "verdict": _verdict(verdicts),
+            "interrupted": interrupted,
+            "verdict": _verdict(verdicts + (["unjudged"] if interrupted else [])),
             "counts": {v: verdicts.count(v) for v in VERDICTS},
             "skipped": [{"source": s, "reason": r} for s, r in sorted((skipped or {}).items())],
             "blocks": blocks}
@@ -248,6 +250,11 @@ def _md_block(block: Mapping[str, Any], level: int) -> list[str]:
     return [*lines, ""]
 
 
+def _stopped(doc: Mapping[str, Any]) -> str:
+    return f" Interrupted ({doc['interrupted']}): the blocks after these were not checked." \
+        if doc["interrupted"] else ""
+
+
 def _figure_text(figures: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} {_text(v)}" for k, v in figures.items())
 
@@ -258,7 +265,8 @@ def markdown(doc: Mapping[str, Any], level: int = 2) -> str:
     lines = [f"{'#' * level} Residual blocks: {_ICON[doc['verdict']]}", "",
              f"{count(len(doc['blocks']), 'block')}, profile {doc['profile']} ({doc['examples']} "
              f"examples a law), seed {doc['seed']}: {counts['pass']} pass, {counts['fail']} "
-             f"fail, {counts['unjudged']} unjudged.", ""]
+             f"fail, {counts['unjudged']} unjudged."
+             f"{_stopped(doc)}", ""]
     lines += _md_table(["block", "library", "verdict", "laws", "s"],
                        [(b["name"], f"{b['library']} {b['version'] or ''}",
                          _ICON[b["verdict"]], len(b["laws"]), b["time_seconds"])
@@ -328,7 +336,7 @@ def html_section(doc: Mapping[str, Any], images: Mapping[str, bytes] | None = No
             f"<p>{esc(count(len(doc['blocks']), 'block'))}, profile {esc(doc['profile'])} "
             f"({esc(doc['examples'])} examples a law), seed {esc(doc['seed'])}: "
             f"{esc(counts['pass'])} pass, {esc(counts['fail'])} fail, "
-            f"{esc(counts['unjudged'])} unjudged.</p>"
+            f"{esc(counts['unjudged'])} unjudged.{esc(_stopped(doc))}</p>"
             f'{_table(["block", "library", "verdict", "laws", "s"], rows)}'
             f"<ul>{skipped}</ul>{blocks}</section>")
 

@@ -22,9 +22,11 @@ Why subcommands: listing is the command's default (``resverify blocks`` alone an
 is there"), and ``check`` takes names that hold brackets and dots, so a name is never taken
 for an action.
 
-Exit codes: 0 every law passed; 1 a law failed or judged nothing (no verdict without
-evidence); 2 a usage error, one line: an unknown block name (with the close names), a dtype
-or profile that does not exist, a recipe the module contradicts (the recipe's own line).
+Ctrl-C (or SIGTERM) stops the check and still writes the report of the blocks that
+finished, marked ``interrupted``. Exit codes: 0 every law passed; 1 a law failed or judged
+nothing (no verdict without evidence), or the run was interrupted; 2 a usage error, one
+line: an unknown block name (with the close names), a dtype or profile that does not
+exist, a recipe the module contradicts (the recipe's own line).
 """
 
 from __future__ import annotations
@@ -279,6 +281,8 @@ def _gamma_probe(recipe: Recipe, dtype: str, seed: int) -> list[dict[str, Any]]:
 def _check(args: argparse.Namespace) -> int:
     from resverify.blocks.catalog import skipped
     from resverify.blocks.check import build
+    from resverify.cli.runner import signal_name
+    from resverify.cli.stop_signals import StopSignals
     from resverify.reports import blocks as report
 
     recipes = select(args.names, args.all)
@@ -287,17 +291,24 @@ def _check(args: argparse.Namespace) -> int:
         build(recipe, next(iter(d for d in recipe.dtypes if not dtypes or d in dtypes),
                            recipe.dtypes[0]), seed)
     folder: Path = args.report_dir
-    runs = []
-    for recipe in recipes:
-        if not any(True for _ in plan(recipe, dtypes)):
-            print(f"{recipe.name}: claims none of the dtypes {dtypes}; not checked")
-            continue
-        runs.append(check_one(recipe, dtypes, examples, seed, folder / "vectors"))
-    doc = report.section(runs, profile=args.profile, seed=seed, examples=examples,
-                         skipped=skipped())
-    written = report.write(folder, doc, with_plots=not args.no_plots)
+    runs: list[BlockRun] = []
+    interrupted = None
+    with StopSignals() as signals:
+        try:
+            for recipe in recipes:
+                if not any(True for _ in plan(recipe, dtypes)):
+                    print(f"{recipe.name}: claims none of the dtypes {dtypes}; not checked")
+                    continue
+                runs.append(check_one(recipe, dtypes, examples, seed, folder / "vectors"))
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: report what finished
+            interrupted = signal_name(exc)
+        with signals.held():
+            doc = report.section(runs, profile=args.profile, seed=seed, examples=examples,
+                                 skipped=skipped(), interrupted=interrupted)
+            written = report.write(folder, doc, with_plots=not args.no_plots)
     counts = doc["counts"]
-    print(f"{report.count(len(runs), 'block')}, {sum(counts.values())} law records: "
-          f"{counts['pass']} pass, {counts['fail']} fail, {counts['unjudged']} unjudged; report: "
-          f"{folder / 'blocks.html'} ({len(written)} files)")
+    stopped = f"interrupted ({interrupted}) after " if interrupted else ""
+    print(f"{stopped}{report.count(len(runs), 'block')}, {sum(counts.values())} law records: "
+          f"{counts['pass']} pass, {counts['fail']} fail, {counts['unjudged']} unjudged; "
+          f"report: {folder / 'blocks.html'} ({len(written)} files)")
     return 0 if doc["verdict"] == "pass" else 1

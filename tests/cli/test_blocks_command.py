@@ -20,6 +20,7 @@ import pytest
 import resverify.blocks.catalog as catalog_module
 from resverify.blocks.catalog import catalog
 from resverify.blocks.catalog.torch_nn import encoder
+from resverify.blocks.check import LawRecord
 from resverify.blocks.laws import LAWS
 from resverify.blocks.recipe import Recipe, Site
 from resverify.cli import blocks as command
@@ -187,6 +188,31 @@ def test_each_failing_record_keeps_its_own_vector(
     for r in failed:
         saved = json.loads(Path(r["failure"]["vector"]).read_text(encoding="utf-8"))
         assert saved["vector"]["message"] == r["message"], r["failure"]["vector"]
+
+
+def test_an_interrupted_check_writes_the_report_of_the_blocks_that_finished(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    use_catalog(monkeypatch, [encoder(True), encoder(False)])
+    done = report.BlockRun(encoder(True), "torch_nn", "torch", "2.13.0",
+                           [LawRecord(PRE, "decomposition", "float32", "eval", "pass", 5)], [0.5])
+    began: list[str] = []
+
+    def check_one(recipe: Recipe, *args: object, **kwargs: object) -> report.BlockRun:
+        began.append(recipe.name)
+        if len(began) > 1:
+            raise KeyboardInterrupt  # Ctrl-C while the second block is checked
+        return done
+
+    monkeypatch.setattr(command, "check_one", check_one)
+    code, doc = check(tmp_path, "--all", *FAST)
+    assert code == 1
+    report.validate(doc)
+    assert (doc["interrupted"], doc["verdict"]) == ("SIGINT", "unjudged")
+    assert [b["name"] for b in doc["blocks"]] == [PRE]
+    assert capsys.readouterr().out.splitlines()[-1].startswith(
+        "interrupted (SIGINT) after 1 block, 1 law records: 1 pass")
+    assert "Interrupted (SIGINT)" in (tmp_path / "blocks.md").read_text(encoding="utf-8")
 
 
 def _judged(doc: Mapping[str, Any]) -> list[Any]:

@@ -133,6 +133,16 @@ def test_a_block_verdict_needs_evidence() -> None:
     assert report.section([], profile="ci", seed=0, examples=25)["verdict"] == "unjudged"
 
 
+def test_an_interrupted_run_is_not_a_pass_and_says_so() -> None:
+    passing = dataclasses.replace(scaled_run())
+    doc = report.section([passing], profile="dev", seed=0, examples=5, interrupted="SIGTERM")
+    report.validate(doc)
+    assert (doc["verdict"], doc["blocks"][0]["verdict"]) == ("unjudged", "pass")
+    assert "Interrupted (SIGTERM)" in report.markdown(doc)
+    assert "Interrupted (SIGTERM)" in report.html_section(doc)
+    assert report.section([passing], profile="dev", seed=0, examples=5)["verdict"] == "pass"
+
+
 def test_markdown_has_the_summary_a_section_per_block_and_escapes_cells() -> None:
     text = report.markdown(document())
     assert text.startswith("## Residual blocks: ❌ fail\n")
