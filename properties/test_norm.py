@@ -5,7 +5,7 @@ branches off is the identity, a post-norm stack is N applied once per block; wid
 changes need an explicit projection; against depth, a pre-norm stack's gradient keeps the
 identity highway's share of ȳ while a post-norm stack's passes through every norm. Each
 property here has a broken backend it catches
-(tests/broken_norm_backends.py, checked by tests/meta/test_meta_norm.py).
+(tests/mutants/foils_norm.py, checked by tests/meta/test_meta_norm.py).
 """
 
 from __future__ import annotations
