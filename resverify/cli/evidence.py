@@ -9,9 +9,9 @@ runs and once at the end. It starts no process, reads no clock and writes no fil
 same records give the same document, which is what lets a test check it with records
 made by hand.
 
-What a verdict is (a backend's status, the run's) is decided by
-:func:`resverify.reports.json_report.build_report`; this module only says what the
-run's records are: which backend each property ran on, whether the run is complete,
+What a verdict is (a backend's status, the run's) is decided in :mod:`resverify.reports`,
+behind :func:`~resverify.reports.json_report.build_report`; this module only says what
+the run's records are: which backend each property ran on, whether the run is complete,
 and what the report must warn about how the suite ended.
 """
 
