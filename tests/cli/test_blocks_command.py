@@ -117,6 +117,16 @@ def test_a_recipe_mistake_is_the_recipes_own_line_before_anything_runs(
     assert capsys.readouterr().out == ""  # no law ran for the good block either
 
 
+def test_a_block_that_claims_none_of_the_dtypes_asked_is_said_and_not_a_pass(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    wide = dataclasses.replace(encoder(True), name="Wide", dtypes=("float64",))
+    use_catalog(monkeypatch, [wide])
+    code, doc = check(tmp_path, "Wide", *FAST)
+    assert code == 1 and doc["blocks"] == [] and doc["verdict"] == "unjudged"
+    assert "Wide: claims none of the dtypes ['float32']; not checked" in capsys.readouterr().out
+
+
 def test_checking_a_torch_block_prints_a_line_per_law_and_passes(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, doc = check(tmp_path, PRE, *FAST)
