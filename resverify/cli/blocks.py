@@ -175,8 +175,12 @@ def _progress(record: LawRecord, seconds: float) -> str:
             f"{record.verdict:<8} {record.examples:>4} examples {seconds:7.2f} s{tail}")
 
 
+def _say(line: str) -> None:
+    print(line, flush=True)  # as it comes, into a pipe (a CI log) too
+
+
 def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
-              vectors: Path, say: Callable[[str], None] = print) -> BlockRun:
+              vectors: Path, say: Callable[[str], None] = _say) -> BlockRun:
     """Every applicable law of ``recipe`` in each dtype, each record said as it comes; a
     failure's merge saved under ``vectors``; then the probes."""
     from resverify.blocks.check import run_law
