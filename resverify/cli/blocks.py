@@ -1,10 +1,11 @@
 """``resverify blocks``: the catalog of shipped residual blocks, and checking them.
 
 ``resverify blocks`` (or ``resverify blocks list``) lists every block of
-:mod:`resverify.blocks.catalog`: its name, library and version, and what its recipe
-declares (per site the norm placement, LayerScale γ, drop path, shortcut and activation;
-the stream dtype, the dtypes and modes it claims, the laws that apply); a library that is
-missing is one line with the reason its blocks are skipped.
+:mod:`resverify.blocks.catalog`: what its recipe declares
+(:func:`resverify.blocks.recipe.describe`: the input, the dtypes, stream dtype and modes,
+per site the norm placement, zeroing parameters, LayerScale γ, drop path, shortcut and
+activation), its library and version, and the laws that apply; a library that is missing
+is one line with the reason its blocks are skipped.
 
 ``resverify blocks check NAME... | --all`` judges every applicable law of each block
 (:func:`resverify.blocks.check.run_law`) in each dtype it claims (``--dtype``, repeatable,
@@ -100,18 +101,14 @@ def library_of(recipe: Recipe) -> tuple[str, str | None]:
 def _list() -> int:
     from resverify.blocks.catalog import catalog, skipped
     from resverify.blocks.laws import applicable
-    from resverify.reports.blocks import declares, site_text
+    from resverify.blocks.recipe import describe
 
-    for name, recipe in catalog().items():
+    for recipe in catalog().values():
         library, version = library_of(recipe)
-        d = declares(recipe)
-        print(f"{name}  [{library} {version or 'version unknown'}]")
-        for i, site in enumerate(d["sites"]):
-            print(f"    site {i} {site['label']}: {site_text(site)}")
-        print(f"    stream {d['stream_dtype'] or 'in the dtype checked'}; dtypes "
-              f"{' '.join(d['dtypes'])}; modes {' '.join(d['modes'])}"
-              f"{'; zero-init option' if d['zero_init'] else ''}")
-        print(f"    laws {' '.join(applicable(recipe))}")
+        stream = "" if recipe.stream_dtype else "; the stream in the dtype checked"
+        print("\n".join(describe(recipe)))
+        print(f"  {library} {version or 'version unknown'}{stream}; laws "
+              f"{' '.join(applicable(recipe))}")
     for source, reason in skipped().items():
         print(f"{source}: skipped ({LIBRARIES.get(source, source)} missing: {reason})")
     return 0

@@ -52,13 +52,14 @@ def test_listing_names_every_block_its_library_version_and_declarations(
     assert main(["blocks", "list"]) == 0
     assert capsys.readouterr().out == out
     for name, recipe in catalog().items():
-        assert f"{name}  [" in out, name
+        assert f"{name}: input [" in out, name
         for site in recipe.sites:
             assert f"{site.label}: {site.norm}-norm" in out, (name, site.label)
-    assert "[torch 2." in out
-    for word in ("γ", "drop path", "shortcut identity", "activation", "stream", "dtypes "
-                 "float64 float32 bfloat16 float16", "laws decomposition"):
-        assert word in out, word
+    assert "\n  torch 2." in out
+    for words in ("dtypes float64 float32 bfloat16 float16", "modes eval train",
+                  "zero linear2.weight, linear2.bias", "the stream in the dtype checked",
+                  "laws decomposition zero_branch gradient_skip no_aliasing stream_dtype"):
+        assert words in out, words
 
 
 def test_listing_says_why_a_library_is_skipped_and_what_a_scaled_block_declares(
@@ -68,9 +69,9 @@ def test_listing_says_why_a_library_is_skipped_and_what_a_scaled_block_declares(
     assert main(["blocks"]) == 0
     out = capsys.readouterr().out
     assert "timm: skipped (timm missing: ModuleNotFoundError: No module named 'timm')" in out
-    assert "γ ls1.gamma = 0.01" in out and "drop path drop_path1" in out
+    assert "LayerScale ls1.gamma = 0.01" in out and "drop path drop_path1" in out
     assert "stream float32" in out
-    assert "affine_in_gamma drop_path" in out
+    assert "laws decomposition zero_branch affine_in_gamma drop_path" in out
 
 
 def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
