@@ -12,7 +12,7 @@ VISION := .venv-vision
 # installs filter that one warning by its first words.
 QUIET_INSTALL := PYTHONWARNINGS="ignore:Editable installation"
 
-.PHONY: verify test test-slow lint backends blocks blocks-vision dist clean mutants flakes mutation mutation-ops bench matrix
+.PHONY: verify test test-slow lint backends blocks blocks-vision blocks-check blocks-smoke dist clean mutants flakes mutation mutation-ops bench matrix
 
 $(STAMP): pyproject.toml constraints.txt
 	@echo "make: installing resverify, editable, with the pinned versions of constraints.txt into $(VENV) (numpy, sympy, hypothesis, pytest, matplotlib, ruff, mypy; about 90 s on a fresh machine, seconds when cached)"
@@ -51,6 +51,14 @@ blocks-vision: pyproject.toml constraints.txt
 	grep -v '^torch==' constraints.txt > $(VISION)/constraints.txt
 	$(QUIET_INSTALL) $(VISION)/bin/python -m pip install --quiet -c $(VISION)/constraints.txt -e '.[dev]' torch==2.14.1 torchvision==0.29.1 timm==1.0.31
 	$(VISION)/bin/python -m pytest -n 2 -p no:cacheprovider tests/blocks/test_catalog_timm.py tests/blocks/test_catalog_torchvision.py
+
+## blocks-check: resverify blocks on the whole installed catalog (every law and claimed dtype, profile ci; report in resverify-report/blocks)
+blocks-check: $(STAMP)
+	$(BIN)/resverify blocks check --all
+
+## blocks-smoke: resverify blocks on three torch.nn blocks in float64 and float32 (profile dev, under a minute): CI's subset
+blocks-smoke: $(STAMP)
+	$(BIN)/resverify blocks check 'torch.TransformerEncoderLayer(pre)' 'torch.TransformerEncoderLayer(post)' 'torch.TransformerDecoderLayer(pre)' --dtype float64 --dtype float32 --profile dev --report-dir resverify-report/blocks-smoke
 
 ## matrix: resverify check on every installed CPU backend, one report in resverify-report/matrix
 matrix: $(STAMP)
