@@ -23,10 +23,10 @@ What it decides, one section each, in this order:
 5. a conformance-matrix cell, and a backend's verdict in one mode;
 6. a known failure's state (``expected``, ``fixed``, ``not checked``) and which failures
    it expects;
-7. a mutant run's outcome (``killed``, ``survived``, ``error``) and a mutant score's.
-
-A vector's and a group's verdict are decided in :mod:`resverify.reports.judge` for now;
-they join as a section 8 at the end of this module.
+7. a mutant run's outcome (``killed``, ``survived``, ``error``) and a mutant score's;
+8. a vector's or a group's status (``skipped``, ``fail``, ``pass``) once judged, and a
+   property's verdict over its vectors (the judging itself, which asks a backend, stays
+   in :mod:`resverify.reports.judge`).
 """
 
 from __future__ import annotations
