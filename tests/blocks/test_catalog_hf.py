@@ -11,6 +11,7 @@ from reading the layers' sources, not from the recipe.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pytest
@@ -185,3 +186,15 @@ def test_decoder_layers_are_causal_as_called() -> None:
             a, b = recipe.run(case.module, x, {}), recipe.run(case.module, later, {})
         assert torch.equal(a[:, :-1], b[:, :-1]), name
         assert not torch.equal(a[:, -1], b[:, -1]), name
+
+
+def test_a_recipe_naming_the_wrong_norm_fails_decomposition() -> None:
+    """The control for the recipes themselves: GPT-2's MLP site written through ``ln_1``
+    (the attention's norm) instead of ``ln_2`` is caught, so a passing recipe names the
+    norm the layer really uses."""
+    recipe = BY_NAME["hf.GPT2Block"]
+    attn, mlp = recipe.sites
+    wrong = dataclasses.replace(recipe, name="hf.GPT2Block(mlp through ln_1)",
+                                sites=(attn, dataclasses.replace(mlp, branch=("ln_1", "mlp"))))
+    record = run_law(wrong, "decomposition", "float64", "eval", max_examples=3, shrink=False)
+    assert record.verdict == "fail", record.line()
