@@ -1,7 +1,8 @@
 """The torchvision recipes: each names what its block has; with the last BatchNorm's weight
 and bias zeroed the block is ``relu(x)`` bitwise in float64 (``relu(downsample(x))`` for the
 downsampling Bottleneck), by hand and through the law, and so is the block as the library's
-own ``zero_init_residual`` leaves it, which stops being so once that BatchNorm's bias moves.
+own ``zero_init_residual`` leaves it (the recipes' ``zero_init``), which stops being so once
+that BatchNorm's bias moves.
 
 These tests skip, naming torchvision and the reason, where torchvision cannot be imported: on
 x86_64 beside the CPU torch wheel the index's torchvision is a CUDA build that fails to
@@ -10,8 +11,6 @@ import. docs/blocks-install.md gives the environment they run in.
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 from torch import nn
@@ -19,13 +18,13 @@ from torch import nn
 from resverify.blocks.check import Draw, build, make_case, run_law
 from resverify.blocks.laws_forward import zero_branch
 from resverify.blocks.recipe import Recipe, validate
-from resverify.blocks.trace import TORCH_DTYPES, Case
 from resverify.properties.assertions import PropertyFailure
 
 # the skip reason is the ImportError the catalog module raises, naming the library
 catalog_tv = pytest.importorskip("resverify.blocks.catalog.torchvision", exc_type=ImportError)
 
-BY_NAME = {r.name: r for r in (*catalog_tv.RECIPES, *catalog_tv.RESHAPING)}
+BY_NAME = {r.name: r for r in catalog_tv.RECIPES}
+ZERO_INIT = sorted(r.name for r in catalog_tv.RECIPES if r.zero_init is not None)
 DRAW = Draw(batch=2, seq=4, seed=5, weight_exp=0, input_exp=0)
 
 
@@ -36,14 +35,6 @@ def _zeroed_output(recipe: Recipe, names: list[str]
         for name in names:
             case.module.get_parameter(name).zero_()
         return case.module, case.inputs.x, recipe.run(case.module, case.inputs.x.clone(), {})
-
-
-def _with_zero_init(case: Case) -> Case:
-    """The case with the block as ``ResNet(..., zero_init_residual=True)`` builds it."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        built = catalog_tv.ZERO_INIT[case.recipe.name](TORCH_DTYPES[case.dtype])
-    return dataclasses.replace(case, extra={"zero_init": built.train(case.mode == "train")})
 
 
 @pytest.mark.parametrize("name", sorted(BY_NAME))
@@ -65,24 +56,31 @@ def test_zeroed_block_is_relu_of_its_shortcut_bitwise_in_float64(name: str) -> N
     assert not torch.equal(y, skip), "x has negative entries, so relu(x) must differ from x"
 
 
-@pytest.mark.parametrize("name", sorted(catalog_tv.ZERO_INIT))
+def test_basic_and_bottleneck_declare_the_zero_init_option() -> None:
+    assert ZERO_INIT == ["torchvision.BasicBlock", "torchvision.Bottleneck"]
+
+
+@pytest.mark.parametrize("name", ZERO_INIT)
 @pytest.mark.parametrize("mode", ["eval", "train"])
 def test_zero_init_residual_block_is_relu_of_x(name: str, mode: str) -> None:
-    case = _with_zero_init(make_case(BY_NAME[name], "float64", mode, DRAW))
+    case = make_case(BY_NAME[name], "float64", mode, DRAW)
+    built = case.extra["zero_init"]
+    assert not torch.equal(built.get_parameter("bn1.weight"), torch.zeros_like(
+        built.get_parameter("bn1.weight"))), "only the last BatchNorm is zero-initialised"
     zero_branch(case)
 
 
 def test_zero_init_residual_is_not_relu_once_the_bias_moves() -> None:
     """The control: ``zero_init_residual`` zeroes bn2's weight only; a bias that training
     moved gives the branch a constant, and the law sees it."""
-    case = _with_zero_init(make_case(BY_NAME["torchvision.BasicBlock"], "float64", "eval", DRAW))
+    case = make_case(BY_NAME["torchvision.BasicBlock"], "float64", "eval", DRAW)
     with torch.no_grad():
         case.extra["zero_init"].get_parameter("bn2.bias").fill_(0.1)
     with pytest.raises(PropertyFailure, match="zero-init"):
         zero_branch(case)
 
 
-@pytest.mark.parametrize("name", sorted(r.name for r in catalog_tv.RECIPES))
+@pytest.mark.parametrize("name", sorted(BY_NAME))
 @pytest.mark.parametrize("law", ["zero_branch", "decomposition", "no_aliasing",
                                  "gradient_skip"])
 def test_law_passes_in_float64(name: str, law: str) -> None:

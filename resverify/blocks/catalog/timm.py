@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-__all__ = ["DIM", "DROP_PATH", "LAYER_SCALE", "RECIPES", "RESHAPING", "VERSION", "import_problem"]
+__all__ = ["DIM", "DROP_PATH", "LAYER_SCALE", "RECIPES", "VERSION", "import_problem"]
 
 DIM = 16
 """The ViT block's width; ConvNeXt's maps have ``DIM // 2`` channels."""
@@ -134,8 +134,6 @@ def _convnext_recipe(in_chs: int, out_chs: int) -> Recipe:
     )
 
 
-RECIPES: tuple[Recipe, ...] = (VIT, VIT_PLAIN, _convnext_recipe(DIM // 2, DIM // 2))
-"""Every timm recipe the laws can judge, in the order the catalog lists them."""
-RESHAPING: tuple[Recipe, ...] = (_convnext_recipe(DIM // 2, DIM),)
-"""Recipes whose output is wider than their input (the shortcut projects): held out of
-:data:`RECIPES` while the laws draw the output cotangent in the input's shape."""
+RECIPES: tuple[Recipe, ...] = (VIT, VIT_PLAIN, _convnext_recipe(DIM // 2, DIM // 2),
+                               _convnext_recipe(DIM // 2, DIM))
+"""Every timm recipe, in the order the catalog lists them."""

@@ -5,15 +5,15 @@ zeroed branch leaves ``relu(x)``, not ``x`` (the identity only for x >= 0), and 
 written in place (``out += identity``), the spot where an in-place op can alias the skip.
 The branch ends in a BatchNorm, whose weight *and* bias must be 0 for F to be 0:
 ``zero_init_residual`` zeroes only the weight, which is the whole branch at the library's
-initialisation (bias 0) and not after training. :data:`ZERO_INIT` builds each block the way
-the library's own option leaves it, inside a ``ResNet(..., zero_init_residual=True)``, for
-the zero-branch law to compare.
+initialisation (bias 0) and not after training. Each recipe's ``zero_init`` builds the block
+the way the library's own option leaves it, inside a ``ResNet(..., zero_init_residual=True)``,
+for the zero-branch law to compare.
 
 Sizes: 64 and 256 channels, because the blocks that ``ResNet`` itself builds with the zero
 init start there (``layer1``); the maps are 4 x 4 so that a BatchNorm in train mode always
-sees more than one value per channel. A downsampling Bottleneck (stride 2, a 1x1 conv + BN
-projection) changes the stream's shape, and the laws draw the output's cotangent in the
-input's shape, so it is held in :data:`RESHAPING` until they draw it in the output's.
+sees more than one value per channel. The downsampling Bottleneck (stride 2, a 1x1 conv + BN
+projection, as ``ResNet._make_layer`` builds it) changes the stream's shape: its zero branch
+is ``relu(downsample(x))``.
 
 Why this module may be absent: the torchvision wheel the package index serves for x86_64 is
 a CUDA build; beside the CPU torch wheel its extension does not load and ``import
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from resverify.blocks.recipe import Recipe, Site
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-__all__ = ["RECIPES", "RESHAPING", "VERSION", "ZERO_INIT", "import_problem"]
+__all__ = ["RECIPES", "VERSION", "import_problem"]
 
 SPATIAL = 4
 
@@ -110,6 +110,7 @@ BASIC = Recipe(
     factory=_basic,
     sites=(_site(2, _BASIC_BRANCH),),
     shape=("batch", 64, SPATIAL, SPATIAL),
+    zero_init=_from_resnet("BasicBlock", [1, 1, 1, 1], 0),
     notes="relu(bn2(conv2(relu(bn1(conv1(x))))) + x), the sum in place; zero branch: relu(x)",
 )
 
@@ -118,6 +119,7 @@ BOTTLENECK = Recipe(
     factory=_bottleneck,
     sites=(_site(3, _BOTTLENECK_BRANCH),),
     shape=("batch", 256, SPATIAL, SPATIAL),
+    zero_init=_from_resnet("Bottleneck", [2, 1, 1, 1], 1),
     notes="1x1, 3x3, 1x1 convolutions (64 wide inside, 256 outside); zero branch: relu(x)",
 )
 
@@ -130,13 +132,5 @@ DOWNSAMPLING = Recipe(
            "then BN); zero branch: relu(downsample(x)), with bn3's weight and bias both 0"),
 )
 
-RECIPES: tuple[Recipe, ...] = (BASIC, BOTTLENECK)
-"""Every torchvision recipe the laws can judge, in the order the catalog lists them."""
-RESHAPING: tuple[Recipe, ...] = (DOWNSAMPLING,)
-"""Recipes whose output shape is not the input's, held out of :data:`RECIPES` for now."""
-ZERO_INIT: Mapping[str, Callable[[torch.dtype], nn.Module]] = {
-    BASIC.name: _from_resnet("BasicBlock", [1, 1, 1, 1], 0),
-    BOTTLENECK.name: _from_resnet("Bottleneck", [2, 1, 1, 1], 1),
-}
-"""Recipe name -> the same block as ``ResNet(..., zero_init_residual=True)`` leaves it
-(the zero-branch law's ``zero_init``)."""
+RECIPES: tuple[Recipe, ...] = (BASIC, BOTTLENECK, DOWNSAMPLING)
+"""Every torchvision recipe, in the order the catalog lists them."""
