@@ -326,8 +326,7 @@ def test_each_failing_entry_prints_a_replay_command_that_shows_the_failing_eleme
 # the declared list of pinned examples
 
 
-NOT_YET_PINNED = ("structure", "norm", "hygiene", "strength_activations", "strength_merge",
-                  "strength_stacks")
+NOT_YET_PINNED = ("norm",)
 """Families whose module still pins with ``hypothesis.example``: their examples reach the
 corpus once the module imports ``example`` from :mod:`resverify.properties.pinned`."""
 
