@@ -24,15 +24,18 @@ the pairing that imports (torch 2.14.1 with torchvision 0.29.1, in a venv of its
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib.metadata
 import importlib.util
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import torch
+
 from resverify.blocks.recipe import Recipe, Site
 
 if TYPE_CHECKING:
-    import torch
     from torch import nn
 
 __all__ = ["RECIPES", "VERSION", "import_problem"]
@@ -87,13 +90,23 @@ def _downsampling(dtype: torch.dtype) -> nn.Module:
 
 def _from_resnet(block: str, layers: list[int], index: int) -> Callable[[torch.dtype],
                                                                            nn.Module]:
-    """The ``index``-th block of ``layer1`` of a ResNet built with ``zero_init_residual``."""
-    def factory(dtype: torch.dtype) -> nn.Module:
+    """The ``index``-th block of ``layer1`` of a ResNet built with ``zero_init_residual``.
+
+    The whole network (millions of parameters, most of the time of an example) is built once
+    per dtype and the block copied out of it: what the zero-branch law asks of it, that it is
+    ``relu(x)`` as built, does not depend on its random convolution weights."""
+    @functools.cache
+    def built(dtype: torch.dtype) -> nn.Module:
         from torchvision.models import resnet
 
-        net = resnet.ResNet(getattr(resnet, block), layers, zero_init_residual=True)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            net = resnet.ResNet(getattr(resnet, block), layers, zero_init_residual=True)
         module: nn.Module = net.get_submodule(f"layer1.{index}")
         return module.to(dtype)
+
+    def factory(dtype: torch.dtype) -> nn.Module:
+        return copy.deepcopy(built(dtype))
     return factory
 
 
