@@ -24,6 +24,7 @@ from hypothesis import is_hypothesis_test
 from resverify.properties.cases import Case
 from resverify.properties.strategies import merge_case
 from resverify.spec import fixtures
+from resverify.spec.errors import UsageError
 
 __all__ = ["ALONG_ROWS", "PINNED", "S06", "S07", "S10", "S11_PLAIN", "S11_RESIDUAL", "S17",
            "S17_AT_ZERO", "Pinned", "example", "pinned_examples"]
@@ -56,7 +57,7 @@ def example(**values: Any) -> Callable[[Test], Test]:
 
     def pin(test: Test) -> Test:
         if is_hypothesis_test(test):
-            raise TypeError(f"pinned.example on {test.__name__}: put it below @given, next "
+            raise UsageError(f"pinned.example on {test.__name__}: put it below @given, next "
                             "to the def, where it decorates the test's own body")
         held = PINNED.get(_key(test))
         if held is None or held.body is not test:

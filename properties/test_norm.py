@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import example, given
+from hypothesis import given
 from hypothesis import strategies as st
 
 from resverify.impl.backend import Backend
@@ -36,6 +36,7 @@ from resverify.properties.laws_norm import (
     norm_depth_case,
 )
 from resverify.properties.laws_oracle import check_matches_spec
+from resverify.properties.pinned import example
 from resverify.properties.plugin import PropertyRun
 from resverify.properties.strategies import (
     alphas,

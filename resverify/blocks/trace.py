@@ -28,6 +28,7 @@ from torch import nn
 
 from resverify.blocks.recipe import Dims, Recipe, Site
 from resverify.properties.assertions import PropertyFailure, element_index
+from resverify.spec.errors import ResverifyError
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.request import Request
 
@@ -57,8 +58,9 @@ UNIT_ROUNDOFF: Mapping[str, float] = {
 """Half an ulp of 1: the largest relative error of one rounding to nearest."""
 
 
-class Unjudged(Exception):
-    """A law cannot judge this example: its precondition does not hold (the reason)."""
+class Unjudged(ResverifyError):
+    """A law cannot judge this example: its precondition does not hold (the reason). Never
+    leaves resverify.blocks: the law's driver counts the example as not judged."""
 
 
 class Unobserved(Unjudged):

@@ -122,14 +122,16 @@ def test_first_counterexample_is_left_for_the_status_line_with_its_request(
 def test_suite_records_the_first_counterexample_and_caps_shrinking_under_ci(
         tmp_path: Path) -> None:
     """A planted bug the ci profile finds among its generated examples, not its first:
-    before the cap this test shrank 395 examples in 49 s."""
+    before the cap this test shrank 395 examples in 49 s. Seed 1: whether 25 drawn stacks
+    hold one deeper than four merges depends on the seed (seed 0 stopped drawing one when
+    the strength properties moved to resverify.properties.pinned.example)."""
     from tests.meta.test_meta_plugin import child_pytest
 
     junit = tmp_path / "junit.xml"
     done = child_pytest("--pyargs", "resverify.properties.test_strength_stacks", "-k",
                         "stack_of_one_branch_family and float64",
                         "--backend", "tests.mutants:DetachedIdentityPastDepth4",
-                        f"--junitxml={junit}", f"--status-dir={tmp_path / 'status'}",
+                        "--hypothesis-seed=1", f"--junitxml={junit}", f"--status-dir={tmp_path / 'status'}",
                         env={"RESVERIFY_VECTOR_DIR": str(tmp_path / "v")})
     assert done.returncode == 1, done.stdout + done.stderr
     props = {str(p.get("name")): str(p.get("value")) for p in ET.parse(junit).iter("property")}
