@@ -1,5 +1,9 @@
 """Every catalog block passes every law that applies to it, in every dtype it claims.
 
+The torch.nn blocks run in the default test run; the other libraries' blocks (Hugging Face
+here; timm and torchvision where they import) are marked slow, since their own catalog
+tests (tests/blocks/test_catalog_*.py) already run in the default run.
+
 Why ten examples in the default run: an example builds the block afresh and runs it a few
 times per law; ten examples per law, dtype and mode keep one block's whole check near ten
 seconds on two cores, and the laws are bitwise, so a broken block fails on its first
@@ -18,7 +22,27 @@ from resverify.blocks.laws import LAWS, applicable
 
 EXAMPLES = 10
 
-CASES = [(name, law, dtype) for name, recipe in catalog().items()
+FINDINGS = {
+    ("hf.T5Block(wo float32)", "zero_branch"): "T5 keeps wo in float32 (_keep_in_fp32_modules), "
+    "so a half-precision stream turns float32 after the feed-forward site: a documented "
+    "choice, docs/findings/blocks-notes.md section 5",
+    ("hf.T5Block(wo float32)", "stream_dtype"): "the same float32 wo: the stream leaves its "
+    "declared half-precision dtype (docs/findings/blocks-notes.md section 5)",
+}
+"""(block, law) -> why the law fails there: a written-up finding, held as a strict xfail
+so that a fix in the library shows as an unexpected pass."""
+
+
+def _case(name: str, law: str, dtype: str) -> object:
+    marks: list[pytest.MarkDecorator] = []
+    if not name.startswith("torch."):
+        marks.append(pytest.mark.slow)  # the other libraries' blocks: minutes in all
+    if (name, law) in FINDINGS:
+        marks.append(pytest.mark.xfail(reason=FINDINGS[name, law], strict=True))
+    return pytest.param(name, law, dtype, marks=marks)
+
+
+CASES = [_case(name, law, dtype) for name, recipe in catalog().items()
          for law in applicable(recipe) for dtype in recipe.dtypes]
 
 
@@ -43,5 +67,6 @@ def test_catalog_lists_torch_nn_layers() -> None:
 @pytest.mark.parametrize("name", sorted(catalog()))
 def test_catalog_block_passes_default_check(name: str) -> None:
     recipe = catalog()[name]
-    bad = [r.line() for r in check_block(recipe, laws=applicable(recipe)) if r.verdict != "pass"]
+    bad = [r.line() for r in check_block(recipe, laws=applicable(recipe))
+           if r.verdict != "pass" and (name, r.law) not in FINDINGS]
     assert not bad, f"{name}: {bad}, expected every law to pass"

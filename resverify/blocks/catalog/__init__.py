@@ -5,8 +5,7 @@ missing (or, like torchvision's CUDA build beside the CPU torch wheel, fails to 
 cost its own entries only, reported as a skip reason, never the catalog. A source is a
 module ``resverify.blocks.catalog.<name>`` defining ``RECIPES``, a tuple of
 :class:`~resverify.blocks.recipe.Recipe`; it is imported only when the catalog is first
-read. To add a library, write its module and add its name to :data:`_SOURCES` (the
-Hugging Face, timm and torchvision modules join as ``"hf"``, ``"timm"``, ``"torchvision"``).
+read. To add a library, write its module and add its name to :data:`_SOURCES`.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from resverify.spec.errors import UsageError
 
 __all__ = ["catalog", "recipe", "skipped"]
 
-_SOURCES = ("torch_nn",)
+_SOURCES = ("torch_nn", "hf", "timm", "torchvision")
 """The catalog's source modules, in the order they are listed."""
 
 
