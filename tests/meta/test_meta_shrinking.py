@@ -131,7 +131,8 @@ def test_suite_records_the_first_counterexample_and_caps_shrinking_under_ci(
     done = child_pytest("--pyargs", "resverify.properties.test_strength_stacks", "-k",
                         "stack_of_one_branch_family and float64",
                         "--backend", "tests.mutants:DetachedIdentityPastDepth4",
-                        "--hypothesis-seed=1", f"--junitxml={junit}", f"--status-dir={tmp_path / 'status'}",
+                        "--hypothesis-seed=1", f"--junitxml={junit}",
+                        f"--status-dir={tmp_path / 'status'}",
                         env={"RESVERIFY_VECTOR_DIR": str(tmp_path / "v")})
     assert done.returncode == 1, done.stdout + done.stderr
     props = {str(p.get("name")): str(p.get("value")) for p in ET.parse(junit).iter("property")}
