@@ -119,6 +119,17 @@ form: its group checks the relation; the random-stream variance laws check each 
 A refused shape mismatch is checked with ``error`` and ``untouched``; the probe the
 mismatch law runs around it (a valid ``residual_add`` of two equal inputs) with
 ``deterministic``."""
+REFUSED_CHECKS: Mapping[str, tuple[str, ...]] = {
+    "residual_add_rejects_every_shape_mismatch": ("error",),
+    "residual_add_rejects_equal_size_shape_pairs": ("error",),
+    "shape_mismatch_names_both_shapes_in_order": ("error",),
+    "add_accepts_every_broadcastable_pair_residual_add_refuses": ("error",),
+    "refused_merge_leaves_its_inputs_untouched": ("untouched",),
+}
+"""The checks of a refused merge under each law of the refusal that judges one: the suite
+states the rejection, the shapes it names and the untouched inputs as separate laws, so an
+entry asks only for what its own law checks (every other refusal: ``error`` and
+``untouched``)."""
 READS: Mapping[str, tuple[str, ...]] = {
     "pre_norm_gradient_keeps_the_identity_highway_at_every_depth": ("x",),
 }
@@ -439,7 +450,7 @@ def expectation(case: CorpusCase) -> Doc:
 def checks(case: CorpusCase, expect: str) -> tuple[str, ...]:
     """What the law of ``case``'s property checks on its request (see :data:`LAW_CHECKS`)."""
     if expect == "error":
-        return ("error", "untouched")
+        return REFUSED_CHECKS.get(case.property, ("error", "untouched"))
     if case.probe:
         return ("deterministic",)
     if case.property in LAW_CHECKS:

@@ -212,7 +212,25 @@ SLOW_BROKEN = [bb.MutatingReject, catalog.FalsyAlpha, catalog.BroadcastingMerge,
                bb.Float32InFloat64, bj.ReluOfTangent, catalog.TangentForgetsAlpha,
                catalog.TangentThroughTransposedWeight, bj.TangentPooledByShape,
                bj.DedupedOperandTangent, catalog.NormTangentStatisticsDetached]
-BROKEN = [*FAST_BROKEN, *(pytest.param(b, marks=pytest.mark.slow) for b in SLOW_BROKEN)]
+CORPUS_CANNOT_STATE = {
+    bb.MutatingReject: "the state law (refusal_leaves_the_backend_state_unchanged) compares "
+    "a probe before and after a refusal; the corpus checks each request alone",
+    catalog.BroadcastingMerge: "the state law, and shape_mismatch_names_both_shapes_in_order, "
+    "which holds vacuously where no refusal comes; the corpus has no check for either",
+}
+"""Broken backends the corpus judges stricter than the suite, because two of the laws the
+refusal law was split into have no corpus check yet (strict xfails: a check that closes
+the gap shows as an unexpected pass)."""
+
+
+def _slow(broken: type[Backend]) -> Any:
+    marks = [pytest.mark.slow]
+    if broken in CORPUS_CANNOT_STATE:
+        marks.append(pytest.mark.xfail(reason=CORPUS_CANNOT_STATE[broken], strict=True))
+    return pytest.param(broken, marks=marks)
+
+
+BROKEN = [*FAST_BROKEN, *(_slow(b) for b in SLOW_BROKEN)]
 
 
 @pytest.mark.parametrize("broken", BROKEN, ids=lambda cls: cls.name)
