@@ -22,7 +22,8 @@ the relation with its exact bound. The pinned examples are the declared list
 :data:`resverify.properties.pinned.PINNED`, which the tests' ``@example`` fill. The budget is
 :func:`resverify.spec.budget.error_budget`'s, except where the property's law demands
 exact equality (:data:`EXACT`): there it is 0 (still ``inf`` where the analysis allows
-overflow). Where ``tanh`` is involved the exact value is not rational: the entry's exact
+overflow). Where ``tanh``, ``sigmoid`` or a norm is involved the exact value is not rational: the
+entry's exact
 values are the midpoints of enclosures of half-width ``enclosure`` (text), which the
 budget already includes.
 
