@@ -22,10 +22,9 @@ the relation with its exact bound. The pinned examples are the declared list
 :data:`resverify.properties.pinned.PINNED`, which the tests' ``@example`` fill. The budget is
 :func:`resverify.spec.budget.error_budget`'s, except where the property's law demands
 exact equality (:data:`EXACT`): there it is 0 (still ``inf`` where the analysis allows
-overflow). Where ``tanh``, ``sigmoid`` or a norm is involved the exact value is not rational: the
-entry's exact
-values are the midpoints of enclosures of half-width ``enclosure`` (text), which the
-budget already includes.
+overflow). Where ``tanh``, ``sigmoid`` or a norm is involved the exact value is not
+rational: the entry's exact values are the midpoints of enclosures of half-width
+``enclosure`` (text), which the budget already includes.
 
 A backend passes an entry (:func:`resverify.reports.judge.judge`) when it gives bitwise the
 same answer twice, leaves its inputs untouched, and every element is within its budget
