@@ -155,6 +155,7 @@ def run_law(recipe: Recipe, law: str, dtype: str, mode: str, *, max_examples: in
         raise UsageError(f"recipe {recipe.name!r} claims dtypes {list(recipe.dtypes)} and modes "
                          f"{list(recipe.modes)}, not {dtype} {mode}")
     entry = LAWS[law]
+    build(recipe, dtype, seed)  # a recipe's mistake is its one-line error, before any example
     examples = max_examples or PROFILES.get(active_profile(), PROFILES["ci"]).max_examples
     judged: list[dict[str, float]] = []
     reasons: list[str] = []
