@@ -31,8 +31,9 @@ from resverify.blocks.trace import (
     with_parameter,
     zeroed,
 )
+from resverify.spec.errors import UsageError
 
-__all__ = ["affine_in_gamma", "decomposition", "merge_budget", "zero_branch"]
+__all__ = ["affine_in_gamma", "decomposition", "gamma_along", "merge_budget", "zero_branch"]
 
 
 def merge_budget(dtype: str, s: torch.Tensor, update: torch.Tensor) -> torch.Tensor:
@@ -150,6 +151,43 @@ def _gamma_budget(dtype: str, z_g: torch.Tensor, z_1: torch.Tensor, g: torch.Ten
     return (1 + 4 * u) * first + check + 4 * float(torch.finfo(z_g.dtype).tiny)
 
 
+def gamma_along(case: Case, i: int, g: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """γ as it multiplies site ``i``'s update ``like``, expanded to its shape: a
+    one-dimensional γ along the site's ``scale_axis`` (the last dimension when None), any
+    other shape broadcast as torch broadcasts it. The dimension is the recipe's word, never
+    guessed from sizes: a γ that does not fit it is refused (:class:`UsageError`)."""
+    site = case.recipe.sites[i]
+    where = f"recipe {case.recipe.name!r}: site {i} ({site.label})'s γ {site.scale}"
+    if g.dim() != 1:
+        if site.scale_axis is not None:
+            raise UsageError(f"{where} has shape {list(g.shape)}; scale_axis is for a "
+                             "one-dimensional γ (leave it None to broadcast γ as torch does)")
+        try:
+            fits = torch.broadcast_shapes(g.shape, like.shape) == like.shape
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise UsageError(f"{where} has shape {list(g.shape)}, which does not broadcast "
+                             f"against the update's {list(like.shape)}")
+        return g.expand_as(like)
+    axis = -1 if site.scale_axis is None else site.scale_axis
+    if not -like.dim() <= axis < like.dim() or like.shape[axis] != g.shape[0]:
+        said = "the last dimension (scale_axis None)" if site.scale_axis is None else \
+            f"dim {axis} (scale_axis)"
+        raise UsageError(f"{where} has {g.shape[0]} entries, the update {list(like.shape)} "
+                         f"does not have that many along {said}; say which dimension γ "
+                         "scales with scale_axis=...")
+    shape = [1] * like.dim()
+    shape[axis] = g.shape[0]
+    return g.reshape(shape).expand_as(like)
+
+
+def _skip(case: Case, i: int, s: torch.Tensor) -> torch.Tensor:
+    """The site's shortcut of its entry, as the block computes it (grad mode on)."""
+    with torch.enable_grad(), no_drop(case.module, case.recipe):
+        return shortcut(case.module, case.recipe.sites[i], s).detach()
+
+
 def _check_gamma(case: Case, i: int, name: str) -> None:
     __tracebackhide__ = True
     law, site = "affine_in_gamma", case.recipe.sites[i]
@@ -160,28 +198,32 @@ def _check_gamma(case: Case, i: int, name: str) -> None:
             case.fail(law, f"{name} as constructed{diff}: the constructor was given "
                       f"{site.scale_init!r}", i)
     g = case.module.get_parameter(name).detach().clone()
+    base = "x" if site.shortcut == "identity" else f"{site.shortcut}(x)"
     with with_parameter(case.module, name, 0.0):
         s, z0 = _sum(case, i)
-    diff = first_difference(z0, s)
+    skip = _skip(case, i, s)
+    diff = first_difference(z0, skip)
     if diff:
-        case.fail(law, f"z at {name} = 0{diff}: y(γ) - x is 0 at γ = 0", i)
+        case.fail(law, f"z at {name} = 0{diff}: y(γ) - {base} is 0 at γ = 0", i)
     with with_parameter(case.module, name, 1.0):
         _, z1 = _sum(case, i)
     with with_parameter(case.module, name, g):
         _, zg = _sum(case, i)
-    d1 = z1.to(torch.float64) - s.to(torch.float64)
-    dg = zg.to(torch.float64) - s.to(torch.float64)
-    gb = g.to(torch.float64).expand_as(d1)
+    d1 = z1.to(torch.float64) - skip.to(torch.float64)
+    dg = zg.to(torch.float64) - skip.to(torch.float64)
+    gb = gamma_along(case, i, g.to(torch.float64), d1)
     budget = _gamma_budget(case.dtype, zg, z1, gb, d1)
     diff = first_difference(dg, gb * d1, budget)
     if diff:
-        case.fail(law, f"y(γ) - x at the block's γ{diff}: y(γ) - x = γ (y(1) - x), linear "
-                  f"in {name}", i)
+        along = "" if site.scale_axis is None else f" along dim {site.scale_axis}"
+        case.fail(law, f"y(γ) - {base} at the block's γ{diff}: y(γ) - {base} = "
+                  f"γ (y(1) - {base}), linear in {name}{along}", i)
 
 
 def affine_in_gamma(case: Case) -> dict[str, float]:
-    """Per site with a LayerScale γ: the constructor's value is the value held, y(γ) - x is
-    zero at γ = 0, and linear in γ (``γ (y(1) - x)`` within its rounding)."""
+    """Per site with a LayerScale γ: the constructor's value is the value held, y(γ) -
+    shortcut(x) is zero at γ = 0, and linear in γ (``γ (y(1) - shortcut(x))`` within its
+    rounding), γ broadcast along the dimension the recipe names (:func:`gamma_along`)."""
     __tracebackhide__ = True
     scaled = [(i, s.scale) for i, s in enumerate(case.recipe.sites) if s.scale]
     if not scaled:

@@ -41,7 +41,13 @@ its exit ``post(act(z))``, where
   realised mask off the drop-path submodules) and *after* any LayerScale γ;
 - ``zero`` names the parameters whose zeroing makes F ≡ 0 (the branch's last layer);
 - ``scale`` names the LayerScale γ (or α) parameter inside F, None if there is none, and
-  ``scale_init`` the value the factory gave the constructor for it;
+  ``scale_init`` the value the factory gave the constructor for it; ``scale_axis`` says
+  which dimension of the update a one-dimensional γ runs along: None (the default) means
+  the last, as a channels-last LayerScale ``x * gamma`` broadcasts; a block that scales the
+  channels of an ``(N, C, H, W)`` map (ConvNeXt's ``gamma.reshape(1, -1, 1, 1)``) says 1.
+  The affine-in-γ law never guesses the dimension from sizes: a γ whose length is not the
+  update's size along that dimension is refused, naming ``scale_axis``. A γ of any other
+  shape broadcasts as torch broadcasts it (``scale_axis`` must then be None);
 - ``norm`` is the placement, ``"pre"`` (``norms[0]`` reads ``s`` inside F), ``"post"``
   (``norms`` are applied to ``z`` in order: ``post``) or ``"none"``;
 - ``drop_path`` names the drop-path / stochastic-depth submodules of the site, whose drop
@@ -110,6 +116,7 @@ class Site:
     norms: tuple[str, ...] = ()
     scale: str | None = None
     scale_init: float | None = None
+    scale_axis: int | None = None
     drop_path: tuple[str, ...] = ()
     drop_prob_attr: str = "drop_prob"
     shortcut: str = "identity"
@@ -128,6 +135,8 @@ class Site:
                              "submodule (norms=...)")
         if self.scale_init is not None and self.scale is None:
             raise UsageError(f"site {self.label!r}: scale_init without scale")
+        if self.scale_axis is not None and self.scale is None:
+            raise UsageError(f"site {self.label!r}: scale_axis without scale")
 
     def evaluate(self, module: nn.Module, s: torch.Tensor,
                  context: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -208,7 +217,9 @@ def describe(recipe: Recipe) -> list[str]:
                  "no norm", f"zero {', '.join(site.zero)}"]
         if site.scale:
             parts.append(f"LayerScale {site.scale}"
-                         + (f" = {site.scale_init!r}" if site.scale_init is not None else ""))
+                         + (f" = {site.scale_init!r}" if site.scale_init is not None else "")
+                         + (f" along dim {site.scale_axis}" if site.scale_axis is not None
+                            else ""))
         if site.drop_path:
             parts.append(f"drop path {', '.join(site.drop_path)}")
         if site.shortcut != "identity":

@@ -5,13 +5,14 @@ Why subclasses of the real classes: a bug planted on ``nn.TransformerEncoderLaye
 line only, the line its bug class changes in the trackers (issue 26 lists them), so a law
 that fires tells that line apart from everything else.
 
-Four correct blocks come first, because ``torch.nn`` has neither LayerScale, drop path nor a
+Five correct blocks come first, because ``torch.nn`` has neither LayerScale, drop path nor a
 mixed-precision stream: :class:`ScaledEncoderLayer` (a ViT-style pre-norm layer with
 LayerScale γ and per-sample drop path, as timm writes them) and
 :class:`MixedStreamEncoderLayer` (a float32 stream whose branches run in bfloat16, as
 ``residual_in_fp32`` asks), and the encoder given a zero-init option (torch has none; it
 zeroes each branch's last layer, weight and bias), and :class:`ProjectedReluBlock` (one
-post-activation site with a projection shortcut, ResNet's form). Every bug is a subclass
+post-activation site with a projection shortcut, ResNet's form); :class:`ChannelScaledBlock`
+(ConvNeXt's per-channel γ on an ``(N, C, H, W)`` map) makes a fifth. Every bug is a subclass
 of one of them or of a torch layer.
 :data:`BUGS` says which law each bug is meant for and which related laws may fire with it.
 """
@@ -176,6 +177,44 @@ def projected_recipe(name: str, cls: type[ProjectedReluBlock]) -> Recipe:
     return Recipe(name, cls, (site,), shape=("batch", "seq", D_MODEL))
 
 
+CHANNELS = 4
+""":class:`ChannelScaledBlock`'s channels; its maps are ``CHANNELS`` square, so a γ broadcast
+over the last dimension (the width) runs without error: the bug planted on it."""
+
+
+class ChannelScaledBlock(nn.Module):
+    """ConvNeXt's form on an ``(N, C, H, W)`` map, from torch's own layers:
+    ``x + drop_path(pw(relu(dw(x))) · γ)`` with γ per channel (dimension 1)."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.dw = nn.Conv2d(CHANNELS, CHANNELS, 3, padding=1, groups=CHANNELS, dtype=dtype)
+        self.pw = nn.Conv2d(CHANNELS, CHANNELS, 1, dtype=dtype)
+        self.gamma = nn.Parameter(torch.full((CHANNELS,), GAMMA_INIT, dtype=dtype))
+        self.drop_path = DropPath(DROP)
+
+    def scale(self, h: torch.Tensor) -> torch.Tensor:
+        return h.mul(self.gamma.reshape(1, -1, 1, 1))
+
+    def branch(self, x: torch.Tensor) -> torch.Tensor:
+        return self.scale(self.pw(torch.relu(self.dw(x))))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.drop_path(self.branch(x))
+
+
+def _channel_branch(m: nn.Module, h: torch.Tensor, ctx: _Ctx) -> torch.Tensor:
+    assert isinstance(m, ChannelScaledBlock)
+    return m.branch(h)
+
+
+def channel_recipe(name: str, cls: type[ChannelScaledBlock]) -> Recipe:
+    """One site, no norm, γ along dimension 1 of a square ``(N, C, C, C)`` map."""
+    site = Site("block", _channel_branch, ("gamma",), norm="none", scale="gamma",
+                scale_init=GAMMA_INIT, scale_axis=1, drop_path=("drop_path",))
+    return Recipe(name, cls, (site,), shape=("batch", CHANNELS, CHANNELS, CHANNELS))
+
+
 # ------------------------------------------------------------------------------------------
 # the bugs
 
@@ -267,6 +306,15 @@ class GammaIgnoresInit(ScaledEncoderLayer):
             self.ls2.gamma.fill_(1.0)
 
 
+class GammaAlongWidth(ChannelScaledBlock):
+    """γ per channel applied as a channels-last LayerScale (``h * gamma``) to an
+    ``(N, C, H, W)`` map: it scales the width, and runs because the map is C wide (code
+    ported from channels-last without ConvNeXt's ``gamma.reshape(1, -1, 1, 1)``)."""
+
+    def scale(self, h: torch.Tensor) -> torch.Tensor:
+        return h * self.gamma
+
+
 class SharedDropMask(ScaledEncoderLayer):
     """One drop-path mask drawn per call and applied to both branches (DINOv2-derived
     blocks)."""
@@ -345,6 +393,7 @@ CORRECT: Mapping[str, Recipe] = {
     "zero_init": _zero_init_recipe("ZeroInitEncoderLayer", _ENDS),
     "scaled": scaled_recipe("ScaledEncoderLayer", ScaledEncoderLayer),
     "mixed": mixed_recipe("MixedStreamEncoderLayer", MixedStreamEncoderLayer),
+    "channel_scaled": channel_recipe("ChannelScaledBlock", ChannelScaledBlock),
 }
 """The correct test blocks: they must pass every law."""
 
@@ -370,6 +419,8 @@ BUGS: Mapping[str, Bug] = {
                                   "the identity the block adds is relu(x), not x"),
     "gamma_ignores_init": Bug(scaled_recipe("GammaIgnoresInit", GammaIgnoresInit), "float32",
                               "affine_in_gamma"),
+    "gamma_along_width": Bug(channel_recipe("GammaAlongWidth", GammaAlongWidth), "float32",
+                             "affine_in_gamma"),
     "shared_drop_mask": Bug(scaled_recipe("SharedDropMask", SharedDropMask), "float32",
                             "drop_path"),
     "drop_path_scale_dead": Bug(scaled_recipe("DropPathScaleDead", DropPathScaleDead),

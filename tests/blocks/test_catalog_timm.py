@@ -47,22 +47,13 @@ def test_zeroed_block_is_its_shortcut_bitwise_in_float64(name: str) -> None:
     assert torch.equal(y, x), f"{name}: max |y - x| {float((y - x).abs().max())!r}, expected 0"
 
 
-GAMMA_CHANNELS_FIRST = pytest.mark.xfail(
-    strict=True, reason="affine_in_gamma broadcasts γ over the last dimension (ConvNeXt's γ "
-    "scales channels of an (N, C, H, W) map) and compares y(0) with x, not shortcut(x) "
-    "(docs/findings/blocks-notes.md)")
-
-
 def _law_cases() -> list[object]:
-    cases: list[object] = []
-    for name in sorted(BY_NAME):
-        for law in ("zero_branch", "decomposition", "affine_in_gamma"):
-            if law == "affine_in_gamma" and not any(s.scale for s in BY_NAME[name].sites):
-                continue
-            marks = GAMMA_CHANNELS_FIRST if law == "affine_in_gamma" and \
-                name.startswith("timm.ConvNeXtBlock") else ()
-            cases.append(pytest.param(name, law, marks=marks, id=f"{law}-{name}"))
-    return cases
+    """Every forward law on every recipe, affine_in_gamma where a site has γ: ConvNeXt's γ
+    scales dimension 1 of an (N, C, H, W) map (``scale_axis=1``), and with a width change
+    y(γ = 0) is the 1x1 projection of x."""
+    return [pytest.param(name, law, id=f"{law}-{name}") for name in sorted(BY_NAME)
+            for law in ("zero_branch", "decomposition", "affine_in_gamma")
+            if law != "affine_in_gamma" or any(s.scale for s in BY_NAME[name].sites)]
 
 
 @pytest.mark.parametrize(("name", "law"), _law_cases())

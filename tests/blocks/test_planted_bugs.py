@@ -54,3 +54,29 @@ def test_correct_test_block_passes_every_law(name: str, dtype: str) -> None:
     records = check_block(recipe, [dtype], applicable(recipe), max_examples=EXAMPLES)
     bad = [r.line() for r in records if r.verdict != "pass"]
     assert not bad, f"{recipe.name}: {bad}, expected every law to pass"
+
+
+def test_gamma_along_the_wrong_dimension_fails_linearity_not_the_constructor() -> None:
+    """γ scaling the width instead of the channels: held and zeroed right, and only the
+    linearity of y(γ) - x in γ along dimension 1 (the recipe's ``scale_axis``) tells."""
+    records = _records("gamma_along_width")
+    (gamma,) = [r for r in records if r.law == "affine_in_gamma"]
+    assert gamma.verdict == "fail", gamma.line()
+    assert "linear in gamma along dim 1" in gamma.message, gamma.message
+
+
+def test_affine_in_gamma_never_guesses_the_dimension_of_a_per_channel_gamma() -> None:
+    """Without ``scale_axis`` a (C,) γ runs along the last dimension; on an (N, C, H, W) map
+    whose width is not C the law refuses the recipe, naming ``scale_axis``, rather than
+    guessing dimension 1 from the sizes."""
+    from dataclasses import replace
+
+    from resverify.blocks.check import run_law
+    from resverify.spec.errors import UsageError
+
+    recipe = CORRECT["channel_scaled"]
+    site = replace(recipe.sites[0], scale_axis=None)
+    wide = replace(recipe, name="ChannelScaledBlock(no scale_axis)", sites=(site,),
+                   shape=("batch", recipe.shape[1], "seq", 5))
+    with pytest.raises(UsageError, match=r"gamma has 4 entries.*scale_axis="):
+        run_law(wide, "affine_in_gamma", "float64", "eval", max_examples=2, shrink=False)

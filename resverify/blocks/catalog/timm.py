@@ -4,7 +4,8 @@ Why timm: its blocks carry the two parts the torch and Hugging Face layers lack.
 γ multiplies each branch (so the affine-in-γ law has something to judge, and zeroing γ
 alone zeroes the branch), and a per-sample drop path sits between the branch and the sum
 (so the drop-path law reads a real mask). ConvNeXt's block runs on ``(N, C, H, W)`` maps,
-its γ is a bare parameter of the block, and with a width change its shortcut projects.
+its γ is a bare parameter of the block that scales dimension 1, the channels (the recipe
+says so: ``scale_axis=1``), and with a width change its shortcut projects.
 
 Why this module may be absent: timm imports torchvision when it is imported
 (``timm.layers`` and ``timm.data`` both do, unguarded), and the torchvision wheel the package
@@ -126,7 +127,7 @@ def _convnext_recipe(in_chs: int, out_chs: int) -> Recipe:
         name="timm.ConvNeXtBlock" + (f"({in_chs}->{out_chs})" if projects else ""),
         factory=lambda dtype: _convnext(dtype, in_chs, out_chs),
         sites=(Site("block", _convnext_branch, zero=("gamma",), norm="none", scale="gamma",
-                    scale_init=LAYER_SCALE, drop_path=("drop_path",),
+                    scale_init=LAYER_SCALE, scale_axis=1, drop_path=("drop_path",),
                     shortcut="shortcut" if projects else "identity"),),
         shape=("batch", in_chs, "seq", "seq"),
         notes=("drop_path(F(x)·γ) + shortcut(x) on (N, C, H, W); the LayerNorm is inside F, "
