@@ -43,9 +43,9 @@ blocks: $(STAMP)
 	@echo "make: installing transformers into $(VENV) for the Hugging Face blocks (about 35 s, 185 MB)"
 	$(QUIET_INSTALL) $(BIN)/python -m pip install --quiet -c constraints.txt -e '.[blocks-hf]'
 
-## blocks-vision: timm and torchvision in a venv of their own (torch 2.14.1 + torchvision 0.29.1, the pairing that imports here; about 5.8 GB, 2 min), then their catalog tests
+## blocks-vision: timm and torchvision in a venv of their own (torch 2.14.1 + torchvision 0.29.1, the pairing that imports here; about 5.8 GB, 6 to 7 min with the tests), then their catalog tests
 blocks-vision: pyproject.toml constraints.txt
-	@echo "make: building $(VISION) with torch 2.14.1, torchvision 0.29.1 and timm (about 2 min, 5.8 GB), then the timm and torchvision block tests"
+	@echo "make: building $(VISION) with torch 2.14.1, torchvision 0.29.1 and timm (about 5.8 GB; 6 to 7 min with the tests), then the timm and torchvision block tests"
 	$(PYTHON) -m venv $(VISION)
 	$(VISION)/bin/python -m pip install --quiet --upgrade pip
 	grep -v '^torch==' constraints.txt > $(VISION)/constraints.txt
