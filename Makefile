@@ -12,7 +12,7 @@ VISION := .venv-vision
 # installs filter that one warning by its first words.
 QUIET_INSTALL := PYTHONWARNINGS="ignore:Editable installation"
 
-.PHONY: verify test test-slow lint backends blocks blocks-vision blocks-check blocks-smoke dist clean mutants flakes mutation mutation-ops bench matrix
+.PHONY: verify test test-slow lint backends blocks blocks-vision blocks-check blocks-smoke dist clean mutants flakes mutation mutation-ops bench bench-blocks matrix
 
 $(STAMP): pyproject.toml constraints.txt
 	@echo "make: installing resverify, editable, with the pinned versions of constraints.txt into $(VENV) (numpy, sympy, hypothesis, pytest, matplotlib, ruff, mypy; about 90 s on a fresh machine, seconds when cached)"
@@ -91,6 +91,10 @@ mutation-ops: $(STAMP)
 ## bench: resverify's speed against its baselines (tools/bench.py), every figure a ratio (minutes; JSON in resverify-bench.json)
 bench: $(STAMP)
 	$(BIN)/python tools/bench.py --out resverify-bench.json
+
+## bench-blocks: each catalog block's default check in its own forward+backward passes (tools/bench_blocks.py; about 15 min; JSON in resverify-bench-blocks.json); timm and torchvision rows need .venv-vision: run it with VENV=.venv-vision
+bench-blocks: $(STAMP)
+	$(BIN)/python tools/bench.py --only blocks --out resverify-bench-blocks.json
 
 ## dist: build the sdist and the wheel into dist/ (python -m build)
 dist: $(STAMP)

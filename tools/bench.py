@@ -44,10 +44,12 @@ SECTIONS = {
     "symbolic": "tools.bench_symbolic",
     "startup": "tools.bench_startup",
     "suite": "tools.bench_suite",
+    "blocks": "tools.bench_blocks",
 }
 """Section name -> module with ``rows(quick) -> list[Row]``."""
 DEFAULT = ("example", "encoding", "oracle", "symbolic", "startup")
-"""Sections run without ``--only`` (``suite`` runs the whole check several times: minutes)."""
+"""Sections run without ``--only`` (``suite`` runs the whole check several times, ``blocks``
+checks every catalog block: minutes each; ``make bench-blocks`` runs the latter)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,102 @@
+"""Bench section ``blocks``: each catalog block's check against its own forward+backward.
+
+Why this baseline: what a user pays to check a block should be read against what running
+the block costs, not in seconds a loaded machine makes meaningless. For every recipe the
+installed catalog holds, the row is how many forward+backward passes of that block (built
+as the checker builds it, in float32 at the drawn sizes' upper end, batch 3 by sequence 4,
+on one thread as the checker runs it) one default check costs: every law, eager, float32,
+the ``ci`` profile's examples. The two alternate round by round; the pass is calibrated to
+about 50 ms a round, the check runs once a round (it takes seconds). ``--quick`` checks one
+law with two examples on the first block only (a smoke run, its figure not meaningful).
+
+Catalog sources that do not import here (timm and torchvision outside ``.venv-vision``)
+are rows skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from tools.bench_timing import Row, calibrate, skipped
+
+if TYPE_CHECKING:
+    from resverify.blocks.recipe import Recipe
+
+SECTION = "blocks"
+DTYPE = "float32"
+BATCH, SEQ = 3, 4
+
+
+def _forward_backward(recipe: Recipe) -> Callable[[], object]:
+    import torch
+
+    from resverify.blocks.check import build
+    from resverify.blocks.trace import TORCH_DTYPES, Inputs
+
+    module = build(recipe, DTYPE, 0).eval()
+    inputs = Inputs.draw(recipe, TORCH_DTYPES[recipe.stream_dtype or DTYPE], BATCH, SEQ, 0)
+
+    def once() -> object:
+        x = inputs.x.detach().requires_grad_(True)
+        y = module(x, **inputs.context)
+        out = y[0] if isinstance(y, tuple) else y
+        return torch.autograd.grad(out, x, torch.ones_like(out))
+
+    return once
+
+
+def _seconds(fn: Callable[[], object], calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls
+
+
+def _one_thread(fn: Callable[[], object]) -> Callable[[], object]:
+    import torch
+
+    def run() -> object:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return fn()
+        finally:
+            torch.set_num_threads(threads)
+
+    return run
+
+
+def _row(recipe: Recipe, quick: bool) -> Row:
+    from resverify.blocks.check import check_block
+
+    passes = _one_thread(_forward_backward(recipe))
+    calls = calibrate(passes, 0.05)
+    laws, examples = (["decomposition"], 2) if quick else (None, None)
+    fwd, check = [], []
+    for _ in range(1 if quick else 2):
+        fwd.append(_seconds(passes, calls))
+        check.append(_seconds(lambda: check_block(recipe, [DTYPE], laws, max_examples=examples),
+                              1))
+    fwd.append(_seconds(passes, calls))
+    base, cost = statistics.median(fwd), statistics.median(check)
+    return Row(SECTION, f"{recipe.name}, {DTYPE}", "forward+backward",
+               "one law, 2 examples" if quick else "default check", base, cost,
+               cost / max(base, 1e-12), unit="x baseline",
+               note=f"{len(recipe.sites)} sites, batch {BATCH} x seq {SEQ}")
+
+
+def rows(quick: bool = False) -> list[Row]:
+    """One row per installed catalog block (the first only with ``quick``), and one skipped
+    row per catalog source that did not import."""
+    try:
+        from resverify.blocks.catalog import catalog
+        from resverify.blocks.catalog import skipped as missing
+    except ImportError as exc:  # torch absent: nothing to check
+        return [skipped(SECTION, "every block", f"{type(exc).__name__}: {exc}")]
+    recipes = [r for r in catalog().values() if DTYPE in r.dtypes]
+    out = [_row(recipe, quick) for recipe in (recipes[:1] if quick else recipes)]
+    return out + [skipped(SECTION, f"{source} blocks", reason)
+                  for source, reason in missing().items()]
