@@ -41,8 +41,7 @@ def _forward_backward(recipe: Recipe) -> Callable[[], object]:
 
     def once() -> object:
         x = inputs.x.detach().requires_grad_(True)
-        y = module(x, **inputs.context)
-        out = y[0] if isinstance(y, tuple) else y
+        out = recipe.run(module, x, inputs.context)
         return torch.autograd.grad(out, x, torch.ones_like(out))
 
     return once
