@@ -26,7 +26,9 @@ What it decides, one section each, in this order:
 7. a mutant run's outcome (``killed``, ``survived``, ``error``) and a mutant score's;
 8. a vector's or a group's status (``skipped``, ``fail``, ``pass``) once judged, and a
    property's verdict over its vectors (the judging itself, which asks a backend, stays
-   in :mod:`resverify.reports.judge`).
+   in :mod:`resverify.reports.judge`);
+9. a residual block's law record (a documented finding's failure is ``expected``, its pass
+   ``fixed``), a block's verdict over its records, and the blocks section's.
 """
 
 from __future__ import annotations
@@ -181,16 +183,20 @@ def _fixed_on(name: str, known: Sequence[Record]) -> bool:
 # --- 4. the run -------------------------------------------------------------------------
 
 def run_status(*, complete: bool, properties: Iterable[str], claims: Iterable[str],
-               known: Iterable[str], backends: Iterable[str]) -> str:
+               known: Iterable[str], backends: Iterable[str], blocks: str | None = None) -> str:
     """The run's verdict from the statuses of its records: ``incomplete`` when it did not
     finish; else ``failed`` when a property test or a claim failed (``expected`` ones do
-    not; an ``internal`` failure does: it is resverify's own) or a known failure is
-    ``fixed``; else ``nothing checked`` when a backend had nothing checked; else ``passed``."""
+    not; an ``internal`` failure does: it is resverify's own), a known failure is
+    ``fixed`` or the blocks section (``blocks``, its :func:`blocks_verdict`; None: the run
+    has none) is ``fail``; else ``nothing checked`` when a backend had nothing checked or
+    the blocks section is ``unjudged``; else ``passed``."""
     if not complete:
         return "incomplete"
-    if any(s in ("fail", "failed") for s in (*properties, *claims)) or "fixed" in known:
+    if any(s in ("fail", "failed") for s in (*properties, *claims)) or "fixed" in known \
+            or blocks == "fail":
         return "failed"
-    return "nothing checked" if "nothing checked" in backends else "passed"
+    nothing = "nothing checked" in backends or blocks == "unjudged"
+    return "nothing checked" if nothing else "passed"
 
 
 # --- 5. the conformance matrix ----------------------------------------------------------
@@ -398,3 +404,51 @@ def property_verdicts(verdicts: Iterable[Record]) -> dict[tuple[str, str], Recor
 
 
 __all__ += ["VECTOR_STATUS_RANK", "property_verdicts", "vector_status"]
+
+
+# --- 9. residual blocks -----------------------------------------------------------------
+
+BLOCK_LAW_VERDICTS = ("pass", "fail", "unjudged", "expected", "fixed")
+"""A block's law record: as judged (``pass``, ``fail``, ``unjudged``), or, where the block's
+recipe documents a finding for the law, ``expected`` (it fails as written up) or ``fixed``
+(it passes: the finding no longer holds)."""
+BLOCK_VERDICTS = ("pass", "expected", "fail", "unjudged")
+"""A block's verdict, and the blocks section's."""
+
+
+def block_law_verdict(outcome: str, kind: str | None, finding_kind: str | None) -> str:
+    """A law record's verdict from its ``outcome`` (``pass``, ``fail``, ``unjudged``; any
+    other word is ``fail``), its failure's ``kind`` and the kind the recipe's documented
+    finding for the law expects (None: no finding). With a finding, a failure of its kind is
+    ``expected`` and a pass is ``fixed`` (which fails the block until the declaration is
+    removed); a failure of another kind stays ``fail`` (a crash is never hidden by a
+    documented wrong value) and an unjudged record stays ``unjudged``."""
+    judged = outcome if outcome in ("pass", "fail", "unjudged") else "fail"
+    if finding_kind is None or judged == "unjudged":
+        return judged
+    if judged == "pass":
+        return "fixed"
+    return "expected" if (kind or "law") == finding_kind else "fail"
+
+
+def block_verdict(laws: Sequence[str]) -> str:
+    """A block's verdict from its law records' verdicts (:data:`BLOCK_LAW_VERDICTS`):
+    ``fail`` when one failed or is ``fixed`` (an unknown word counts as ``fail``); else
+    ``unjudged`` when one judged nothing, or there are none (no verdict without evidence);
+    else ``expected`` when a documented finding failed as written up; else ``pass``."""
+    if any(v in ("fail", "fixed") or v not in BLOCK_LAW_VERDICTS for v in laws):
+        return "fail"
+    if not laws or "unjudged" in laws:
+        return "unjudged"
+    return "expected" if "expected" in laws else "pass"
+
+
+def blocks_verdict(blocks: Sequence[str], interrupted: bool) -> str:
+    """The blocks section's verdict from its blocks' verdicts (:data:`BLOCK_VERDICTS`), the
+    rule of :func:`block_verdict`: ``fail`` wins, then ``unjudged`` (no block, or the run
+    was ``interrupted`` so blocks went unchecked), then ``expected``, then ``pass``."""
+    return block_verdict([*blocks, *(["unjudged"] if interrupted else [])])
+
+
+__all__ += ["BLOCK_LAW_VERDICTS", "BLOCK_VERDICTS", "block_law_verdict", "block_verdict",
+            "blocks_verdict"]

@@ -21,7 +21,9 @@ The API, for whoever writes catalog entries (``resverify/blocks/catalog/*.py``):
         call=None,                                       # None: module(x, **context)
         modes=("eval", "train"),
         zero_init=None,                                  # the factory with the library's own
-    )                                                    # zero-init option, if it has one
+                                                         # zero-init option, if it has one
+        findings={},                                     # law -> Finding: a documented failure
+    )
 
 ``factory(dtype)`` returns the module with its parameters in ``dtype`` (a block with a
 float32 stream and bfloat16 branches builds exactly that for ``dtype="bfloat16"`` and
@@ -30,6 +32,11 @@ declares ``stream_dtype="float32"``); the caller seeds torch's generator before 
 (unwrap a tuple there). ``zero_init(dtype)``, when the library has a
 zero-init option (torchvision's ``zero_init_residual``), builds the block with it; the
 zero-branch law requires that block to be exactly the zero-branch map, as built.
+
+``findings`` maps a law to the :class:`Finding` that documents why it fails on this block (a
+library's own choice, written up in ``docs/findings/``): ``resverify blocks`` reports such a
+failure as ``expected`` and a pass of it as ``fixed`` (the finding no longer holds), and the
+catalog's tests hold it as a strict xfail; both read this one declaration.
 
 One :class:`Site` per residual sum, in the order the block computes them. The stream
 entering site ``i`` is ``s``; the site computes ``z = shortcut(s) + alpha * D(F(s))`` and
@@ -83,6 +90,7 @@ __all__ = [
     "MODES",
     "NORMS",
     "Branch",
+    "Finding",
     "Recipe",
     "Site",
     "describe",
@@ -158,6 +166,24 @@ class Site:
 
 
 @dataclass(frozen=True)
+class Finding:
+    """Why a law fails on a block, as documented: a one-line ``reason``, the ``doc`` anchor
+    that writes it up (``docs/findings/blocks-notes.md#...``) and the failure ``kind`` it
+    expects (a crash is never hidden by a documented wrong value)."""
+
+    reason: str
+    doc: str
+    kind: str = "law"
+
+    def __post_init__(self) -> None:
+        if not self.reason or "\n" in self.reason:
+            raise UsageError(f"finding {self.doc!r}: the reason must be one non-empty line")
+        if "#" not in self.doc:
+            raise UsageError(f"finding {self.reason!r}: doc {self.doc!r} names no anchor "
+                             "(file.md#heading)")
+
+
+@dataclass(frozen=True)
 class Recipe:
     """A block: how to build it, how to call it, which dtypes it claims, its sites in order."""
 
@@ -173,6 +199,7 @@ class Recipe:
     modes: tuple[str, ...] = MODES
     zero_init: Callable[[torch.dtype], nn.Module] | None = None
     notes: str = ""
+    findings: Mapping[str, Finding] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         where = f"recipe {self.name!r}"

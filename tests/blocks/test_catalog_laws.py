@@ -22,15 +22,11 @@ from resverify.blocks.laws import LAWS, applicable
 
 EXAMPLES = 10
 
-FINDINGS = {
-    ("hf.T5Block(wo float32)", "zero_branch"): "T5 keeps wo in float32 (_keep_in_fp32_modules), "
-    "so a half-precision stream turns float32 after the feed-forward site: a documented "
-    "choice, docs/findings/blocks-notes.md section 5",
-    ("hf.T5Block(wo float32)", "stream_dtype"): "the same float32 wo: the stream leaves its "
-    "declared half-precision dtype (docs/findings/blocks-notes.md section 5)",
-}
-"""(block, law) -> why the law fails there: a written-up finding, held as a strict xfail
-so that a fix in the library shows as an unexpected pass."""
+FINDINGS = {(name, law): f"{finding.reason} ({finding.doc})"
+            for name, recipe in catalog().items() for law, finding in recipe.findings.items()}
+"""(block, law) -> why the law fails there: the recipe's own ``findings`` (the declaration
+``resverify blocks`` reads too), a written-up finding held as a strict xfail so that a fix in
+the library shows as an unexpected pass."""
 
 
 def _case(name: str, law: str, dtype: str) -> object:

@@ -439,3 +439,71 @@ def test_a_mutant_survives_only_a_finished_passing_suite(suite: _Suite, status: 
 def test_a_mutant_score_passes_only_when_every_mutant_was_killed(killed: int, total: int,
                                                                  want: str) -> None:
     _check(f"mutant_score_status({killed}, {total})", v.mutant_score_status(killed, total), want)
+
+
+# --- 9. residual blocks -----------------------------------------------------------------
+
+@pytest.mark.parametrize(("outcome", "kind", "finding", "want"), [
+    pytest.param("pass", None, None, "pass", id="a pass"),
+    pytest.param("fail", "law", None, "fail", id="a failure"),
+    pytest.param("unjudged", None, None, "unjudged", id="nothing judged"),
+    pytest.param("passed", None, None, "fail", id="a word the laws do not give"),
+    pytest.param("fail", "law", "law", "expected", id="a documented failure"),
+    pytest.param("fail", None, "law", "expected", id="a failure of no kind is a law's"),
+    pytest.param("pass", None, "law", "fixed", id="a documented failure that passes now"),
+    pytest.param("fail", "raised", "law", "fail", id="a crash a documented value hides not"),
+    pytest.param("unjudged", None, "law", "unjudged", id="a documented law judged nothing"),
+])
+def test_a_documented_finding_turns_its_failure_expected_and_its_pass_fixed(
+        outcome: str, kind: str | None, finding: str | None, want: str) -> None:
+    _check(f"block_law_verdict({outcome!r}, {kind!r}, {finding!r})",
+           v.block_law_verdict(outcome, kind, finding), want)
+
+
+@pytest.mark.parametrize(("laws", "want"), [
+    (["pass", "pass"], "pass"),
+    (["pass", "expected"], "expected"),
+    (["expected", "unjudged"], "unjudged"),
+    (["pass", "unjudged"], "unjudged"),
+    ([], "unjudged"),
+    (["unjudged", "fail", "expected"], "fail"),
+    (["pass", "fixed"], "fail"),
+    (["expected", "fixed"], "fail"),
+    (["pass", "great"], "fail"),
+])
+def test_a_block_fails_on_a_failure_or_a_fixed_finding_then_is_unjudged_expected_or_passes(
+        laws: list[str], want: str) -> None:
+    _check(f"block_verdict({laws})", v.block_verdict(laws), want)
+
+
+@pytest.mark.parametrize(("blocks", "interrupted", "want"), [
+    (["pass", "pass"], False, "pass"),
+    (["pass", "expected"], False, "expected"),
+    (["pass", "expected"], True, "unjudged"),
+    (["pass"], True, "unjudged"),
+    ([], False, "unjudged"),
+    (["fail", "pass"], True, "fail"),
+    (["unjudged", "pass"], False, "unjudged"),
+])
+def test_the_blocks_section_folds_its_blocks_and_is_not_a_pass_when_interrupted(
+        blocks: list[str], interrupted: bool, want: str) -> None:
+    _check(f"blocks_verdict({blocks}, interrupted={interrupted})",
+           v.blocks_verdict(blocks, interrupted), want)
+
+
+@pytest.mark.parametrize(("complete", "blocks", "want"), [
+    (True, "pass", "passed"), (True, "expected", "passed"), (True, "fail", "failed"),
+    (True, "unjudged", "nothing checked"), (False, "pass", "incomplete"),
+    (True, None, "passed"),
+])
+def test_a_blocks_only_run_takes_its_status_from_the_blocks_section(
+        complete: bool, blocks: str | None, want: str) -> None:
+    got = v.run_status(complete=complete, properties=[], claims=[], known=[], backends=[],
+                       blocks=blocks)
+    _check(f"run_status(complete={complete}, blocks={blocks!r}) with no other record", got, want)
+
+
+def test_a_failed_blocks_section_fails_a_run_whose_backends_passed() -> None:
+    got = v.run_status(complete=True, properties=["passed"], claims=["pass"], known=[],
+                       backends=["passed"], blocks="fail")
+    _check("run_status(properties passed, blocks='fail')", got, "failed")

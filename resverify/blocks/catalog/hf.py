@@ -26,7 +26,7 @@ import importlib.util
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from resverify.blocks.recipe import Recipe, Site
+from resverify.blocks.recipe import Finding, Recipe, Site
 
 if TYPE_CHECKING:
     import torch
@@ -244,6 +244,9 @@ T5 = Recipe(
            "element is inf, else to ±max (a finite stream passes unchanged)"),
 )
 
+_T5_FINDING = ("docs/findings/blocks-notes.md#5-t5-as-from_pretrained-loads-it-in-half-precision-"
+               "carries-a-float32-stream")
+
 T5_WO_FLOAT32 = Recipe(
     name="hf.T5Block(wo float32)",
     factory=_t5_wo_float32_factory,
@@ -252,6 +255,15 @@ T5_WO_FLOAT32 = Recipe(
     dtypes=("bfloat16", "float16"),
     notes=("from_pretrained keeps wo in float32 in half precision: the feed-forward's update "
            "is float32, so the sum promotes the half-precision stream to float32"),
+    findings={
+        "zero_branch": Finding(
+            "T5 keeps wo in float32 (_keep_in_fp32_modules), so a half-precision stream turns "
+            "float32 after the feed-forward site: the zeroed block's output is x's values in "
+            "float32", _T5_FINDING),
+        "stream_dtype": Finding(
+            "the same float32 wo: the stream leaves its half-precision dtype at the "
+            "feed-forward site's exit", _T5_FINDING),
+    },
 )
 
 
