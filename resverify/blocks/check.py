@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from resverify.blocks.laws import LAWS, Law
+from resverify.blocks.laws_paths import PATHS
 from resverify.blocks.recipe import Recipe, validate
 from resverify.blocks.trace import TORCH_DTYPES, Case, Inputs, Unjudged
 from resverify.properties.assertions import PropertyFailure
@@ -104,13 +105,14 @@ def _perturbed(recipe: Recipe, pristine: nn.Module, draw: Draw) -> nn.Module:
     return module
 
 
-def make_case(recipe: Recipe, dtype: str, mode: str, draw: Draw) -> Case:
-    """The law's question for one drawn example."""
+def make_case(recipe: Recipe, dtype: str, mode: str, draw: Draw,
+              paths: tuple[str, ...] = ()) -> Case:
+    """The law's question for one drawn example; ``paths``: the paths law's paths."""
     pristine = build(recipe, dtype, draw.seed).train(mode == "train")
     module = _perturbed(recipe, pristine, draw).train(mode == "train")
     stream = TORCH_DTYPES[recipe.stream_dtype or dtype]
     inputs = Inputs.draw(recipe, stream, draw.batch, draw.seq, draw.seed, 2.0**draw.input_exp)
-    extra = {}
+    extra: dict[str, object] = {"paths": paths} if paths else {}
     if recipe.zero_init is not None:  # as the library builds it: not perturbed
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(draw.seed)
@@ -137,20 +139,36 @@ def _judge(law: Law, case: Case) -> dict[str, float]:
 
 
 def _combine(figures: list[dict[str, float]]) -> dict[str, float]:
-    """Figures over the judged examples: the least headroom, the mean of the rest."""
+    """Figures over the judged examples: the least headroom, the largest ``max_``, the mean
+    of the rest."""
     keys = sorted({k for f in figures for k in f})
     out = {}
     for key in keys:
         values = [f[key] for f in figures if key in f]
-        out[key] = min(values) if key.startswith("headroom") else sum(values) / len(values)
+        out[key] = min(values) if key.startswith("headroom") else max(values) if \
+            key.startswith("max_") else sum(values) / len(values)
     return out
 
 
+def _paths(law: str, paths: Iterable[str]) -> tuple[str, ...]:
+    """The paths asked for, refused when unknown, or missing for a law that needs them."""
+    asked = tuple(paths)
+    bad = [p for p in asked if p not in PATHS]
+    if bad:
+        raise UsageError(f"unknown path {bad[0]!r}; known: {list(PATHS)}")
+    if LAWS[law].needs_paths and not asked:
+        raise UsageError(f"law {law!r} judges the paths asked for; give paths=..., some of "
+                         f"{list(PATHS)}")
+    return asked
+
+
 def run_law(recipe: Recipe, law: str, dtype: str, mode: str, *, max_examples: int | None = None,
-            seed: int = 0, shrink: bool = True) -> LawRecord:
-    """Judge one law on ``recipe``'s block in ``dtype`` and ``mode`` over drawn examples."""
+            seed: int = 0, shrink: bool = True, paths: Iterable[str] = ()) -> LawRecord:
+    """Judge one law on ``recipe``'s block in ``dtype`` and ``mode`` over drawn examples;
+    ``paths`` (``"compile"``, ``"fastpath"``) are the paths the ``paths`` law judges."""
     if law not in LAWS:
         raise UsageError(f"unknown law {law!r}; known: {list(LAWS)}")
+    asked = _paths(law, paths)
     if dtype not in recipe.dtypes or mode not in recipe.modes:
         raise UsageError(f"recipe {recipe.name!r} claims dtypes {list(recipe.dtypes)} and modes "
                          f"{list(recipe.modes)}, not {dtype} {mode}")
@@ -167,7 +185,7 @@ def run_law(recipe: Recipe, law: str, dtype: str, mode: str, *, max_examples: in
     def prop(draw: Draw) -> None:
         ran[0] += 1
         try:
-            judged.append(_judge(entry, make_case(recipe, dtype, mode, draw)))
+            judged.append(_judge(entry, make_case(recipe, dtype, mode, draw, asked)))
         except Unjudged as exc:
             reasons.append(str(exc))
 
@@ -188,25 +206,28 @@ def run_law(recipe: Recipe, law: str, dtype: str, mode: str, *, max_examples: in
 
 def check_block(recipe: Recipe, dtypes: Iterable[str] | None = None,
                 laws: Iterable[str] | None = None, *, max_examples: int | None = None,
-                seed: int = 0, shrink: bool = True) -> list[LawRecord]:
+                seed: int = 0, shrink: bool = True, paths: Iterable[str] = ()) -> list[LawRecord]:
     """Every law (or ``laws``) on ``recipe``'s block, in each claimed dtype (or ``dtypes``)
-    and each mode the law and the recipe share.
+    and each mode the law and the recipe share. ``paths`` (``"compile"``, ``"fastpath"``)
+    adds the ``paths`` law, judged on those paths; without them it is not run.
 
     >>> records = check_block(recipe, ["float32"])  # doctest: +SKIP
     >>> [r.line() for r in records if r.verdict == "fail"]  # doctest: +SKIP
     """
+    asked = tuple(paths)
+    chosen = list(laws or (n for n in LAWS if asked or not LAWS[n].needs_paths))
     records = []
     for dtype in dtypes or recipe.dtypes:
-        for name in laws or LAWS:
+        for name in chosen:
             for mode in (m for m in LAWS[name].modes if m in recipe.modes):
                 records.append(run_law(recipe, name, dtype, mode, max_examples=max_examples,
-                                       seed=seed, shrink=shrink))
+                                       seed=seed, shrink=shrink, paths=asked))
     return records
 
 
 def pytest_check(recipe: Recipe, dtypes: Iterable[str] | None = None,
                  laws: Iterable[str] | None = None, *, max_examples: int | None = None,
-                 seed: int = 0) -> list[LawRecord]:
+                 seed: int = 0, paths: Iterable[str] = ()) -> list[LawRecord]:
     """:func:`check_block` inside a user's own test: raises the first failing law's
     :class:`PropertyFailure` (its message names every failing law), returns the records.
 
@@ -217,7 +238,8 @@ def pytest_check(recipe: Recipe, dtypes: Iterable[str] | None = None,
     own examples.
     """
     __tracebackhide__ = True
-    records = check_block(recipe, dtypes, laws, max_examples=max_examples, seed=seed)
+    records = check_block(recipe, dtypes, laws, max_examples=max_examples, seed=seed,
+                          paths=paths)
     failed = [r for r in records if r.verdict == "fail"]
     if failed:
         first = failed[0].failure

@@ -10,12 +10,13 @@ that returns its figures, raises :class:`~resverify.properties.assertions.Proper
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from resverify.blocks.laws_backward import gradient_skip
 from resverify.blocks.laws_drop import drop_path
 from resverify.blocks.laws_forward import affine_in_gamma, decomposition, zero_branch
+from resverify.blocks.laws_paths import paths
 from resverify.blocks.laws_stream import no_aliasing, stream_dtype
 from resverify.blocks.recipe import Recipe
 from resverify.blocks.trace import Case
@@ -32,6 +33,8 @@ class Law:
     modes: tuple[str, ...] = ("eval", "train")
     needs: Callable[[Recipe], bool] = lambda recipe: True
     """Whether the law has anything to judge on a recipe (a LayerScale, a drop path)."""
+    needs_paths: bool = False
+    """Whether the law judges only the paths asked for (``paths=``), and runs only then."""
 
     @property
     def states(self) -> str:
@@ -47,10 +50,14 @@ LAWS: Mapping[str, Law] = {law.name: law for law in (
     Law("gradient_skip", gradient_skip),
     Law("no_aliasing", no_aliasing),
     Law("stream_dtype", stream_dtype, ("eval",)),
+    Law("paths", paths, ("eval",), needs_paths=True),
 )}
 """Every law, in the order a report lists them."""
 
 
-def applicable(recipe: Recipe) -> list[str]:
-    """The laws with something to judge on ``recipe``, in table order."""
-    return [name for name, law in LAWS.items() if law.needs(recipe)]
+def applicable(recipe: Recipe, paths: Iterable[str] = ()) -> list[str]:
+    """The laws with something to judge on ``recipe``, in table order; a law of the paths
+    (``needs_paths``) only when ``paths`` names some."""
+    asked = bool(tuple(paths))
+    return [name for name, law in LAWS.items()
+            if law.needs(recipe) and (asked or not law.needs_paths)]

@@ -343,6 +343,26 @@ class Bf16StreamDowncast(MixedStreamEncoderLayer):
         return x + self.feed(x)
 
 
+class FusedNormsRepeated(nn.TransformerEncoderLayer):
+    """A post-norm layer whose own inference fast path (eval, no grad) calls torch's fused
+    kernel with ``norm1``'s weight and bias in ``norm2``'s place, a copy-paste slip in a
+    20-argument call: eager and every eager law see the right layer, inference does not."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__(**{**_pre_encoder(dtype), "norm_first": False})  # type: ignore[arg-type]
+
+    def forward(self, src: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        if self.training or torch.is_grad_enabled():
+            return super().forward(src)
+        sa, n1 = self.self_attn, self.norm1
+        return torch._transformer_encoder_layer_fwd(
+            src, sa.embed_dim, sa.num_heads, sa.in_proj_weight, sa.in_proj_bias,
+            sa.out_proj.weight, sa.out_proj.bias, self.activation_relu_or_gelu == 2,
+            self.norm_first, n1.eps, n1.weight, n1.bias, n1.weight, n1.bias,
+            self.linear1.weight, self.linear1.bias, self.linear2.weight, self.linear2.bias,
+            None, None)
+
+
 def zero_init(names: tuple[str, ...]) -> Callable[[torch.dtype], nn.Module]:
     """A pre-norm encoder factory with a zero-init option that zeroes ``names``."""
     def factory(dtype: torch.dtype) -> nn.Module:
@@ -368,12 +388,20 @@ class Bug:
     meant: str
     also: tuple[str, ...] = ()
     why: str = ""
+    paths: tuple[str, ...] = ()
+    """The paths the checker is asked to judge besides eager (``check_block(paths=...)``)."""
 
 
 def _encoder_like(name: str, cls: type[nn.Module]) -> Recipe:
     from dataclasses import replace
 
     return replace(encoder(True), name=name, factory=cls)
+
+
+def _post_encoder_like(name: str, cls: type[nn.Module]) -> Recipe:
+    from dataclasses import replace
+
+    return replace(encoder(False), name=name, factory=cls)
 
 
 def _decoder_like(name: str, cls: type[nn.Module]) -> Recipe:
@@ -428,5 +456,7 @@ BUGS: Mapping[str, Bug] = {
     "bf16_stream_downcast": Bug(mixed_recipe("Bf16StreamDowncast", Bf16StreamDowncast),
                                 "bfloat16", "stream_dtype", ("decomposition", "zero_branch"),
                                 "the sums themselves are rounded to bfloat16, zeroed or not"),
+    "fused_norms_repeated": Bug(_post_encoder_like("FusedNormsRepeated", FusedNormsRepeated),
+                                "float32", "paths", paths=("fastpath",)),
 }
 """Every planted bug, by name."""

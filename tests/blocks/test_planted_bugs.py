@@ -20,7 +20,8 @@ EXAMPLES = 10
 
 def _records(name: str) -> list[LawRecord]:
     bug = BUGS[name]
-    return check_block(bug.recipe, [bug.dtype], max_examples=EXAMPLES, shrink=False)
+    return check_block(bug.recipe, [bug.dtype], max_examples=EXAMPLES, shrink=False,
+                       paths=bug.paths)
 
 
 @pytest.mark.parametrize("name", sorted(BUGS))
