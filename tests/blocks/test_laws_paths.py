@@ -13,13 +13,14 @@ import pytest
 import torch
 from torch import nn
 
-from resverify.blocks import check_block
+from resverify.blocks import check_block, pytest_check
 from resverify.blocks.catalog.torch_nn import D_MODEL, FF, HEADS, RECIPES, encoder
 from resverify.blocks.check import Draw, make_case, run_law
 from resverify.blocks.laws import applicable
 from resverify.blocks.laws_paths import fused_calls
+from resverify.properties.assertions import PropertyFailure
 from resverify.spec.errors import UsageError
-from tests.blocks.broken_blocks import CORRECT
+from tests.blocks.broken_blocks import BUGS, CORRECT
 
 EXAMPLES = 5
 TORCH_LAYERS = [(r, d) for r in RECIPES for d in ("float32", "float64")]
@@ -80,6 +81,15 @@ def test_paths_law_runs_only_when_paths_are_asked_for() -> None:
     assert [r.law for r in plain] == ["no_aliasing", "no_aliasing"], [r.line() for r in plain]
     asked = check_block(recipe, ["float64"], ["paths"], max_examples=1, paths=["fastpath"])
     assert [(r.law, r.mode) for r in asked] == [("paths", "eval")], [r.line() for r in asked]
+
+
+def test_pytest_check_passes_paths_on_and_fails_the_planted_fast_path_bug() -> None:
+    bug = BUGS["fused_norms_repeated"]
+    with pytest.raises(PropertyFailure, match=r"paths: fastpath: zeroing .*bitwise"):
+        pytest_check(bug.recipe, [bug.dtype], ["paths"], max_examples=2, paths=bug.paths)
+    records = pytest_check(encoder(False), ["float32"], ["paths"], max_examples=2,
+                           paths=["fastpath"])
+    assert [r.verdict for r in records] == ["pass"], [r.line() for r in records]
 
 
 @pytest.mark.parametrize(("paths", "match"), [(["fused"], "unknown path 'fused'"),
