@@ -1,33 +1,31 @@
-"""The blocks section of the report: what ``resverify blocks check`` found, as data and pages.
+"""The blocks section of the report: what ``resverify blocks check`` found, as data and plots.
 
-Why one document first: :func:`section` turns the law records of each checked block into
-one JSON-ready document (``reports/schema/blocks.schema.json``), and every page is a pure
-function of that document alone: :func:`markdown`, :func:`html_section` (a fragment) and
-:func:`html_page` (a self-contained page), and :func:`plots` (PNG bytes, matplotlib's Agg
-canvas, no pyplot). So the section can be rendered from a saved ``blocks.json`` and folded
-into the main report by putting the document under its ``"blocks"`` key and appending the
-rendered fragments; nothing here imports torch or re-runs a block.
+Why a section of the main report: a blocks run writes the report ``resverify check`` writes
+(``reports/schema/report.schema.json``, its optional ``blocks`` key), so one reader, one
+schema and one set of writers serve both. :func:`section` turns the law records of each
+checked block into that key's document; :func:`resverify.reports.json_report.blocks_report`
+puts it into a report with no backend; the Markdown and HTML writers
+(:mod:`resverify.reports.markdown`, :mod:`resverify.reports.html`) render it, with the text
+helpers here (:func:`site_text`, :func:`declared_lines`, :func:`figure_text`) so both say
+the same; :func:`plots` draws its PNGs (matplotlib's Agg canvas, no pyplot). Every verdict
+in it (a law record's, a block's, the section's) is decided by
+:mod:`resverify.reports.verdicts`; nothing here imports torch or re-runs a block.
 
 What a block's entry holds: its library and version, what its recipe declares
 (:func:`declares`), one row per law, dtype and mode (verdict, examples, seconds, figures such
-as the swamped fraction per site and the overflow headroom, and for a failure its message,
-the saved vector and the replay command), and two probes the command measures for the plots:
-``zero_branch`` (per site and dtype, with that site's branch zeroed: how far the site's exit
-is from its entry, which is 0 for a pre-norm site and not for a post-norm or post-activation
-one, and how far it is from what the zero-branch law predicts, which is 0 on a correct block)
-and ``layerscale`` (the swamped fraction per site and dtype at several LayerScale values).
-The probes are figures, never verdicts; nothing in a verdict depends on the seconds, which
-sit in keys ending ``_seconds`` as in the main report (its ``strip_timings`` drops them).
-
-The escaping helpers are this module's own (three lines each) rather than those of
-:mod:`resverify.reports.markdown` and :mod:`resverify.reports.html`, so the section renders
-whatever state those modules are in.
+as the swamped fraction per site and the overflow headroom, for a failure its message, the
+saved vector and the replay command, and the recipe's documented finding for the law), and
+two probes the command measures for the plots: ``zero_branch`` (per site and dtype, with
+that site's branch zeroed: how far the site's exit is from its entry, which is 0 for a
+pre-norm site and not for a post-norm or post-activation one, and how far it is from what
+the zero-branch law predicts, which is 0 on a correct block) and ``layerscale`` (the swamped
+fraction per site and dtype at several LayerScale values). The probes are figures, never
+verdicts; nothing in a verdict depends on the seconds, which sit in keys ending
+``_seconds`` as in the rest of the report (``strip_timings`` drops them).
 """
 
 from __future__ import annotations
 
-import base64
-import html
 import io
 import math
 import re
@@ -37,6 +35,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from resverify.reports import atomic
+from resverify.reports.verdicts import (
+    BLOCK_LAW_VERDICTS,
+    block_law_verdict,
+    block_verdict,
+    blocks_verdict,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -45,14 +49,11 @@ if TYPE_CHECKING:
     from resverify.blocks.check import LawRecord
     from resverify.blocks.recipe import Recipe
 
-__all__ = ["SCHEMA_VERSION", "BlockRun", "count", "declares", "html_page", "html_section",
-           "load_schema", "markdown", "plot_names", "plots", "section", "site_text", "validate",
-           "write"]
+__all__ = ["PLOTS_DIR", "PLOT_CAPTIONS", "BlockRun", "count", "counts_text", "declared_lines",
+           "declares", "figure_text", "headroom", "plot_names", "plots", "section", "site_text",
+           "stopped_text", "swamped", "write"]
 
-SCHEMA_VERSION = 1
 Doc = dict[str, Any]
-VERDICTS = ("pass", "fail", "unjudged")
-_ICON = {"pass": "✅ pass", "fail": "❌ fail", "unjudged": "⚠️ unjudged"}
 REPLAY_BACKEND = "numpy"
 """The backend a failure's replay command names (the saved merge is an IR request)."""
 
@@ -103,20 +104,25 @@ def _failure(record: LawRecord, vector: str | None) -> Doc | None:
             "replay": replay_command(Path(vector), REPLAY_BACKEND) if vector else None}
 
 
+def _known(run: BlockRun, law: str) -> Doc | None:
+    """The recipe's documented finding for ``law``, as data (None: it declares none)."""
+    found = run.recipe.findings.get(law)
+    return None if found is None else {"reason": found.reason, "doc": found.doc,
+                                       "kind": found.kind}
+
+
 def _law_row(run: BlockRun, i: int, record: LawRecord) -> Doc:
     seconds = run.seconds[i] if i < len(run.seconds) else None
+    known = _known(run, record.law)
+    kind = record.failure.kind if record.failure is not None else None
     return {"law": record.law, "dtype": record.dtype, "mode": record.mode,
-            "verdict": record.verdict, "examples": record.examples,
+            "verdict": block_law_verdict(record.verdict, kind,
+                                         None if known is None else known["kind"]),
+            "examples": record.examples,
             "time_seconds": None if seconds is None else round(seconds, 3),
             "figures": {k: _number(v) for k, v in sorted(record.figures.items())},
-            "message": record.message, "failure": _failure(record, run.vectors.get(i))}
-
-
-def _verdict(verdicts: Sequence[str]) -> str:
-    """``fail`` if any failed, else ``unjudged`` if any (or all: none ran), else ``pass``."""
-    if "fail" in verdicts:
-        return "fail"
-    return "unjudged" if not verdicts or "unjudged" in verdicts else "pass"
+            "message": record.message, "failure": _failure(record, run.vectors.get(i)),
+            "known": known}
 
 
 def _probes(run: BlockRun) -> Doc:
@@ -129,43 +135,30 @@ def _probes(run: BlockRun) -> Doc:
 def _block(run: BlockRun) -> Doc:
     laws = [_law_row(run, i, r) for i, r in enumerate(run.records)]
     return {"name": run.recipe.name, "source": run.source, "library": run.library,
-            "version": run.version, "verdict": _verdict([r["verdict"] for r in laws]),
+            "version": run.version, "verdict": block_verdict([r["verdict"] for r in laws]),
             "time_seconds": round(sum(run.seconds), 3), "declares": declares(run.recipe),
             "laws": laws, "probes": _probes(run)}
 
 
 def section(runs: Sequence[BlockRun], *, profile: str, seed: int, examples: int,
             skipped: Mapping[str, str] | None = None, interrupted: str | None = None) -> Doc:
-    """The blocks section: every block's laws and probes, the counts and the verdict (not
-    ``pass`` when the run was ``interrupted``, by the signal named: blocks went unchecked).
+    """The blocks section: every block's laws and probes, the counts of the law records by
+    verdict and the section's verdict (:func:`resverify.reports.verdicts.blocks_verdict`:
+    not ``pass`` when the run was ``interrupted``, by the signal named, since blocks went
+    unchecked).
 
     >>> doc = section([run], profile="dev", seed=0, examples=5)  # doctest: +SKIP
-    >>> doc["verdict"], doc["counts"]  # doctest: +SKIP
-    ('pass', {'pass': 10, 'fail': 0, 'unjudged': 0})
+    >>> doc["verdict"], doc["counts"]["pass"]  # doctest: +SKIP
+    ('pass', 10)
     """
     blocks = [_block(run) for run in runs]
     verdicts = [law["verdict"] for b in blocks for law in b["laws"]]
-    return {"schema": "resverify-blocks", "schema_version": SCHEMA_VERSION,
-            "profile": profile, "seed": seed, "examples": examples,
+    return {"profile": profile, "seed": seed, "examples": examples,
             "interrupted": interrupted,
-            "verdict": _verdict(verdicts + (["unjudged"] if interrupted else [])),
-            "counts": {v: verdicts.count(v) for v in VERDICTS},
+            "verdict": blocks_verdict([b["verdict"] for b in blocks], interrupted is not None),
+            "counts": {v: verdicts.count(v) for v in BLOCK_LAW_VERDICTS},
             "skipped": [{"source": s, "reason": r} for s, r in sorted((skipped or {}).items())],
             "blocks": blocks}
-
-
-def load_schema() -> dict[str, Any]:
-    """The section's JSON Schema, shipped as ``reports/schema/blocks.schema.json``."""
-    from resverify.spec.codec import packaged_schema
-
-    return packaged_schema("resverify.reports", "blocks.schema.json")
-
-
-def validate(doc: Mapping[str, Any]) -> None:
-    """Raise ``jsonschema.ValidationError`` when ``doc`` does not follow the schema."""
-    import jsonschema
-
-    jsonschema.validate(doc, load_schema(), cls=jsonschema.Draft202012Validator)
 
 
 # -- reading the document ------------------------------------------------------------------
@@ -210,7 +203,8 @@ def site_text(site: Mapping[str, Any]) -> str:
     return f"{norm}; {gamma}; {drop}; shortcut {site['shortcut']}; {act}"
 
 
-def _declared_lines(block: Mapping[str, Any]) -> list[tuple[str, str]]:
+def declared_lines(block: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(what, declared)`` rows of a block's recipe, as the pages show them."""
     d = block["declares"]
     rows = [(f"site {i} ({s['label']})", site_text(s)) for i, s in enumerate(d["sites"])]
     rows.append(("stream dtype", d["stream_dtype"] or "the dtype checked"))
@@ -220,143 +214,30 @@ def _declared_lines(block: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-# -- Markdown ------------------------------------------------------------------------------
-
-def _cell(value: object) -> str:
-    """Text safe inside a Markdown table cell."""
-    return html.escape(_text(value), quote=False).replace("|", "\\|").replace("\n", " ")
-
-
-def _md_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
-    return [f"| {' | '.join(headers)} |", f"|{' --- |' * len(headers)}",
-            *(f"| {' | '.join(_cell(v) for v in row)} |" for row in rows), ""]
-
-
-def _md_block(block: Mapping[str, Any], level: int) -> list[str]:
-    h = "#" * (level + 1)
-    lines = [f"{h} {_cell(block['name'])}: {_ICON[block['verdict']]}", "",
-             f"{_cell(block['library'])} {_cell(block['version'] or 'version unknown')}, "
-             f"{block['time_seconds']:.1f} s", ""]
-    lines += _md_table(["declares", ""], _declared_lines(block))
-    lines += _md_table(["law", "dtype", "mode", "verdict", "examples", "s", "figures"],
-                       [(r["law"], r["dtype"], r["mode"], _ICON[r["verdict"]], r["examples"],
-                         r["time_seconds"], _figure_text(r["figures"])) for r in block["laws"]])
-    for r in block["laws"]:
-        if r["verdict"] != "pass" and r["message"]:
-            lines += [f"- **{_cell(r['law'])}** [{r['dtype']}, {r['mode']}]: "
-                      f"`{r['message'].replace('`', chr(39))}`"]
-            if r["failure"] and r["failure"]["replay"]:
-                lines += [f"  replay: `{r['failure']['replay']}`"]
-    return [*lines, ""]
-
-
-def _stopped(doc: Mapping[str, Any]) -> str:
-    return f" Interrupted ({doc['interrupted']}): the blocks after these were not checked." \
-        if doc["interrupted"] else ""
-
-
-def _figure_text(figures: Mapping[str, Any]) -> str:
+def figure_text(figures: Mapping[str, Any]) -> str:
+    """A law record's figures on one line: ``name value, ...`` (3 significant digits)."""
     return ", ".join(f"{k} {_text(v)}" for k, v in figures.items())
 
 
-def markdown(doc: Mapping[str, Any], level: int = 2) -> str:
-    """The section in Markdown, its title at heading ``level`` (2 inside the main report)."""
-    counts = doc["counts"]
-    lines = [f"{'#' * level} Residual blocks: {_ICON[doc['verdict']]}", "",
-             f"{count(len(doc['blocks']), 'block')}, profile {doc['profile']} ({doc['examples']} "
-             f"examples a law), seed {doc['seed']}: {counts['pass']} pass, {counts['fail']} "
-             f"fail, {counts['unjudged']} unjudged."
-             f"{_stopped(doc)}", ""]
-    lines += _md_table(["block", "library", "verdict", "laws", "s"],
-                       [(b["name"], f"{b['library']} {b['version'] or ''}",
-                         _ICON[b["verdict"]], len(b["laws"]), b["time_seconds"])
-                        for b in doc["blocks"]])
-    lines += [f"- skipped {_cell(s['source'])}: {_cell(s['reason'])}" for s in doc["skipped"]]
-    for block in doc["blocks"]:
-        lines += _md_block(block, level)
-    return "\n".join(lines).rstrip("\n") + "\n"
+def stopped_text(blocks: Mapping[str, Any]) -> str:
+    """What the pages say of an interrupted section (empty for one that finished)."""
+    return f" Interrupted ({blocks['interrupted']}): the blocks after these were not " \
+        "checked." if blocks["interrupted"] else ""
 
 
-# -- HTML ----------------------------------------------------------------------------------
-
-def esc(value: object) -> str:
-    """HTML-escape any value (None becomes an empty string)."""
-    return html.escape(_text(value), quote=True)
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _verdict_html(verdict: str) -> str:
-    return f'<span class="v-{esc(verdict)}">{esc(_ICON[verdict])}</span>'
-
-
-def _law_rows(block: Mapping[str, Any]) -> list[list[str]]:
-    rows = []
-    for r in block["laws"]:
-        note = esc(r["message"])
-        if r["failure"] and r["failure"]["replay"]:
-            note += f"<br>replay: <code>{esc(r['failure']['replay'])}</code>"
-        rows.append([esc(r["law"]), esc(r["dtype"]), esc(r["mode"]),
-                     _verdict_html(r["verdict"]), esc(r["examples"]), esc(r["time_seconds"]),
-                     esc(_figure_text(r["figures"])), note])
-    return rows
-
-
-def _html_block(block: Mapping[str, Any], index: int, images: Mapping[str, bytes]) -> str:
-    parts = [f'<section class="block" id="block-{index}"><h3>{esc(block["name"])}: '
-             f'{_verdict_html(block["verdict"])}</h3>',
-             f"<p>{esc(block['library'])} {esc(block['version'] or 'version unknown')}, "
-             f"{esc(block['time_seconds'])} s</p>",
-             _table(["declares", ""], [[esc(a), esc(b)] for a, b in _declared_lines(block)]),
-             _table(["law", "dtype", "mode", "verdict", "examples", "s", "figures", "message"],
-                    _law_rows(block))]
-    for name in plot_names(block, index):
-        if name in images:
-            data = base64.b64encode(images[name]).decode("ascii")
-            caption = _CAPTIONS[name.rsplit("-", 1)[1].removesuffix(".png")]
-            parts.append(f'<figure><img alt="{esc(name)}" src="data:image/png;base64,{data}">'
-                         f"<figcaption>{esc(caption)}</figcaption></figure>")
-    return "".join(parts) + "</section>"
-
-
-def html_section(doc: Mapping[str, Any], images: Mapping[str, bytes] | None = None) -> str:
-    """The section as an HTML fragment (``<section id="blocks">``), the plots inlined."""
-    counts = doc["counts"]
-    rows = [[f'<a href="#block-{i}">{esc(b["name"])}</a>',
-             esc(f"{b['library']} {b['version'] or ''}"), _verdict_html(b["verdict"]),
-             esc(len(b["laws"])), esc(b["time_seconds"])] for i, b in enumerate(doc["blocks"])]
-    skipped = "".join(f"<li>skipped {esc(s['source'])}: {esc(s['reason'])}</li>"
-                      for s in doc["skipped"])
-    blocks = "".join(_html_block(b, i, images or {}) for i, b in enumerate(doc["blocks"]))
-    return (f'<section id="blocks"><h2>Residual blocks: {_verdict_html(doc["verdict"])}</h2>'
-            f"<p>{esc(count(len(doc['blocks']), 'block'))}, profile {esc(doc['profile'])} "
-            f"({esc(doc['examples'])} examples a law), seed {esc(doc['seed'])}: "
-            f"{esc(counts['pass'])} pass, {esc(counts['fail'])} fail, "
-            f"{esc(counts['unjudged'])} unjudged.{esc(_stopped(doc))}</p>"
-            f'{_table(["block", "library", "verdict", "laws", "s"], rows)}'
-            f"<ul>{skipped}</ul>{blocks}</section>")
-
-
-_STYLE = ("body{font-family:sans-serif;margin:1.5em;max-width:70em}"
-          "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;"
-          "padding:2px 6px;text-align:left;vertical-align:top}.v-fail{color:#b00}"
-          ".v-pass{color:#070}.v-unjudged{color:#a60}img{max-width:100%}")
-
-
-def html_page(doc: Mapping[str, Any], images: Mapping[str, bytes] | None = None) -> str:
-    """The section as one self-contained page (no script, no outside reference)."""
-    return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            f"<title>resverify blocks</title><style>{_STYLE}</style></head><body>"
-            f"<h1>resverify blocks</h1>{html_section(doc, images)}</body></html>\n")
+def counts_text(blocks: Mapping[str, Any]) -> str:
+    """The section's summary line: blocks, profile, seed and the records by verdict."""
+    c = blocks["counts"]
+    return (f"{count(len(blocks['blocks']), 'block')}, profile {blocks['profile']} "
+            f"({blocks['examples']} examples a law), seed {blocks['seed']}: "
+            f"{c['pass']} pass, {c['fail']} fail, {c['unjudged']} unjudged, "
+            f"{c['expected']} expected (documented findings), {c['fixed']} fixed."
+            f"{stopped_text(blocks)}")
 
 
 # -- plots ---------------------------------------------------------------------------------
 
-_CAPTIONS = {
+PLOT_CAPTIONS = {
     "swamped": "Swamped fraction: the share of each site's outputs bitwise equal to its "
                "input (the update lost to rounding), by dtype; right, by LayerScale γ",
     "zero": "With one site's branch zeroed: max |exit - entry| per site and dtype (0 is the "
@@ -476,26 +357,33 @@ def plots(doc: Mapping[str, Any]) -> dict[str, bytes]:
     return out
 
 
-def write(folder: Path, doc: Mapping[str, Any], with_plots: bool = True) -> list[Path]:
-    """Validate ``doc`` and write ``blocks.json``, ``blocks.md``, ``blocks.html`` and the PNGs
-    into ``folder``, each file atomically; the paths written."""
-    import json
+PLOTS_DIR = "plots"
+
+
+def write(doc: Mapping[str, Any], *, json_path: Path, md_path: Path, html_path: Path,
+          plots_dir: Path | None) -> list[Path]:
+    """Validate the report ``doc`` (one with a ``blocks`` section) against the report schema
+    and write it: the PNGs into ``plots_dir`` (None: no plots), then the JSON, the Markdown
+    and the HTML (the main report's writers), each file atomically; the paths written."""
+    from resverify.reports.html import render_html
+    from resverify.reports.json_report import dumps_report, validate
+    from resverify.reports.markdown import render_markdown
 
     validate(doc)
-    folder.mkdir(parents=True, exist_ok=True)
-    images = plots(doc) if with_plots else {}
-    files = {"blocks.json": json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False,
-                                        allow_nan=False) + "\n",
-             "blocks.md": "# resverify blocks\n\n" + markdown(doc),
-             "blocks.html": html_page(doc, images)}
-    for stale in folder.glob("block*-*.png"):  # an earlier run's plots of more blocks
-        if re.fullmatch(r"block\d+-(swamped|zero)\.png", stale.name) and stale.name not in images:
-            stale.unlink()
+    images = plots(doc["blocks"]) if plots_dir is not None else {}
     written = []
-    for name, data in images.items():
-        atomic.write_bytes(folder / name, data)
-        written.append(folder / name)
-    for name, text in files.items():
-        atomic.write_text(folder / name, text)
-        written.append(folder / name)
+    if plots_dir is not None:
+        plots_dir.mkdir(parents=True, exist_ok=True)
+        for stale in plots_dir.glob("block*-*.png"):  # an earlier run's plots of more blocks
+            if re.fullmatch(r"block\d+-(swamped|zero)\.png", stale.name) and \
+                    stale.name not in images:
+                stale.unlink()
+        for name, data in images.items():
+            atomic.write_bytes(plots_dir / name, data)
+            written.append(plots_dir / name)
+    for path, text in ((json_path, dumps_report(doc)), (md_path, render_markdown(doc)),
+                       (html_path, render_html(doc, {}, block_plots=images))):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(path, text)
+        written.append(path)
     return written

@@ -16,8 +16,9 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from resverify.reports import blocks as blocks_text
 from resverify.reports.failure_card import FailedElement, failed_element
-from resverify.reports.markdown import citation, short_note
+from resverify.reports.markdown import blocks_only, citation, short_note
 from resverify.reports.matrix import cell_text
 from resverify.reports.verdicts import mutant_score_status
 
@@ -97,7 +98,7 @@ table.element{width:auto}table.element td{font-family:ui-monospace,monospace}
 .fixed{color:#cf222e;font-weight:600}.badge{display:inline-block;padding:.15rem .6rem;
 border-radius:1rem;color:#fff;font-weight:700}.badge.passed{background:#1a7f37}
 .badge.failed{background:#cf222e}.badge.incomplete,.badge.nothing-checked{background:#9a6700}
-.nothing-checked{color:#9a6700;font-weight:600}
+.nothing-checked,.unjudged{color:#9a6700;font-weight:600}
 .warn{background:#fff8c5;border:1px solid #d4a72c;padding:.5rem;margin:.5rem 0}
 figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #d0d7de}
 figcaption{font-size:.85rem;color:#57606a}code{font-size:.85em}
@@ -138,7 +139,8 @@ def _header(doc: Mapping[str, Any]) -> str:
     deps = ", ".join(f"{esc(k)} {esc(v)}" for k, v in sorted(env["dependencies"].items()) if v)
     meta = [("status", doc["status"]), ("complete", str(doc["complete"]).lower()),
             ("resverify", doc["tool"]["version"]), ("profile", run["profile"]),
-            ("seed", run["seed"]), ("backends", ", ".join(run["backends"])),
+            ("seed", run["seed"]),
+            ("backends", ", ".join(run["backends"]) or "none (a blocks run)"),
             ("python", f"{env['implementation']} {env['python']}"),
             ("platform", f"{env['platform']} ({env['machine']})")]
     rows = [[_td(k), _td(v)] for k, v in meta] + [[_td("dependencies"), f"<td>{deps}</td>"]]
@@ -460,9 +462,72 @@ def page(title: str, body: str) -> str:
             f"<body>{body}</body></html>\n")
 
 
-def render_html(doc: Mapping[str, Any], plots: Mapping[str, bytes]) -> str:
-    """The whole page for a report document and its plots (PNG bytes by name)."""
+def _law_note(r: Mapping[str, Any]) -> str:
+    """A law record's note: its message, the documented finding it fails as (or that the
+    finding no longer holds) and its replay command."""
+    note = esc(r["message"])
+    known = r["known"]
+    if r["verdict"] == "expected" and known:
+        note += (f"<br>documented finding: {esc(known['reason'])} "
+                 f"(<code>{esc(known['doc'])}</code>)")
+    if r["verdict"] == "fixed" and known:
+        note += (f"<br>passes now, but the recipe documents it as failing "
+                 f"(<code>{esc(known['doc'])}</code>): remove the finding from the recipe")
+    if r["failure"] and r["failure"]["replay"]:
+        note += f"<br>replay: <code>{esc(r['failure']['replay'])}</code>"
+    return f'<td class="msg">{note}</td>'
+
+
+def _block(block: Mapping[str, Any], index: int, images: Mapping[str, bytes]) -> str:
+    """One block: library, what its recipe declares, a row per law record, its plots."""
+    laws = [[_td(r["law"]), _td(r["dtype"], "nw"), _td(r["mode"], "nw"), _status(r["verdict"]),
+             _td(r["examples"], "nw"), _td(r["time_seconds"], "timing nw"),
+             _td(blocks_text.figure_text(r["figures"])), _law_note(r)] for r in block["laws"]]
+    figures = "".join(
+        f'<figure><img alt="{esc(name)}" src="data:image/png;base64,'
+        f'{base64.b64encode(images[name]).decode("ascii")}"><figcaption>'
+        f'{esc(blocks_text.PLOT_CAPTIONS[name.rsplit("-", 1)[1].removesuffix(".png")])}'
+        "</figcaption></figure>"
+        for name in blocks_text.plot_names(block, index) if name in images)
+    return (f'<section class="block" id="block-{index}"><h3>{esc(block["name"])}: '
+            f'<span class="{esc(block["verdict"])}">{esc(block["verdict"])}</span></h3>'
+            f"<p>{esc(block['library'])} {esc(block['version'] or 'version unknown')}, "
+            f'<span class="timing">{esc(block["time_seconds"])} s</span></p>'
+            + _table(["declares", ""], [[_td(a), _td(b)]
+                                        for a, b in blocks_text.declared_lines(block)])
+            + _table(["law", "dtype", "mode", "verdict", "examples", "s", "figures", "note"],
+                     laws) + figures + "</section>")
+
+
+def _blocks(doc: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
+    """The blocks section (``resverify blocks check``): the summary, a row per block, the
+    libraries skipped, then each block with its plots (``images``, PNG bytes by name)."""
+    section = doc.get("blocks")
+    if section is None:
+        return ""
+    rows = [[f'<td><a href="#block-{i}">{esc(b["name"])}</a></td>',
+             _td(f"{b['library']} {b['version'] or ''}"), _status(b["verdict"]),
+             _td(len(b["laws"]), "nw"), _td(b["time_seconds"], "timing nw")]
+            for i, b in enumerate(section["blocks"])]
+    skipped = "".join(f"<li>skipped {esc(s['source'])}: {esc(s['reason'])}</li>"
+                      for s in section["skipped"])
+    return (f'<section id="blocks"><h2>Residual blocks: <span class="{esc(section["verdict"])}">'
+            f'{esc(section["verdict"])}</span></h2><p>{esc(blocks_text.counts_text(section))}</p>'
+            + _table(["block", "library", "verdict", "laws", "s"], rows)
+            + (f"<ul>{skipped}</ul>" if skipped else "")
+            + "".join(_block(b, i, images) for i, b in enumerate(section["blocks"]))
+            + "</section>")
+
+
+def render_html(doc: Mapping[str, Any], plots: Mapping[str, bytes],
+                block_plots: Mapping[str, bytes] | None = None) -> str:
+    """The whole page for a report document and its plots (PNG bytes by name), and the
+    blocks section's plots (``block_plots``, by file name) when it has one; a blocks-only
+    report (:func:`resverify.reports.markdown.blocks_only`) is its header and the section."""
+    blocks = _blocks(doc, block_plots or {})
+    if blocks_only(doc):
+        return page("resverify report", _header(doc) + blocks + _timings(doc))
     body = (_header(doc) + _summary(doc) + _failures(doc) + _matrix(doc) + _known_failures(doc)
-            + _backends(doc)
+            + blocks + _backends(doc)
             + _plots(plots, doc) + _properties(doc) + _claims(doc) + _mutants(doc) + _timings(doc))
     return page("resverify report", body)

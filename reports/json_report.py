@@ -40,6 +40,7 @@ from resverify.spec.codec import packaged_schema
 __all__ = [
     "SCHEMA_VERSION",
     "backend_entry",
+    "blocks_report",
     "build_report",
     "charged",
     "claim_entry",
@@ -53,7 +54,7 @@ __all__ = [
     "write_report",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 DEPENDENCIES = ("numpy", "sympy", "mpmath", "hypothesis", "pytest",
                 "pytest-xdist", "pytest-timeout", "matplotlib", "jsonschema")
 NO_KNOWN_FAILURES: Mapping[str, Any] = {"file": None, "entries": []}
@@ -277,7 +278,8 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
                  complete: bool, warnings: Sequence[str], timings: Mapping[str, Any],
                  known: Mapping[str, Any] = NO_KNOWN_FAILURES,
                  mutants: Mapping[str, Any] | None = None,
-                 plots: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 plots: Mapping[str, Any] | None = None,
+                 blocks: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The whole report document (see the module docstring for what varies run to run).
 
     ``known`` is the known-failures file (``file``) and its checked ``entries``
@@ -296,6 +298,9 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
     each plot its series (one per backend that claims the plot's mode), the dtype each was
     asked in, the reason of each backend's gaps, and (:func:`resverify.reports.plots.
     plot_summary`) the plot's mode and the backends that do not claim it.
+
+    ``blocks`` is the blocks section (:func:`resverify.reports.blocks.section`), attached as
+    it is; its ``verdict`` joins the run's ``status``.
     """
     props = [copy.deepcopy(dict(p)) for p in properties]
     claim_docs = [copy.deepcopy(dict(c)) for c in claims]
@@ -309,7 +314,8 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
     status = run_status(complete=complete, properties=[p["status"] for p in properties],
                         claims=[c["status"] for c in claims],
                         known=[e["status"] for e in known_entries],
-                        backends=[b["status"] for b in entries])
+                        backends=[b["status"] for b in entries],
+                        blocks=None if blocks is None else str(blocks["verdict"]))
     doc = {
         "schema": "resverify-report",
         "schema_version": SCHEMA_VERSION,
@@ -331,7 +337,28 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
         doc["mutants"] = copy.deepcopy(dict(mutants))
     if plots is not None:
         doc["plots"] = copy.deepcopy(dict(plots))
+    if blocks is not None:
+        doc["blocks"] = copy.deepcopy(dict(blocks))
     return doc
+
+
+def blocks_report(blocks: Mapping[str, Any], *, seconds: float) -> dict[str, Any]:
+    """The report of a ``resverify blocks check`` run: the blocks section and no backend.
+
+    How its run-level fields read: ``run`` holds the section's seed and profile, no
+    backend, no pytest argument and a null pytest exit code (no pytest ran); ``backends``,
+    ``claims`` and ``properties`` are empty (so are the matrix and the counts), no
+    known-failures file was read (the documented findings are in the section, per law);
+    ``complete`` is false when the run was interrupted; ``status`` is
+    :func:`resverify.reports.verdicts.run_status` of the section's verdict alone
+    (``incomplete``, ``failed``, ``nothing checked`` when it is ``unjudged``, else
+    ``passed``); ``timings`` holds ``blocks_seconds``, the seconds the laws took.
+    """
+    run = {"seed": blocks["seed"], "profile": blocks["profile"], "backends": [],
+           "pytest_args": [], "pytest_exit_code": None}
+    return build_report(run=run, backends=[], claims=[], properties=[],
+                        complete=blocks["interrupted"] is None, warnings=[],
+                        timings={"blocks_seconds": round(seconds, 3)}, blocks=blocks)
 
 
 def validate(doc: Mapping[str, Any]) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 from resverify.reports.matrix import fold_row
 from resverify.reports.verdicts import cell_checked, short_of_examples
 
-__all__ = ["append_step_summary", "citation", "render_markdown"]
+__all__ = ["append_step_summary", "blocks_only", "citation", "render_markdown"]
 
 DETAILED_FAILURES = 20  # a job summary must stay small (GitHub caps it at 1 MiB)
 MESSAGE_CHARS = 2000
@@ -30,7 +30,7 @@ NOT_RUN_SHOWN = 20  # reasons per backend; the rest are in report.json
 _ICON = {"nothing checked": "⚠️ nothing checked",
          "passed": "✅ passed", "pass": "✅ pass", "failed": "❌ failed", "fail": "❌ fail",
          "skipped": "⏭ skipped", "xfailed": "⏭ xfailed", "expected": "☑️ expected",
-         "fixed": "❌ fixed", "not checked": "⏭ not checked"}
+         "fixed": "❌ fixed", "not checked": "⏭ not checked", "unjudged": "⚠️ unjudged"}
 
 
 def cell(value: object) -> str:
@@ -45,12 +45,18 @@ def fenced(text: str) -> str:
     return f"{fence}text\n{text}\n{fence}"
 
 
+def blocks_only(doc: Mapping[str, Any]) -> bool:
+    """A report of ``resverify blocks check``: a blocks section and no backend."""
+    return "blocks" in doc and not doc["backends"]
+
+
 def _header(doc: Mapping[str, Any]) -> list[str]:
     status = str(doc["status"]).upper()
     run = doc["run"]
     backends = ", ".join(f"`{cell(b['name'])}` ({cell(b['device'])})" for b in doc["backends"])
+    what = "Residual blocks" if blocks_only(doc) else f"Backends {backends}"
     lines = [f"# resverify: {status}", "",
-             f"Backends {backends} · profile `{cell(run['profile'])}` · seed {run['seed']} · "
+             f"{what} · profile `{cell(run['profile'])}` · seed {run['seed']} · "
              f"resverify {cell(doc['tool']['version'])} · Python "
              f"{cell(doc['environment']['python'])}", ""]
     if not doc["complete"]:
@@ -58,6 +64,8 @@ def _header(doc: Mapping[str, Any]) -> list[str]:
     lines += [f"> warning: {cell(w)}" for w in doc["warnings"]]
     if doc["warnings"]:
         lines.append("")
+    if blocks_only(doc):
+        return lines
     lines += ["| | total | passed | failed | expected | skipped |",
               "| --- | --- | --- | --- | --- | --- |"]
     for part in ("properties", "claims"):
@@ -330,9 +338,80 @@ def _known_failures(doc: Mapping[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    """A Markdown table, every cell escaped."""
+    return [f"| {' | '.join(headers)} |", f"|{' --- |' * len(headers)}",
+            *(f"| {' | '.join(cell(v) for v in row)} |" for row in rows), ""]
+
+
+def _seconds_text(value: object) -> str:
+    return "" if value is None else f"{float(str(value)):.3g}"
+
+
+def _block_notes(block: Mapping[str, Any]) -> list[str]:
+    """A line for each record that did not simply pass: its message and replay command,
+    the documented finding it fails as, or that the finding no longer holds."""
+    lines = []
+    for r in block["laws"]:
+        where = f"- **{cell(r['law'])}** [{cell(r['dtype'])}, {cell(r['mode'])}]"
+        known = r["known"]
+        if r["verdict"] == "fixed" and known:
+            lines.append(f"{where}: ❌ fixed: passes now, but the recipe documents it as "
+                         f"failing ({cell(known['doc'])}); remove the finding from the recipe")
+            continue
+        if r["verdict"] == "pass" or not r["message"]:
+            continue
+        lines.append(f"{where}: `{r['message'].replace('`', chr(39))}`")
+        if r["verdict"] == "expected" and known:
+            lines.append(f"  documented finding: {cell(known['reason'])} ({cell(known['doc'])})")
+        if r["failure"] and r["failure"]["replay"]:
+            lines.append(f"  replay: `{r['failure']['replay']}`")
+    return lines
+
+
+def _block(block: Mapping[str, Any]) -> list[str]:
+    from resverify.reports.blocks import declared_lines, figure_text
+
+    lines = [f"### {cell(block['name'])}: {_ICON[block['verdict']]}", "",
+             f"{cell(block['library'])} {cell(block['version'] or 'version unknown')}, "
+             f"{block['time_seconds']:.1f} s", ""]
+    lines += _table(["declares", ""], declared_lines(block))
+    lines += _table(["law", "dtype", "mode", "verdict", "examples", "s", "figures"],
+                    [(r["law"], r["dtype"], r["mode"], _ICON[r["verdict"]], r["examples"],
+                      _seconds_text(r["time_seconds"]), figure_text(r["figures"]))
+                     for r in block["laws"]])
+    return [*lines, *_block_notes(block), ""]
+
+
+def _blocks(doc: Mapping[str, Any]) -> list[str]:
+    """The blocks section (``resverify blocks check``): the summary, a row per block, the
+    libraries skipped, then per block what its recipe declares and a row per law record."""
+    section = doc.get("blocks")
+    if section is None:
+        return []
+    from resverify.reports.blocks import counts_text
+
+    lines = [f"## Residual blocks: {_ICON[section['verdict']]}", "", cell(counts_text(section)),
+             ""]
+    lines += _table(["block", "library", "verdict", "laws", "s"],
+                    [(b["name"], f"{b['library']} {b['version'] or ''}", _ICON[b["verdict"]],
+                      len(b["laws"]), _seconds_text(b["time_seconds"]))
+                     for b in section["blocks"]])
+    lines += [f"- skipped {cell(s['source'])}: {cell(s['reason'])}" for s in section["skipped"]]
+    if section["skipped"]:
+        lines.append("")
+    for block in section["blocks"]:
+        lines += _block(block)
+    return lines
+
+
 def render_markdown(doc: Mapping[str, Any]) -> str:
-    """The Markdown summary of a report document (see :mod:`resverify.reports.json_report`)."""
+    """The Markdown summary of a report document (see :mod:`resverify.reports.json_report`);
+    a blocks-only report (:func:`blocks_only`) is its header and its blocks section."""
+    if blocks_only(doc):
+        return "\n".join(_header(doc) + _blocks(doc)).rstrip() + "\n"
     parts = (_header(doc) + _failures(doc) + _matrix(doc) + _known_failures(doc)
+             + _blocks(doc)
              + _backend_table(doc)
              + _property_table(doc["properties"])
              + _claim_table(doc["claims"]))

@@ -13,21 +13,31 @@ keeps only those) under a Hypothesis profile of the suite (``--profile``, defaul
 its example count; ``--seed``, default the suite's CI seed), printing one line per block,
 law, dtype and mode as it goes (verdict, examples, seconds). Then two probes give the plots
 their figures (:func:`_zero_probe`, :func:`_gamma_probe`; figures, never verdicts), and the
-report goes into ``--report-dir`` (default ``resverify-report/blocks``): ``blocks.json``
-(``reports/schema/blocks.schema.json``), ``blocks.md``, ``blocks.html`` and the PNGs
-(``--no-plots`` leaves them out), each file written atomically
-(:mod:`resverify.reports.blocks`). A failing law's merge is saved as a vector under
-``vectors/`` there, with its ``resverify replay`` command.
+report goes into ``--report-dir`` (default ``resverify-report/blocks``): the report
+``resverify check`` writes, with a blocks section and no backend
+(:func:`resverify.reports.json_report.blocks_report`): ``report.json``
+(``reports/schema/report.schema.json``), ``report.md``, ``report.html`` (or the paths of
+``--json``, ``--md``, ``--html``) and the PNGs under ``plots/`` (``--no-plots`` leaves them
+out), each file written atomically (:func:`resverify.reports.blocks.write`). A failing
+law's merge is saved as a vector under ``vectors/`` there, with its ``resverify replay``
+command.
+
+A law that the block's recipe documents as failing (its ``findings``: a library's choice
+written up in ``docs/findings/``) is reported ``expected`` when it fails as written up, and
+``fixed`` when it passes (the finding no longer holds: remove it from the recipe); the
+verdicts are :mod:`resverify.reports.verdicts`'.
 
 Why subcommands: listing is the command's default (``resverify blocks`` alone answers "what
 is there"), and ``check`` takes names that hold brackets and dots, so a name is never taken
 for an action.
 
 Ctrl-C (or SIGTERM) stops the check and still writes the report of the blocks that
-finished, marked ``interrupted``. Exit codes: 0 every law passed; 1 a law failed or judged
-nothing (no verdict without evidence), or the run was interrupted; 2 a usage error, one
-line: an unknown block name (with the close names), a dtype or profile that does not
-exist, a recipe the module contradicts (the recipe's own line).
+finished, marked ``interrupted``. Exit codes follow the report's ``status``: 0 (``passed``)
+every law passed or failed as a documented finding; 1 a law failed, a documented finding is
+``fixed``, a law judged nothing (no verdict without evidence), or the run was interrupted; 2
+a usage error, one line: an unknown block name (with the close names), a dtype or profile
+that does not exist, a recipe the module contradicts (the recipe's own line), a report path
+that cannot be written.
 """
 
 from __future__ import annotations
@@ -69,8 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument("--seed", type=int, default=None, metavar="N",
                        help="Hypothesis seed (default: the suite's CI seed, 0)")
     check.add_argument("--report-dir", type=Path, default=DEFAULT_DIR, metavar="DIR",
-                       help=f"where blocks.json, .md, .html and the plots go (default "
-                       f"{DEFAULT_DIR})")
+                       help=f"where report.json, .md, .html, the plots and the vectors go "
+                       f"(default {DEFAULT_DIR})")
+    for suffix in ("json", "md", "html"):
+        check.add_argument(f"--{suffix}", type=Path, default=None, metavar="PATH",
+                           help=f"write report.{suffix} here instead (default: in "
+                           "--report-dir)")
     check.add_argument("--no-plots", action="store_true", help="leave the PNG plots out")
 
 
@@ -166,10 +180,22 @@ def plan(recipe: Recipe, dtypes: Sequence[str]) -> Iterator[tuple[str, str, str]
                 yield law, dtype, mode
 
 
-def _progress(record: LawRecord, seconds: float) -> str:
+def _progress(record: LawRecord, seconds: float, recipe: Recipe) -> str:
+    """A record's line: its verdict as the report decides it (a documented finding's failure
+    ``expected``, its pass ``fixed``), examples, seconds and message or finding."""
+    from resverify.reports.verdicts import block_law_verdict
+
+    found = recipe.findings.get(record.law)
+    kind = record.failure.kind if record.failure is not None else None
+    verdict = block_law_verdict(record.verdict, kind, None if found is None else found.kind)
     tail = f": {record.message}" if record.message else ""
+    if found is not None and verdict == "expected":
+        tail = f": documented finding, {found.doc}"
+    elif found is not None and verdict == "fixed":
+        tail = f": passes, but the recipe documents it as failing ({found.doc}); remove the " \
+            "finding"
     return (f"{record.block}  {record.law:<15} {record.dtype:<8} {record.mode:<5} "
-            f"{record.verdict:<8} {record.examples:>4} examples {seconds:7.2f} s{tail}")
+            f"{verdict:<8} {record.examples:>4} examples {seconds:7.2f} s{tail}")
 
 
 def _say(line: str) -> None:
@@ -196,7 +222,7 @@ def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
                                                   f"{law}[{dtype},{mode}]", recipe.name,
                                                   record.message, record.failure.kind))
         records.append(record)
-        say(_progress(record, seconds[-1]))
+        say(_progress(record, seconds[-1], recipe))
     checked = list(dict.fromkeys(r.dtype for r in records))
     library, version = library_of(recipe)
     probes = {"zero_branch": [row for d in checked for row in _zero_probe(recipe, d, seed)],
@@ -279,19 +305,66 @@ def _gamma_probe(recipe: Recipe, dtype: str, seed: int) -> list[dict[str, Any]]:
     return rows
 
 
+def _writable(path: Path, what: str, folder: bool = False) -> Path:
+    """``path`` (a file, or a ``folder``), once the folder exists and takes a file; a
+    UsageError (one line) when it cannot be written."""
+    import os
+    import tempfile
+
+    from resverify.spec.errors import UsageError
+
+    where = path if folder else path.parent
+    try:
+        if not folder and path.is_dir():
+            raise IsADirectoryError(21, "is a folder")
+        where.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=where, prefix=".probe.")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(f"cannot write {what} {str(path)!r}: {exc.strerror or exc}") from None
+    return path
+
+
+def _outputs(args: argparse.Namespace) -> dict[str, Path]:
+    """Where each file goes: ``json``, ``md``, ``html`` and the ``folder`` (the vectors,
+    the plots), every one writable, checked before a law runs."""
+    folder: Path = args.report_dir
+    out = {"folder": _writable(folder, "to report folder", folder=True)}
+    for suffix in ("json", "md", "html"):
+        given = getattr(args, suffix)
+        out[suffix] = _writable(given if given is not None else folder / f"report.{suffix}",
+                                f"the --{suffix} report")
+    return out
+
+
+def _write(doc: dict[str, Any], out: dict[str, Path], with_plots: bool) -> list[Path]:
+    from resverify.reports import blocks as report
+    from resverify.spec.errors import UsageError
+
+    try:
+        return report.write(doc, json_path=out["json"], md_path=out["md"],
+                            html_path=out["html"],
+                            plots_dir=out["folder"] / report.PLOTS_DIR if with_plots else None)
+    except OSError as exc:
+        raise UsageError(f"cannot write the report: {exc.strerror or exc} "
+                         f"({exc.filename or out['folder']})") from None
+
+
 def _check(args: argparse.Namespace) -> int:
     from resverify.blocks.catalog import skipped
     from resverify.blocks.check import build
     from resverify.cli.runner import signal_name
     from resverify.cli.stop_signals import StopSignals
     from resverify.reports import blocks as report
+    from resverify.reports.json_report import blocks_report
 
     recipes = select(args.names, args.all)
     examples, seed, dtypes = _settings(args)
+    out = _outputs(args)
     for recipe in recipes:  # a recipe's mistake is one line before anything runs
         build(recipe, next(iter(d for d in recipe.dtypes if not dtypes or d in dtypes),
                            recipe.dtypes[0]), seed)
-    folder: Path = args.report_dir
     runs: list[BlockRun] = []
     interrupted = None
     with StopSignals() as signals:
@@ -300,16 +373,18 @@ def _check(args: argparse.Namespace) -> int:
                 if not any(True for _ in plan(recipe, dtypes)):
                     print(f"{recipe.name}: claims none of the dtypes {dtypes}; not checked")
                     continue
-                runs.append(check_one(recipe, dtypes, examples, seed, folder / "vectors"))
+                runs.append(check_one(recipe, dtypes, examples, seed, out["folder"] / "vectors"))
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: report what finished
             interrupted = signal_name(exc)
         with signals.held():
-            doc = report.section(runs, profile=args.profile, seed=seed, examples=examples,
-                                 skipped=skipped(), interrupted=interrupted)
-            written = report.write(folder, doc, with_plots=not args.no_plots)
-    counts = doc["counts"]
+            section = report.section(runs, profile=args.profile, seed=seed, examples=examples,
+                                     skipped=skipped(), interrupted=interrupted)
+            doc = blocks_report(section, seconds=sum(sum(r.seconds) for r in runs))
+            written = _write(doc, out, not args.no_plots)
+    counts = section["counts"]
     stopped = f"interrupted ({interrupted}) after " if interrupted else ""
     print(f"{stopped}{report.count(len(runs), 'block')}, {sum(counts.values())} law records: "
-          f"{counts['pass']} pass, {counts['fail']} fail, {counts['unjudged']} unjudged; "
-          f"report: {folder / 'blocks.html'} ({len(written)} files)")
-    return 0 if doc["verdict"] == "pass" else 1
+          f"{counts['pass']} pass, {counts['fail']} fail, {counts['unjudged']} unjudged, "
+          f"{counts['expected']} expected, {counts['fixed']} fixed; {doc['status']}; "
+          f"report: {out['html']} ({len(written)} files)")
+    return 0 if doc["status"] == "passed" else 1

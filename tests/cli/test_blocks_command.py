@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,11 @@ from resverify.blocks.catalog import catalog
 from resverify.blocks.catalog.torch_nn import encoder
 from resverify.blocks.check import LawRecord
 from resverify.blocks.laws import LAWS
-from resverify.blocks.recipe import Recipe, Site
+from resverify.blocks.recipe import Finding, Recipe, Site
 from resverify.cli import blocks as command
 from resverify.cli.main import main
 from resverify.reports import blocks as report
+from resverify.reports.json_report import validate
 from tests.blocks.broken_blocks import BUGS, CORRECT
 
 PRE = "torch.TransformerEncoderLayer(pre)"
@@ -41,8 +43,14 @@ def use_catalog(monkeypatch: pytest.MonkeyPatch, recipes: list[Recipe],
 
 
 def check(tmp_path: Path, *argv: str) -> tuple[int, dict[str, Any]]:
+    """The exit code and the blocks section of the report the command wrote, once that
+    report is shown to follow the main report's schema."""
     code = main(["blocks", "check", *argv, "--report-dir", str(tmp_path)])
-    return code, json.loads((tmp_path / "blocks.json").read_text(encoding="utf-8"))
+    whole = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    validate(whole)
+    assert whole["status"] == ("passed" if code == 0 else whole["status"]), whole["status"]
+    section: dict[str, Any] = whole["blocks"]
+    return code, section
 
 
 def test_listing_names_every_block_its_library_version_and_declarations(
@@ -140,15 +148,15 @@ def test_checking_a_torch_block_prints_a_line_per_law_and_passes(
         assert words[:5] == [PRE, law, dtype, mode, "pass"], line
         assert words[6] == "examples" and int(words[5]) >= 1 and words[-1] == "s", line
     assert out[-1].startswith(f"1 block, {len(planned)} law records: {len(planned)} pass")
-    report.validate(doc)
     block = doc["blocks"][0]
     assert (block["name"], block["library"], block["verdict"]) == (PRE, "torch", "pass")
     assert block["version"].startswith("2.")
     assert [(r["law"], r["dtype"], r["mode"]) for r in block["laws"]] == planned
     assert {"swamped[self-attention]", "headroom_log2"} <= set(block["laws"][-1]["figures"])
     assert [r["from_law"] for r in block["probes"]["zero_branch"]] == [0.0, 0.0]
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "block0-swamped.png", "block0-zero.png", "blocks.html", "blocks.json", "blocks.md"]
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == [
+        "plots", "plots/block0-swamped.png", "plots/block0-zero.png", "report.html",
+        "report.json", "report.md"]
 
 
 def test_every_law_is_judged_on_a_block_with_layerscale_and_drop_path(
@@ -162,7 +170,7 @@ def test_every_law_is_judged_on_a_block_with_layerscale_and_drop_path(
     assert all(r["verdict"] == "pass" and r["examples"] >= 1 for r in laws)
     gammas = doc["blocks"][0]["probes"]["layerscale"]
     assert sorted({r["gamma"] for r in gammas}) == sorted(command.GAMMAS)
-    assert not list(tmp_path.glob("*.png"))
+    assert not list(tmp_path.rglob("*.png"))
 
 
 def test_a_failing_block_exits_1_with_its_failure_vector_and_replay_in_the_report(
@@ -172,7 +180,6 @@ def test_a_failing_block_exits_1_with_its_failure_vector_and_replay_in_the_repor
     use_catalog(monkeypatch, [bug.recipe])
     code, doc = check(tmp_path, bug.recipe.name, *FAST)
     assert code == 1
-    report.validate(doc)
     failed = [r for r in doc["blocks"][0]["laws"] if r["verdict"] == "fail"]
     assert [r["law"] for r in failed] == [bug.meant]
     failure = failed[0]["failure"]
@@ -218,12 +225,13 @@ def test_an_interrupted_check_writes_the_report_of_the_blocks_that_finished(
     monkeypatch.setattr(command, "check_one", check_one)
     code, doc = check(tmp_path, "--all", *FAST)
     assert code == 1
-    report.validate(doc)
     assert (doc["interrupted"], doc["verdict"]) == ("SIGINT", "unjudged")
     assert [b["name"] for b in doc["blocks"]] == [PRE]
     assert capsys.readouterr().out.splitlines()[-1].startswith(
         "interrupted (SIGINT) after 1 block, 1 law records: 1 pass")
-    assert "Interrupted (SIGINT)" in (tmp_path / "blocks.md").read_text(encoding="utf-8")
+    assert "Interrupted (SIGINT)" in (tmp_path / "report.md").read_text(encoding="utf-8")
+    whole = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert (whole["complete"], whole["status"]) == (False, "incomplete")
 
 
 def _judged(doc: Mapping[str, Any]) -> list[Any]:
@@ -258,3 +266,110 @@ def test_a_site_without_a_norm_lists_as_no_norm() -> None:
     line = report.site_text(report.declares(dataclasses.replace(
         encoder(True), sites=(site,)))["sites"][0])
     assert line.startswith("no norm; no γ; no drop path; shortcut identity")
+
+
+NOTED = Finding("the block writes into its input", "docs/findings/blocks-notes.md#a-note")
+
+
+def test_a_documented_failure_is_expected_and_the_command_exits_0(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    bug = BUGS["in_place_input"]  # fails no_aliasing only, in eval and in train
+    noted = dataclasses.replace(bug.recipe, findings={bug.meant: NOTED})
+    use_catalog(monkeypatch, [noted])
+    code, doc = check(tmp_path, noted.name, *FAST, "--no-plots")
+    expected = [r for r in doc["blocks"][0]["laws"] if r["verdict"] == "expected"]
+    assert code == 0, [r for r in doc["blocks"][0]["laws"] if r["verdict"] != "pass"]
+    assert [(r["law"], r["mode"]) for r in expected] == [(bug.meant, "eval"),
+                                                        (bug.meant, "train")]
+    assert all(r["known"]["doc"] == NOTED.doc and r["failure"]["vector"] for r in expected)
+    assert (doc["blocks"][0]["verdict"], doc["verdict"]) == ("expected", "expected")
+    out = capsys.readouterr().out.splitlines()
+    assert f"{noted.name}  no_aliasing     float32  eval  expected" in "\n".join(out)
+    assert f"documented finding, {NOTED.doc}" in "\n".join(out)
+    assert "2 expected, 0 fixed; passed;" in out[-1], out[-1]
+    unnoted = dataclasses.replace(noted, findings={})  # the same block, nothing documented
+    use_catalog(monkeypatch, [unnoted])
+    assert check(tmp_path / "plain", unnoted.name, *FAST, "--no-plots")[0] == 1
+
+
+def test_a_documented_failure_that_passes_now_is_fixed_and_exits_1(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    noted = dataclasses.replace(encoder(True), name="Noted", findings={"zero_branch": NOTED})
+    use_catalog(monkeypatch, [noted])
+    code, doc = check(tmp_path, "Noted", *FAST, "--no-plots")
+    fixed = [r for r in doc["blocks"][0]["laws"] if r["verdict"] == "fixed"]
+    assert code == 1 and [r["law"] for r in fixed] == ["zero_branch", "zero_branch"]
+    assert (doc["blocks"][0]["verdict"], doc["verdict"]) == ("fail", "fail")
+    out = capsys.readouterr().out
+    assert "Noted  zero_branch     float32  eval  fixed" in out
+    assert f"the recipe documents it as failing ({NOTED.doc}); remove the finding" in out
+    assert "0 expected, 2 fixed; failed;" in out.splitlines()[-1]
+
+
+def _anchors(doc: Path) -> set[str]:
+    """The heading anchors of a Markdown file, as GitHub spells them."""
+    heads = re.findall(r"^#+ (.*)$", doc.read_text(encoding="utf-8"), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower().replace("`", "")).replace(" ", "-")
+            for h in heads}
+
+
+def test_every_documented_finding_of_the_catalog_names_an_applicable_law_and_its_heading(
+        ) -> None:
+    hf = pytest.importorskip("resverify.blocks.catalog.hf",
+                             reason="transformers is not installed (make blocks)")
+    from resverify.blocks.laws import applicable
+
+    root = Path(__file__).parents[2]
+    found = [(r, law, f) for r in hf.RECIPES for law, f in r.findings.items()]
+    assert {(r.name, law) for r, law, _ in found} == {
+        ("hf.T5Block(wo float32)", "zero_branch"), ("hf.T5Block(wo float32)", "stream_dtype")}
+    for recipe, law, finding in found:
+        assert law in applicable(recipe), f"{recipe.name}: finding for {law!r}, which does " \
+            f"not apply; expected one of {applicable(recipe)}"
+        file, anchor = finding.doc.split("#")
+        assert anchor in _anchors(root / file), f"{finding.doc}: no such heading in {file}"
+    assert "5-t5-as-from_pretrained-loads-it-in-half-precision-carries-a-float32-stream" in \
+        _anchors(root / "docs/findings/blocks-notes.md")
+    assert "a-note" not in _anchors(root / "docs/findings/blocks-notes.md")  # it can refuse
+
+
+def test_the_json_md_and_html_go_where_asked_and_the_rest_in_the_report_folder(
+        tmp_path: Path) -> None:
+    folder, elsewhere = tmp_path / "dir", tmp_path / "else"
+    code = main(["blocks", "check", PRE, *FAST, "--report-dir", str(folder),
+                 "--json", str(elsewhere / "r.json"), "--md", str(elsewhere / "r.md"),
+                 "--html", str(elsewhere / "deep" / "r.html")])
+    assert code == 0
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()) == [
+        "dir/plots/block0-swamped.png", "dir/plots/block0-zero.png", "else/deep/r.html",
+        "else/r.json", "else/r.md"]
+    whole = json.loads((elsewhere / "r.json").read_text(encoding="utf-8"))
+    validate(whole)
+    assert whole["status"] == "passed" and whole["blocks"]["blocks"][0]["name"] == PRE
+
+
+@pytest.mark.parametrize(("where", "said"), [
+    ("--json", "cannot write the --json report"),
+    ("--md", "cannot write the --md report"),
+    ("--html", "cannot write the --html report"),
+    ("--report-dir", "cannot write to report folder"),
+])
+def test_a_report_path_that_cannot_be_written_is_one_line_before_anything_runs(
+        where: str, said: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("taken\n")
+    bad = tmp_path / "a-file" / "report.out" if where != "--report-dir" else tmp_path / "a-file"
+    argv = ["--report-dir", str(tmp_path / "out")] if where != "--report-dir" else []
+    assert main(["blocks", "check", PRE, *FAST, *argv, where, str(bad)]) == 2
+    line = one_line_error(capsys)
+    assert line.startswith(f"resverify: error: {said} {str(bad)!r}: "), line
+    assert capsys.readouterr().out == ""  # no law ran
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").rglob("*.json"))
+
+
+def test_a_folder_given_as_the_json_path_is_one_line(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["blocks", "check", PRE, *FAST, "--report-dir", str(tmp_path),
+                 "--json", str(tmp_path)]) == 2
+    assert "cannot write the --json report" in one_line_error(capsys)

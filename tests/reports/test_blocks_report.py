@@ -1,9 +1,12 @@
-"""The blocks section: its document follows the schema (and the schema can refuse one), the
-Markdown, HTML and plots are pure functions of it, and what a block hands over is escaped.
+"""The blocks section of the main report: a blocks-only report follows report.schema.json
+(and the schema can refuse one), the main Markdown and HTML writers render the section, the
+plots are pure functions of it, a documented finding reads as expected (or fixed), and what a
+block hands over is escaped.
 
 Why made-up records: the renderers read law records, not blocks, so a hand-written pass, a
-failure with a saved vector, an unjudged law and an infinite headroom cover every branch in
-milliseconds; the command's own tests check a real block's output against the same schema.
+failure with a saved vector, an unjudged law, an infinite headroom and a recipe with a
+documented finding cover every branch in milliseconds; the command's own tests check a real
+block's output against the same schema.
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ import pytest
 
 from resverify.blocks.catalog.torch_nn import encoder
 from resverify.blocks.check import LawRecord
+from resverify.blocks.recipe import Finding
 from resverify.reports import blocks as report
+from resverify.reports.html import render_html
+from resverify.reports.json_report import blocks_report, strip_timings, validate
+from resverify.reports.markdown import render_markdown
 from tests.blocks.broken_blocks import CORRECT
 
 HOSTILE = "Enc<script>alert(1)</script>|&"
@@ -63,18 +70,31 @@ def scaled_run() -> report.BlockRun:
 
 
 def document() -> dict[str, Any]:
+    """The blocks section of two runs (one failing, one passing)."""
     return report.section([a_run(), scaled_run()], profile="dev", seed=3, examples=5,
                           skipped={"timm": "ModuleNotFoundError: No module named 'timm'"})
 
 
-def test_the_section_follows_its_schema_and_is_strict_json() -> None:
+def full(section: dict[str, Any]) -> dict[str, Any]:
+    """The report a blocks run writes around ``section``."""
+    return blocks_report(section, seconds=2.0)
+
+
+def test_a_blocks_only_report_follows_the_main_schema_and_is_strict_json() -> None:
     doc = document()
-    report.validate(doc)
-    text = json.dumps(doc, allow_nan=False)  # an infinite figure is text, not Infinity
-    assert json.loads(text) == doc
+    whole = full(doc)
+    validate(whole)
+    text = json.dumps(whole, allow_nan=False)  # an infinite figure is text, not Infinity
+    assert json.loads(text) == whole
+    assert whole["blocks"] == doc
+    assert (whole["schema"], whole["schema_version"]) == ("resverify-report", 5)
+    assert whole["run"] == {"seed": 3, "profile": "dev", "backends": [], "pytest_args": [],
+                            "pytest_exit_code": None}
+    assert (whole["backends"], whole["claims"], whole["properties"]) == ([], [], [])
+    assert (whole["complete"], whole["status"]) == (True, "failed")
     first, second = doc["blocks"]
     assert (doc["verdict"], first["verdict"], second["verdict"]) == ("fail", "fail", "pass")
-    assert doc["counts"] == {"pass": 6, "fail": 1, "unjudged": 1}
+    assert doc["counts"] == {"pass": 6, "fail": 1, "unjudged": 1, "expected": 0, "fixed": 0}
     assert first["laws"][3]["figures"]["headroom_log2"] == "inf"
     assert first["laws"][1]["failure"] == {
         "message": records(HOSTILE)[1].message, "kind": "law", "vector": "out/vectors/v.json",
@@ -98,30 +118,37 @@ def _set(path: tuple[Any, ...], value: Any) -> Callable[[dict[str, Any]], None]:
     return change
 
 
-LAW = ("blocks", 0, "laws")
+LAW = ("blocks", "blocks", 0, "laws")
 
 
 @pytest.mark.parametrize(("what", "change"), [
     ("a verdict the suite does not give", _set((*LAW, 0, "verdict"), "passed")),
+    ("an expected failure without its finding", _set((*LAW, 1, "verdict"), "expected")),
+    ("a fixed finding without its finding", _set((*LAW, 0, "verdict"), "fixed")),
+    ("a block verdict a block cannot have", _set(("blocks", "blocks", 0, "verdict"), "fixed")),
+    ("counts without the expected records", _set(("blocks", "counts", "expected"), KeyError)),
+    ("a finding without its doc", _set((*LAW, 1, "known"), {"reason": "r", "kind": "law"})),
     ("a failure without its failure object", _set((*LAW, 1, "failure"), None)),
     ("a pass without a failure object but with one", _set(
         (*LAW, 0, "failure"), {"message": "m", "kind": "law", "vector": None, "replay": None})),
     ("a pass that judged no example", _set((*LAW, 0, "examples"), 0)),
     ("a figure that is not a number", _set((*LAW, 3, "figures", "headroom_log2"), "large")),
     ("an unknown dtype", _set((*LAW, 0, "dtype"), "float8")),
-    ("a block without a name", _set(("blocks", 0, "name"), KeyError)),
-    ("a key the schema does not know", _set(("blocks", 0, "colour"), "red")),
-    ("a recipe without sites", _set(("blocks", 0, "declares", "sites"), [])),
-    ("a swamped fraction above 1", _set(("blocks", 1, "probes", "layerscale", 0, "swamped"),
-                                        1.5)),
-    ("another document", _set(("schema",), "resverify-report")),
+    ("a block without a name", _set(("blocks", "blocks", 0, "name"), KeyError)),
+    ("a key the schema does not know", _set(("blocks", "blocks", 0, "colour"), "red")),
+    ("a recipe without sites", _set(("blocks", "blocks", 0, "declares", "sites"), [])),
+    ("a swamped fraction above 1", _set(("blocks", "blocks", 1, "probes", "layerscale", 0,
+                                         "swamped"), 1.5)),
+    ("another document", _set(("schema",), "resverify-blocks")),
+    ("a check run without a backend", _set(("blocks",), KeyError)),
 ])
 def test_the_schema_refuses_a_broken_document(
         what: str, change: Callable[[dict[str, Any]], None]) -> None:
-    doc = copy.deepcopy(document())
+    doc = copy.deepcopy(full(document()))
+    validate(doc)  # the change, not the document, is what the schema refuses
     change(doc)
     with pytest.raises(jsonschema.ValidationError):
-        report.validate(doc)
+        validate(doc)
 
 
 def test_a_block_verdict_needs_evidence() -> None:
@@ -136,25 +163,30 @@ def test_a_block_verdict_needs_evidence() -> None:
 def test_an_interrupted_run_is_not_a_pass_and_says_so() -> None:
     passing = dataclasses.replace(scaled_run())
     doc = report.section([passing], profile="dev", seed=0, examples=5, interrupted="SIGTERM")
-    report.validate(doc)
+    whole = full(doc)
+    validate(whole)
     assert (doc["verdict"], doc["blocks"][0]["verdict"]) == ("unjudged", "pass")
-    assert "Interrupted (SIGTERM)" in report.markdown(doc)
-    assert "Interrupted (SIGTERM)" in report.html_section(doc)
-    assert report.section([passing], profile="dev", seed=0, examples=5)["verdict"] == "pass"
+    assert (whole["complete"], whole["status"]) == (False, "incomplete")
+    assert "Interrupted (SIGTERM)" in render_markdown(whole)
+    assert "Interrupted (SIGTERM)" in render_html(whole, {})
+    done = full(report.section([passing], profile="dev", seed=0, examples=5))
+    assert (done["blocks"]["verdict"], done["complete"], done["status"]) == (
+        "pass", True, "passed")
 
 
 def test_markdown_has_the_summary_a_section_per_block_and_escapes_cells() -> None:
-    text = report.markdown(document())
-    assert text.startswith("## Residual blocks: ❌ fail\n")
-    assert "2 blocks, profile dev (5 examples a law), seed 3: 6 pass, 1 fail, 1 unjudged." \
-        in text
+    text = render_markdown(full(document()))
+    assert text.startswith("# resverify: FAILED\n\nResidual blocks · profile `dev` · seed 3")
+    assert "\n## Residual blocks: ❌ fail\n" in text
+    assert "| properties |" not in text and "## Backends" not in text  # a blocks-only run
+    assert "2 blocks, profile dev (5 examples a law), seed 3: 6 pass, 1 fail, 1 unjudged, " \
+        "0 expected (documented findings), 0 fixed." in text
     assert "### Enc&lt;script&gt;alert(1)&lt;/script&gt;\\|&amp;: ❌ fail" in text
     assert "### ScaledEncoderLayer: ✅ pass" in text
     assert "replay: `resverify replay out/vectors/v.json --backend numpy`" in text
     assert "<script>" not in text
     assert "`zero_branch: y[0] = 1.0, expected 0.5 | <b>bold</b>`" in text  # a code span
     assert "- skipped timm: ModuleNotFoundError" in text
-    assert report.markdown(document(), level=1).startswith("# Residual blocks")
 
 
 class Page(HTMLParser):
@@ -189,17 +221,17 @@ def parse(text: str) -> Page:
 def test_the_html_page_opens_with_its_sections_plots_inlined_and_everything_escaped() -> None:
     doc = document()
     images = report.plots(doc)
-    page = parse(report.html_page(doc, images))
+    page = parse(render_html(full(doc), {}, block_plots=images))
     assert page.ids == ["blocks", "block-0", "block-1"]
     assert "script" not in page.tags and "b" not in page.tags
     text = "".join(page.text)
     assert HOSTILE in text and "| <b>bold</b>" in text  # shown as text, not markup
-    assert "Residual blocks: ❌ fail" in text
+    assert "Residual blocks: fail" in text
     assert len(page.srcs) == len(images) == 3
     assert all(src.startswith("data:image/png;base64,") for src in page.srcs)
     assert not [s for s in page.srcs if "://" in s]  # self-contained
-    fragment = parse(report.html_section(doc))
-    assert fragment.tags[0] == "section" and "img" not in fragment.tags
+    bare = parse(render_html(full(doc), {}))
+    assert "section" in bare.tags and "img" not in bare.tags
 
 
 def test_plots_are_pngs_where_there_is_data_and_the_same_bytes_each_time() -> None:
@@ -214,32 +246,99 @@ def test_plots_are_pngs_where_there_is_data_and_the_same_bytes_each_time() -> No
     assert report.headroom(doc["blocks"][0]) == {"float32": "inf", "bfloat16": 100.0}
 
 
+def paths(folder: Path) -> dict[str, Path]:
+    return {"json_path": folder / "report.json", "md_path": folder / "report.md",
+            "html_path": folder / "report.html", "plots_dir": folder / "plots"}
+
+
 def test_write_puts_every_file_in_place_and_leaves_no_temporary(tmp_path: Path) -> None:
-    doc = document()
-    written = report.write(tmp_path / "out", doc)
-    names = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert names == sorted(p.name for p in written)
-    assert {"blocks.json", "blocks.md", "blocks.html"} <= set(names)
-    assert not [n for n in names if n.endswith(".tmp") or n.startswith(".")]
-    assert json.loads((tmp_path / "out" / "blocks.json").read_text(encoding="utf-8")) == doc
-    assert (tmp_path / "out" / "blocks.md").read_text(encoding="utf-8").startswith(
-        "# resverify blocks\n\n## Residual blocks")
-    bare = report.write(tmp_path / "bare", doc, with_plots=False)
+    doc = full(document())
+    written = report.write(doc, **paths(tmp_path / "out"))
+    names = sorted(str(p.relative_to(tmp_path / "out")) for p in written)
+    assert names == ["plots/block0-swamped.png", "plots/block0-zero.png",
+                     "plots/block1-swamped.png", "report.html", "report.json", "report.md"]
+    assert not [p for p in (tmp_path / "out").rglob("*") if p.name.startswith(".")]
+    assert json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8")) == doc
+    assert (tmp_path / "out" / "report.md").read_text(encoding="utf-8") == render_markdown(doc)
+    where = paths(tmp_path / "bare")
+    bare = report.write(doc, json_path=where["json_path"], md_path=where["md_path"],
+                        html_path=where["html_path"], plots_dir=None)
     assert not [p for p in bare if p.suffix == ".png"]
 
 
 def test_a_later_run_of_fewer_blocks_leaves_no_plot_of_the_earlier(tmp_path: Path) -> None:
-    report.write(tmp_path, document())
-    (tmp_path / "mine.png").write_bytes(b"kept")
+    report.write(full(document()), **paths(tmp_path))
+    (tmp_path / "plots" / "mine.png").write_bytes(b"kept")
     one = report.section([a_run()], profile="dev", seed=3, examples=5)
-    report.write(tmp_path, one)
-    assert sorted(p.name for p in tmp_path.glob("*.png")) == [
+    report.write(full(one), **paths(tmp_path))
+    assert sorted(p.name for p in (tmp_path / "plots").glob("*.png")) == [
         "block0-swamped.png", "block0-zero.png", "mine.png"]
 
 
 def test_write_refuses_a_document_the_schema_refuses(tmp_path: Path) -> None:
-    doc = document()
-    doc["verdict"] = "great"
+    doc = full(document())
+    doc["blocks"]["verdict"] = "great"
     with pytest.raises(jsonschema.ValidationError):
-        report.write(tmp_path, doc)
+        report.write(doc, **paths(tmp_path))
     assert not list(tmp_path.iterdir())
+
+
+def found_run(outcomes: dict[str, str]) -> report.BlockRun:
+    """A block whose recipe documents zero_branch and stream_dtype as failing, with one
+    record per law of ``outcomes`` (law -> pass, fail or unjudged)."""
+    finding = Finding("the stream turns float32", "docs/findings/blocks-notes.md#5-t5")
+    recipe = dataclasses.replace(encoder(True), name="Documented", findings={
+        "zero_branch": finding, "stream_dtype": finding})
+    recs = [LawRecord("Documented", law, "float16", "eval", outcome, 5 if outcome != "unjudged"
+                      else 0, message="" if outcome == "pass" else f"{law} says no")
+            for law, outcome in outcomes.items()]
+    return report.BlockRun(recipe, "hf", "transformers", "5.24.0", recs, [0.1] * len(recs))
+
+
+def test_a_documented_failure_is_expected_and_the_run_passes() -> None:
+    run = found_run({"decomposition": "pass", "zero_branch": "fail", "stream_dtype": "fail"})
+    doc = full(report.section([run], profile="dev", seed=0, examples=5))
+    validate(doc)
+    laws = doc["blocks"]["blocks"][0]["laws"]
+    assert [r["verdict"] for r in laws] == ["pass", "expected", "expected"]
+    assert laws[0]["known"] is None
+    assert laws[1]["known"] == {"reason": "the stream turns float32",
+                                "doc": "docs/findings/blocks-notes.md#5-t5", "kind": "law"}
+    assert laws[1]["failure"]["message"] == "zero_branch says no"
+    assert (doc["blocks"]["blocks"][0]["verdict"], doc["blocks"]["verdict"], doc["status"]) == (
+        "expected", "expected", "passed")
+    assert doc["blocks"]["counts"] == {"pass": 1, "fail": 0, "unjudged": 0, "expected": 2,
+                                       "fixed": 0}
+    text = render_markdown(doc)
+    assert "| zero_branch | float16 | eval | ☑️ expected | 5 |" in text
+    assert "documented finding: the stream turns float32 (docs/findings/blocks-notes.md#5-t5)" \
+        in text
+    page = "".join(parse(render_html(doc, {})).text)
+    assert "documented finding: the stream turns float32 (docs/findings/blocks-notes.md#5-t5)" \
+        in page
+
+
+def test_a_documented_failure_that_passes_now_is_fixed_and_fails_the_run() -> None:
+    run = found_run({"zero_branch": "pass", "stream_dtype": "fail"})
+    doc = full(report.section([run], profile="dev", seed=0, examples=5))
+    validate(doc)
+    laws = doc["blocks"]["blocks"][0]["laws"]
+    assert [r["verdict"] for r in laws] == ["fixed", "expected"]
+    assert (doc["blocks"]["blocks"][0]["verdict"], doc["status"]) == ("fail", "failed")
+    assert "remove the finding from the recipe" in render_markdown(doc)
+    assert "remove the finding from the recipe" in "".join(parse(render_html(doc, {})).text)
+
+
+def test_a_documented_law_that_judged_nothing_is_unjudged() -> None:
+    run = found_run({"zero_branch": "unjudged", "stream_dtype": "fail"})
+    doc = full(report.section([run], profile="dev", seed=0, examples=5))
+    validate(doc)
+    assert [r["verdict"] for r in doc["blocks"]["blocks"][0]["laws"]] == ["unjudged", "expected"]
+    assert doc["status"] == "nothing checked"
+
+
+def test_a_blocks_report_without_its_seconds_is_the_same_whatever_the_clock() -> None:
+    slow = dataclasses.replace(a_run(), seconds=[500.0] * 5)
+    one, two = (full(report.section([r], profile="dev", seed=3, examples=5))
+                for r in (a_run(), slow))
+    assert one != two and strip_timings(one) == strip_timings(two)
