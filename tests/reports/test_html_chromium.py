@@ -271,3 +271,39 @@ def test_failure_cards_sit_above_the_matrix_with_the_replay_command_large(
         f"first failure card at {measured['card']} px, matrix at {measured['matrix']} px"
     assert measured["copy"] >= 1.2 * measured["message"], \
         f"replay command in {measured['copy']} px type, the message in {measured['message']} px"
+
+
+@pytest.fixture(scope="module")
+def blocks_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]:
+    """A blocks-only report (``resverify blocks check``'s) whose block name and failure
+    message carry markup, written by the main writers with its plots."""
+    chromium = _chromium()
+    from resverify.reports.blocks import write
+    from tests.reports.test_blocks_report import document, full, paths
+
+    root = tmp_path_factory.mktemp("chromium-blocks")
+    write(full(document()), **paths(root / "out"))
+    return chromium, root / "out" / "report.html", root
+
+
+def test_the_blocks_report_renders_silently_with_its_plots_and_escaped_names(
+        blocks_page: tuple[str, Path, Path]) -> None:
+    chromium, page, root = blocks_page
+    done = _browse(chromium, page, root / "profile-blocks", "--dump-dom")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _console(done.stderr) == [], f"console output from the report: {_console(done.stderr)}"
+    tags = _tags(done.stdout)
+    assert [t for t, _ in tags if t == "script"] == [], "a <script> element reached the DOM"
+    ids = [a.get("id") for t, a in tags if t == "section"]
+    assert ids == ["blocks", "block-0", "block-1"], f"sections {ids}, expected the blocks"
+    sources = [a.get("src") or "" for t, a in tags if t == "img"]
+    assert len(sources) == 3 and all(s.startswith("data:image/png;base64,") for s in sources), \
+        f"image sources {[s[:30] for s in sources]}, expected three data: PNGs"
+    assert "Enc&lt;script&gt;alert(1)&lt;/script&gt;|&amp;" in done.stdout, "escaped name missing"
+    shot = root / "blocks.png"
+    done = _browse(chromium, page, root / "profile-blocks-shot", f"--screenshot={shot}",
+                   "--window-size=1280,2000", "--hide-scrollbars")
+    assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
+    from matplotlib.image import imread
+
+    assert float(np.asarray(imread(shot))[..., :3].std()) > 0.05, "the screenshot is blank"
