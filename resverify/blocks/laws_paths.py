@@ -29,14 +29,16 @@ What is judged, per path and example (eval; drop paths at probability 0):
 A path is claimed only when it ran: the fast path when a fused kernel was dispatched (a
 :class:`~torch.utils._python_dispatch.TorchDispatchMode` counts the calls without changing
 them; ``fused[fastpath]`` is how many), torch.compile when a graph inductor compiled was
-executed (a counting wrapper around the inductor backend; ``max_graphs[compile]``). Otherwise the
-example is unjudged with the reason (no fused kernel for this block, no C++ compiler).
+executed (a counting wrapper around the inductor backend; ``max_graphs[compile]``).
+Otherwise the example is unjudged with the reason (no fused kernel for this block, no C++
+compiler). Compile runs the block with grad mode on: under ``no_grad`` dynamo would trace
+the fused inference kernel itself and inductor would only call it.
 
-Why compile once: inductor takes seconds per graph (8 s for the encoder layer on two busy
-cores). One compiled copy of the block is kept per recipe, dtype and mode; each example's
-parameters are copied into it, so inductor sees the same graph with new inputs, and the
-sizes are dynamic from the first call, so a graph serves every batch and length above 1
-(dynamo gives a size of 1 its own graph: four graphs in all, measured below).
+Why compile once: inductor takes 4 to 20 s per graph of the encoder layer on two busy cores.
+One compiled copy of the block is kept per recipe, dtype and mode; each example's parameters
+are copied into it, so inductor sees the same graph with new inputs, and the sizes are
+dynamic from the first call, so a graph serves every batch and length above 1 (dynamo gives
+a size of 1 a graph of its own: up to four for the drawn batch and length).
 """
 
 from __future__ import annotations
@@ -106,7 +108,6 @@ class _CountingInductor:
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         compiled: Any = self.inductor(gm, example_inputs)
         self.graphs += 1
-
 
         def run(*args: Any, **kwargs: Any) -> Any:  # called as dynamo calls ``compiled``
             self.runs += 1
