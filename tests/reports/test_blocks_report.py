@@ -342,3 +342,29 @@ def test_a_blocks_report_without_its_seconds_is_the_same_whatever_the_clock() ->
     one, two = (full(report.section([r], profile="dev", seed=3, examples=5))
                 for r in (a_run(), slow))
     assert one != two and strip_timings(one) == strip_timings(two)
+
+
+def test_a_check_report_with_a_blocks_section_renders_both_and_the_section_joins_its_status(
+        ) -> None:
+    from resverify.impl import NumpyBackend
+    from resverify.reports.json_report import build_report
+
+    def doc(blocks: dict[str, Any] | None) -> dict[str, Any]:
+        return build_report(run={"seed": 3, "profile": "ci", "backends": ["numpy"],
+                                 "pytest_args": [], "pytest_exit_code": 0},
+                            backends=[NumpyBackend()], claims=[], properties=[],
+                            complete=True, warnings=[], timings={}, blocks=blocks)
+
+    without, failing = doc(None), doc(document())
+    passing = doc(report.section([scaled_run()], profile="dev", seed=3, examples=5))
+    for each in (without, failing, passing):
+        validate(each)
+    # numpy ran no test here, so the run is 'nothing checked' without a failing section
+    assert (without["status"], passing["status"], failing["status"]) == (
+        "nothing checked", "nothing checked", "failed")
+    text = render_markdown(failing)
+    assert "## Backends" in text and "\n## Residual blocks: ❌ fail\n" in text
+    assert "## Residual blocks" not in render_markdown(without)
+    page = parse(render_html(failing, {}))
+    assert "blocks" in page.ids and "Backends" in "".join(page.text)
+    assert "blocks" not in parse(render_html(without, {})).ids
