@@ -480,8 +480,8 @@ def _law_note(r: Mapping[str, Any]) -> str:
 
 def _block(block: Mapping[str, Any], index: int, images: Mapping[str, bytes]) -> str:
     """One block: library, what its recipe declares, a row per law record, its plots."""
-    laws = [[_td(r["law"]), _td(r["dtype"], "nw"), _td(r["mode"], "nw"), _status(r["verdict"]),
-             _td(r["examples"], "nw"), _td(r["time_seconds"], "timing nw"),
+    laws = [[_td(r["law"], "nw"), _td(r["dtype"], "nw"), _td(r["mode"], "nw"),
+             _status(r["verdict"]), _td(r["examples"], "nw"), _td(r["time_seconds"], "timing nw"),
              _td(blocks_text.figure_text(r["figures"])), _law_note(r)] for r in block["laws"]]
     figures = "".join(
         f'<figure><img alt="{esc(name)}" src="data:image/png;base64,'

@@ -232,6 +232,8 @@ def test_the_html_page_opens_with_its_sections_plots_inlined_and_everything_esca
     assert not [s for s in page.srcs if "://" in s]  # self-contained
     bare = parse(render_html(full(doc), {}))
     assert "section" in bare.tags and "img" not in bare.tags
+    # a law's name stays whole in its cell (the page's cells may otherwise break anywhere)
+    assert '<td class="nw">decomposition</td>' in render_html(full(doc), {})
 
 
 def test_plots_are_pngs_where_there_is_data_and_the_same_bytes_each_time() -> None:
