@@ -5,7 +5,9 @@ missing (or, like torchvision's CUDA build beside the CPU torch wheel, fails to 
 cost its own entries only, reported as a skip reason, never the catalog. A source is a
 module ``resverify.blocks.catalog.<name>`` defining ``RECIPES``, a tuple of
 :class:`~resverify.blocks.recipe.Recipe`; it is imported only when the catalog is first
-read. To add a library, write its module and add its name to :data:`_SOURCES`.
+read. To add a library, write its module and add its name to :data:`_SOURCES`. The
+``haiku`` source's recipes are :class:`~resverify.blocks.jax_laws.JaxRecipe` s (JAX blocks,
+checked by :func:`~resverify.blocks.jax_laws.check_jax_block`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from resverify.spec.errors import UsageError
 
 __all__ = ["catalog", "recipe", "skipped"]
 
-_SOURCES = ("torch_nn", "hf", "timm", "torchvision")
+_SOURCES = ("torch_nn", "hf", "timm", "torchvision", "haiku")
 """The catalog's source modules, in the order they are listed."""
 
 
