@@ -186,8 +186,10 @@ def make_case(recipe: JaxRecipe, dtype: str, mode: str, draw: Draw) -> JaxCase:
     jax = _jax()
     inputs = Inputs.draw(recipe, TORCH_DTYPES[recipe.stream_dtype or dtype], draw.batch,
                          draw.seq, draw.seed, 2.0**draw.input_exp)
-    whole, _ = _transforms(recipe)
-    params, state = whole.init(jax.random.PRNGKey(draw.seed % 2**31), _jnp(inputs.x), True)
+    key, x = jax.random.PRNGKey(draw.seed % 2**31), _jnp(inputs.x)
+    (params, state), (more, more_state) = (t.init(key, x, True) for t in _transforms(recipe))
+    # what the recipe's parts read and the block never called still needs its parameters
+    params, state = {**more, **params}, {**more_state, **state}
     rng = np.random.default_rng(draw.seed + 1)
     ends = {_key(n) for n in recipe.sites[0].zero}
 
@@ -218,6 +220,12 @@ def _run(case: JaxCase, params: Any | None = None) -> tuple[Any, Any]:
     y, _ = whole.apply(p, case.state, None, case.x(), case.training)
     pieces, _ = parts.apply(p, case.state, None, case.x(), case.training)
     return y, pieces
+
+
+def _cotangent(case: JaxCase, y: Any) -> Any:
+    """ȳ for output ``y``, drawn in the stream dtype (a wider output gets the same values)."""
+    stream = TORCH_DTYPES[case.recipe.stream_dtype or case.dtype]
+    return _jnp(case.inputs.cotangent(_torch(y).to(stream)))
 
 
 def _budget(case: JaxCase, skip: Any, f: Any) -> torch.Tensor | None:
@@ -261,8 +269,9 @@ def zero_branch(case: JaxCase) -> dict[str, float]:
 
     y, back = jax.vjp(block, x)
     e, e_back = jax.vjp(zero_map, x)
-    y_bar = _jnp(case.inputs.cotangent(_torch(y)))
-    for what, a, b in (("y", y, e), ("x̄", back(y_bar)[0], e_back(y_bar.astype(e.dtype))[0])):
+    y_bar = _cotangent(case, y)
+    x_bar, e_bar = back(y_bar.astype(y.dtype))[0], e_back(y_bar.astype(e.dtype))[0]
+    for what, a, b in (("y", y, e), ("x̄", x_bar, e_bar)):
         diff = first_difference(_wide(a), _wide(b))
         if diff:
             case.fail("zero_branch", f"zeroing {names}: {what}{diff}: with the branch 0, the "
@@ -302,9 +311,10 @@ def gradient_skip(case: JaxCase) -> dict[str, float]:
         return _act(recipe, skip + f)
 
     y, back = jax.vjp(block, case.params, case.x())
-    y_bar = _jnp(case.inputs.cotangent(_torch(y)))
-    p_bar, x_bar = back(y_bar)
-    expected = jax.vjp(composed, case.x())[1](y_bar)[0]
+    y_bar = _cotangent(case, y)
+    p_bar, x_bar = back(y_bar.astype(y.dtype))
+    out, composed_back = jax.vjp(composed, case.x())
+    expected = composed_back(y_bar.astype(out.dtype))[0]
     z, act_back = jax.vjp(lambda z: _act(recipe, z), sum(_run(case)[1]))
     z_bar = act_back(y_bar.astype(z.dtype))[0]
     skip = jax.vjp(piece(0), case.x())[1](z_bar)[0]

@@ -1,0 +1,127 @@
+"""The JAX side of the catalog: dm-haiku's ResNet blocks against the residual laws.
+
+Every catalog Haiku block passes every judged law (float32 in the default run, every claimed
+dtype and both modes under ``-m slow``); each planted bug of :mod:`tests.blocks.broken_haiku`
+fails exactly the laws it breaks and passes the others; the laws that do not apply to a JAX
+block come back unjudged with their reason; a missing dm-haiku is the catalog's skip.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import sys
+from typing import Any
+
+import pytest
+
+pytest.importorskip("haiku", reason="dm-haiku is not installed (make blocks)")
+
+from resverify.blocks import catalog
+from resverify.blocks.catalog.haiku import BN, CHANNELS, RECIPES
+from resverify.blocks.jax_laws import (
+    BLOCK,
+    JUDGED,
+    UNJUDGED,
+    JaxRecipe,
+    check_jax_block,
+    no_torch,
+    plan,
+    run_jax_law,
+)
+from resverify.blocks.laws import LAWS
+from resverify.blocks.recipe import Site
+from resverify.spec.errors import UsageError
+from tests.blocks.broken_haiku import BUGS
+
+NAMES = [r.name for r in RECIPES]
+
+
+def _verdicts(recipe: JaxRecipe, dtype: str, mode: str, examples: int) -> dict[str, Any]:
+    """Every judged law in ``mode`` (stream_dtype is judged in eval only), without shrinking."""
+    return {law: run_jax_law(recipe, law, dtype, mode, max_examples=examples, shrink=False)
+            for law in JUDGED if mode in LAWS[law].modes}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_catalog_haiku_block_obeys_every_law_float32(name: str) -> None:
+    recipe = catalog.recipe(name)
+    records = _verdicts(recipe, "float32", "eval", 2)  # type: ignore[arg-type]
+    bad = [r.line() for r in records.values() if r.verdict != "pass"]
+    assert not bad, f"{bad}, expected every law to pass [{name}, float32, eval]"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_catalog_haiku_block_obeys_every_law_every_dtype_and_mode(name: str) -> None:
+    recipe = catalog.recipe(name)
+    assert isinstance(recipe, JaxRecipe)
+    records = check_jax_block(recipe, laws=JUDGED, max_examples=3)
+    bad = [r.line() for r in records if r.verdict != "pass"]
+    assert not bad, f"{bad}, expected every law to pass [{name}, every dtype and mode]"
+    assert len(records) == len(list(plan(recipe))), (len(records), list(plan(recipe)))
+
+
+def _buggy(name: str, cls: type[Any], base: str) -> JaxRecipe:
+    recipe = catalog.recipe(base)
+    assert isinstance(recipe, JaxRecipe)
+    projection = "projection" in base
+    return dataclasses.replace(
+        recipe, name=f"broken.{cls.__name__}",
+        block=lambda: cls(CHANNELS, 1, projection, BN, False, name=BLOCK))
+
+
+@pytest.mark.parametrize("bug", list(BUGS))
+def test_planted_bug_fails_exactly_its_laws(bug: str) -> None:
+    cls, base, dtype, laws = BUGS[bug]
+    recipe = _buggy(bug, cls, base)
+    records = _verdicts(recipe, dtype, "eval", 3)
+    failed = {law for law, r in records.items() if r.verdict == "fail"}
+    assert failed == laws, (f"failing laws {sorted(failed)}, expected {sorted(laws)} "
+                            f"[{recipe.name} ({bug}), {dtype}, eval]: "
+                            f"{[r.line() for r in records.values()]}")
+    passed = {law for law, r in records.items() if r.verdict == "pass"}
+    expect = set(JUDGED) - laws - ({"gradient_skip"} if "decomposition" in laws else set())
+    assert passed == expect, (f"passing laws {sorted(passed)}, expected {sorted(expect)} "
+                              f"[{recipe.name} ({bug}), {dtype}, eval]")
+    for law in laws:
+        failure = records[law].failure
+        assert failure is not None and records[law].message.startswith(f"{law}: "), \
+            (records[law].line(), f"expected a {law} failure with its vector")
+        assert recipe.name in records[law].message, (records[law].message, recipe.name)
+
+
+def test_detached_skip_is_named_in_the_gradient_message() -> None:
+    cls, base, dtype, _ = BUGS["detached skip"]
+    record = run_jax_law(_buggy("detached skip", cls, base), "gradient_skip", dtype, "eval",
+                         max_examples=3, shrink=False)
+    assert "the skip's gradient is missing" in record.message, \
+        (record.message, "expected the hint that x̄ is J_Fᵀz̄ alone")
+
+
+@pytest.mark.parametrize("law", sorted(UNJUDGED))
+def test_laws_that_do_not_apply_are_unjudged_with_their_reason(law: str) -> None:
+    recipe = RECIPES[0]
+    record = run_jax_law(recipe, law, "float32", "eval", max_examples=1)
+    assert (record.verdict, record.examples, record.message) == \
+        ("unjudged", 0, UNJUDGED[law]), (record.line(), f"expected unjudged: {UNJUDGED[law]}")
+
+
+def test_a_jax_recipe_without_its_parts_is_one_line_usage_error() -> None:
+    site = Site("residual", ("conv_1",), zero=("conv_1.w",), norm="none")
+    with pytest.raises(UsageError, match=r"^recipe 'x': a JAX recipe needs block and parts$"):
+        JaxRecipe(name="x", factory=no_torch, sites=(site,), block=lambda: None)
+    with pytest.raises(UsageError, match="has no torch module"):
+        no_torch(None)  # type: ignore[arg-type,unused-ignore]
+
+
+def test_a_missing_haiku_is_the_catalog_skip_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "haiku" else real(name, *a))
+    monkeypatch.delitem(sys.modules, "resverify.blocks.catalog.haiku")
+    found, missing = catalog._load.__wrapped__()
+    assert missing.get("haiku", "").startswith("ImportError: dm-haiku is not installed"), \
+        (dict(missing), "expected the haiku source skipped with its reason")
+    assert not [n for n in found if n.startswith("haiku.")], (sorted(found), "no haiku block")
