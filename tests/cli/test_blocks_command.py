@@ -62,7 +62,8 @@ def test_listing_names_every_block_its_library_version_and_declarations(
     for name, recipe in catalog().items():
         assert f"{name}: input [" in out, name
         for site in recipe.sites:
-            assert f"{site.label}: {site.norm}-norm" in out, (name, site.label)
+            placed = "no norm" if site.norm == "none" else f"{site.norm}-norm"
+            assert f"{site.label}: {placed}" in out, (name, site.label)
     assert "\n  torch 2." in out
     for words in ("dtypes float64 float32 bfloat16 float16", "modes eval train",
                   "zero linear2.weight, linear2.bias", "the stream in the dtype checked",
