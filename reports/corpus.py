@@ -28,7 +28,10 @@ rational: the entry's exact values are the midpoints of enclosures of half-width
 
 A backend passes an entry (:func:`resverify.reports.judge.judge`) when it gives bitwise the
 same answer twice, leaves its inputs untouched, and every element is within its budget
-(:func:`resverify.spec.compare.within`), or it gives the expected error; a group
+(:func:`resverify.spec.compare.within`), or it gives the expected error naming the expected
+shapes -- each as far as the entry's ``checks`` ask; a refused merge under the law that a
+refusal changes nothing also carries the law's ``probe``, a valid request that must give the
+same bits before and after it (the check ``state``); a group
 (:func:`resverify.reports.judge.judge_group`) when every answer is a value and every
 relation holds.
 """
@@ -41,7 +44,7 @@ import math
 import pkgutil
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import cache
 from pathlib import Path
@@ -116,20 +119,23 @@ request; every other property checks a value (``VALUE``), a forward-mode propert
 relates several answers (affinity in α, the unrolled sum, the sample variance identity,
 the duality, linearity in t) asks each of its requests only for a value of the declared
 form: its group checks the relation; the random-stream variance laws check each output.
-A refused shape mismatch is checked with ``error`` and ``untouched``; the probe the
-mismatch law runs around it (a valid ``residual_add`` of two equal inputs) with
-``deterministic``."""
+A refused shape mismatch is checked with ``error``, ``shapes`` and ``untouched``, except
+under the laws of :data:`REFUSED_CHECKS`."""
 REFUSED_CHECKS: Mapping[str, tuple[str, ...]] = {
+    "refusal_leaves_the_backend_state_unchanged": ("state",),
     "residual_add_rejects_every_shape_mismatch": ("error",),
     "residual_add_rejects_equal_size_shape_pairs": ("error",),
-    "shape_mismatch_names_both_shapes_in_order": ("error",),
+    "shape_mismatch_names_both_shapes_in_order": ("shapes",),
     "add_accepts_every_broadcastable_pair_residual_add_refuses": ("error",),
     "refused_merge_leaves_its_inputs_untouched": ("untouched",),
 }
 """The checks of a refused merge under each law of the refusal that judges one: the suite
-states the rejection, the shapes it names and the untouched inputs as separate laws, so an
-entry asks only for what its own law checks (every other refusal: ``error`` and
-``untouched``)."""
+states the state, the rejection, the shapes it names and the untouched inputs as separate
+laws, so an entry asks only for what its own law checks (every other refusal: ``error``,
+``shapes`` and ``untouched``). The state law's entry carries the probe the law ran around
+the refusal (``residual_add(a, a)``), so ``state`` compares the probe's answers before and
+after it; the shapes law holds where no ``shape_mismatch`` comes (another law judges a
+merge that answers a value), and so does ``shapes``."""
 READS: Mapping[str, tuple[str, ...]] = {
     "pre_norm_gradient_keeps_the_identity_highway_at_every_depth": ("x",),
 }
@@ -203,9 +209,9 @@ class CorpusCase:
     family: str
     source: str
     request: Request
-    probe: bool = False
-    """A valid request a mismatch law runs around a refused one, to see that the refusal
-    changed nothing: its law checks only that it gives the same bits every time."""
+    probe: Request | None = None
+    """The valid request a mismatch law ran before and after this refused one, to see that
+    the refusal changed nothing (the check ``state``)."""
     mode: str = "vjp"
     """``jvp`` when a forward-mode property (marked ``jvp``) sends the request."""
 
@@ -257,13 +263,26 @@ def _pinned_cases(family: str, prop: str, test: Any) -> Iterator[CorpusCase | Co
             with (claiming(oracle.capabilities.ops), drawing(dtype, SENSIBLE),
                   recording() as groups):
                 explicit_example(pinned.body, values, backend=oracle, dtype=dtype, prop=run)
-            refusal = any(not r.shape_valid for r in oracle.seen.values())
             source = f"example {number} of test_{prop}"
-            for request in oracle.seen.values():
-                yield CorpusCase(prop, family, source, request, refusal and _is_probe(request),
-                                 test_mode(test))
+            yield from _law_cases(prop, family, source, list(oracle.seen.values()),
+                                  test_mode(test))
             for group in groups:
                 yield CorpusGroup(prop, family, source, dtype, group)
+
+
+def _law_cases(prop: str, family: str, source: str, seen: list[Request],
+               mode: str) -> Iterator[CorpusCase]:
+    """The entries of the requests a law sent for one pinned example: a probe the law ran
+    around a refused merge (:func:`_is_probe`) goes into the refused merge's entry, not
+    into one of its own."""
+    refusals = [r for r in seen if not r.shape_valid]
+    probes = [r for r in seen if refusals and _is_probe(r)]
+    for request in seen:
+        if any(request is p for p in probes):
+            continue
+        probe = next((p for p in probes if not request.shape_valid and "a" in request.inputs
+                      and np.array_equal(p.inputs["a"], request.inputs["a"])), None)
+        yield CorpusCase(prop, family, source, request, probe, mode)
 
 
 def _is_probe(request: Request) -> bool:
@@ -450,9 +469,7 @@ def expectation(case: CorpusCase) -> Doc:
 def checks(case: CorpusCase, expect: str) -> tuple[str, ...]:
     """What the law of ``case``'s property checks on its request (see :data:`LAW_CHECKS`)."""
     if expect == "error":
-        return REFUSED_CHECKS.get(case.property, ("error", "untouched"))
-    if case.probe:
-        return ("deterministic",)
+        return REFUSED_CHECKS.get(case.property, ("error", "shapes", "untouched"))
     if case.property in LAW_CHECKS:
         return LAW_CHECKS[case.property]
     if case.mode == "jvp":
@@ -478,9 +495,15 @@ def entry_doc(case: CorpusCase | CorpusGroup, ident: str) -> Doc:
                 "mode": _mode(requests), **relations.to_doc(case.group)}
     request = case.request
     expect = expectation(case)
-    return {**head, "dtype": request.dtype, "ops": _ops([request]), "mode": _mode([request]),
-            "checks": list(checks(case, expect["kind"])),
-            "request": request_to_dict(request), "expect": expect}
+    asked = checks(case, expect["kind"])
+    doc = {**head, "dtype": request.dtype, "ops": _ops([request]), "mode": _mode([request]),
+           "checks": list(asked), "request": request_to_dict(request), "expect": expect}
+    if "state" in asked:
+        if case.probe is None:
+            raise InvalidProgram(f"{case.source} of {case.property}: the law ran no probe "
+                                 "around its refusal, so its entry cannot check state")
+        doc["probe"] = request_to_dict(case.probe)
+    return doc
 
 
 def schema() -> dict[str, Any]:
@@ -632,6 +655,8 @@ def load(folder: Path) -> Iterator[Entry | GroupEntry]:
                 continue
             request = request_from_dict(doc["request"])
             expected = _expected(doc["expect"], where)
+            if "probe" in doc:
+                expected = replace(expected, probe=request_from_dict(doc["probe"]))
         except (ResverifyError, ValueError, ZeroDivisionError) as exc:
             raise UsageError(f"{where}: {' '.join(str(exc).split())[:300]}") from None
         yield Entry(listing, request, expected, tuple(doc["checks"]))

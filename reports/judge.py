@@ -16,7 +16,13 @@ replay`` does; a corpus entry names the checks of its property's law):
 
 * ``deterministic``: a second run gives bitwise the same answer, else ``law``;
 * ``untouched``: the backend left its copy of the inputs and cotangent as sent, else ``law``;
-* ``error`` (when an error is expected): the same kind, and shapes, else ``law``;
+* ``error`` (when an error is expected): the same kind, else ``law``;
+* ``shapes`` (when an error is expected): where the answer is that error, the shapes it
+  names are the expected ones, in order, else ``law`` (another answer passes: ``error``
+  judges it);
+* ``state`` (with a ``probe``: a valid request): the probe gives bitwise the same answer
+  twice before the request and once after it, else ``law`` -- the request (a refusal)
+  changed nothing in the backend;
 * ``form`` (when a value is expected): an error answer is ``refused``, the wrong keys,
   shapes or dtype ``bad_result``;
 * ``output``, ``grads``, ``tangent`` (forward mode: the output tangent ``J·t``): every
@@ -43,6 +49,7 @@ from resverify.properties import relations
 from resverify.properties.assertions import (
     Context,
     PropertyFailure,
+    Sent,
     check_declared_form,
     differences,
     send,
@@ -51,11 +58,12 @@ from resverify.properties.relations import Group
 from resverify.reports.verdicts import vector_status
 from resverify.spec.budget import error_budget
 from resverify.spec.exact import evaluate
-from resverify.spec.request import Request, ResultError, Value
+from resverify.spec.request import Request, Result, ResultError, Value
 
 __all__ = ["CHECKS", "Expected", "Verdict", "expected_from_spec", "judge", "judge_group"]
 
-CHECKS = ("deterministic", "untouched", "error", "form", "output", "grads", "tangent")
+CHECKS = ("deterministic", "untouched", "error", "shapes", "state", "form", "output", "grads",
+          "tangent")
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,9 @@ class Expected:
     shapes: tuple[tuple[int, ...], ...] | None = None
     tangent: np.ndarray | None = None
     tangent_budget: np.ndarray | None = None
+    probe: Request | None = None
+    """A valid request that must give the same bits before and after this one (the check
+    ``state``; None: nothing to compare, the check passes)."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +126,10 @@ def judge(backend: Backend, request: Request, expected: Expected,
 def _check(backend: Backend, request: Request, expected: Expected,
            checks: frozenset[str]) -> None:
     ctx = Context(backend.name, request)
-    sent = send(backend, request)
+    if "state" in checks and expected.probe is not None:
+        sent = _sent_between_probes(backend, ctx, request, expected.probe)
+    else:
+        sent = send(backend, request)
     if "deterministic" in checks:
         again = differences(sent.result, send(backend, request).result, 1)
         ctx.check(not again, f"backend {backend.name} gives two different results for one "
@@ -124,17 +138,10 @@ def _check(backend: Backend, request: Request, expected: Expected,
     ctx.check(changed is None,
               f"backend {backend.name} changed {changed} (spec: inputs and cotangent untouched)")
     result = sent.result
-    if "error" in checks and expected.error is not None:
-        got = result.kind if isinstance(result, ResultError) else "a value"
-        ctx.check(got == expected.error,
-                  f"backend {backend.name} gives {got}, spec gives {expected.error}")
-        assert isinstance(result, ResultError)
-        if expected.shapes is not None:
-            ctx.check(tuple(map(tuple, result.shapes or ())) == expected.shapes,
-                      f"backend {backend.name} names shapes {result.shapes}, spec "
-                      f"names {expected.shapes}")
+    if expected.error is not None:
+        _check_error(ctx, result, expected, checks)
         return
-    if expected.error is not None or not checks & {"form", "output", "grads", "tangent"}:
+    if not checks & {"form", "output", "grads", "tangent"}:
         return
     if isinstance(result, ResultError):
         ctx.fail(f"backend {backend.name} returned {result.kind}: {result.message!r}, "
@@ -149,6 +156,37 @@ def _check(backend: Backend, request: Request, expected: Expected,
     if "tangent" in checks and expected.tangent is not None:
         assert result.tangent is not None and expected.tangent_budget is not None  # form
         ctx.within("tangent", result.tangent, expected.tangent, expected.tangent_budget)
+
+
+def _check_error(ctx: Context, result: Result, expected: Expected,
+                 checks: frozenset[str]) -> None:
+    """The checks ``error`` (the kind) and ``shapes`` (the shapes that error names)."""
+    got = result.kind if isinstance(result, ResultError) else "a value"
+    if "error" in checks:
+        ctx.check(got == expected.error,
+                  f"backend {ctx.backend} gives {got}, spec gives {expected.error}")
+    if "shapes" in checks and got == expected.error and expected.shapes is not None:
+        assert isinstance(result, ResultError)
+        ctx.check(tuple(map(tuple, result.shapes or ())) == expected.shapes,
+                  f"backend {ctx.backend} names shapes {result.shapes}, spec names "
+                  f"{expected.shapes}")
+
+
+def _sent_between_probes(backend: Backend, ctx: Context, request: Request,
+                         probe: Request) -> Sent:
+    """``request`` sent after two runs of ``probe`` and before a third; all three must
+    give the same bits (the check ``state``, as the law that a refusal leaves the backend's
+    state unchanged states it: the two runs before tell non-determinism from a change)."""
+    first = send(backend, probe).result
+    again = next(iter(differences(first, send(backend, probe).result, 1)), None)
+    ctx.check(again is None, f"backend {ctx.backend} is non-deterministic: the probe "
+              f"{probe.program.describe()} run twice gives {again} (spec: bitwise identical)")
+    sent = send(backend, request)
+    after = next(iter(differences(first, send(backend, probe).result, 1)), None)
+    ctx.check(after is None, f"backend {ctx.backend} gives a different result for the probe "
+              f"{probe.program.describe()} after this request ({after}): the request changed "
+              "its state")
+    return sent
 
 
 def judge_group(backend: Backend, group: Group) -> Verdict:

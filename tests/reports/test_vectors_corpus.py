@@ -32,8 +32,6 @@ from resverify.reports import corpus
 from resverify.spec.errors import UsageError
 from resverify.spec.ir import DTYPES
 from resverify.spec.request import Request, Result
-from tests import broken_backends as bb
-from tests import broken_jvp_backends as bj
 from tests import mutants as catalog
 
 FAST = [prop for family, prop, _ in corpus._property_tests() if family != "variance"]
@@ -203,34 +201,18 @@ def test_forward_mode_entries_hold_the_exact_tangent_and_its_budget(folder: Path
     assert doc["checks"] == ["form", "output", "grads", "tangent"]
 
 
-FAST_BROKEN = [catalog.DroppedIdentityGrad, bb.WrongDtype, bb.Float64Subset,
+FAST_BROKEN = [catalog.DroppedIdentityGrad, catalog.WrongDtype, catalog.Float64Subset,
                catalog.TangentDropsIdentity]
-SLOW_BROKEN = [bb.MutatingReject, catalog.FalsyAlpha, catalog.BroadcastingMerge, bb.StrictAdd,
-               bb.OverwrittenGrads, catalog.AlphaSquared, bb.IgnoresScale,
-               catalog.ReluGradOneAtZero, bb.SkipZeroBranch, bb.SharedWeightGrads,
-               bb.WrongAxisUnbroadcast, bb.UntransposedLinear, bb.MutatingMerge,
-               bb.Float32InFloat64, bj.ReluOfTangent, catalog.TangentForgetsAlpha,
-               catalog.TangentThroughTransposedWeight, bj.TangentPooledByShape,
-               bj.DedupedOperandTangent, catalog.NormTangentStatisticsDetached]
-CORPUS_CANNOT_STATE = {
-    bb.MutatingReject: "the state law (refusal_leaves_the_backend_state_unchanged) compares "
-    "a probe before and after a refusal; the corpus checks each request alone",
-    catalog.BroadcastingMerge: "the state law, and shape_mismatch_names_both_shapes_in_order, "
-    "which holds vacuously where no refusal comes; the corpus has no check for either",
-}
-"""Broken backends the corpus judges stricter than the suite, because two of the laws the
-refusal law was split into have no corpus check yet (strict xfails: a check that closes
-the gap shows as an unexpected pass)."""
-
-
-def _slow(broken: type[Backend]) -> Any:
-    marks = [pytest.mark.slow]
-    if broken in CORPUS_CANNOT_STATE:
-        marks.append(pytest.mark.xfail(reason=CORPUS_CANNOT_STATE[broken], strict=True))
-    return pytest.param(broken, marks=marks)
-
-
-BROKEN = [*FAST_BROKEN, *(_slow(b) for b in SLOW_BROKEN)]
+SLOW_BROKEN = [catalog.MutatingReject, catalog.FalsyAlpha, catalog.BroadcastingMerge,
+               catalog.StrictAdd, catalog.OverwrittenGrads, catalog.AlphaSquared,
+               catalog.IgnoresScale, catalog.ReluGradOneAtZero, catalog.SkipZeroBranch,
+               catalog.SharedWeightGrads, catalog.WrongAxisUnbroadcast,
+               catalog.UntransposedLinear, catalog.MutatingMerge, catalog.Float32InFloat64,
+               catalog.ReluOfTangent, catalog.TangentForgetsAlpha,
+               catalog.TangentThroughTransposedWeight, catalog.TangentPooledByShape,
+               catalog.DedupedOperandTangent, catalog.NormTangentStatisticsDetached,
+               catalog.StaleBufferAfterRefusal, catalog.SwappedMismatchShapes]
+BROKEN = [*FAST_BROKEN, *(pytest.param(b, marks=pytest.mark.slow) for b in SLOW_BROKEN)]
 
 
 @pytest.mark.parametrize("broken", BROKEN, ids=lambda cls: cls.name)
@@ -242,7 +224,90 @@ def test_broken_backend_fails_the_corpus_as_the_suite_fails_it(
     differ = {key: (ours.get(key, unlisted), suite[key]) for key in suite
               if ours.get(key, unlisted) != suite[key]}
     assert not differ, f"(corpus, suite) verdicts differ on {backend.name}: {differ}"
-    assert any(status == "fail" for status, _ in ours.values()) or broken is bb.Float64Subset
+    assert any(status == "fail" for status, _ in ours.values()) or broken is catalog.Float64Subset
+
+
+REFUSAL_LAWS = ("refusal_leaves_the_backend_state_unchanged",
+                "residual_add_rejects_every_shape_mismatch",
+                "shape_mismatch_names_both_shapes_in_order",
+                "refused_merge_leaves_its_inputs_untouched",
+                "add_accepts_every_broadcastable_pair_residual_add_refuses")
+"""The five laws of a refused merge, each with its own entries in the corpus."""
+REFUSAL_KILLS: dict[type[Backend], set[str]] = {
+    catalog.StaleBufferAfterRefusal: {"refusal_leaves_the_backend_state_unchanged"},
+    catalog.BroadcastingMerge: {"residual_add_rejects_every_shape_mismatch"},
+    catalog.SwappedMismatchShapes: {"shape_mismatch_names_both_shapes_in_order"},
+    catalog.MutatingReject: {"refused_merge_leaves_its_inputs_untouched"},
+    catalog.StrictAdd: {"add_accepts_every_broadcastable_pair_residual_add_refuses"},
+}
+"""The one refusal law whose entries each foil fails (its declared kill among them); every
+other refusal law's entries it passes, as it passes that law in the suite."""
+
+
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("refusals")
+    corpus.export(out, REFUSAL_LAWS)
+    return out
+
+
+@pytest.mark.parametrize("broken", list(REFUSAL_KILLS), ids=lambda cls: cls.name)
+def test_each_refusal_law_of_the_corpus_fails_exactly_its_own_foil(
+        refusals: Path, broken: type[Backend]) -> None:
+    """The state law's entries (a refusal between runs of its probe, check ``state``) fail
+    a refusal that leaves a buffer busy and pass a merge that broadcasts; the shapes law's
+    (check ``shapes``) fail swapped shapes and pass a value; so each foil fails exactly the
+    law it was written for."""
+    verdicts = list(corpus.run(refusals, broken()))
+    failed = {e.listing["property"] for e, v in verdicts if v.status == "fail"}
+    assert failed == REFUSAL_KILLS[broken], \
+        f"corpus run of {broken.name} fails {sorted(failed)}, expected {REFUSAL_KILLS[broken]}"
+    assert {e.listing["property"] for e, _ in verdicts} == set(REFUSAL_LAWS)
+    clean = [(e.listing["id"], v.message) for e, v in corpus.run(refusals, NumpyBackend())
+             if v.status == "fail"]
+    assert not clean, clean[:3]
+
+
+def test_a_state_entry_alone_fails_a_backend_whose_refusal_changes_its_next_answer(
+        refusals: Path) -> None:
+    """Each entry of the state law, judged on a fresh backend (no earlier refusal in the
+    run), fails when the refusal leaves a buffer busy: the probe's answer after it differs
+    (an empty probe doubles to the same empty answer, and passes)."""
+    from resverify.reports.judge import judge
+
+    state = [e for e in corpus.load(refusals) if isinstance(e, corpus.Entry) and
+             e.listing["property"] == "refusal_leaves_the_backend_state_unchanged"]
+    judged = 0
+    for entry in state:
+        backend = catalog.StaleBufferAfterRefusal()
+        if backend.capabilities.covers(entry.request) is not None:
+            continue
+        verdict = judge(backend, entry.request, entry.expected, entry.checks)
+        empty = entry.request.inputs["a"].size == 0
+        assert (verdict.status, "changed its state" in verdict.message) == (
+            ("pass", False) if empty else ("fail", True)), \
+            f"{entry.listing['id']}: {verdict} on {backend.name}, expected a state failure"
+        judged += not empty
+    assert judged >= 3, judged
+
+
+def test_the_state_entry_carries_its_probe_and_one_without_is_a_usage_error(
+        refusals: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = json.loads((refusals / corpus.MANIFEST).read_text())
+    listing = next(e for e in manifest["entries"]
+                   if e["property"] == "refusal_leaves_the_backend_state_unchanged")
+    entry = json.loads((refusals / listing["file"]).read_text())
+    a = entry["request"]["inputs"]["a"]
+    assert entry["checks"] == ["state"], entry["checks"]
+    assert entry["probe"]["inputs"] == {"a": a, "b": a}, (entry["probe"]["inputs"], a)
+    copy = tmp_path / "copy"
+    (copy / "entries").mkdir(parents=True)
+    (copy / corpus.MANIFEST).write_text(json.dumps({**manifest, "entries": [listing]}))
+    path = copy / listing["file"]
+    path.write_text(json.dumps({k: v for k, v in entry.items() if k != "probe"}))
+    assert _cli("run", str(copy)) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "probe" in err and err.count("\n") == 1, err
 
 
 def _cli(*args: str) -> int:
