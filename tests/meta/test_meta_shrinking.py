@@ -18,7 +18,7 @@ from resverify.properties.assertions import PropertyFailure
 from resverify.properties.plugin import PropertyRun
 from resverify.properties.profiles import shrink_limit
 from resverify.spec.codec import request_from_dict
-from tests import broken_backends as bb
+from tests.mutants.base import Mutant
 
 FIXED = settings(max_examples=50, database=None, derandomize=True)
 """Derandomized and without a database: the same examples in every run."""
@@ -47,7 +47,7 @@ def _failing_on_large_sums() -> Callable[[], None]:
 
 
 def test_examples_up_to_the_first_counterexample_are_recorded_apart_from_shrinking() -> None:
-    run = PropertyRun("law", "numpy", bb.Reference())
+    run = PropertyRun("law", "numpy", Mutant())
     law = _failing_from_the_fourth_call()
     with run.counting(law), pytest.raises(AssertionError):
         law()
@@ -59,7 +59,7 @@ def test_examples_up_to_the_first_counterexample_are_recorded_apart_from_shrinki
 
 
 def test_a_passing_test_records_no_counterexample_and_no_shrinking() -> None:
-    run = PropertyRun("law", "numpy", bb.Reference())
+    run = PropertyRun("law", "numpy", Mutant())
 
     @FIXED
     @given(x=st.integers())
@@ -75,11 +75,11 @@ def test_a_passing_test_records_no_counterexample_and_no_shrinking() -> None:
 @pytest.mark.parametrize("limit", [0, 3, 10])
 def test_shrinking_runs_at_most_the_cap_and_still_reports_a_true_counterexample(
         limit: int) -> None:
-    uncapped = PropertyRun("law", "numpy", bb.Reference())
+    uncapped = PropertyRun("law", "numpy", Mutant())
     law = _failing_on_large_sums()
     with uncapped.counting(law), pytest.raises(AssertionError):
         law()
-    capped = PropertyRun("law", "numpy", bb.Reference(), shrink_limit=limit)
+    capped = PropertyRun("law", "numpy", Mutant(), shrink_limit=limit)
     law = _failing_on_large_sums()
     with capped.counting(law), pytest.raises(AssertionError) as caught:
         law()
@@ -97,7 +97,7 @@ def test_shrinking_runs_at_most_the_cap_and_still_reports_a_true_counterexample(
 def test_first_counterexample_is_left_for_the_status_line_with_its_request(
         tmp_path: Path) -> None:
     status = tmp_path / "status"
-    run = PropertyRun("law", "numpy", bb.Reference(), shrink_limit=2, status_dir=status,
+    run = PropertyRun("law", "numpy", Mutant(), shrink_limit=2, status_dir=status,
                       nodeid="suite/t.py::test_law[numpy]", max_examples=50)
     request = pinned.S06.request("float64")
 
@@ -154,7 +154,7 @@ def test_suite_records_the_first_counterexample_and_caps_shrinking_under_ci(
 def test_max_examples_is_the_tests_own_setting_read_while_it_runs() -> None:
     """A test with its own ``max_examples`` reports that one, not the profile's: the
     plugin reads ``settings()`` while an example runs (no private Hypothesis attribute)."""
-    run = PropertyRun("law", "numpy", bb.Reference(), max_examples=settings().max_examples)
+    run = PropertyRun("law", "numpy", Mutant(), max_examples=settings().max_examples)
     profile = run.max_examples
 
     @settings(max_examples=7, database=None, derandomize=True)
@@ -172,11 +172,11 @@ def test_max_examples_is_the_tests_own_setting_read_while_it_runs() -> None:
 def test_each_example_hook_is_put_back_and_a_plain_test_counts_once() -> None:
     law = _failing_on_large_sums()
     before = law.hypothesis.inner_test  # type: ignore[attr-defined]
-    run = PropertyRun("law", "numpy", bb.Reference())
+    run = PropertyRun("law", "numpy", Mutant())
     with run.counting(law):
         assert law.hypothesis.inner_test is not before  # type: ignore[attr-defined]
     assert law.hypothesis.inner_test is before, "the example hook was left in place"  # type: ignore[attr-defined]
-    plain = PropertyRun("plain", "numpy", bb.Reference())
+    plain = PropertyRun("plain", "numpy", Mutant())
     with plain.counting(lambda: None):
         pass
     assert plain.examples == 1, f"a plain test counted {plain.examples} examples, expected 1"

@@ -45,7 +45,7 @@ from resverify.spec.codec import loads_request
 from resverify.spec.errors import ShapeMismatch
 from resverify.spec.ir import DTYPES, broadcast_shapes, infer_shapes
 from resverify.spec.ops import OP_TABLE
-from tests import broken_backends as bb
+from tests.mutants import foils as bb
 
 FEW = settings(max_examples=30, deadline=None, derandomize=True, database=None)
 SEARCH = settings(FEW, max_examples=400, phases=[Phase.generate])

@@ -3,7 +3,7 @@ the run passes; a listed one that passes now is ``fixed`` and fails the run; an 
 failure, or one of another kind, fails as before. Files with mistakes are one-line usage
 errors naming the file and the entry.
 
-The in-process tests judge real vectors on fake backends (``tests/broken_backends.py``);
+The in-process tests judge real vectors on fake backends (the catalog ``tests/mutants/``);
 one end-to-end ``resverify check`` run shows the file turning a red run green.
 """
 

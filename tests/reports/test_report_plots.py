@@ -19,8 +19,8 @@ from resverify.reports import plots
 from resverify.reports.json_report import validate
 from resverify.spec.fixtures import STACK_W
 from resverify.spec.request import Request, Result
-from tests import broken_backends as bb
 from tests import mutants as catalog
+from tests.mutants import foils as bb
 from tests.report_mode_backends import Refusing
 from tests.reports.fakes import run_check
 

@@ -24,7 +24,7 @@ from resverify.spec.exact import evaluate
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.request import Request, Result, Value
 from resverify.spec.rounding import LARGEST
-from tests.broken_backends import Reference
+from tests.mutants.base import Mutant as Reference
 
 
 def _relu_branch(alpha: Fraction, cotangent: float, x: float = -1.0) -> Request:
