@@ -92,7 +92,7 @@ mutation-ops: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python tools/bench.py --out resverify-bench.json
 
-## bench-blocks: each catalog block's default check in its own forward+backward passes (tools/bench_blocks.py; about 15 min; JSON in resverify-bench-blocks.json); the timm and torchvision rows: .venv-vision/bin/python tools/bench.py --only blocks
+## bench-blocks: each catalog block's default check in its own forward+backward passes (tools/bench_blocks.py; about a minute; JSON in resverify-bench-blocks.json); the timm and torchvision rows: .venv-vision/bin/python tools/bench.py --only blocks
 bench-blocks: $(STAMP)
 	$(BIN)/python tools/bench.py --only blocks --out resverify-bench-blocks.json
 
