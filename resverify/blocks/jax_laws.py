@@ -50,7 +50,7 @@ from resverify.properties.profiles import PROFILES, active_profile
 from resverify.spec.errors import UsageError
 
 __all__ = ["JUDGED", "UNJUDGED", "JaxCase", "JaxRecipe", "check_jax_block", "no_torch", "plan",
-           "run_jax_law"]
+           "run_jax_law", "validate_jax"]
 
 NOISE = 0.05
 BLOCK = "block"
@@ -207,6 +207,19 @@ def make_case(recipe: JaxRecipe, dtype: str, mode: str, draw: Draw) -> JaxCase:
     view = Case(recipe, dtype, mode, nn.Identity(), nn.Identity(), inputs)
     return JaxCase(recipe, dtype, mode, _perturb(params, param),
                    _perturb(state, stat), inputs, view)
+
+
+def validate_jax(recipe: JaxRecipe, dtype: str = "float32", seed: int = 0) -> None:
+    """Refuse a recipe whose ``zero`` names a parameter the block lacks, with one line."""
+    with _precision(dtype):
+        case = make_case(recipe, dtype, "eval", Draw(1, 1, seed, 0, 0))
+    prefix = f"{BLOCK}/~/"
+    known = sorted(f"{m.removeprefix(prefix)}.{p}" for m in case.params for p in case.params[m])
+    for name in recipe.sites[0].zero:
+        mod, param = _key(name)
+        if param not in case.params.get(mod, {}):
+            raise UsageError(f"recipe {recipe.name!r}: site 0 names parameter {name!r}, which "
+                             f"the block lacks (it has {', '.join(known)})")
 
 
 def _act(recipe: JaxRecipe, z: Any) -> Any:
@@ -380,6 +393,7 @@ def run_jax_law(recipe: JaxRecipe, law: str, dtype: str, mode: str, *,
     if law not in CHECKS:
         why = UNJUDGED.get(law, "a law of torch modules only; not defined for a JAX block")
         return LawRecord(recipe.name, law, dtype, mode, "unjudged", 0, message=why)
+    validate_jax(recipe, dtype, seed)  # a recipe's mistake is its one line, before examples
     examples = max_examples or PROFILES.get(active_profile(), PROFILES["ci"]).max_examples
     judged: list[dict[str, float]] = []
     reasons: list[str] = []

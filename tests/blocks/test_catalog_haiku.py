@@ -125,3 +125,11 @@ def test_a_missing_haiku_is_the_catalog_skip_reason(monkeypatch: pytest.MonkeyPa
     assert missing.get("haiku", "").startswith("ImportError: dm-haiku is not installed"), \
         (dict(missing), "expected the haiku source skipped with its reason")
     assert not [n for n in found if n.startswith("haiku.")], (sorted(found), "no haiku block")
+
+
+def test_a_zero_name_the_block_lacks_is_one_line_usage_error() -> None:
+    recipe = dataclasses.replace(RECIPES[2], sites=(dataclasses.replace(
+        RECIPES[2].sites[0], zero=("conv_1.kernel",)),))
+    with pytest.raises(UsageError, match=r"^recipe 'haiku.BlockV2': site 0 names parameter "
+                       r"'conv_1.kernel', which the block lacks \(it has .*conv_1.w"):
+        run_jax_law(recipe, "zero_branch", "float32", "eval", max_examples=1)
