@@ -10,7 +10,8 @@ is one line with the reason its blocks are skipped.
 ``resverify blocks check NAME... | --all`` judges every applicable law of each block
 (:func:`resverify.blocks.check.run_law`) in each dtype it claims (``--dtype``, repeatable,
 keeps only those) under a Hypothesis profile of the suite (``--profile``, default ``ci``:
-its example count; ``--seed``, default the suite's CI seed), printing one line per block,
+its example count; ``--seed``, default the suite's CI seed; ``--paths compile,fastpath``
+adds the paths law on those paths, :mod:`resverify.blocks.laws_paths`), printing one line per block,
 law, dtype and mode as it goes (verdict, examples, seconds). Then two probes give the plots
 their figures (:func:`_zero_probe`, :func:`_gamma_probe`; figures, never verdicts), and the
 report goes into ``--report-dir`` (default ``resverify-report/blocks``): the report
@@ -86,6 +87,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            help=f"write report.{suffix} here instead (default: in "
                            "--report-dir)")
     check.add_argument("--no-plots", action="store_true", help="leave the PNG plots out")
+    check.add_argument("--paths", default="", metavar="LIST",
+                       help="also judge the paths law on these paths, comma-separated: "
+                       "compile (torch.compile, inductor: a minute or more a block and dtype "
+                       "the first time), fastpath (torch's fused inference kernels); default "
+                       "none")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -152,8 +158,10 @@ def select(names: Sequence[str], every: bool) -> list[Recipe]:
     return [found[n] for n in dict.fromkeys(names)]
 
 
-def _settings(args: argparse.Namespace) -> tuple[int, int, list[str]]:
-    """The examples a law, the seed and the dtypes asked for; UsageError when unknown."""
+def _settings(args: argparse.Namespace) -> tuple[int, int, list[str], tuple[str, ...]]:
+    """The examples a law, the seed, the dtypes and the paths asked for; UsageError when
+    unknown."""
+    from resverify.blocks.laws_paths import PATHS
     from resverify.blocks.recipe import DTYPES
     from resverify.properties.profiles import CI_SEED, PROFILES
     from resverify.spec.errors import UsageError
@@ -164,18 +172,24 @@ def _settings(args: argparse.Namespace) -> tuple[int, int, list[str]]:
     bad = [d for d in args.dtype if d not in DTYPES]
     if bad:
         raise UsageError(f"unknown dtype {bad[0]!r}; use one of {list(DTYPES)}")
+    paths = tuple(dict.fromkeys(p.strip() for p in args.paths.split(",") if p.strip()))
+    unknown = [p for p in paths if p not in PATHS]
+    if unknown:
+        raise UsageError(f"unknown path {unknown[0]!r} in --paths; use some of {list(PATHS)}")
     examples = int(PROFILES[args.profile].max_examples)
-    return examples, CI_SEED if args.seed is None else args.seed, list(args.dtype)
+    return examples, CI_SEED if args.seed is None else args.seed, list(args.dtype), paths
 
 
 # -- checking ------------------------------------------------------------------------------
 
-def plan(recipe: Recipe, dtypes: Sequence[str]) -> Iterator[tuple[str, str, str]]:
-    """``(law, dtype, mode)`` of every record a check of ``recipe`` makes, in order."""
+def plan(recipe: Recipe, dtypes: Sequence[str], paths: Sequence[str] = ()
+         ) -> Iterator[tuple[str, str, str]]:
+    """``(law, dtype, mode)`` of every record a check of ``recipe`` makes, in order (the
+    paths law only when ``paths`` names some)."""
     from resverify.blocks.laws import LAWS, applicable
 
     for dtype in (d for d in recipe.dtypes if not dtypes or d in dtypes):
-        for law in applicable(recipe):
+        for law in applicable(recipe, paths):
             for mode in (m for m in LAWS[law].modes if m in recipe.modes):
                 yield law, dtype, mode
 
@@ -203,19 +217,22 @@ def _say(line: str) -> None:
 
 
 def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
-              vectors: Path, say: Callable[[str], None] = _say) -> BlockRun:
+              vectors: Path, say: Callable[[str], None] = _say, paths: Sequence[str] = ()
+              ) -> BlockRun:
     """Every applicable law of ``recipe`` in each dtype, each record said as it comes; a
     failure's merge saved under ``vectors``; then the probes."""
     from resverify.blocks.check import run_law
+    from resverify.blocks.laws import LAWS
     from resverify.properties.vectors import save_vector
     from resverify.reports.blocks import BlockRun
 
     records: list[LawRecord] = []
     seconds: list[float] = []
     saved: dict[int, str] = {}
-    for law, dtype, mode in plan(recipe, dtypes):
+    for law, dtype, mode in plan(recipe, dtypes, paths):
         began = time.perf_counter()
-        record = run_law(recipe, law, dtype, mode, max_examples=examples, seed=seed)
+        record = run_law(recipe, law, dtype, mode, max_examples=examples, seed=seed,
+                         paths=paths if LAWS[law].needs_paths else ())
         seconds.append(time.perf_counter() - began)
         if record.failure is not None:
             saved[len(records)] = str(save_vector(record.failure.request, vectors,
@@ -360,7 +377,7 @@ def _check(args: argparse.Namespace) -> int:
     from resverify.reports.json_report import blocks_report
 
     recipes = select(args.names, args.all)
-    examples, seed, dtypes = _settings(args)
+    examples, seed, dtypes, paths = _settings(args)
     out = _outputs(args)
     for recipe in recipes:  # a recipe's mistake is one line before anything runs
         build(recipe, next(iter(d for d in recipe.dtypes if not dtypes or d in dtypes),
@@ -373,7 +390,8 @@ def _check(args: argparse.Namespace) -> int:
                 if not any(True for _ in plan(recipe, dtypes)):
                     print(f"{recipe.name}: claims none of the dtypes {dtypes}; not checked")
                     continue
-                runs.append(check_one(recipe, dtypes, examples, seed, out["folder"] / "vectors"))
+                runs.append(check_one(recipe, dtypes, examples, seed, out["folder"] / "vectors",
+                                      paths=paths))
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: report what finished
             interrupted = signal_name(exc)
         with signals.held():

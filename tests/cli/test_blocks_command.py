@@ -374,3 +374,28 @@ def test_a_folder_given_as_the_json_path_is_one_line(
     assert main(["blocks", "check", PRE, *FAST, "--report-dir", str(tmp_path),
                  "--json", str(tmp_path)]) == 2
     assert "cannot write the --json report" in one_line_error(capsys)
+
+
+def test_paths_option_adds_the_paths_law_and_its_planted_bug_fails_only_that(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    """``--paths fastpath`` judges the paths law as well (no option: not planned); the planted
+    fused-kernel bug passes every eager law and fails the paths law alone."""
+    bug = BUGS["fused_norms_repeated"]
+    use_catalog(monkeypatch, [bug.recipe])
+    plain = {law for law, _, _ in command.plan(bug.recipe, ["float32"])}
+    assert "paths" not in plain, f"planned without --paths: {sorted(plain)}"
+    code, doc = check(tmp_path, bug.recipe.name, *FAST, "--paths", "fastpath")
+    verdicts = {(r["law"], r["mode"]): r["verdict"] for r in doc["blocks"][0]["laws"]}
+    failed = sorted(law for (law, _), v in verdicts.items() if v == "fail")
+    assert (code, failed) == (1, ["paths"]), f"exit {code}, failed {failed}: {verdicts}"
+    assert f"{bug.recipe.name}  paths           float32  eval  fail" in capsys.readouterr().out
+
+
+def test_an_unknown_path_is_one_line_and_exit_2(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    argv = ["blocks", "check", PRE, "--paths", "fastpath,warp", "--report-dir", str(tmp_path)]
+    assert main(argv) == 2
+    assert "unknown path 'warp' in --paths; use some of ['compile', 'fastpath']" in \
+        one_line_error(capsys)
+    assert not (tmp_path / "report.json").exists(), "a refused request ran the check"
