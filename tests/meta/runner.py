@@ -134,11 +134,27 @@ def statistical(table: Iterable[Catch]) -> list[Catch]:
     return [c for c in table if "variance" in c[0] and "sample" not in c[0]]
 
 
+def representatives(table: Iterable[Catch]) -> set[Catch]:
+    """The catches of ``table`` the default run keeps: for each law, and for each foil,
+    the first of its catches in catalog order (:data:`tests.mutants.KILLS`), so that every
+    law and every foil still shows it can fail without the slow run."""
+    kept: dict[object, Catch] = {}
+    for catch in table:
+        kept.setdefault(catch[0], catch)
+        if catch[2] in catalog.FOILS:
+            kept.setdefault(catch[2], catch)
+    return set(kept.values())
+
+
 def catch_params(table: Iterable[Catch]) -> list[ParameterSet]:
     """``table`` as pytest parameters ``(law, dtype, broken, kind)``, each with the id
-    ``law-BrokenClass-dtype``."""
-    return [pytest.param(law, dtype, broken, kind, id=f"{law}-{broken.__name__}-{dtype}")
-            for law, dtype, broken, kind in table]
+    ``law-BrokenClass-dtype``; all but the :func:`representatives` are marked ``slow``
+    (``make test-slow`` runs the rest of the kill matrix)."""
+    rows = list(table)
+    kept = representatives(rows)
+    return [pytest.param(law, dtype, broken, kind, id=f"{law}-{broken.__name__}-{dtype}",
+                         marks=() if (law, dtype, broken, kind) in kept else pytest.mark.slow)
+            for law, dtype, broken, kind in rows]
 
 
 def assert_caught(law: str, dtype: str, broken: type[Backend], chosen: settings,

@@ -42,6 +42,7 @@ from tests.meta.runner import (
     needed_ops,
     norm_laws,
     property_tests,
+    representatives,
     run_property,
     statistical,
 )
@@ -115,6 +116,19 @@ def test_every_property_has_a_broken_backend_it_catches() -> None:
     assert not missing, f"properties no entry of tests.mutants declares as its killer: {missing}"
     stale = sorted(killers - set(property_tests()))
     assert not stale, f"entries of tests.mutants declare killers that are no property: {stale}"
+
+
+
+@pytest.mark.parametrize("table", ["CATCHES", "THIN", "STATISTICAL"])
+def test_the_default_run_keeps_a_catch_of_every_law_and_every_foil(table: str) -> None:
+    """The rest of the kill matrix is marked slow; each law and each foil of the table
+    keeps one catch outside it (``tests.meta.runner.representatives``)."""
+    rows = globals()[table]
+    kept = representatives(rows)
+    laws, foils = {c[0] for c in kept}, {c[2] for c in kept} & set(catalog.FOILS)
+    assert laws == {c[0] for c in rows}, (table, sorted(laws), sorted({c[0] for c in rows}))
+    want = {c[2] for c in rows} & set(catalog.FOILS)
+    assert foils == want, (table, sorted(f.__name__ for f in want - foils))
 
 
 KILLED_IN_A_CHILD_ONLY = {

@@ -188,6 +188,7 @@ def _source_copy(target: Path) -> Path:
     return target
 
 
+@pytest.mark.slow  # builds the sdist and the wheel; the build's package list is checked above
 def test_the_wheel_holds_only_resverify_and_its_package_data(tmp_path: Path) -> None:
     """``python -m build`` (sdist, then the wheel from it) packs every module under
     ``resverify/`` plus the two JSON schemas and ``py.typed``, and nothing else: none of

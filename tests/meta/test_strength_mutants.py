@@ -188,6 +188,7 @@ def test_list_with_foils_prints_the_foils_after_the_mutants(
     assert lines[-1] == f"{len(catalog.CATALOG)} mutants, {len(catalog.FOILS)} foils", lines[-1]
 
 
+@pytest.mark.slow  # child pytest runs; the whole catalog's score runs beside it in -m slow
 def test_a_few_mutants_are_killed_and_written(tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     out, page = tmp_path / "m.json", tmp_path / "m.html"

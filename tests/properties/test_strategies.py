@@ -416,7 +416,7 @@ def test_ci_profile_without_a_seed_is_the_run_with_seed_0() -> None:
     assert default == again, "ci without a seed is not the run with seed 0"
 
 
-@pytest.mark.parametrize("profile", ["ci", "dev"])
+@pytest.mark.parametrize("profile", ["ci", pytest.param("dev", marks=pytest.mark.slow)])
 def test_seed_changes_the_examples_and_the_same_seed_repeats_them(profile: str) -> None:
     one, header = drawn_examples(profile, "--hypothesis-seed", "1")
     one_again, _ = drawn_examples(profile, "--hypothesis-seed", "1")
