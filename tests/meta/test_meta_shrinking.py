@@ -119,6 +119,7 @@ def test_first_counterexample_is_left_for_the_status_line_with_its_request(
     assert request_from_dict(state["request"]).program == request.program, state
 
 
+@pytest.mark.slow  # a child pytest; the cap itself is tested in-process above
 def test_suite_records_the_first_counterexample_and_caps_shrinking_under_ci(
         tmp_path: Path) -> None:
     """A planted bug the ci profile finds among its generated examples, not its first:
