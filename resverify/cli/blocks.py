@@ -23,6 +23,10 @@ out), each file written atomically (:func:`resverify.reports.blocks.write`). A f
 law's merge is saved as a vector under ``vectors/`` there, with its ``resverify replay``
 command.
 
+A JAX block's recipe (:class:`resverify.blocks.jax_laws.JaxRecipe`, Haiku's ResNet blocks)
+is listed with the laws that driver judges and checked by it
+(:func:`resverify.blocks.jax_laws.run_jax_law`), without the two probes.
+
 A law that the block's recipe documents as failing (its ``findings``: a library's choice
 written up in ``docs/findings/``) is reported ``expected`` when it fails as written up, and
 ``fixed`` when it passes (the finding no longer holds: remove it from the recipe); the
@@ -47,10 +51,11 @@ import argparse
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 if TYPE_CHECKING:
     from resverify.blocks.check import LawRecord
+    from resverify.blocks.jax_laws import JaxRecipe
     from resverify.blocks.recipe import Recipe
     from resverify.reports.blocks import BlockRun
 
@@ -58,7 +63,7 @@ NAME = "blocks"
 HELP = "list the catalog of shipped residual blocks, or check blocks against the residual laws"
 DEFAULT_DIR = Path("resverify-report") / "blocks"
 LIBRARIES = {"torch_nn": "torch", "hf": "transformers", "timm": "timm",
-             "torchvision": "torchvision"}
+             "torchvision": "torchvision", "haiku": "dm-haiku"}
 """Catalog source -> the distribution whose version a block of it reports."""
 GAMMAS = (1e-6, 1e-4, 1e-2, 1.0)
 """The LayerScale values of the swamped-fraction probe."""
@@ -103,8 +108,24 @@ def run(args: argparse.Namespace) -> int:
 # -- the catalog ---------------------------------------------------------------------------
 
 def source_of(recipe: Recipe) -> str:
-    """The catalog source a recipe comes from (read off its factory's module)."""
-    return getattr(recipe.factory, "__module__", "").rsplit(".", 1)[-1] or "unknown"
+    """The catalog source a recipe comes from (read off its factory's module, or a JAX
+    recipe's block's)."""
+    made_by = getattr(recipe, "block", None) or recipe.factory
+    return getattr(made_by, "__module__", "").rsplit(".", 1)[-1] or "unknown"
+
+
+def is_jax(recipe: Recipe) -> TypeGuard[JaxRecipe]:
+    """Whether ``recipe`` is a JAX block's (:mod:`resverify.blocks.jax_laws` judges it)."""
+    from resverify.blocks.jax_laws import JaxRecipe
+
+    return isinstance(recipe, JaxRecipe)
+
+
+def _laws_of(recipe: Recipe) -> list[str]:
+    from resverify.blocks.jax_laws import JUDGED
+    from resverify.blocks.laws import applicable
+
+    return list(JUDGED) if is_jax(recipe) else applicable(recipe)
 
 
 def library_of(recipe: Recipe) -> tuple[str, str | None]:
@@ -120,7 +141,6 @@ def library_of(recipe: Recipe) -> tuple[str, str | None]:
 
 def _list() -> int:
     from resverify.blocks.catalog import catalog, skipped
-    from resverify.blocks.laws import applicable
     from resverify.blocks.recipe import describe
 
     for recipe in catalog().values():
@@ -128,7 +148,7 @@ def _list() -> int:
         stream = "" if recipe.stream_dtype else "; the stream in the dtype checked"
         print("\n".join(describe(recipe)))
         print(f"  {library} {version or 'version unknown'}{stream}; laws "
-              f"{' '.join(applicable(recipe))}")
+              f"{' '.join(_laws_of(recipe))}")
     for source, reason in skipped().items():
         print(f"{source}: skipped ({LIBRARIES.get(source, source)} missing: {reason})")
     return 0
@@ -186,8 +206,12 @@ def plan(recipe: Recipe, dtypes: Sequence[str], paths: Sequence[str] = ()
          ) -> Iterator[tuple[str, str, str]]:
     """``(law, dtype, mode)`` of every record a check of ``recipe`` makes, in order (the
     paths law only when ``paths`` names some)."""
+    from resverify.blocks import jax_laws
     from resverify.blocks.laws import LAWS, applicable
 
+    if is_jax(recipe):
+        yield from jax_laws.plan(recipe, dtypes)
+        return
     for dtype in (d for d in recipe.dtypes if not dtypes or d in dtypes):
         for law in applicable(recipe, paths):
             for mode in (m for m in LAWS[law].modes if m in recipe.modes):
@@ -222,6 +246,7 @@ def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
     """Every applicable law of ``recipe`` in each dtype, each record said as it comes; a
     failure's merge saved under ``vectors``; then the probes."""
     from resverify.blocks.check import run_law
+    from resverify.blocks.jax_laws import run_jax_law
     from resverify.blocks.laws import LAWS
     from resverify.properties.vectors import save_vector
     from resverify.reports.blocks import BlockRun
@@ -231,8 +256,10 @@ def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
     saved: dict[int, str] = {}
     for law, dtype, mode in plan(recipe, dtypes, paths):
         began = time.perf_counter()
-        record = run_law(recipe, law, dtype, mode, max_examples=examples, seed=seed,
-                         paths=paths if LAWS[law].needs_paths else ())
+        record = run_jax_law(recipe, law, dtype, mode, max_examples=examples,
+                             seed=seed) if is_jax(recipe) else \
+            run_law(recipe, law, dtype, mode, max_examples=examples, seed=seed,
+                    paths=paths if LAWS[law].needs_paths else ())
         seconds.append(time.perf_counter() - began)
         if record.failure is not None:
             saved[len(records)] = str(save_vector(record.failure.request, vectors,
@@ -242,8 +269,9 @@ def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
         say(_progress(record, seconds[-1], recipe))
     checked = list(dict.fromkeys(r.dtype for r in records))
     library, version = library_of(recipe)
-    probes = {"zero_branch": [row for d in checked for row in _zero_probe(recipe, d, seed)],
-              "layerscale": [row for d in checked for row in _gamma_probe(recipe, d, seed)]}
+    probed = [] if is_jax(recipe) else checked  # the probes build torch cases
+    probes = {"zero_branch": [row for d in probed for row in _zero_probe(recipe, d, seed)],
+              "layerscale": [row for d in probed for row in _gamma_probe(recipe, d, seed)]}
     return BlockRun(recipe, source_of(recipe), library, version, records, seconds, saved,
                     probes)
 
@@ -371,6 +399,7 @@ def _write(doc: dict[str, Any], out: dict[str, Path], with_plots: bool) -> list[
 def _check(args: argparse.Namespace) -> int:
     from resverify.blocks.catalog import skipped
     from resverify.blocks.check import build
+    from resverify.blocks.jax_laws import validate_jax
     from resverify.cli.runner import signal_name
     from resverify.cli.stop_signals import StopSignals
     from resverify.reports import blocks as report
@@ -380,8 +409,12 @@ def _check(args: argparse.Namespace) -> int:
     examples, seed, dtypes, paths = _settings(args)
     out = _outputs(args)
     for recipe in recipes:  # a recipe's mistake is one line before anything runs
-        build(recipe, next(iter(d for d in recipe.dtypes if not dtypes or d in dtypes),
-                           recipe.dtypes[0]), seed)
+        first = next(iter(d for d in recipe.dtypes if not dtypes or d in dtypes),
+                     recipe.dtypes[0])
+        if is_jax(recipe):
+            validate_jax(recipe, first, seed)
+        else:
+            build(recipe, first, seed)
     runs: list[BlockRun] = []
     interrupted = None
     with StopSignals() as signals:

@@ -399,3 +399,25 @@ def test_an_unknown_path_is_one_line_and_exit_2(
     assert "unknown path 'warp' in --paths; use some of ['compile', 'fastpath']" in \
         one_line_error(capsys)
     assert not (tmp_path / "report.json").exists(), "a refused request ran the check"
+
+
+def test_a_jax_block_is_checked_by_its_own_laws_and_its_planted_bug_fails_them(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    """A Haiku block goes to :mod:`resverify.blocks.jax_laws` (the catalog's Haiku blocks
+    passing every law is tests/blocks/test_catalog_haiku.py's): the laws it judges, and the
+    dropped-skip bug fails exactly its declared laws."""
+    pytest.importorskip("haiku")
+    from resverify.blocks.jax_laws import JUDGED
+    from tests.blocks.broken_haiku import BUGS as JAX_BUGS
+    from tests.blocks.test_catalog_haiku import _buggy
+
+    cls, base, dtype, laws = JAX_BUGS["dropped skip"]
+    buggy = _buggy(base, cls, base)
+    use_catalog(monkeypatch, [buggy])
+    code, doc = check(tmp_path, buggy.name, "--profile", "dev", "--dtype", dtype)
+    (block,) = doc["blocks"]
+    assert {r["law"] for r in block["laws"]} == set(JUDGED), block["laws"]
+    failed = {r["law"] for r in block["laws"] if r["verdict"] == "fail"}
+    assert (code, failed) == (1, set(laws)), f"exit {code}, failed {failed}, expected {laws}"
+    assert f"{buggy.name}  stream_dtype    {dtype}  eval  pass" in capsys.readouterr().out
