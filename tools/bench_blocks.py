@@ -9,6 +9,10 @@ the ``ci`` profile's examples. The two alternate round by round; the pass is cal
 about 50 ms a round, the check runs once a round (it takes seconds). ``--quick`` checks one
 law with two examples on the first block only (a smoke run, its figure not meaningful).
 
+A JAX block (Haiku's ResNet blocks) is timed the same way with its own driver
+(:func:`resverify.blocks.jax_laws.check_jax_block`, the laws it judges) against one
+``jax.vjp`` of the block's call, eager as the driver runs it.
+
 Catalog sources that do not import here (timm and torchvision outside ``.venv-vision``)
 are rows skipped with the reason.
 """
@@ -47,6 +51,23 @@ def _forward_backward(recipe: Recipe) -> Callable[[], object]:
     return once
 
 
+def _jax_forward_backward(recipe: Recipe) -> Callable[[], object]:
+    import jax
+
+    from resverify.blocks.check import Draw
+    from resverify.blocks.jax_laws import _transforms, make_case
+
+    case = make_case(recipe, DTYPE, "eval", Draw(BATCH, SEQ, 0, 0, 0))  # type: ignore[arg-type]
+    whole, _ = _transforms(case.recipe)
+
+    def once() -> object:
+        y, pull = jax.vjp(lambda x: whole.apply(case.params, case.state, None, x, False)[0],
+                          case.x())
+        return jax.block_until_ready(pull(y))
+
+    return once
+
+
 def _seconds(fn: Callable[[], object], calls: int) -> float:
     start = time.perf_counter()
     for _ in range(calls):
@@ -70,15 +91,19 @@ def _one_thread(fn: Callable[[], object]) -> Callable[[], object]:
 
 def _row(recipe: Recipe, quick: bool) -> Row:
     from resverify.blocks.check import check_block
+    from resverify.blocks.jax_laws import JUDGED, JaxRecipe, check_jax_block
 
-    passes = _one_thread(_forward_backward(recipe))
+    jax_side = isinstance(recipe, JaxRecipe)
+    passes = _jax_forward_backward(recipe) if jax_side else _one_thread(_forward_backward(recipe))
     calls = calibrate(passes, 0.05)
     laws, examples = (["decomposition"], 2) if quick else (None, None)
+    run = check_jax_block if jax_side else check_block
+    laws = laws or (list(JUDGED) if jax_side else None)
     fwd, check = [], []
     for _ in range(1 if quick else 2):
         fwd.append(_seconds(passes, calls))
-        check.append(_seconds(lambda: check_block(recipe, [DTYPE], laws, max_examples=examples),
-                              1))
+        check.append(_seconds(lambda: run(recipe, [DTYPE], laws,  # type: ignore[arg-type]
+                                          max_examples=examples), 1))
     fwd.append(_seconds(passes, calls))
     base, cost = statistics.median(fwd), statistics.median(check)
     return Row(SECTION, f"{recipe.name}, {DTYPE}", "forward+backward",
