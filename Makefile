@@ -56,9 +56,10 @@ blocks-vision: pyproject.toml constraints.txt
 blocks-check: $(STAMP)
 	$(BIN)/resverify blocks check --all
 
-## blocks-smoke: resverify blocks on three torch.nn blocks in float64 and float32 (profile dev, under a minute): CI's subset
+## blocks-smoke: resverify blocks on three torch.nn blocks in float64 and float32 with their fast path, then a Hugging Face and a Haiku (JAX) block in float32 (profile dev, about 35 s): CI's subset
 blocks-smoke: $(STAMP)
-	$(BIN)/resverify blocks check 'torch.TransformerEncoderLayer(pre)' 'torch.TransformerEncoderLayer(post)' 'torch.TransformerDecoderLayer(pre)' --dtype float64 --dtype float32 --profile dev --report-dir resverify-report/blocks-smoke
+	$(BIN)/resverify blocks check 'torch.TransformerEncoderLayer(pre)' 'torch.TransformerEncoderLayer(post)' 'torch.TransformerDecoderLayer(pre)' --dtype float64 --dtype float32 --profile dev --paths fastpath --report-dir resverify-report/blocks-smoke
+	$(BIN)/resverify blocks check hf.LlamaDecoderLayer haiku.BlockV1 --dtype float32 --profile dev --report-dir resverify-report/blocks-smoke-hf-jax
 
 ## matrix: resverify check on every installed CPU backend, one report in resverify-report/matrix
 matrix: $(STAMP)
