@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from hypothesis import HealthCheck, Phase, given, settings
@@ -36,6 +37,7 @@ from resverify.blocks.recipe import Recipe, validate
 from resverify.blocks.trace import TORCH_DTYPES, Case, Inputs, Unjudged
 from resverify.properties.assertions import PropertyFailure
 from resverify.properties.profiles import PROFILES, active_profile
+from resverify.properties.vectors import replay_command, save_vector, vector_dir
 from resverify.spec.errors import UsageError
 
 __all__ = ["Draw", "LawRecord", "build", "check_block", "draws", "make_case", "pytest_check",
@@ -227,9 +229,15 @@ def check_block(recipe: Recipe, dtypes: Iterable[str] | None = None,
 
 def pytest_check(recipe: Recipe, dtypes: Iterable[str] | None = None,
                  laws: Iterable[str] | None = None, *, max_examples: int | None = None,
-                 seed: int = 0, paths: Iterable[str] = ()) -> list[LawRecord]:
+                 seed: int = 0, paths: Iterable[str] = (),
+                 vectors: str | Path | None = None) -> list[LawRecord]:
     """:func:`check_block` inside a user's own test: raises the first failing law's
-    :class:`PropertyFailure` (its message names every failing law), returns the records.
+    :class:`PropertyFailure` (its message names every failing law, each with the vector of
+    its failing merge and the command that replays it), returns the records.
+
+    The vectors go into ``vectors``, else ``RESVERIFY_VECTOR_DIR``, else
+    ``resverify-vectors/`` (as the suite's own failures do,
+    :func:`resverify.properties.vectors.vector_dir`).
 
     >>> def test_my_block():  # doctest: +SKIP
     ...     resverify.blocks.pytest_check(my_recipe, ["float32"])
@@ -244,6 +252,16 @@ def pytest_check(recipe: Recipe, dtypes: Iterable[str] | None = None,
     if failed:
         first = failed[0].failure
         assert first is not None
-        lines = "\n".join(r.line() for r in failed)
+        folder = vector_dir(None if vectors is None else str(vectors))
+        lines = "\n".join(_saved(r, folder) for r in failed)
         raise PropertyFailure(f"{len(failed)} residual law(s) fail:\n{lines}", first.request)
     return records
+
+
+def _saved(record: LawRecord, folder: Path) -> str:
+    """The record's line, its vector saved under ``folder``, and the replay command."""
+    assert record.failure is not None
+    path = save_vector(record.failure.request, folder,
+                       f"{record.law}[{record.dtype},{record.mode}]", record.block,
+                       record.message, record.failure.kind)
+    return f"{record.line()}\n  vector {path}; replay: {replay_command(path, 'numpy')}"

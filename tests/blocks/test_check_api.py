@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 import resverify.blocks
@@ -51,13 +54,32 @@ def test_pytest_check_passes_a_correct_block() -> None:
     assert {r.verdict for r in records} == {"pass"}, [r.line() for r in records]
 
 
-def test_pytest_check_fails_with_every_broken_law() -> None:
+def test_pytest_check_fails_with_every_broken_law_each_with_its_saved_vector(
+        tmp_path: Path) -> None:
     bug = BUGS["normalized_skip"]
     with pytest.raises(PropertyFailure, match=r"residual law\(s\) fail:\n") as caught:
         pytest_check(bug.recipe, [bug.dtype], ["decomposition", "zero_branch"],
-                     max_examples=EXAMPLES)
+                     max_examples=EXAMPLES, vectors=tmp_path)
     lines = str(caught.value).splitlines()[1:]
-    assert {line.split()[1] for line in lines} == {"decomposition", "zero_branch"}, lines
+    laws, saved = lines[0::2], lines[1::2]
+    assert {line.split()[1] for line in laws} == {"decomposition", "zero_branch"}, lines
+    for law, where in zip(laws, saved, strict=True):
+        path = Path(where.split()[1].rstrip(";"))
+        assert path.parent == tmp_path and path.is_file(), where
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        assert doc["vector"]["message"] in law, (doc["vector"], law)
+        assert where.endswith(f"replay: resverify replay {path} --backend numpy"), where
+
+
+def test_pytest_check_saves_vectors_where_the_suite_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RESVERIFY_VECTOR_DIR", str(tmp_path / "env"))
+    bug = BUGS["normalized_skip"]
+    with pytest.raises(PropertyFailure):
+        pytest_check(bug.recipe, [bug.dtype], ["decomposition"], max_examples=EXAMPLES)
+    saved = sorted(p.name for p in (tmp_path / "env").iterdir())
+    assert [name.split("-")[0] for name in saved] == \
+        ["decomposition_float32_eval", "decomposition_float32_train"], saved
 
 
 def test_run_law_refuses_what_the_recipe_does_not_claim() -> None:
