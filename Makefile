@@ -25,11 +25,11 @@ $(STAMP): pyproject.toml constraints.txt
 verify: $(STAMP)
 	$(BIN)/resverify check
 
-## test: the whole test suite (Hypothesis profile "ci") except the tests marked slow
+## test: the whole test suite (Hypothesis profile "ci") except the tests marked slow; of the kill matrix, one catch per law and per foil (the rest: make test-slow)
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -m "not slow"
 
-## test-slow: only the long end-to-end tests (hostile engines over cmd:, ...)
+## test-slow: only the tests marked slow: long end-to-end runs (hostile engines over cmd:, the wheel build, ...) and the rest of the kill matrix
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -m slow
 
