@@ -153,21 +153,28 @@ def resolve_backend(name: str) -> Backend:
         return _instantiate(name, load_plugin(found))
     if ":" not in name:
         raise _unknown(name)
-    module_name, _, attr = name.partition(":")
+    return _instantiate(name, import_attribute(name))
+
+
+def import_attribute(ref: str, what: str = "backend",
+                     example: str = "examples.toy_adapter:ToyBackend") -> Any:
+    """The object ``module:attr`` names, the working folder importable; every failure one
+    :class:`UsageError` line (``what`` says what the object is for, ``example`` a valid
+    reference)."""
+    module_name, _, attr = ref.partition(":")
     if not module_name or not attr:
-        raise UsageError(f"backend {name!r} names no {'attribute' if module_name else 'module'}"
-                         f"; write module:ClassName, e.g. examples.toy_adapter:ToyBackend")
+        raise UsageError(f"{what} {ref!r} names no {'attribute' if module_name else 'module'}"
+                         f"; write module:attr, e.g. {example}")
     _working_folder_importable()
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # an adapter module may fail to import in any way
-        raise _import_failure(module_name, exc) from None
+    except Exception as exc:  # a user's module may fail to import in any way
+        raise _import_failure(module_name, exc, what) from None
     try:
-        target = getattr(module, attr)
+        return getattr(module, attr)
     except AttributeError:
         raise UsageError(f"module {module_name!r} has no attribute {attr!r}"
                          f"{_did_you_mean(attr, dir(module))}") from None
-    return _instantiate(name, target)
 
 
 def _did_you_mean(typed: str, known: Iterable[str]) -> str:
@@ -200,18 +207,18 @@ def _is_module(name: str) -> bool:
         return False
 
 
-def _import_failure(module_name: str, exc: Exception) -> UsageError:
+def _import_failure(module_name: str, exc: Exception, what: str = "backend") -> UsageError:
     """One line: the exception, and the file that raised it or the folders searched."""
     failed = f"{type(exc).__name__}: {_one_line(exc)}"
     missing = getattr(exc, "name", None)
     if isinstance(exc, ModuleNotFoundError) and missing and (
             module_name == missing or module_name.startswith(f"{missing}.")):
         return UsageError(
-            f"cannot import backend module {module_name!r}: {failed} (searched the "
+            f"cannot import {what} module {module_name!r}: {failed} (searched the "
             f"environment's import path, then the working folder {os.getcwd()})")
     origin = _origin(module_name)
     where = f" ({origin})" if origin else f" (working folder {os.getcwd()})"
-    return UsageError(f"cannot import backend module {module_name!r}{where}: {failed}")
+    return UsageError(f"cannot import {what} module {module_name!r}{where}: {failed}")
 
 
 def _origin(module_name: str) -> str | None:

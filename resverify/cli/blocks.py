@@ -7,7 +7,9 @@ per site the norm placement, zeroing parameters, LayerScale γ, drop path, short
 activation), its library and version, and the laws that apply; a library that is missing
 is one line with the reason its blocks are skipped.
 
-``resverify blocks check NAME... | --all`` judges every applicable law of each block
+``resverify blocks check NAME... | --all`` judges every applicable law of each block (a
+NAME with a colon, ``module:RECIPE``, is a user's own :class:`~resverify.blocks.Recipe`
+imported from the working folder or the environment, :func:`user_recipes`)
 (:func:`resverify.blocks.check.run_law`) in each dtype it claims (``--dtype``, repeatable,
 keeps only those) under a Hypothesis profile of the suite (``--profile``, default ``ci``:
 its example count; ``--seed``, default the suite's CI seed; ``--paths compile,fastpath``
@@ -155,7 +157,8 @@ def _list() -> int:
 
 
 def select(names: Sequence[str], every: bool) -> list[Recipe]:
-    """The recipes to check; a UsageError (one line, with the close names) for a name the
+    """The recipes to check: catalog names, or ``module:attr`` naming a user's own recipe
+    (or a sequence of them); a UsageError (one line, with the close names) for a name the
     catalog lacks."""
     import difflib
 
@@ -168,14 +171,35 @@ def select(names: Sequence[str], every: bool) -> list[Recipe]:
                          "`resverify blocks` lists them")
     if every:
         return list(found.values())
+    chosen: dict[str, Recipe] = {}
     for name in names:
+        if ":" in name:
+            chosen.update((r.name, r) for r in user_recipes(name))
+            continue
         if name not in found:
             close = difflib.get_close_matches(name, list(found), n=3, cutoff=0.5)
             hint = f"did you mean {', '.join(map(repr, close))}? " if close else ""
             gone = f" (skipped: {', '.join(skipped())})" if skipped() else ""
             raise UsageError(f"no block {name!r}; {hint}`resverify blocks` lists the "
-                             f"{len(found)} known{gone}")
-    return [found[n] for n in dict.fromkeys(names)]
+                             f"{len(found)} known, or name your own as module:RECIPE{gone}")
+        chosen[name] = found[name]
+    return list(chosen.values())
+
+
+def user_recipes(ref: str) -> list[Recipe]:
+    """The recipe(s) ``module:attr`` names, the working folder importable (a Recipe or a
+    sequence of them); anything else is one UsageError line."""
+    from resverify.blocks.recipe import Recipe
+    from resverify.impl.registry import import_attribute
+    from resverify.spec.errors import UsageError
+
+    target = import_attribute(ref, "block recipe", "examples.custom_block:RECIPE")
+    recipes = [target] if isinstance(target, Recipe) else \
+        list(target) if isinstance(target, (list, tuple)) else []
+    if not recipes or not all(isinstance(r, Recipe) for r in recipes):
+        raise UsageError(f"{ref} is a {type(target).__name__}, not a resverify.blocks.Recipe "
+                         "(or a list of them)")
+    return recipes
 
 
 def _settings(args: argparse.Namespace) -> tuple[int, int, list[str], tuple[str, ...]]:

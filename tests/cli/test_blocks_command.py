@@ -421,3 +421,29 @@ def test_a_jax_block_is_checked_by_its_own_laws_and_its_planted_bug_fails_them(
     failed = {r["law"] for r in block["laws"] if r["verdict"] == "fail"}
     assert (code, failed) == (1, set(laws)), f"exit {code}, failed {failed}, expected {laws}"
     assert f"{buggy.name}  stream_dtype    {dtype}  eval  pass" in capsys.readouterr().out
+
+
+def test_a_users_own_recipe_named_module_colon_attr_is_checked(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The docs' example recipe, by reference: its block is checked like a catalog one."""
+    code, doc = check(tmp_path, "examples.custom_block:RECIPE", *FAST)
+    (block,) = doc["blocks"]
+    assert (code, block["name"], block["verdict"]) == (0, "example.PreNormMLPBlock", "pass"), \
+        (code, block["name"], block["verdict"])
+    assert "example.PreNormMLPBlock  decomposition   float32  eval  pass" in \
+        capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("ref", "said"), [
+    ("examples.custom_block:main", "examples.custom_block:main is a function, not a "
+     "resverify.blocks.Recipe (or a list of them)"),
+    ("examples.custom_block:NOPE", "module 'examples.custom_block' has no attribute 'NOPE'"),
+    ("no_such_module_here:RECIPE", "cannot import block recipe module 'no_such_module_here'"),
+    (":RECIPE", "block recipe ':RECIPE' names no module; write module:attr, e.g. "
+     "examples.custom_block:RECIPE"),
+])
+def test_a_bad_recipe_reference_is_one_line_and_exit_2(
+        ref: str, said: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["blocks", "check", ref, "--report-dir", str(tmp_path)]) == 2
+    assert said in one_line_error(capsys)
+    assert not list(tmp_path.iterdir()), "a refused request wrote something"
