@@ -118,9 +118,16 @@ def test_catalog_names_the_known_recipes_for_an_unknown_one() -> None:
 
 @pytest.mark.parametrize("name", sorted(catalog()))
 def test_catalog_recipe_validates_against_its_module(name: str) -> None:
+    """A torch recipe against the module its factory builds; a JAX recipe (no torch module)
+    against the Haiku block's parameter tree."""
+    from resverify.blocks.jax_laws import JaxRecipe, validate_jax
+
     r = catalog()[name]
     for dtype in r.dtypes:
-        validate(r, r.factory(torch.float64 if dtype == "float64" else torch.float32))
+        if isinstance(r, JaxRecipe):
+            validate_jax(r, dtype)
+        else:
+            validate(r, r.factory(torch.float64 if dtype == "float64" else torch.float32))
 
 
 def test_describe_lists_each_site_of_a_recipe() -> None:
