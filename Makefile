@@ -52,7 +52,7 @@ blocks-vision: pyproject.toml constraints.txt
 	$(QUIET_INSTALL) $(VISION)/bin/python -m pip install --quiet -c $(VISION)/constraints.txt -e '.[dev]' torch==2.14.1 torchvision==0.29.1 timm==1.0.31
 	$(VISION)/bin/python -m pytest -n 2 -p no:cacheprovider tests/blocks/test_catalog_timm.py tests/blocks/test_catalog_torchvision.py
 
-## blocks-check: resverify blocks on the whole installed catalog (every law and claimed dtype, profile ci; report in resverify-report/blocks)
+## blocks-check: resverify blocks on the whole installed catalog (every law and claimed dtype, profile ci; report in resverify-report/blocks): about 15 min in .venv, 12 of them the four Haiku blocks (JAX runs them op by op)
 blocks-check: $(STAMP)
 	$(BIN)/resverify blocks check --all
 
