@@ -30,6 +30,7 @@ a LayerScale); they come back ``unjudged`` with that reason, never as a pass.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -101,9 +102,27 @@ def _jax() -> Any:
     return jax
 
 
+def import_haiku() -> Any:
+    """``import haiku``, without the flax stand-in that breaks pickling in the same process.
+
+    Without flax, ``haiku.experimental`` puts a module object in ``sys.modules`` whose every
+    attribute raises ``ImportError``. ``pickle`` looks a function's module up by scanning
+    ``sys.modules`` with ``getattr`` and stops only at ``AttributeError``, so once haiku is
+    imported every later pickle of such an object fails, torch.compile's graph cache among
+    them (the ``torch-compile`` backend). The stand-in stays reachable as
+    ``haiku.experimental.flax``; only its ``sys.modules`` entry goes.
+    """
+    import haiku
+
+    stand_in = sys.modules.get("haiku.experimental.flax")
+    if stand_in is not None and type(stand_in).__name__ == "FlaxNotInstalled":
+        del sys.modules["haiku.experimental.flax"]
+    return haiku
+
+
 def _transforms(recipe: JaxRecipe) -> tuple[Any, Any]:
     """``(whole, parts)``: the block's call, and ``(shortcut(x), F(x))`` through its parts."""
-    import haiku as hk
+    hk = import_haiku()
 
     assert recipe.block is not None and recipe.parts is not None
     make, split = recipe.block, recipe.parts

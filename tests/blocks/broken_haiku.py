@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import haiku as hk
 import jax
 import jax.numpy as jnp
+
+from resverify.blocks.jax_laws import import_haiku
+
+hk = import_haiku()
 
 
 def _branch(block: Any, x: Any, training: bool, test_local_stats: bool) -> Any:

@@ -133,3 +133,22 @@ def test_a_zero_name_the_block_lacks_is_one_line_usage_error() -> None:
     with pytest.raises(UsageError, match=r"^recipe 'haiku.BlockV2': site 0 names parameter "
                        r"'conv_1.kernel', which the block lacks \(it has .*conv_1.w"):
         run_jax_law(recipe, "zero_branch", "float32", "eval", max_examples=1)
+
+
+def test_importing_the_haiku_catalog_leaves_pickling_working() -> None:
+    """Pickle's module lookup scans ``sys.modules``; haiku's flax stand-in must not be there.
+
+    Without the fix, every torch.compile run after a Haiku check failed in its graph cache
+    with ``ImportError: haiku.experimental.flax.torch features require flax``.
+    """
+    import pickle
+
+    import resverify.blocks.catalog.haiku  # noqa: F401  (the import under test)
+
+    def nowhere() -> None: ...
+
+    nowhere.__module__ = None  # type: ignore[assignment]
+    found = pickle.whichmodule(nowhere, "nowhere")  # type: ignore[attr-defined]
+    assert found == "__main__", (
+        f"pickle.whichmodule(nowhere, 'nowhere') = {found!r}, expected '__main__' "
+        f"(no module in sys.modules holds it)")

@@ -19,15 +19,16 @@ import importlib.metadata
 import importlib.util
 from typing import Any
 
-from resverify.blocks.jax_laws import BLOCK, JaxRecipe, no_torch
+from resverify.blocks.jax_laws import BLOCK, JaxRecipe, import_haiku, no_torch
 from resverify.blocks.recipe import Site
 
 if importlib.util.find_spec("haiku") is None:
     raise ImportError("dm-haiku is not installed (make blocks, or pip install "
                       "'resverify[blocks-jax]')")
 
-import haiku as hk
 import jax
+
+hk = import_haiku()
 
 __all__ = ["RECIPES", "VERSION"]
 
