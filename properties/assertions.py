@@ -20,13 +20,14 @@ import numpy as np
 from hypothesis import reject
 
 from resverify.impl.backend import Backend
-from resverify.spec.compare import cells, decimal
+from resverify.spec.compare import Cell, cells, decimal
 from resverify.spec.errors import BackendFault, BadResult, ResverifyError, UsageError
 from resverify.spec.request import Request, Result, ResultError, Value, check_form
 
 __all__ = [
     "KINDS",
     "Context",
+    "Element",
     "PropertyFailure",
     "Sent",
     "differences",
@@ -57,12 +58,38 @@ class PropertyFailure(ResverifyError, AssertionError):
     ``AssertionError``, as pytest and Hypothesis expect of a failing check.
     """
 
-    def __init__(self, message: str, request: Request, kind: str = "law") -> None:
+    def __init__(self, message: str, request: Request, kind: str = "law",
+                 element: Element | None = None) -> None:
         if kind not in KINDS:
             raise UsageError(f"unknown failure kind {kind!r}; known: {list(KINDS)}")
         super().__init__(message)
         self.request = request
         self.kind = kind
+        self.element = element
+
+
+@dataclass(frozen=True)
+class Element:
+    """The failing element a value check names, each field as its message prints it: the
+    element, the backend's value, the expected value (its side named when it is not the
+    spec), ``|diff|`` and the bound it broke (a budget, a tolerance, or 0 for an equality).
+    The report's failure card shows it inline (the saved vector holds the request, not
+    the backend's answer)."""
+
+    element: str
+    backend: str
+    expected: str
+    diff: str
+    budget: str
+
+    @classmethod
+    def of(cls, what: str, cell: Cell, side: str = "spec", bound: str | None = None
+           ) -> Element:
+        """The element ``what`` + the cell's index, as :class:`Context` prints it (``bound``
+        in place of the cell's, as printed: an equality's is ``0``)."""
+        expected = num(cell.exact) if side == "spec" else f"{num(cell.exact)} ({side})"
+        return cls(f"{what}{element_index(cell.index)}", num(cell.actual), expected,
+                   num(cell.abs_diff), num(cell.bound) if bound is None else bound)
 
 
 def element_index(index: tuple[int, ...]) -> str:
@@ -90,10 +117,11 @@ class Context:
     def where(self) -> str:
         return f"[{self.request.dtype}] {self.request.program.describe()}"
 
-    def fail(self, message: str, kind: str = "law") -> NoReturn:
+    def fail(self, message: str, kind: str = "law", element: Element | None = None
+             ) -> NoReturn:
         """Raise a PropertyFailure whose one line ends with the dtype and the program."""
         __tracebackhide__ = True
-        raise PropertyFailure(f"{message} {self.where}", self.request, kind)
+        raise PropertyFailure(f"{message} {self.where}", self.request, kind, element)
 
     def check(self, condition: bool, message: str, kind: str = "law") -> None:
         __tracebackhide__ = True
@@ -117,7 +145,8 @@ class Context:
                 unbounded = "" if cell.bound == cell.bound else " (a NaN budget bounds nothing)"
                 self.fail(f"{what}{element_index(cell.index)}: backend {self.backend} = "
                           f"{num(cell.actual)}, spec = {num(cell.exact)}, "
-                          f"|diff| = {num(cell.abs_diff)} > budget {num(cell.bound)}{unbounded}")
+                          f"|diff| = {num(cell.abs_diff)} > budget {num(cell.bound)}{unbounded}",
+                          element=Element.of(what, cell))
 
     def equal(self, what: str, actual: np.ndarray, expected: np.ndarray,
               expected_side: str = "spec", skip: np.ndarray | None = None) -> None:
@@ -134,7 +163,8 @@ class Context:
             if not (cell.ok or unchecked[cell.index]):
                 self.fail(f"{what}{element_index(cell.index)}: backend {self.backend} = "
                           f"{num(cell.actual)}, {expected_side} = {num(cell.exact)} "
-                          "(must be equal, budget 0)")
+                          "(must be equal, budget 0)",
+                          element=Element.of(what, cell, expected_side, "0"))
 
 
 def run_ok(backend: Backend, request: Request, label: str | None = None) -> Value:

@@ -20,8 +20,9 @@ from fractions import Fraction
 import numpy as np
 
 from resverify.impl.backend import Backend
-from resverify.properties.assertions import Context, num, run_ok
+from resverify.properties.assertions import Context, Element, num, run_ok
 from resverify.spec.budget import error_budget
+from resverify.spec.compare import Cell
 from resverify.spec.exact import as_fractions, evaluate, evaluate_exact
 from resverify.spec.request import Request
 
@@ -79,5 +80,9 @@ def check_finite_differences(backend: Backend, request: Request,
         index = np.unravel_index(flat, request.inputs[name].shape)
         where = f"grads[{name!r}][{', '.join(str(int(i)) for i in index)}]"
         if not (np.isfinite(value) and abs(Fraction(value) - slope) <= tolerance):
-            ctx.fail(f"{where}: backend {ctx.backend} = {value!r}, spec central difference "
-                     f"(h=2**-60) = {num(slope)}, |diff| > tolerance {num(tolerance)}")
+            side = "spec central difference (h=2**-60)"
+            diff = Cell((), value, slope, float(tolerance), False).abs_diff
+            ctx.fail(f"{where}: backend {ctx.backend} = {value!r}, {side} = {num(slope)}, "
+                     f"|diff| > tolerance {num(tolerance)}",
+                     element=Element(where, repr(value), f"{num(slope)} ({side})", num(diff),
+                                     num(tolerance)))

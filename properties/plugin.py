@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -264,7 +265,7 @@ class PropertyRun:
         atomically): the test, ``failed_after``, when the first counterexample was found
         (``since``, seconds since the epoch), the examples so far and wanted, the shrink
         cap, the message, its kind and, for a :class:`PropertyFailure`, the request as
-        sent."""
+        sent and the first failing element."""
         if self.status_dir is None:
             return
         request = getattr(exc, "request", None)
@@ -273,7 +274,8 @@ class PropertyRun:
                  "max_examples": self.max_examples, "shrink_limit": self.shrink_limit,
                  "since": self._found_at,
                  "message": str(exc)[:_MESSAGE_LIMIT], "kind": failure_kind(exc),
-                 "request": request_to_dict(request) if isinstance(request, Request) else None}
+                 "request": request_to_dict(request) if isinstance(request, Request) else None,
+                 "element": _element(exc)}
         self.status_dir.mkdir(parents=True, exist_ok=True)
         path = self.status_dir / f"{os.getpid()}.json"
         partial = path.with_suffix(".tmp")
@@ -418,6 +420,12 @@ def _sent(leaf: BaseException) -> Request | None:
     return None
 
 
+def _element(leaf: BaseException) -> dict[str, str] | None:
+    """The first failing element a value check recorded on its PropertyFailure, if any."""
+    element = getattr(leaf, "element", None) if isinstance(leaf, PropertyFailure) else None
+    return None if element is None else asdict(element)
+
+
 def _failures(item: pytest.Item, run: PropertyRun, exc: BaseException) -> list[dict[str, Any]]:
     """Every distinct failure inside ``exc``: message, kind, and for a PropertyFailure the
     request saved as a vector (as it was sent) with the command that replays it."""
@@ -433,7 +441,7 @@ def _failures(item: pytest.Item, run: PropertyRun, exc: BaseException) -> list[d
         if message in found:
             continue
         entry: dict[str, Any] = {"message": message, "kind": kind, "vector": None,
-                                 "replay": None}
+                                 "replay": None, "element": _element(leaf)}
         sent = _sent(leaf)
         if sent is not None:
             path = save_vector(sent, folder, run.name, run.label, message, kind)

@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from resverify.reports import blocks as blocks_text
-from resverify.reports.failure_card import FailedElement, failed_element
 from resverify.reports.markdown import blocks_only, citation, short_note
 from resverify.reports.matrix import cell_text
 from resverify.reports.verdicts import mutant_score_status
@@ -272,7 +271,7 @@ class _Card(NamedTuple):
 
     title: str
     copies: list[tuple[str, object]]
-    element: FailedElement | None
+    element: Mapping[str, str] | None
     facts: list[tuple[str, object]]
     text: object
 
@@ -289,12 +288,12 @@ def _failure_card(card: _Card, open_: bool) -> str:
             f'{_element(card.element)}<div class="facts">{facts}</div>{body}</details>')
 
 
-def _element(element: FailedElement | None) -> str:
-    """The first failing element as a one-row table (nothing when the message names none)."""
+def _element(element: Mapping[str, str] | None) -> str:
+    """The first failing element as a one-row table (nothing when the failure names none)."""
     if element is None:
         return ""
-    row = [_td(element.element), _td(element.backend, "nw"), _td(element.expected),
-           _td(element.diff, "nw"), _td(element.budget, "nw")]
+    row = [_td(element["element"]), _td(element["backend"], "nw"), _td(element["expected"]),
+           _td(element["diff"], "nw"), _td(element["budget"], "nw")]
     return _table(["first failing element", "backend", "expected", "|diff|", "budget"], [row],
                   "element")
 
@@ -313,10 +312,10 @@ def _property_failure(p: Mapping[str, Any], failure: Mapping[str, Any] | None, n
     """A failure card for one distinct failure of a property test (the test's own message,
     vector and replay when it recorded no separate failures)."""
     f = failure or {"kind": p["failure_kind"], "vector": p["vector"], "replay": p["replay"],
-                    "message": p["message"]}
+                    "message": p["message"], "element": None}
     title = p["id"] + (f" (failure {number} of {count})" if count > 1 else "")
     return _Card(title, [("replay", f["replay"]), ("test vector", f["vector"])],
-                 failed_element(f["message"]),
+                 f["element"],
                  [("backend", p["backend"]), ("dtype", p["dtype"]), ("kind", f["kind"])],
                  f["message"])
 

@@ -54,7 +54,7 @@ __all__ = [
     "write_report",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 DEPENDENCIES = ("numpy", "sympy", "mpmath", "hypothesis", "pytest",
                 "pytest-xdist", "pytest-timeout", "matplotlib", "jsonschema")
 NO_KNOWN_FAILURES: Mapping[str, Any] = {"file": None, "entries": []}
@@ -226,15 +226,18 @@ def _relative_paths(text: object, path: str, base: Path) -> str | None:
 
 
 def _failure(raw: Mapping[str, Any], base: Path) -> dict[str, Any]:
-    """One distinct failure of a test: its message, kind, vector and replay command."""
+    """One distinct failure of a test: its message, kind, vector, replay command and first
+    failing element."""
     vector = raw.get("vector")
     message, replay = str(raw.get("message", "")), raw.get("replay")
     if vector is not None:
         message = _relative_paths(message, str(vector), base) or ""
         replay = _relative_paths(replay, str(vector), base)
         vector = _relative(str(vector), base)
+    element = raw.get("element")
     return {"message": message, "kind": str(raw.get("kind") or "law"), "vector": vector,
-            "replay": None if replay is None else str(replay)}
+            "replay": None if replay is None else str(replay),
+            "element": dict(element) if isinstance(element, Mapping) else None}
 
 
 def _seconds(value: object) -> float | None:

@@ -123,7 +123,8 @@ def interrupted_while_shrinking(phases: Sequence[Record], state: Record, vector:
         "nodeid": state["nodeid"], "duration": 0.0, "properties": {}, "skip_reason": None}
     message, kind = str(state.get("message") or "failed"), str(state.get("kind") or "law")
     examples, failed_after = int(state["examples"]), int(state["failed_after"])
-    failure = {"message": message, "kind": kind, "vector": vector, "replay": replay}
+    failure = {"message": message, "kind": kind, "vector": vector, "replay": replay,
+               "element": state.get("element")}
     result["properties"].update(
         examples=examples, max_examples=state.get("max_examples"), failed_after=failed_after,
         shrink_examples=examples - failed_after, shrink_limit=state.get("shrink_limit"),

@@ -192,6 +192,10 @@ def test_status_line_is_cleared_when_ctrl_c_stops_the_run(
     assert (doc["complete"], doc["status"]) == (False, "incomplete"), doc["warnings"]
 
 
+ELEMENT = {"element": "grads['x'][0]", "backend": "1.5", "expected": "3", "diff": "3/2",
+           "budget": "0.0"}
+
+
 def _shrinking_suite(status: Path, request: dict[str, object] | None) -> tuple[SuiteRun, str]:
     """A suite whose one running test left a counterexample in the status folder."""
     nodeid = "suite/t.py::test_a[numpy]"
@@ -206,7 +210,7 @@ def _shrinking_suite(status: Path, request: dict[str, object] | None) -> tuple[S
         "nodeid": nodeid, "property": "a", "backend": "numpy", "failed_after": 3,
         "examples": 9, "max_examples": 25, "shrink_limit": 50, "since": 0.0,
         "message": "grads['x'][0]: backend = 1.5, spec = 3", "kind": "law",
-        "request": request}))
+        "request": request, "element": ELEMENT}))
     return suite, nodeid
 
 
@@ -243,6 +247,7 @@ def test_ctrl_c_while_shrinking_keeps_the_counterexample_as_a_failure(tmp_path: 
     assert vector.parent == tmp_path / "vectors", vector
     assert loads_request(vector.read_text()).program == request.program, vector
     assert props["replay"] == f"resverify replay {vector} --backend numpy", props["replay"]
+    assert [f["element"] for f in props["failures"]] == [ELEMENT], props["failures"]
 
 
 def test_claims_phase_counts_each_claim_on_the_status_line(

@@ -26,6 +26,9 @@ from tests import hostile_backends as hb
 ROOT = Path(__file__).resolve().parents[2]
 
 SUITE = '''
+from fractions import Fraction
+
+import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
@@ -54,6 +57,16 @@ def test_two_distinct_failures(backend, prop, n):
     if n % 2:
         Context(prop.label, request).fail(f"odd law broken at {n % 2}")
     raise PropertyFailure(f"even law broken at {n % 2}", linear_block_request(dtype="float32"))
+
+
+@pytest.mark.needs("residual_add", "linear")
+@given(n=st.integers(0, 1000))
+def test_one_element_off(backend, prop, n):
+    if backend.name == "numpy":
+        return
+    Context(prop.label, linear_block_request()).within(
+        "grads['x']", np.array([1.0, 3.5]), np.array([Fraction(1), Fraction(1, 2)], dtype=object),
+        np.array([2.0**-50, 2.0**-50]))
 
 
 CALLS = []
@@ -109,7 +122,8 @@ def failing(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], P
     root = tmp_path_factory.mktemp("failures")
     with pytest.MonkeyPatch.context() as mp:
         code, doc, out = run(root, mp, "--backend", "tests.hostile_backends:Raises",
-                             select="two_distinct_failures or fails_once_then_passes")
+                             select="two_distinct_failures or fails_once_then_passes"
+                                    " or one_element_off")
     assert code == 1, doc["warnings"]
     return doc, out, root
 
@@ -193,3 +207,15 @@ def test_failure_seen_once_is_reported_with_its_own_message(
     assert "single exception in" not in prop["message"], prop["message"]
     assert prop["message"].startswith("wrong on one call only"), prop["message"]
     assert [f["kind"] for f in prop["failures"]] == ["law"], prop["failures"]
+
+
+def test_a_value_failure_carries_its_first_failing_element_to_the_report(
+        failing: tuple[dict[str, Any], Path, Path]) -> None:
+    doc, out, _ = failing
+    elements = [f["element"] for f in _prop(doc, "one_element_off")["failures"]]
+    assert elements == [{"element": "grads['x'][1]", "backend": "3.5", "expected": "1/2",
+                         "diff": "3", "budget": "8.881784197001252e-16"}], elements
+    others = [f["element"] for f in _prop(doc, "two_distinct_failures")["failures"]]
+    assert others == [None, None], f"elements {others} for failures that name none"
+    page = (out / "report.html").read_text()
+    assert "<td>grads[&#x27;x&#x27;][1]</td>" in page, "the element row is not on the card"

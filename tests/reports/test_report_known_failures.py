@@ -57,7 +57,8 @@ def _failed(backend: str, prop: str = PROPERTY, kind: str = "law",
             "dtype": dtype, "status": "failed", "examples": 3, "time_seconds": 0.1,
             "vector": None, "replay": None, "skip_reason": None, "message": "wrong",
             "examples_wanted": 25, "failure_kind": kind,
-            "failures": [{"message": "wrong", "kind": kind, "vector": None, "replay": None}],
+            "failures": [{"message": "wrong", "kind": kind, "vector": None, "replay": None,
+                          "element": None}],
             "known_failure": None}
 
 
