@@ -14,13 +14,19 @@
 // Output is TAP: one "ok" / "not ok" line per entry. Exit 0 when nothing failed and
 // something ran, else 1. `--bug` plants a bug (residual_add forgets its identity edge, in
 // reverse and in forward mode), `--bug=alpha-twice` another (scale multiplies by α², in
-// every mode: the output is no longer affine in α), to show the checks fail them.
+// every mode: the output is no longer affine in α), `--bug=swapped-shapes` a third (a refused
+// merge names its two shapes in the wrong order), `--bug=sticky-refusal` a fourth (a refused
+// merge leaves a small offset on every later output: the refusal changed the engine's
+// state), to show the checks fail them.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 
 const OPS = new Set(["add", "residual_add", "scale", "linear", "relu", "tanh", "mul", "sum"]);
 const BUG = process.argv.includes("--bug"); // residual_add forgets its identity edge
 const ALPHA_TWICE = process.argv.includes("--bug=alpha-twice"); // scale multiplies by α²
+const SWAPPED = process.argv.includes("--bug=swapped-shapes"); // a mismatch names b, a
+const STICKY = process.argv.includes("--bug=sticky-refusal"); // a refusal shifts later outputs
+let offset = 0; // what the sticky-refusal bug adds to every output after a refusal
 
 // ---- numbers: hex floats in, exact comparison out ----------------------------------------
 function hexFloat(text) {
@@ -76,7 +82,7 @@ const size = (shape) => shape.reduce((n, d) => n * d, 1);
 const same = (a, b) => a.length === b.length && a.every((d, i) => d === b[i]);
 
 class Mismatch extends Error {
-  constructor(a, b) { super("shape mismatch"); this.shapes = [a, b]; }
+  constructor(a, b) { super("shape mismatch"); this.shapes = SWAPPED ? [b, a] : [a, b]; }
 }
 
 function broadcastShape(a, b) {
@@ -211,10 +217,14 @@ function run(request) { // -> {output, grads[, tangent]} or {error, shapes}
   try {
     for (const node of request.program.nodes) env.set(node.name, forward(node, node.args.map((n) => env.get(n))));
   } catch (err) {
-    if (err instanceof Mismatch) return { error: "shape_mismatch", shapes: err.shapes };
+    if (err instanceof Mismatch) {
+      if (STICKY) offset += 2 ** -20;
+      return { error: "shape_mismatch", shapes: err.shapes };
+    }
     throw err;
   }
-  const out = env.get(request.program.output);
+  const found = env.get(request.program.output);
+  const out = offset ? { shape: found.shape, data: found.data.map((v) => v + offset) } : found;
   let tangent;
   if (request.tangents) {
     const tan = new Map(request.program.inputs.map(({ name, shape }) =>
@@ -252,18 +262,30 @@ function compare(what, actual, expected) {
   return null;
 }
 
+const bitwise = (answer) => JSON.stringify(answer, (k, v) => (v instanceof Float64Array ? bits(v) : v));
+
+function refusal(entry, first) { // the checks of an expected error, each on its own
+  const { expect, checks } = entry;
+  if (checks.includes("error") && first.error !== expect.error) return `gives ${first.error ?? "a value"}, spec gives ${expect.error}`;
+  if (checks.includes("shapes") && first.error && JSON.stringify(first.shapes) !== JSON.stringify(expect.shapes)) {
+    return `names shapes ${JSON.stringify(first.shapes)}, spec names ${JSON.stringify(expect.shapes)}`;
+  }
+  return null;
+}
+
 function check(entry) { // null when the entry passes, else what failed
   const { request, expect, checks } = entry;
-  const first = run(request), again = run(request);
-  if (checks.includes("deterministic") && JSON.stringify(first, (k, v) => (v instanceof Float64Array ? bits(v) : v))
-      !== JSON.stringify(again, (k, v) => (v instanceof Float64Array ? bits(v) : v))) {
-    return "two runs differ";
+  const sent = JSON.stringify(request);
+  const before = checks.includes("state") ? [run(entry.probe), run(entry.probe)] : [];
+  const first = run(request), again = checks.includes("deterministic") ? run(request) : first;
+  if (checks.includes("untouched") && JSON.stringify(request) !== sent) return "changed its inputs";
+  if (bitwise(first) !== bitwise(again)) return "two runs differ";
+  if (checks.includes("state")) {
+    const probes = [...before, run(entry.probe)].map(bitwise);
+    if (probes[0] !== probes[1]) return "the probe gives two answers before the request";
+    if (probes[2] !== probes[0]) return "the probe's answer changed after the request: the request changed the engine's state";
   }
-  if (expect.kind === "error") {
-    if (!checks.includes("error")) return null;
-    if (first.error !== expect.error) return `gives ${first.error ?? "a value"}, spec gives ${expect.error}`;
-    return JSON.stringify(first.shapes) === JSON.stringify(expect.shapes) ? null : `names shapes ${JSON.stringify(first.shapes)}`;
-  }
+  if (expect.kind === "error") return refusal(entry, first);
   if (!checks.some((c) => ["form", "output", "grads", "tangent"].includes(c))) return null;
   if (first.error) return `refused: ${first.error}`;
   if (!same(first.output.shape, expect.output.shape)) return `output shape ${first.output.shape}`;
@@ -332,7 +354,7 @@ function checkGroup(group) { // null when the group passes, "SKIP ..." or what f
 }
 
 const dir = process.argv.slice(2).find((a) => !a.startsWith("--"));
-if (!dir) { console.error("usage: node run_corpus.mjs CORPUS_DIR [--bug]"); process.exit(2); }
+if (!dir) { console.error("usage: node run_corpus.mjs CORPUS_DIR [--bug[=alpha-twice|=swapped-shapes|=sticky-refusal]]"); process.exit(2); }
 const manifest = JSON.parse(readFileSync(join(dir, "manifest.json"), "utf8"));
 const listed = manifest.entries;
 let passed = 0, failed = 0, skipped = 0;

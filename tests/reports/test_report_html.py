@@ -3,11 +3,13 @@ first, a conformance matrix for several backends, and the same bytes for the sam
 
 from __future__ import annotations
 
+import io
 import re
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from resverify.impl import NumpyBackend
@@ -74,9 +76,18 @@ def _doc(backends: tuple = ()) -> dict:
 
 @pytest.fixture(scope="module")
 def plots() -> dict[str, bytes]:
-    from resverify.reports.plots import render_plots
+    """A one-pixel PNG for each plot: the page embeds the bytes it is given (the real plots
+    are drawn, and rendered in a browser, in test_report_plots and test_html_chromium)."""
+    from matplotlib.image import imsave
 
-    return render_plots(3)
+    from resverify.reports.plots import PLOT_NAMES
+
+    drawn = {}
+    for i, name in enumerate(PLOT_NAMES):
+        png = io.BytesIO()
+        imsave(png, np.full((1, 1, 3), i / len(PLOT_NAMES)), format="png")
+        drawn[name] = png.getvalue()
+    return drawn
 
 
 def test_page_is_self_contained_and_scriptless(plots: dict[str, bytes]) -> None:

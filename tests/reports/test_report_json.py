@@ -18,12 +18,15 @@ from tests.reports.fakes import run_check
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    """The failing fake suite checked twice with the same seed, into the same folder."""
+    """The failing fake suite checked twice with the same seed, into the same folder
+    (without plots: that the same seed draws the same plots, series included, is
+    test_report_plots' own law, and the plots' section of report.json is validated there
+    and in test_report_forward_plot)."""
     root = tmp_path_factory.mktemp("json")
     docs = []
     with pytest.MonkeyPatch.context() as mp:
         for _ in range(2):
-            code, out = run_check(mp, root, "--profile", "dev", "--seed", "7")
+            code, out = run_check(mp, root, "--profile", "dev", "--seed", "7", "--no-plots")
             assert code == 1, f"exit code {code} for a failing suite, expected 1"
             docs.append(json.loads((out / "report.json").read_text()))
             shutil.copytree(out, root / f"copy{len(docs)}")

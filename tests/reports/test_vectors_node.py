@@ -1,8 +1,10 @@
 """docs/vectors.md's consumer in another language: engines/node/run_corpus.mjs, a float64
 engine in JavaScript with reverse and forward mode, runs an exported corpus in its own test
 run (TAP output) without Python -- entries, forward-mode entries and the groups of laws that
-relate several answers -- passes it, and fails it when its deliberate bug is planted
-(--bug), with the verdicts the suite gives the same bug."""
+relate several answers -- passes it, and fails it when one of its deliberate bugs is
+planted (--bug, --bug=alpha-twice, --bug=swapped-shapes, --bug=sticky-refusal), with the
+verdicts the suite gives the same bug: each refusal law's entry checks only what its law
+states (the error, the shapes it names, the engine's state)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("corpus")
     corpus.export(out, ["op_", "seed_fixture", "shared_operand", "rejects_every_shape",
                         "forward_and_gradients", "_stack_gradient", "affine_in_alpha",
-                        "stack_output_is_input", "tangent"])
+                        "stack_output_is_input", "tangent", "names_both_shapes",
+                        "backend_state_unchanged"])
     return out
 
 
@@ -84,3 +87,31 @@ def test_node_engine_scaling_by_alpha_squared_fails_the_groups_of_laws_in_alpha(
     # their single requests ask only for a value of the declared form, as the laws do
     assert not any("affine_in_alpha" in line and line.split()[3] not in groups
                    for line in failed), failed
+
+
+def _entries(folder: Path, prop: str) -> set[str]:
+    listed = json.loads((folder / corpus.MANIFEST).read_text())["entries"]
+    return {e["id"] for e in listed if e["property"] == prop and e["dtype"] == "float64"}
+
+
+def test_node_engine_naming_the_shapes_swapped_fails_only_the_shapes_law(folder: Path) -> None:
+    code, lines = _consume(folder, "--bug=swapped-shapes")
+    failed = {line.split()[3] for line in lines if line.startswith("not ok")}
+    shapes = _entries(folder, "shape_mismatch_names_both_shapes_in_order")
+    assert code == 1 and shapes and failed == shapes, (code, sorted(failed), sorted(shapes))
+
+
+def test_node_engine_whose_refusal_changes_its_state_fails_the_state_law(folder: Path) -> None:
+    code, lines = _consume(folder, "--bug=sticky-refusal")
+    failed = {line.split()[3]: line for line in lines if line.startswith("not ok")}
+    state = {i for i in _entries(folder, "refusal_leaves_the_backend_state_unchanged")
+             if 0 not in _probe_output_shape(folder, i)}  # an empty answer shows no offset
+    assert code == 1 and state and state <= set(failed), (code, sorted(failed), state)
+    said = [failed[i] for i in state]
+    assert all("changed the engine's state" in line for line in said), said
+
+
+def _probe_output_shape(folder: Path, ident: str) -> list[int]:
+    """The shape of the first input of the entry's probe (its merge's output shape)."""
+    doc = json.loads((folder / "entries" / f"{ident}.json").read_text())
+    return list(doc["probe"]["program"]["inputs"][0]["shape"])
