@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Iterable
+from importlib.util import find_spec
 
 import pytest
 from _pytest.mark import ParameterSet
@@ -37,3 +38,14 @@ def installed_backend(name: str) -> Backend:
 def backend_params(names: Iterable[str], slow: Collection[str]) -> list[ParameterSet]:
     """``names`` as pytest parameters, those in ``slow`` marked ``slow``."""
     return [pytest.param(n, marks=[pytest.mark.slow] if n in slow else []) for n in names]
+
+
+TORCH_MISSING = "torch is not installed (make backends; docs/blocks-install.md)"
+
+
+def skip_without_torch() -> None:
+    """Skip the calling module (or test) where torch is not installed, as a bare ``make
+    test`` finds it before ``make backends``, except under ``CI=true``, where its import
+    errors stand: every block check drives torch (a JAX block's too)."""
+    if find_spec("torch") is None and os.environ.get("CI") != "true":
+        pytest.skip(TORCH_MISSING, allow_module_level=True)

@@ -102,9 +102,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    _require_torch()
     if args.action == "check":
         return _check(args)
     return _list()
+
+
+def _require_torch() -> None:
+    """Every block check drives torch (a JAX block's recipe too), so without it the command
+    stops with one line that says what to install."""
+    from importlib.util import find_spec
+
+    from resverify.spec.errors import UsageError
+
+    if find_spec("torch") is None:
+        raise UsageError("resverify blocks needs torch, which is not installed: pip install "
+                         "'resverify[torch]' (make backends), then the catalog's libraries "
+                         "(make blocks; docs/blocks-install.md)")
 
 
 # -- the catalog ---------------------------------------------------------------------------

@@ -18,6 +18,10 @@ from typing import Any
 
 import pytest
 
+from tests.installed import skip_without_torch
+
+skip_without_torch()  # what follows imports torch (E402 allowed here: pyproject.toml)
+
 import resverify.blocks.catalog as catalog_module
 from resverify.blocks.catalog import catalog
 from resverify.blocks.catalog.torch_nn import encoder

@@ -159,6 +159,20 @@ def test_help_lists_every_kind_of_backend_name_and_the_new_options(
         assert name in text, f"{name!r} missing from check --help: {text}"
 
 
+@pytest.mark.parametrize("argv", [["blocks", "list"], ["blocks", "check", "hf.BertLayer"]])
+def test_blocks_without_torch_is_a_one_line_error_that_says_what_to_install(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        argv: list[str]) -> None:
+    import importlib.util
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else found(name, *a))
+    assert main(argv) == 2, f"resverify {' '.join(argv)} without torch did not exit 2"
+    err = _one_line_error(capsys)
+    assert "needs torch" in err and "make backends" in err, err
+
+
 def test_adapter_module_failing_on_import_is_a_one_line_usage_error(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,6 +22,10 @@ from typing import Any
 import jsonschema
 import pytest
 
+from tests.installed import skip_without_torch
+
+skip_without_torch()  # what follows imports torch (E402 allowed here: pyproject.toml)
+
 from resverify.blocks.catalog.torch_nn import encoder
 from resverify.blocks.check import LawRecord
 from resverify.blocks.recipe import Finding

@@ -35,6 +35,7 @@ import pytest
 from resverify.impl.backend import Capabilities
 from resverify.reports.plots import PLOT_NAMES
 from resverify.spec.request import Request, Result
+from tests.installed import skip_without_torch
 from tests.reports.fakes import HOSTILE, run_check
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -278,6 +279,7 @@ def blocks_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Pa
     """A blocks-only report (``resverify blocks check``'s) whose block name and failure
     message carry markup, written by the main writers with its plots."""
     chromium = _chromium()
+    skip_without_torch()
     from resverify.reports.blocks import write
     from tests.reports.test_blocks_report import document, full, paths
 
