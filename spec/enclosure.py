@@ -175,7 +175,17 @@ def _spec_slack(program: Program, enclosed: Enclosed) -> Fraction:
         args = [size[a] for a in node.args]
         slack[node.name] = OP_TABLE[node.op].slack_rules().error(
             args, [slack[a] for a in node.args], size[node.name], _attr(node))
-    errs: dict[str, Any] = {program.output: Fraction(0)} if enclosed.grads else {}
+    errs = _gradient_slack(program, enclosed, size, slack) if enclosed.grads else {}
+    worst = max([slack[program.output], *(errs.get(n, 0) for n in program.input_names)])
+    return Fraction(up(2 * Fraction(worst)))
+
+
+def _gradient_slack(program: Program, enclosed: Enclosed, size: Mapping[str, np.ndarray],
+                    slack: Mapping[str, Any]) -> dict[str, Any]:
+    """The reverse half of :func:`_spec_slack`: each op's ``error_vjp`` run from the output
+    back, on the magnitude bounds ``size`` and the forward ``slack``; the inputs' entries
+    are their gradients' slack."""
+    errs: dict[str, Any] = {program.output: Fraction(0)}
     for node in reversed(program.order):
         if node.name not in errs:
             continue
@@ -190,8 +200,7 @@ def _spec_slack(program: Program, enclosed: Enclosed) -> Fraction:
         parts = [Fraction(0)] * len(node.args) if zero else rules.error_vjp(at, g, eg)
         for arg, part in zip(node.args, parts, strict=True):
             errs[arg] = errs.get(arg, Fraction(0)) + part
-    worst = max([slack[program.output], *(errs.get(n, 0) for n in program.input_names)])
-    return Fraction(up(2 * Fraction(worst)))
+    return errs
 
 
 def _least(ball: Ball) -> np.ndarray:

@@ -299,26 +299,11 @@ def _replay(args: argparse.Namespace, request: Request, record: Mapping[str, Any
     print(f"vector {args.vector}: {program} [{request.dtype}] on backend {backend.name}")
     _print_request(request, record, args.all)
     answers = [_answer(backend, request) for _ in range(args.runs)]
-    first = answers[0]
-    unclaimed = backend.capabilities.covers(request)
-    if (isinstance(first.result, ResultError) and first.result.kind == "unsupported"
-            and unclaimed):
-        print(f"skipped: backend {backend.name} answered unsupported "
-              f"({first.result.message!r}) to a request it does not claim "
-              f"({unclaimed}); nothing checked")
+    skipped = _unclaimed_refusal(backend, request, answers[0])
+    if skipped:
+        print(skipped)
         return 1
-    exact = evaluate(request)
-    budget = error_budget(request, exact=exact) if exact.error is None else None
-    if first.result is None:
-        assert first.failure is not None
-        groups = [[Row("result", f"{first.failure.kind}: {first.failure}", "a result", "", "",
-                       False)]]
-    else:
-        groups = compare(request, first.result, exact, budget)
-        dtype = _dtype_rows(request, first.result)
-        groups = [dtype, *groups] if dtype else groups
-    if first.changed is not None:
-        groups.append([Row("request", f"changed {first.changed}", "untouched", "", "", False)])
+    groups = _groups(request, answers[0])
     rows = [r for rows in groups for r in rows]
     if args.all or len(rows) <= SHOW_LIMIT:
         _table(rows)
@@ -333,3 +318,33 @@ def _replay(args: argparse.Namespace, request: Request, record: Mapping[str, Any
     failed = sum(not r.ok for r in rows)
     print(f"{len(rows) - failed} ok, {failed} FAIL")
     return 1 if failed or unstable else 0
+
+
+def _unclaimed_refusal(backend: Backend, request: Request, first: Answer) -> str | None:
+    """The line that says nothing was checked, when the backend answered ``unsupported``
+    to a request it does not claim (None otherwise)."""
+    unclaimed = backend.capabilities.covers(request)
+    if not (isinstance(first.result, ResultError) and first.result.kind == "unsupported"
+            and unclaimed):
+        return None
+    return (f"skipped: backend {backend.name} answered unsupported "
+            f"({first.result.message!r}) to a request it does not claim "
+            f"({unclaimed}); nothing checked")
+
+
+def _groups(request: Request, first: Answer) -> list[list[Row]]:
+    """The rows of the first answer against the spec, grouped by array: the result (or the
+    failure that stood in for it), its dtypes, and whether the request came back changed."""
+    if first.result is None:
+        assert first.failure is not None
+        groups = [[Row("result", f"{first.failure.kind}: {first.failure}", "a result", "", "",
+                       False)]]
+    else:
+        exact = evaluate(request)
+        budget = error_budget(request, exact=exact) if exact.error is None else None
+        groups = compare(request, first.result, exact, budget)
+        dtype = _dtype_rows(request, first.result)
+        groups = [dtype, *groups] if dtype else groups
+    if first.changed is not None:
+        groups.append([Row("request", f"changed {first.changed}", "untouched", "", "", False)])
+    return groups
