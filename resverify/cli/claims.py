@@ -78,17 +78,24 @@ def _table(entries: list[dict[str, Any]], backends: list[str]) -> str:
         lines.append(f"{e['id']:<{width}}  {e['status']:<7}  {e['exact_status']:<5}  "
                      + "".join(f"{c:<{w}}  " for c, w in zip(cells, columns, strict=True))
                      + citation(e))
-        reasons += [f"{e['id']} on {s['backend']}: {s['status']}"
-                    + (f" ({s['failure_kind']})" if s["failure_kind"] else "")
-                    + f": {s['reason'] or _values(s)}"
-                    for s in e["backends"] if s["status"] != "pass"]
+        reasons += [_reason(e["id"], s) for s in e["backends"] if s["status"] != "pass"]
+    return "\n".join([*lines, *reasons, _totals(entries, backends)])
+
+
+def _reason(claim: str, side: dict[str, Any]) -> str:
+    """Why a claim did not pass on one backend: its status, kind and reason (or values)."""
+    kind = f" ({side['failure_kind']})" if side["failure_kind"] else ""
+    why = side["reason"] or _values(side)
+    return f"{claim} on {side['backend']}: {side['status']}{kind}: {why}"
+
+
+def _totals(entries: list[dict[str, Any]], backends: list[str]) -> str:
+    """The table's last line: the backends, and the claims by status (the failed named)."""
     failed = [e["id"] for e in entries if e["status"] == "fail"]
     skipped = sum(e["status"] == "skipped" for e in entries)
-    lines += reasons
-    lines.append(f"backends={','.join(backends)} claims={len(entries)} "
-                 f"passed={sum(e['status'] == 'pass' for e in entries)} failed={len(failed)} "
-                 f"skipped={skipped}" + (f" ({', '.join(failed)})" if failed else ""))
-    return "\n".join(lines)
+    return (f"backends={','.join(backends)} claims={len(entries)} "
+            f"passed={sum(e['status'] == 'pass' for e in entries)} failed={len(failed)} "
+            f"skipped={skipped}" + (f" ({', '.join(failed)})" if failed else ""))
 
 
 def _values(side: dict[str, Any]) -> str:
