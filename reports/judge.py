@@ -137,14 +137,18 @@ def _check(backend: Backend, request: Request, expected: Expected,
     changed = sent.mutation() if "untouched" in checks else None
     ctx.check(changed is None,
               f"backend {backend.name} changed {changed} (spec: inputs and cotangent untouched)")
-    result = sent.result
     if expected.error is not None:
-        _check_error(ctx, result, expected, checks)
-        return
-    if not checks & {"form", "output", "grads", "tangent"}:
-        return
+        _check_error(ctx, sent.result, expected, checks)
+    elif checks & {"form", "output", "grads", "tangent"}:
+        _check_value(ctx, sent.result, expected, checks)
+
+
+def _check_value(ctx: Context, result: Result, expected: Expected,
+                 checks: frozenset[str]) -> None:
+    """The checks ``form`` (an error answer is ``refused``, a malformed one
+    ``bad_result``), then ``output``, ``grads`` and ``tangent`` within their budgets."""
     if isinstance(result, ResultError):
-        ctx.fail(f"backend {backend.name} returned {result.kind}: {result.message!r}, "
+        ctx.fail(f"backend {ctx.backend} returned {result.kind}: {result.message!r}, "
                  "spec returns a value", "refused")
     check_declared_form(ctx, result)
     assert expected.output is not None and expected.output_budget is not None

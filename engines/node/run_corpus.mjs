@@ -267,7 +267,8 @@ const bitwise = (answer) => JSON.stringify(answer, (k, v) => (v instanceof Float
 function refusal(entry, first) { // the checks of an expected error, each on its own
   const { expect, checks } = entry;
   if (checks.includes("error") && first.error !== expect.error) return `gives ${first.error ?? "a value"}, spec gives ${expect.error}`;
-  if (checks.includes("shapes") && first.error && JSON.stringify(first.shapes) !== JSON.stringify(expect.shapes)) {
+  // shapes: where the answer is the expected error, the shapes it names (another answer is error's to judge)
+  if (checks.includes("shapes") && first.error === expect.error && JSON.stringify(first.shapes) !== JSON.stringify(expect.shapes)) {
     return `names shapes ${JSON.stringify(first.shapes)}, spec names ${JSON.stringify(expect.shapes)}`;
   }
   return null;
