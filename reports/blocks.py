@@ -26,7 +26,6 @@ verdicts; nothing in a verdict depends on the seconds, which sit in keys ending
 
 from __future__ import annotations
 
-import io
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -258,12 +257,9 @@ def plot_names(block: Mapping[str, Any], index: int) -> list[str]:
 
 
 def _png(fig: Figure) -> bytes:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from resverify.reports.plots import png
 
-    FigureCanvasAgg(fig)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
-    return buffer.getvalue()
+    return png(fig)
 
 
 def _bars(ax: Axes, groups: Sequence[str], series: Mapping[str, Sequence[float | None]],

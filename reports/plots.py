@@ -83,7 +83,7 @@ from resverify.spec.request import Request, ResultError, Value, check_form, stor
 __all__ = ["DEPTH_LAW_TANGENT", "FIGURES", "OFF_LINES", "PLOT_MODES", "PLOT_NAMES",
            "SECONDS_PER_BACKEND", "STREAM_CHUNK", "Curve", "Departure", "PlotData", "add_series",
            "departure", "norm_gradient_curve", "norm_stack", "plot_data", "plot_ops",
-           "plot_summary", "render_plots", "retention_curve", "scaled_finals",
+           "plot_summary", "png", "render_plots", "retention_curve", "scaled_finals",
            "series_document", "tapped_stack", "variance_path"]
 
 PLOT_NAMES = ("gradient_retention", "depth_law", "depth_law_jvp", "variance_growth",
@@ -213,7 +213,9 @@ class _Asker:
         return result
 
 
-def _png(fig: Figure) -> bytes:
+def png(fig: Figure) -> bytes:
+    """A figure as PNG bytes at 100 dpi with no software stamp (the same bytes each time:
+    the report's plots and the blocks report's)."""
     FigureCanvasAgg(fig)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
@@ -849,4 +851,4 @@ def render_plots(seed: int, backends: Sequence[Backend] | None = None,
     one series per backend (the NumPy reference when none is given); ``data`` when it was
     computed already (:func:`plot_data`)."""
     data = data if data is not None else plot_data(seed, backends)
-    return {name: _png(FIGURES[name](data[name])) for name in PLOT_NAMES}
+    return {name: png(FIGURES[name](data[name])) for name in PLOT_NAMES}
