@@ -271,10 +271,7 @@ def _bars(ax: Axes, groups: Sequence[str], series: Mapping[str, Sequence[float |
         xs = [g + (k - (len(series) - 1) / 2) * width for g in range(len(groups))]
         heights = [v if v is not None and v > 0 else math.nan for v in values]
         ax.bar(xs, heights, width, label=label)
-        for x, v in zip(xs, values, strict=True):
-            if v is None or v <= 0:
-                ax.annotate("–" if v is None else "0", (x, 0), xycoords=("data", "axes fraction"),
-                            ha="center", va="bottom", fontsize=8)
+        _undrawn(ax, xs, values)
     ax.set_xticks(range(len(groups)), groups, fontsize=8)
     ax.set_xlim(-0.5, len(groups) - 0.5)
     drawn = [v for vs in series.values() for v in vs if v is not None and v > 0]
@@ -283,6 +280,14 @@ def _bars(ax: Axes, groups: Sequence[str], series: Mapping[str, Sequence[float |
     elif not log:
         ax.set_ylim(0, 1.1 * max(drawn, default=1.0))
     ax.legend(fontsize=7)
+
+
+def _undrawn(ax: Axes, xs: Sequence[float], values: Sequence[float | None]) -> None:
+    """Write ``0`` or ``–`` (missing) at the foot of each bar that cannot be drawn."""
+    for x, v in zip(xs, values, strict=True):
+        if v is None or v <= 0:
+            ax.annotate("–" if v is None else "0", (x, 0), xycoords=("data", "axes fraction"),
+                        ha="center", va="bottom", fontsize=8)
 
 
 def _swamped_plot(block: Mapping[str, Any]) -> bytes:
@@ -299,20 +304,23 @@ def _swamped_plot(block: Mapping[str, Any]) -> bytes:
     ax.set_ylabel("swamped fraction")
     ax.set_title("by dtype (drawn branch scales)", fontsize=9)
     if gamma:
-        ax2 = fig.add_subplot(1, 2, 2)
-        for (dtype, site) in sorted({(r["dtype"], r["site"]) for r in gamma}):
-            pts = sorted((r["gamma"], r["swamped"]) for r in gamma
-                         if (r["dtype"], r["site"]) == (dtype, site))
-            ax2.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                     label=f"{dtype} {site}")
-        ax2.set_xscale("log")
-        ax2.set_ylim(0, 1.05)
-        ax2.set_xlabel("LayerScale γ")
-        ax2.set_title("by LayerScale γ", fontsize=9)
-        ax2.legend(fontsize=7)
+        _by_gamma(fig.add_subplot(1, 2, 2), gamma)
     fig.suptitle(block["name"], fontsize=10)
     fig.tight_layout()
     return _png(fig)
+
+
+def _by_gamma(ax: Axes, gamma: Sequence[Mapping[str, Any]]) -> None:
+    """The swamped fraction against LayerScale γ, one line per dtype and site."""
+    for (dtype, site) in sorted({(r["dtype"], r["site"]) for r in gamma}):
+        pts = sorted((r["gamma"], r["swamped"]) for r in gamma
+                     if (r["dtype"], r["site"]) == (dtype, site))
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{dtype} {site}")
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("LayerScale γ")
+    ax.set_title("by LayerScale γ", fontsize=9)
+    ax.legend(fontsize=7)
 
 
 def _zero_plot(block: Mapping[str, Any]) -> bytes:
