@@ -143,10 +143,10 @@ class Context:
         for cell in cells(actual, exact, budget):
             if not cell.ok:
                 unbounded = "" if cell.bound == cell.bound else " (a NaN budget bounds nothing)"
-                self.fail(f"{what}{element_index(cell.index)}: backend {self.backend} = "
-                          f"{num(cell.actual)}, spec = {num(cell.exact)}, "
-                          f"|diff| = {num(cell.abs_diff)} > budget {num(cell.bound)}{unbounded}",
-                          element=Element.of(what, cell))
+                e = Element.of(what, cell)
+                self.fail(f"{e.element}: backend {self.backend} = {e.backend}, spec = "
+                          f"{e.expected}, |diff| = {e.diff} > budget {e.budget}{unbounded}",
+                          element=e)
 
     def equal(self, what: str, actual: np.ndarray, expected: np.ndarray,
               expected_side: str = "spec", skip: np.ndarray | None = None) -> None:
@@ -161,10 +161,10 @@ class Context:
             skip, actual.shape)
         for cell in cells(actual, expected, np.zeros(actual.shape)):
             if not (cell.ok or unchecked[cell.index]):
-                self.fail(f"{what}{element_index(cell.index)}: backend {self.backend} = "
-                          f"{num(cell.actual)}, {expected_side} = {num(cell.exact)} "
-                          "(must be equal, budget 0)",
-                          element=Element.of(what, cell, expected_side, "0"))
+                e = Element.of(what, cell, expected_side, "0")
+                self.fail(f"{e.element}: backend {self.backend} = {e.backend}, "
+                          f"{expected_side} = {num(cell.exact)} (must be equal, budget 0)",
+                          element=e)
 
 
 def run_ok(backend: Backend, request: Request, label: str | None = None) -> Value:

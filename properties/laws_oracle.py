@@ -82,7 +82,6 @@ def check_finite_differences(backend: Backend, request: Request,
         if not (np.isfinite(value) and abs(Fraction(value) - slope) <= tolerance):
             side = "spec central difference (h=2**-60)"
             diff = Cell((), value, slope, float(tolerance), False).abs_diff
-            ctx.fail(f"{where}: backend {ctx.backend} = {value!r}, {side} = {num(slope)}, "
-                     f"|diff| > tolerance {num(tolerance)}",
-                     element=Element(where, repr(value), f"{num(slope)} ({side})", num(diff),
-                                     num(tolerance)))
+            e = Element(where, num(value), f"{num(slope)} ({side})", num(diff), num(tolerance))
+            ctx.fail(f"{where}: backend {ctx.backend} = {e.backend}, {side} = {num(slope)}, "
+                     f"|diff| > tolerance {e.budget}", element=e)

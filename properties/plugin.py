@@ -422,7 +422,7 @@ def _sent(leaf: BaseException) -> Request | None:
 
 def _element(leaf: BaseException) -> dict[str, str] | None:
     """The first failing element a value check recorded on its PropertyFailure, if any."""
-    element = getattr(leaf, "element", None) if isinstance(leaf, PropertyFailure) else None
+    element = leaf.element if isinstance(leaf, PropertyFailure) else None
     return None if element is None else asdict(element)
 
 

@@ -335,13 +335,13 @@ def _unclaimed_refusal(backend: Backend, request: Request, first: Answer) -> str
 def _groups(request: Request, first: Answer) -> list[list[Row]]:
     """The rows of the first answer against the spec, grouped by array: the result (or the
     failure that stood in for it), its dtypes, and whether the request came back changed."""
+    exact = evaluate(request)
+    budget = error_budget(request, exact=exact) if exact.error is None else None
     if first.result is None:
         assert first.failure is not None
         groups = [[Row("result", f"{first.failure.kind}: {first.failure}", "a result", "", "",
                        False)]]
     else:
-        exact = evaluate(request)
-        budget = error_budget(request, exact=exact) if exact.error is None else None
         groups = compare(request, first.result, exact, budget)
         dtype = _dtype_rows(request, first.result)
         groups = [dtype, *groups] if dtype else groups
