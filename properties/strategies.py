@@ -85,18 +85,24 @@ __all__ = [
     "dyadic_arrays",
     "dyadics",
     "epsilons",
+    "equal_size_mismatch_cases",
+    "equal_size_pairs",
     "feature_shapes",
     "merge_case",
     "mismatched_shape_pairs",
+    "near_zero_relu_cases",
     "norm_block_case",
     "norm_cases",
     "norm_stack_cases",
+    "one_family_stacks",
     "projection_cases",
+    "relu_block",
     "residual_cases",
     "seeded_values",
     "shapes",
     "shifted_norm_cases",
     "single_norm_case",
+    "tanh_stack",
     "values",
     "width_change_cases",
     "with_tangents",
@@ -600,6 +606,34 @@ def mismatch_case(left: Shape, right: Shape) -> Case:
     return merge_case("residual_add", np.ones(left), np.ones(right), None)
 
 
+def _factorizations(size: int, rank: int) -> list[Shape]:
+    """Every shape of ``rank`` axes (sides >= 1) holding ``size`` elements."""
+    if rank == 1:
+        return [(size,)]
+    return [(d, *rest) for d in range(1, size + 1) if size % d == 0
+            for rest in _factorizations(size // d, rank - 1)]
+
+
+@st.composite
+def equal_size_pairs(draw: st.DrawFn) -> tuple[Shape, Shape]:
+    """Two unequal shapes of the same size: the axes permuted, or refactored."""
+    left: Shape = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
+    permuted = tuple(draw(st.permutations(left)))
+    rank = draw(st.integers(1, 3))
+    refactored = _factorizations(math.prod(left), rank)
+    candidates = [s for s in [permuted, left[::-1], *refactored] if s != left]
+    if not candidates:
+        return left, (*left, 1)  # a single element or one axis: add an axis of size 1
+    return left, draw(st.sampled_from(candidates))
+
+
+@st.composite
+def equal_size_mismatch_cases(draw: st.DrawFn) -> Case:
+    """``residual_add(a, b)`` over an :func:`equal_size_pairs` pair, random values."""
+    left, right = draw(equal_size_pairs())
+    return merge_case("residual_add", draw(values(left)), draw(values(right)), None)
+
+
 def shared_program(shape: Shape, uses: int, factor: Fraction) -> Program:
     """x merged with itself ``uses`` times (a chain of residual_add), then scaled."""
     nodes, h = [], "x"
@@ -841,3 +875,48 @@ def shifted_norm_cases(draw: Callable[[st.SearchStrategy[Any]], Any]
     x = draw(arrays(np.int64, (*lead, width), elements=st.integers(-top, top))) * step
     case = single_norm_case("layer_norm", x, draw(epsilons()))
     return case, Fraction(draw(st.integers(-8, 8).filter(bool)))
+
+
+# The hardest inputs of the oracle's law (properties/test_oracle.py): relu near its kink,
+# and stacks whose blocks all share one branch family.
+
+# m·2^e with |m| < 8 and -10 <= e <= -5: within 1/4 of zero, exact in every dtype
+_NEAR_ZERO = st.builds(lambda m, e: m * 2.0**e, st.integers(-7, 7), st.integers(-10, -5))
+
+
+def relu_block(x: np.ndarray, alpha: Fraction, cotangent: np.ndarray) -> Case:
+    """``residual_add(x, scale(relu(x), α))`` over the given x and cotangent."""
+    program = Program((Input("x", x.shape),),
+                      (Node("r", "relu", ("x",)), Node("s", "scale", ("r",), alpha),
+                       Node("y", "residual_add", ("x", "s"))), "y")
+    return Case(program, {"x": x}, cotangent)
+
+
+@st.composite
+def near_zero_relu_cases(draw: st.DrawFn) -> Case:
+    """:func:`relu_block` with every element of x near zero and a random cotangent."""
+    shape = draw(shapes(min_dims=1))
+    x = draw(arrays(np.float64, shape, elements=_NEAR_ZERO))
+    return relu_block(x, draw(alphas().filter(bool)), draw(cotangents(shape)))
+
+
+_ELEMENTWISE = tuple(f for f in FAMILY_OPS if f != "linear")
+
+
+@st.composite
+def one_family_stacks(draw: st.DrawFn) -> Case:
+    """A residual stack of 2..5 blocks, every branch from one claimed elementwise family."""
+    usable = [f for f in _ELEMENTWISE if FAMILY_OPS[f] <= claimed_ops()]  # "scale" at least
+    family = draw(st.sampled_from(usable))
+    return draw(residual_cases(families=[family], max_depth=5).filter(
+        lambda c: sum(n.op == "residual_add" for n in c.program.nodes) >= 2))
+
+
+def tanh_stack(x: np.ndarray, alphas: list[Fraction]) -> Case:
+    """``h_l = h_{l-1} + α_l·tanh(h_{l-1})`` over x, all-ones cotangent."""
+    nodes, h = [], "x"
+    for i, a in enumerate(alphas):
+        nodes += [Node(f"t{i}", "tanh", (h,)), Node(f"s{i}", "scale", (f"t{i}",), a),
+                  Node(f"h{i}", "residual_add", (h, f"s{i}"))]
+        h = f"h{i}"
+    return Case(Program((Input("x", x.shape),), tuple(nodes), h), {"x": x}, np.ones(x.shape))

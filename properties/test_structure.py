@@ -3,6 +3,14 @@
 A refused merge states five laws, one test each, all over the same drawn unequal pairs and
 the same pinned ones: the state law comes first in this file, so that on a backend shared
 by the whole run it meets the first refusal of this module, and the rest follow.
+
+The refusal itself has a second property over its hardest cases, last in this file: shape
+pairs of equal size. ``residual_add`` accepts exactly equal shapes; a pair with the same
+number of elements, ``[2, 3]`` and ``[3, 2]`` or ``[6]`` and ``[2, 3]``, is the one an engine
+can silently accept by reshaping or transposing the branch, and the general mismatch
+strategy draws such a pair only by chance: there every pair is one (a permutation of the
+axes, or another factorization of the same size). Written when the mutant catalog's
+``TransposingMerge`` (``tests/mutants/``) survived the rest of the suite.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from resverify.properties.pinned import example
 from resverify.properties.plugin import PropertyRun
 from resverify.properties.strategies import (
     alphas,
+    equal_size_mismatch_cases,
     mismatch_case,
     mismatch_cases,
     null_space_cases,
@@ -153,3 +162,14 @@ def test_output_and_gradients_are_affine_in_alpha(
         backend: Backend, dtype: str, prop: PropertyRun, case: Case, a: Fraction) -> None:
     prop.request(case, dtype)
     check_output_affine_in_alpha(backend, case, dtype, a)
+
+
+@DTYPE
+@pytest.mark.needs("residual_add")
+@given(case=equal_size_mismatch_cases())
+@example(case=mismatch_case((2, 3), (3, 2)))  # a transposed branch
+@example(case=mismatch_case((2, 3), (6,)))  # a flattened branch
+@example(case=mismatch_case((3,), (1, 3)))  # an added axis, which add would broadcast
+def test_residual_add_rejects_equal_size_shape_pairs(
+        backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
+    check_refuses_mismatch(backend, prop.request(case, dtype))

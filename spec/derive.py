@@ -7,9 +7,9 @@ primitives over one real symbol per element (each op's ``symbolic`` form in its 
 let SymPy differentiate it into the Jacobian of
 the flattened output with respect to each flattened argument, and form the VJP
 ``J_iᵀ ȳ`` (reverse mode) and the JVP ``Σ_i J_i t_i`` (forward mode, one tangent symbol
-per argument element). ``tests/spec/test_derive.py`` and ``tests/spec/test_ops.py`` feed the same
-symbols to the hand-written rules of :mod:`resverify.spec.ops` and ask SymPy whether the
-two agree.
+per argument element). ``tests/spec/test_derive.py`` and ``tests/spec/ops/test_table.py``
+feed the same symbols to the hand-written rules of :mod:`resverify.spec.ops` and ask SymPy
+whether the two agree.
 
 Broadcasting is only index bookkeeping (which input element feeds which output element),
 so it is done with ``np.broadcast_to`` on the symbol arrays; the arithmetic is SymPy's.

@@ -26,7 +26,7 @@ The bound is the error budget of :mod:`resverify.spec.budget`, computed from a t
 the balls (midpoints, with radii as the trace's slack) instead of the exact trace. Its
 rules are built to take approximate traces (the exact interpreter's tanh is one), so it is
 sound, and it is at least the exact trace's budget (the radius only widens relu's "sign
-uncertain" set and tanh's slope bound); ``tests/spec/test_perf_enclosure.py`` checks both
+uncertain" set and tanh's slope bound); ``tests/spec/test_enclosure.py`` checks both
 containment and this, and that the verdicts equal the exact path's.
 
 Ops without an enclosure rule (:attr:`~resverify.spec.ops.base.Op.encloses`), non-finite

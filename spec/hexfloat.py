@@ -16,7 +16,7 @@ smallest subnormal, ``0x0.0p+0`` and ``-0x0.0p+0`` for zeros, ``inf``, ``-inf`` 
 of the wire format (short or upper-case hex, decimals, ``Inf``, numbers that are not
 strings) is reported as not parsed, for the scalar reader
 :func:`resverify.spec.codec.decode_number` to handle. The exactness of both directions is
-proved against the scalar implementation in ``tests/spec/test_perf_hexfloat.py``.
+proved against the scalar implementation in ``tests/spec/test_hexfloat.py``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Both run as fresh interpreters (subprocesses of this one), interleaved. The row is a cost:
 how many times the bare interpreter's start-up the command's help takes. The listed heavy
-libraries must not be imported for it (``tests/cli/test_perf_startup.py`` checks that).
+libraries must not be imported for it (``tests/cli/test_main.py`` checks that).
 """
 
 from __future__ import annotations
@@ -30,4 +30,4 @@ def rows(quick: bool = False) -> list[Row]:
                 "resverify --help", timing.seconds["pass"], timing.seconds["help"], ratio,
                 unit="x baseline",
                 note="imports none of sympy, torch, jax, tensorflow, matplotlib "
-                     "(tests/cli/test_perf_startup.py)")]
+                     "(tests/cli/test_main.py)")]

@@ -49,28 +49,29 @@ ROOT = Path(__file__).resolve().parents[1]
 MUTMUT = "mutmut==3.8.1"
 MODULES = ("spec/compare.py", "spec/budget.py", "spec/rounding.py")
 TESTS = ("tests/spec/test_compare.py", "tests/spec/test_budget.py",
-         "tests/spec/test_strength_spec.py")
+         "tests/spec/test_rounding.py")
+EXACT_TESTS = ("tests/spec/test_exact.py", "tests/spec/ops/test_norms.py")
 SUITES = {
     "budget": (MODULES, TESTS),
-    "exact": (("spec/exact.py",), ("tests/spec/test_exact.py", "tests/spec/test_jvp_exact.py",
-                                   "tests/spec/test_norm_spec.py",
-                                   "tests/spec/test_strength_exact.py")),
-    "ops": (("spec/ops/*.py",), ("tests/spec/test_exact.py", "tests/spec/test_jvp_exact.py",
-                               "tests/spec/test_ops.py", "tests/spec/test_norm_spec.py",
-                               "tests/spec/test_derive.py", "tests/spec/test_strength_exact.py",
-                               "tests/spec/test_strength_ops.py",
-                               "tests/spec/test_strength_budget_rules.py")),
+    "exact": (("spec/exact.py",), EXACT_TESTS),
+    "ops": (("spec/ops/*.py",), (*EXACT_TESTS, "tests/spec/ops/test_table.py",
+                                 "tests/spec/test_derive.py",
+                                 "tests/spec/ops/test_exact_rules.py",
+                                 "tests/spec/ops/test_sigmoid.py",
+                                 "tests/spec/ops/test_budget_rules.py")),
     "impl": (("impl/tensor.py", "impl/ops.py", "impl/numpy_backend.py"),
-             ("tests/impl/test_reference.py", "tests/impl/test_jvp_reference.py",
-              "tests/impl/test_strength_impl.py")),
+             ("tests/impl/test_reference.py", "tests/impl/test_jvp_reference.py")),
     "enclosure": (("spec/enclosure.py", "spec/ball.py"),
-                  ("tests/spec/test_perf_enclosure.py", "tests/spec/test_variance_budget.py",
-                   "tests/spec/test_strength_enclosure.py")),
+                  ("tests/spec/test_enclosure.py", "tests/spec/ops/test_enclosure_rules.py",
+                   "tests/properties/test_laws_variance.py")),
 }
 """Named module and test selections (``--suite``): the tests chosen are those that exercise
-the modules and run in seconds, since mutmut runs them once per mutant (``enclosure``
-leaves out ``test_jvp_budget.py``, a minute a run, and the exact interpreter's tests,
-which do not import ``spec/enclosure.py``)."""
+the modules and run in seconds, since mutmut runs them once per mutant. Tests marked
+``slow`` never run under mutmut (:data:`PYTEST_ARGS`): ``tests/spec/test_budget.py`` holds
+forward-mode and norm budgets over whole stacks on every installed adapter, minutes a run.
+``enclosure`` leaves out the budget's tests and the exact interpreter's, which do not
+import ``spec/enclosure.py``."""
+PYTEST_ARGS = ("-m", "not slow")
 PACKAGES = ("spec", "impl", "properties", "reports")
 LINE = re.compile(r"^\s*(?P<key>\S+__mutmut_\d+): (?P<status>.+)$")
 RERUN = ("survived", "no tests", "not checked")
@@ -137,6 +138,7 @@ def repository_copy(work: Path, modules: list[str], tests: list[str],
         + "also_copy=\n"
         + "".join(f"    resverify/{p}/\n" for p in PACKAGES if p not in mutated)
         + "    resverify/__init__.py\n    resverify/py.typed\n    conftest.py\n    examples/\n"
+        + "pytest_add_cli_args=\n" + "".join(f"    {a}\n" for a in PYTEST_ARGS)
         + "pytest_add_cli_args_test_selection=\n" + "".join(f"    {t}\n" for t in tests))
     return copy
 

@@ -34,7 +34,7 @@ module of this package), one instance per op in :data:`OP_TABLE`, holding side b
 * what lists the op: ``families``, the branch families of the property suite's strategies
   it serves (:data:`resverify.properties.strategies.FAMILY_OPS`), and ``norm``, whether it
   is a normalisation (the built-in backends that lack norms claim every op but these);
-* ``samples``: argument shapes the generic op tests (``tests/spec/test_ops.py``) run it on.
+* ``samples``: argument shapes the generic op tests (``tests/spec/ops/test_table.py``) run it on.
 
 Every consumer reads these entries: the IR (:mod:`resverify.spec.ir`), the exact
 interpreter (:mod:`resverify.spec.exact`), the budget (:mod:`resverify.spec.budget`), the

@@ -3,7 +3,7 @@
 Why: the reference backend is the one every property is first shown to pass on, so its
 forward mode is checked against the exact specification here: bit for bit where every
 step is exact in float64 (small dyadics), and within the error budget elsewhere
-(``tests/spec/test_jvp_budget.py``).
+(``tests/spec/test_budget.py``).
 """
 
 from __future__ import annotations

@@ -129,7 +129,7 @@ def test_suite_records_the_first_counterexample_and_caps_shrinking_under_ci(
     from tests.meta.test_meta_plugin import child_pytest
 
     junit = tmp_path / "junit.xml"
-    done = child_pytest("--pyargs", "resverify.properties.test_strength_stacks", "-k",
+    done = child_pytest("--pyargs", "resverify.properties.test_oracle", "-k",
                         "stack_of_one_branch_family and float64",
                         "--backend", "tests.mutants:DetachedIdentityPastDepth4",
                         "--hypothesis-seed=1", f"--junitxml={junit}",

@@ -18,7 +18,7 @@ ENTRY = {"mutant": "AlphaSquared", "name": "mutant-alpha-squared", "bug_class": 
          "dtype": "float64", "kind": "law", "examples": 3, "seconds": 1.5, "message": "wrong"}
 
 
-@pytest.mark.slow  # a whole resverify check; mutants_section is rendered in test_strength_mutants
+@pytest.mark.slow  # a whole resverify check; mutants_section is rendered in test_mutants_tool
 def test_check_attaches_the_mutant_score_to_json_and_html(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     scores = tmp_path / "mutants.json"

@@ -2,6 +2,12 @@
 
 The table below is the rule of :func:`resverify.spec.compare.within`, one named case a row; every
 consumer (``Context.within``, ``Budget.misses``, ``resverify replay``) must follow it.
+
+The last tests pin what mutation testing found unpinned in :mod:`resverify.spec.compare`
+(docs/strength.md, "The mutation score of resverify's own code"): ``decimal``'s digits
+beyond the float64 range and the shapes ``cells`` refuses; each kills mutants of
+``tools/mutation.py`` that survived the rest of the tests, a changed behaviour no test
+noticed. Exact values are compared exactly.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from resverify.properties.assertions import Context, PropertyFailure
 from resverify.properties.laws_oracle import check_matches_spec
 from resverify.spec.budget import Budget, error_budget
 from resverify.spec.codec import dumps
-from resverify.spec.compare import within
+from resverify.spec.compare import cells, decimal, within
+from resverify.spec.errors import BadResult
 from resverify.spec.exact import ExactResult, evaluate
 from resverify.spec.fixtures import linear_block_request
 from resverify.spec.ir import Input, Node, Program
@@ -103,8 +110,7 @@ def test_suite_budget_and_replay_follow_the_table(consumer: str, case: str) -> N
         f"exact={exact[0]} bound={bound[0]!r}, table says within={expected} [{case}]")
 
 
-# ----------------------------------------------------------------------------------------
-# the suite's verdict and replay's verdict agree on generated vectors
+# --- the suite's verdict and replay's verdict agree on generated vectors ---
 
 
 class Answering:
@@ -201,3 +207,25 @@ def test_suite_and_replay_give_the_same_verdict_on_a_vector(
     assert suite.split()[0] == replay, (
         f"suite {suite}, replay {replay} (exit {code}) [{request.program.describe()}, "
         f"{request.dtype}]\n{printed.getvalue()}")
+
+
+# --- pinned by mutation testing (docs/strength.md): decimal, cells ---
+
+
+@pytest.mark.parametrize(("value", "digits", "text"), [
+    (0.1, 17, "0.1"),  # within float range: repr, the shortest round-trip text
+    (Fraction(-7, 2), 17, "-3.5"),
+    (Fraction(1, 3) * 10**400, 17, "3.3333333333333333e+399"),  # 17 digits by default
+    (-Fraction(10**400, 7), 5, "-1.4286e+399"),
+    (Fraction(2**1100) + 1, 20, "1.3582985290493858493e+331"),  # every digit asked is right
+])
+def test_decimal_writes_numbers_beyond_float64_to_the_digits_asked(
+        value: Fraction | float, digits: int, text: str) -> None:
+    got = decimal(value) if digits == 17 else decimal(value, digits)
+    assert got == text, f"decimal({value!r}, {digits}) = {got!r}, expected {text!r}"
+
+
+def test_cells_refuses_unequal_shapes_naming_both() -> None:
+    with pytest.raises(BadResult) as caught:
+        list(cells(np.zeros((2, 3)), np.zeros(6, dtype=object), np.zeros(6)))
+    assert str(caught.value) == "shapes differ: actual [2, 3], exact [6]", caught.value

@@ -1,12 +1,12 @@
 """Tests that pin every op's floating-point budget rules, one rule at a time.
 
 ``spec/ops/``'s ``budget``, ``budget_vjp`` and ``budget_jvp`` rules are the error
-analysis of docs/error-budget.md written as code. Their own tests (``tests/spec/test_budget.py``,
-``test_jvp_budget.py``, ``test_norm_budget.py``) run whole programs on backends and take
-minutes, too slow for mutation testing, and a backend's observed error is far below the
-bound, so a rule that dropped a term still passed them. Here each rule is called alone on
-small hand-chosen bounds and its result is compared with the formula of
-docs/error-budget.md, computed independently in exact Fractions.
+analysis of docs/error-budget.md written as code. The budget's own tests
+(``tests/spec/test_budget.py``, in reverse and forward mode and on the norms) run whole
+programs on backends and take minutes, too slow for mutation testing, and a backend's
+observed error is far below the bound, so a rule that dropped a term still passed them.
+Here each rule is called alone on small hand-chosen bounds and its result is compared with
+the formula of docs/error-budget.md, computed independently in exact Fractions.
 
 How close "equal" is: every rule rounds its result up (docs/error-budget.md, "Rounding the
 bound itself up"): ``x (1 + (n + 64) 2**-50)`` plus subnormals, then one float64 step, ``n``

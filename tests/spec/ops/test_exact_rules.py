@@ -1,17 +1,18 @@
-"""Tests that pin what mutation testing found unpinned in the op entries' exact-interpreter rules.
+"""Each op entry's exact-interpreter slack rules, at the worst case of the enclosures.
 
 ``spec/ops/``'s ``error``, ``error_vjp`` and ``error_jvp`` rules carry the interpreter's
 slack through each op: the bound on how far a value, gradient or tangent it returns may be
-from the true real one, where tanh's value is only enclosed. Mutants of those rules
-survived ``tests/spec/test_exact.py``, ``tests/spec/test_jvp_exact.py``, ``tests/spec/test_ops.py``,
-``tests/spec/test_norm_spec.py`` and ``tests/spec/test_derive.py`` (docs/strength.md §3): the true
-error of the enclosure's midpoint is far below its bound, so a slack too small by half still
-covered it.
+from the true real one, where tanh's value is only enclosed. The law here tests the worst
+case: the slack says "each carried tanh value is within ``e`` of the true one", so if the
+true values sat at the edge (every carried tanh moved by ``±e``), every output, gradient and
+tangent must stay within the slack of what the interpreter returned. Each program makes one
+rule's term the largest in the slack.
 
-The law here tests the worst case instead: the slack says "each carried tanh value is within
-``e`` of the true one", so if the true values sat at the edge (every carried tanh moved by
-``±e``), every output, gradient and tangent must stay within the slack of what the
-interpreter returned. Each program makes one rule's term the largest in the slack.
+These tests pin what mutation testing found unpinned in those rules: mutants of them
+survived the exact interpreter's tests (``tests/spec/test_exact.py``, forward and JVP), the op
+table's (``tests/spec/ops/test_table.py``), the norms' (``tests/spec/ops/test_norms.py``) and
+``tests/spec/test_derive.py`` (docs/strength.md §3), since the true error of the enclosure's
+midpoint is far below its bound, so a slack too small by half still covered it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The sigmoid entry's own promises: its exact enclosure, its library allowance, its balls.
 
-The generic op tests (``tests/spec/test_ops.py``) check the entry on its sample shapes like any
-other: SymPy against the hand VJP and JVP, the reference and each installed library within
+The op table's tests (``tests/spec/ops/test_table.py``) check the entry on its sample shapes like
+any other: SymPy against the hand VJP and JVP, the reference and each installed library within
 the budget. Here: :func:`~resverify.spec.rational.exact_sigmoid` encloses the true value
 (mpmath at 800 bits) to ``2**-200`` relative; ``SIGMOID_ULPS`` covers the reference and the
 installed libraries measured against the spec, and is not so wide that a wrong formula
