@@ -102,6 +102,34 @@ def test_drop_path_refuses_dropping_in_eval() -> None:
         drop_path(case)
 
 
+def test_drop_path_eval_verdict_is_the_same_whatever_the_global_generator_holds() -> None:
+    """A drop path that draws in eval is judged on the case's own seed, not on whatever
+    earlier code left in torch's global generator: with two rows and ``p = 1/4``, a run
+    from the global state dropped both rows now and then, and failed with another message
+    (seen under ``make test``, where the tests before it in its worker vary)."""
+    case = make_case(scaled_recipe("DropsInEval", DropsInEval), "float32", "eval", DRAW)
+    said = set()
+    for seed in range(8):
+        torch.manual_seed(seed)
+        with pytest.raises(PropertyFailure) as failure:
+            drop_path(case)
+        said.add(str(failure.value).splitlines()[0])
+    assert len(said) == 1, f"drop_path(DropsInEval, eval) said {sorted(said)} over 8 global seeds"
+
+
+def test_drop_path_eval_leaves_the_global_generator_as_it_was() -> None:
+    case = make_case(scaled_recipe("DropsInEval", DropsInEval), "float32", "eval", DRAW)
+    torch.manual_seed(3)
+    expected = torch.rand(4)
+    torch.manual_seed(3)
+    with pytest.raises(PropertyFailure):
+        drop_path(case)
+    got = torch.rand(4)
+    assert torch.equal(got, expected), (
+        f"torch.rand(4) after drop_path(DropsInEval, eval) = {got.tolist()}, but should be "
+        f"{expected.tolist()} (the draw seed 3 gives when nothing else draws)")
+
+
 @pytest.mark.parametrize("mode", ["eval", "train"])
 def test_drop_path_holds_on_the_correct_block(mode: str) -> None:
     assert drop_path(make_case(CORRECT["scaled"], "bfloat16", mode, DRAW)) == {}

@@ -35,6 +35,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "engines" / "c" / "resverify_engine.c"
 BUG = "-DRESVERIFY_BUG_NORM_DETACHED"
 NORMS = ("layer_norm", "rms_norm")
+PATIENT = 120.0
+"""The engine's limit per request: far above any honest answer (milliseconds), so no verdict
+here depends on how loaded the machine is; only a hung engine meets it."""
 NORM_PROGRAMS = sorted(name for name, program in SMOOTH.items()
                        if any(node.op in NORMS for node in program.nodes))
 
@@ -66,7 +69,7 @@ def detached_engine(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def norm_misses(exe: Path, dtype: str) -> dict[str, list[str]]:
     """Per seeded norm program (three seeds), the budget misses of the engine's answer:
     output, every gradient and the output tangent against the exact specification."""
-    backend = ExternalBackend(str(exe), timeout=10)
+    backend = ExternalBackend(str(exe), timeout=PATIENT)
     try:
         return {f"{name} seed {seed}": budget_misses(backend, smooth_request(name, dtype, seed))
                 for name in NORM_PROGRAMS for seed in range(3)}
@@ -77,7 +80,7 @@ def norm_misses(exe: Path, dtype: str) -> dict[str, list[str]]:
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_c_engine_tangent_is_each_exact_jacobian_column_of_the_seed_fixtures(
         c_engine: Path, dtype: str) -> None:
-    backend = ExternalBackend(str(c_engine), timeout=10)
+    backend = ExternalBackend(str(c_engine), timeout=PATIENT)
     try:
         assert backend.capabilities.modes == ("vjp", "jvp"), backend.capabilities
         for case, (request, _, _) in sorted(seed_cases().items()):
@@ -89,7 +92,7 @@ def test_c_engine_tangent_is_each_exact_jacobian_column_of_the_seed_fixtures(
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_c_engine_reproduces_the_seed_fixtures_exactly(c_engine: Path, dtype: str) -> None:
-    backend = ExternalBackend(str(c_engine), timeout=10)
+    backend = ExternalBackend(str(c_engine), timeout=PATIENT)
     try:
         assert backend.name == "c-engine", backend.name
         about = describe_backend(backend)
@@ -185,8 +188,8 @@ def test_c_engine_with_detached_norm_statistics_misses_the_gradient_and_tangent_
 
 def test_c_engine_hello_claims_the_norms_and_a_bug_build_says_so(
         c_engine: Path, detached_engine: Path) -> None:
-    good = ExternalBackend(str(c_engine), timeout=10)
-    broken = ExternalBackend(str(detached_engine), timeout=10)
+    good = ExternalBackend(str(c_engine), timeout=PATIENT)
+    broken = ExternalBackend(str(detached_engine), timeout=PATIENT)
     try:
         assert set(NORMS) <= set(good.capabilities.ops), good.capabilities
         assert good.capabilities.ops == broken.capabilities.ops, broken.capabilities
@@ -201,7 +204,7 @@ def test_c_engine_hello_claims_the_norms_and_a_bug_build_says_so(
 def test_c_engine_norm_refuses_a_rank_0_argument_as_a_shape_mismatch_with_one_axis(
         c_engine: Path, op: str) -> None:
     program = Program((Input("x", ()),), (Node("y", op, ("x",), eps=Fraction(1, 100)),), "y")
-    backend = ExternalBackend(str(c_engine), timeout=10)
+    backend = ExternalBackend(str(c_engine), timeout=PATIENT)
     try:
         result = backend.run(Request(program, {"x": np.array(2.0)}, "float64", None))
     finally:
@@ -217,7 +220,7 @@ def test_c_engine_norm_of_an_empty_argument_is_empty_with_an_empty_gradient_and_
         c_engine: Path, op: str, shape: tuple[int, ...]) -> None:
     program = Program((Input("x", shape),), (Node("y", op, ("x",), eps=Fraction(1, 100)),), "y")
     empty = np.zeros(shape)
-    backend = ExternalBackend(str(c_engine), timeout=10)
+    backend = ExternalBackend(str(c_engine), timeout=PATIENT)
     try:
         result = backend.run(Request(program, {"x": empty}, "float32", empty, {"x": empty}))
     finally:
@@ -237,7 +240,7 @@ def test_c_engine_norm_adds_eps_to_the_variance_or_mean_square(
     rms_norm's has mean square 9, so r = 1/sqrt(9 + 7) = 1/4 (ε left out, or added to the
     standard deviation instead, gives another output)."""
     program = Program((Input("x", (4,)),), (Node("y", op, ("x",), eps=Fraction(eps)),), "y")
-    backend = ExternalBackend(str(c_engine), timeout=10)
+    backend = ExternalBackend(str(c_engine), timeout=PATIENT)
     try:
         result = backend.run(Request(program, {"x": np.array(row)}, "float64", np.ones(4)))
     finally:
