@@ -235,7 +235,7 @@ def _property_tests() -> Iterator[tuple[str, str, Any]]:
                 yield family, name.removeprefix("test_"), test
 
 
-def test_mode(test: Any) -> str:
+def property_mode(test: Any) -> str:
     """``jvp`` for a property test marked ``jvp`` (on itself or its module), else ``vjp``."""
     module = importlib.import_module(test.__module__)
     marks = [*getattr(test, "pytestmark", ()), *_marks(getattr(module, "pytestmark", ()))]
@@ -265,7 +265,7 @@ def _pinned_cases(family: str, prop: str, test: Any) -> Iterator[CorpusCase | Co
                 explicit_example(pinned.body, values, backend=oracle, dtype=dtype, prop=run)
             source = f"example {number} of test_{prop}"
             yield from _law_cases(prop, family, source, list(oracle.seen.values()),
-                                  test_mode(test))
+                                  property_mode(test))
             for group in groups:
                 yield CorpusGroup(prop, family, source, dtype, group)
 

@@ -37,7 +37,8 @@ from tests import mutants as catalog
 FAST = [prop for family, prop, _ in corpus._property_tests() if family != "variance"]
 # forward-mode properties (marked jvp) send nothing the oracle answers until the spec
 # computes tangents (corpus.modes())
-FORWARD = {prop for _, prop, test in corpus._property_tests() if corpus.test_mode(test) == "jvp"}
+FORWARD = {prop for _, prop, test in corpus._property_tests()
+           if corpus.property_mode(test) == "jvp"}
 Verdicts = dict[tuple[str, str], tuple[str, str | None]]
 GROUPED = ("output_and_gradients_are_affine_in_alpha", "stack_output_is_input_plus_sum_of_branches",
            "tangent_and_gradients_satisfy_duality", "tangent_is_linear_in_the_input_tangents")
@@ -68,7 +69,7 @@ def _suite_verdicts(backend: Backend) -> Verdicts:
             continue
         needs = next((m.args for m in test.pytestmark if m.name == "needs"), ())
         for dtype in DTYPES:
-            if plugin.capability_reason(backend, dtype, tuple(needs), corpus.test_mode(test)):
+            if plugin.capability_reason(backend, dtype, tuple(needs), corpus.property_mode(test)):
                 found[(prop, dtype)] = ("skipped", None)
                 continue
             found[(prop, dtype)] = _run_examples(Counted(backend), prop, test, dtype)
