@@ -136,8 +136,11 @@ def _probability(case: Case, i: int) -> float:
 
 
 def _run(case: Case, inputs: Inputs, call: int) -> Observed:
-    torch.manual_seed(inputs.seed * CALLS + call)
-    return observe(case.recipe, case.module, inputs.x.clone(), inputs.context)
+    """One pass drawn from the case's own seed and ``call``, whatever earlier code left in
+    torch's global generator, which is left as it was."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(inputs.seed * CALLS + call)
+        return observe(case.recipe, case.module, inputs.x.clone(), inputs.context)
 
 
 def _statistics(case: Case, sites: list[int]) -> None:
@@ -145,7 +148,7 @@ def _statistics(case: Case, sites: list[int]) -> None:
     inputs = Inputs.draw(case.recipe, TORCH_DTYPES[case.dtype], ROWS, 2, case.inputs.seed)
     probs = {i: _probability(case, i) for i in sites}
     masks: dict[int, list[bool | None]] = {i: [] for i in sites}
-    with torch.random.fork_rng(devices=[]), _probabilities(case, probs):
+    with _probabilities(case, probs):
         for call in range(CALLS):
             seen = _run(case, inputs, call)
             for i in sites:
@@ -169,7 +172,7 @@ def _extremes(case: Case, sites: list[int]) -> None:
     """Probability 0 keeps every row unscaled and 1 drops every row; eval keeps all."""
     __tracebackhide__ = True
     for p, want in ((0.0, True), (1.0, False)):
-        with torch.random.fork_rng(devices=[]), _probabilities(case, dict.fromkeys(sites, p)):
+        with _probabilities(case, dict.fromkeys(sites, p)):
             seen = _run(case, case.inputs, 0)
             for i in sites:
                 masks = _rows(case, i, seen, 1.0, f"at probability {p}: ")
@@ -189,8 +192,7 @@ def drop_path(case: Case) -> dict[str, float]:
     if not sites:
         raise Unjudged("no site declares a drop path")
     if case.mode == "eval":
-        with torch.random.fork_rng(devices=[]):  # a drop path that draws in eval draws alike
-            seen = _run(case, case.inputs, 0)
+        seen = _run(case, case.inputs, 0)  # a drop path that draws in eval draws alike
         for i in sites:
             masks = _rows(case, i, seen, 1.0, "eval, where drop path is the identity: ")
             if any(m is False for m in masks):
