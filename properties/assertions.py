@@ -20,6 +20,7 @@ import numpy as np
 from hypothesis import reject
 
 from resverify.impl.backend import Backend
+from resverify.properties.traffic import current, hearing
 from resverify.spec.compare import Cell, cells, decimal
 from resverify.spec.errors import BackendFault, BadResult, ResverifyError, UsageError
 from resverify.spec.request import Request, Result, ResultError, Value, check_form
@@ -59,13 +60,14 @@ class PropertyFailure(ResverifyError, AssertionError):
     """
 
     def __init__(self, message: str, request: Request, kind: str = "law",
-                 element: Element | None = None) -> None:
+                 element: Element | None = None, runs: int | None = None) -> None:
         if kind not in KINDS:
             raise UsageError(f"unknown failure kind {kind!r}; known: {list(KINDS)}")
         super().__init__(message)
         self.request = request
         self.kind = kind
         self.element = element
+        self.runs = runs  # how many runs its replay needs (a difference between runs)
 
 
 @dataclass(frozen=True)
@@ -117,16 +119,27 @@ class Context:
     def where(self) -> str:
         return f"[{self.request.dtype}] {self.request.program.describe()}"
 
-    def fail(self, message: str, kind: str = "law", element: Element | None = None
-             ) -> NoReturn:
-        """Raise a PropertyFailure whose one line ends with the dtype and the program."""
+    def fail(self, message: str, kind: str = "law", element: Element | None = None,
+             runs: int | None = None) -> NoReturn:
+        """Raise a PropertyFailure whose one line ends with the dtype and the program;
+        ``runs``: how many runs of the request its replay needs to show it."""
         __tracebackhide__ = True
-        raise PropertyFailure(f"{message} {self.where}", self.request, kind, element)
+        raise PropertyFailure(f"{message} {self.where}", self.request, kind, element, runs)
 
     def check(self, condition: bool, message: str, kind: str = "law") -> None:
         __tracebackhide__ = True
         if not condition:
             self.fail(message, kind)
+
+    def same_twice(self, differs: str | None, message: str) -> None:
+        """Fail with ``message`` when two runs of one request differed (``differs`` says
+        how); the failure's replay runs the request as many times as this test had called
+        the backend when the difference first showed
+        (:meth:`~resverify.properties.traffic.Traffic.first_difference`)."""
+        __tracebackhide__ = True
+        if differs is not None:
+            runs = current().first_difference()
+            self.fail(f"{message} (first seen after {runs} runs)", runs=runs)
 
     def within(self, what: str, actual: np.ndarray, exact: np.ndarray,
                budget: np.ndarray) -> None:
@@ -219,14 +232,15 @@ def send(backend: Backend, request: Request) -> Sent:
     BaseException (a test's time limit, an interrupt) passes through with the request it
     interrupted as its ``resverify_request``, so a timeout keeps its vector too. NumPy's
     floating-point warnings (overflow, underflow, invalid) are IEEE behaviour, not
-    errors, so they are silenced here even under pytest's ``-W error``; what the values
-    became is judged by the laws.
+    errors, so they are silenced here; any other warning the backend raises is recorded in
+    the test's :class:`~resverify.properties.traffic.Traffic` and never decides the
+    verdict, even under pytest's ``-W error`` (what the values became is judged by the laws).
     """
     __tracebackhide__ = True
     where = f"[{request.dtype}] {request.program.describe()}"
     copy = private_copy(request)
     try:
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), hearing(current()):
             result = backend.run(copy)
     except BackendFault as exc:
         raise PropertyFailure(f"backend {backend.name} {exc.kind}: {exc} {where}", request,

@@ -128,9 +128,9 @@ def check_refusal_leaves_state_unchanged(backend: Backend, request: Request) -> 
     probe = merge_request("residual_add", left, left, request.dtype, np.ones_like(left))
     first = guarded_run(backend, probe)
     again = _same(first, guarded_run(backend, probe))
-    ctx.check(again is None,
-              f"backend {ctx.backend} is non-deterministic: residual_add(a, a) run twice gives "
-              f"{again} (spec: bitwise identical)")
+    Context(backend.name, probe).same_twice(
+        again, f"backend {ctx.backend} is non-deterministic: residual_add(a, a) run twice "
+               f"gives {again} (spec: bitwise identical)")
     _, pair = _refused(backend, request)
     after = _same(first, guarded_run(backend, probe))
     ctx.check(after is None,
@@ -254,9 +254,8 @@ def check_bitwise_deterministic(backend: Backend, request: Request) -> None:
     __tracebackhide__ = True
     ctx = Context(backend.name, request)
     differs = _same(guarded_run(backend, request), guarded_run(backend, request))
-    ctx.check(differs is None,
-              f"backend {ctx.backend} gives two different results for one request: {differs} "
-              "(spec: bitwise identical)")
+    ctx.same_twice(differs, f"backend {ctx.backend} gives two different results for one "
+                            f"request: {differs} (spec: bitwise identical)")
 
 
 def check_inputs_unchanged(backend: Backend, request: Request) -> None:

@@ -30,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -55,6 +56,7 @@ from resverify.properties.profiles import (
     load_profile,
     shrink_limit,
 )
+from resverify.properties.reach import reached, unreached
 from resverify.properties.strategies import (
     EXTREMES,
     SENSIBLE,
@@ -62,6 +64,7 @@ from resverify.properties.strategies import (
     claiming,
     drawing,
 )
+from resverify.properties.traffic import Traffic, watching
 from resverify.properties.vectors import replay_command, save_vector, vector_dir
 from resverify.spec.codec import request_to_dict
 from resverify.spec.errors import BackendFault, UsageError
@@ -105,6 +108,9 @@ def backend_names(config: pytest.Config) -> list[str]:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "needs(*ops): IR ops the property needs; the test is "
                                        "skipped for a backend that does not claim them")
+    config.addinivalue_line("markers", "reaches(*tags): what the property's examples must "
+                                       "reach under the ci profile (resverify.properties."
+                                       "reach); a tag left unreached is recorded as unreached")
     config.addinivalue_line("markers", "jvp: a forward-mode property (its requests carry "
                                        "tangents); skipped for a backend that does not claim "
                                        "mode jvp, shown in the matrix's jvp group")
@@ -224,6 +230,9 @@ class PropertyRun:
         self.shrink_limit, self.status_dir, self.nodeid = shrink_limit, status_dir, nodeid
         self.max_examples = max_examples
         self.examples = 0
+        self.reached: Counter[str] = Counter()  # examples per tag reached (reach.reached)
+        self.declared: tuple[str, ...] = ()  # the tags its marker ``reaches`` declares
+        self.traffic = Traffic()  # its calls to the backend and their warnings
         self.failed_after: int | None = None
         self.shrink_seconds: float | None = None
         self._shrink_began = self._found_at = 0.0
@@ -275,7 +284,7 @@ class PropertyRun:
                  "since": self._found_at,
                  "message": str(exc)[:_MESSAGE_LIMIT], "kind": failure_kind(exc),
                  "request": request_to_dict(request) if isinstance(request, Request) else None,
-                 "element": _element(exc)}
+                 "element": _element(exc), "runs": _runs(exc)}
         self.status_dir.mkdir(parents=True, exist_ok=True)
         path = self.status_dir / f"{os.getpid()}.json"
         partial = path.with_suffix(".tmp")
@@ -297,14 +306,26 @@ class PropertyRun:
             yield
 
     def request(self, case: Case, dtype: str) -> Request:
-        """``case`` as a request; examples using ops the backend does not claim are rejected."""
+        """``case`` as a request; examples using ops the backend does not claim are rejected.
+        The tags a request reaches (:func:`resverify.properties.reach.reached`) go to
+        Hypothesis' ``event`` and, until a counterexample is found (the examples after it
+        shrink it), into :attr:`reached`."""
         request = case.request(dtype)
         reason = self.backend.capabilities.covers(request)
         if reason is not None:
             self.examples -= 1  # counted when it started, but never run
             event(f"rejected, unclaimed: {reason}")  # --hypothesis-show-statistics counts it
             reject()
+        tags = reached(request)
+        for tag in sorted(tags):
+            event(tag)
+        if self.failed_after is None:
+            self.reached.update(tags)
         return request
+
+    def unreached(self) -> list[str]:
+        """The declared tags no example reached (ops the backend does not claim aside)."""
+        return unreached(self.declared, self.reached, self.backend.capabilities.ops)
 
 
 @pytest.fixture
@@ -335,10 +356,12 @@ def prop(request: pytest.FixtureRequest, backend: Backend) -> Iterator[PropertyR
                                tuple(marker.args) if marker else (), mode)
     if reason:
         pytest.skip(f"backend {label}: {reason}")
+    floor = node.get_closest_marker("reaches")
+    run.declared = tuple(floor.args) if floor else ()
     node.stash[_RUN] = run
     dtype = params.get("dtype", "float64")
     with (claiming(backend.capabilities.ops), drawing(dtype, request.config.stash[_VALUES]),
-          run.counting(request.function)):
+          run.counting(request.function), watching() as run.traffic):
         yield run
 
 
@@ -420,6 +443,11 @@ def _sent(leaf: BaseException) -> Request | None:
     return None
 
 
+def _runs(leaf: BaseException) -> int | None:
+    """How many runs a failure's replay needs (a difference between runs), if it says."""
+    return leaf.runs if isinstance(leaf, PropertyFailure) else None
+
+
 def _element(leaf: BaseException) -> dict[str, str] | None:
     """The first failing element a value check recorded on its PropertyFailure, if any."""
     element = leaf.element if isinstance(leaf, PropertyFailure) else None
@@ -445,7 +473,7 @@ def _failures(item: pytest.Item, run: PropertyRun, exc: BaseException) -> list[d
         sent = _sent(leaf)
         if sent is not None:
             path = save_vector(sent, folder, run.name, run.label, message, kind)
-            entry.update(vector=str(path), replay=replay_command(path, run.label))
+            entry.update(vector=str(path), replay=replay_command(path, run.label, _runs(leaf)))
             leaf.add_note(f"test vector: {path}\nreplay: {entry['replay']}")
         found[message] = entry
     return list(found.values())
@@ -462,7 +490,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     run = item.stash.get(_RUN, None)
     if run is not None and call.when == "call":
         run.clear_status()
-        item.user_properties += [("examples", run.examples), ("max_examples", run.max_examples)]
+        item.user_properties += [("examples", run.examples), ("max_examples", run.max_examples),
+                                 ("reached", dict(sorted(run.reached.items()))),
+                                 ("unreached", run.unreached()),
+                                 ("backend_warnings", run.traffic.heard())]
         if run.failed_after is not None:
             item.user_properties += [("failed_after", run.failed_after),
                                      ("shrink_examples", run.shrink_examples),

@@ -12,6 +12,10 @@
               against the NumPy reference takes about 20 s on 2 cores.
 ``thorough``  many examples, for a nightly job or before a release; shrinking is not capped
               (Hypothesis stops by itself after 500 shrinks or five minutes).
+``generated`` ``ci`` without the pinned examples (Hypothesis' explicit phase): the same seeded
+              draws, so what generation alone reaches and catches can be measured
+              (``tools/mutants.py --profile generated`` scores the mutants on it); not
+              for verdicts, which the pinned examples are part of.
 ``extremes``  opt-in: random seeds and the database as under ``dev``, 100 examples a
               test, and the plugin has the strategies draw every element
               from huge, tiny, subnormal and signed-zero values of the dtype instead of
@@ -71,14 +75,16 @@ _CAPPED = settings(_BASE, phases=tuple(p for p in Phase if p is not Phase.explai
 PROFILES: Mapping[str, settings] = {
     "dev": settings(_CAPPED, max_examples=5),
     "ci": settings(_CAPPED, max_examples=25, database=None, print_blob=True),
+    "generated": settings(_CAPPED, max_examples=25, database=None, print_blob=True,
+                          phases=tuple(p for p in _CAPPED.phases if p is not Phase.explicit)),
     "thorough": settings(_BASE, max_examples=400),
     "extremes": settings(_CAPPED, max_examples=100),
 }
-SHRINK_LIMITS: Mapping[str, int | None] = {"dev": 10, "ci": 50, "thorough": None,
-                                           "extremes": 50}
+SHRINK_LIMITS: Mapping[str, int | None] = {"dev": 10, "ci": 50, "generated": 50,
+                                           "thorough": None, "extremes": 50}
 """Examples a test may run after its first counterexample, per profile (None: no cap)."""
 DEFAULT = "ci"
-SEEDED = frozenset({"ci"})  # profiles that get CI_SEED when no seed is given
+SEEDED = frozenset({"ci", "generated"})  # profiles that get CI_SEED when no seed is given
 CI_SEED = 0
 EXTREME_PROFILES = frozenset({"extremes"})  # profiles whose strategies draw extreme values
 

@@ -51,6 +51,9 @@ def save_vector(request: Request, folder: Path, prop: str, backend: str,
     return path
 
 
-def replay_command(path: Path, backend: str) -> str:
-    """The one-line command that runs a saved vector on ``backend`` and prints the diff."""
-    return f"resverify replay {shlex.quote(str(path))} --backend {shlex.quote(backend)}"
+def replay_command(path: Path, backend: str, runs: int | None = None) -> str:
+    """The one-line command that runs a saved vector on ``backend`` and prints the diff;
+    with ``runs``, that many runs of it (a difference between runs that took that many to
+    show: ``resverify replay`` runs 3 by default)."""
+    more = "" if runs is None else f" --runs {int(runs)}"
+    return f"resverify replay {shlex.quote(str(path))} --backend {shlex.quote(backend)}{more}"

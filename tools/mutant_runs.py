@@ -31,7 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from resverify.cli.runner import RecordTail, SuiteRun, pytest_command, stop_group
+from resverify.cli.runner import (
+    RecordTail,
+    SuiteRun,
+    pytest_command,
+    stop_group,
+    suite_environment,
+)
 from resverify.reports.verdicts import mutant_outcome
 
 __all__ = ["Command", "Job", "MutantRun", "mutant_command", "outcome", "run_children",
@@ -72,8 +78,7 @@ class Job:
 
     def start(self, command: Command) -> None:
         path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-        env = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0"),
-               "PYTHONPATH": path}
+        env = {**suite_environment(), "PYTHONPATH": path}
         self.tail = RecordTail(self.workdir / "report-log.jsonl")
         self.started = time.monotonic()
         with open(self.workdir / "pytest.log", "wb") as out:

@@ -26,7 +26,11 @@ keeps the counterexample found so far as the test's failure (:func:`keep_shrinki
 
 Every setting reaches the child as a pytest option (:func:`pytest_command`); a child that
 exits with pytest's usage-error status before its session began refused its command line
-(:attr:`SuiteRun.refused`).
+(:attr:`SuiteRun.refused`). Nothing else does: the property suite runs under its own
+packaged configuration (:func:`suite_configuration`), never the ``pytest.ini``,
+``pyproject.toml`` or ``conftest.py`` of the directory ``resverify check`` started in, and
+without ``PYTEST_ADDOPTS`` (:func:`suite_environment`), so a verdict does not depend on
+where it was asked for.
 
 The child runs in its own process group: a terminal's Ctrl-C reaches only resverify,
 which then stops the whole group (pytest and its xdist workers) with SIGTERM, and
@@ -43,7 +47,8 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from importlib import resources
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -51,11 +56,16 @@ from typing import IO, Any
 from resverify.cli.collector import COLLECTED, interrupted_while_shrinking, summarize
 
 __all__ = ["Interrupted", "Progress", "RecordTail", "SuiteChild", "SuiteRun", "keep_shrinking",
-           "pytest_command", "read_states", "signal_name", "stop_group"]
+           "pytest_command", "read_states", "signal_name", "stop_group", "suite_configuration",
+           "suite_environment"]
 
 DEFAULT_TARGET = ("--pyargs", "resverify.properties")
 # loaded explicitly: a root conftest.py is not seen from another working directory
 SUITE_PLUGIN = "resverify.properties.plugin"
+SUITE_INI = "suite.ini"  # the property suite's own pytest configuration, packaged
+HYPOTHESIS_PLUGIN = "hypothesispytest"  # Hypothesis' pytest plugin, by its entry point name
+PYTEST_VARIABLES = frozenset({"PYTEST_ADDOPTS", "PYTEST_PLUGINS",
+                              "PYTEST_DISABLE_PLUGIN_AUTOLOAD"})
 USAGE_ERROR = 4  # pytest's exit status for a command line it refused
 Record = dict[str, Any]
 
@@ -124,6 +134,28 @@ class SuiteRun:
         return result
 
 
+def suite_configuration() -> list[str]:
+    """The options that make the property suite's child pytest read resverify's own
+    configuration and nothing of the working directory's: ``-c`` the packaged
+    ``suite.ini``, ``--rootdir`` its folder (so node ids read ``test_oracle.py::...``
+    wherever the run starts), ``--noconftest``, and no plugin but the ones named
+    (``--disable-plugin-autoload``; Hypothesis' by name)."""
+    ini = resources.files("resverify.properties") / SUITE_INI
+    folder = Path(str(ini)).parent
+    return ["-c", str(ini), f"--rootdir={folder}", "--noconftest", "--disable-plugin-autoload",
+            "-p", HYPOTHESIS_PLUGIN]
+
+
+def suite_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The child's environment: ``environ`` (this process's by default) without the
+    variables through which pytest takes options and plugins from outside its command line
+    (:data:`PYTEST_VARIABLES`), with stable str hashes (``PYTHONHASHSEED`` 0 unless set)."""
+    env = {k: v for k, v in (os.environ if environ is None else environ).items()
+           if k not in PYTEST_VARIABLES}
+    env.setdefault("PYTHONHASHSEED", "0")
+    return env
+
+
 def pytest_command(*, report_log: Path, backends: Sequence[str], profile: str, seed: int,
                    vector_dir: Path, target: Sequence[str] = DEFAULT_TARGET,
                    numprocesses: str | None = None, junitxml: Path | None = None,
@@ -134,10 +166,13 @@ def pytest_command(*, report_log: Path, backends: Sequence[str], profile: str, s
     pytest-timeout's per-test limit in seconds (signal method), timing the test function
     only: a limit timing the whole protocol can fire inside a reporting hook, which pytest
     reports as an internal error that ends the run instead of a ``timeout`` failure. The
-    property suite also gets ``status_dir`` (:func:`read_states`). A suite other than the
-    default target accepts ``--backend`` and ``--vector-dir`` like the property suite."""
+    property suite also gets ``status_dir`` (:func:`read_states`) and runs under its own
+    configuration only (:func:`suite_configuration`); ``extra`` (the arguments after
+    ``--``) comes last and still applies. A suite other than the default target accepts
+    ``--backend`` and ``--vector-dir`` like the property suite, and reads the
+    configuration pytest finds for it, as it would when run by hand."""
     own_suite = tuple(target) == DEFAULT_TARGET
-    plugin = ["-p", SUITE_PLUGIN] if own_suite else []
+    plugin = ["-p", SUITE_PLUGIN, *suite_configuration()] if own_suite else []
     cmd = [sys.executable, "-m", "pytest", *target, *plugin, "-q", "-p", "no:cacheprovider",
            "-p", "pytest_reportlog", f"--report-log={report_log}",
            "-p", "resverify.cli.collector",
@@ -265,7 +300,9 @@ def keep_shrinking(suite: SuiteRun, vector_dir: Path) -> None:
             path = save_vector(request_from_dict(state["request"]), vector_dir,
                                str(state["property"]), str(state["backend"]),
                                str(state["message"]), str(state["kind"]))
-            vector, replay = str(path), replay_command(path, str(state["backend"]))
+            runs = state.get("runs")
+            vector, replay = str(path), replay_command(path, str(state["backend"]),
+                                                       runs if isinstance(runs, int) else None)
         suite.results.append(interrupted_while_shrinking(suite.running.pop(nodeid), state,
                                                          vector, replay))
 
@@ -301,8 +338,7 @@ class SuiteChild:
 
     def __enter__(self) -> SuiteChild:
         self.report_log.unlink(missing_ok=True)
-        # the one variable the child's interpreter needs before it starts: stable str hashes
-        env = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
+        env = suite_environment()
         try:
             with open(self.log, "wb") as handle:  # the child keeps its own copy of it
                 self._child = subprocess.Popen(self.cmd, stdout=handle,
