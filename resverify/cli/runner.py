@@ -48,8 +48,8 @@ import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import IO, Any
 
