@@ -47,6 +47,7 @@ from resverify.impl.backend import Backend
 from resverify.impl.registry import resolve_backend
 from resverify.properties.assertions import PropertyFailure
 from resverify.properties.cases import Case
+from resverify.properties.pinned import pinned_examples
 from resverify.properties.profiles import (
     CI_SEED,
     EXTREME_PROFILES,
@@ -59,10 +60,12 @@ from resverify.properties.profiles import (
 from resverify.properties.reach import reached, unreached
 from resverify.properties.strategies import (
     EXTREMES,
+    FAMILY_OPS,
     SENSIBLE,
     ValueRange,
     claiming,
     drawing,
+    leading,
 )
 from resverify.properties.traffic import Traffic, watching
 from resverify.properties.vectors import replay_command, save_vector, vector_dir
@@ -111,6 +114,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "reaches(*tags): what the property's examples must "
                                        "reach under the ci profile (resverify.properties."
                                        "reach); a tag left unreached is recorded as unreached")
+    config.addinivalue_line("markers", "families(*names): the property is split into one "
+                                       "test per branch family, each beginning its stacks "
+                                       "with that family (resverify.properties.strategies."
+                                       "leading) and running its share of the examples")
     config.addinivalue_line("markers", "jvp: a forward-mode property (its requests carry "
                                        "tangents); skipped for a backend that does not claim "
                                        "mode jvp, shown in the matrix's jvp group")
@@ -141,6 +148,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "prop" in metafunc.fixturenames and "backend" in metafunc.fixturenames:
         chosen = metafunc.config.stash[_BACKENDS]
         metafunc.parametrize("backend", [b for _, b in chosen], ids=[n for n, _ in chosen])
+        split = metafunc.definition.get_closest_marker("families")
+        if split is not None:
+            metafunc.parametrize("family", list(split.args), indirect=True)
+
+
+@pytest.fixture
+def family(request: pytest.FixtureRequest) -> str | None:
+    """The branch family a law split by family (the marker ``families``) begins its stacks
+    with in this test (:func:`resverify.properties.strategies.leading`); None otherwise."""
+    return getattr(request, "param", None)
 
 
 def _probe(dtype: str, ops: tuple[str, ...], mode: str = "vjp") -> Request:
@@ -233,6 +250,7 @@ class PropertyRun:
         self.reached: Counter[str] = Counter()  # examples per tag reached (reach.reached)
         self.declared: tuple[str, ...] = ()  # the tags its marker ``reaches`` declares
         self.traffic = Traffic()  # its calls to the backend and their warnings
+        self.pinned_elsewhere: tuple[Case, ...] = ()  # run in another test of its law
         self.failed_after: int | None = None
         self.shrink_seconds: float | None = None
         self._shrink_began = self._found_at = 0.0
@@ -312,9 +330,10 @@ class PropertyRun:
         shrink it), into :attr:`reached`."""
         request = case.request(dtype)
         reason = self.backend.capabilities.covers(request)
-        if reason is not None:
+        if reason is not None or any(case is p for p in self.pinned_elsewhere):
             self.examples -= 1  # counted when it started, but never run
-            event(f"rejected, unclaimed: {reason}")  # --hypothesis-show-statistics counts it
+            event(f"rejected, unclaimed: {reason}" if reason else "rejected, pinned: run in "
+                  "the law's first test")  # --hypothesis-show-statistics counts it
             reject()
         tags = reached(request)
         for tag in sorted(tags):
@@ -323,13 +342,16 @@ class PropertyRun:
             self.reached.update(tags)
         return request
 
-    def unreached(self) -> list[str]:
-        """The declared tags no example reached (ops the backend does not claim aside)."""
-        return unreached(self.declared, self.reached, self.backend.capabilities.ops)
+    def floor(self) -> list[str]:
+        """The tags its marker ``reaches`` declares, less ``op:NAME`` for an op the backend
+        does not claim (no example could reach it): what the report holds the law to, per
+        backend and dtype (:func:`resverify.properties.reach.unreached`)."""
+        return unreached(self.declared, (), self.backend.capabilities.ops)
 
 
 @pytest.fixture
-def prop(request: pytest.FixtureRequest, backend: Backend) -> Iterator[PropertyRun]:
+def prop(request: pytest.FixtureRequest, backend: Backend, family: str | None
+         ) -> Iterator[PropertyRun]:
     """The running property: records who runs what, skips what the backend does not claim.
 
     While the test runs, strategies build programs from the backend's claimed ops only
@@ -356,12 +378,21 @@ def prop(request: pytest.FixtureRequest, backend: Backend) -> Iterator[PropertyR
                                tuple(marker.args) if marker else (), mode)
     if reason:
         pytest.skip(f"backend {label}: {reason}")
+    unclaimed = sorted(FAMILY_OPS[family] - set(backend.capabilities.ops)) if family else []
+    if unclaimed:
+        pytest.skip(f"backend {label} does not claim the ops of branch family {family}: "
+                    f"{unclaimed}")
     floor = node.get_closest_marker("reaches")
     run.declared = tuple(floor.args) if floor else ()
+    split = node.get_closest_marker("families")
+    if split is not None and family != split.args[0]:  # pinned examples: in one test only
+        pinned = pinned_examples(request.function)
+        run.pinned_elsewhere = tuple(v for values in (pinned.examples if pinned else ())
+                                     for v in values.values() if isinstance(v, Case))
     node.stash[_RUN] = run
     dtype = params.get("dtype", "float64")
     with (claiming(backend.capabilities.ops), drawing(dtype, request.config.stash[_VALUES]),
-          run.counting(request.function), watching() as run.traffic):
+          leading(family), run.counting(request.function), watching() as run.traffic):
         yield run
 
 
@@ -492,7 +523,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
         run.clear_status()
         item.user_properties += [("examples", run.examples), ("max_examples", run.max_examples),
                                  ("reached", dict(sorted(run.reached.items()))),
-                                 ("unreached", run.unreached()),
+                                 ("floor", run.floor()),
                                  ("backend_warnings", run.traffic.heard())]
         if run.failed_after is not None:
             item.user_properties += [("failed_after", run.failed_after),

@@ -53,7 +53,7 @@ from hypothesis import HealthCheck, Phase, settings
 from resverify.spec.errors import UsageError
 
 __all__ = ["CI_SEED", "DEFAULT", "EXTREME_PROFILES", "PROFILES", "SEEDED", "SHRINK_LIMITS",
-           "active_profile", "default_profile", "load_profile", "shrink_limit"]
+           "active_profile", "default_profile", "load_profile", "share", "shrink_limit"]
 
 # Health checks stay on, except this one, which fires on every property test by design:
 # ``prop`` (and ``backend``) are function-scoped fixtures shared by all the examples of a
@@ -118,6 +118,15 @@ def active_profile() -> str:
     name = settings.get_current_profile_name()
     return next((p for p in PROFILES if name.startswith(f"{p}-with-")), name)
 
+
+
+def share(parts: int) -> settings:
+    """Settings for one of ``parts`` tests that split one law's examples between them (a
+    law split by family, the marker ``families``): the active profile's examples divided
+    by ``parts``, rounded up; read when the test module is imported, after the profile is
+    loaded."""
+    current = settings()
+    return settings(current, max_examples=max(1, -(-current.max_examples // parts)))
 
 
 def shrink_limit(name: str) -> int | None:

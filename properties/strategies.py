@@ -88,6 +88,7 @@ __all__ = [
     "equal_size_mismatch_cases",
     "equal_size_pairs",
     "feature_shapes",
+    "leading",
     "merge_case",
     "mismatched_shape_pairs",
     "near_zero_relu_cases",
@@ -120,7 +121,6 @@ FAMILY_OPS: Mapping[str, frozenset[str]] = {
 }
 """The ops each branch family F uses (besides the block's own scale and residual_add): read
 from the op entries, each of which declares the families it serves (``Op.families``)."""
-LIKELY = ("linear",)  # drawn twice as often: the usual branch, and the one that sums over a width
 SMOOTH_FAMILIES = tuple(f for f in FAMILIES if f != "relu")
 NORMS = tuple(name for name, op in OP_TABLE.items() if op.norm)
 PLACEMENTS = ("pre", "post")  # x + α·F(N(x)), N(x + α·F(x))
@@ -144,6 +144,20 @@ class Sizes:
 SIZES = Sizes()
 
 _CLAIMED: ContextVar[frozenset[str]] = ContextVar("claimed_ops", default=frozenset(OPS))
+_LEADING: ContextVar[str | None] = ContextVar("leading_family", default=None)
+
+
+@contextmanager
+def leading(family: str | None) -> Iterator[None]:
+    """Within the block, :func:`residual_cases` begins every stack with ``family`` (when it
+    is one of its families and usable) instead of drawing the first family: the plugin
+    sets it for a law split into one test per family (the marker ``families``), so that
+    each family gets its share of the examples whatever Hypothesis draws."""
+    token = _LEADING.set(family)
+    try:
+        yield
+    finally:
+        _LEADING.reset(token)
 
 
 @contextmanager
@@ -380,11 +394,25 @@ def dyadic_arrays(shape: Shape, bits: int = 5) -> st.SearchStrategy[np.ndarray]:
     return arrays(np.float64, shape, elements=dyadics(bits))
 
 
-def alphas(low: int = -2, high: int = 2) -> st.SearchStrategy[Fraction]:
-    """Residual scales: short dyadics (exact in every dtype) and small general fractions."""
-    dyadic = st.builds(lambda m, e: Fraction(m, 2**e), st.integers(-16, 16), st.integers(0, 3))
-    general = st.fractions(low, high, max_denominator=9)
-    return st.one_of(dyadic, general).filter(lambda a: low <= a <= high)
+INEXACT_DENOMINATORS = (3, 5, 6, 7, 9)  # α = m/d with these: a value of no binary float
+
+
+def alphas(low: int = -2, high: int = 2, zero: bool = True) -> st.SearchStrategy[Fraction]:
+    """Residual scales within ``[low, high]``, by class, each about as often as the others
+    (Hypothesis picks a branch of ``one_of`` about evenly): non-zero short dyadics (exact
+    in every dtype), non-zero fractions with denominator 3, 5, 6, 7 or 9 (exact in none, so
+    the request rounds them and the budget must allow for it) and, with ``zero``, 0.
+
+    Drawn as a sign and a magnitude rather than as one integer, which Hypothesis would
+    draw as 0 far more often than any other value."""
+    sign = st.sampled_from((1, -1))
+    dyadic = st.builds(lambda s, m, e: s * Fraction(m, 2**e), sign, st.integers(1, 16),
+                       st.integers(0, 3))
+    inexact = st.builds(lambda s, m, d: s * Fraction(m, d), sign, st.integers(1, 2 * 9),
+                        st.sampled_from(INEXACT_DENOMINATORS)).filter(
+        lambda a: a.denominator & (a.denominator - 1) != 0)
+    classes = [dyadic, inexact, *([st.just(Fraction(0))] if zero else [])]
+    return st.one_of(classes).filter(lambda a: low <= a <= high)
 
 
 def mismatched_shape_pairs() -> st.SearchStrategy[tuple[Shape, Shape]]:
@@ -489,6 +517,13 @@ def _families(families: Sequence[str], shape: Shape, ops: frozenset[str], sizes:
     return usable
 
 
+def _next_family(order: Sequence[str], last: str, usable: Collection[str]) -> str:
+    """The first usable family after ``last`` in ``order``, going round (from the start of
+    ``order`` when ``last`` is none of it: the drawn first family)."""
+    start = order.index(last) + 1 if last in order else 0
+    return next(f for f in (*order[start:], *order[:start]) if f in usable)
+
+
 def _require(ops: frozenset[str], *needed: str) -> None:
     missing = sorted(set(needed) - ops)
     if missing:
@@ -504,27 +539,42 @@ def residual_cases(draw: Callable[[st.SearchStrategy[Any]], Any],
 
     Only ``ops`` are used (None: the ops the backend under test claims); ``residual_add``
     and ``scale`` must be among them. Half the stacks repeat one family in every layer
-    without projections, so same-shaped weights of distinct values are common; a wide
-    input's first branch is linear whenever linear can be used. The scale
-    node of block ``l`` is named ``s{l}``, its merge ``h{l}``; rank-0 inputs only get
-    elementwise branches (``linear`` needs an axis).
+    without projections, so same-shaped weights of distinct values are common; the
+    others take the families in turn from a drawn one (``families`` read as a ring), so
+    a stack of depth d meets d distinct families and every family is as likely as any
+    other (Hypothesis draws ``sampled_from`` about evenly, where a drawn permutation
+    stays near the identity for the first few hundred examples); a wide input's
+    first branch is linear whenever linear can be used. Every block's α is non-zero
+    (exact or not in the dtype, :func:`alphas`): a zero α leaves its branch unjudged, and
+    the zero-branch laws have strategies of their own. The scale node of block ``l`` is
+    named ``s{l}``, its merge ``h{l}``; rank-0 inputs only get elementwise branches
+    (``linear`` needs an axis).
+
+    The first family is given by :func:`leading` when a law is split by family; else it
+    is the strategy's first choice, on purpose: Hypothesis begins a run with examples that
+    vary a short prefix of the choices and make every later one its simplest, so what is
+    drawn first is what the first examples of a short run differ in.
     """
     allowed = claimed_ops(ops)
     _require(allowed, "residual_add", "scale")
+    lead = _LEADING.get()  # the family of this test's share (leading), else drawn first
+    first = lead if lead in families else draw(st.sampled_from(families))
+    order = (*families[families.index(first):], *families[:families.index(first)])
     b = _Builder(draw)
     shape = draw(feature_shapes(sizes))
     h = b.input("x", shape, X_BOUND)
     repeat, family = draw(st.booleans()), ""
-    depth = draw(st.integers(min(2, max_depth) if repeat else 1, max_depth))
+    wide_first = shape[-1:] > (sizes.narrow,) and draw(st.booleans())
+    depth = draw(st.integers(min(2, max_depth), max_depth))
     for layer in range(depth):
         usable = _families(families, shape, allowed, sizes, projections)
-        if layer == 0 and shape[-1:] > (sizes.narrow,) and "linear" in usable:
+        if layer == 0 and wide_first and "linear" in usable:
             family = "linear"  # a wide input meets the op that sums over its width first
         elif not repeat or family not in usable:
-            family = draw(st.sampled_from(usable + [f for f in usable if f in LIKELY]))
+            family = _next_family(order, family, usable)
         project = projections and not repeat and draw(st.integers(0, 3)) == 0
         shortcut, f, shape = _branch(b, layer, h, shape, family, allowed, sizes, project)
-        s = b.add(f"s{layer}", "scale", f, alpha=draw(alphas()))
+        s = b.add(f"s{layer}", "scale", f, alpha=draw(alphas(zero=False)))
         h = b.add(f"h{layer}", "residual_add", shortcut, s)
     if allow_sum and "sum" in allowed and draw(st.booleans()):
         h, shape = b.add("total", "sum", h), ()

@@ -34,7 +34,10 @@ from resverify.properties.cases import Case
 from resverify.properties.laws_oracle import check_finite_differences, check_matches_spec
 from resverify.properties.pinned import example
 from resverify.properties.plugin import PropertyRun
+from resverify.properties.profiles import share
 from resverify.properties.strategies import (
+    FAMILIES,
+    FAMILY_OPS,
     SMOOTH_FAMILIES,
     broadcast_cases,
     near_zero_relu_cases,
@@ -46,10 +49,19 @@ from resverify.properties.strategies import (
 from resverify.spec.ir import DTYPES
 
 DTYPE = pytest.mark.parametrize("dtype", DTYPES)
+ORACLE_FLOOR = (*sorted({f"op:{op}" for ops in FAMILY_OPS.values() for op in ops}),
+                "alpha:zero", "alpha:exact", "alpha:inexact", "size:empty", "size:scalar",
+                "size:small", "size:wide", "depth:1", "depth:2", "depth:3", "shared")
+"""What the oracle law must reach in each dtype: every op of every branch family on a
+path with α ≠ 0, each class of α (zero only in a pinned example: a zero α leaves its
+branch unjudged), every size class, one to three merges, and an operand read twice."""
 
 
 @DTYPE
 @pytest.mark.needs("residual_add", "scale")
+@pytest.mark.families(*FAMILIES)
+@pytest.mark.reaches(*ORACLE_FLOOR)
+@share(len(FAMILIES))
 @given(case=residual_cases())
 @example(case=pinned.S06)
 @example(case=pinned.S07)

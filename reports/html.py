@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from resverify.reports import blocks as blocks_text
 from resverify.reports.markdown import blocks_only, citation, short_note
+from resverify.reports.coverage import heard
 from resverify.reports.matrix import cell_text
 from resverify.reports.verdicts import mutant_score_status
 
@@ -103,6 +104,7 @@ figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #d0d7de}
 figcaption{font-size:.85rem;color:#57606a}code{font-size:.85em}
 .meta td:first-child{width:12rem;font-weight:600}.nw{white-space:nowrap;overflow-wrap:normal}
 tr.group th{background:#eaeef2;text-align:left}table.matrix th{text-align:center}
+td.short{color:#cf222e;font-weight:600}
 """
 
 
@@ -518,6 +520,33 @@ def _blocks(doc: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
             + "</section>")
 
 
+def _reach_text(reached: Mapping[str, int]) -> str:
+    return ", ".join(f"{tag} {count}" for tag, count in reached.items())
+
+
+def _coverage(doc: Mapping[str, Any]) -> str:
+    """The coverage table: per law, backend and dtype, the examples, what they reached and
+    what of the law's floor they did not (``unreached``, marked), in a fold."""
+    rows = [[_td(row["property"]), _td(row["mode"]), _td(cell["backend"]), _td(cell["dtype"]),
+             _td(cell["examples"]), _td(_reach_text(cell["reached"])),
+             _td(", ".join(cell["unreached"]) or "—", "short" if cell["unreached"] else "")]
+            for row in doc.get("coverage", ()) for cell in row["cells"]]
+    if not rows:
+        return ""
+    warned = "".join(f"<li>{esc(line)}</li>" for line in heard(doc["properties"]))
+    notes = (f"<p>Warnings the backends raised (recorded, never a verdict):</p><ul>{warned}</ul>"
+             if warned else "")
+    short = sum(1 for r in doc["coverage"] for c in r["cells"] if c["unreached"])
+    said = (f"{short} cell(s) left part of their law's floor unreached" if short
+            else "every law reached its floor")
+    return ('<h2 id="coverage">Coverage</h2><p>What each law\'s examples reached (tags of '
+            "resverify.properties.reach, with the examples that reached each) and what of "
+            f"the law's floor they did not: {esc(said)}.</p><details><summary>coverage "
+            "table</summary>" + _table(["law", "mode", "backend", "dtype", "examples",
+                                         "reached", "unreached"], rows, "coverage")
+            + "</details>" + notes)
+
+
 def render_html(doc: Mapping[str, Any], plots: Mapping[str, bytes],
                 block_plots: Mapping[str, bytes] | None = None) -> str:
     """The whole page for a report document and its plots (PNG bytes by name), and the
@@ -528,5 +557,6 @@ def render_html(doc: Mapping[str, Any], plots: Mapping[str, bytes],
         return page("resverify report", _header(doc) + blocks + _timings(doc))
     body = (_header(doc) + _summary(doc) + _failures(doc) + _matrix(doc) + _known_failures(doc)
             + blocks + _backends(doc)
-            + _plots(plots, doc) + _properties(doc) + _claims(doc) + _mutants(doc) + _timings(doc))
+            + _plots(plots, doc) + _properties(doc) + _coverage(doc) + _claims(doc)
+            + _mutants(doc) + _timings(doc))
     return page("resverify report", body)

@@ -21,6 +21,7 @@ from typing import Any
 from resverify.impl.about import describe_backend
 from resverify.impl.backend import Backend
 from resverify.reports.atomic import write_text
+from resverify.reports.coverage import build_coverage
 from resverify.reports.known_failures import apply as apply_known_failures
 from resverify.reports.matrix import build_matrix
 from resverify.reports.verdicts import (
@@ -54,7 +55,7 @@ __all__ = [
     "write_report",
 ]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 DEPENDENCIES = ("numpy", "sympy", "mpmath", "hypothesis", "pytest",
                 "pytest-xdist", "pytest-timeout", "matplotlib", "jsonschema")
 NO_KNOWN_FAILURES: Mapping[str, Any] = {"file": None, "entries": []}
@@ -214,7 +215,17 @@ def property_entry(record: Mapping[str, Any], default_backend: str | None,
         "failure_kind": props.get("failure_kind") if record["outcome"] == "failed" else None,
         "failures": failures,
         "known_failure": None,
+        "reached": _tag_counts(props.get("reached")),
+        "floor": [str(t) for t in props.get("floor") or ()],
+        "backend_warnings": [str(w) for w in props.get("backend_warnings") or ()],
     }
+
+
+def _tag_counts(value: object) -> dict[str, int]:
+    """The tags an example reached, with how many examples reached each."""
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(tag): count for tag, n in value.items() if (count := _count(n)) is not None}
 
 
 def _relative_paths(text: object, path: str, base: Path) -> str | None:
@@ -294,7 +305,9 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
     ``failed``, ``nothing checked`` or ``passed``.
 
     ``matrix`` is the conformance matrix of the properties, VJP and JVP side by side
-    (:func:`resverify.reports.matrix.build_matrix`), after the known failures are applied.
+    (:func:`resverify.reports.matrix.build_matrix`), after the known failures are applied;
+    ``coverage`` what each law's examples reached per backend and dtype, and what of its
+    floor they left unreached (:func:`resverify.reports.coverage.build_coverage`).
 
     ``mutants`` (the document of ``tools/mutants.py --out``) is attached as it is, when
     given; it does not change the status. So is ``plots``, once the plots are drawn: for
@@ -331,6 +344,7 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
         "claims": list(claims),
         "properties": ordered,
         "matrix": build_matrix(ordered, entries),
+        "coverage": build_coverage(ordered),
         "summary": summary,
         "known_failures": {"file": known["file"], "entries": known_entries},
         "warnings": list(warnings),

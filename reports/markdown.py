@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from resverify.reports.coverage import heard, short_cells
 from resverify.reports.matrix import fold_row
 from resverify.reports.verdicts import cell_checked, short_of_examples
 
@@ -405,6 +406,21 @@ def _blocks(doc: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _coverage(doc: Mapping[str, Any]) -> list[str]:
+    """The cells that left part of their law's floor unreached (the whole table is in
+    report.json and report.html), and the warnings the backends raised."""
+    short, warned = short_cells(doc.get("coverage", ())), heard(doc["properties"])
+    lines = ["## Coverage short of its floor", "",
+             "Laws whose examples did not reach every kind of example they are written for "
+             "(the values they judged were judged; report.html has the whole table):", "",
+             *[f"- {cell(line)}" for line in short], ""] if short else []
+    if warned:
+        lines += ["## Warnings the backends raised", "",
+                  "Recorded, never a verdict (docs/properties.md, backend warnings):", "",
+                  *[f"- {cell(line)}" for line in warned], ""]
+    return lines
+
+
 def render_markdown(doc: Mapping[str, Any]) -> str:
     """The Markdown summary of a report document (see :mod:`resverify.reports.json_report`);
     a blocks-only report (:func:`blocks_only`) is its header and its blocks section."""
@@ -414,6 +430,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
              + _blocks(doc)
              + _backend_table(doc)
              + _property_table(doc["properties"])
+             + _coverage(doc)
              + _claim_table(doc["claims"]))
     return "\n".join(parts).rstrip() + "\n"
 

@@ -91,7 +91,7 @@ def test_a_blocks_only_report_follows_the_main_schema_and_is_strict_json() -> No
     text = json.dumps(whole, allow_nan=False)  # an infinite figure is text, not Infinity
     assert json.loads(text) == whole
     assert whole["blocks"] == doc
-    assert (whole["schema"], whole["schema_version"]) == ("resverify-report", 6)
+    assert (whole["schema"], whole["schema_version"]) == ("resverify-report", 7)
     assert whole["run"] == {"seed": 3, "profile": "dev", "backends": [], "pytest_args": [],
                             "pytest_exit_code": None}
     assert (whole["backends"], whole["claims"], whole["properties"]) == ([], [], [])

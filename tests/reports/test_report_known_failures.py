@@ -59,7 +59,7 @@ def _failed(backend: str, prop: str = PROPERTY, kind: str = "law",
             "examples_wanted": 25, "failure_kind": kind,
             "failures": [{"message": "wrong", "kind": kind, "vector": None, "replay": None,
                           "element": None}],
-            "known_failure": None}
+            "known_failure": None, "reached": {}, "floor": [], "backend_warnings": []}
 
 
 def _report(path: Path, backends: list[Backend], props: list[dict[str, Any]],
