@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from resverify.reports import blocks as blocks_text
-from resverify.reports.markdown import blocks_only, citation, short_note
 from resverify.reports.coverage import heard
+from resverify.reports.markdown import blocks_only, citation, short_note
 from resverify.reports.matrix import cell_text
 from resverify.reports.verdicts import mutant_score_status
 
