@@ -66,6 +66,7 @@ from resverify.spec.ir import OPS, Input, Node, Program, broadcast_shapes
 from resverify.spec.ops import OP_TABLE
 
 __all__ = [
+    "ELEMENTWISE_FAMILIES",
     "EXTREMES",
     "FAMILIES",
     "FAMILY_OPS",
@@ -355,16 +356,25 @@ def linear_bound(d_in: int) -> float:
 @st.composite
 def feature_shapes(draw: Callable[[st.SearchStrategy[Any]], Any], sizes: Sizes = SIZES,
                    min_dims: int = 0, max_dims: int = 3) -> Shape:
-    """Small shapes (rank ``min_dims``..``max_dims``, sides 0..3), or in ``wide_percent``
-    of draws ``(d,)`` or ``(k, d)`` with ``narrow < d <= max_width`` and ``k <= 2``."""
+    """Small shapes (rank ``min_dims``..``max_dims``, sides 1..3), or in ``wide_percent``
+    of draws ``(d,)`` or ``(k, d)`` with ``narrow < d <= max_width`` and ``k <= 2``; of the
+    rest, one in twelve is rank 0 (when ``min_dims`` is 0) and one in twelve is empty (a
+    side of 0). The simplest shape is a small non-empty one: empty and rank-0 arrays are
+    corners, and the simplest example of a law should be one that judges something."""
     wide = draw(st.integers(0, 99)) >= 100 - sizes.wide_percent
     if wide and sizes.max_width > sizes.narrow and max_dims >= 1:
         lead = draw(array_shapes(min_dims=max(0, min_dims - 1), max_dims=min(1, max_dims - 1),
                                  min_side=1, max_side=2))
         return (*lead, draw(st.integers(sizes.narrow + 1, sizes.max_width)))
-    if min_dims == 0 and draw(st.integers(0, 7)) == 0:
-        return ()  # rank 0 in about one draw in eight (array_shapes alone favours it)
-    return draw(shapes(min_dims=max(min_dims, 1), max_dims=max_dims))
+    corner = draw(st.integers(0, 11))
+    if corner == 10 and min_dims == 0:
+        return ()
+    shape = draw(array_shapes(min_dims=max(min_dims, 1), max_dims=max_dims, min_side=1,
+                              max_side=3))
+    if corner == 11:
+        axis = draw(st.integers(0, len(shape) - 1))
+        return (*shape[:axis], 0, *shape[axis + 1:])
+    return shape
 
 
 def _out_width(draw: Callable[[st.SearchStrategy[Any]], Any], d_in: int, most: int,
@@ -561,7 +571,7 @@ def residual_cases(draw: Callable[[st.SearchStrategy[Any]], Any],
     first = lead if lead in families else draw(st.sampled_from(families))
     order = (*families[families.index(first):], *families[:families.index(first)])
     b = _Builder(draw)
-    shape = draw(feature_shapes(sizes))
+    shape = draw(feature_shapes(sizes, min_dims=1 if lead == "linear" else 0))
     h = b.input("x", shape, X_BOUND)
     repeat, family = draw(st.booleans()), ""
     wide_first = shape[-1:] > (sizes.narrow,) and draw(st.booleans())
@@ -666,12 +676,17 @@ def _factorizations(size: int, rank: int) -> list[Shape]:
 
 @st.composite
 def equal_size_pairs(draw: st.DrawFn) -> tuple[Shape, Shape]:
-    """Two unequal shapes of the same size: the axes permuted, or refactored."""
-    left: Shape = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
-    permuted = tuple(draw(st.permutations(left)))
-    rank = draw(st.integers(1, 3))
-    refactored = _factorizations(math.prod(left), rank)
-    candidates = [s for s in [permuted, left[::-1], *refactored] if s != left]
+    """Two unequal shapes of the same size: the axes reversed (a transposed layout, NCHW
+    against NHWC), permuted, or refactored (a reshape). Which of the three is the first
+    choice, so the first examples of a short run meet each of them."""
+    kind = draw(st.sampled_from(("reversed", "permuted", "refactored")))
+    sides = st.lists(st.integers(1, 4), min_size=2 if kind == "reversed" else 1, max_size=3)
+    left: Shape = tuple(draw(sides.filter(lambda s: kind != "reversed" or s != s[::-1])))
+    if kind == "reversed":
+        return left, left[::-1]
+    moved = tuple(draw(st.permutations(left))) if kind == "permuted" else left
+    refactored = _factorizations(math.prod(left), draw(st.integers(1, 3)))
+    candidates = [s for s in [moved, *refactored] if s != left]
     if not candidates:
         return left, (*left, 1)  # a single element or one axis: add an axis of size 1
     return left, draw(st.sampled_from(candidates))
@@ -950,14 +965,16 @@ def near_zero_relu_cases(draw: st.DrawFn) -> Case:
     return relu_block(x, draw(alphas().filter(bool)), draw(cotangents(shape)))
 
 
-_ELEMENTWISE = tuple(f for f in FAMILY_OPS if f != "linear")
+ELEMENTWISE_FAMILIES = tuple(f for f in FAMILY_OPS if f != "linear")
 
 
 @st.composite
 def one_family_stacks(draw: st.DrawFn) -> Case:
-    """A residual stack of 2..5 blocks, every branch from one claimed elementwise family."""
-    usable = [f for f in _ELEMENTWISE if FAMILY_OPS[f] <= claimed_ops()]  # "scale" at least
-    family = draw(st.sampled_from(usable))
+    """A residual stack of 2..5 blocks, every branch from one claimed elementwise family
+    (the one :func:`leading` gives, else drawn)."""
+    usable = [f for f in ELEMENTWISE_FAMILIES if FAMILY_OPS[f] <= claimed_ops()]  # "scale" at least
+    lead = _LEADING.get()  # a law split by family (:func:`leading`) gives it
+    family = lead if lead in usable else draw(st.sampled_from(usable))
     return draw(residual_cases(families=[family], max_depth=5).filter(
         lambda c: sum(n.op == "residual_add" for n in c.program.nodes) >= 2))
 

@@ -32,7 +32,10 @@ from resverify.properties.laws_jvp import (
 from resverify.properties.laws_structure import check_inputs_unchanged
 from resverify.properties.pinned import example
 from resverify.properties.plugin import PropertyRun
+from resverify.properties.profiles import share
 from resverify.properties.strategies import (
+    FAMILIES,
+    FAMILY_OPS,
     drawn_range,
     dyadic_arrays,
     norm_block_case,
@@ -47,6 +50,10 @@ from resverify.spec.ir import DTYPES
 pytestmark = pytest.mark.jvp
 DTYPE = pytest.mark.parametrize("dtype", DTYPES)
 NORMED = pytest.mark.needs("layer_norm", "rms_norm", "residual_add", "scale")
+TANGENT_FLOOR = (*sorted({f"op:{op}" for ops in FAMILY_OPS.values() for op in ops}),
+                 "alpha:exact", "alpha:inexact", "size:small", "size:wide", "mode:jvp")
+"""What the tangent oracle law must reach in each dtype: every op of every branch family
+on a path with α ≠ 0, exact and inexact α, small and wide inputs."""
 
 # the seed fixtures with tangents: w non-symmetric and t_x not an eigenvector of it, so a
 # tangent pushed through wᵀ instead of w shows; relu once on each side of 0, once at 0
@@ -68,6 +75,9 @@ S11_T = pinned.S11_RESIDUAL.with_tangents(
 
 @DTYPE
 @pytest.mark.needs("residual_add", "scale")
+@pytest.mark.families(*FAMILIES)
+@pytest.mark.reaches(*TANGENT_FLOOR)
+@share(len(FAMILIES))
 @given(case=with_tangents(residual_cases()))
 @example(case=S06_T)
 @example(case=S17_T)

@@ -36,6 +36,7 @@ from resverify.properties.pinned import example
 from resverify.properties.plugin import PropertyRun
 from resverify.properties.profiles import share
 from resverify.properties.strategies import (
+    ELEMENTWISE_FAMILIES,
     FAMILIES,
     FAMILY_OPS,
     SMOOTH_FAMILIES,
@@ -55,6 +56,10 @@ ORACLE_FLOOR = (*sorted({f"op:{op}" for ops in FAMILY_OPS.values() for op in ops
 """What the oracle law must reach in each dtype: every op of every branch family on a
 path with α ≠ 0, each class of α (zero only in a pinned example: a zero α leaves its
 branch unjudged), every size class, one to three merges, and an operand read twice."""
+STACK_FLOOR = (*sorted({f"op:{op}" for f in ELEMENTWISE_FAMILIES for op in FAMILY_OPS[f]}),
+               "depth:2", "depth:3", "size:small")
+"""What the one-family stacks must reach in each dtype: every elementwise family's ops,
+stacked two and three deep, on inputs with more than one element."""
 
 
 @DTYPE
@@ -118,6 +123,9 @@ def test_relu_gradient_is_exact_near_zero(
 
 @DTYPE
 @pytest.mark.needs("residual_add", "scale")
+@pytest.mark.families(*ELEMENTWISE_FAMILIES)
+@pytest.mark.reaches(*STACK_FLOOR)
+@share(len(ELEMENTWISE_FAMILIES))
 @given(case=one_family_stacks())
 @example(case=tanh_stack(np.array([0.5, -1.0, 0.25]), [Fraction(1, 2), Fraction(1, 2)]))
 def test_stack_of_one_branch_family_matches_spec(

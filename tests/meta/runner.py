@@ -30,8 +30,8 @@ from resverify import properties
 from resverify.impl.backend import Backend
 from resverify.properties.assertions import PropertyFailure
 from resverify.properties.plugin import PropertyRun
-from resverify.properties.profiles import PROFILES
-from resverify.properties.strategies import claiming, drawing
+from resverify.properties.profiles import PROFILES, SPLIT_FACTOR
+from resverify.properties.strategies import claiming, drawing, leading
 from tests import mutants as catalog
 
 CATCH = settings(max_examples=60, deadline=None, derandomize=True, database=None,
@@ -76,16 +76,36 @@ def _failures(exc: BaseException) -> Iterator[PropertyFailure]:
         yield from _failures(inner)
 
 
+def split_families(test: Callable[..., None]) -> tuple[str, ...]:
+    """The branch families a law is split by (its ``families`` marker), or none."""
+    return tuple(f for mark in getattr(test, "pytestmark", []) if mark.name == "families"
+                 for f in mark.args)
+
+
 def run_property(name: str, backend: Backend, dtype: str, chosen: settings,
                  run: PropertyRun | None = None) -> PropertyFailure | None:
     """Run one property test against ``backend``, its examples counted in ``run`` as the
-    plugin counts them; the PropertyFailure it raised, or None."""
+    plugin counts them; the PropertyFailure it raised, or None. A law split by family (the
+    marker ``families``) runs as the suite runs it: one run per family, each beginning its
+    stacks with that family and given its share of ``chosen``'s examples, until one fails."""
     test: Any = property_tests()[name]
     run = PropertyRun(name, backend.name, backend) if run is None else run
+    families = split_families(test) or (None,)
+    share = settings(chosen, max_examples=-(-chosen.max_examples * SPLIT_FACTOR
+                                            // len(families)))
+    for family in families:
+        failure = _run_once(test, backend, dtype, share if family else chosen, run, family)
+        if failure is not None:
+            return failure
+    return None
+
+
+def _run_once(test: Any, backend: Backend, dtype: str, chosen: settings, run: PropertyRun,
+              family: str | None) -> PropertyFailure | None:
     bound = test._hypothesis_internal_use_settings
     test._hypothesis_internal_use_settings = chosen
     try:
-        with (claiming(backend.capabilities.ops), drawing(dtype),
+        with (claiming(backend.capabilities.ops), drawing(dtype), leading(family),
               run.counting(test)):
             test(backend=backend, dtype=dtype, prop=run)
     except BaseException as exc:

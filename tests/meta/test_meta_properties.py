@@ -44,6 +44,7 @@ from tests.meta.runner import (
     property_tests,
     representatives,
     run_property,
+    split_families,
     statistical,
 )
 
@@ -192,10 +193,12 @@ def test_law_has_a_foil_that_no_neighbouring_law_catches(law: str, rivals: tuple
     pytest.fail(f"every foil of {law} is caught by a neighbouring law too: {caught}")
 
 
-def examples_per_property(backend: str, tmp_path: Path) -> tuple[dict[str, int | None], str]:
+def examples_per_property(backend: str, tmp_path: Path
+                          ) -> tuple[dict[str, tuple[int, int] | None], str]:
     """Run the whole property suite (ci profile) on ``backend`` in a child pytest.
 
-    Returns the examples each test ran, by test id (None for a skipped test), and the
+    Returns the examples each test ran and the examples it asked for (its own
+    ``max_examples``), by test id (None for a skipped test), and the
     output, which holds Hypothesis' statistics: its events count rejected examples.
     """
     junit = tmp_path / "junit.xml"
@@ -207,11 +210,12 @@ def examples_per_property(backend: str, tmp_path: Path) -> tuple[dict[str, int |
          "--hypothesis-show-statistics"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    counts: dict[str, int | None] = {}
+    counts: dict[str, tuple[int, int] | None] = {}
     for case in ET.parse(junit).iter("testcase"):
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
         skipped = case.find("skipped") is not None
-        counts[case.get("name", "")] = None if skipped else int(props.get("examples") or 0)
+        counts[case.get("name", "")] = None if skipped else (
+            int(props.get("examples") or 0), int(props.get("max_examples") or 0))
     return counts, done.stdout
 
 
@@ -228,5 +232,9 @@ def test_backend_claiming_a_subset_of_ops_gets_every_example(tmp_path: Path) -> 
     assert len(laws) < len(property_tests()), "the subset claims every op: nothing is unclaimed"
     assert {name.split("[")[0].removeprefix("test_") for name in ran} == laws, counts
     want = PROFILES["ci"].max_examples
-    thin = {name: n for name, n in ran.items() if n < want}
-    assert not thin, f"properties that ran fewer than {want} examples on {subset}: {thin}"
+    thin = {name: n for name, (n, own) in ran.items() if n < own}
+    assert not thin, f"properties that ran fewer examples than they ask on {subset}: {thin}"
+    unsplit = {name: own for name, (_, own) in ran.items()
+               if not split_families(property_tests()[name.split("[")[0].removeprefix("test_")])}
+    short = {name: own for name, own in unsplit.items() if own < want}
+    assert not short, f"unsplit properties asking fewer than ci's {want} examples: {short}"

@@ -74,7 +74,7 @@ class ReshapingMerge(_MergeHook):
     """residual_add reshapes a branch of the same size: [2, 3] + [3, 2] and [] + [1] merge."""
 
     name = "mutant-reshaping-merge"
-    kills = (Kill("residual_add_rejects_equal_size_shape_pairs"),)
+    kills = (Kill("residual_add_rejects_equal_size_shape_pairs", generated=True),)
 
     def coerce(self, identity: Tensor, branch: Tensor) -> Tensor | None:
         if identity.value.size != branch.value.size:
@@ -88,7 +88,7 @@ class SqueezingMerge(_MergeHook):
     """residual_add squeezes a trailing axis of size 1 first: [2, 1] + [2] merges."""
 
     name = "mutant-squeezing-merge"
-    kills = (Kill("residual_add_rejects_equal_size_shape_pairs"),)
+    kills = (Kill("residual_add_rejects_equal_size_shape_pairs", generated=True),)
 
     def coerce(self, identity: Tensor, branch: Tensor) -> Tensor | None:
         def squeeze(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -106,7 +106,7 @@ class TransposingMerge(_MergeHook):
     mix-up, NCHW against NHWC): only pairs like [2, 3] and [3, 2] hide it."""
 
     name = "mutant-transposing-merge"
-    kills = (Kill("residual_add_rejects_equal_size_shape_pairs"),)
+    kills = (Kill("residual_add_rejects_equal_size_shape_pairs", generated=True),)
 
     def coerce(self, identity: Tensor, branch: Tensor) -> Tensor | None:
         if len(identity.shape) < 2 or identity.shape != branch.shape[::-1]:
@@ -120,7 +120,7 @@ class OverwriteAtThirdUse(Mutant):
 
     name = "mutant-overwrite-third-use"
     bug_class = "gradient accumulation"
-    kills = (Kill("shared_operand_receives_k_times_the_cotangent"),)
+    kills = (Kill("shared_operand_receives_k_times_the_cotangent", generated=True),)
 
     def backward(self, out: Tensor, seed: np.ndarray) -> None:
         accumulate(out, seed, lambda old, new, n: new if n == 3 else old + new, all_edges)
@@ -132,7 +132,7 @@ class DedupedRepeatedOperand(Mutant):
 
     name = "mutant-deduped-operand"
     bug_class = "gradient accumulation"
-    kills = (Kill("shared_operand_receives_k_times_the_cotangent"),)
+    kills = (Kill("shared_operand_receives_k_times_the_cotangent", generated=True),)
 
     def backward(self, out: Tensor, seed: np.ndarray) -> None:
         def once(node: Tensor, g: np.ndarray) -> list[tuple[Tensor, np.ndarray]]:
@@ -268,7 +268,7 @@ class InplaceRelu(Mutant):
 
     name = "mutant-inplace-relu"
     bug_class = "state"
-    kills = (Kill("forward_and_gradients_match_spec_within_budget"),)
+    kills = (Kill("forward_and_gradients_match_spec_within_budget", generated=True),)
 
     def leaf(self, name: str, value: np.ndarray) -> Tensor:
         value.flags.writeable = True  # the backend's own copy, but not copied again
@@ -290,7 +290,7 @@ class CotangentScaledInPlace(Mutant):
 
     name = "mutant-cotangent-in-place"
     bug_class = "state"
-    kills = (Kill("residual_stack_gradient_is_one_plus_a_to_the_depth"),)
+    kills = (Kill("residual_stack_gradient_is_one_plus_a_to_the_depth", generated=True),)
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         out = apply(node, args)
@@ -314,7 +314,7 @@ class SharedTanhBuffer(Mutant):
 
     name = "mutant-shared-tanh-buffer"
     bug_class = "state"
-    kills = (Kill("stack_of_one_branch_family_matches_spec"),)
+    kills = (Kill("stack_of_one_branch_family_matches_spec", generated=True),)
 
     def run(self, request: Request) -> Result:
         self.pool: dict[tuple[tuple[int, ...], str], np.ndarray] = {}

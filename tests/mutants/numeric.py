@@ -158,7 +158,7 @@ class LinearFirstAxisRows(_LinearHook):
     leading axes: only inputs of rank 3 or more lose rows."""
 
     name = "mutant-linear-first-axis-rows"
-    kills = (Kill("forward_and_gradients_match_spec_within_budget", kind="raised"),)
+    kills = (Kill("forward_and_gradients_match_spec_within_budget", generated=True),)
 
     def vjp(self, x: np.ndarray, w: np.ndarray) -> Pullback:
         return _linear_vjp(x, w, rows=x.shape[0] if x.ndim > 1 else 1)
@@ -176,7 +176,7 @@ class Tf32AboveWidth32(_LinearHook):
     narrow layers are exact."""
 
     name = "mutant-tf32-wide-linear"
-    kills = (Kill("forward_and_gradients_match_spec_within_budget"),)
+    kills = (Kill("forward_and_gradients_match_spec_within_budget", generated=True),)
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         out = apply(node, args)
@@ -212,7 +212,7 @@ class ReluGradOneAtZero(_ElementwiseHook):
 
     name = "mutant-relu-grad-at-zero"
     op = "relu"
-    kills = (Kill("forward_and_gradients_match_spec_within_budget"),
+    kills = (Kill("forward_and_gradients_match_spec_within_budget", generated=True),
              Kill("relu_gradient_is_exact_near_zero"))
 
     def forward(self, a: np.ndarray) -> Forward:
@@ -235,7 +235,7 @@ class LeakyRelu(_ElementwiseHook):
 
     name = "mutant-leaky-relu"
     op = "relu"
-    kills = (Kill("forward_and_gradients_match_spec_within_budget"),)
+    kills = (Kill("forward_and_gradients_match_spec_within_budget", generated=True),)
 
     def forward(self, a: np.ndarray) -> Forward:
         slope = np.where(a > 0, 1, 0.01).astype(a.dtype)
@@ -247,7 +247,7 @@ class TanhDerivFromInput(_ElementwiseHook):
 
     name = "mutant-tanh-derivative-from-input"
     op = "tanh"
-    kills = (Kill("stack_of_one_branch_family_matches_spec"),)
+    kills = (Kill("stack_of_one_branch_family_matches_spec", generated=True),)
 
     def forward(self, a: np.ndarray) -> Forward:
         return np.tanh(a), lambda g: (np.asarray(g * (1 - a * a), a.dtype),)
@@ -259,7 +259,7 @@ class TanhInFloat32(_ElementwiseHook):
     name = "mutant-tanh-float32"
     op = "tanh"
     bug_class = "dtypes"
-    kills = (Kill("stack_of_one_branch_family_matches_spec"),)
+    kills = (Kill("stack_of_one_branch_family_matches_spec", generated=True),)
 
     def forward(self, a: np.ndarray) -> Forward:
         t = np.tanh(a.astype(np.float32)).astype(a.dtype)
@@ -287,7 +287,7 @@ class SumEmptyIsNan(Mutant):
 
     name = "mutant-sum-empty-nan"
     bug_class = "reductions"
-    kills = (Kill("forward_and_gradients_match_spec_within_budget"),)
+    kills = (Kill("forward_and_gradients_match_spec_within_budget", generated=True),)
 
     def apply(self, node: Node, args: list[Tensor]) -> Tensor:
         out = apply(node, args)
