@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from resverify.impl.backend import Backend
+from resverify.properties import floors
 from resverify.properties.cases import Case
 from resverify.properties.laws_depth import (
     check_cancellation_is_exact,
@@ -38,6 +39,7 @@ def _chain(prop: PropertyRun, data: Inputs, factors: list[Fraction], residual: b
 
 @DTYPE
 @pytest.mark.needs("residual_add", "scale")
+@pytest.mark.reaches(*floors.UNROLLED)
 @given(data=scalar_branch_inputs(), a=alphas(-2, 1), depth=st.integers(1, 8))
 @example(data=SCALAR_ONE, a=Fraction(-1, 2), depth=3)  # S25: 0.125
 @example(data=SCALAR_ONE, a=Fraction(1), depth=3)  # S25: 8

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from resverify.impl.backend import Backend
-from resverify.properties import pinned
+from resverify.properties import floors, pinned
 from resverify.properties.cases import Case
 from resverify.properties.laws_structure import (
     check_bitwise_deterministic,
@@ -31,6 +31,7 @@ ANY_CASE = st.one_of(residual_cases(), mismatch_cases())
 
 @DTYPE
 @pytest.mark.needs("residual_add", "scale")
+@pytest.mark.reaches(*floors.RESIDUAL)
 @given(case=ANY_CASE)
 @example(case=pinned.S11_RESIDUAL)  # S12
 def test_same_request_gives_bitwise_identical_results(
@@ -40,6 +41,7 @@ def test_same_request_gives_bitwise_identical_results(
 
 @DTYPE
 @pytest.mark.needs("residual_add", "scale")
+@pytest.mark.reaches(*floors.RESIDUAL)
 @given(case=residual_cases())
 @example(case=pinned.S06)
 def test_backend_never_mutates_inputs(
@@ -49,6 +51,7 @@ def test_backend_never_mutates_inputs(
 
 @DTYPE
 @pytest.mark.needs("residual_add", "scale")
+@pytest.mark.reaches(*floors.RESIDUAL)
 @given(case=residual_cases())
 @example(case=pinned.S06)
 def test_results_have_declared_shapes_and_dtype(

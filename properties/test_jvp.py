@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from resverify.impl.backend import Backend
-from resverify.properties import pinned
+from resverify.properties import floors, pinned
 from resverify.properties.cases import Case
 from resverify.properties.laws_jvp import (
     check_alpha_zero_tangent_is_input_tangent,
@@ -35,7 +35,6 @@ from resverify.properties.plugin import PropertyRun
 from resverify.properties.profiles import share
 from resverify.properties.strategies import (
     FAMILIES,
-    FAMILY_OPS,
     drawn_range,
     dyadic_arrays,
     norm_block_case,
@@ -50,10 +49,6 @@ from resverify.spec.ir import DTYPES
 pytestmark = pytest.mark.jvp
 DTYPE = pytest.mark.parametrize("dtype", DTYPES)
 NORMED = pytest.mark.needs("layer_norm", "rms_norm", "residual_add", "scale")
-TANGENT_FLOOR = (*sorted({f"op:{op}" for ops in FAMILY_OPS.values() for op in ops}),
-                 "alpha:exact", "alpha:inexact", "size:small", "size:wide", "mode:jvp")
-"""What the tangent oracle law must reach in each dtype: every op of every branch family
-on a path with α ≠ 0, exact and inexact α, small and wide inputs."""
 
 # the seed fixtures with tangents: w non-symmetric and t_x not an eigenvector of it, so a
 # tangent pushed through wᵀ instead of w shows; relu once on each side of 0, once at 0
@@ -76,8 +71,8 @@ S11_T = pinned.S11_RESIDUAL.with_tangents(
 @DTYPE
 @pytest.mark.needs("residual_add", "scale")
 @pytest.mark.families(*FAMILIES)
-@pytest.mark.reaches(*TANGENT_FLOOR)
 @share(len(FAMILIES))
+@pytest.mark.reaches(*floors.TANGENT)
 @given(case=with_tangents(residual_cases()))
 @example(case=S06_T)
 @example(case=S17_T)
@@ -100,6 +95,7 @@ def test_norm_stack_tangent_matches_spec_within_budget(
 
 @DTYPE
 @pytest.mark.needs("residual_add", "scale")
+@pytest.mark.reaches(*floors.TANGENT)
 @given(case=with_tangents(residual_cases()))
 @example(case=S06_T)
 @example(case=S17_T)
@@ -110,6 +106,7 @@ def test_tangent_and_gradients_satisfy_duality(
 
 @DTYPE
 @pytest.mark.needs("residual_add", "scale")
+@pytest.mark.reaches(*floors.TANGENT)
 @given(case=with_tangents(residual_cases()))
 @example(case=S17_T)
 def test_tangent_is_linear_in_the_input_tangents(
@@ -145,6 +142,7 @@ def test_shared_operand_tangent_is_k_times_the_input_tangent(
 
 @DTYPE
 @pytest.mark.needs("residual_add", "scale")
+@pytest.mark.reaches(*floors.TANGENT)
 @given(case=with_tangents(residual_cases()))
 @example(case=S06_T)
 def test_forward_mode_leaves_inputs_and_tangents_unchanged(

@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from resverify.impl.backend import Backend
+from resverify.properties import floors
 from resverify.properties.cases import Case
 from resverify.properties.laws_norm import (
     check_gradient_orthogonal_to_constants,
@@ -89,6 +90,7 @@ STACK_COT = np.array([[1.0, 2.0, 3.0], [-1.0, 0.5, 4.0]])
 
 @DTYPE
 @NORMED
+@pytest.mark.reaches(*floors.NORM_STACKS)
 @given(case=norm_stack_cases())
 @example(case=norm_block_case("pre", "layer_norm", X, W, Fraction(1, 2), depth=2))
 @example(case=norm_block_case("post", "rms_norm", X, W, Fraction(-3, 4), Fraction(1, 16)))
@@ -176,6 +178,7 @@ def test_projection_shortcut_gradient_is_both_paths(
 
 @DTYPE
 @NORMED
+@pytest.mark.reaches(*floors.NORM_STACKS)
 @given(case=norm_stack_cases(placement="post"))
 @example(case=norm_block_case("post", "layer_norm", X, W, Fraction(1), depth=3))
 def test_post_norm_stream_stays_normalized_at_every_depth(

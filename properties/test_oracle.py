@@ -29,7 +29,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from resverify.impl.backend import Backend
-from resverify.properties import pinned
+from resverify.properties import floors, pinned
 from resverify.properties.cases import Case
 from resverify.properties.laws_oracle import check_finite_differences, check_matches_spec
 from resverify.properties.pinned import example
@@ -38,7 +38,6 @@ from resverify.properties.profiles import share
 from resverify.properties.strategies import (
     ELEMENTWISE_FAMILIES,
     FAMILIES,
-    FAMILY_OPS,
     SMOOTH_FAMILIES,
     broadcast_cases,
     near_zero_relu_cases,
@@ -50,23 +49,13 @@ from resverify.properties.strategies import (
 from resverify.spec.ir import DTYPES
 
 DTYPE = pytest.mark.parametrize("dtype", DTYPES)
-ORACLE_FLOOR = (*sorted({f"op:{op}" for ops in FAMILY_OPS.values() for op in ops}),
-                "alpha:zero", "alpha:exact", "alpha:inexact", "size:empty", "size:scalar",
-                "size:small", "size:wide", "depth:1", "depth:2", "depth:3", "shared")
-"""What the oracle law must reach in each dtype: every op of every branch family on a
-path with α ≠ 0, each class of α (zero only in a pinned example: a zero α leaves its
-branch unjudged), every size class, one to three merges, and an operand read twice."""
-STACK_FLOOR = (*sorted({f"op:{op}" for f in ELEMENTWISE_FAMILIES for op in FAMILY_OPS[f]}),
-               "depth:2", "depth:3", "size:small")
-"""What the one-family stacks must reach in each dtype: every elementwise family's ops,
-stacked two and three deep, on inputs with more than one element."""
 
 
 @DTYPE
 @pytest.mark.needs("residual_add", "scale")
 @pytest.mark.families(*FAMILIES)
-@pytest.mark.reaches(*ORACLE_FLOOR)
 @share(len(FAMILIES))
+@pytest.mark.reaches(*floors.ORACLE)
 @given(case=residual_cases())
 @example(case=pinned.S06)
 @example(case=pinned.S07)
@@ -82,6 +71,7 @@ def test_forward_and_gradients_match_spec_within_budget(
 
 @DTYPE
 @pytest.mark.needs("residual_add", "scale")
+@pytest.mark.reaches(*floors.SMOOTH_DIFFERENCES)
 @given(case=residual_cases(SMOOTH_FAMILIES, max_depth=2),
        picks=st.lists(st.integers(0, 10**6), min_size=1, max_size=3))
 @example(case=pinned.S06, picks=[0, 1, 2, 3, 4, 5])
@@ -124,8 +114,8 @@ def test_relu_gradient_is_exact_near_zero(
 @DTYPE
 @pytest.mark.needs("residual_add", "scale")
 @pytest.mark.families(*ELEMENTWISE_FAMILIES)
-@pytest.mark.reaches(*STACK_FLOOR)
 @share(len(ELEMENTWISE_FAMILIES))
+@pytest.mark.reaches(*floors.STACKS)
 @given(case=one_family_stacks())
 @example(case=tanh_stack(np.array([0.5, -1.0, 0.25]), [Fraction(1, 2), Fraction(1, 2)]))
 def test_stack_of_one_branch_family_matches_spec(

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given
 
 from resverify.impl.backend import Backend
-from resverify.properties import pinned
+from resverify.properties import floors, pinned
 from resverify.properties.cases import Case
 from resverify.properties.laws_depth import check_output_affine_in_alpha
 from resverify.properties.laws_structure import (
@@ -119,6 +119,7 @@ def test_add_accepts_every_broadcastable_pair_residual_add_refuses(
 
 @DTYPE
 @pytest.mark.needs("residual_add", "scale")
+@pytest.mark.reaches(*floors.SHARED)
 @given(shared=shared_cases())
 @example(shared=(pinned.S10, 2))
 def test_shared_operand_receives_k_times_the_cotangent(
@@ -156,6 +157,7 @@ def test_alpha_zero_is_identity_and_branch_gets_no_gradient(
 
 @DTYPE
 @pytest.mark.needs("residual_add", "scale")
+@pytest.mark.reaches(*floors.RESIDUAL)
 @given(case=residual_cases(), a=alphas())
 @example(case=pinned.S17, a=Fraction(1, 2))
 def test_output_and_gradients_are_affine_in_alpha(
