@@ -555,12 +555,13 @@ def _machine_row(machine: Mapping[str, Any]) -> list[str]:
     platform, dependencies), its backends with device and library, and its file."""
     report = machine["report"]
     run, env = report["run"], report["environment"]
+    blocks = f", blocks {report['blocks']['verdict']}" if "blocks" in report else ""
     deps = ", ".join(f"{k} {v}" for k, v in sorted(env["dependencies"].items()) if v)
     backends = "\n".join(f"{b['name']} ({b['device']}): {_about(b['about'])}"
                           for b in report["backends"]) or "none (a blocks run)"
     return [f'<th class="machine">{esc(machine["label"])}</th>', _status(machine["status"]),
             _td(f"resverify {report['tool']['version']}, profile {run['profile']}, seed "
-                f"{run['seed']}" + ("" if report["complete"] else ", incomplete")),
+                f"{run['seed']}{blocks}" + ("" if report["complete"] else ", incomplete")),
             _td(f"{env['implementation']} {env['python']}"),
             _td(f"{env['platform']} ({env['machine']})"), _td(backends, "msg"), _td(deps),
             _td(machine["file"], "msg")]

@@ -76,13 +76,15 @@ def read_run(path: Path) -> dict[str, Any]:
                          f"{exc.lineno}, column {exc.colno}): a truncated or partly copied "
                          "report.json? Copy it again from its run") from None
     _check_kind(path, doc)
+    import jsonschema
+
     try:
         json_report.validate(doc)
-    except Exception as exc:  # jsonschema.ValidationError, imported lazily
-        where = "/".join(str(p) for p in getattr(exc, "absolute_path", ()))
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path)
         raise UsageError(f"{str(path)!r} does not follow report.schema.json version "
                          f"{json_report.SCHEMA_VERSION} at /{where}: "
-                         f"{_one_line(getattr(exc, 'message', exc))}") from None
+                         f"{_one_line(exc.message)}") from None
     return dict(doc)
 
 

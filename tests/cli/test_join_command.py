@@ -112,3 +112,20 @@ def test_two_real_runs_join_with_each_machines_backend_and_device(
                for m in doc["machines"] for b in m["report"]["backends"]]
     assert [d[:3] for d in devices] == [("machine-a", "numpy", "cpu"),
                                         ("machine-b", second, "cpu")], devices
+
+
+@pytest.mark.parametrize(("arg", "want"), [
+    ("runs/report.json=gpu-box", ("runs/report.json", "gpu-box")),
+    ("runs/report.json", ("runs/report.json", None)),
+    ("a=b/report.json", ("a=b/report.json", None)),  # an existing file: a path, not a label
+])
+def test_an_argument_is_a_path_and_the_label_after_its_last_equals_sign(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arg: str,
+        want: tuple[str, str | None]) -> None:
+    from resverify.cli.join import _split
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a=b").mkdir()
+    (tmp_path / "a=b" / "report.json").write_text("{}", encoding="utf-8")
+    path, label = _split(arg)
+    assert (str(path), label) == want, f"_split({arg!r}) = {(str(path), label)}, expected {want}"
