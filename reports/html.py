@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from resverify.reports import blocks as blocks_text
 from resverify.reports.coverage import heard
 from resverify.reports.markdown import blocks_only, citation, short_note
-from resverify.reports.matrix import cell_text
+from resverify.reports.matrix import cell_text, column_name
 from resverify.reports.verdicts import mutant_score_status
 
 __all__ = ["CSP", "MODE_TITLES", "PLOTS_INTRO", "esc", "mutants_section", "page",
-           "render_html"]
+           "render_html", "render_joined_html"]
 
 CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
        "form-action 'none'")
@@ -221,7 +221,7 @@ def _mode_table(matrix: Mapping[str, Any]) -> str:
     modes = list(dict.fromkeys(m["mode"] for m in matrix["modes"]))
     sides: dict[str, dict[str, Mapping[str, Any]]] = {}
     for m in matrix["modes"]:
-        sides.setdefault(m["backend"], {})[m["mode"]] = m
+        sides.setdefault(column_name(m), {})[m["mode"]] = m
     rows = [[_td(name)] + [_mode_cell(by_mode.get(mode)) for mode in modes]
             for name, by_mode in sides.items()]
     return _table(["backend", *(MODE_TITLES.get(m, m) for m in modes)], rows, "modes")
@@ -240,18 +240,36 @@ def _mode_cell(side: Mapping[str, Any] | None) -> str:
     return f'<td class="{esc(side["status"].replace(" ", "-"))}">{esc(said)}</td>'
 
 
+def _spans(columns: Sequence[Mapping[str, Any]], key: Callable[[Mapping[str, Any]], str],
+           css: str, shown: Callable[[Mapping[str, Any]], str] | None = None) -> str:
+    """A header row of the matrix: one cell per run of adjacent columns with the same
+    ``key`` (a machine, or a backend on its machine), spanning them, showing ``shown``
+    (default the key)."""
+    cells, k = [], 0
+    while k < len(columns):
+        n = k + 1
+        while n < len(columns) and key(columns[n]) == key(columns[k]):
+            n += 1
+        text = (shown or key)(columns[k])
+        cells.append(f'<th class="{css}" colspan="{n - k}">{esc(text)}</th>')
+        k = n
+    return "".join(cells)
+
+
 def _matrix(doc: Mapping[str, Any]) -> str:
     """The conformance matrix of report.json: a row per property, grouped by mode, a cell
-    per backend and dtype (two header rows: backends, then their dtypes)."""
+    per backend and dtype (two header rows: backends, then their dtypes; a joined report's
+    has the machines above its backends)."""
     matrix = doc["matrix"]
     if not matrix["rows"]:
         return ""
     columns = matrix["columns"]
-    names = list(dict.fromkeys(c["backend"] for c in columns))
-    spans = "".join(f'<th class="name" colspan="{sum(c["backend"] == n for c in columns)}">'
-                    f"{esc(n)}</th>" for n in names)
-    head = (f'<thead><tr><th rowspan="2">property</th>{spans}</tr><tr>'
-            + "".join(f"<th>{esc(c['dtype'])}</th>" for c in columns) + "</tr></thead>")
+    above = [_spans(columns, lambda c: str(c["machine"]), "machine")] \
+        if any("machine" in c for c in columns) else []
+    above.append(_spans(columns, column_name, "name", lambda c: str(c["backend"])))
+    head = (f'<thead><tr><th rowspan="{len(above) + 1}">property</th>' + "</tr><tr>".join(above)
+            + "</tr><tr>" + "".join(f"<th>{esc(c['dtype'])}</th>" for c in columns)
+            + "</tr></thead>")
     body, mode = [], None
     for row in matrix["rows"]:
         if row["mode"] != mode:
@@ -560,3 +578,44 @@ def render_html(doc: Mapping[str, Any], plots: Mapping[str, bytes],
             + _plots(plots, doc) + _properties(doc) + _coverage(doc) + _claims(doc)
             + _mutants(doc) + _timings(doc))
     return page("resverify report", body)
+
+
+def _machine_row(machine: Mapping[str, Any]) -> list[str]:
+    """One machine of a joined report: its label, verdict, what ran it (resverify, Python,
+    platform, dependencies), its backends with device and library, and its file."""
+    report = machine["report"]
+    run, env = report["run"], report["environment"]
+    blocks = f", blocks {report['blocks']['verdict']}" if "blocks" in report else ""
+    deps = ", ".join(f"{k} {v}" for k, v in sorted(env["dependencies"].items()) if v)
+    backends = "\n".join(f"{b['name']} ({b['device']}): {_about(b['about'])}"
+                          for b in report["backends"]) or "none (a blocks run)"
+    return [f'<th class="machine">{esc(machine["label"])}</th>', _status(machine["status"]),
+            _td(f"resverify {report['tool']['version']}, profile {run['profile']}, seed "
+                f"{run['seed']}{blocks}" + ("" if report["complete"] else ", incomplete")),
+            _td(f"{env['implementation']} {env['python']}"),
+            _td(f"{env['platform']} ({env['machine']})"), _td(backends, "msg"), _td(deps),
+            _td(machine["file"], "msg")]
+
+
+def _machines(doc: Mapping[str, Any]) -> str:
+    return "<h2>Machines</h2><p>Each run joined, as its own report.json records it; its " \
+        "columns in the matrix carry its label.</p>" + _table(
+            ["machine", "status", "run", "python", "platform", "backends: device, library and "
+             "settings", "dependencies", "report.json"], [_machine_row(m) for m in doc["machines"]])
+
+
+def render_joined_html(doc: Mapping[str, Any]) -> str:
+    """The page of a joined report (:mod:`resverify.reports.join`): the machines, the
+    counts, the failures, the conformance matrix with each column's machine above its
+    backend, then the backends, properties and claims, each backend named with its
+    machine (:func:`resverify.reports.join.flat_view`)."""
+    from resverify.reports.join import flat_view
+
+    flat = flat_view(doc)
+    warnings = "".join(f'<div class="warn">{esc(w)}</div>' for w in doc["warnings"])
+    status = esc(doc["status"])
+    body = (f'<h1>resverify joined report <span class="badge {status.replace(" ", "-")}">'
+            f"{status}</span></h1>{warnings}" + _machines(doc) + _summary(flat)
+            + _failures(flat) + _matrix(doc) + _backends(flat) + _properties(flat)
+            + _claims(flat))
+    return page("resverify joined report", body)

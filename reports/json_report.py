@@ -51,6 +51,7 @@ __all__ = [
     "property_entry",
     "strip_timings",
     "summarize",
+    "tool_version",
     "validate",
     "write_report",
 ]
@@ -72,6 +73,11 @@ def _version(dist: str) -> str | None:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return None
+
+
+def tool_version() -> str:
+    """The installed resverify's version (``unknown`` when it is not installed)."""
+    return _version("resverify") or "unknown"
 
 
 def environment() -> dict[str, Any]:
@@ -337,7 +343,7 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
         "schema_version": SCHEMA_VERSION,
         "complete": complete,
         "status": status,
-        "tool": {"name": "resverify", "version": _version("resverify") or "unknown"},
+        "tool": {"name": "resverify", "version": tool_version()},
         "environment": environment(),
         "run": dict(run),
         "backends": entries,

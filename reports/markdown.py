@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from resverify.reports.coverage import heard, short_cells
-from resverify.reports.matrix import fold_row
+from resverify.reports.matrix import column_name, fold_row
 from resverify.reports.verdicts import cell_checked, short_of_examples
 
-__all__ = ["append_step_summary", "blocks_only", "citation", "render_markdown"]
+__all__ = ["append_step_summary", "blocks_only", "citation", "render_joined_markdown",
+           "render_markdown"]
 
 DETAILED_FAILURES = 20  # a job summary must stay small (GitHub caps it at 1 MiB)
 MESSAGE_CHARS = 2000
@@ -67,10 +68,15 @@ def _header(doc: Mapping[str, Any]) -> list[str]:
         lines.append("")
     if blocks_only(doc):
         return lines
-    lines += ["| | total | passed | failed | expected | skipped |",
-              "| --- | --- | --- | --- | --- | --- |"]
+    return lines + _counts(doc["summary"])
+
+
+def _counts(summary: Mapping[str, Any]) -> list[str]:
+    """The property tests and claims by status."""
+    lines = ["| | total | passed | failed | expected | skipped |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for part in ("properties", "claims"):
-        c = doc["summary"][part]
+        c = summary[part]
         lines.append(f"| {part} | {c['total']} | {c['passed']} | {c['failed']} | "
                      f"{c['expected']} | {c['skipped']} |")
     return [*lines, ""]
@@ -214,11 +220,11 @@ def _matrix(doc: Mapping[str, Any]) -> list[str]:
              "| --- " * (len(modes) + 1) + "|"]
     sides: dict[str, dict[str, Mapping[str, Any]]] = {}
     for m in matrix["modes"]:
-        sides.setdefault(m["backend"], {})[m["mode"]] = m
+        sides.setdefault(column_name(m), {})[m["mode"]] = m
     for name, by_mode in sides.items():
         lines.append(f"| `{cell(name)}` | " + " | ".join(
             cell(_mode_side(by_mode[m])) if m in by_mode else "—" for m in modes) + " |")
-    names = list(dict.fromkeys(c["backend"] for c in matrix["columns"]))
+    names = list(dict.fromkeys(column_name(c) for c in matrix["columns"]))
     lines += ["", "| property | mode | " + " | ".join(cell(n) for n in names) + " |",
               "| --- " * (len(names) + 2) + "|"]
     for row in matrix["rows"]:
@@ -432,6 +438,38 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
              + _property_table(doc["properties"])
              + _coverage(doc)
              + _claim_table(doc["claims"]))
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def _joined_header(doc: Mapping[str, Any]) -> list[str]:
+    """A joined report's title, warnings, a row per machine (its verdict, what ran it and
+    its backends with device and library version), and the counts over every machine."""
+    lines = [f"# resverify joined: {str(doc['status']).upper()}", "",
+             f"{len(doc['machines'])} runs, a column per machine, backend and dtype.", ""]
+    lines += [f"> warning: {cell(w)}" for w in doc["warnings"]] + ([""] if doc["warnings"] else [])
+    rows = []
+    for m in doc["machines"]:
+        report = m["report"]
+        env = report["environment"]
+        backends = ", ".join(f"{b['name']} ({b['device']}, {b['about']['library']} "
+                             f"{b['about']['version']})" for b in report["backends"])
+        rows.append((m["label"], _ICON.get(m["status"], m["status"]), backends or "blocks",
+                     f"{env['platform']}, Python {env['python']}, resverify "
+                     f"{report['tool']['version']}", m["file"]))
+    return lines + _table(["machine", "status", "backends", "platform", "report.json"], rows) \
+        + _counts(doc["summary"])
+
+
+def render_joined_markdown(doc: Mapping[str, Any]) -> str:
+    """The Markdown summary of a joined report (:mod:`resverify.reports.join`): the
+    machines, the failures, the matrix with a column per backend on its machine, then the
+    backends and claims, each backend named with its machine
+    (:func:`resverify.reports.join.flat_view`)."""
+    from resverify.reports.join import flat_view
+
+    flat = flat_view(doc)
+    parts = (_joined_header(doc) + _failures(flat) + _matrix(doc) + _backend_table(flat)
+             + _property_table(flat["properties"]) + _claim_table(flat["claims"]))
     return "\n".join(parts).rstrip() + "\n"
 
 

@@ -43,8 +43,8 @@ from resverify.reports.verdicts import (
 )
 from resverify.spec.ir import DTYPES
 
-__all__ = ["ANY_DTYPE", "CELL_STATUSES", "build_matrix", "cell_text", "fold_row",
-           "mode_summary"]
+__all__ = ["ANY_DTYPE", "CELL_STATUSES", "build_matrix", "cell_text", "column_name",
+           "fold_row", "mode_summary"]
 
 _EMPTY: Mapping[str, Any] = {"status": "none", "examples": 0, "examples_wanted": 0,
                              "failed_after": None}
@@ -115,13 +115,21 @@ def cell_text(cell: Mapping[str, Any]) -> str:
     return status + (f" ({examples})" if examples else "")
 
 
+def column_name(column: Mapping[str, Any]) -> str:
+    """The backend a column, cell or mode entry belongs to, as its header shows it: the
+    backend's name, and in a joined report (:mod:`resverify.reports.join`) the machine it
+    ran on, ``numpy on gpu-box``, so one backend on two machines is two names."""
+    machine = column.get("machine")
+    return str(column["backend"]) if machine is None else f"{column['backend']} on {machine}"
+
+
 def fold_row(row: Mapping[str, Any]) -> dict[str, dict[str, list[str]]]:
-    """One matrix row's cells folded per backend (in column order): for each backend, the
-    dtypes (``any`` included) in each status, in column order, e.g.
+    """One matrix row's cells folded per backend (:func:`column_name`, in column order):
+    for each backend, the dtypes (``any`` included) in each status, in column order, e.g.
     ``{"numpy": {"passed": ["float64", "float32"], "not claimed": ["bfloat16"]}}``."""
     folded: dict[str, dict[str, list[str]]] = {}
     for c in row["cells"]:
-        folded.setdefault(c["backend"], {}).setdefault(c["status"], []).append(c["dtype"])
+        folded.setdefault(column_name(c), {}).setdefault(c["status"], []).append(c["dtype"])
     return folded
 
 

@@ -28,7 +28,9 @@ What it decides, one section each, in this order:
    property's verdict over its vectors (the judging itself, which asks a backend, stays
    in :mod:`resverify.reports.judge`);
 9. a residual block's law record (a documented finding's failure is ``expected``, its pass
-   ``fixed``), a block's verdict over its records, and the blocks section's.
+   ``fixed``), a block's verdict over its records, and the blocks section's;
+10. a joined report (``resverify join``): its status over its machines' runs, and a
+   claim's over the machines that checked it.
 """
 
 from __future__ import annotations
@@ -452,3 +454,35 @@ def blocks_verdict(blocks: Sequence[str], interrupted: bool) -> str:
 
 __all__ += ["BLOCK_LAW_VERDICTS", "BLOCK_VERDICTS", "block_law_verdict", "block_verdict",
             "blocks_verdict"]
+
+
+# --- 10. a joined report ----------------------------------------------------------------
+
+JOINED_RUN_ORDER = ("incomplete", "failed", "nothing checked", "passed")
+"""The statuses of runs (:func:`run_status`), the one that wins first in a joined report."""
+JOINED_CLAIM_ORDER = ("fail", "expected", "skipped", "pass")
+"""A claim's statuses on several machines, the one that wins first."""
+
+
+def _first_of(order: Sequence[str], statuses: Iterable[str], empty: str) -> str:
+    seen = set(statuses)
+    return next((status for status in order if status in seen), empty)
+
+
+def joined_status(runs: Iterable[str]) -> str:
+    """A joined report's verdict from its runs' statuses, the rule of :func:`run_status`
+    over machines: ``incomplete`` when a run did not finish, else ``failed`` when one
+    failed, else ``nothing checked`` when one checked nothing (or there is no run), else
+    ``passed``. Each run keeps its own verdict; this one never hides a machine's."""
+    return _first_of(JOINED_RUN_ORDER, runs, "nothing checked")
+
+
+def joined_claim_status(machines: Iterable[str]) -> str:
+    """A claim's status over the machines that checked it (each its report's claim
+    ``status``): ``fail`` when it failed on one, else ``expected`` when a known failure
+    expected it on one, else ``skipped`` when one could not check it (or none did), else
+    ``pass``."""
+    return _first_of(JOINED_CLAIM_ORDER, machines, "skipped")
+
+
+__all__ += ["JOINED_CLAIM_ORDER", "JOINED_RUN_ORDER", "joined_claim_status", "joined_status"]

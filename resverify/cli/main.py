@@ -22,7 +22,7 @@ from types import ModuleType
 
 from resverify.spec.errors import ResverifyError
 
-COMMANDS = ("check", "run", "replay", "claims", "backends", "vectors", "blocks")
+COMMANDS = ("check", "run", "replay", "claims", "backends", "vectors", "blocks", "join")
 """The commands, each the module ``resverify.cli.<name>``, in the order ``--help`` lists them."""
 DEFAULT_COMMAND = "check"
 

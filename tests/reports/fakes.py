@@ -203,3 +203,16 @@ def alive(pids: set[int]) -> set[int]:
     """The processes of ``pids`` that still run (a zombie has ended)."""
     table = process_table()
     return {p for p in pids if p in table and table[p][1] != "Z"}
+
+
+def two_machine_reports(root: Path) -> tuple[Path, Path]:
+    """report.json of two runs of ``numpy`` on the fake suite, as two machines would write
+    them: the first passes, the second fails one test (its message hostile HTML)."""
+    paths = []
+    for mode in ("pass", "fail"):
+        with pytest.MonkeyPatch.context() as mp:
+            code, folder = run_check(mp, root, "--backend", "numpy", "--no-plots", mode=mode,
+                                     report_dir=f"run-{mode}")
+        assert code == (0 if mode == "pass" else 1), f"check on the {mode} suite exit {code}"
+        paths.append(folder / "report.json")
+    return paths[0], paths[1]

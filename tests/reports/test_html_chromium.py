@@ -25,8 +25,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -36,12 +34,9 @@ from resverify.impl.backend import Capabilities
 from resverify.reports.plots import PLOT_NAMES
 from resverify.spec.request import Request, Result
 from tests.installed import skip_without_torch
+from tests.reports.chromium import browse, console_lines, dom_tags, find_chromium
 from tests.reports.fakes import HOSTILE, run_check
 
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                  "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync",
-                  "--enable-logging=stderr", "--v=0")
 PROBE = """<script>
 window.__errors = [];
 window.addEventListener("error", function (e) {
@@ -73,43 +68,9 @@ class HostileBackend:
         raise NotImplementedError
 
 
-def _chromium() -> str:
-    found = os.environ.get("RESVERIFY_CHROMIUM") or shutil.which("chromium")
-    if found:
-        return found
-    reason = "chromium is not installed (Debian: apt-get install chromium)"
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason}; CI must run this test, .ci/run installs it")
-    pytest.skip(reason)
-
-
-def _browse(chromium: str, page: Path, profile: Path, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *extra, page.as_uri()]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-
-
-def _console(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
-
-
-class _Tags(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, dict[str, str | None]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, dict(attrs)))
-
-
-def _tags(dom: str) -> list[tuple[str, dict[str, str | None]]]:
-    parser = _Tags()
-    parser.feed(dom)
-    return parser.tags
-
-
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]:
-    chromium = _chromium()
+    chromium = find_chromium()
     root = tmp_path_factory.mktemp("chromium")
     (root / "hostile_backend.py").write_text(
         "from tests.reports.test_html_chromium import HostileBackend\n")
@@ -124,13 +85,14 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]:
 def test_report_page_renders_silently_and_runs_no_injected_script(
         report: tuple[str, Path, Path]) -> None:
     chromium, page, root = report
-    done = _browse(chromium, page, root / "profile-a", "--dump-dom")
+    done = browse(chromium, page, root / "profile-a", "--dump-dom")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert _console(done.stderr) == [], f"console output from the report: {_console(done.stderr)}"
+    logged = console_lines(done.stderr)
+    assert logged == [], f"console output from the report: {logged}"
     dom = done.stdout
     title = re.search(r"<title>(.*?)</title>", dom, re.S)
     assert title is not None and title.group(1) == "resverify report", f"title: {title}"
-    tags = _tags(dom)
+    tags = dom_tags(dom)
     assert [t for t, _ in tags if t == "script"] == [], "a <script> element reached the DOM"
     sources = [a.get("src") or "" for t, a in tags if t == "img"]
     assert len(sources) == len(PLOT_NAMES), \
@@ -153,7 +115,7 @@ def test_report_images_decode_and_hostile_text_is_escaped_without_the_csp(
     text, removed = re.subn(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", text)
     assert removed == 1, "the report should carry exactly one CSP meta tag"
     probe.write_text(text.replace("<head>", "<head>" + PROBE, 1), encoding="utf-8")
-    done = _browse(chromium, probe, root / "profile-b", "--dump-dom",
+    done = browse(chromium, probe, root / "profile-b", "--dump-dom",
                    "--virtual-time-budget=10000")
     found = re.search(r'<pre id="rv-probe">(.*?)</pre>', done.stdout, re.S)
     assert found is not None, f"probe did not run: {done.stderr[-2000:]}"
@@ -165,7 +127,7 @@ def test_report_images_decode_and_hostile_text_is_escaped_without_the_csp(
     for image in result["images"]:
         assert image["complete"] and image["width"] > 300 and image["height"] > 200, image
     assert result["tables"] >= 6 and result["rows"] >= 10, result
-    tags = _tags(done.stdout)
+    tags = dom_tags(done.stdout)
     assert sum(t == "script" for t, _ in tags) == 1, "a script other than the probe is in the DOM"
     assert [a for t, a in tags if t == "img" and a.get("src") == "x"] == [], "injected <img>"
     assert html.escape(HOSTILE) in text, "the failure message is not in the page, escaped"
@@ -174,7 +136,7 @@ def test_report_images_decode_and_hostile_text_is_escaped_without_the_csp(
 def test_report_screenshot_is_a_rendered_page(report: tuple[str, Path, Path]) -> None:
     chromium, page, root = report
     shot = root / "report.png"
-    done = _browse(chromium, page, root / "profile-c", f"--screenshot={shot}",
+    done = browse(chromium, page, root / "profile-c", f"--screenshot={shot}",
                    "--window-size=1280,2000", "--hide-scrollbars")
     assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
     from matplotlib.image import imread
@@ -238,7 +200,7 @@ def _layout(report: tuple[str, Path, Path], width: int) -> dict:
                   page.read_text(encoding="utf-8"))
     probe = root / f"layout-{width}.html"
     probe.write_text(text.replace("<head>", "<head>" + LAYOUT_PROBE, 1), encoding="utf-8")
-    done = _browse(chromium, probe, root / f"profile-layout-{width}", "--dump-dom",
+    done = browse(chromium, probe, root / f"profile-layout-{width}", "--dump-dom",
                    f"--window-size={width},2000", "--virtual-time-budget=10000")
     found = re.search(r'<pre id="rv-probe">(.*?)</pre>', done.stdout, re.S)
     assert found is not None, f"the layout probe did not run: {done.stderr[-2000:]}"
@@ -278,7 +240,7 @@ def test_failure_cards_sit_above_the_matrix_with_the_replay_command_large(
 def blocks_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]:
     """A blocks-only report (``resverify blocks check``'s) whose block name and failure
     message carry markup, written by the main writers with its plots."""
-    chromium = _chromium()
+    chromium = find_chromium()
     skip_without_torch()
     from resverify.reports.blocks import write
     from tests.reports.test_blocks_report import document, full, paths
@@ -291,10 +253,11 @@ def blocks_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Pa
 def test_the_blocks_report_renders_silently_with_its_plots_and_escaped_names(
         blocks_page: tuple[str, Path, Path]) -> None:
     chromium, page, root = blocks_page
-    done = _browse(chromium, page, root / "profile-blocks", "--dump-dom")
+    done = browse(chromium, page, root / "profile-blocks", "--dump-dom")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert _console(done.stderr) == [], f"console output from the report: {_console(done.stderr)}"
-    tags = _tags(done.stdout)
+    logged = console_lines(done.stderr)
+    assert logged == [], f"console output from the report: {logged}"
+    tags = dom_tags(done.stdout)
     assert [t for t, _ in tags if t == "script"] == [], "a <script> element reached the DOM"
     ids = [a.get("id") for t, a in tags if t == "section"]
     assert ids == ["blocks", "block-0", "block-1"], f"sections {ids}, expected the blocks"
@@ -303,7 +266,7 @@ def test_the_blocks_report_renders_silently_with_its_plots_and_escaped_names(
         f"image sources {[s[:30] for s in sources]}, expected three data: PNGs"
     assert "Enc&lt;script&gt;alert(1)&lt;/script&gt;|&amp;" in done.stdout, "escaped name missing"
     shot = root / "blocks.png"
-    done = _browse(chromium, page, root / "profile-blocks-shot", f"--screenshot={shot}",
+    done = browse(chromium, page, root / "profile-blocks-shot", f"--screenshot={shot}",
                    "--window-size=1280,2000", "--hide-scrollbars")
     assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
     from matplotlib.image import imread

@@ -507,3 +507,27 @@ def test_a_failed_blocks_section_fails_a_run_whose_backends_passed() -> None:
     got = v.run_status(complete=True, properties=["passed"], claims=["pass"], known=[],
                        backends=["passed"], blocks="fail")
     _check("run_status(properties passed, blocks='fail')", got, "failed")
+
+
+# --- 10. a joined report ----------------------------------------------------------------
+
+@pytest.mark.parametrize(("runs", "want"), [
+    (["passed", "passed"], "passed"),
+    (["passed", "nothing checked"], "nothing checked"),
+    (["nothing checked", "failed"], "failed"),
+    (["failed", "incomplete", "passed"], "incomplete"),
+    ([], "nothing checked"),
+])
+def test_a_joined_report_is_incomplete_then_failed_then_nothing_checked_then_passed(
+        runs: list[str], want: str) -> None:
+    _check(f"joined_status({runs})", v.joined_status(runs), want)
+
+
+@pytest.mark.parametrize(("machines", "want"), [
+    (["pass", "pass"], "pass"), (["pass", "skipped"], "skipped"),
+    (["skipped", "expected"], "expected"), (["expected", "fail", "pass"], "fail"),
+    ([], "skipped"),
+])
+def test_a_joined_claim_fails_on_one_machine_then_is_expected_then_skipped_then_passes(
+        machines: list[str], want: str) -> None:
+    _check(f"joined_claim_status({machines})", v.joined_claim_status(machines), want)
