@@ -84,10 +84,15 @@ def test_a_bad_input_is_one_line_and_exit_2(
     assert not (tmp_path / "out").exists(), "a refused join wrote a report"
 
 
+KNOWN = Path(__file__).resolve().parents[2] / "docs" / "findings" / "known-failures.toml"
+
+
 def _real_check(root: Path, backend: str) -> Path:
+    """A dev-profile check, its documented findings expected (torch's float16 layer_norm
+    tangent on a one-element row is one the dev profile's simplest norm stack meets)."""
     folder = root / f"run-{backend}"
     code = main(["check", "--profile", "dev", "--no-plots", "--backend", backend,
-                 "--report-dir", str(folder)])
+                 "--known-failures", str(KNOWN), "--report-dir", str(folder)])
     assert code == 0, f"resverify check --backend {backend}: exit {code}"
     return folder / "report.json"
 
