@@ -96,8 +96,9 @@ table.element{width:auto}table.element td{font-family:ui-monospace,monospace}
 .skipped,.xfailed,.missing,.not-checked,.not-claimed{color:#6e7781}.expected{color:#9a6700;font-weight:600}
 .fixed{color:#cf222e;font-weight:600}.badge{display:inline-block;padding:.15rem .6rem;
 border-radius:1rem;color:#fff;font-weight:700}.badge.passed{background:#1a7f37}
-.badge.failed{background:#cf222e}.badge.incomplete,.badge.nothing-checked{background:#9a6700}
-.nothing-checked,.unjudged{color:#9a6700;font-weight:600}
+.nothing-checked,.partly-checked,.unjudged,.partly-judged{color:#9a6700;font-weight:600}
+.badge.failed{background:#cf222e}.badge.incomplete,.badge.nothing-checked,
+.badge.partly-checked{background:#9a6700;color:#fff}
 .warn{background:#fff8c5;border:1px solid #d4a72c;padding:.5rem;margin:.5rem 0}
 figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #d0d7de}
 figcaption{font-size:.85rem;color:#57606a}code{font-size:.85em}
@@ -480,7 +481,10 @@ def _law_note(r: Mapping[str, Any]) -> str:
 def _block(block: Mapping[str, Any], index: int, images: Mapping[str, bytes]) -> str:
     """One block: library, what its recipe declares, a row per law record, its plots."""
     laws = [[_td(r["law"], "nw"), _td(r["dtype"], "nw"), _td(r["mode"], "nw"),
-             _status(r["verdict"]), _td(r["examples"], "nw"), _td(r["time_seconds"], "timing nw"),
+             _status(r["verdict"]),
+             _td(blocks_text.examples_count(r["verdict"], r["examples"],
+                                            r.get("examples_asked", 0)), "nw"),
+             _td(r["time_seconds"], "timing nw"),
              _td(blocks_text.figure_text(r["figures"])), _law_note(r)] for r in block["laws"]]
     figures = "".join(
         f'<figure><img alt="{esc(name)}" src="data:image/png;base64,'

@@ -54,7 +54,7 @@ __all__ = [
     "write_report",
 ]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 DEPENDENCIES = ("numpy", "sympy", "mpmath", "hypothesis", "pytest",
                 "pytest-xdist", "pytest-timeout", "matplotlib", "jsonschema")
 NO_KNOWN_FAILURES: Mapping[str, Any] = {"file": None, "entries": []}

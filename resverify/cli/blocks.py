@@ -242,23 +242,22 @@ def _settings(args: argparse.Namespace) -> tuple[int, int, list[str], tuple[str,
 
 def plan(recipe: Recipe, dtypes: Sequence[str], paths: Sequence[str] = ()
          ) -> Iterator[tuple[str, str, str]]:
-    """``(law, dtype, mode)`` of every record a check of ``recipe`` makes, in order (the
-    paths law only when ``paths`` names some)."""
-    from resverify.blocks import jax_laws
-    from resverify.blocks.laws import LAWS, applicable
+    """``(law, dtype, mode)`` of every record a check of ``recipe`` makes, in order, law by
+    law, root causes first (:func:`resverify.blocks.check.plan`; the paths law only when
+    ``paths`` names some)."""
+    from resverify.blocks import check, jax_laws
 
     if is_jax(recipe):
         yield from jax_laws.plan(recipe, dtypes)
         return
-    for dtype in (d for d in recipe.dtypes if not dtypes or d in dtypes):
-        for law in applicable(recipe, paths):
-            for mode in (m for m in LAWS[law].modes if m in recipe.modes):
-                yield law, dtype, mode
+    yield from check.plan(recipe, [d for d in recipe.dtypes if not dtypes or d in dtypes],
+                          None, paths)
 
 
 def _progress(record: LawRecord, seconds: float, recipe: Recipe) -> str:
     """A record's line: its verdict as the report decides it (a documented finding's failure
     ``expected``, its pass ``fixed``), examples, seconds and message or finding."""
+    from resverify.blocks.check import examples_text
     from resverify.reports.verdicts import block_law_verdict
 
     found = recipe.findings.get(record.law)
@@ -271,7 +270,7 @@ def _progress(record: LawRecord, seconds: float, recipe: Recipe) -> str:
         tail = f": passes, but the recipe documents it as failing ({found.doc}); remove the " \
             "finding"
     return (f"{record.block}  {record.law:<15} {record.dtype:<8} {record.mode:<5} "
-            f"{verdict:<8} {record.examples:>4} examples {seconds:7.2f} s{tail}")
+            f"{verdict:<8} {examples_text(record):>13} {seconds:7.2f} s{tail}")
 
 
 def _say(line: str) -> None:
@@ -283,7 +282,7 @@ def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
               ) -> BlockRun:
     """Every applicable law of ``recipe`` in each dtype, each record said as it comes; a
     failure's merge saved under ``vectors``; then the probes."""
-    from resverify.blocks.check import run_law
+    from resverify.blocks.check import run_law, settled
     from resverify.blocks.jax_laws import run_jax_law
     from resverify.blocks.laws import LAWS
     from resverify.properties.vectors import save_vector
@@ -298,6 +297,7 @@ def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
                              seed=seed) if is_jax(recipe) else \
             run_law(recipe, law, dtype, mode, max_examples=examples, seed=seed,
                     paths=paths if LAWS[law].needs_paths else ())
+        record = settled(record, records)
         seconds.append(time.perf_counter() - began)
         if record.failure is not None:
             saved[len(records)] = str(save_vector(record.failure.request, vectors,

@@ -272,6 +272,18 @@ class DetachedSkip(nn.TransformerEncoderLayer):
         return x + self._ff_block(self.norm2(x))
 
 
+class OffWhenBatchIsThree(nn.TransformerEncoderLayer):
+    """Right except on a batch of three rows, whose output is shifted by 1: the
+    decomposition fails on some examples only, so the laws that presume it judge the rest."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__(**_pre_encoder(dtype))  # type: ignore[arg-type]
+
+    def forward(self, src: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        out = super().forward(src)
+        return out + 1 if src.shape[0] == 3 else out
+
+
 class InPlaceInput(nn.TransformerEncoderLayer):
     """A "memory saving" in-place add when no gradient is asked of the input: the caller's
     tensor becomes the block's first sum (iduta/iresnet PR #2, an in-place ReLU on the
@@ -460,3 +472,6 @@ BUGS: Mapping[str, Bug] = {
                                 "float32", "paths", paths=("fastpath",)),
 }
 """Every planted bug, by name."""
+
+SOMETIMES_WRONG = _encoder_like("OffWhenBatchIsThree", OffWhenBatchIsThree)
+"""A block whose decomposition fails on some drawn examples (a batch of three), not all."""
