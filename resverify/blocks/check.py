@@ -38,7 +38,7 @@ from resverify.blocks.trace import TORCH_DTYPES, Case, Inputs, Unjudged
 from resverify.properties.assertions import PropertyFailure
 from resverify.properties.profiles import PROFILES, active_profile
 from resverify.properties.vectors import replay_command, save_vector, vector_dir
-from resverify.spec.errors import NotJudged, UsageError
+from resverify.spec.errors import NotJudged, ResverifyError, UsageError
 
 __all__ = ["Draw", "LawRecord", "build", "check_block", "draws", "examples_text",
            "judged_record", "make_case", "plan", "pytest_check", "run_law", "settled"]
@@ -178,12 +178,13 @@ def _judge(law: Law, case: Case) -> dict[str, float]:
     __tracebackhide__ = True
     try:
         return law.check(case)
-    except (PropertyFailure, Unjudged):
+    except ResverifyError:  # a failure, an unjudged example, a recipe's one-line mistake
         raise
-    except RuntimeError as exc:  # the block itself raised (autograd refusing it, say)
+    except (RuntimeError, ValueError, TypeError) as exc:  # the block itself raised
         first = (str(exc).strip().splitlines() or [""])[0]
         case.fail(law.name, f"the block raised {type(exc).__name__}: {first}, expected a "
-                  "result")
+                  f"result (input x {list(case.inputs.x.shape)}, {case.mode} mode; if the "
+                  "block cannot take sizes this small, fix them in the recipe's shape)")
 
 
 def _combine(figures: list[dict[str, float]]) -> dict[str, float]:

@@ -116,9 +116,10 @@ def _require_torch() -> None:
     from resverify.spec.errors import UsageError
 
     if find_spec("torch") is None:
-        raise UsageError("resverify blocks needs torch, which is not installed: pip install "
-                         "'resverify[torch]' (make backends), then the catalog's libraries "
-                         "(make blocks; docs/blocks-install.md)")
+        raise UsageError("resverify blocks needs torch, which is not installed: make blocks "
+                         "(torch, transformers, dm-haiku), or pip install -c constraints.txt "
+                         "'resverify[torch]' from the checkout (the constraint keeps torch's "
+                         "CPU build; docs/blocks-install.md)")
 
 
 # -- the catalog ---------------------------------------------------------------------------
@@ -201,19 +202,31 @@ def select(names: Sequence[str], every: bool) -> list[Recipe]:
 
 
 def user_recipes(ref: str) -> list[Recipe]:
-    """The recipe(s) ``module:attr`` names, the working folder importable (a Recipe or a
-    sequence of them); anything else is one UsageError line."""
-    from resverify.blocks.recipe import Recipe
+    """The recipe(s) ``module:attr`` names, the working folder importable (a Recipe, a
+    sequence of them, or a mapping whose values are); anything else is one UsageError line,
+    and a misspelt name is offered the module's recipes first, never the ``Recipe`` class."""
     from resverify.impl.registry import import_attribute
     from resverify.spec.errors import UsageError
 
-    target = import_attribute(ref, "block recipe", "examples.custom_block:RECIPE")
-    recipes = [target] if isinstance(target, Recipe) else \
-        list(target) if isinstance(target, (list, tuple)) else []
-    if not recipes or not all(isinstance(r, Recipe) for r in recipes):
+    target = import_attribute(ref, "block recipe", "examples.custom_block:RECIPE",
+                              fits=lambda value: bool(_recipes_in(value)))
+    recipes = _recipes_in(target)
+    if not recipes:
         raise UsageError(f"{ref} is a {type(target).__name__}, not a resverify.blocks.Recipe "
-                         "(or a list of them)")
+                         "(or a list or mapping of them)")
     return recipes
+
+
+def _recipes_in(value: object) -> list[Recipe]:
+    """``value`` as recipes: itself, a list or tuple of them, a mapping's values; [] when it
+    is none of these."""
+    from collections.abc import Mapping
+
+    from resverify.blocks.recipe import Recipe
+
+    items = [value] if isinstance(value, Recipe) else list(value.values()) if \
+        isinstance(value, Mapping) else list(value) if isinstance(value, (list, tuple)) else []
+    return items if items and all(isinstance(r, Recipe) for r in items) else []
 
 
 def _settings(args: argparse.Namespace) -> tuple[int, int, list[str], tuple[str, ...]]:

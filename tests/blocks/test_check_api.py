@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
+import torch
 
 import resverify.blocks
-from resverify.blocks import check_block, pytest_check
+from resverify.blocks import Recipe, Site, check_block, pytest_check
 from resverify.blocks.catalog.torch_nn import encoder
 from resverify.blocks.check import run_law
 from resverify.blocks.laws import LAWS, applicable
@@ -148,3 +150,34 @@ def test_failures_are_listed_root_cause_first(tmp_path: Path) -> None:
     call = f"pytest_check({bug.recipe.name}, [{bug.dtype!r}])"
     assert laws[0] == "stream_dtype" and {"decomposition", "zero_branch"} <= set(laws), \
         f"{call}: failures listed {laws}, expected stream_dtype first, then its symptoms"
+
+
+class _ConvBatchNorm(torch.nn.Module):
+    """``x + bn(conv(x))`` on ``(N, 4, H, W)``: BatchNorm in train mode needs more than one
+    value per channel, which a 1 × 1 map of one sample does not give."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 4, 3, padding=1, dtype=dtype)
+        self.bn = torch.nn.BatchNorm2d(4, dtype=dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.bn(self.conv(x))
+
+
+def test_a_block_that_raises_on_drawn_sizes_is_a_failed_record_not_a_traceback() -> None:
+    """BatchNorm given drawn spatial sizes: the train-mode ``ValueError`` of a one-value
+    channel is the law's failure, naming the input's shape and what to fix."""
+    recipe = Recipe("ConvBatchNorm(drawn sizes)", _ConvBatchNorm,
+                    (Site("conv", ("conv", "bn"), ("bn.weight", "bn.bias"), norm="none"),),
+                    shape=("batch", 4, "seq", "seq"), dtypes=("float32",))
+    records = check_block(recipe, ["float32"], ["decomposition"], max_examples=EXAMPLES)
+    call = "check_block(ConvBatchNorm(drawn sizes), ['float32'], ['decomposition'])"
+    train = next(r for r in records if r.mode == "train")
+    assert train.verdict == "fail", f"{call}: {train.line()}, expected a failure"
+    assert "the block raised ValueError: Expected more than 1 value per channel when " \
+        "training" in train.message and "fix them in the recipe's shape" in train.message, \
+        f"{call}: {train.message}"
+    fixed = dataclasses.replace(recipe, name="ConvBatchNorm(4 x 4)", shape=("batch", 4, 4, 4))
+    assert {r.verdict for r in check_block(fixed, ["float32"], ["decomposition"],
+                                           max_examples=EXAMPLES)} == {"pass"}

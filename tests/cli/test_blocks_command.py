@@ -463,10 +463,24 @@ def test_a_users_own_recipe_named_module_colon_attr_is_checked(
         capsys.readouterr().out
 
 
+def test_a_mapping_of_recipes_is_checked_too(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``module:attr`` naming a mapping of recipes (name -> Recipe) checks each of them."""
+    from examples import custom_block
+
+    monkeypatch.setattr(custom_block, "ALL", {"one": custom_block.RECIPE}, raising=False)
+    code, doc = check(tmp_path, "examples.custom_block:ALL", *FAST, "--no-plots")
+    assert (code, [b["name"] for b in doc["blocks"]]) == (0, ["example.PreNormMLPBlock"])
+
+
 @pytest.mark.parametrize(("ref", "said"), [
     ("examples.custom_block:main", "examples.custom_block:main is a function, not a "
-     "resverify.blocks.Recipe (or a list of them)"),
+     "resverify.blocks.Recipe (or a list or mapping of them)"),
     ("examples.custom_block:NOPE", "module 'examples.custom_block' has no attribute 'NOPE'"),
+    # the module imports the class Recipe too: a misspelt recipe is offered the recipe
+    ("examples.custom_block:RECIPES", "module 'examples.custom_block' has no attribute "
+     "'RECIPES' (did you mean 'RECIPE'?)"),
+    ("examples.custom_block:recipe", "(did you mean 'RECIPE'?)"),
     ("no_such_module_here:RECIPE", "cannot import block recipe module 'no_such_module_here'"),
     (":RECIPE", "block recipe ':RECIPE' names no module; write module:attr, e.g. "
      "examples.custom_block:RECIPE"),
