@@ -340,6 +340,16 @@ class SharedDropMask(ScaledEncoderLayer):
         return x + self.feed(x) * mask
 
 
+class SecondDropPathDead(ScaledEncoderLayer):
+    """The first drop-path module applied to both branches, ``drop_path2`` built and never
+    called (DINOv2-derived blocks): each branch draws its own mask at the same rate, so with
+    the two rates equal, as timm builds them, every row and rate looks right."""
+
+    def forward(self, src: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        x = src + self.drop_path1(self.attend(src))
+        return x + self.drop_path1(self.feed(x))
+
+
 class DropPathScaleDead(ScaledEncoderLayer):
     """Drop path's rescaling dead: kept rows are not divided by the keep rate, so train and
     eval disagree on average (mosaicml/composer#372)."""
@@ -464,6 +474,8 @@ BUGS: Mapping[str, Bug] = {
                              "affine_in_gamma"),
     "shared_drop_mask": Bug(scaled_recipe("SharedDropMask", SharedDropMask), "float32",
                             "drop_path"),
+    "second_drop_path_dead": Bug(scaled_recipe("SecondDropPathDead", SecondDropPathDead),
+                                 "float32", "drop_path"),
     "drop_path_scale_dead": Bug(scaled_recipe("DropPathScaleDead", DropPathScaleDead),
                                 "float32", "drop_path"),
     "bf16_stream_downcast": Bug(mixed_recipe("Bf16StreamDowncast", Bf16StreamDowncast),
