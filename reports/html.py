@@ -129,9 +129,14 @@ def _td(value: object, css: str = "") -> str:
     return f"<td{cls}>{esc(value)}</td>"
 
 
+def _css(status: str) -> str:
+    """A status as one CSS class: ``partly judged`` -> ``partly-judged``."""
+    return esc(status.replace(" ", "-"))
+
+
 def _status(value: str, kind: str | None = None) -> str:
     shown = f"{value} ({kind})" if kind else value
-    return f'<td class="{esc(value.replace(" ", "-"))} nw">{esc(shown)}</td>'
+    return f'<td class="{_css(value)} nw">{esc(shown)}</td>'
 
 
 def _header(doc: Mapping[str, Any]) -> str:
@@ -145,7 +150,7 @@ def _header(doc: Mapping[str, Any]) -> str:
             ("platform", f"{env['platform']} ({env['machine']})")]
     rows = [[_td(k), _td(v)] for k, v in meta] + [[_td("dependencies"), f"<td>{deps}</td>"]]
     warnings = "".join(f'<div class="warn">{esc(w)}</div>' for w in doc["warnings"])
-    return (f'<h1>resverify report <span class="badge {esc(doc["status"].replace(" ", "-"))}">'
+    return (f'<h1>resverify report <span class="badge {_css(doc["status"])}">'
             f'{esc(doc["status"])}</span></h1>{warnings}'
             + _table(["", ""], rows, "meta"))
 
@@ -493,7 +498,7 @@ def _block(block: Mapping[str, Any], index: int, images: Mapping[str, bytes]) ->
         "</figcaption></figure>"
         for name in blocks_text.plot_names(block, index) if name in images)
     return (f'<section class="block" id="block-{index}"><h3>{esc(block["name"])}: '
-            f'<span class="{esc(block["verdict"])}">{esc(block["verdict"])}</span></h3>'
+            f'<span class="{_css(block["verdict"])}">{esc(block["verdict"])}</span></h3>'
             f"<p>{esc(block['library'])} {esc(block['version'] or 'version unknown')}, "
             f'<span class="timing">{esc(block["time_seconds"])} s</span></p>'
             + _table(["declares", ""], [[_td(a), _td(b)]
@@ -514,7 +519,7 @@ def _blocks(doc: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
             for i, b in enumerate(section["blocks"])]
     skipped = "".join(f"<li>skipped {esc(s['source'])}: {esc(s['reason'])}</li>"
                       for s in section["skipped"])
-    return (f'<section id="blocks"><h2>Residual blocks: <span class="{esc(section["verdict"])}">'
+    return (f'<section id="blocks"><h2>Residual blocks: <span class="{_css(section["verdict"])}">'
             f'{esc(section["verdict"])}</span></h2><p>{esc(blocks_text.counts_text(section))}</p>'
             + _table(["block", "library", "verdict", "laws", "s"], rows)
             + (f"<ul>{skipped}</ul>" if skipped else "")

@@ -419,6 +419,9 @@ def test_passes_with_an_unjudged_law_are_partly_checked_not_nothing_checked(
         text = (tmp_path / page).read_text(encoding="utf-8").lower()
         assert "nothing checked" not in text, f"{call}: {page} says 'nothing checked'"
         assert "partly checked" in text, f"{call}: {page} does not say 'partly checked'"
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert '<span class="partly-judged">partly judged</span>' in page, \
+        f"{call}: the block's verdict is not one CSS class (partly-judged) in report.html"
 
 
 def test_an_unknown_path_is_one_line_and_exit_2(
