@@ -493,3 +493,22 @@ def test_a_bad_recipe_reference_is_one_line_and_exit_2(
     assert main(["blocks", "check", ref, "--report-dir", str(tmp_path)]) == 2
     assert said in one_line_error(capsys)
     assert not list(tmp_path.iterdir()), "a refused request wrote something"
+
+
+def test_commands_md_documents_every_option_of_blocks_check() -> None:
+    """docs/commands.md's ``resverify blocks`` section names every option ``blocks check``
+    takes and the ``module:RECIPE`` form (README and blocks.md show both; it once had
+    neither ``--paths`` nor ``module:RECIPE``)."""
+    import argparse
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "commands.md").read_text(encoding="utf-8")
+    section = text.split("## `resverify blocks`", 1)[1].split("\n## ", 1)[0]
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    (actions,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    options = [o for a in actions.choices["check"]._actions for o in a.option_strings
+               if o.startswith("--") and o != "--help"]
+    missing = [o for o in options if f"`{o}" not in section]
+    assert not missing, f"docs/commands.md's resverify blocks section lacks {missing}"
+    assert "module:RECIPE" in section, "docs/commands.md's resverify blocks lacks module:RECIPE"
