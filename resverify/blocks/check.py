@@ -280,8 +280,7 @@ def check_block(recipe: Recipe, dtypes: Iterable[str] | None = None,
     """
     asked = tuple(paths)
     records: list[LawRecord] = []
-    for name, dtype, mode in plan(recipe, None if dtypes is None else list(dtypes), laws,
-                                  asked):
+    for name, dtype, mode in plan(recipe, list(dtypes or ()) or None, laws, asked):
         record = run_law(recipe, name, dtype, mode, max_examples=max_examples, seed=seed,
                          shrink=shrink, paths=asked)
         records.append(settled(record, records))

@@ -41,7 +41,9 @@ for an action.
 Ctrl-C (or SIGTERM) stops the check and still writes the report of the blocks that
 finished, marked ``interrupted``. Exit codes follow the report's ``status``: 0 (``passed``)
 every law passed or failed as a documented finding; 1 a law failed, a documented finding is
-``fixed``, a law judged nothing (no verdict without evidence), or the run was interrupted; 2
+``fixed``, a law judged nothing (no verdict without evidence: the run is ``partly checked``
+when other laws held, ``nothing checked`` when none judged anything), or the run was
+interrupted; 2
 a usage error, one line: an unknown block name (with the close names), a dtype or profile
 that does not exist, a recipe the module contradicts (the recipe's own line), a report path
 that cannot be written.
