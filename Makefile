@@ -38,10 +38,10 @@ backends: $(STAMP)
 	@echo "make: installing the optional backends into $(VENV) (torch CPU build, jax, autograd, tensorflow-cpu, tinygrad, pytensor: large downloads, minutes)"
 	$(QUIET_INSTALL) $(BIN)/python -m pip install --quiet -c constraints.txt -e '.[torch,jax,autograd,tensorflow,tinygrad,pytensor]'
 
-## blocks: add the block catalog's library that fits beside torch 2.13.0+cpu (transformers) to .venv
+## blocks: add what resverify blocks needs to .venv: torch (the CPU build constraints.txt pins, which every block check drives), transformers and dm-haiku (the catalog's Hugging Face and JAX blocks)
 blocks: $(STAMP)
-	@echo "make: installing transformers (the Hugging Face blocks; about 35 s, 185 MB) and dm-haiku (the JAX blocks; about 2 s, 4.3 MB) into $(VENV)"
-	$(QUIET_INSTALL) $(BIN)/python -m pip install --quiet -c constraints.txt -e '.[blocks-hf,blocks-jax]'
+	@echo "make: installing torch 2.13.0+cpu (every block check drives it; about 30 s, 890 MB unless make backends put it there), transformers (the Hugging Face blocks; about 35 s, 185 MB) and dm-haiku (the JAX blocks; about 2 s, 4.3 MB) into $(VENV), pinned by constraints.txt"
+	$(QUIET_INSTALL) $(BIN)/python -m pip install --quiet -c constraints.txt -e '.[torch,blocks-hf,blocks-jax]'
 
 ## blocks-vision: timm and torchvision in a venv of their own (torch 2.14.1 + torchvision 0.29.1, the pairing that imports here; about 5.8 GB, 6 to 7 min with the tests), then their catalog tests
 blocks-vision: pyproject.toml constraints.txt

@@ -157,10 +157,13 @@ def resolve_backend(name: str) -> Backend:
 
 
 def import_attribute(ref: str, what: str = "backend",
-                     example: str = "examples.toy_adapter:ToyBackend") -> Any:
+                     example: str = "examples.toy_adapter:ToyBackend",
+                     fits: Callable[[Any], bool] | None = None) -> Any:
     """The object ``module:attr`` names, the working folder importable; every failure one
     :class:`UsageError` line (``what`` says what the object is for, ``example`` a valid
-    reference)."""
+    reference). A misspelt ``attr`` gets the closest name of the module, among those whose
+    object ``fits`` (what the caller can use: a recipe, not the class it was built from)
+    when any does."""
     module_name, _, attr = ref.partition(":")
     if not module_name or not attr:
         raise UsageError(f"{what} {ref!r} names no {'attribute' if module_name else 'module'}"
@@ -173,8 +176,10 @@ def import_attribute(ref: str, what: str = "backend",
     try:
         return getattr(module, attr)
     except AttributeError:
+        names = dir(module)
+        usable = [n for n in names if fits is not None and fits(getattr(module, n, None))]
         raise UsageError(f"module {module_name!r} has no attribute {attr!r}"
-                         f"{_did_you_mean(attr, dir(module))}") from None
+                         f"{_did_you_mean(attr, usable or names)}") from None
 
 
 def _did_you_mean(typed: str, known: Iterable[str]) -> str:

@@ -49,8 +49,8 @@ if TYPE_CHECKING:
     from resverify.blocks.recipe import Recipe
 
 __all__ = ["PLOTS_DIR", "PLOT_CAPTIONS", "BlockRun", "count", "counts_text", "declared_lines",
-           "declares", "figure_text", "headroom", "plot_names", "plots", "section", "site_text",
-           "stopped_text", "swamped", "write"]
+           "declares", "examples_count", "examples_text", "figure_text", "headroom",
+           "plot_names", "plots", "section", "site_text", "stopped_text", "swamped", "write"]
 
 Doc = dict[str, Any]
 REPLAY_BACKEND = "numpy"
@@ -117,7 +117,7 @@ def _law_row(run: BlockRun, i: int, record: LawRecord) -> Doc:
     return {"law": record.law, "dtype": record.dtype, "mode": record.mode,
             "verdict": block_law_verdict(record.verdict, kind,
                                          None if known is None else known["kind"]),
-            "examples": record.examples,
+            "examples": record.examples, "examples_asked": record.asked,
             "time_seconds": None if seconds is None else round(seconds, 3),
             "figures": {k: _number(v) for k, v in sorted(record.figures.items())},
             "message": record.message, "failure": _failure(record, run.vectors.get(i)),
@@ -179,6 +179,18 @@ def headroom(block: Mapping[str, Any]) -> dict[str, float | str]:
     """Dtype -> the least overflow headroom (log2) the stream-dtype law measured."""
     return {law["dtype"]: law["figures"]["headroom_log2"] for law in block["laws"]
             if law["law"] == "stream_dtype" and "headroom_log2" in law["figures"]}
+
+
+def examples_count(verdict: str, examples: int, asked: int) -> str:
+    """``25``, or ``4 of 25`` for a pass on fewer examples than asked (``asked`` 0: not
+    known). The command, the pages and a record's line all say it so."""
+    short = verdict == "pass" and asked > 0 and examples < asked
+    return f"{examples} of {asked}" if short else str(examples)
+
+
+def examples_text(verdict: str, examples: int, asked: int) -> str:
+    """:func:`examples_count` with its unit: ``25 examples``, ``4 of 25 examples``."""
+    return f"{examples_count(verdict, examples, asked)} examples"
 
 
 def count(n: int, what: str) -> str:

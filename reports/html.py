@@ -97,8 +97,9 @@ table.element{width:auto}table.element td{font-family:ui-monospace,monospace}
 .skipped,.xfailed,.missing,.not-checked,.not-claimed{color:#6e7781}.expected{color:#9a6700;font-weight:600}
 .fixed{color:#cf222e;font-weight:600}.badge{display:inline-block;padding:.15rem .6rem;
 border-radius:1rem;color:#fff;font-weight:700}.badge.passed{background:#1a7f37}
-.badge.failed{background:#cf222e}.badge.incomplete,.badge.nothing-checked{background:#9a6700}
-.nothing-checked,.unjudged{color:#9a6700;font-weight:600}
+.nothing-checked,.partly-checked,.unjudged,.partly-judged{color:#9a6700;font-weight:600}
+.badge.failed{background:#cf222e}.badge.incomplete,.badge.nothing-checked,
+.badge.partly-checked{background:#9a6700;color:#fff}
 .warn{background:#fff8c5;border:1px solid #d4a72c;padding:.5rem;margin:.5rem 0}
 figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #d0d7de}
 figcaption{font-size:.85rem;color:#57606a}code{font-size:.85em}
@@ -130,9 +131,14 @@ def _td(value: object, css: str = "") -> str:
     return f"<td{cls}>{esc(value)}</td>"
 
 
+def _css(status: str) -> str:
+    """A status as one CSS class: ``partly judged`` -> ``partly-judged``."""
+    return esc(status.replace(" ", "-"))
+
+
 def _status(value: str, kind: str | None = None) -> str:
     shown = f"{value} ({kind})" if kind else value
-    return f'<td class="{esc(value.replace(" ", "-"))} nw">{esc(shown)}</td>'
+    return f'<td class="{_css(value)} nw">{esc(shown)}</td>'
 
 
 def _header(doc: Mapping[str, Any]) -> str:
@@ -146,7 +152,7 @@ def _header(doc: Mapping[str, Any]) -> str:
             ("platform", f"{env['platform']} ({env['machine']})")]
     rows = [[_td(k), _td(v)] for k, v in meta] + [[_td("dependencies"), f"<td>{deps}</td>"]]
     warnings = "".join(f'<div class="warn">{esc(w)}</div>' for w in doc["warnings"])
-    return (f'<h1>resverify report <span class="badge {esc(doc["status"].replace(" ", "-"))}">'
+    return (f'<h1>resverify report <span class="badge {_css(doc["status"])}">'
             f'{esc(doc["status"])}</span></h1>{warnings}'
             + _table(["", ""], rows, "meta"))
 
@@ -500,7 +506,10 @@ def _law_note(r: Mapping[str, Any]) -> str:
 def _block(block: Mapping[str, Any], index: int, images: Mapping[str, bytes]) -> str:
     """One block: library, what its recipe declares, a row per law record, its plots."""
     laws = [[_td(r["law"], "nw"), _td(r["dtype"], "nw"), _td(r["mode"], "nw"),
-             _status(r["verdict"]), _td(r["examples"], "nw"), _td(r["time_seconds"], "timing nw"),
+             _status(r["verdict"]),
+             _td(blocks_text.examples_count(r["verdict"], r["examples"],
+                                            r.get("examples_asked", 0)), "nw"),
+             _td(r["time_seconds"], "timing nw"),
              _td(blocks_text.figure_text(r["figures"])), _law_note(r)] for r in block["laws"]]
     figures = "".join(
         f'<figure><img alt="{esc(name)}" src="data:image/png;base64,'
@@ -509,7 +518,7 @@ def _block(block: Mapping[str, Any], index: int, images: Mapping[str, bytes]) ->
         "</figcaption></figure>"
         for name in blocks_text.plot_names(block, index) if name in images)
     return (f'<section class="block" id="block-{index}"><h3>{esc(block["name"])}: '
-            f'<span class="{esc(block["verdict"])}">{esc(block["verdict"])}</span></h3>'
+            f'<span class="{_css(block["verdict"])}">{esc(block["verdict"])}</span></h3>'
             f"<p>{esc(block['library'])} {esc(block['version'] or 'version unknown')}, "
             f'<span class="timing">{esc(block["time_seconds"])} s</span></p>'
             + _table(["declares", ""], [[_td(a), _td(b)]
@@ -530,7 +539,7 @@ def _blocks(doc: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
             for i, b in enumerate(section["blocks"])]
     skipped = "".join(f"<li>skipped {esc(s['source'])}: {esc(s['reason'])}</li>"
                       for s in section["skipped"])
-    return (f'<section id="blocks"><h2>Residual blocks: <span class="{esc(section["verdict"])}">'
+    return (f'<section id="blocks"><h2>Residual blocks: <span class="{_css(section["verdict"])}">'
             f'{esc(section["verdict"])}</span></h2><p>{esc(blocks_text.counts_text(section))}</p>'
             + _table(["block", "library", "verdict", "laws", "s"], rows)
             + (f"<ul>{skipped}</ul>" if skipped else "")

@@ -32,7 +32,8 @@ NOT_RUN_SHOWN = 20  # reasons per backend; the rest are in report.json
 _ICON = {"nothing checked": "⚠️ nothing checked",
          "passed": "✅ passed", "pass": "✅ pass", "failed": "❌ failed", "fail": "❌ fail",
          "skipped": "⏭ skipped", "xfailed": "⏭ xfailed", "expected": "☑️ expected",
-         "fixed": "❌ fixed", "not checked": "⏭ not checked", "unjudged": "⚠️ unjudged"}
+         "fixed": "❌ fixed", "not checked": "⏭ not checked", "unjudged": "⚠️ unjudged",
+         "partly judged": "⚠️ partly judged", "partly checked": "⚠️ partly checked"}
 
 
 def cell(value: object) -> str:
@@ -377,14 +378,15 @@ def _block_notes(block: Mapping[str, Any]) -> list[str]:
 
 
 def _block(block: Mapping[str, Any]) -> list[str]:
-    from resverify.reports.blocks import declared_lines, figure_text
+    from resverify.reports.blocks import declared_lines, examples_count, figure_text
 
     lines = [f"### {cell(block['name'])}: {_ICON[block['verdict']]}", "",
              f"{cell(block['library'])} {cell(block['version'] or 'version unknown')}, "
              f"{block['time_seconds']:.1f} s", ""]
     lines += _table(["declares", ""], declared_lines(block))
     lines += _table(["law", "dtype", "mode", "verdict", "examples", "s", "figures"],
-                    [(r["law"], r["dtype"], r["mode"], _ICON[r["verdict"]], r["examples"],
+                    [(r["law"], r["dtype"], r["mode"], _ICON[r["verdict"]],
+                      examples_count(r["verdict"], r["examples"], r.get("examples_asked", 0)),
                       _seconds_text(r["time_seconds"]), figure_text(r["figures"]))
                      for r in block["laws"]])
     return [*lines, *_block_notes(block), ""]

@@ -191,14 +191,17 @@ def run_status(*, complete: bool, properties: Iterable[str], claims: Iterable[st
     not; an ``internal`` failure does: it is resverify's own), a known failure is
     ``fixed`` or the blocks section (``blocks``, its :func:`blocks_verdict`; None: the run
     has none) is ``fail``; else ``nothing checked`` when a backend had nothing checked or
-    the blocks section is ``unjudged``; else ``passed``."""
+    the blocks section is ``unjudged`` (it judged nothing); else ``partly checked`` when
+    the blocks section is ``partly judged`` (some law records judged nothing, others held:
+    not a pass, and not "nothing"); else ``passed``."""
     if not complete:
         return "incomplete"
     if any(s in ("fail", "failed") for s in (*properties, *claims)) or "fixed" in known \
             or blocks == "fail":
         return "failed"
-    nothing = "nothing checked" in backends or blocks == "unjudged"
-    return "nothing checked" if nothing else "passed"
+    if "nothing checked" in backends or blocks == "unjudged":
+        return "nothing checked"
+    return "partly checked" if blocks == "partly judged" else "passed"
 
 
 # --- 5. the conformance matrix ----------------------------------------------------------
@@ -414,7 +417,7 @@ BLOCK_LAW_VERDICTS = ("pass", "fail", "unjudged", "expected", "fixed")
 """A block's law record: as judged (``pass``, ``fail``, ``unjudged``), or, where the block's
 recipe documents a finding for the law, ``expected`` (it fails as written up) or ``fixed``
 (it passes: the finding no longer holds)."""
-BLOCK_VERDICTS = ("pass", "expected", "fail", "unjudged")
+BLOCK_VERDICTS = ("pass", "expected", "fail", "unjudged", "partly judged")
 """A block's verdict, and the blocks section's."""
 
 
@@ -436,18 +439,24 @@ def block_law_verdict(outcome: str, kind: str | None, finding_kind: str | None) 
 def block_verdict(laws: Sequence[str]) -> str:
     """A block's verdict from its law records' verdicts (:data:`BLOCK_LAW_VERDICTS`):
     ``fail`` when one failed or is ``fixed`` (an unknown word counts as ``fail``); else
-    ``unjudged`` when one judged nothing, or there are none (no verdict without evidence);
-    else ``expected`` when a documented finding failed as written up; else ``pass``."""
-    if any(v in ("fail", "fixed") or v not in BLOCK_LAW_VERDICTS for v in laws):
+    ``unjudged`` when none judged anything, or there are none (no verdict without evidence);
+    else ``partly judged`` when some judged nothing (or were themselves ``partly
+    judged``: a section over blocks) and others held; else ``expected`` when a documented
+    finding failed as written up; else ``pass``."""
+    if any(v in ("fail", "fixed") or v not in (*BLOCK_LAW_VERDICTS, *BLOCK_VERDICTS)
+           for v in laws):
         return "fail"
-    if not laws or "unjudged" in laws:
+    if all(v == "unjudged" for v in laws):
         return "unjudged"
+    if any(v in ("unjudged", "partly judged") for v in laws):
+        return "partly judged"
     return "expected" if "expected" in laws else "pass"
 
 
 def blocks_verdict(blocks: Sequence[str], interrupted: bool) -> str:
     """The blocks section's verdict from its blocks' verdicts (:data:`BLOCK_VERDICTS`), the
-    rule of :func:`block_verdict`: ``fail`` wins, then ``unjudged`` (no block, or the run
+    rule of :func:`block_verdict`: ``fail`` wins, then ``unjudged`` (no block, or none
+    judged anything), then ``partly judged`` (some block judged nothing or part, or the run
     was ``interrupted`` so blocks went unchecked), then ``expected``, then ``pass``."""
     return block_verdict([*blocks, *(["unjudged"] if interrupted else [])])
 
@@ -458,7 +467,7 @@ __all__ += ["BLOCK_LAW_VERDICTS", "BLOCK_VERDICTS", "block_law_verdict", "block_
 
 # --- 10. a joined report ----------------------------------------------------------------
 
-JOINED_RUN_ORDER = ("incomplete", "failed", "nothing checked", "passed")
+JOINED_RUN_ORDER = ("incomplete", "failed", "nothing checked", "partly checked", "passed")
 """The statuses of runs (:func:`run_status`), the one that wins first in a joined report."""
 JOINED_CLAIM_ORDER = ("fail", "expected", "skipped", "pass")
 """A claim's statuses on several machines, the one that wins first."""
@@ -473,7 +482,8 @@ def joined_status(runs: Iterable[str]) -> str:
     """A joined report's verdict from its runs' statuses, the rule of :func:`run_status`
     over machines: ``incomplete`` when a run did not finish, else ``failed`` when one
     failed, else ``nothing checked`` when one checked nothing (or there is no run), else
-    ``passed``. Each run keeps its own verdict; this one never hides a machine's."""
+    ``partly checked`` when one's blocks were partly judged, else ``passed``. Each run keeps
+    its own verdict; this one never hides a machine's."""
     return _first_of(JOINED_RUN_ORDER, runs, "nothing checked")
 
 

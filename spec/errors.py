@@ -55,6 +55,12 @@ class UsageError(ResverifyError, ValueError):
     """
 
 
+class NotJudged(ResverifyError, AssertionError):
+    """A check asked for a verdict and judged nothing: no example met a law's precondition,
+    or the law it presumes failed (``resverify.blocks.pytest_check``; the command exits 1
+    alike). An ``AssertionError``, so the test that asked fails."""
+
+
 class InvalidInput(ResverifyError, ValueError):
     """Something resverify was given is malformed: refused where it is made or read.
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -31,17 +31,17 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from torch import nn
 
-from resverify.blocks.laws import LAWS, Law
+from resverify.blocks.laws import LAWS, Law, applicable
 from resverify.blocks.laws_paths import PATHS
 from resverify.blocks.recipe import Recipe, validate
 from resverify.blocks.trace import TORCH_DTYPES, Case, Inputs, Unjudged
 from resverify.properties.assertions import PropertyFailure
 from resverify.properties.profiles import PROFILES, active_profile
 from resverify.properties.vectors import replay_command, save_vector, vector_dir
-from resverify.spec.errors import UsageError
+from resverify.spec.errors import NotJudged, ResverifyError, UsageError
 
-__all__ = ["Draw", "LawRecord", "build", "check_block", "draws", "make_case", "pytest_check",
-           "run_law"]
+__all__ = ["Draw", "LawRecord", "build", "check_block", "draws", "examples_text",
+           "judged_record", "make_case", "plan", "pytest_check", "run_law", "settled"]
 
 NOISE = 0.05
 WEIGHT_EXPONENTS = (-12, -4, 0, 1)
@@ -78,11 +78,57 @@ class LawRecord:
     figures: Mapping[str, float] = field(default_factory=dict)
     message: str = ""
     failure: PropertyFailure | None = None
+    asked: int = 0
+    """The examples the law was asked to judge (0: not known)."""
 
     def line(self) -> str:
         tail = f": {self.message}" if self.message else ""
         return (f"{self.block} {self.law} [{self.dtype}, {self.mode}] {self.verdict} "
-                f"({self.examples} examples){tail}")
+                f"({examples_text(self)}){tail}")
+
+
+def examples_text(record: LawRecord) -> str:
+    """``25 examples``, or ``4 of 25 examples`` for a pass that judged fewer than asked."""
+    from resverify.reports.blocks import examples_text as text
+
+    return text(record.verdict, record.examples, record.asked)
+
+
+def judged_record(names: tuple[str, str, str, str], asked: int, ran: int,
+                  judged: list[dict[str, float]], reasons: list[str]) -> LawRecord:
+    """The record of a law run that raised no failure, over ``(block, law, dtype, mode)``:
+    ``unjudged`` with the first reason when no example was judged; else ``pass``, and when
+    fewer examples were judged than ``asked`` the message says how many and why (the first
+    unjudged example's reason): no pass on part of the examples without saying so."""
+    if not judged:
+        return LawRecord(*names, "unjudged", 0, message=reasons[0] if reasons else
+                         "no example drawn", asked=asked)
+    message = ""
+    if len(judged) < asked:
+        why = f"{ran - len(judged)} unjudged, the first: {reasons[0]}" if reasons else \
+            f"Hypothesis drew {ran} distinct examples, no more"
+        message = f"judged {len(judged)} of {asked} examples; {why}"
+    return LawRecord(*names, "pass", len(judged), _combine(judged), message, asked=asked)
+
+
+def settled(record: LawRecord, earlier: Iterable[LawRecord]) -> LawRecord:
+    """``record`` once the law it presumes (:attr:`~.laws.Law.presumes`) is known: a pass
+    whose presumed law failed on the same block, dtype and mode is ``unjudged`` with that
+    failure named (its examples were judged only where the presumption held, so the pass
+    says nothing of the rest). Every driver applies this one rule, as the records come."""
+    presumed = LAWS[record.law].presumes if record.law in LAWS else None
+    if record.verdict != "pass" or presumed is None:
+        return record
+    failed = next((r for r in earlier if (r.block, r.law, r.dtype, r.mode) ==
+                   (record.block, presumed, record.dtype, record.mode)
+                   and r.verdict == "fail"), None)
+    if failed is None:
+        return record
+    return replace(record, verdict="unjudged", figures={},
+                   message=f"{presumed} fails in {record.dtype} {record.mode}, which this law "
+                   f"presumes (it judged {record.examples} of "
+                   f"{record.asked or record.examples} examples, where that held): "
+                   f"{failed.message}")
 
 
 def build(recipe: Recipe, dtype: str, seed: int) -> nn.Module:
@@ -132,12 +178,13 @@ def _judge(law: Law, case: Case) -> dict[str, float]:
     __tracebackhide__ = True
     try:
         return law.check(case)
-    except (PropertyFailure, Unjudged):
+    except ResverifyError:  # a failure, an unjudged example, a recipe's one-line mistake
         raise
-    except RuntimeError as exc:  # the block itself raised (autograd refusing it, say)
+    except (RuntimeError, ValueError, TypeError) as exc:  # the block itself raised
         first = (str(exc).strip().splitlines() or [""])[0]
         case.fail(law.name, f"the block raised {type(exc).__name__}: {first}, expected a "
-                  "result")
+                  f"result (input x {list(case.inputs.x.shape)}, {case.mode} mode; if the "
+                  "block cannot take sizes this small, fix them in the recipe's shape)")
 
 
 def _combine(figures: list[dict[str, float]]) -> dict[str, float]:
@@ -197,43 +244,60 @@ def run_law(recipe: Recipe, law: str, dtype: str, mode: str, *, max_examples: in
         prop()
     except PropertyFailure as exc:
         return LawRecord(recipe.name, law, dtype, mode, "fail", ran[0],
-                         message=str(exc).splitlines()[0], failure=exc)
+                         message=str(exc).splitlines()[0], failure=exc, asked=examples)
     finally:
         torch.set_num_threads(threads)
-    if not judged:
-        return LawRecord(recipe.name, law, dtype, mode, "unjudged", 0,
-                         message=reasons[0] if reasons else "no example drawn")
-    return LawRecord(recipe.name, law, dtype, mode, "pass", len(judged), _combine(judged))
+    return judged_record((recipe.name, law, dtype, mode), examples, ran[0], judged, reasons)
+
+
+def plan(recipe: Recipe, dtypes: Iterable[str] | None = None,
+         laws: Iterable[str] | None = None, paths: Iterable[str] = ()
+         ) -> list[tuple[str, str, str]]:
+    """``(law, dtype, mode)`` of every record a check makes, law by law in table order (a
+    law whose failure explains others first, :data:`~.laws.LAWS`), then dtype, then mode:
+    ``laws`` (default: those :func:`~.laws.applicable` to the recipe, the paths law when
+    ``paths`` names some, as the command judges) in ``dtypes`` (default: every one claimed)."""
+    chosen = set(applicable(recipe, paths) if laws is None else laws)
+    unknown = sorted(chosen - set(LAWS))
+    if unknown:
+        raise UsageError(f"unknown law {unknown[0]!r}; known: {list(LAWS)}")
+    return [(name, dtype, mode) for name in LAWS if name in chosen
+            for dtype in (recipe.dtypes if dtypes is None else dtypes)
+            for mode in LAWS[name].modes if mode in recipe.modes]
 
 
 def check_block(recipe: Recipe, dtypes: Iterable[str] | None = None,
                 laws: Iterable[str] | None = None, *, max_examples: int | None = None,
                 seed: int = 0, shrink: bool = True, paths: Iterable[str] = ()) -> list[LawRecord]:
-    """Every law (or ``laws``) on ``recipe``'s block, in each claimed dtype (or ``dtypes``)
-    and each mode the law and the recipe share. ``paths`` (``"compile"``, ``"fastpath"``)
-    adds the ``paths`` law, judged on those paths; without them it is not run.
+    """The laws applicable to ``recipe``'s block (or ``laws``), in each claimed dtype (or
+    ``dtypes``) and each mode the law and the recipe share, in :func:`plan`'s order.
+    ``paths`` (``"compile"``, ``"fastpath"``) adds the ``paths`` law, judged on those paths;
+    without them it is not run. A pass whose presumed law failed alike is ``unjudged``
+    (:func:`settled`).
 
     >>> records = check_block(recipe, ["float32"])  # doctest: +SKIP
     >>> [r.line() for r in records if r.verdict == "fail"]  # doctest: +SKIP
     """
     asked = tuple(paths)
-    chosen = list(laws or (n for n in LAWS if asked or not LAWS[n].needs_paths))
-    records = []
-    for dtype in dtypes or recipe.dtypes:
-        for name in chosen:
-            for mode in (m for m in LAWS[name].modes if m in recipe.modes):
-                records.append(run_law(recipe, name, dtype, mode, max_examples=max_examples,
-                                       seed=seed, shrink=shrink, paths=asked))
+    records: list[LawRecord] = []
+    for name, dtype, mode in plan(recipe, list(dtypes or ()) or None, laws, asked):
+        record = run_law(recipe, name, dtype, mode, max_examples=max_examples, seed=seed,
+                         shrink=shrink, paths=asked)
+        records.append(settled(record, records))
     return records
 
 
 def pytest_check(recipe: Recipe, dtypes: Iterable[str] | None = None,
                  laws: Iterable[str] | None = None, *, max_examples: int | None = None,
                  seed: int = 0, paths: Iterable[str] = (),
-                 vectors: str | Path | None = None) -> list[LawRecord]:
+                 vectors: str | Path | None = None, allow_unjudged: bool = False
+                 ) -> list[LawRecord]:
     """:func:`check_block` inside a user's own test: raises the first failing law's
-    :class:`PropertyFailure` (its message names every failing law, each with the vector of
-    its failing merge and the command that replays it), returns the records.
+    :class:`PropertyFailure` (its message names every failing law, root causes first, each
+    with the vector of its failing merge and the command that replays it), returns the
+    records. A law that judged nothing fails the test too (:class:`NotJudged`, naming each
+    such law and why), as ``resverify blocks check`` exits 1 for it, unless
+    ``allow_unjudged=True``.
 
     The vectors go into ``vectors``, else ``RESVERIFY_VECTOR_DIR``, else
     ``resverify-vectors/`` (as the suite's own failures do,
@@ -255,6 +319,12 @@ def pytest_check(recipe: Recipe, dtypes: Iterable[str] | None = None,
         folder = vector_dir(None if vectors is None else str(vectors))
         lines = "\n".join(_saved(r, folder) for r in failed)
         raise PropertyFailure(f"{len(failed)} residual law(s) fail:\n{lines}", first.request)
+    unjudged = [r for r in records if r.verdict == "unjudged"]
+    if unjudged and not allow_unjudged:
+        lines = "\n".join(r.line() for r in unjudged)
+        raise NotJudged(f"{len(unjudged)} of {len(records)} law record(s) judged nothing, "
+                        "expected a verdict (resverify blocks check exits 1 alike; pass "
+                        f"allow_unjudged=True to accept):\n{lines}")
     return records
 
 

@@ -41,7 +41,14 @@ from hypothesis import given
 from hypothesis import seed as hypothesis_seed
 from torch import nn
 
-from resverify.blocks.check import Draw, LawRecord, _combine, _settings, draws
+from resverify.blocks.check import (
+    Draw,
+    LawRecord,
+    _settings,
+    draws,
+    judged_record,
+    settled,
+)
 from resverify.blocks.laws import LAWS
 from resverify.blocks.laws_forward import merge_budget
 from resverify.blocks.recipe import Recipe
@@ -66,8 +73,9 @@ UNJUDGED: Mapping[str, str] = {
     "no_aliasing": "a JAX array is immutable: a block cannot write into its input",
 }
 """The torch laws that do not apply to a JAX block, and why."""
-JUDGED = ("decomposition", "zero_branch", "gradient_skip", "stream_dtype")
-"""The laws judged on a JAX block, each in the modes :data:`~.laws.LAWS` gives it."""
+JUDGED = ("stream_dtype", "decomposition", "gradient_skip", "zero_branch")
+"""The laws judged on a JAX block, in table order (:data:`~.laws.LAWS`), each in the modes
+the table gives it."""
 
 
 def no_torch(dtype: torch.dtype) -> nn.Module:
@@ -382,8 +390,8 @@ CHECKS: Mapping[str, Callable[[JaxCase], dict[str, float]]] = {
 def plan(recipe: JaxRecipe, dtypes: Iterable[str] = ()) -> Iterator[tuple[str, str, str]]:
     """``(law, dtype, mode)`` of every judged record, in the order of the torch plan."""
     wanted = list(dtypes)
-    for dtype in (d for d in recipe.dtypes if not wanted or d in wanted):
-        for law in JUDGED:
+    for law in JUDGED:
+        for dtype in (d for d in recipe.dtypes if not wanted or d in wanted):
             for mode in (m for m in LAWS[law].modes if m in recipe.modes):
                 yield law, dtype, mode
 
@@ -433,11 +441,8 @@ def run_jax_law(recipe: JaxRecipe, law: str, dtype: str, mode: str, *,
         prop()
     except PropertyFailure as exc:
         return LawRecord(recipe.name, law, dtype, mode, "fail", ran[0],
-                         message=str(exc).splitlines()[0], failure=exc)
-    if not judged:
-        return LawRecord(recipe.name, law, dtype, mode, "unjudged", 0,
-                         message=reasons[0] if reasons else "no example drawn")
-    return LawRecord(recipe.name, law, dtype, mode, "pass", len(judged), _combine(judged))
+                         message=str(exc).splitlines()[0], failure=exc, asked=examples)
+    return judged_record((recipe.name, law, dtype, mode), examples, ran[0], judged, reasons)
 
 
 def check_jax_block(recipe: JaxRecipe, dtypes: Iterable[str] | None = None,
@@ -450,11 +455,12 @@ def check_jax_block(recipe: JaxRecipe, dtypes: Iterable[str] | None = None,
     >>> from resverify.blocks.catalog import recipe  # doctest: +SKIP
     >>> check_jax_block(recipe("haiku.BlockV1"), ["float32"], max_examples=5)  # doctest: +SKIP
     """
-    chosen = list(laws or (n for n in LAWS if n in CHECKS or n in UNJUDGED))
-    records = []
-    for dtype in dtypes or recipe.dtypes:
-        for name in chosen:
+    chosen = set(laws or (n for n in LAWS if n in CHECKS or n in UNJUDGED))
+    records: list[LawRecord] = []
+    for name in (n for n in LAWS if n in chosen):
+        for dtype in dtypes or recipe.dtypes:
             for mode in (m for m in LAWS[name].modes if m in recipe.modes):
-                records.append(run_jax_law(recipe, name, dtype, mode,
-                                           max_examples=max_examples, seed=seed))
+                records.append(settled(run_jax_law(recipe, name, dtype, mode,
+                                                   max_examples=max_examples, seed=seed),
+                                       records))
     return records

@@ -35,6 +35,9 @@ class Law:
     """Whether the law has anything to judge on a recipe (a LayerScale, a drop path)."""
     needs_paths: bool = False
     """Whether the law judges only the paths asked for (``paths=``), and runs only then."""
+    presumes: str | None = None
+    """The law whose holding this one's examples require: where it fails in a dtype and
+    mode, this one's pass there is ``unjudged`` (:func:`~.check.settled`)."""
 
     @property
     def states(self) -> str:
@@ -42,17 +45,20 @@ class Law:
 
 
 LAWS: Mapping[str, Law] = {law.name: law for law in (
+    Law("stream_dtype", stream_dtype, ("eval",)),
+    Law("no_aliasing", no_aliasing),
     Law("decomposition", decomposition),
+    Law("gradient_skip", gradient_skip, presumes="decomposition"),
     Law("zero_branch", zero_branch),
     Law("affine_in_gamma", affine_in_gamma, ("eval",),
         lambda recipe: any(s.scale for s in recipe.sites)),
     Law("drop_path", drop_path, needs=lambda recipe: any(s.drop_path for s in recipe.sites)),
-    Law("gradient_skip", gradient_skip),
-    Law("no_aliasing", no_aliasing),
-    Law("stream_dtype", stream_dtype, ("eval",)),
     Law("paths", paths, ("eval",), needs_paths=True),
 )}
-"""Every law, in the order a report lists them."""
+"""Every law, in the order checks run and reports list them: a law whose failure explains
+others first (a stream in the wrong dtype breaks every sum; a sum that is not the recipe's
+leaves the gradient unjudged and the zero branch wrong; a missing skip gradient shows again
+in the zero branch's backward), then the laws of single parts (γ, drop path, the paths)."""
 
 
 def applicable(recipe: Recipe, paths: Iterable[str] = ()) -> list[str]:

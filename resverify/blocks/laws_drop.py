@@ -13,9 +13,18 @@ kept rows out of ``n`` must not lie in either tail of Binomial(n, keep) beyond
 ``FALSE_ALARM / 2``, and two sites' masks must not agree on more rows than Binomial(n,
 k1 k2 + (1 - k1)(1 - k2)) allows at ``FALSE_ALARM`` (a mask reused for both branches agrees
 everywhere). The tails are exact sums of Fractions, no scipy needed. The probability used is
-the block's own if it lies strictly between 0 and 1, else :data:`MIDDLE`; in eval mode drop
-path is the identity; at probability 0 train mode keeps every row unscaled, at 1 it drops
-every row (the zero-branch map).
+the block's own if it lies strictly between 0 and 1, else :data:`MIDDLE`, and a site whose
+rate an earlier site already has gets one of :data:`APART` instead (rates set apart: at equal
+rates, as timm builds them, a module applied to the wrong site draws the right-looking rows).
+In eval mode drop path is the identity; at probability 0 train mode keeps every row unscaled,
+at 1 it drops every row (the zero-branch map).
+
+Why each site is moved alone: a block may build one drop-path module per site and apply the
+first to both branches (DINOv2-derived blocks). Every row of every site is then still one of
+its two floats, each branch draws its own mask, and the rates agree, so nothing above sees it.
+Before the statistics, each site's modules are set to 1 with the other sites' at 0, and to 0
+with the others at 1: every site's rows must then all be dropped or all kept as its *own*
+module's probability says, and a site that disobeys is failed naming its module.
 """
 
 from __future__ import annotations
@@ -39,11 +48,13 @@ from resverify.blocks.trace import (
     site_exit,
 )
 
-__all__ = ["CALLS", "FALSE_ALARM", "MIDDLE", "ROWS", "binomial_pmf", "binomial_tail",
+__all__ = ["APART", "CALLS", "FALSE_ALARM", "MIDDLE", "ROWS", "binomial_pmf", "binomial_tail",
            "drop_path"]
 
 FALSE_ALARM = Fraction(1, 10**9)
 MIDDLE = 0.25
+APART = (0.25, 0.5, 0.375, 0.125, 0.625, 0.75)
+"""Probabilities that set sites' rates apart in the statistics (:func:`_apart`)."""
 ROWS, CALLS = 64, 8
 """Rows per call and calls per example of the statistical part: n = 512 rows a site."""
 
@@ -96,8 +107,8 @@ def _rows(case: Case, i: int, seen: Observed, keep: float, label: str = ""
     if bool(neither.any()):
         b = int(neither.nonzero()[0])
         case.fail("drop_path", f"{label}row {b}{first_difference(out[b], kept[b])}: each row "
-                  f"is s or s + F*fl(1/keep), keep {keep!r} (the dropped row differs too: "
-                  f"{first_difference(out[b], dropped[b])})", i)
+                  f"is s or s + F*fl(1/keep), keep {keep!r} of site {i}'s {_modules(case, i)} "
+                  f"(the dropped row differs too: {first_difference(out[b], dropped[b])})", i)
     return [None if d and k else bool(k) for d, k in zip(is_dropped.tolist(), is_kept.tolist(),
                                                            strict=True)]
 
@@ -135,6 +146,23 @@ def _probability(case: Case, i: int) -> float:
     return p if 0.0 < p < 1.0 else MIDDLE
 
 
+def _apart(case: Case, sites: list[int]) -> dict[int, float]:
+    """Each site's probability for the statistics: its module's own (:func:`_probability`),
+    unless an earlier site has it already, then the first of :data:`APART` no site has. Set
+    apart, a module that governs another site's rows shows in that site's rescaling and
+    keep rate; at equal rates (as timm builds them) it would not."""
+    chosen: dict[int, float] = {}
+    for i in sites:
+        p = _probability(case, i)
+        chosen[i] = p if p not in chosen.values() else \
+            next(q for q in APART if q not in chosen.values())
+    return chosen
+
+
+def _modules(case: Case, i: int) -> str:
+    return ", ".join(repr(n) for n in case.recipe.sites[i].drop_path)
+
+
 def _run(case: Case, inputs: Inputs, call: int) -> Observed:
     """One pass drawn from the case's own seed and ``call``, whatever earlier code left in
     torch's global generator, which is left as it was."""
@@ -146,7 +174,7 @@ def _run(case: Case, inputs: Inputs, call: int) -> Observed:
 def _statistics(case: Case, sites: list[int]) -> None:
     __tracebackhide__ = True
     inputs = Inputs.draw(case.recipe, TORCH_DTYPES[case.dtype], ROWS, 2, case.inputs.seed)
-    probs = {i: _probability(case, i) for i in sites}
+    probs = _apart(case, sites)
     masks: dict[int, list[bool | None]] = {i: [] for i in sites}
     with _probabilities(case, probs):
         for call in range(CALLS):
@@ -169,24 +197,42 @@ def _probabilities(case: Case, probs: dict[int, float]) -> Iterator[None]:
 
 
 def _extremes(case: Case, sites: list[int]) -> None:
-    """Probability 0 keeps every row unscaled and 1 drops every row; eval keeps all."""
+    """Probability 0 keeps every row unscaled and 1 drops every row: every site at once,
+    then each site's modules moved alone (to 1 with the others at 0, and to 0 with the
+    others at 1), so a module that governs no site, or another site's rows, is named."""
     __tracebackhide__ = True
-    for p, want in ((0.0, True), (1.0, False)):
-        with _probabilities(case, dict.fromkeys(sites, p)):
+    configs: list[tuple[int | None, float]] = [(None, 0.0), (None, 1.0)]
+    if len(sites) > 1:
+        configs += [(i, p) for i in sites for p in (1.0, 0.0)]
+    for moved, p in configs:
+        probs = {j: p if moved in (None, j) else 1.0 - p for j in sites}
+        said = f"at probability {p}: " if moved is None else \
+            f"with site {moved}'s {_modules(case, moved)} alone at probability {p} (the " \
+            f"other sites' at {1.0 - p}): "
+        with _probabilities(case, probs):
             seen = _run(case, case.inputs, 0)
-            for i in sites:
-                masks = _rows(case, i, seen, 1.0, f"at probability {p}: ")
-                if any(m is (not want) for m in masks):
-                    row = next(b for b, m in enumerate(masks) if m is (not want))
-                    case.fail("drop_path", f"at probability {p}: row {row} "
-                              f"{'dropped' if want else 'kept'}, expected every row "
-                              f"{'kept' if want else 'dropped'}", i)
+            for j in sites:
+                _all_alike(case, j, _rows(case, j, seen, 1.0, said), probs[j] == 0.0, said)
+
+
+def _all_alike(case: Case, j: int, masks: list[bool | None], kept: bool, said: str) -> None:
+    """Every row of site ``j`` kept (``kept``) or dropped, as its probability 0 or 1 says."""
+    __tracebackhide__ = True
+    row = next((b for b, m in enumerate(masks) if m is (not kept)), None)
+    if row is None:
+        return
+    want = "kept" if kept else "dropped"
+    case.fail("drop_path", f"{said}row {row} {'dropped' if kept else 'kept'}, expected every "
+              f"row {want}, as site {j}'s {_modules(case, j)} at probability "
+              f"{0.0 if kept else 1.0} says: {_modules(case, j)} does not govern site {j}'s "
+              "rows", j)
 
 
 def drop_path(case: Case) -> dict[str, float]:
     """Train mode: every row of a drop-path site is its dropped or its kept-and-rescaled
     exit, the keep rate passes an exact binomial test, each site draws its own mask, and the
-    probability's extremes keep or drop everything; eval mode: every row is kept, unscaled."""
+    probability's extremes keep or drop everything, each site's modules moved alone too (each
+    governs its own site's rows); eval mode: every row is kept, unscaled."""
     __tracebackhide__ = True
     sites = [i for i, s in enumerate(case.recipe.sites) if s.drop_path]
     if not sites:
@@ -199,6 +245,6 @@ def drop_path(case: Case) -> dict[str, float]:
                 case.fail("drop_path", f"eval: row {masks.index(False)} dropped, expected "
                           "drop path to be the identity in eval", i)
         return {}
+    _extremes(case, sites)  # first: each module moved alone, a wrong one named
     _statistics(case, sites)
-    _extremes(case, sites)
     return {}

@@ -67,8 +67,10 @@ its exit ``post(act(z))``, where
   judged bitwise); False judges it within the merge's rounding budget instead.
 
 The laws observe the stream between sites with forward hooks: site 0 enters with the
-block's input, a later pre-norm site with what its ``norms[0]`` reads, and a site after a
-post-norm site with what that site's last norm returns. :func:`validate` refuses a recipe
+block's input (which a pre-norm site 0's ``norms[0]`` must read, else the recipe names the
+wrong norm), a later pre-norm site with what its ``norms[0]`` reads, and a site after a
+post-norm site with what that site's last norm returns (docs/blocks.md, "Where the stream
+between sites is observed"). :func:`validate` refuses a recipe
 whose later site cannot be observed that way, and any name the module lacks, with one line.
 """
 

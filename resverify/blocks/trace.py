@@ -161,11 +161,12 @@ class Observed:
 
 
 def _taps(recipe: Recipe) -> list[tuple[str, str, str, int]]:
-    """``(submodule, "input"|"output", "entry"|"sum"|"exit", site)`` for every hook."""
+    """``(submodule, "input"|"output", "entry"|"read"|"sum"|"exit", site)`` for every hook
+    (``read``: what site 0's pre-norm reads, which must be the block's input)."""
     taps = []
     for i, site in enumerate(recipe.sites):
-        if site.norm == "pre" and i > 0:
-            taps.append((site.norms[0], "input", "entry", i))
+        if site.norm == "pre":  # site 0's norm must read the block's input: it is checked
+            taps.append((site.norms[0], "input", "entry" if i > 0 else "read", i))
         if site.norm == "post":
             taps.append((site.norms[0], "input", "sum", i))
             taps.append((site.norms[-1], "output", "exit", i))
@@ -202,6 +203,12 @@ def observe(recipe: Recipe, module: nn.Module, x: torch.Tensor,
             name = next(n for n, _s, sl, j in _taps(recipe) if (sl, j) == (slot, i))
             raise Unobserved(f"site {i}'s norm {name!r} ran {len(got)} times in one call of "
                              "the block, the recipe says once")
+    if ("read", 0) in seen:
+        diff = first_difference(seen[("read", 0)][0], given)
+        if diff:
+            raise Unobserved(f"site 0's pre-norm {recipe.sites[0].norms[0]!r} read{diff} "
+                             "(expected: the block's input x, the stream entering site 0): "
+                             "the recipe names a norm this site does not read")
     return _assemble(recipe, given, y.detach(), {k: v[0] for k, v in seen.items()})
 
 

@@ -41,7 +41,9 @@ for an action.
 Ctrl-C (or SIGTERM) stops the check and still writes the report of the blocks that
 finished, marked ``interrupted``. Exit codes follow the report's ``status``: 0 (``passed``)
 every law passed or failed as a documented finding; 1 a law failed, a documented finding is
-``fixed``, a law judged nothing (no verdict without evidence), or the run was interrupted; 2
+``fixed``, a law judged nothing (no verdict without evidence: the run is ``partly checked``
+when other laws held, ``nothing checked`` when none judged anything), or the run was
+interrupted; 2
 a usage error, one line: an unknown block name (with the close names), a dtype or profile
 that does not exist, a recipe the module contradicts (the recipe's own line), a report path
 that cannot be written.
@@ -116,9 +118,10 @@ def _require_torch() -> None:
     from resverify.spec.errors import UsageError
 
     if find_spec("torch") is None:
-        raise UsageError("resverify blocks needs torch, which is not installed: pip install "
-                         "'resverify[torch]' (make backends), then the catalog's libraries "
-                         "(make blocks; docs/blocks-install.md)")
+        raise UsageError("resverify blocks needs torch, which is not installed: make blocks "
+                         "(torch, transformers, dm-haiku), or pip install -c constraints.txt "
+                         "'resverify[torch]' from the checkout (the constraint keeps torch's "
+                         "CPU build; docs/blocks-install.md)")
 
 
 # -- the catalog ---------------------------------------------------------------------------
@@ -201,19 +204,31 @@ def select(names: Sequence[str], every: bool) -> list[Recipe]:
 
 
 def user_recipes(ref: str) -> list[Recipe]:
-    """The recipe(s) ``module:attr`` names, the working folder importable (a Recipe or a
-    sequence of them); anything else is one UsageError line."""
-    from resverify.blocks.recipe import Recipe
+    """The recipe(s) ``module:attr`` names, the working folder importable (a Recipe, a
+    sequence of them, or a mapping whose values are); anything else is one UsageError line,
+    and a misspelt name is offered the module's recipes first, never the ``Recipe`` class."""
     from resverify.impl.registry import import_attribute
     from resverify.spec.errors import UsageError
 
-    target = import_attribute(ref, "block recipe", "examples.custom_block:RECIPE")
-    recipes = [target] if isinstance(target, Recipe) else \
-        list(target) if isinstance(target, (list, tuple)) else []
-    if not recipes or not all(isinstance(r, Recipe) for r in recipes):
+    target = import_attribute(ref, "block recipe", "examples.custom_block:RECIPE",
+                              fits=lambda value: bool(_recipes_in(value)))
+    recipes = _recipes_in(target)
+    if not recipes:
         raise UsageError(f"{ref} is a {type(target).__name__}, not a resverify.blocks.Recipe "
-                         "(or a list of them)")
+                         "(or a list or mapping of them)")
     return recipes
+
+
+def _recipes_in(value: object) -> list[Recipe]:
+    """``value`` as recipes: itself, a list or tuple of them, a mapping's values; [] when it
+    is none of these."""
+    from collections.abc import Mapping
+
+    from resverify.blocks.recipe import Recipe
+
+    items = [value] if isinstance(value, Recipe) else list(value.values()) if \
+        isinstance(value, Mapping) else list(value) if isinstance(value, (list, tuple)) else []
+    return items if items and all(isinstance(r, Recipe) for r in items) else []
 
 
 def _settings(args: argparse.Namespace) -> tuple[int, int, list[str], tuple[str, ...]]:
@@ -242,23 +257,22 @@ def _settings(args: argparse.Namespace) -> tuple[int, int, list[str], tuple[str,
 
 def plan(recipe: Recipe, dtypes: Sequence[str], paths: Sequence[str] = ()
          ) -> Iterator[tuple[str, str, str]]:
-    """``(law, dtype, mode)`` of every record a check of ``recipe`` makes, in order (the
-    paths law only when ``paths`` names some)."""
-    from resverify.blocks import jax_laws
-    from resverify.blocks.laws import LAWS, applicable
+    """``(law, dtype, mode)`` of every record a check of ``recipe`` makes, in order, law by
+    law, root causes first (:func:`resverify.blocks.check.plan`; the paths law only when
+    ``paths`` names some)."""
+    from resverify.blocks import check, jax_laws
 
     if is_jax(recipe):
         yield from jax_laws.plan(recipe, dtypes)
         return
-    for dtype in (d for d in recipe.dtypes if not dtypes or d in dtypes):
-        for law in applicable(recipe, paths):
-            for mode in (m for m in LAWS[law].modes if m in recipe.modes):
-                yield law, dtype, mode
+    yield from check.plan(recipe, [d for d in recipe.dtypes if not dtypes or d in dtypes],
+                          None, paths)
 
 
 def _progress(record: LawRecord, seconds: float, recipe: Recipe) -> str:
     """A record's line: its verdict as the report decides it (a documented finding's failure
     ``expected``, its pass ``fixed``), examples, seconds and message or finding."""
+    from resverify.blocks.check import examples_text
     from resverify.reports.verdicts import block_law_verdict
 
     found = recipe.findings.get(record.law)
@@ -271,7 +285,7 @@ def _progress(record: LawRecord, seconds: float, recipe: Recipe) -> str:
         tail = f": passes, but the recipe documents it as failing ({found.doc}); remove the " \
             "finding"
     return (f"{record.block}  {record.law:<15} {record.dtype:<8} {record.mode:<5} "
-            f"{verdict:<8} {record.examples:>4} examples {seconds:7.2f} s{tail}")
+            f"{verdict:<8} {examples_text(record):>13} {seconds:7.2f} s{tail}")
 
 
 def _say(line: str) -> None:
@@ -283,7 +297,7 @@ def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
               ) -> BlockRun:
     """Every applicable law of ``recipe`` in each dtype, each record said as it comes; a
     failure's merge saved under ``vectors``; then the probes."""
-    from resverify.blocks.check import run_law
+    from resverify.blocks.check import run_law, settled
     from resverify.blocks.jax_laws import run_jax_law
     from resverify.blocks.laws import LAWS
     from resverify.properties.vectors import save_vector
@@ -298,6 +312,7 @@ def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
                              seed=seed) if is_jax(recipe) else \
             run_law(recipe, law, dtype, mode, max_examples=examples, seed=seed,
                     paths=paths if LAWS[law].needs_paths else ())
+        record = settled(record, records)
         seconds.append(time.perf_counter() - began)
         if record.failure is not None:
             saved[len(records)] = str(save_vector(record.failure.request, vectors,

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
 from resverify.blocks.catalog.torch_nn import D_MODEL, FF, HEADS, activation, decoder, encoder
-from resverify.blocks.recipe import Recipe, Site
+from resverify.blocks.recipe import Branch, Recipe, Site
 
 __all__ = ["BUGS", "CORRECT", "Bug"]
 
@@ -105,8 +106,8 @@ def _feed(m: nn.Module, h: torch.Tensor, ctx: _Ctx) -> torch.Tensor:
 
 def scaled_recipe(name: str, cls: type[ScaledEncoderLayer]) -> Recipe:
     """The recipe of :class:`ScaledEncoderLayer` (and of its broken subclasses)."""
-    def site(label: str, branch: object, n: int) -> Site:
-        return Site(label, branch, (f"ls{n}.gamma",), norms=(f"norm{n}",),  # type: ignore[arg-type]
+    def site(label: str, branch: Branch, n: int) -> Site:
+        return Site(label, branch, (f"ls{n}.gamma",), norms=(f"norm{n}",),
                     scale=f"ls{n}.gamma", scale_init=GAMMA_INIT, drop_path=(f"drop_path{n}",))
     return Recipe(name, cls, (site("self-attention", _attend, 1), site("feed-forward", _feed, 2)),
                   shape=("batch", "seq", D_MODEL))
@@ -218,7 +219,7 @@ def channel_recipe(name: str, cls: type[ChannelScaledBlock]) -> Recipe:
 # ------------------------------------------------------------------------------------------
 # the bugs
 
-def _pre_encoder(dtype: torch.dtype) -> dict[str, object]:
+def _pre_encoder(dtype: torch.dtype) -> dict[str, Any]:
     return {"d_model": D_MODEL, "nhead": HEADS, "dim_feedforward": FF, "dropout": 0.0,
             "batch_first": True, "norm_first": True, "dtype": dtype}
 
@@ -227,7 +228,7 @@ class NormalizedSkip(nn.TransformerEncoderLayer):
     """The skip carries the normalized input: ``N1(x) + SA(N1(x))`` (pytorch/pytorch#61165)."""
 
     def __init__(self, dtype: torch.dtype) -> None:
-        super().__init__(**_pre_encoder(dtype))  # type: ignore[arg-type]
+        super().__init__(**_pre_encoder(dtype))
 
     def forward(self, src: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
         h = self.norm1(src)
@@ -240,7 +241,7 @@ class WrongNormReused(nn.TransformerEncoderLayer):
     (ml-explore/mlx#1636)."""
 
     def __init__(self, dtype: torch.dtype) -> None:
-        super().__init__(**_pre_encoder(dtype))  # type: ignore[arg-type]
+        super().__init__(**_pre_encoder(dtype))
 
     def forward(self, src: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
         x = src + self._sa_block(self.norm1(src), None, None)
@@ -252,7 +253,7 @@ class SeveredCrossAttention(nn.TransformerDecoderLayer):
     (ml-explore/mlx PR #3382)."""
 
     def __init__(self, dtype: torch.dtype) -> None:
-        super().__init__(**_pre_encoder(dtype))  # type: ignore[arg-type]
+        super().__init__(**_pre_encoder(dtype))
 
     def forward(self, tgt: torch.Tensor, memory: torch.Tensor, *args: object,
                 **kwargs: object) -> torch.Tensor:
@@ -265,11 +266,23 @@ class DetachedSkip(nn.TransformerEncoderLayer):
     """The first skip is detached: the forward is exact, the identity's gradient is gone."""
 
     def __init__(self, dtype: torch.dtype) -> None:
-        super().__init__(**_pre_encoder(dtype))  # type: ignore[arg-type]
+        super().__init__(**_pre_encoder(dtype))
 
     def forward(self, src: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
         x = src.detach() + self._sa_block(self.norm1(src), None, None)
         return x + self._ff_block(self.norm2(x))
+
+
+class OffWhenBatchIsThree(nn.TransformerEncoderLayer):
+    """Right except on a batch of three rows, whose output is shifted by 1: the
+    decomposition fails on some examples only, so the laws that presume it judge the rest."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__(**_pre_encoder(dtype))
+
+    def forward(self, src: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        out = super().forward(src)
+        return out + 1 if src.shape[0] == 3 else out
 
 
 class InPlaceInput(nn.TransformerEncoderLayer):
@@ -278,7 +291,7 @@ class InPlaceInput(nn.TransformerEncoderLayer):
     identity)."""
 
     def __init__(self, dtype: torch.dtype) -> None:
-        super().__init__(**_pre_encoder(dtype))  # type: ignore[arg-type]
+        super().__init__(**_pre_encoder(dtype))
 
     def forward(self, src: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
         update = self._sa_block(self.norm1(src), None, None)
@@ -327,6 +340,16 @@ class SharedDropMask(ScaledEncoderLayer):
         return x + self.feed(x) * mask
 
 
+class SecondDropPathDead(ScaledEncoderLayer):
+    """The first drop-path module applied to both branches, ``drop_path2`` built and never
+    called (DINOv2-derived blocks): each branch draws its own mask at the same rate, so with
+    the two rates equal, as timm builds them, every row and rate looks right."""
+
+    def forward(self, src: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        x = src + self.drop_path1(self.attend(src))
+        return x + self.drop_path1(self.feed(x))
+
+
 class DropPathScaleDead(ScaledEncoderLayer):
     """Drop path's rescaling dead: kept rows are not divided by the keep rate, so train and
     eval disagree on average (mosaicml/composer#372)."""
@@ -349,7 +372,7 @@ class FusedNormsRepeated(nn.TransformerEncoderLayer):
     20-argument call: eager and every eager law see the right layer, inference does not."""
 
     def __init__(self, dtype: torch.dtype) -> None:
-        super().__init__(**{**_pre_encoder(dtype), "norm_first": False})  # type: ignore[arg-type]
+        super().__init__(**{**_pre_encoder(dtype), "norm_first": False})
 
     def forward(self, src: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
         if self.training or torch.is_grad_enabled():
@@ -366,7 +389,7 @@ class FusedNormsRepeated(nn.TransformerEncoderLayer):
 def zero_init(names: tuple[str, ...]) -> Callable[[torch.dtype], nn.Module]:
     """A pre-norm encoder factory with a zero-init option that zeroes ``names``."""
     def factory(dtype: torch.dtype) -> nn.Module:
-        layer = nn.TransformerEncoderLayer(**_pre_encoder(dtype))  # type: ignore[arg-type]
+        layer = nn.TransformerEncoderLayer(**_pre_encoder(dtype))
         with torch.no_grad():
             for name in names:
                 layer.get_parameter(name).zero_()
@@ -451,6 +474,8 @@ BUGS: Mapping[str, Bug] = {
                              "affine_in_gamma"),
     "shared_drop_mask": Bug(scaled_recipe("SharedDropMask", SharedDropMask), "float32",
                             "drop_path"),
+    "second_drop_path_dead": Bug(scaled_recipe("SecondDropPathDead", SecondDropPathDead),
+                                 "float32", "drop_path"),
     "drop_path_scale_dead": Bug(scaled_recipe("DropPathScaleDead", DropPathScaleDead),
                                 "float32", "drop_path"),
     "bf16_stream_downcast": Bug(mixed_recipe("Bf16StreamDowncast", Bf16StreamDowncast),
@@ -460,3 +485,6 @@ BUGS: Mapping[str, Bug] = {
                                 "float32", "paths", paths=("fastpath",)),
 }
 """Every planted bug, by name."""
+
+SOMETIMES_WRONG = _encoder_like("OffWhenBatchIsThree", OffWhenBatchIsThree)
+"""A block whose decomposition fails on some drawn examples (a batch of three), not all."""

@@ -90,9 +90,15 @@ class _Always(DropPath):
 
 
 def test_drop_path_keep_rate_test_refuses_a_drop_path_that_keeps_every_row() -> None:
+    """The statistics alone (the law runs the extremes first, where this block's rescaling
+    by 1/0 already fails at probability 1)."""
+    from resverify.blocks.laws_drop import _statistics
+
     case = make_case(scaled_recipe("IgnoresProbability", IgnoresProbability), "float32",
                      "train", DRAW)
     with pytest.raises(PropertyFailure, match=r"kept rows = 512 of 512, expected about 384"):
+        _statistics(case, [0, 1])
+    with pytest.raises(PropertyFailure, match=r"at probability 1.0: row 0"):
         drop_path(case)
 
 
@@ -140,3 +146,47 @@ def test_drop_path_is_unjudged_without_a_drop_path() -> None:
     plain = replace(scaled, sites=tuple(replace(s, drop_path=()) for s in scaled.sites))
     with pytest.raises(Unjudged, match="no site declares a drop path"):
         drop_path(make_case(plain, "float32", "train", DRAW))
+
+
+def test_a_drop_path_module_that_governs_nothing_is_named_at_equal_rates() -> None:
+    """``drop_path1`` applied to both branches, ``drop_path2`` never called, both at the
+    same rate as timm builds them: moved alone to probability 1, ``drop_path2`` drops
+    nothing, and the failure names it, at the default profile."""
+    from resverify.blocks.check import run_law
+    from tests.blocks.broken_blocks import BUGS
+
+    recipe = BUGS["second_drop_path_dead"].recipe
+    module = make_case(recipe, "float32", "train", DRAW).module
+    rates = [module.get_submodule(f"drop_path{k}").drop_prob for k in (1, 2)]
+    assert rates == [DROP, DROP], f"the two rates {rates}, expected equal as timm builds them"
+    record = run_law(recipe, "drop_path", "float32", "train", shrink=False)
+    call = "run_law(SecondDropPathDead, 'drop_path', 'float32', 'train')"
+    assert record.verdict == "fail", f"{call}: {record.line()}, expected a failure"
+    assert "alone at probability" in record.message and \
+        "'drop_path2' does not govern site 1's rows" in record.message, \
+        f"{call}: {record.message}"
+
+
+def test_each_site_is_moved_alone_and_a_swapped_module_is_named() -> None:
+    """Each site's module governing the other site's rows (swapped) fails when one is
+    moved alone, naming the module of the site whose rows disobey it."""
+    case = make_case(scaled_recipe("SwappedDropPaths", SwappedDropPaths), "float32", "train",
+                     DRAW)
+    with pytest.raises(PropertyFailure, match=r"'drop_path1' does not govern site 0's rows"):
+        drop_path(case)
+
+
+class SwappedDropPaths(ScaledEncoderLayer):
+    """``drop_path2`` on the attention branch and ``drop_path1`` on the feed-forward one."""
+
+    def forward(self, src: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        x = src + self.drop_path2(self.attend(src))
+        return x + self.drop_path1(self.feed(x))
+
+
+def test_the_statistics_set_equal_rates_apart() -> None:
+    from resverify.blocks.laws_drop import APART, _apart
+
+    case = make_case(CORRECT["scaled"], "float32", "train", DRAW)
+    assert _apart(case, [0, 1]) == {0: DROP, 1: next(p for p in APART if p != DROP)}, \
+        "equal rates of two sites, expected the second set apart"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 import torch
@@ -42,10 +43,11 @@ def test_validate_names_the_missing_parameter() -> None:
     ("shortcut", "downsample", "submodule", "downsample"),
     ("scale", "ls1.gamma", "parameter", "ls1.gamma"),
 ])
-def test_validate_names_the_missing_part(field: str, value: object, kind: str,
+def test_validate_names_the_missing_part(field: str, value: Any, kind: str,
                                           name: str) -> None:
     good = encoder(True)
-    bad = replace(good, sites=(replace(good.sites[0], **{field: value}), good.sites[1]))  # type: ignore[arg-type]
+    change: dict[str, Any] = {field: value}
+    bad = replace(good, sites=(replace(good.sites[0], **change), good.sites[1]))
     with pytest.raises(UsageError) as exc:
         validate(bad, _module(bad))
     assert f"site 0 names {kind} {name!r}, which the module lacks" in _one_line(exc)
@@ -75,12 +77,12 @@ def test_validate_refuses_an_unobservable_site() -> None:
     ({"norm": "pre", "norms": ()}, "names no norm submodule"),
     ({"scale_init": 0.1}, "scale_init without scale"),
 ])
-def test_site_refuses_a_malformed_declaration(kwargs: dict[str, object], words: str) -> None:
-    fields: dict[str, object] = {"label": "s", "branch": ("linear2",),
+def test_site_refuses_a_malformed_declaration(kwargs: dict[str, Any], words: str) -> None:
+    fields: dict[str, Any] = {"label": "s", "branch": ("linear2",),
                                  "zero": ("linear2.weight",), "norms": ("norm1",)}
     fields.update(kwargs)
     with pytest.raises(UsageError) as exc:
-        Site(**fields)  # type: ignore[arg-type]
+        Site(**fields)
     assert words in _one_line(exc)
 
 
@@ -90,9 +92,9 @@ def test_site_refuses_a_malformed_declaration(kwargs: dict[str, object], words: 
     ({"shape": ("seq", 16)}, "must start with 'batch'"),
     ({"sites": ()}, "no residual site"),
 ])
-def test_recipe_refuses_a_malformed_declaration(kwargs: dict[str, object], words: str) -> None:
+def test_recipe_refuses_a_malformed_declaration(kwargs: dict[str, Any], words: str) -> None:
     with pytest.raises(UsageError) as exc:
-        replace(encoder(True), **kwargs)  # type: ignore[arg-type]
+        replace(encoder(True), **kwargs)
     assert words in _one_line(exc)
 
 
@@ -100,8 +102,8 @@ def test_recipe_refuses_a_module_returning_a_tuple() -> None:
     good = encoder(True)
 
     class Pair(nn.TransformerEncoderLayer):
-        def forward(self, src: torch.Tensor, *a: object, **k: object) -> torch.Tensor:
-            return (super().forward(src), None)  # type: ignore[return-value]
+        def forward(self, src: torch.Tensor, *a: object, **k: object) -> Any:
+            return (super().forward(src), None)
 
     r = replace(good, factory=lambda dtype: Pair(16, 2, 32, 0.0, batch_first=True,
                                                  norm_first=True, dtype=dtype))
@@ -138,3 +140,24 @@ def test_describe_lists_each_site_of_a_recipe() -> None:
     assert lines[2] == ("  site 1 cross-attention: post-norm norm2; zero "
                         "multihead_attn.out_proj.weight, multihead_attn.out_proj.bias"), lines[2]
     assert len(lines) == 4, lines
+
+
+def test_a_recipe_naming_the_wrong_norm_fails_and_says_so() -> None:
+    """A pre-norm site's norm is read off the block: site 0 naming ``norm2`` (which reads the
+    stream after the attention, not the input) fails the decomposition, naming the norm,
+    instead of passing every law and printing the wrong norm in the report."""
+    from resverify.blocks.check import check_block
+
+    good = encoder(True)
+    swapped = replace(good, name="encoder(norms swapped)", sites=(
+        replace(good.sites[0], norms=("norm2",)), replace(good.sites[1], norms=("norm1",))))
+    first_only = replace(good, name="encoder(site 0 names norm2)", sites=(
+        replace(good.sites[0], norms=("norm2",)), good.sites[1]))
+    for wrong in (swapped, first_only):
+        records = check_block(wrong, ["float32"], ["decomposition"], max_examples=3,
+                              shrink=False)
+        call = f"check_block({wrong.name}, ['float32'], ['decomposition'])"
+        assert {r.verdict for r in records} == {"fail"}, (call, [r.line() for r in records])
+        assert all("site 0's pre-norm 'norm2' read" in r.message
+                   and "the recipe names a norm this site does not read" in r.message
+                   for r in records), (call, [r.message for r in records])

@@ -79,3 +79,25 @@ def test_a_wrong_alpha_fails_with_the_scaled_merge_as_its_request() -> None:
     with pytest.raises(PropertyFailure, match=r"decomposition: sum z\[.*site 0") as caught:
         decomposition(make_case(halved, "float32", "eval", DRAW))
     assert caught.value.request.program.describe() == "residual_add(x, scale(f, 1/2))"
+
+
+def test_the_stream_observation_rule_is_in_the_users_guide() -> None:
+    """Where the stream between sites is read is written in docs/blocks.md (a user writing a
+    recipe reads that page, not recipe.py's docstring), one rule per tap kind the hooks use,
+    and the docstring points there."""
+    from pathlib import Path
+
+    import resverify.blocks.recipe as recipe_module
+    from resverify.blocks.trace import _taps
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "blocks.md").read_text("utf-8")
+    heading = "### Where the stream between sites is observed"
+    assert heading in doc, f"docs/blocks.md has no section {heading!r}"
+    rule = doc.split(heading, 1)[1].split("\n#", 1)[0]
+    kinds = {kind for _, _, kind, _ in _taps(encoder(True)) + _taps(encoder(False))}
+    said = {"read": "must read exactly", "entry": "later **pre-norm** site enters",
+            "sum": "post-norm site's sum", "exit": "last norm returns"}
+    assert kinds <= set(said), f"tap kinds {sorted(kinds)}, the test knows {sorted(said)}"
+    missing = [kind for kind in kinds if said[kind] not in rule]
+    assert not missing, f"docs/blocks.md's rule says nothing of the {missing} taps: {rule!r}"
+    assert "Where the stream" in (recipe_module.__doc__ or ""), "recipe.py does not point there"

@@ -71,7 +71,7 @@ def test_listing_names_every_block_its_library_version_and_declarations(
     assert "\n  torch 2." in out
     for words in ("dtypes float64 float32 bfloat16 float16", "modes eval train",
                   "zero linear2.weight, linear2.bias", "the stream in the dtype checked",
-                  "laws decomposition zero_branch gradient_skip no_aliasing stream_dtype"):
+                  "laws stream_dtype no_aliasing decomposition gradient_skip zero_branch"):
         assert words in out, words
 
 
@@ -84,7 +84,8 @@ def test_listing_says_why_a_library_is_skipped_and_what_a_scaled_block_declares(
     assert "timm: skipped (timm missing: ModuleNotFoundError: No module named 'timm')" in out
     assert "LayerScale ls1.gamma = 0.01" in out and "drop path drop_path1" in out
     assert "stream float32" in out
-    assert "laws decomposition zero_branch affine_in_gamma drop_path" in out
+    assert "laws stream_dtype no_aliasing decomposition gradient_skip zero_branch " \
+        "affine_in_gamma drop_path" in out
 
 
 def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
@@ -157,7 +158,8 @@ def test_checking_a_torch_block_prints_a_line_per_law_and_passes(
     assert (block["name"], block["library"], block["verdict"]) == (PRE, "torch", "pass")
     assert block["version"].startswith("2.")
     assert [(r["law"], r["dtype"], r["mode"]) for r in block["laws"]] == planned
-    assert {"swamped[self-attention]", "headroom_log2"} <= set(block["laws"][-1]["figures"])
+    (stream,) = [r for r in block["laws"] if r["law"] == "stream_dtype"]
+    assert {"swamped[self-attention]", "headroom_log2"} <= set(stream["figures"])
     assert [r["from_law"] for r in block["probes"]["zero_branch"]] == [0.0, 0.0]
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == [
         "plots", "plots/block0-swamped.png", "plots/block0-zero.png", "report.html",
@@ -230,7 +232,7 @@ def test_an_interrupted_check_writes_the_report_of_the_blocks_that_finished(
     monkeypatch.setattr(command, "check_one", check_one)
     code, doc = check(tmp_path, "--all", *FAST)
     assert code == 1
-    assert (doc["interrupted"], doc["verdict"]) == ("SIGINT", "unjudged")
+    assert (doc["interrupted"], doc["verdict"]) == ("SIGINT", "partly judged")
     assert [b["name"] for b in doc["blocks"]] == [PRE]
     assert capsys.readouterr().out.splitlines()[-1].startswith(
         "interrupted (SIGINT) after 1 block, 1 law records: 1 pass")
@@ -396,6 +398,32 @@ def test_paths_option_adds_the_paths_law_and_its_planted_bug_fails_only_that(
     assert f"{bug.recipe.name}  paths           float32  eval  fail" in capsys.readouterr().out
 
 
+def test_passes_with_an_unjudged_law_are_partly_checked_not_nothing_checked(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    """``--paths fastpath`` on a block with no fused kernel: every eager law passes and the
+    paths law judges nothing. The run is ``partly checked`` (exit 1: no verdict without
+    evidence), not ``nothing checked``, on the command's last line and in every page."""
+    plain = CORRECT["projected_relu"]
+    use_catalog(monkeypatch, [plain])
+    call = f"resverify blocks check {plain.name} {' '.join(FAST)} --paths fastpath"
+    code, doc = check(tmp_path, plain.name, *FAST, "--paths", "fastpath", "--no-plots")
+    last = capsys.readouterr().out.splitlines()[-1]
+    counts = doc["counts"]
+    assert (code, counts["unjudged"], counts["fail"]) == (1, 1, 0), f"{call}: {last}"
+    assert counts["pass"] > 0 and "; partly checked; report:" in last, f"{call}: {last}"
+    assert (doc["verdict"], doc["blocks"][0]["verdict"]) == ("partly judged", "partly judged")
+    whole = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert whole["status"] == "partly checked", f"{call}: status {whole['status']}"
+    for page in ("report.md", "report.html"):
+        text = (tmp_path / page).read_text(encoding="utf-8").lower()
+        assert "nothing checked" not in text, f"{call}: {page} says 'nothing checked'"
+        assert "partly checked" in text, f"{call}: {page} does not say 'partly checked'"
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert '<span class="partly-judged">partly judged</span>' in page, \
+        f"{call}: the block's verdict is not one CSS class (partly-judged) in report.html"
+
+
 def test_an_unknown_path_is_one_line_and_exit_2(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     argv = ["blocks", "check", PRE, "--paths", "fastpath,warp", "--report-dir", str(tmp_path)]
@@ -438,10 +466,24 @@ def test_a_users_own_recipe_named_module_colon_attr_is_checked(
         capsys.readouterr().out
 
 
+def test_a_mapping_of_recipes_is_checked_too(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``module:attr`` naming a mapping of recipes (name -> Recipe) checks each of them."""
+    from examples import custom_block
+
+    monkeypatch.setattr(custom_block, "ALL", {"one": custom_block.RECIPE}, raising=False)
+    code, doc = check(tmp_path, "examples.custom_block:ALL", *FAST, "--no-plots")
+    assert (code, [b["name"] for b in doc["blocks"]]) == (0, ["example.PreNormMLPBlock"])
+
+
 @pytest.mark.parametrize(("ref", "said"), [
     ("examples.custom_block:main", "examples.custom_block:main is a function, not a "
-     "resverify.blocks.Recipe (or a list of them)"),
+     "resverify.blocks.Recipe (or a list or mapping of them)"),
     ("examples.custom_block:NOPE", "module 'examples.custom_block' has no attribute 'NOPE'"),
+    # the module imports the class Recipe too: a misspelt recipe is offered the recipe
+    ("examples.custom_block:RECIPES", "module 'examples.custom_block' has no attribute "
+     "'RECIPES' (did you mean 'RECIPE'?)"),
+    ("examples.custom_block:recipe", "(did you mean 'RECIPE'?)"),
     ("no_such_module_here:RECIPE", "cannot import block recipe module 'no_such_module_here'"),
     (":RECIPE", "block recipe ':RECIPE' names no module; write module:attr, e.g. "
      "examples.custom_block:RECIPE"),
@@ -451,3 +493,22 @@ def test_a_bad_recipe_reference_is_one_line_and_exit_2(
     assert main(["blocks", "check", ref, "--report-dir", str(tmp_path)]) == 2
     assert said in one_line_error(capsys)
     assert not list(tmp_path.iterdir()), "a refused request wrote something"
+
+
+def test_commands_md_documents_every_option_of_blocks_check() -> None:
+    """docs/commands.md's ``resverify blocks`` section names every option ``blocks check``
+    takes and the ``module:RECIPE`` form (README and blocks.md show both; it once had
+    neither ``--paths`` nor ``module:RECIPE``)."""
+    import argparse
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "commands.md").read_text(encoding="utf-8")
+    section = text.split("## `resverify blocks`", 1)[1].split("\n## ", 1)[0]
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    (actions,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    options = [o for a in actions.choices["check"]._actions for o in a.option_strings
+               if o.startswith("--") and o != "--help"]
+    missing = [o for o in options if f"`{o}" not in section]
+    assert not missing, f"docs/commands.md's resverify blocks section lacks {missing}"
+    assert "module:RECIPE" in section, "docs/commands.md's resverify blocks lacks module:RECIPE"

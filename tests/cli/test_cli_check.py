@@ -170,7 +170,9 @@ def test_blocks_without_torch_is_a_one_line_error_that_says_what_to_install(
                         lambda name, *a: None if name == "torch" else found(name, *a))
     assert main(argv) == 2, f"resverify {' '.join(argv)} without torch did not exit 2"
     err = _one_line_error(capsys)
-    assert "needs torch" in err and "make backends" in err, err
+    assert "needs torch" in err and "make blocks" in err, err
+    assert "pip install -c constraints.txt" in err, \
+        f"{err!r}: the pip hint must carry the constraints (else a 5.8 GB CUDA torch)"
 
 
 def test_adapter_module_failing_on_import_is_a_one_line_usage_error(

@@ -76,3 +76,40 @@ def test_makefiles_filter_silences_the_editable_install_warning_and_only_with_it
     quiet = _editable_build(tmp_path / "quiet", _filter())
     assert WARNING not in quiet and "Warning" not in quiet, (
         f"the filtered build still warned: {quiet[-2000:]!r}")
+
+
+def _blocks_extras() -> tuple[str, list[str]]:
+    """The pip line of ``make blocks`` and the extras it installs."""
+    (line,) = [line for line in _recipe("blocks") if "pip install" in line]
+    found = re.search(r"-e '\.\[([^\]]+)\]'", line)
+    assert found, f"make blocks installs no extras of this checkout: {line!r}"
+    return line, found.group(1).split(",")
+
+
+def test_make_blocks_installs_torch_pinned_by_the_constraints() -> None:
+    """Every block check drives torch: ``make blocks`` installs it, with the constraints that
+    keep its CPU build (unconstrained, pip may pick a 5.8 GB CUDA build)."""
+    line, extras = _blocks_extras()
+    assert "torch" in extras and "-c constraints.txt" in line, \
+        f"make blocks: {line!r}, expected the torch extra and -c constraints.txt"
+
+
+DISTRIBUTIONS = {"torch": "torch", "blocks-hf": "transformers", "blocks-jax": "dm-haiku"}
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/commands.md", "docs/blocks.md",
+                                 "docs/blocks-install.md"])
+def test_the_docs_say_what_make_blocks_installs(doc: str) -> None:
+    """Each page that says what ``make blocks`` installs names each library it installs,
+    in the same line (a row of a table, or the sentence that says it)."""
+    _, extras = _blocks_extras()
+    lines = (ROOT / doc).read_text(encoding="utf-8").splitlines()
+    first = next((i for i, line in enumerate(lines) if "make blocks`" in line
+                  and ("install" in line or line.startswith("| `make blocks`"))), None)
+    assert first is not None, f"{doc} never says what `make blocks` installs"
+    end = first + 1 if lines[first].startswith("|") else \
+        next((j for j in range(first, len(lines)) if not lines[j].strip()), len(lines))
+    said = " ".join(lines[first:end])
+    for extra in extras:
+        name = DISTRIBUTIONS.get(extra, extra)
+        assert name in said, f"{doc}: {said!r} does not name {name} ({extra})"

@@ -169,7 +169,7 @@ def test_an_interrupted_run_is_not_a_pass_and_says_so() -> None:
     doc = report.section([passing], profile="dev", seed=0, examples=5, interrupted="SIGTERM")
     whole = full(doc)
     validate(whole)
-    assert (doc["verdict"], doc["blocks"][0]["verdict"]) == ("unjudged", "pass")
+    assert (doc["verdict"], doc["blocks"][0]["verdict"]) == ("partly judged", "pass")
     assert (whole["complete"], whole["status"]) == (False, "incomplete")
     assert "Interrupted (SIGTERM)" in render_markdown(whole)
     assert "Interrupted (SIGTERM)" in render_html(whole, {})
@@ -336,11 +336,17 @@ def test_a_documented_failure_that_passes_now_is_fixed_and_fails_the_run() -> No
 
 
 def test_a_documented_law_that_judged_nothing_is_unjudged() -> None:
+    """A documented law that judged nothing stays ``unjudged``; beside a record that failed
+    as documented, the run is ``partly checked`` (something was judged), not ``nothing
+    checked``, and never ``passed``."""
     run = found_run({"zero_branch": "unjudged", "stream_dtype": "fail"})
     doc = full(report.section([run], profile="dev", seed=0, examples=5))
     validate(doc)
     assert [r["verdict"] for r in doc["blocks"]["blocks"][0]["laws"]] == ["unjudged", "expected"]
-    assert doc["status"] == "nothing checked"
+    assert doc["status"] == "partly checked"
+    alone = found_run({"zero_branch": "unjudged"})
+    doc = full(report.section([alone], profile="dev", seed=0, examples=5))
+    assert doc["status"] == "nothing checked", doc["blocks"]["counts"]
 
 
 def test_a_blocks_report_without_its_seconds_is_the_same_whatever_the_clock() -> None:

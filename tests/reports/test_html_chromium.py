@@ -272,3 +272,63 @@ def test_the_blocks_report_renders_silently_with_its_plots_and_escaped_names(
     from matplotlib.image import imread
 
     assert float(np.asarray(imread(shot))[..., :3].std()) > 0.05, "the screenshot is blank"
+
+
+BADGE_PROBE = """<script>
+window.addEventListener("load", function () {
+  var out = document.createElement("pre");
+  out.id = "rv-probe";
+  out.textContent = JSON.stringify(Array.prototype.map.call(
+    document.querySelectorAll(".badge"), function (b) {
+      var style = getComputedStyle(b);
+      return {status: b.textContent, color: style.color, background: style.backgroundColor};
+    }));
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def _rgb(css: str) -> tuple[float, ...]:
+    return tuple(float(v) for v in re.findall(r"[\d.]+", css)[:3])
+
+
+def _contrast(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    """WCAG 2 contrast ratio of two sRGB colours (0-255 channels)."""
+    def luminance(c: tuple[float, ...]) -> float:
+        lin = [(v / 255 / 12.92) if v / 255 <= 0.04045 else ((v / 255 + 0.055) / 1.055) ** 2.4
+               for v in c]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_every_status_badge_is_readable(blocks_page: tuple[str, Path, Path]) -> None:
+    """The heading badge of every run status the schema knows, as the report renders it,
+    measured in the browser: its text colour is not its background (``nothing checked``
+    once set both to #9a6700), with a contrast of at least 3 (WCAG, large bold text)."""
+    from resverify.reports.html import page, render_html
+    from resverify.reports.json_report import load_schema
+    from tests.reports.test_blocks_report import document, full
+
+    chromium, _page, root = blocks_page
+    statuses = load_schema()["properties"]["status"]["enum"]
+    heads = []
+    for status in statuses:
+        doc = {**full(document()), "status": status}
+        found = re.search(r"<h1>.*?</h1>", render_html(doc, {}), re.S)
+        assert found is not None, f"render_html(status={status!r}) has no <h1>"
+        heads.append(found.group(0))
+    text = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "",
+                  page("badges", "".join(heads)))
+    probe = root / "badges.html"
+    probe.write_text(text.replace("<head>", "<head>" + BADGE_PROBE, 1), encoding="utf-8")
+    done = browse(chromium, probe, root / "profile-badges", "--dump-dom")
+    found = re.search(r'<pre id="rv-probe">(.*?)</pre>', done.stdout, re.S)
+    assert found is not None, f"the badge probe did not run: {done.stderr[-2000:]}"
+    badges = json.loads(html.unescape(found.group(1)))
+    assert [b["status"] for b in badges] == statuses, badges
+    for b in badges:
+        ratio = _contrast(_rgb(b["color"]), _rgb(b["background"]))
+        assert b["color"] != b["background"] and ratio >= 3.0, \
+            (f"badge {b['status']!r}: text {b['color']} on {b['background']}, contrast "
+             f"{ratio:.2f}, expected a different colour with contrast >= 3")

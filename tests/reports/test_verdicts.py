@@ -463,8 +463,9 @@ def test_a_documented_finding_turns_its_failure_expected_and_its_pass_fixed(
 @pytest.mark.parametrize(("laws", "want"), [
     (["pass", "pass"], "pass"),
     (["pass", "expected"], "expected"),
-    (["expected", "unjudged"], "unjudged"),
-    (["pass", "unjudged"], "unjudged"),
+    (["expected", "unjudged"], "partly judged"),
+    (["pass", "unjudged"], "partly judged"),
+    (["unjudged", "unjudged"], "unjudged"),
     ([], "unjudged"),
     (["unjudged", "fail", "expected"], "fail"),
     (["pass", "fixed"], "fail"),
@@ -479,11 +480,14 @@ def test_a_block_fails_on_a_failure_or_a_fixed_finding_then_is_unjudged_expected
 @pytest.mark.parametrize(("blocks", "interrupted", "want"), [
     (["pass", "pass"], False, "pass"),
     (["pass", "expected"], False, "expected"),
-    (["pass", "expected"], True, "unjudged"),
-    (["pass"], True, "unjudged"),
+    (["pass", "expected"], True, "partly judged"),
+    (["pass"], True, "partly judged"),
+    ([], True, "unjudged"),
     ([], False, "unjudged"),
     (["fail", "pass"], True, "fail"),
-    (["unjudged", "pass"], False, "unjudged"),
+    (["unjudged", "pass"], False, "partly judged"),
+    (["partly judged", "pass"], False, "partly judged"),
+    (["unjudged", "unjudged"], False, "unjudged"),
 ])
 def test_the_blocks_section_folds_its_blocks_and_is_not_a_pass_when_interrupted(
         blocks: list[str], interrupted: bool, want: str) -> None:
@@ -493,7 +497,8 @@ def test_the_blocks_section_folds_its_blocks_and_is_not_a_pass_when_interrupted(
 
 @pytest.mark.parametrize(("complete", "blocks", "want"), [
     (True, "pass", "passed"), (True, "expected", "passed"), (True, "fail", "failed"),
-    (True, "unjudged", "nothing checked"), (False, "pass", "incomplete"),
+    (True, "unjudged", "nothing checked"), (True, "partly judged", "partly checked"),
+    (False, "pass", "incomplete"),
     (True, None, "passed"),
 ])
 def test_a_blocks_only_run_takes_its_status_from_the_blocks_section(
