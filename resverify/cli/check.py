@@ -67,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "of your own, or cmd:COMMAND for an engine in another process")
     parser.add_argument("--profile", default="ci",
                         help="Hypothesis profile: dev, ci (default; seeded, so reproducible), "
-                             "thorough, extremes")
+                             "thorough, extremes, generated (ci without pinned examples)")
     parser.add_argument("--seed", type=int, default=0, help="Hypothesis and plot seed (default 0)")
     parser.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT_DIR,
                         help="folder for report.json/.md/.html (default ./resverify-report)")
