@@ -25,8 +25,8 @@ __all__ = [
     "FalsyAlpha", "GradsThroughFloat16", "LeakyRelu", "LinearFirstAxisRows",
     "LinearWeightGradReshaped", "MulProductOfSums", "OutputUpcast", "ReluGradOneAtZero",
     "ReluGradThreshold", "ReshapedWeightTranspose", "ScalarOperandGradRank1",
-    "ScaleBackwardForgetsAlpha", "SumEmptyIsNan", "SumKeepsRank1", "TanhDerivFromInput",
-    "TanhInFloat32", "Tf32AboveWidth32", "UnbroadcastSlicesSizeOneAxes",
+    "ScaleBackwardForgetsAlpha", "SumEmptyIsNan", "SumInFloat32Above64", "SumKeepsRank1",
+    "TanhDerivFromInput", "TanhInFloat32", "Tf32AboveWidth32", "UnbroadcastSlicesSizeOneAxes",
 ]
 
 Pullback = Callable[[np.ndarray], tuple[np.ndarray, ...]]
@@ -293,6 +293,23 @@ class SumEmptyIsNan(Mutant):
         out = apply(node, args)
         if node.op == "sum" and args[0].value.size == 0:
             out.value = np.asarray(np.nan, out.dtype)
+        return out
+
+
+class SumInFloat32Above64(Mutant):
+    """sum accumulates in float32 over more than 64 elements (a reduction kernel's wide
+    path), whatever the dtype: a float64 sum of a wide array loses precision, a narrow one
+    is exact."""
+
+    name = "mutant-sum-float32-above-64"
+    bug_class = "reductions"
+    kills = (Kill("forward_and_gradients_match_spec_within_budget", generated=True),)
+
+    def apply(self, node: Node, args: list[Tensor]) -> Tensor:
+        out = apply(node, args)
+        if node.op == "sum" and args[0].value.size > 64:
+            wide = args[0].value.astype(np.float32).sum(dtype=np.float32)
+            out.value = np.asarray(wide, out.dtype)
         return out
 
 
