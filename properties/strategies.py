@@ -554,7 +554,8 @@ def residual_cases(draw: Callable[[st.SearchStrategy[Any]], Any],
     a stack of depth d meets d distinct families and every family is as likely as any
     other (Hypothesis draws ``sampled_from`` about evenly, where a drawn permutation
     stays near the identity for the first few hundred examples); a wide input's
-    first branch is linear whenever linear can be used. Every block's α is non-zero
+    first branch is linear whenever linear can be used (the op that sums over its width),
+    unless :func:`leading` gives the first family. Every block's α is non-zero
     (exact or not in the dtype, :func:`alphas`): a zero α leaves its branch unjudged, and
     the zero-branch laws have strategies of their own. The scale node of block ``l`` is
     named ``s{l}``, its merge ``h{l}``; rank-0 inputs only get elementwise branches
@@ -574,7 +575,7 @@ def residual_cases(draw: Callable[[st.SearchStrategy[Any]], Any],
     shape = draw(feature_shapes(sizes, min_dims=1 if lead == "linear" else 0))
     h = b.input("x", shape, X_BOUND)
     repeat, family = draw(st.booleans()), ""
-    wide_first = shape[-1:] > (sizes.narrow,) and draw(st.booleans())
+    wide_first = lead not in families and shape[-1:] > (sizes.narrow,)  # else: lead first
     depth = draw(st.integers(min(2, max_depth), max_depth))
     for layer in range(depth):
         usable = _families(families, shape, allowed, sizes, projections)
