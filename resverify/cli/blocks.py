@@ -385,12 +385,13 @@ def _say(line: str) -> None:
     print(line, flush=True)  # as it comes, into a pipe (a CI log) too
 
 
-def check_one(recipe: Recipe | Selected, dtypes: Sequence[str], examples: int, seed: int,
+def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
               vectors: Path, say: Callable[[str], None] = _say, paths: Sequence[str] = (),
-              laws: Sequence[str] = ()) -> BlockRun:
-    """Every applicable law of ``recipe`` in each dtype, each record said as it comes; a
-    failure's example kept with the command that replays it, and a failure at a merge
-    saved as a vector under ``vectors``; then the probes."""
+              laws: Sequence[str] = (), named: Selected | None = None) -> BlockRun:
+    """Every applicable law of ``recipe`` (or ``laws``) in each dtype, each record said as
+    it comes; a failure's example kept with the command that replays it (naming the recipe
+    as ``named`` says, else by its name), and a failure at a merge saved as a vector under
+    ``vectors``; then the probes."""
     from resverify.blocks.check import build, run_law, settled
     from resverify.blocks.jax_laws import run_jax_law
     from resverify.blocks.laws import LAWS
@@ -399,9 +400,7 @@ def check_one(recipe: Recipe | Selected, dtypes: Sequence[str], examples: int, s
     from resverify.properties.vectors import save_vector
     from resverify.reports.blocks import BlockRun
 
-    chosen = recipe if isinstance(recipe, Selected) else \
-        Selected(recipe, source_of(recipe), recipe.name)
-    recipe = chosen.recipe
+    chosen = named or Selected(recipe, source_of(recipe), recipe.name)
     records: list[LawRecord] = []
     seconds: list[float] = []
     saved: dict[int, str] = {}
@@ -584,8 +583,9 @@ def _check(args: argparse.Namespace) -> int:
                     print(f"{one.recipe.name}: claims none of the dtypes {dtypes}{laws}; "
                           "not checked")
                     continue
-                runs.append(check_one(one, dtypes, examples, seed, out["folder"] / "vectors",
-                                      paths=paths, laws=args.law))
+                runs.append(check_one(one.recipe, dtypes, examples, seed,
+                                      out["folder"] / "vectors", paths=paths, laws=args.law,
+                                      named=one))
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: report what finished
             interrupted = signal_name(exc)
         with signals.held():
