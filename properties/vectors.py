@@ -21,9 +21,13 @@ from pathlib import Path
 from resverify.spec.codec import dumps, request_to_dict
 from resverify.spec.request import Request
 
-__all__ = ["DEFAULT_DIR", "replay_command", "save_vector", "vector_dir"]
+__all__ = ["DEFAULT_DIR", "REPLAY_BACKENDS", "backend_for", "replay_command", "save_vector",
+           "vector_dir"]
 
 DEFAULT_DIR = "resverify-vectors"
+REPLAY_BACKENDS = ("numpy", "torch")
+"""The built-in backends a saved vector's replay may name, in the order tried: numpy, always
+installed, then torch, which claims bfloat16 (numpy does not)."""
 
 
 def vector_dir(option: str | None = None) -> Path:
@@ -49,6 +53,17 @@ def save_vector(request: Request, folder: Path, prop: str, backend: str,
     partial.write_text(json.dumps(doc, sort_keys=True) + "\n", encoding="utf-8")
     partial.replace(path)
     return path
+
+
+def backend_for(request: Request) -> str | None:
+    """The first of :data:`REPLAY_BACKENDS` whose claims cover ``request`` (its dtype, mode
+    and ops) and that is installed here, so its replay judges the request rather than
+    answering ``unsupported``; None when none does."""
+    from resverify.impl.registry import BUILTINS
+
+    return next((name for name in REPLAY_BACKENDS
+                 if BUILTINS[name].capabilities.covers(request) is None
+                 and BUILTINS[name].missing() is None), None)
 
 
 def replay_command(path: Path, backend: str, runs: int | None = None) -> str:

@@ -50,17 +50,18 @@ if TYPE_CHECKING:
 
 __all__ = ["PLOTS_DIR", "PLOT_CAPTIONS", "BlockRun", "count", "counts_text", "declared_lines",
            "declares", "examples_count", "examples_text", "figure_text", "headroom",
-           "plot_names", "plots", "section", "site_text", "stopped_text", "swamped", "write"]
+           "library_text", "plot_names", "plots", "replay_lines", "section", "site_text",
+           "stopped_text", "swamped", "write"]
 
 Doc = dict[str, Any]
-REPLAY_BACKEND = "numpy"
-"""The backend a failure's replay command names (the saved merge is an IR request)."""
 
 
 @dataclass(frozen=True)
 class BlockRun:
-    """One checked block: its recipe, library, the records in the order they ran, each
-    record's seconds, the vector saved for a failing record (by index) and the probes."""
+    """One checked block: its recipe, where it came from (``source``: a catalog source or
+    the ``module:RECIPE`` it was named by), its library, the records in the order they ran,
+    each record's seconds, the vector saved for a failure at a merge (by index), the
+    probes, and the command that replays a failing record's example (by index)."""
 
     recipe: Recipe
     source: str
@@ -70,6 +71,7 @@ class BlockRun:
     seconds: Sequence[float] = ()
     vectors: Mapping[int, str] = field(default_factory=dict)
     probes: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    replays: Mapping[int, str] = field(default_factory=dict)
 
 
 def declares(recipe: Recipe) -> Doc:
@@ -93,14 +95,21 @@ def _number(value: float | None) -> float | str | None:
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
-def _failure(record: LawRecord, vector: str | None) -> Doc | None:
+def _failure(record: LawRecord, vector: str | None, replay: str | None) -> Doc | None:
+    """A failure: its message and kind, ``replay`` (the command that judges the law again
+    on the failing example), and for a failure at a merge the saved ``vector`` with
+    ``vector_replay``, its command on a backend that claims its dtype (None where none
+    installed here does)."""
     if record.verdict != "fail":
         return None
-    from resverify.properties.vectors import replay_command
+    from resverify.properties.vectors import backend_for, replay_command
 
-    kind = record.failure.kind if record.failure is not None else "law"
-    return {"message": record.message, "kind": kind, "vector": vector,
-            "replay": replay_command(Path(vector), REPLAY_BACKEND) if vector else None}
+    failure = record.failure
+    kind = failure.kind if failure is not None else "law"
+    backend = backend_for(failure.request) if vector and failure is not None else None
+    return {"message": record.message, "kind": kind, "vector": vector, "replay": replay,
+            "vector_replay": replay_command(Path(vector), backend) if vector and backend
+            else None}
 
 
 def _known(run: BlockRun, law: str) -> Doc | None:
@@ -120,7 +129,8 @@ def _law_row(run: BlockRun, i: int, record: LawRecord) -> Doc:
             "examples": record.examples, "examples_asked": record.asked,
             "time_seconds": None if seconds is None else round(seconds, 3),
             "figures": {k: _number(v) for k, v in sorted(record.figures.items())},
-            "message": record.message, "failure": _failure(record, run.vectors.get(i)),
+            "message": record.message,
+            "failure": _failure(record, run.vectors.get(i), run.replays.get(i)),
             "known": known}
 
 
@@ -202,6 +212,21 @@ def _text(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.3g}"
     return "" if value is None else str(value)
+
+
+def library_text(block: Mapping[str, Any]) -> str:
+    """``x-transformers 2.31.10; recipe from myrecipes:RECIPE``: what was checked and
+    where its recipe came from (the listing, the pages)."""
+    return (f"{block['library']} {block['version'] or 'version unknown'}; recipe from "
+            f"{block['source']}")
+
+
+def replay_lines(failure: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """``(what, command)`` for a failure: the example's replay, then the merge vector's."""
+    if not failure:
+        return []
+    said = [("replay", failure.get("replay")), ("replay the merge", failure.get("vector_replay"))]
+    return [(what, cmd) for what, cmd in said if cmd]
 
 
 def site_text(site: Mapping[str, Any]) -> str:
@@ -291,7 +316,8 @@ def _bars(ax: Axes, groups: Sequence[str], series: Mapping[str, Sequence[float |
         ax.set_yscale("log")
     elif not log:
         ax.set_ylim(0, 1.1 * max(drawn, default=1.0))
-    ax.legend(fontsize=7)
+    if series:  # none where the laws that measure it were not run (--law)
+        ax.legend(fontsize=7)
 
 
 def _undrawn(ax: Axes, xs: Sequence[float], values: Sequence[float | None]) -> None:

@@ -498,8 +498,8 @@ def _law_note(r: Mapping[str, Any]) -> str:
     if r["verdict"] == "fixed" and known:
         note += (f"<br>passes now, but the recipe documents it as failing "
                  f"(<code>{esc(known['doc'])}</code>): remove the finding from the recipe")
-    if r["failure"] and r["failure"]["replay"]:
-        note += f"<br>replay: <code>{esc(r['failure']['replay'])}</code>"
+    for what, cmd in blocks_text.replay_lines(r["failure"]):
+        note += f"<br>{esc(what)}: <code>{esc(cmd)}</code>"
     return f'<td class="msg">{note}</td>'
 
 
@@ -519,7 +519,7 @@ def _block(block: Mapping[str, Any], index: int, images: Mapping[str, bytes]) ->
         for name in blocks_text.plot_names(block, index) if name in images)
     return (f'<section class="block" id="block-{index}"><h3>{esc(block["name"])}: '
             f'<span class="{_css(block["verdict"])}">{esc(block["verdict"])}</span></h3>'
-            f"<p>{esc(block['library'])} {esc(block['version'] or 'version unknown')}, "
+            f"<p>{esc(blocks_text.library_text(block))}, "
             f'<span class="timing">{esc(block["time_seconds"])} s</span></p>'
             + _table(["declares", ""], [[_td(a), _td(b)]
                                         for a, b in blocks_text.declared_lines(block)])

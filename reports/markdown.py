@@ -359,6 +359,8 @@ def _seconds_text(value: object) -> str:
 def _block_notes(block: Mapping[str, Any]) -> list[str]:
     """A line for each record that did not simply pass: its message and replay command,
     the documented finding it fails as, or that the finding no longer holds."""
+    from resverify.reports.blocks import replay_lines
+
     lines = []
     for r in block["laws"]:
         where = f"- **{cell(r['law'])}** [{cell(r['dtype'])}, {cell(r['mode'])}]"
@@ -372,17 +374,20 @@ def _block_notes(block: Mapping[str, Any]) -> list[str]:
         lines.append(f"{where}: `{r['message'].replace('`', chr(39))}`")
         if r["verdict"] == "expected" and known:
             lines.append(f"  documented finding: {cell(known['reason'])} ({cell(known['doc'])})")
-        if r["failure"] and r["failure"]["replay"]:
-            lines.append(f"  replay: `{r['failure']['replay']}`")
+        lines += [f"  {what}: `{cmd}`" for what, cmd in replay_lines(r["failure"])]
     return lines
 
 
 def _block(block: Mapping[str, Any]) -> list[str]:
-    from resverify.reports.blocks import declared_lines, examples_count, figure_text
+    from resverify.reports.blocks import (
+        declared_lines,
+        examples_count,
+        figure_text,
+        library_text,
+    )
 
     lines = [f"### {cell(block['name'])}: {_ICON[block['verdict']]}", "",
-             f"{cell(block['library'])} {cell(block['version'] or 'version unknown')}, "
-             f"{block['time_seconds']:.1f} s", ""]
+             f"{cell(library_text(block))}, {block['time_seconds']:.1f} s", ""]
     lines += _table(["declares", ""], declared_lines(block))
     lines += _table(["law", "dtype", "mode", "verdict", "examples", "s", "figures"],
                     [(r["law"], r["dtype"], r["mode"], _ICON[r["verdict"]],

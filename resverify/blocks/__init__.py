@@ -6,7 +6,9 @@ one-line error by :func:`validate` when it names what the module lacks, and chec
 :func:`check_block`, which runs every law of :mod:`resverify.blocks.laws` over examples
 Hypothesis draws and returns one :class:`LawRecord` per law, dtype and mode.
 :func:`pytest_check` does the same inside a user's own test and fails it with every broken
-law's line. The known blocks are in :mod:`resverify.blocks.catalog`.
+law's line; :func:`replay_example` judges a law again on a failure's one example
+(:class:`Draw`), as ``resverify blocks replay`` does. The known blocks are in
+:mod:`resverify.blocks.catalog`.
 
     from resverify.blocks import Recipe, Site, check_block
     records = check_block(my_recipe, ["float32"])
@@ -14,7 +16,9 @@ law's line. The known blocks are in :mod:`resverify.blocks.catalog`.
 
 from __future__ import annotations
 
-from resverify.blocks.check import LawRecord, check_block, pytest_check
+from resverify.blocks.check import Draw, LawRecord, check_block, pytest_check
 from resverify.blocks.recipe import Recipe, Site, validate
+from resverify.blocks.replay import replay_example
 
-__all__ = ["LawRecord", "Recipe", "Site", "check_block", "pytest_check", "validate"]
+__all__ = ["Draw", "LawRecord", "Recipe", "Site", "check_block", "pytest_check",
+           "replay_example", "validate"]

@@ -20,8 +20,9 @@ whatever the machine's core count.
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -34,14 +35,15 @@ from torch import nn
 from resverify.blocks.laws import LAWS, Law, applicable
 from resverify.blocks.laws_paths import PATHS
 from resverify.blocks.recipe import Recipe, validate
-from resverify.blocks.trace import TORCH_DTYPES, Case, Inputs, Unjudged
+from resverify.blocks.trace import TORCH_DTYPES, BlockFailure, Case, Inputs, Unjudged
 from resverify.properties.assertions import PropertyFailure
 from resverify.properties.profiles import PROFILES, active_profile
-from resverify.properties.vectors import replay_command, save_vector, vector_dir
+from resverify.properties.vectors import backend_for, replay_command, save_vector, vector_dir
 from resverify.spec.errors import NotJudged, ResverifyError, UsageError
 
-__all__ = ["Draw", "LawRecord", "build", "check_block", "draws", "examples_text",
-           "judged_record", "make_case", "plan", "pytest_check", "run_law", "settled"]
+__all__ = ["Draw", "FailedDraw", "LawRecord", "build", "check_block", "draws", "examples_text",
+           "judge_example", "judged_record", "make_case", "plan", "pytest_check", "run_law",
+           "settled"]
 
 NOISE = 0.05
 WEIGHT_EXPONENTS = (-12, -4, 0, 1)
@@ -80,6 +82,9 @@ class LawRecord:
     failure: PropertyFailure | None = None
     asked: int = 0
     """The examples the law was asked to judge (0: not known)."""
+    draw: Draw | None = None
+    """A failure's example, as shrunk: the block, law, dtype, mode and this replay it
+    (:mod:`resverify.blocks.replay`); None for a pass, or where it is not known."""
 
     def line(self) -> str:
         tail = f": {self.message}" if self.message else ""
@@ -211,22 +216,46 @@ def _paths(law: str, paths: Iterable[str]) -> tuple[str, ...]:
     return asked
 
 
-def run_law(recipe: Recipe, law: str, dtype: str, mode: str, *, max_examples: int | None = None,
-            seed: int = 0, shrink: bool = True, paths: Iterable[str] = ()) -> LawRecord:
-    """Judge one law on ``recipe``'s block in ``dtype`` and ``mode`` over drawn examples;
-    ``paths`` (``"compile"``, ``"fastpath"``) are the paths the ``paths`` law judges."""
+def _asked(recipe: Recipe, law: str, dtype: str, mode: str, paths: Iterable[str]
+           ) -> tuple[str, ...]:
+    """The paths asked for, once the law, dtype and mode are shown to be the recipe's
+    (a UsageError, one line, otherwise)."""
     if law not in LAWS:
         raise UsageError(f"unknown law {law!r}; known: {list(LAWS)}")
     asked = _paths(law, paths)
     if dtype not in recipe.dtypes or mode not in recipe.modes:
         raise UsageError(f"recipe {recipe.name!r} claims dtypes {list(recipe.dtypes)} and modes "
                          f"{list(recipe.modes)}, not {dtype} {mode}")
+    return asked
+
+
+def judge_example(recipe: Recipe, law: str, dtype: str, mode: str, draw: Draw,
+                  paths: Iterable[str] = ()) -> dict[str, float]:
+    """One example of one law, on one thread: its figures, or the law's
+    :class:`PropertyFailure`, or :class:`~.trace.Unjudged` with the reason."""
+    __tracebackhide__ = True
+    asked = _asked(recipe, law, dtype, mode, paths)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _judge(LAWS[law], make_case(recipe, dtype, mode, draw, asked))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def run_law(recipe: Recipe, law: str, dtype: str, mode: str, *, max_examples: int | None = None,
+            seed: int = 0, shrink: bool = True, paths: Iterable[str] = ()) -> LawRecord:
+    """Judge one law on ``recipe``'s block in ``dtype`` and ``mode`` over drawn examples;
+    ``paths`` (``"compile"``, ``"fastpath"``) are the paths the ``paths`` law judges. A
+    failure's record keeps its shrunk example (``draw``), which replays it."""
+    asked = _asked(recipe, law, dtype, mode, paths)
     entry = LAWS[law]
     build(recipe, dtype, seed)  # a recipe's mistake is its one-line error, before any example
     examples = max_examples or PROFILES.get(active_profile(), PROFILES["ci"]).max_examples
     judged: list[dict[str, float]] = []
     reasons: list[str] = []
     ran = [0]
+    last = FailedDraw()
 
     @hypothesis_seed(seed)
     @_settings(examples, shrink)
@@ -234,7 +263,8 @@ def run_law(recipe: Recipe, law: str, dtype: str, mode: str, *, max_examples: in
     def prop(draw: Draw) -> None:
         ran[0] += 1
         try:
-            judged.append(_judge(entry, make_case(recipe, dtype, mode, draw, asked)))
+            with last.kept(draw):
+                judged.append(_judge(entry, make_case(recipe, dtype, mode, draw, asked)))
         except Unjudged as exc:
             reasons.append(str(exc))
 
@@ -244,10 +274,31 @@ def run_law(recipe: Recipe, law: str, dtype: str, mode: str, *, max_examples: in
         prop()
     except PropertyFailure as exc:
         return LawRecord(recipe.name, law, dtype, mode, "fail", ran[0],
-                         message=str(exc).splitlines()[0], failure=exc, asked=examples)
+                         message=str(exc).splitlines()[0], failure=exc, asked=examples,
+                         draw=last.of(exc))
     finally:
         torch.set_num_threads(threads)
     return judged_record((recipe.name, law, dtype, mode), examples, ran[0], judged, reasons)
+
+
+class FailedDraw:
+    """The example whose failure Hypothesis raised at the end: the draw of the last
+    failing call, kept only when it is that very failure (Hypothesis reruns the shrunk
+    example last), else unknown."""
+
+    def __init__(self) -> None:
+        self._last: tuple[PropertyFailure, Draw] | None = None
+
+    @contextlib.contextmanager
+    def kept(self, draw: Draw) -> Iterator[None]:
+        try:
+            yield
+        except PropertyFailure as exc:
+            self._last = (exc, draw)
+            raise
+
+    def of(self, failure: PropertyFailure) -> Draw | None:
+        return self._last[1] if self._last is not None and self._last[0] is failure else None
 
 
 def plan(recipe: Recipe, dtypes: Iterable[str] | None = None,
@@ -294,7 +345,8 @@ def pytest_check(recipe: Recipe, dtypes: Iterable[str] | None = None,
                  ) -> list[LawRecord]:
     """:func:`check_block` inside a user's own test: raises the first failing law's
     :class:`PropertyFailure` (its message names every failing law, root causes first, each
-    with the vector of its failing merge and the command that replays it), returns the
+    with the command that replays its example and, for a failure at a merge, the vector of
+    that merge and the command that replays it), returns the
     records. A law that judged nothing fails the test too (:class:`NotJudged`, naming each
     such law and why), as ``resverify blocks check`` exits 1 for it, unless
     ``allow_unjudged=True``.
@@ -317,7 +369,7 @@ def pytest_check(recipe: Recipe, dtypes: Iterable[str] | None = None,
         first = failed[0].failure
         assert first is not None
         folder = vector_dir(None if vectors is None else str(vectors))
-        lines = "\n".join(_saved(r, folder) for r in failed)
+        lines = "\n".join(_saved(recipe, r, folder, tuple(paths)) for r in failed)
         raise PropertyFailure(f"{len(failed)} residual law(s) fail:\n{lines}", first.request)
     unjudged = [r for r in records if r.verdict == "unjudged"]
     if unjudged and not allow_unjudged:
@@ -328,10 +380,21 @@ def pytest_check(recipe: Recipe, dtypes: Iterable[str] | None = None,
     return records
 
 
-def _saved(record: LawRecord, folder: Path) -> str:
-    """The record's line, its vector saved under ``folder``, and the replay command."""
-    assert record.failure is not None
-    path = save_vector(record.failure.request, folder,
-                       f"{record.law}[{record.dtype},{record.mode}]", record.block,
-                       record.message, record.failure.kind)
-    return f"{record.line()}\n  vector {path}; replay: {replay_command(path, 'numpy')}"
+def _saved(recipe: Recipe, record: LawRecord, folder: Path, paths: tuple[str, ...]) -> str:
+    """The record's line, the command that replays its example (or the Python call, for
+    a recipe no ``module:attr`` reaches), and for a failure at a merge its vector, saved
+    under ``folder``, with the command that replays it on a backend that claims its dtype."""
+    from resverify.blocks.replay import command, python_call, recipe_ref
+
+    ref = recipe_ref(recipe)
+    again = command(ref[0], record, paths, ref[1]) if ref else python_call(record)
+    lines = [record.line(), *([f"  replay: {again}"] if again else [])]
+    failure = record.failure
+    if isinstance(failure, BlockFailure) and failure.merged:
+        path = save_vector(failure.request, folder,
+                           f"{record.law}[{record.dtype},{record.mode}]", record.block,
+                           record.message, failure.kind)
+        backend = backend_for(failure.request)
+        lines.append(f"  vector {path} (the merge)" + (
+            f"; replay it: {replay_command(path, backend)}" if backend else ""))
+    return "\n".join(lines)

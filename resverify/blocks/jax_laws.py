@@ -43,6 +43,7 @@ from torch import nn
 
 from resverify.blocks.check import (
     Draw,
+    FailedDraw,
     LawRecord,
     _settings,
     draws,
@@ -57,8 +58,8 @@ from resverify.properties.assertions import PropertyFailure
 from resverify.properties.profiles import PROFILES, active_profile
 from resverify.spec.errors import UsageError
 
-__all__ = ["JUDGED", "UNJUDGED", "JaxCase", "JaxRecipe", "check_jax_block", "no_torch", "plan",
-           "run_jax_law", "validate_jax"]
+__all__ = ["JUDGED", "UNJUDGED", "JaxCase", "JaxRecipe", "check_jax_block",
+           "judge_jax_example", "no_torch", "plan", "run_jax_law", "validate_jax"]
 
 NOISE = 0.05
 BLOCK = "block"
@@ -315,7 +316,7 @@ def zero_branch(case: JaxCase) -> dict[str, float]:
         diff = first_difference(_wide(a), _wide(b))
         if diff:
             case.fail("zero_branch", f"zeroing {names}: {what}{diff}: with the branch 0, the "
-                      f"block is act(shortcut(x)) ({what} of it)", (x, x * 0))
+                      f"block is act(shortcut(x)) ({what} of it)")
     return {}
 
 
@@ -365,7 +366,7 @@ def gradient_skip(case: JaxCase) -> dict[str, float]:
         alone = first_difference(_wide(x_bar), _wide(branch), budget) is None
         hint = " (x̄ equals J_Fᵀz̄ alone: the skip's gradient is missing)" if alone else ""
         case.fail("gradient_skip", f"x̄{diff}: x̄ = shortcut'ᵀz̄ + J_Fᵀz̄, z̄ = ȳ through the "
-                  f"activation{hint}", (case.x(), case.x() * 0))
+                  f"activation{hint}")
     _params_finite(case, p_bar)
     return {}
 
@@ -407,16 +408,34 @@ def _judge(law: str, case: JaxCase) -> dict[str, float]:
         case.fail(law, f"the block raised {type(exc).__name__}: {first}, expected a result")
 
 
-def run_jax_law(recipe: JaxRecipe, law: str, dtype: str, mode: str, *,
-                max_examples: int | None = None, seed: int = 0,
-                shrink: bool = True) -> LawRecord:
-    """Judge one law on a JAX block in ``dtype`` and ``mode``, as
-    :func:`~.check.run_law` does for a torch block."""
+def _claimed(recipe: JaxRecipe, law: str, dtype: str, mode: str) -> None:
     if law not in LAWS:
         raise UsageError(f"unknown law {law!r}; known: {list(LAWS)}")
     if dtype not in recipe.dtypes or mode not in recipe.modes:
         raise UsageError(f"recipe {recipe.name!r} claims dtypes {list(recipe.dtypes)} and modes "
                          f"{list(recipe.modes)}, not {dtype} {mode}")
+
+
+def judge_jax_example(recipe: JaxRecipe, law: str, dtype: str, mode: str, draw: Draw
+                      ) -> dict[str, float]:
+    """One example of one law on a JAX block (:func:`~.check.judge_example`'s twin): its
+    figures, the law's failure, or :class:`~.trace.Unjudged` (a law this driver does not
+    judge, with why)."""
+    __tracebackhide__ = True
+    _claimed(recipe, law, dtype, mode)
+    if law not in CHECKS:
+        raise Unjudged(UNJUDGED.get(law, "a law of torch modules only; not defined for a JAX "
+                                    "block"))
+    with _precision(dtype):
+        return _judge(law, make_case(recipe, dtype, mode, draw))
+
+
+def run_jax_law(recipe: JaxRecipe, law: str, dtype: str, mode: str, *,
+                max_examples: int | None = None, seed: int = 0,
+                shrink: bool = True) -> LawRecord:
+    """Judge one law on a JAX block in ``dtype`` and ``mode``, as
+    :func:`~.check.run_law` does for a torch block."""
+    _claimed(recipe, law, dtype, mode)
     if law not in CHECKS:
         why = UNJUDGED.get(law, "a law of torch modules only; not defined for a JAX block")
         return LawRecord(recipe.name, law, dtype, mode, "unjudged", 0, message=why)
@@ -425,6 +444,7 @@ def run_jax_law(recipe: JaxRecipe, law: str, dtype: str, mode: str, *,
     judged: list[dict[str, float]] = []
     reasons: list[str] = []
     ran = [0]
+    last = FailedDraw()
 
     @hypothesis_seed(seed)
     @_settings(examples, shrink)
@@ -433,7 +453,8 @@ def run_jax_law(recipe: JaxRecipe, law: str, dtype: str, mode: str, *,
         ran[0] += 1
         with _precision(dtype):
             try:
-                judged.append(_judge(law, make_case(recipe, dtype, mode, draw)))
+                with last.kept(draw):
+                    judged.append(_judge(law, make_case(recipe, dtype, mode, draw)))
             except Unjudged as exc:
                 reasons.append(str(exc))
 
@@ -441,7 +462,8 @@ def run_jax_law(recipe: JaxRecipe, law: str, dtype: str, mode: str, *,
         prop()
     except PropertyFailure as exc:
         return LawRecord(recipe.name, law, dtype, mode, "fail", ran[0],
-                         message=str(exc).splitlines()[0], failure=exc, asked=examples)
+                         message=str(exc).splitlines()[0], failure=exc, asked=examples,
+                         draw=last.of(exc))
     return judged_record((recipe.name, law, dtype, mode), examples, ran[0], judged, reasons)
 
 

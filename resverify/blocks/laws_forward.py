@@ -110,13 +110,11 @@ def _check_zero(case: Case, module: torch.nn.Module, what: str) -> None:
     rule = "the identity" if plain else "each site's post(act(shortcut(.)))"
     diff = first_difference(y.detach(), e.detach())
     if diff:
-        case.fail("zero_branch", f"{what}: y{diff}: with every branch 0, the block is {rule}",
-                  None, (case.inputs.x, torch.zeros_like(case.inputs.x)))
+        case.fail("zero_branch", f"{what}: y{diff}: with every branch 0, the block is {rule}")
     diff = first_difference(x_bar, e_bar.detach())
     if diff:
         case.fail("zero_branch", f"{what}: x̄{diff}: with every branch 0, x̄ is the VJP of "
-                  f"{rule} (ȳ for the identity)", None,
-                  (case.inputs.x, torch.zeros_like(case.inputs.x)))
+                  f"{rule} (ȳ for the identity)")
 
 
 def zero_branch(case: Case) -> dict[str, float]:

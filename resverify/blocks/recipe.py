@@ -23,6 +23,8 @@ The API, for whoever writes catalog entries (``resverify/blocks/catalog/*.py``):
         zero_init=None,                                  # the factory with the library's own
                                                          # zero-init option, if it has one
         findings={},                                     # law -> Finding: a documented failure
+        library=None,                                    # the block's distribution; None: read
+                                                         # off the factory or the block's class
     )
 
 ``factory(dtype)`` returns the module with its parameters in ``dtype`` (a block with a
@@ -37,6 +39,11 @@ zero-branch law requires that block to be exactly the zero-branch map, as built.
 library's own choice, written up in ``docs/findings/``): ``resverify blocks`` reports such a
 failure as ``expected`` and a pass of it as ``fixed`` (the finding no longer holds), and the
 catalog's tests hold it as a strict xfail; both read this one declaration.
+
+``library`` names the distribution the block comes from (``"x-transformers"``), whose
+installed version the report shows; None lets ``resverify blocks check`` read it off the
+factory (a ``functools.partial`` unwrapped) or, where that is the recipe's own module, the
+built block's class (:func:`resverify.cli.blocks.library_of`).
 
 One :class:`Site` per residual sum, in the order the block computes them. The stream
 entering site ``i`` is ``s``; the site computes ``z = shortcut(s) + alpha * D(F(s))`` and
@@ -96,6 +103,7 @@ __all__ = [
     "Recipe",
     "Site",
     "describe",
+    "maker",
     "validate",
 ]
 
@@ -202,6 +210,7 @@ class Recipe:
     zero_init: Callable[[torch.dtype], nn.Module] | None = None
     notes: str = ""
     findings: Mapping[str, Finding] = field(default_factory=dict)
+    library: str | None = None
 
     def __post_init__(self) -> None:
         where = f"recipe {self.name!r}"
@@ -229,6 +238,17 @@ class Recipe:
                              f"{type(out).__name__}, not a tensor; give the recipe a call= "
                              "that returns the output stream")
         return out  # type: ignore[no-any-return,unused-ignore]
+
+
+def maker(recipe: Recipe) -> Any:
+    """What builds the block: a JAX recipe's ``block``, else the factory, a
+    ``functools.partial`` unwrapped to the function or class it calls."""
+    import functools
+
+    made: Any = getattr(recipe, "block", None) or recipe.factory
+    while isinstance(made, functools.partial):
+        made = made.func
+    return made
 
 
 def describe(recipe: Recipe) -> list[str]:

@@ -10,7 +10,11 @@ block is not wired as its recipe says, which :class:`Unobserved` reports.
 Why the failure carries an IR request: the merge ``z = s + alpha * F(s)`` of the failing
 site, with the stream ``s`` and the branch value ``F(s)`` as its inputs, is a request of the
 exact IR (``residual_add``), so the vector saved for a block replays against the exact
-interpreter and any engine; a later step traces the whole block the same way.
+interpreter and any engine. Only a failure *at* a merge has one (:class:`BlockFailure`'s
+``merged``): a γ as constructed, a dtype, an input written into or a whole-block zero map
+is not a sum, and a vector of ``x + 0`` standing in for it would replay ``ok`` and check
+nothing; such a failure is replayed as the block's own example
+(:mod:`resverify.blocks.replay`).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from resverify.spec.request import Request
 __all__ = [
     "TORCH_DTYPES",
     "UNIT_ROUNDOFF",
+    "BlockFailure",
     "Case",
     "Inputs",
     "Observed",
@@ -65,6 +70,17 @@ class Unjudged(ResverifyError):
 
 class Unobserved(Unjudged):
     """The stream could not be read where the recipe says the block carries it."""
+
+
+class BlockFailure(PropertyFailure):
+    """A law broken by a block. ``merged``: the failure is at a site's merge, and
+    ``request`` is that merge as it happened (``residual_add(shortcut(s), F(s))``), worth
+    saving as a vector; else ``request`` is a placeholder of the input's shape, never saved
+    (the block replay, :mod:`resverify.blocks.replay`, is how such a failure is rerun)."""
+
+    def __init__(self, message: str, request: Request, merged: bool) -> None:
+        super().__init__(message, request)
+        self.merged = merged
 
 
 @dataclass(frozen=True)
@@ -120,11 +136,12 @@ class Case:
 
     def fail(self, law: str, message: str, site: int | None = None,
              merge: tuple[torch.Tensor, torch.Tensor] | None = None) -> NoReturn:
-        """Raise the one-line :class:`PropertyFailure` of ``law``; ``merge`` is the site's
-        ``(shortcut(s), F(s))``, saved as the request of the vector."""
+        """Raise the one-line :class:`BlockFailure` of ``law``; ``merge`` is the site's
+        ``(shortcut(s), F(s))`` when the failure is at that merge, saved as the request of
+        the vector (None: not at a merge, no vector)."""
         __tracebackhide__ = True
-        raise PropertyFailure(f"{law}: {message} {self.where(site)}",
-                              self.request(site, merge))
+        raise BlockFailure(f"{law}: {message} {self.where(site)}",
+                           self.request(site, merge), merge is not None)
 
     def request(self, site: int | None, merge: tuple[torch.Tensor, torch.Tensor] | None
                 ) -> Request:

@@ -54,6 +54,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
@@ -83,6 +84,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument("--dtype", action="append", default=[], metavar="DTYPE",
                        help="only this dtype (repeatable; default: every dtype the block "
                        "claims)")
+    check.add_argument("--law", action="append", default=[], metavar="LAW",
+                       help="only this law (repeatable; default: every law that applies)")
     check.add_argument("--profile", default="ci", metavar="NAME",
                        help="the suite's Hypothesis profile, for its example count "
                        "(dev 5, ci 25, extremes 100, thorough 400; default ci)")
@@ -101,12 +104,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "compile (torch.compile, inductor: a minute or more a block and dtype "
                        "the first time), fastpath (torch's fused inference kernels); default "
                        "none")
+    from resverify.cli import blocks_replay
+
+    blocks_replay.add_arguments(actions.add_parser(
+        "replay", help="judge a law again on one failing example of a block (the command "
+                       "a failure prints)"))
 
 
 def run(args: argparse.Namespace) -> int:
     _require_torch()
     if args.action == "check":
         return _check(args)
+    if args.action == "replay":
+        from resverify.cli import blocks_replay
+
+        return blocks_replay.run(args)
     return _list()
 
 
@@ -126,11 +138,20 @@ def _require_torch() -> None:
 
 # -- the catalog ---------------------------------------------------------------------------
 
+CATALOG = "resverify.blocks.catalog."
+
+
 def source_of(recipe: Recipe) -> str:
-    """The catalog source a recipe comes from (read off its factory's module, or a JAX
-    recipe's block's)."""
-    made_by = getattr(recipe, "block", None) or recipe.factory
-    return getattr(made_by, "__module__", "").rsplit(".", 1)[-1] or "unknown"
+    """Where a recipe comes from: a catalog recipe's source (``hf``, read off its factory's
+    module, or a JAX recipe's block's); another's module, where its factory (a
+    ``functools.partial`` unwrapped) was written. ``resverify blocks check`` says the
+    ``module:RECIPE`` it was named by instead."""
+    from resverify.blocks.recipe import maker
+
+    module = getattr(maker(recipe), "__module__", "") or ""
+    if module.startswith(CATALOG):
+        return module.rsplit(".", 1)[-1]
+    return module or "unknown"
 
 
 def is_jax(recipe: Recipe) -> TypeGuard[JaxRecipe]:
@@ -147,15 +168,65 @@ def _laws_of(recipe: Recipe) -> list[str]:
     return list(JUDGED) if is_jax(recipe) else applicable(recipe)
 
 
-def library_of(recipe: Recipe) -> tuple[str, str | None]:
-    """The library a block belongs to and its installed version (None if unknown)."""
+def library_of(recipe: Recipe, block: object | None = None) -> tuple[str, str | None]:
+    """The library a block belongs to and its installed version (None if unknown): the
+    recipe's ``library``; a catalog source's (:data:`LIBRARIES`); else the installed
+    distribution of the top-level package of the factory (a ``functools.partial``
+    unwrapped) or, where that is not one (a lambda in the recipe's own module), of the
+    ``block`` built's class; else that package's name, version unknown."""
+    from resverify.blocks.recipe import maker
+
+    if recipe.library:
+        return _distribution(recipe.library)
+    module = getattr(maker(recipe), "__module__", "") or ""
+    if module.startswith(CATALOG):
+        return _distribution(LIBRARIES.get(source_of(recipe), "torch"))
+    modules = [m for m in (module, type(block).__module__ if block is not None else "") if m]
+    for name in modules:
+        found = _installed_from(name)
+        if found is not None:
+            return found
+    return (modules[-1].split(".")[0] if modules else "unknown"), None
+
+
+def _distribution(name: str) -> tuple[str, str | None]:
+    """``(distribution, version)`` of an installed distribution named ``name`` or holding
+    the top-level package ``name``; ``(name, None)`` when none is installed."""
     from importlib import metadata
 
-    library = LIBRARIES.get(source_of(recipe), "torch")
-    try:
-        return library, metadata.version(library)
-    except metadata.PackageNotFoundError:
-        return library, None
+    for dist in (name, *metadata.packages_distributions().get(name, ())):
+        try:
+            return dist, metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return name, None
+
+
+def _installed_from(module: str) -> tuple[str, str] | None:
+    """``(distribution, version)`` of the installed distribution whose files hold the
+    imported ``module`` (or whose editable install's folder does); None when none does.
+    A top-level name alone is not enough: distributions ship stray top-level ``examples``
+    or ``docs`` packages, and a user's own ``examples`` is not theirs."""
+    import json
+    import sys
+    from importlib import metadata
+    from urllib.parse import unquote, urlparse
+
+    top = module.split(".")[0]
+    file = getattr(sys.modules.get(module) or sys.modules.get(top), "__file__", None)
+    if file is None:
+        return None
+    path = Path(file).resolve()
+    for name in metadata.packages_distributions().get(top, ()):
+        dist = metadata.distribution(name)
+        if any(f.parts[:1] == (top,) and Path(str(dist.locate_file(f))).resolve() == path
+               for f in dist.files or ()):
+            return name, dist.version
+        url = json.loads(dist.read_text("direct_url.json") or "{}")
+        if url.get("dir_info", {}).get("editable") and \
+                path.is_relative_to(Path(unquote(urlparse(url["url"]).path)).resolve()):
+            return name, dist.version
+    return None
 
 
 def _list() -> int:
@@ -173,33 +244,50 @@ def _list() -> int:
     return 0
 
 
-def select(names: Sequence[str], every: bool) -> list[Recipe]:
+@dataclass(frozen=True)
+class Selected:
+    """A recipe to check and how the command line named it: ``source`` is the catalog's
+    source (``hf``) or the ``module:RECIPE`` reference; ``selector`` and ``block`` name it
+    again for its replay (``block``: its name, when the reference holds several)."""
+
+    recipe: Recipe
+    source: str
+    selector: str
+    block: str | None = None
+
+
+def select(names: Sequence[str], every: bool) -> list[Selected]:
     """The recipes to check: catalog names, or ``module:attr`` naming a user's own recipe
     (or a sequence of them); a UsageError (one line, with the close names) for a name the
-    catalog lacks."""
+    catalog lacks. The catalog is imported only when a catalog name or ``every`` asks."""
     import difflib
 
-    from resverify.blocks.catalog import catalog, skipped
     from resverify.spec.errors import UsageError
 
-    found = catalog()
     if every == bool(names):
         raise UsageError("blocks check: give block names or --all (not both); "
                          "`resverify blocks` lists them")
     if every:
-        return list(found.values())
-    chosen: dict[str, Recipe] = {}
+        from resverify.blocks.catalog import catalog
+
+        return [Selected(r, source_of(r), r.name) for r in catalog().values()]
+    chosen: dict[str, Selected] = {}
     for name in names:
         if ":" in name:
-            chosen.update((r.name, r) for r in user_recipes(name))
+            found_here = user_recipes(name)
+            chosen.update((r.name, Selected(r, name, name, r.name if len(found_here) > 1
+                                            else None)) for r in found_here)
             continue
+        from resverify.blocks.catalog import catalog, skipped
+
+        found = catalog()
         if name not in found:
             close = difflib.get_close_matches(name, list(found), n=3, cutoff=0.5)
             hint = f"did you mean {', '.join(map(repr, close))}? " if close else ""
             gone = f" (skipped: {', '.join(skipped())})" if skipped() else ""
             raise UsageError(f"no block {name!r}; {hint}`resverify blocks` lists the "
                              f"{len(found)} known, or name your own as module:RECIPE{gone}")
-        chosen[name] = found[name]
+        chosen[name] = Selected(found[name], source_of(found[name]), name)
     return list(chosen.values())
 
 
@@ -233,7 +321,8 @@ def _recipes_in(value: object) -> list[Recipe]:
 
 def _settings(args: argparse.Namespace) -> tuple[int, int, list[str], tuple[str, ...]]:
     """The examples a law, the seed, the dtypes and the paths asked for; UsageError when
-    unknown."""
+    unknown (a law too)."""
+    from resverify.blocks.laws import LAWS
     from resverify.blocks.laws_paths import PATHS
     from resverify.blocks.recipe import DTYPES
     from resverify.properties.profiles import CI_SEED, PROFILES
@@ -245,6 +334,9 @@ def _settings(args: argparse.Namespace) -> tuple[int, int, list[str], tuple[str,
     bad = [d for d in args.dtype if d not in DTYPES]
     if bad:
         raise UsageError(f"unknown dtype {bad[0]!r}; use one of {list(DTYPES)}")
+    bad = [law for law in args.law if law not in LAWS]
+    if bad:
+        raise UsageError(f"unknown law {bad[0]!r}; use some of {list(LAWS)}")
     paths = tuple(dict.fromkeys(p.strip() for p in args.paths.split(",") if p.strip()))
     unknown = [p for p in paths if p not in PATHS]
     if unknown:
@@ -255,18 +347,19 @@ def _settings(args: argparse.Namespace) -> tuple[int, int, list[str], tuple[str,
 
 # -- checking ------------------------------------------------------------------------------
 
-def plan(recipe: Recipe, dtypes: Sequence[str], paths: Sequence[str] = ()
-         ) -> Iterator[tuple[str, str, str]]:
+def plan(recipe: Recipe, dtypes: Sequence[str], paths: Sequence[str] = (),
+         laws: Sequence[str] = ()) -> Iterator[tuple[str, str, str]]:
     """``(law, dtype, mode)`` of every record a check of ``recipe`` makes, in order, law by
     law, root causes first (:func:`resverify.blocks.check.plan`; the paths law only when
-    ``paths`` names some)."""
+    ``paths`` names some); only ``laws`` when it names some."""
     from resverify.blocks import check, jax_laws
 
     if is_jax(recipe):
-        yield from jax_laws.plan(recipe, dtypes)
-        return
-    yield from check.plan(recipe, [d for d in recipe.dtypes if not dtypes or d in dtypes],
-                          None, paths)
+        planned: Iterator[tuple[str, str, str]] = jax_laws.plan(recipe, dtypes)
+    else:
+        planned = iter(check.plan(recipe, [d for d in recipe.dtypes if not dtypes or d in dtypes],
+                                  None, paths))
+    yield from (step for step in planned if not laws or step[0] in laws)
 
 
 def _progress(record: LawRecord, seconds: float, recipe: Recipe) -> str:
@@ -293,20 +386,26 @@ def _say(line: str) -> None:
 
 
 def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
-              vectors: Path, say: Callable[[str], None] = _say, paths: Sequence[str] = ()
-              ) -> BlockRun:
-    """Every applicable law of ``recipe`` in each dtype, each record said as it comes; a
-    failure's merge saved under ``vectors``; then the probes."""
-    from resverify.blocks.check import run_law, settled
+              vectors: Path, say: Callable[[str], None] = _say, paths: Sequence[str] = (),
+              laws: Sequence[str] = (), named: Selected | None = None) -> BlockRun:
+    """Every applicable law of ``recipe`` (or ``laws``) in each dtype, each record said as
+    it comes; a failure's example kept with the command that replays it (naming the recipe
+    as ``named`` says, else by its name), and a failure at a merge saved as a vector under
+    ``vectors``; then the probes."""
+    from resverify.blocks.check import build, run_law, settled
     from resverify.blocks.jax_laws import run_jax_law
     from resverify.blocks.laws import LAWS
+    from resverify.blocks.replay import command
+    from resverify.blocks.trace import BlockFailure
     from resverify.properties.vectors import save_vector
     from resverify.reports.blocks import BlockRun
 
+    chosen = named or Selected(recipe, source_of(recipe), recipe.name)
     records: list[LawRecord] = []
     seconds: list[float] = []
     saved: dict[int, str] = {}
-    for law, dtype, mode in plan(recipe, dtypes, paths):
+    replays: dict[int, str] = {}
+    for law, dtype, mode in plan(recipe, dtypes, paths, laws):
         began = time.perf_counter()
         record = run_jax_law(recipe, law, dtype, mode, max_examples=examples,
                              seed=seed) if is_jax(recipe) else \
@@ -314,19 +413,24 @@ def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
                     paths=paths if LAWS[law].needs_paths else ())
         record = settled(record, records)
         seconds.append(time.perf_counter() - began)
-        if record.failure is not None:
-            saved[len(records)] = str(save_vector(record.failure.request, vectors,
+        failure = record.failure
+        if isinstance(failure, BlockFailure) and failure.merged:
+            saved[len(records)] = str(save_vector(failure.request, vectors,
                                                   f"{law}[{dtype},{mode}]", recipe.name,
-                                                  record.message, record.failure.kind))
+                                                  record.message, failure.kind))
+        again = command(chosen.selector, record, paths, chosen.block)
+        if again is not None:
+            replays[len(records)] = again
         records.append(record)
         say(_progress(record, seconds[-1], recipe))
     checked = list(dict.fromkeys(r.dtype for r in records))
-    library, version = library_of(recipe)
+    built = None if is_jax(recipe) or not checked else build(recipe, checked[0], seed)
+    library, version = library_of(recipe, built)
     probed = [] if is_jax(recipe) else checked  # the probes build torch cases
     probes = {"zero_branch": [row for d in probed for row in _zero_probe(recipe, d, seed)],
               "layerscale": [row for d in probed for row in _gamma_probe(recipe, d, seed)]}
-    return BlockRun(recipe, source_of(recipe), library, version, records, seconds, saved,
-                    probes)
+    return BlockRun(recipe, chosen.source, library, version, records, seconds, saved,
+                    probes, replays)
 
 
 def _case(recipe: Recipe, dtype: str, seed: int) -> Any:
@@ -458,7 +562,8 @@ def _check(args: argparse.Namespace) -> int:
     from resverify.reports import blocks as report
     from resverify.reports.json_report import blocks_report
 
-    recipes = select(args.names, args.all)
+    chosen = select(args.names, args.all)
+    recipes = [c.recipe for c in chosen]
     examples, seed, dtypes, paths = _settings(args)
     out = _outputs(args)
     for recipe in recipes:  # a recipe's mistake is one line before anything runs
@@ -472,17 +577,21 @@ def _check(args: argparse.Namespace) -> int:
     interrupted = None
     with StopSignals() as signals:
         try:
-            for recipe in recipes:
-                if not any(True for _ in plan(recipe, dtypes)):
-                    print(f"{recipe.name}: claims none of the dtypes {dtypes}; not checked")
+            for one in chosen:
+                if not any(True for _ in plan(one.recipe, dtypes, paths, args.law)):
+                    laws = f" or laws {args.law}" if args.law else ""
+                    print(f"{one.recipe.name}: claims none of the dtypes {dtypes}{laws}; "
+                          "not checked")
                     continue
-                runs.append(check_one(recipe, dtypes, examples, seed, out["folder"] / "vectors",
-                                      paths=paths))
+                runs.append(check_one(one.recipe, dtypes, examples, seed,
+                                      out["folder"] / "vectors", paths=paths, laws=args.law,
+                                      named=one))
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: report what finished
             interrupted = signal_name(exc)
         with signals.held():
             section = report.section(runs, profile=args.profile, seed=seed, examples=examples,
-                                     skipped=skipped(), interrupted=interrupted)
+                                     skipped=skipped() if args.all else {},
+                                     interrupted=interrupted)
             doc = blocks_report(section, seconds=sum(sum(r.seconds) for r in runs))
             written = _write(doc, out, not args.no_plots)
     counts = section["counts"]

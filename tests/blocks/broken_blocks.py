@@ -486,5 +486,9 @@ BUGS: Mapping[str, Bug] = {
 }
 """Every planted bug, by name."""
 
+BUG_RECIPES: Mapping[str, Recipe] = {bug.recipe.name: bug.recipe for bug in BUGS.values()}
+"""The planted bugs' recipes by block name, for the command line
+(``tests.blocks.broken_blocks:BUG_RECIPES --block NAME``), as a failure's replay names them."""
+
 SOMETIMES_WRONG = _encoder_like("OffWhenBatchIsThree", OffWhenBatchIsThree)
 """A block whose decomposition fails on some drawn examples (a batch of three), not all."""

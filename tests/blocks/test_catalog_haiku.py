@@ -100,6 +100,23 @@ def test_detached_skip_is_named_in_the_gradient_message() -> None:
         (record.message, "expected the hint that x̄ is J_Fᵀz̄ alone")
 
 
+def test_a_jax_failure_replays_on_its_example_and_only_a_merge_keeps_a_vector() -> None:
+    """The shrunk example a JAX failure keeps judges the law again (the same message); the
+    dropped skip's zero branch is no merge (no vector), its decomposition is."""
+    from resverify.blocks.replay import replay_example
+
+    cls, base, dtype, laws = BUGS["dropped skip"]
+    recipe = _buggy("dropped skip", cls, base)
+    for law in sorted(laws):
+        record = run_jax_law(recipe, law, dtype, "eval", max_examples=3)
+        assert record.verdict == "fail" and record.draw is not None, record.line()
+        again = replay_example(recipe, law, dtype, "eval", record.draw)
+        assert (again.verdict, again.message) == ("fail", record.message), \
+            (again.line(), record.line())
+        merged = getattr(record.failure, "merged", None)
+        assert merged == (law == "decomposition"), (law, merged)
+
+
 @pytest.mark.parametrize("law", sorted(UNJUDGED))
 def test_laws_that_do_not_apply_are_unjudged_with_their_reason(law: str) -> None:
     recipe = RECIPES[0]

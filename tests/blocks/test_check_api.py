@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,8 @@ EXAMPLES = 3  # the records' shape is under test here, not the laws
 def test_public_surface_is_small_and_sorted() -> None:
     names = resverify.blocks.__all__
     assert names == sorted(names), names
-    assert set(names) == {"LawRecord", "Recipe", "Site", "check_block", "pytest_check",
-                          "validate"}, names
+    assert set(names) == {"Draw", "LawRecord", "Recipe", "Site", "check_block", "pytest_check",
+                          "replay_example", "validate"}, names
 
 
 def test_check_block_gives_one_record_per_applicable_law_and_mode() -> None:
@@ -57,21 +58,41 @@ def test_pytest_check_passes_a_correct_block() -> None:
     assert {r.verdict for r in records} == {"pass"}, [r.line() for r in records]
 
 
-def test_pytest_check_fails_with_every_broken_law_each_with_its_saved_vector(
-        tmp_path: Path) -> None:
+def test_pytest_check_fails_with_every_broken_law_each_with_its_replay_and_merge_vector(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each failing law's line is followed by the command that replays its example (which
+    fails again), and a failure at a merge (decomposition) by its saved vector; the zero
+    branch of the whole block is no merge, so it saves none (its ``x + 0`` would replay
+    ``ok``)."""
+    from resverify.cli.main import main
+
     bug = BUGS["normalized_skip"]
     with pytest.raises(PropertyFailure, match=r"residual law\(s\) fail:\n") as caught:
         pytest_check(bug.recipe, [bug.dtype], ["decomposition", "zero_branch"],
                      max_examples=EXAMPLES, vectors=tmp_path)
-    lines = str(caught.value).splitlines()[1:]
-    laws, saved = lines[0::2], lines[1::2]
-    assert {line.split()[1] for line in laws} == {"decomposition", "zero_branch"}, lines
-    for law, where in zip(laws, saved, strict=True):
-        path = Path(where.split()[1].rstrip(";"))
-        assert path.parent == tmp_path and path.is_file(), where
+    said: dict[str, list[str]] = {}
+    for line in str(caught.value).splitlines()[1:]:
+        if not line.startswith(" "):
+            law = f"{line.split()[1]} {line.split()[3].rstrip(']')}"
+            said[law] = [line]
+        else:
+            said[law].append(line.strip())
+    assert sorted(said) == ["decomposition eval", "decomposition train", "zero_branch eval",
+                            "zero_branch train"], said
+    for law, (line, replay, *vector) in said.items():
+        assert replay.startswith("replay: resverify blocks replay tests.blocks.broken_blocks:"
+                                 "BUG_RECIPES --block NormalizedSkip "), (law, replay)
+        argv = shlex.split(replay.removeprefix("replay: "))[1:]
+        assert main(argv) == 1, (law, argv)
+        assert line.split(": ", 1)[1] in capsys.readouterr().out, (law, line)
+        if law.startswith("zero_branch"):
+            assert vector == [], (law, vector)
+            continue
+        path = Path(vector[0].split()[1])
+        assert path.parent == tmp_path and path.is_file(), vector
         doc = json.loads(path.read_text(encoding="utf-8"))
-        assert doc["vector"]["message"] in law, (doc["vector"], law)
-        assert where.endswith(f"replay: resverify replay {path} --backend numpy"), where
+        assert doc["vector"]["message"] in line, (doc["vector"], line)
+        assert vector[0].endswith(f"replay it: resverify replay {path} --backend numpy"), vector
 
 
 def test_pytest_check_saves_vectors_where_the_suite_does(

@@ -51,7 +51,11 @@ def test_a_normalized_skip_fails_the_decomposition_law(tmp_path: Path) -> None:
     with pytest.raises(PropertyFailure, match=r"residual law\(s\) fail:\n") as caught:
         pytest_check(broken(), ["float64"], ["decomposition"], max_examples=EXAMPLES,
                      vectors=tmp_path)
-    lines = str(caught.value).splitlines()[1::2]  # each law's line, then its vector's
+    said = str(caught.value).splitlines()[1:]
+    lines = said[0::3]  # each law's line, the replay of its example, its merge's vector
+    heads = [(r.split(":", 1)[0], v.split()[0]) for r, v in zip(said[1::3], said[2::3],
+                                                                 strict=True)]
+    assert heads == [("  replay", "vector")] * len(lines), said
     assert lines and all(line.startswith("example.NormalizedSkipBlock decomposition [float64, ")
                          and " fail " in line and "z = shortcut(s) + alpha*F(s)" in line
                          for line in lines), lines

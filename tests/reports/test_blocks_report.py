@@ -36,6 +36,8 @@ from resverify.reports.markdown import render_markdown
 from tests.blocks.broken_blocks import CORRECT
 
 HOSTILE = "Enc<script>alert(1)</script>|&"
+REPLAY = "resverify blocks replay 'torch.TransformerEncoderLayer(pre)' --law zero_branch " \
+    "--dtype float32 --mode eval --example batch=1,seq=1,seed=0,weight_exp=0,input_exp=0"
 
 
 def records(name: str) -> list[LawRecord]:
@@ -60,7 +62,7 @@ def a_run(name: str = HOSTILE, vector: str = "out/vectors/v.json") -> report.Blo
              "note": ""} for s in recipe.sites]
     return report.BlockRun(recipe, "torch_nn", "torch", "2.13.0", records(name),
                            [0.5, 1.0, 0.25, 0.125, 0.125], {1: vector},
-                           {"zero_branch": zero, "layerscale": []})
+                           {"zero_branch": zero, "layerscale": []}, {1: REPLAY})
 
 
 def scaled_run() -> report.BlockRun:
@@ -100,9 +102,9 @@ def test_a_blocks_only_report_follows_the_main_schema_and_is_strict_json() -> No
     assert (doc["verdict"], first["verdict"], second["verdict"]) == ("fail", "fail", "pass")
     assert doc["counts"] == {"pass": 6, "fail": 1, "unjudged": 1, "expected": 0, "fixed": 0}
     assert first["laws"][3]["figures"]["headroom_log2"] == "inf"
-    assert first["laws"][1]["failure"] == {
+    assert first["laws"][1]["failure"] == {  # a made-up record: no request for the vector
         "message": records(HOSTILE)[1].message, "kind": "law", "vector": "out/vectors/v.json",
-        "replay": "resverify replay out/vectors/v.json --backend numpy"}
+        "replay": REPLAY, "vector_replay": None}
     assert first["laws"][0]["failure"] is None and first["time_seconds"] == 2.0
     assert first["declares"]["sites"][0]["norms"] == ["norm1"]
     assert second["declares"]["sites"][0]["scale"] == "ls1.gamma"
@@ -136,6 +138,7 @@ LAW = ("blocks", "blocks", 0, "laws")
     ("a pass without a failure object but with one", _set(
         (*LAW, 0, "failure"), {"message": "m", "kind": "law", "vector": None, "replay": None})),
     ("a pass that judged no example", _set((*LAW, 0, "examples"), 0)),
+    ("a vector's replay that is no command", _set((*LAW, 1, "failure", "vector_replay"), 3)),
     ("a figure that is not a number", _set((*LAW, 3, "figures", "headroom_log2"), "large")),
     ("an unknown dtype", _set((*LAW, 0, "dtype"), "float8")),
     ("a block without a name", _set(("blocks", "blocks", 0, "name"), KeyError)),
@@ -187,7 +190,8 @@ def test_markdown_has_the_summary_a_section_per_block_and_escapes_cells() -> Non
         "0 expected (documented findings), 0 fixed." in text
     assert "### Enc&lt;script&gt;alert(1)&lt;/script&gt;\\|&amp;: ❌ fail" in text
     assert "### ScaledEncoderLayer: ✅ pass" in text
-    assert "replay: `resverify replay out/vectors/v.json --backend numpy`" in text
+    assert f"replay: `{REPLAY}`" in text
+    assert "torch 2.13.0; recipe from torch_nn, " in text
     assert "<script>" not in text
     assert "`zero_branch: y[0] = 1.0, expected 0.5 | <b>bold</b>`" in text  # a code span
     assert "- skipped timm: ModuleNotFoundError" in text
