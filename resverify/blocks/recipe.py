@@ -39,8 +39,8 @@ failure as ``expected`` and a pass of it as ``fixed`` (the finding no longer hol
 catalog's tests hold it as a strict xfail; both read this one declaration.
 
 One :class:`Site` per residual sum, in the order the block computes them. The stream
-entering site ``i`` is ``s``; the site computes ``z = shortcut(s) + alpha * D(F(s))`` and
-its exit ``post(act(z))``, where
+entering site ``i`` is ``s``; the site computes ``z = (β·shortcut(s) + alpha * D(F(s))) / c``
+(β and c are 1 unless declared) and its exit ``post(act(z))``, where
 
 - ``branch`` is F, evaluated alone through the module's own submodules: either a callable
   ``branch(module, s, context) -> tensor`` or a tuple of submodule names applied in order.
@@ -63,8 +63,19 @@ its exit ``post(act(z))``, where
 - ``shortcut`` is ``"identity"`` or the name of the projection submodule;
 - ``activation`` names an activation applied after the sum (``"relu"``: ResNet), or None;
 - ``alpha`` is the constant the block multiplies F by (1 for all shipped blocks here);
-- ``exact`` says the block's sum is one rounding of the same F (then the decomposition is
-  judged bitwise); False judges it within the merge's rounding budget instead.
+- ``parallel`` names further branches reading the same stream ``s`` and added into the same
+  sum (GPT-J/NeoX's ``x + attn(n1(x)) + mlp(n2(x))``): F is ``branch + parallel[0] + ...``,
+  each evaluated alone like ``branch``, and the laws take each term's magnitude into the
+  budget of the sum (``zero`` then names the last layer of every branch);
+- ``skip_scale`` is β in ``β·shortcut(s) + alpha·F``: a constant (DeepNet's α), or the
+  name of a parameter (x-transformers' ``scale_residual``), broadcast as torch does;
+- ``post_scale`` is c in ``(β·shortcut(s) + alpha·F) / c`` (diffusers'
+  ``output_scale_factor``);
+- ``exact`` says the block computes the sum as the recipe composes it,
+  ``(β·shortcut(s) + alpha·F) / c`` op for op (then the site is judged bitwise); False
+  judges the sum and the exit within the rounding budget of that computation evaluated in
+  any order, a product or quotient by a power of two counting as exact
+  (:func:`~resverify.blocks.laws_forward.sum_budget`).
 
 The laws observe the stream between sites with forward hooks: site 0 enters with the
 block's input (which a pre-norm site 0's ``norms[0]`` must read, else the recipe names the
@@ -76,6 +87,7 @@ whose later site cannot be observed that way, and any name the module lacks, wit
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -95,6 +107,7 @@ __all__ = [
     "Finding",
     "Recipe",
     "Site",
+    "apply_branch",
     "describe",
     "validate",
 ]
@@ -133,6 +146,9 @@ class Site:
     activation: str | None = None
     alpha: float = 1.0
     exact: bool = True
+    parallel: tuple[Branch, ...] = ()
+    skip_scale: float | str = 1.0
+    post_scale: float = 1.0
 
     def __post_init__(self) -> None:
         _choose(self.norm, NORMS, f"site {self.label!r}: norm placement")
@@ -147,24 +163,50 @@ class Site:
             raise UsageError(f"site {self.label!r}: scale_init without scale")
         if self.scale_axis is not None and self.scale is None:
             raise UsageError(f"site {self.label!r}: scale_axis without scale")
+        for what, value in (("alpha", self.alpha), ("post_scale", self.post_scale),
+                            *((("skip_scale", self.skip_scale),)
+                              if not isinstance(self.skip_scale, str) else ())):
+            if not (isinstance(value, int | float) and math.isfinite(value) and value != 0):
+                raise UsageError(f"site {self.label!r}: {what} {value!r} is not a finite "
+                                 "nonzero number")
+        if isinstance(self.parallel, str) or any(isinstance(b, str) for b in self.parallel):
+            raise UsageError(f"site {self.label!r}: parallel must be a tuple of branches (each "
+                             "a callable or a tuple of submodule names), not names")
 
     def evaluate(self, module: nn.Module, s: torch.Tensor,
                  context: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """F(s) through the module's own submodules (before drop path)."""
-        if callable(self.branch):
-            return self.branch(module, s, context)
-        out = s
-        for name in self.branch:
-            out = module.get_submodule(name)(out)
+        """F(s) through the module's own submodules (before drop path): the branch, plus each
+        parallel branch, added left to right."""
+        terms = self.terms(module, s, context)
+        out = terms[0]
+        for term in terms[1:]:
+            out = out + term
         return out
+
+    def terms(self, module: nn.Module, s: torch.Tensor,
+              context: Mapping[str, torch.Tensor]) -> list[torch.Tensor]:
+        """Each branch's value on ``s``: ``branch`` first, then the ``parallel`` ones."""
+        return [apply_branch(b, module, s, context) for b in (self.branch, *self.parallel)]
 
     def names(self) -> list[tuple[str, str]]:
         """Every ``(kind, name)`` the site refers to, kind ``parameter`` or ``submodule``."""
-        params = [*self.zero, *([self.scale] if self.scale else [])]
+        params = [*self.zero, *([self.scale] if self.scale else []),
+                  *([self.skip_scale] if isinstance(self.skip_scale, str) else [])]
         subs = [*self.norms, *self.drop_path,
                 *([self.shortcut] if self.shortcut != "identity" else []),
-                *(self.branch if isinstance(self.branch, tuple) else ())]
+                *(n for b in (self.branch, *self.parallel) if isinstance(b, tuple) for n in b)]
         return [("parameter", p) for p in params] + [("submodule", s) for s in subs]
+
+
+def apply_branch(branch: Branch, module: nn.Module, s: torch.Tensor,
+                 context: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """One branch's value on ``s``: the callable, or the named submodules in order."""
+    if callable(branch):
+        return branch(module, s, context)
+    out = s
+    for name in branch:
+        out = module.get_submodule(name)(out)
+    return out
 
 
 @dataclass(frozen=True)
@@ -255,8 +297,14 @@ def describe(recipe: Recipe) -> list[str]:
             parts.append(f"shortcut {site.shortcut}")
         if site.activation:
             parts.append(f"then {site.activation}")
+        if site.parallel:
+            parts.append(f"{1 + len(site.parallel)} parallel branches")
         if site.alpha != 1.0:
             parts.append(f"alpha {site.alpha!r}")
+        if site.skip_scale != 1.0:
+            parts.append(f"skip scale {site.skip_scale!r}")
+        if site.post_scale != 1.0:
+            parts.append(f"sum divided by {site.post_scale!r}")
         if not site.exact:
             parts.append("judged within the merge budget")
         lines.append(f"  site {i} {site.label}: {'; '.join(parts)}")

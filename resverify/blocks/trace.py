@@ -46,6 +46,9 @@ __all__ = [
     "observe",
     "shortcut",
     "site_exit",
+    "site_post",
+    "site_sum",
+    "skip_scale",
     "with_parameter",
     "zeroed",
 ]
@@ -236,17 +239,38 @@ def shortcut(module: nn.Module, site: Site, s: torch.Tensor) -> torch.Tensor:
     return s if site.shortcut == "identity" else module.get_submodule(site.shortcut)(s)
 
 
-def site_exit(module: nn.Module, site: Site, s: torch.Tensor, update: torch.Tensor
-              ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(z, exit)`` of a site from its entry and the branch's update, as the recipe says:
-    ``z = shortcut(s) + alpha * update``, ``exit = post(act(z))``."""
-    skip = shortcut(module, site, s)
-    z = skip + update if site.alpha == 1.0 else skip + site.alpha * update
+def skip_scale(module: nn.Module, site: Site) -> torch.Tensor | float:
+    """β of the site: its constant, or the parameter it names (as the block holds it)."""
+    if isinstance(site.skip_scale, str):
+        return module.get_parameter(site.skip_scale)
+    return site.skip_scale
+
+
+def site_sum(module: nn.Module, site: Site, skip: torch.Tensor, update: torch.Tensor
+             ) -> torch.Tensor:
+    """``z = (β·skip + alpha·update) / c`` as the recipe composes it, from the shortcut's
+    value ``skip`` (β, alpha and c left out where they are 1)."""
+    beta = skip_scale(module, site)
+    scaled = skip if isinstance(beta, float | int) and beta == 1.0 else skip * beta
+    z = scaled + update if site.alpha == 1.0 else scaled + site.alpha * update
+    return z if site.post_scale == 1.0 else z / site.post_scale
+
+
+def site_post(module: nn.Module, site: Site, z: torch.Tensor) -> torch.Tensor:
+    """The exit of a site from its sum: ``post(act(z))``."""
     out = torch.relu(z) if site.activation == "relu" else z
     if site.norm == "post":
         for name in site.norms:
             out = module.get_submodule(name)(out)
-    return z, out
+    return out
+
+
+def site_exit(module: nn.Module, site: Site, s: torch.Tensor, update: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(z, exit)`` of a site from its entry and the branch's update, as the recipe says:
+    ``z = (β·shortcut(s) + alpha * update) / c``, ``exit = post(act(z))``."""
+    z = site_sum(module, site, shortcut(module, site, s), update)
+    return z, site_post(module, site, z)
 
 
 @contextlib.contextmanager
