@@ -275,6 +275,8 @@ def gamma_along(case: Case, i: int, g: torch.Tensor, like: torch.Tensor) -> torc
     guessed from sizes: a γ that does not fit it is refused (:class:`UsageError`)."""
     site = case.recipe.sites[i]
     where = f"recipe {case.recipe.name!r}: site {i} ({site.label})'s γ {site.scale}"
+    if g.numel() == 1 and site.scale_axis is None:  # a scalar gate, one element or none
+        return g.reshape(()).expand_as(like)
     if g.dim() != 1:
         if site.scale_axis is not None:
             raise UsageError(f"{where} has shape {list(g.shape)}; scale_axis is for a "
@@ -310,7 +312,8 @@ def _check_gamma(case: Case, i: int, name: str) -> None:
     law, site = "affine_in_gamma", case.recipe.sites[i]
     if site.parallel or site.skip_scale != 1.0 or site.post_scale != 1.0:
         raise Unjudged(f"site {i} ({site.label}) has parallel branches or a skip or post "
-                       "scale beside its LayerScale γ, which this law does not judge yet")
+                       "scale beside its LayerScale γ or gate, which this law does not judge "
+                       "yet")
     built = case.pristine.get_parameter(name)
     if site.scale_init is not None:
         diff = first_difference(built.detach(), torch.full_like(built, site.scale_init))
@@ -319,31 +322,48 @@ def _check_gamma(case: Case, i: int, name: str) -> None:
                       f"{site.scale_init!r}", i)
     g = case.module.get_parameter(name).detach().clone()
     base = "x" if site.shortcut == "identity" else f"{site.shortcut}(x)"
+    gamma, one = ("γ", 1.0) if site.scale_fn is None else (f"{site.scale_fn}(g)", GATE_ONE)
     with with_parameter(case.module, name, 0.0):
         s, z0 = _sum(case, i)
     skip = _skip(case, i, s)
     diff = first_difference(z0, skip)
     if diff:
-        case.fail(law, f"z at {name} = 0{diff}: y(γ) - {base} is 0 at γ = 0", i)
-    with with_parameter(case.module, name, 1.0):
+        case.fail(law, f"z at {name} = 0{diff}: y({gamma}) - {base} is 0 at {gamma} = 0", i)
+    with with_parameter(case.module, name, one):
         _, z1 = _sum(case, i)
     with with_parameter(case.module, name, g):
         _, zg = _sum(case, i)
     d1 = z1.to(torch.float64) - skip.to(torch.float64)
     dg = zg.to(torch.float64) - skip.to(torch.float64)
-    gb = gamma_along(case, i, g.to(torch.float64), d1)
+    gb = gamma_along(case, i, _gate(site.scale_fn, g).to(torch.float64), d1)
     budget = _gamma_budget(case.dtype, zg, z1, gb, d1)
     diff = first_difference(dg, gb * d1, budget)
     if diff:
         along = "" if site.scale_axis is None else f" along dim {site.scale_axis}"
-        case.fail(law, f"y(γ) - {base} at the block's γ{diff}: y(γ) - {base} = "
-                  f"γ (y(1) - {base}), linear in {name}{along}", i)
+        of = name if site.scale_fn is None else f"{site.scale_fn}({name})"
+        at_one = "y(1)" if site.scale_fn is None else f"y(g={GATE_ONE:g})"
+        case.fail(law, f"y({gamma}) - {base} at the block's {gamma}{diff}: y({gamma}) - {base} "
+                  f"= {gamma} ({at_one} - {base}), linear in {of}{along}", i)
+
+
+GATE_ONE = 20.0
+"""Where ``tanh`` rounds to 1 in every dtype (``1 - tanh(20) < 2**-57``): a tanh gate set
+there passes its branch's update whole, as γ = 1 does a LayerScale's."""
+
+
+def _gate(fn: str | None, g: torch.Tensor) -> torch.Tensor:
+    """The multiplier a gate parameter makes, as the block computes it in its dtype."""
+    if fn is None:
+        return g
+    assert float(torch.tanh(torch.tensor(GATE_ONE, dtype=g.dtype))) == 1.0
+    return torch.tanh(g)
 
 
 def affine_in_gamma(case: Case) -> dict[str, float]:
-    """Per site with a LayerScale γ: the constructor's value is the value held, y(γ) -
-    shortcut(x) is zero at γ = 0, and linear in γ (``γ (y(1) - shortcut(x))`` within its
-    rounding), γ broadcast along the dimension the recipe names (:func:`gamma_along`)."""
+    """Per site with a LayerScale γ or a gate: the constructor's value is the value held,
+    y(γ) - shortcut(x) is zero at γ = 0, and linear in γ (``γ (y(1) - shortcut(x))`` within
+    its rounding), γ broadcast along the dimension the recipe names (:func:`gamma_along`);
+    for a tanh gate γ is ``tanh(g)``, and ``y(1)`` is read at g = :data:`GATE_ONE`."""
     __tracebackhide__ = True
     scaled = [(i, s.scale) for i, s in enumerate(case.recipe.sites) if s.scale]
     if not scaled:

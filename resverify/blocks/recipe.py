@@ -54,7 +54,9 @@ entering site ``i`` is ``s``; the site computes ``z = (β·shortcut(s) + alpha *
   channels of an ``(N, C, H, W)`` map (ConvNeXt's ``gamma.reshape(1, -1, 1, 1)``) says 1.
   The affine-in-γ law never guesses the dimension from sizes: a γ whose length is not the
   update's size along that dimension is refused, naming ``scale_axis``. A γ of any other
-  shape broadcasts as torch broadcasts it (``scale_axis`` must then be None);
+  shape broadcasts as torch broadcasts it (``scale_axis`` must then be None). A gate
+  ``x + g·F`` is such a scale; ``scale_fn="tanh"`` declares a tanh gate ``x + tanh(g)·F``
+  (torchtune's ``TanhGate``), whose ``scale`` is g and ``scale_init`` g's initial value;
 - ``norm`` is the placement, ``"pre"`` (``norms[0]`` reads ``s`` inside F), ``"post"``
   (``norms`` are applied to ``z`` in order: ``post``) or ``"none"``;
 - ``drop_path`` names the drop-path / stochastic-depth submodules of the site, whose drop
@@ -101,6 +103,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ACTIVATIONS",
     "DTYPES",
+    "GATES",
     "MODES",
     "NORMS",
     "Branch",
@@ -116,6 +119,8 @@ DTYPES = ("float64", "float32", "bfloat16", "float16")
 """The dtypes a block may claim, widest first."""
 MODES = ("eval", "train")
 NORMS = ("pre", "post", "none")
+GATES = ("tanh",)
+"""Gates a site's ``scale`` may pass through (``scale_fn``): ``x + tanh(g)·F``."""
 ACTIVATIONS = ("relu",)
 """Activations a site may apply after its sum (evaluated with ``torch.relu``)."""
 
@@ -140,6 +145,7 @@ class Site:
     scale: str | None = None
     scale_init: float | None = None
     scale_axis: int | None = None
+    scale_fn: str | None = None
     drop_path: tuple[str, ...] = ()
     drop_prob_attr: str = "drop_prob"
     shortcut: str = "identity"
@@ -163,6 +169,10 @@ class Site:
             raise UsageError(f"site {self.label!r}: scale_init without scale")
         if self.scale_axis is not None and self.scale is None:
             raise UsageError(f"site {self.label!r}: scale_axis without scale")
+        _choose(self.scale_fn, GATES, f"site {self.label!r}: scale_fn")
+        if self.scale_fn is not None and self.scale is None:
+            raise UsageError(f"site {self.label!r}: scale_fn without scale (name the gate's "
+                             "parameter in scale=...)")
         for what, value in (("alpha", self.alpha), ("post_scale", self.post_scale),
                             *((("skip_scale", self.skip_scale),)
                               if not isinstance(self.skip_scale, str) else ())):
@@ -286,7 +296,11 @@ def describe(recipe: Recipe) -> list[str]:
     for i, site in enumerate(recipe.sites):
         parts = [f"{site.norm}-norm {' '.join(site.norms)}" if site.norm != "none" else
                  "no norm", f"zero {', '.join(site.zero)}"]
-        if site.scale:
+        if site.scale and site.scale_fn:
+            parts.append(f"gate {site.scale_fn}({site.scale})"
+                         + (f" = {site.scale_fn}({site.scale_init!r})"
+                            if site.scale_init is not None else ""))
+        elif site.scale:
             parts.append(f"LayerScale {site.scale}"
                          + (f" = {site.scale_init!r}" if site.scale_init is not None else "")
                          + (f" along dim {site.scale_axis}" if site.scale_axis is not None

@@ -245,6 +245,80 @@ def post_scaled_recipe(name: str, cls: type[PostScaledBlock], exact: bool = True
     return Recipe(name, lambda dtype: cls(dtype, c), (site,), shape=("batch", "seq", DIM))
 
 
+# ------------------------------------------------------------------------------------------
+# gates: x + tanh(g)·F (torchtune's TanhGate)
+
+
+class TanhGate(nn.Module):
+    """torchtune's ``TanhGate``: ``x * self.scale.tanh()``, ``scale`` a zero-initialised
+    parameter of one element."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.zeros(1, dtype=dtype))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.scale.tanh()
+
+
+class GatedLayer(nn.Module):
+    """torchtune's gated ``TransformerSelfAttentionLayer``: ``h = self.sa_scale(attn_out) +
+    x``, then ``h + self.mlp_scale(mlp_out)``, RMSNorm pre-norms and tanh gates, so the
+    layer as built (gates at 0) is the identity."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.sa_norm = nn.RMSNorm(DIM, dtype=dtype)
+        self.attn = nn.MultiheadAttention(DIM, 2, batch_first=True, dtype=dtype)
+        self.sa_scale = TanhGate(dtype)
+        self.mlp_norm = nn.RMSNorm(DIM, dtype=dtype)
+        self.mlp = Mlp(dtype)
+        self.mlp_scale = TanhGate(dtype)
+
+    def attend(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.sa_norm(x)
+        return self.sa_scale(self.attn(h, h, h, need_weights=False)[0])
+
+    def feed(self, h: torch.Tensor) -> torch.Tensor:
+        return self.mlp_scale(self.mlp(self.mlp_norm(h)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.attend(x) + x
+        return h + self.feed(h)
+
+
+class _LinearGate(TanhGate):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.scale
+
+
+class GateWithoutTanh(GatedLayer):
+    """The MLP's gate multiplies by g, not tanh(g): zero at 0, the identity as built, and
+    every sum decomposes (F is the gated update, whatever the gate computes)."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__(dtype)
+        self.mlp_scale = _LinearGate(dtype)
+
+
+def _gated_attend(m: nn.Module, s: torch.Tensor, ctx: _Ctx) -> torch.Tensor:
+    assert isinstance(m, GatedLayer)
+    return m.attend(s)
+
+
+def _gated_feed(m: nn.Module, s: torch.Tensor, ctx: _Ctx) -> torch.Tensor:
+    assert isinstance(m, GatedLayer)
+    return m.feed(s)
+
+
+def gated_recipe(name: str, cls: type[GatedLayer]) -> Recipe:
+    sites = (Site("self-attention", _gated_attend, ("sa_scale.scale",), norms=("sa_norm",),
+                  scale="sa_scale.scale", scale_init=0.0, scale_fn="tanh"),
+             Site("mlp", _gated_feed, ("mlp_scale.scale",), norms=("mlp_norm",),
+                  scale="mlp_scale.scale", scale_init=0.0, scale_fn="tanh"))
+    return Recipe(name, cls, sites, shape=("batch", "seq", DIM), zero_init=cls)
+
+
 FORMS: Mapping[str, Recipe] = {
     "fused_scale": fused_recipe("FusedScaleBlock", FusedScaleBlock),
     "parallel": parallel_recipe("ParallelBlock", ParallelBlock),
@@ -254,6 +328,7 @@ FORMS: Mapping[str, Recipe] = {
     "post_scaled": post_scaled_recipe("PostScaledBlock(c=√2)", PostScaledBlock),
     "post_scaled_term_by_term": post_scaled_recipe("PostScaledTermByTerm(c=√2)",
                                                    PostScaledTermByTerm, exact=False),
+    "gated": gated_recipe("GatedLayer", GatedLayer),
     "post_scaled_pow2": post_scaled_recipe("PostScaledTermByTerm(c=2)", PostScaledTermByTerm,
                                            exact=True, c=2.0),
 }
@@ -270,5 +345,7 @@ FORM_BUGS: Mapping[str, Bug] = {
                                                    PostScaleOnBranch, exact=False),
                                 "float32", "decomposition", ("zero_branch",),
                                 "zeroed, the block is shortcut(x), not shortcut(x)/c"),
+    "gate_without_tanh": Bug(gated_recipe("GateWithoutTanh", GateWithoutTanh), "float32",
+                             "affine_in_gamma"),
 }
 """Each form's broken twin, the law meant for it and the related laws that may fire."""

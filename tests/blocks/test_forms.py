@@ -119,3 +119,34 @@ def test_describe_lists_the_forms() -> None:
         lines
     assert "sum divided by 1.4142135623730951" in lines[1], lines
     assert "skip scale 'residual_scale'" in lines[2], lines
+
+
+def test_a_tanh_gate_is_judged_as_declared() -> None:
+    """torchtune's gated layer: declared ``scale_fn="tanh"`` it passes the gate law; the same
+    layer declared as a plain LayerScale (linear in g) fails it, so the declaration is what
+    the law reads, and the twin whose gate forgets the tanh fails only it
+    (``test_planted_bugs.py``)."""
+    good = FORMS["gated"]
+    record = run_law(good, "affine_in_gamma", "float32", "eval", max_examples=5, shrink=False)
+    assert record.verdict == "pass", record.line()
+    linear = replace(good, name="GatedLayer(declared linear)",
+                     sites=tuple(replace(s, scale_fn=None) for s in good.sites))
+    record = run_law(linear, "affine_in_gamma", "float32", "eval", max_examples=5,
+                     shrink=False)
+    assert record.verdict == "fail" and "linear in sa_scale.scale" in record.message, \
+        record.line()
+
+
+@pytest.mark.parametrize(("kwargs", "words"), [
+    ({"scale_fn": "tanh"}, "scale_fn without scale"),
+    ({"scale": "g", "scale_fn": "sigmoid"}, "scale_fn 'sigmoid' is not one of ['tanh']"),
+])
+def test_site_refuses_a_malformed_gate(kwargs: dict[str, Any], words: str) -> None:
+    with pytest.raises(UsageError) as exc:
+        Site("s", ("mlp",), ("mlp.fc2.weight",), norms=("norm",), **kwargs)
+    assert words in str(exc.value) and "\n" not in str(exc.value), str(exc.value)
+
+
+def test_describe_lists_a_gate() -> None:
+    line = describe(FORMS["gated"])[1]
+    assert "gate tanh(sa_scale.scale) = tanh(0.0)" in line, line
