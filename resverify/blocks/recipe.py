@@ -59,6 +59,9 @@ entering site ``i`` is ``s``; the site computes ``z = (β·shortcut(s) + alpha *
   (torchtune's ``TanhGate``), whose ``scale`` is g and ``scale_init`` g's initial value;
 - ``norm`` is the placement, ``"pre"`` (``norms[0]`` reads ``s`` inside F), ``"post"``
   (``norms`` are applied to ``z`` in order: ``post``) or ``"none"``;
+- ``reads`` says what a pre-norm's ``norms[0]`` reads: ``"stream"`` (``s`` itself) or
+  ``"cast"`` (``s`` cast to another dtype, ``norm(s.to(bf16))``, as a float32 stream with
+  half-precision sublayers is read: the stream observed is then the tensor the cast read);
 - ``drop_path`` names the drop-path / stochastic-depth submodules of the site, whose drop
   probability is the attribute ``drop_prob_attr`` (``drop_prob`` in timm, ``p`` in
   torchvision);
@@ -106,6 +109,7 @@ __all__ = [
     "GATES",
     "MODES",
     "NORMS",
+    "READS",
     "Branch",
     "Finding",
     "Recipe",
@@ -119,6 +123,9 @@ DTYPES = ("float64", "float32", "bfloat16", "float16")
 """The dtypes a block may claim, widest first."""
 MODES = ("eval", "train")
 NORMS = ("pre", "post", "none")
+READS = ("stream", "cast")
+"""What a pre-norm site's ``norms[0]`` reads: the stream itself, or the stream cast to
+another dtype (``norm(s.to(bf16))``), whose source tensor is then the stream."""
 GATES = ("tanh",)
 """Gates a site's ``scale`` may pass through (``scale_fn``): ``x + tanh(g)·F``."""
 ACTIVATIONS = ("relu",)
@@ -155,6 +162,7 @@ class Site:
     parallel: tuple[Branch, ...] = ()
     skip_scale: float | str = 1.0
     post_scale: float = 1.0
+    reads: str = "stream"
 
     def __post_init__(self) -> None:
         _choose(self.norm, NORMS, f"site {self.label!r}: norm placement")
@@ -170,6 +178,10 @@ class Site:
         if self.scale_axis is not None and self.scale is None:
             raise UsageError(f"site {self.label!r}: scale_axis without scale")
         _choose(self.scale_fn, GATES, f"site {self.label!r}: scale_fn")
+        _choose(self.reads, READS, f"site {self.label!r}: reads")
+        if self.reads == "cast" and self.norm != "pre":
+            raise UsageError(f"site {self.label!r}: reads='cast' is where a pre-norm reads "
+                             "the stream; this site's norm is " + repr(self.norm))
         if self.scale_fn is not None and self.scale is None:
             raise UsageError(f"site {self.label!r}: scale_fn without scale (name the gate's "
                              "parameter in scale=...)")
@@ -294,35 +306,42 @@ def describe(recipe: Recipe) -> list[str]:
     lines = [f"{recipe.name}: input {list(recipe.shape)}{extra}, dtypes "
              f"{' '.join(recipe.dtypes)}{stream}, modes {' '.join(recipe.modes)}"]
     for i, site in enumerate(recipe.sites):
-        parts = [f"{site.norm}-norm {' '.join(site.norms)}" if site.norm != "none" else
-                 "no norm", f"zero {', '.join(site.zero)}"]
-        if site.scale and site.scale_fn:
-            parts.append(f"gate {site.scale_fn}({site.scale})"
-                         + (f" = {site.scale_fn}({site.scale_init!r})"
-                            if site.scale_init is not None else ""))
-        elif site.scale:
-            parts.append(f"LayerScale {site.scale}"
-                         + (f" = {site.scale_init!r}" if site.scale_init is not None else "")
-                         + (f" along dim {site.scale_axis}" if site.scale_axis is not None
-                            else ""))
-        if site.drop_path:
-            parts.append(f"drop path {', '.join(site.drop_path)}")
-        if site.shortcut != "identity":
-            parts.append(f"shortcut {site.shortcut}")
-        if site.activation:
-            parts.append(f"then {site.activation}")
-        if site.parallel:
-            parts.append(f"{1 + len(site.parallel)} parallel branches")
-        if site.alpha != 1.0:
-            parts.append(f"alpha {site.alpha!r}")
-        if site.skip_scale != 1.0:
-            parts.append(f"skip scale {site.skip_scale!r}")
-        if site.post_scale != 1.0:
-            parts.append(f"sum divided by {site.post_scale!r}")
-        if not site.exact:
-            parts.append("judged within the merge budget")
-        lines.append(f"  site {i} {site.label}: {'; '.join(parts)}")
+        lines.append(f"  site {i} {site.label}: {'; '.join(_declared(site))}")
     return lines
+
+
+def _declared(site: Site) -> list[str]:
+    """What a site declares, in words, one part each."""
+    parts = [f"{site.norm}-norm {' '.join(site.norms)}" if site.norm != "none" else
+             "no norm", f"zero {', '.join(site.zero)}"]
+    if site.scale and site.scale_fn:
+        parts.append(f"gate {site.scale_fn}({site.scale})"
+                     + (f" = {site.scale_fn}({site.scale_init!r})"
+                        if site.scale_init is not None else ""))
+    elif site.scale:
+        parts.append(f"LayerScale {site.scale}"
+                     + (f" = {site.scale_init!r}" if site.scale_init is not None else "")
+                     + (f" along dim {site.scale_axis}" if site.scale_axis is not None
+                        else ""))
+    if site.drop_path:
+        parts.append(f"drop path {', '.join(site.drop_path)}")
+    if site.reads == "cast":
+        parts.append("the norm reads the stream cast")
+    if site.shortcut != "identity":
+        parts.append(f"shortcut {site.shortcut}")
+    if site.activation:
+        parts.append(f"then {site.activation}")
+    if site.parallel:
+        parts.append(f"{1 + len(site.parallel)} parallel branches")
+    if site.alpha != 1.0:
+        parts.append(f"alpha {site.alpha!r}")
+    if site.skip_scale != 1.0:
+        parts.append(f"skip scale {site.skip_scale!r}")
+    if site.post_scale != 1.0:
+        parts.append(f"sum divided by {site.post_scale!r}")
+    if not site.exact:
+        parts.append("judged within the merge budget")
+    return parts
 
 
 def _is_tensor(value: Any) -> bool:

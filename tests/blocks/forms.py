@@ -319,6 +319,67 @@ def gated_recipe(name: str, cls: type[GatedLayer]) -> Recipe:
     return Recipe(name, cls, sites, shape=("batch", "seq", DIM), zero_init=cls)
 
 
+# ------------------------------------------------------------------------------------------
+# a float32 stream with half-precision sublayers read through a cast (Megatron
+# fp32_residual_connection, Mamba residual_in_fp32)
+
+
+class Fp32StreamLayer(nn.Module):
+    """A Llama-style layer whose stream stays float32 while its sublayers, norms included,
+    run in ``dtype``: each norm reads ``hidden.to(dtype)``, each update is added to the
+    float32 residual (``residual + h`` promotes ``h`` exactly)."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.input_layernorm = nn.RMSNorm(DIM, dtype=dtype)
+        self.self_attn = nn.MultiheadAttention(DIM, 2, batch_first=True, dtype=dtype)
+        self.post_attention_layernorm = nn.RMSNorm(DIM, dtype=dtype)
+        self.mlp = Mlp(dtype)
+        self.branch_dtype = dtype
+
+    def attend(self, hidden: torch.Tensor) -> torch.Tensor:
+        h = self.input_layernorm(hidden.to(self.branch_dtype))
+        return self.self_attn(h, h, h, need_weights=False)[0]
+
+    def feed(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.post_attention_layernorm(hidden.to(self.branch_dtype)))
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        residual = hidden
+        hidden = residual + self.attend(hidden)
+        residual = hidden
+        return residual + self.feed(hidden)
+
+
+class Fp32StreamDowncast(Fp32StreamLayer):
+    """The stream stored in ``dtype`` between the sublayers (NVIDIA/Megatron-LM PR #3504):
+    the first sum is cast down before the second sublayer reads it."""
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        hidden = (hidden + self.attend(hidden)).to(self.branch_dtype)
+        return hidden + self.feed(hidden)
+
+
+def _fp32_attend(m: nn.Module, s: torch.Tensor, ctx: _Ctx) -> torch.Tensor:
+    assert isinstance(m, Fp32StreamLayer)
+    return m.attend(s)
+
+
+def _fp32_feed(m: nn.Module, s: torch.Tensor, ctx: _Ctx) -> torch.Tensor:
+    assert isinstance(m, Fp32StreamLayer)
+    return m.feed(s)
+
+
+def fp32_stream_recipe(name: str, cls: type[Fp32StreamLayer]) -> Recipe:
+    ends = ("self_attn.out_proj.weight", "self_attn.out_proj.bias")
+    sites = (Site("self-attention", _fp32_attend, ends, norms=("input_layernorm",),
+                  reads="cast"),
+             Site("mlp", _fp32_feed, ("mlp.fc2.weight", "mlp.fc2.bias"),
+                  norms=("post_attention_layernorm",), reads="cast"))
+    return Recipe(name, cls, sites, shape=("batch", "seq", DIM),
+                  dtypes=("float32", "bfloat16", "float16"), stream_dtype="float32")
+
+
 FORMS: Mapping[str, Recipe] = {
     "fused_scale": fused_recipe("FusedScaleBlock", FusedScaleBlock),
     "parallel": parallel_recipe("ParallelBlock", ParallelBlock),
@@ -329,6 +390,7 @@ FORMS: Mapping[str, Recipe] = {
     "post_scaled_term_by_term": post_scaled_recipe("PostScaledTermByTerm(c=√2)",
                                                    PostScaledTermByTerm, exact=False),
     "gated": gated_recipe("GatedLayer", GatedLayer),
+    "fp32_stream": fp32_stream_recipe("Fp32StreamLayer", Fp32StreamLayer),
     "post_scaled_pow2": post_scaled_recipe("PostScaledTermByTerm(c=2)", PostScaledTermByTerm,
                                            exact=True, c=2.0),
 }
@@ -347,5 +409,9 @@ FORM_BUGS: Mapping[str, Bug] = {
                                 "zeroed, the block is shortcut(x), not shortcut(x)/c"),
     "gate_without_tanh": Bug(gated_recipe("GateWithoutTanh", GateWithoutTanh), "float32",
                              "affine_in_gamma"),
+    "fp32_stream_downcast": Bug(fp32_stream_recipe("Fp32StreamDowncast", Fp32StreamDowncast),
+                                "bfloat16", "stream_dtype", ("decomposition", "zero_branch"),
+                                "the sums are rounded to bfloat16, zeroed or not, where the "
+                                "recipe composes float32 ones"),
 }
 """Each form's broken twin, the law meant for it and the related laws that may fire."""

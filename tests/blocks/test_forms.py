@@ -150,3 +150,34 @@ def test_site_refuses_a_malformed_gate(kwargs: dict[str, Any], words: str) -> No
 def test_describe_lists_a_gate() -> None:
     line = describe(FORMS["gated"])[1]
     assert "gate tanh(sa_scale.scale) = tanh(0.0)" in line, line
+
+
+def test_a_float32_stream_read_through_a_cast_is_observed_at_the_cast() -> None:
+    """A Llama-style layer whose float32 stream its norms read as ``hidden.to(bf16)``:
+    declared ``reads="cast"`` it passes ``stream_dtype``; declared as the norms reading the
+    stream (before, the only way), the correct layer failed ``decomposition`` and
+    ``stream_dtype`` alike the downcast one; now the failure says to declare the cast."""
+    good = FORMS["fp32_stream"]
+    record = run_law(good, "stream_dtype", "bfloat16", "eval", max_examples=5, shrink=False)
+    assert record.verdict == "pass", record.line()
+    plain = replace(good, name="Fp32StreamLayer(reads stream)",
+                    sites=tuple(replace(s, reads="stream") for s in good.sites))
+    record = _decomposition(plain, "bfloat16")
+    assert record.verdict == "fail" and "reads the block's input x cast to torch.bfloat16" in \
+        record.message and "says reads='cast'" in record.message, record.line()
+
+
+def test_a_cast_site_whose_norm_reads_no_cast_fails_and_says_so() -> None:
+    from tests.blocks.broken_blocks import CORRECT
+
+    mixed = CORRECT["mixed"]
+    wrong = replace(mixed, name="MixedStreamEncoderLayer(reads cast)",
+                    sites=tuple(replace(s, reads="cast") for s in mixed.sites))
+    record = _decomposition(wrong, "bfloat16")
+    assert record.verdict == "fail" and "read a tensor no dtype cast made" in record.message, \
+        record.line()
+
+
+def test_site_refuses_reads_cast_without_a_pre_norm() -> None:
+    with pytest.raises(UsageError, match="reads='cast' is where a pre-norm reads the stream"):
+        Site("s", ("mlp",), ("mlp.fc2.weight",), norm="none", reads="cast")
