@@ -181,3 +181,18 @@ def test_a_cast_site_whose_norm_reads_no_cast_fails_and_says_so() -> None:
 def test_site_refuses_reads_cast_without_a_pre_norm() -> None:
     with pytest.raises(UsageError, match="reads='cast' is where a pre-norm reads the stream"):
         Site("s", ("mlp",), ("mlp.fc2.weight",), norm="none", reads="cast")
+
+
+@pytest.mark.parametrize("kwargs", [{"parallel": (("b",),)}, {"skip_scale": 0.5},
+                                    {"post_scale": 2.0}, {"scale": "g.w", "scale_fn": "tanh"},
+                                    {"norm": "pre", "norms": ("n",), "reads": "cast"}])
+def test_a_jax_recipe_refuses_the_torch_only_forms(kwargs: dict[str, Any]) -> None:
+    from resverify.blocks.jax_laws import JaxRecipe, no_torch
+
+    fields: dict[str, Any] = {"norm": "none", **kwargs}
+    site = Site("block", ("conv_1",), ("conv_1.w",), **fields)
+    with pytest.raises(UsageError) as exc:
+        JaxRecipe("haiku.Form", no_torch, (site,), block=lambda: None,
+                  parts=lambda block, x, training: (x, x))
+    assert "a JAX recipe's site takes no parallel branches" in str(exc.value) and \
+        "\n" not in str(exc.value), str(exc.value)
