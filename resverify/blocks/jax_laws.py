@@ -103,6 +103,12 @@ class JaxRecipe(Recipe):
             raise UsageError(f"recipe {self.name!r}: a JAX recipe needs block and parts")
         if len(self.sites) != 1:
             raise UsageError(f"recipe {self.name!r}: a JAX recipe has one site")
+        site = self.sites[0]
+        if site.parallel or site.skip_scale != 1.0 or site.post_scale != 1.0 or \
+                site.scale_fn is not None or site.reads != "stream":
+            raise UsageError(f"recipe {self.name!r}: a JAX recipe's site takes no parallel "
+                             "branches, skip_scale, post_scale, scale_fn or reads (its parts "
+                             "return shortcut(x) and F(x))")
 
 
 def _jax() -> Any:

@@ -10,7 +10,8 @@ the composition creates the same ops in the same order as the block, so autograd
 stream's gradient parts (the skip's, and one per op of F that reads the stream, two in an
 RMSNorm) in the same order; summing the skip's part and F's total separately would not
 (measured: one ulp off on the Hugging Face layers in float32). A site marked
-``exact=False`` is judged within :func:`~.laws_forward.merge_budget` of the two parts.
+``exact=False`` is judged within :func:`~.laws_forward.sum_budget` of its parts (the skip's
+and each branch's share of ``x̄``, added in any order).
 
 Precondition: the forward decomposition holds for the example (the backward of a wrong
 forward is judged by :func:`~.laws_forward.decomposition`, not here); else the example is
@@ -21,7 +22,8 @@ from __future__ import annotations
 
 import torch
 
-from resverify.blocks.laws_forward import decomposition, merge_budget
+from resverify.blocks.laws_forward import decomposition, sum_budget
+from resverify.blocks.recipe import apply_branch
 from resverify.blocks.trace import (
     Case,
     Observed,
@@ -29,7 +31,10 @@ from resverify.blocks.trace import (
     first_difference,
     no_drop,
     observe,
+    shortcut,
     site_exit,
+    site_post,
+    site_sum,
 )
 from resverify.properties.assertions import PropertyFailure
 
@@ -37,37 +42,31 @@ __all__ = ["gradient_skip"]
 
 
 def _site_vjp(case: Case, i: int, s: torch.Tensor, g: torch.Tensor
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(s̄, skip part, branch part)`` of site ``i`` at entry ``s`` for exit cotangent ``g``.
+              ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """``(s̄, parts)`` of site ``i`` at entry ``s`` for exit cotangent ``g``: ``parts`` the
+    skip's and then each branch's share of ``s̄``.
 
-    ``s̄`` is autograd's own VJP of the site as the recipe composes it, ``shortcut(s) + alpha
-    F(s)`` through the post part, with F's ops created in the block's order, so that autograd
-    sums the stream's gradient parts (the skip's and each of F's reads of ``s``) in the order
-    the block's own backward does. The two parts, for the message and the budget, come from
-    autograd on the post part and on F alone."""
+    ``s̄`` is autograd's own VJP of the site as the recipe composes it, ``(β shortcut(s) +
+    alpha F(s)) / c`` through the post part, with F's ops created in the block's order, so
+    that autograd sums the stream's gradient parts (the skip's and each of F's reads of
+    ``s``) in the order the block's own backward does. The parts, for the message and the
+    budget, come from the same composition with the skip and each branch reading a copy of
+    ``s`` of their own."""
     site, module, ctx = case.recipe.sites[i], case.module, case.inputs.context
     with torch.enable_grad():
         leaf = s.detach().clone().requires_grad_(True)
         f = site.evaluate(module, leaf, ctx)
-        whole = torch.autograd.grad(site_exit(module, site, leaf, f)[1], leaf, g,
-                                    retain_graph=True)[0]
-        z, _ = site_exit(module, site, leaf.detach(), f.detach())
-        z_leaf = z.detach().requires_grad_(True)
-        out = torch.relu(z_leaf) if site.activation == "relu" else z_leaf
-        if site.norm == "post":
-            for name in site.norms:
-                out = module.get_submodule(name)(out)
-        z_bar = g if out is z_leaf else torch.autograd.grad(out, z_leaf, g)[0]
-        if site.shortcut == "identity":
-            skip = z_bar
-        else:
-            s2 = s.detach().clone().requires_grad_(True)
-            skip = torch.autograd.grad(module.get_submodule(site.shortcut)(s2), s2, z_bar)[0]
-        weight = z_bar if site.alpha == 1.0 else site.alpha * z_bar
-        branch = torch.autograd.grad(f, leaf, weight, allow_unused=True)[0]
-    if branch is None:
-        branch = torch.zeros_like(s)
-    return whole, skip, branch
+        whole = torch.autograd.grad(site_exit(module, site, leaf, f)[1], leaf, g)[0]
+        leaves = [s.detach().clone().requires_grad_(True)
+                  for _ in range(2 + len(site.parallel))]
+        terms = [apply_branch(b, module, leaf, ctx)
+                 for b, leaf in zip((site.branch, *site.parallel), leaves[1:], strict=True)]
+        update = terms[0]
+        for term in terms[1:]:
+            update = update + term
+        z = site_sum(module, site, shortcut(module, site, leaves[0]), update)
+        grads = torch.autograd.grad(site_post(module, site, z), leaves, g, allow_unused=True)
+    return whole, [torch.zeros_like(s) if p is None else p for p in grads]
 
 
 def _params_finite(case: Case, names: list[str], grads: tuple[torch.Tensor | None, ...]
@@ -101,22 +100,26 @@ def gradient_skip(case: Case) -> dict[str, float]:
             grads = torch.autograd.grad(y, [x, *(p for _, p in named)], g, allow_unused=True)
         for i in reversed(range(len(recipe.sites))):
             s = seen.entries[i]
-            expected, skip, branch = _site_vjp(case, i, s, g)
+            expected, parts = _site_vjp(case, i, s, g)
             if i == 0:
-                _judge(case, grads[0], expected, skip, branch)
+                _judge(case, grads[0], expected, parts)
             g = expected
     _params_finite(case, [n for n, _ in named], grads[1:])
     return {}
 
 
 def _judge(case: Case, x_bar: torch.Tensor | None, expected: torch.Tensor,
-           skip: torch.Tensor, branch: torch.Tensor) -> None:
+           parts: list[torch.Tensor]) -> None:
     __tracebackhide__ = True
     law = "gradient_skip"
     if x_bar is None:
         case.fail(law, "x̄ is None: the output does not depend on the input, expected "
                   "ȳ + J_Fᵀȳ", 0)
-    budget = None if case.recipe.sites[0].exact else merge_budget(case.dtype, skip, branch)
+    branch = parts[1]
+    for part in parts[2:]:
+        branch = branch + part
+    budget = None if case.recipe.sites[0].exact else \
+        sum_budget(x_bar.dtype, [(p, False) for p in parts])
     diff = first_difference(x_bar, expected.detach(), budget)
     if diff is None:
         return

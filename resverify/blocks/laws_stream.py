@@ -59,6 +59,14 @@ def _swamped(case: Case, i: int, seen: Observed) -> float | None:
     return float((z.to(torch.float64) == base.to(torch.float64)).to(torch.float64).mean())
 
 
+def _turned(got: torch.dtype, want: torch.dtype) -> str:
+    """``: downcast ...`` where the stream went narrower than declared, else nothing."""
+    if torch.finfo(got).bits < torch.finfo(want).bits:
+        return (f": the stream is downcast to {got} on the way, losing the updates a "
+                f"{want} stream keeps")
+    return ""
+
+
 def stream_dtype(case: Case) -> dict[str, float]:
     """Every site's entry and exit, and the output, carry the recipe's stream dtype; the
     figures: swamped fraction per site and the overflow headroom (log2)."""
@@ -72,7 +80,7 @@ def stream_dtype(case: Case) -> dict[str, float]:
         for what, t in (("entry", seen.entries[i]), ("exit", seen.exits[i])):
             if t.dtype != want:
                 case.fail("stream_dtype", f"the stream at the {what} is {t.dtype}, expected "
-                          f"the declared {want}", i)
+                          f"the declared {want}{_turned(t.dtype, want)}", i)
             peak = max(peak, float(t.detach().abs().to(torch.float64).max()))
         swamped = _swamped(case, i, seen)
         if swamped is not None:

@@ -46,8 +46,8 @@ factory (a ``functools.partial`` unwrapped) or, where that is the recipe's own m
 built block's class (:func:`resverify.cli.blocks.library_of`).
 
 One :class:`Site` per residual sum, in the order the block computes them. The stream
-entering site ``i`` is ``s``; the site computes ``z = shortcut(s) + alpha * D(F(s))`` and
-its exit ``post(act(z))``, where
+entering site ``i`` is ``s``; the site computes ``z = (β·shortcut(s) + alpha * D(F(s))) / c``
+(β and c are 1 unless declared) and its exit ``post(act(z))``, where
 
 - ``branch`` is F, evaluated alone through the module's own submodules: either a callable
   ``branch(module, s, context) -> tensor`` or a tuple of submodule names applied in order.
@@ -61,17 +61,33 @@ its exit ``post(act(z))``, where
   channels of an ``(N, C, H, W)`` map (ConvNeXt's ``gamma.reshape(1, -1, 1, 1)``) says 1.
   The affine-in-γ law never guesses the dimension from sizes: a γ whose length is not the
   update's size along that dimension is refused, naming ``scale_axis``. A γ of any other
-  shape broadcasts as torch broadcasts it (``scale_axis`` must then be None);
+  shape broadcasts as torch broadcasts it (``scale_axis`` must then be None). A gate
+  ``x + g·F`` is such a scale; ``scale_fn="tanh"`` declares a tanh gate ``x + tanh(g)·F``
+  (torchtune's ``TanhGate``), whose ``scale`` is g and ``scale_init`` g's initial value;
 - ``norm`` is the placement, ``"pre"`` (``norms[0]`` reads ``s`` inside F), ``"post"``
   (``norms`` are applied to ``z`` in order: ``post``) or ``"none"``;
+- ``reads`` says what a pre-norm's ``norms[0]`` reads: ``"stream"`` (``s`` itself) or
+  ``"cast"`` (``s`` cast to another dtype, ``norm(s.to(bf16))``, as a float32 stream with
+  half-precision sublayers is read: the stream observed is then the tensor the cast read);
 - ``drop_path`` names the drop-path / stochastic-depth submodules of the site, whose drop
   probability is the attribute ``drop_prob_attr`` (``drop_prob`` in timm, ``p`` in
   torchvision);
 - ``shortcut`` is ``"identity"`` or the name of the projection submodule;
 - ``activation`` names an activation applied after the sum (``"relu"``: ResNet), or None;
 - ``alpha`` is the constant the block multiplies F by (1 for all shipped blocks here);
-- ``exact`` says the block's sum is one rounding of the same F (then the decomposition is
-  judged bitwise); False judges it within the merge's rounding budget instead.
+- ``parallel`` names further branches reading the same stream ``s`` and added into the same
+  sum (GPT-J/NeoX's ``x + attn(n1(x)) + mlp(n2(x))``): F is ``branch + parallel[0] + ...``,
+  each evaluated alone like ``branch``, and the laws take each term's magnitude into the
+  budget of the sum (``zero`` then names the last layer of every branch);
+- ``skip_scale`` is β in ``β·shortcut(s) + alpha·F``: a constant (DeepNet's α), or the
+  name of a parameter (x-transformers' ``scale_residual``), broadcast as torch does;
+- ``post_scale`` is c in ``(β·shortcut(s) + alpha·F) / c`` (diffusers'
+  ``output_scale_factor``);
+- ``exact`` says the block computes the sum as the recipe composes it,
+  ``(β·shortcut(s) + alpha·F) / c`` op for op (then the site is judged bitwise); False
+  judges the sum and the exit within the rounding budget of that computation evaluated in
+  any order, a product or quotient by a power of two counting as exact
+  (:func:`~resverify.blocks.laws_forward.sum_budget`).
 
 The laws observe the stream between sites with forward hooks: site 0 enters with the
 block's input (which a pre-norm site 0's ``norms[0]`` must read, else the recipe names the
@@ -83,6 +99,7 @@ whose later site cannot be observed that way, and any name the module lacks, wit
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -96,12 +113,15 @@ if TYPE_CHECKING:
 __all__ = [
     "ACTIVATIONS",
     "DTYPES",
+    "GATES",
     "MODES",
     "NORMS",
+    "READS",
     "Branch",
     "Finding",
     "Recipe",
     "Site",
+    "apply_branch",
     "describe",
     "maker",
     "validate",
@@ -111,6 +131,11 @@ DTYPES = ("float64", "float32", "bfloat16", "float16")
 """The dtypes a block may claim, widest first."""
 MODES = ("eval", "train")
 NORMS = ("pre", "post", "none")
+READS = ("stream", "cast")
+"""What a pre-norm site's ``norms[0]`` reads: the stream itself, or the stream cast to
+another dtype (``norm(s.to(bf16))``), whose source tensor is then the stream."""
+GATES = ("tanh",)
+"""Gates a site's ``scale`` may pass through (``scale_fn``): ``x + tanh(g)·F``."""
 ACTIVATIONS = ("relu",)
 """Activations a site may apply after its sum (evaluated with ``torch.relu``)."""
 
@@ -135,12 +160,17 @@ class Site:
     scale: str | None = None
     scale_init: float | None = None
     scale_axis: int | None = None
+    scale_fn: str | None = None
     drop_path: tuple[str, ...] = ()
     drop_prob_attr: str = "drop_prob"
     shortcut: str = "identity"
     activation: str | None = None
     alpha: float = 1.0
     exact: bool = True
+    parallel: tuple[Branch, ...] = ()
+    skip_scale: float | str = 1.0
+    post_scale: float = 1.0
+    reads: str = "stream"
 
     def __post_init__(self) -> None:
         _choose(self.norm, NORMS, f"site {self.label!r}: norm placement")
@@ -155,24 +185,58 @@ class Site:
             raise UsageError(f"site {self.label!r}: scale_init without scale")
         if self.scale_axis is not None and self.scale is None:
             raise UsageError(f"site {self.label!r}: scale_axis without scale")
+        _choose(self.scale_fn, GATES, f"site {self.label!r}: scale_fn")
+        _choose(self.reads, READS, f"site {self.label!r}: reads")
+        if self.reads == "cast" and self.norm != "pre":
+            raise UsageError(f"site {self.label!r}: reads='cast' is where a pre-norm reads "
+                             "the stream; this site's norm is " + repr(self.norm))
+        if self.scale_fn is not None and self.scale is None:
+            raise UsageError(f"site {self.label!r}: scale_fn without scale (name the gate's "
+                             "parameter in scale=...)")
+        for what, value in (("alpha", self.alpha), ("post_scale", self.post_scale),
+                            *((("skip_scale", self.skip_scale),)
+                              if not isinstance(self.skip_scale, str) else ())):
+            if not (isinstance(value, int | float) and math.isfinite(value) and value != 0):
+                raise UsageError(f"site {self.label!r}: {what} {value!r} is not a finite "
+                                 "nonzero number")
+        if isinstance(self.parallel, str) or any(isinstance(b, str) for b in self.parallel):
+            raise UsageError(f"site {self.label!r}: parallel must be a tuple of branches (each "
+                             "a callable or a tuple of submodule names), not names")
 
     def evaluate(self, module: nn.Module, s: torch.Tensor,
                  context: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """F(s) through the module's own submodules (before drop path)."""
-        if callable(self.branch):
-            return self.branch(module, s, context)
-        out = s
-        for name in self.branch:
-            out = module.get_submodule(name)(out)
+        """F(s) through the module's own submodules (before drop path): the branch, plus each
+        parallel branch, added left to right."""
+        terms = self.terms(module, s, context)
+        out = terms[0]
+        for term in terms[1:]:
+            out = out + term
         return out
+
+    def terms(self, module: nn.Module, s: torch.Tensor,
+              context: Mapping[str, torch.Tensor]) -> list[torch.Tensor]:
+        """Each branch's value on ``s``: ``branch`` first, then the ``parallel`` ones."""
+        return [apply_branch(b, module, s, context) for b in (self.branch, *self.parallel)]
 
     def names(self) -> list[tuple[str, str]]:
         """Every ``(kind, name)`` the site refers to, kind ``parameter`` or ``submodule``."""
-        params = [*self.zero, *([self.scale] if self.scale else [])]
+        params = [*self.zero, *([self.scale] if self.scale else []),
+                  *([self.skip_scale] if isinstance(self.skip_scale, str) else [])]
         subs = [*self.norms, *self.drop_path,
                 *([self.shortcut] if self.shortcut != "identity" else []),
-                *(self.branch if isinstance(self.branch, tuple) else ())]
+                *(n for b in (self.branch, *self.parallel) if isinstance(b, tuple) for n in b)]
         return [("parameter", p) for p in params] + [("submodule", s) for s in subs]
+
+
+def apply_branch(branch: Branch, module: nn.Module, s: torch.Tensor,
+                 context: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """One branch's value on ``s``: the callable, or the named submodules in order."""
+    if callable(branch):
+        return branch(module, s, context)
+    out = s
+    for name in branch:
+        out = module.get_submodule(name)(out)
+    return out
 
 
 @dataclass(frozen=True)
@@ -262,25 +326,42 @@ def describe(recipe: Recipe) -> list[str]:
     lines = [f"{recipe.name}: input {list(recipe.shape)}{extra}, dtypes "
              f"{' '.join(recipe.dtypes)}{stream}, modes {' '.join(recipe.modes)}"]
     for i, site in enumerate(recipe.sites):
-        parts = [f"{site.norm}-norm {' '.join(site.norms)}" if site.norm != "none" else
-                 "no norm", f"zero {', '.join(site.zero)}"]
-        if site.scale:
-            parts.append(f"LayerScale {site.scale}"
-                         + (f" = {site.scale_init!r}" if site.scale_init is not None else "")
-                         + (f" along dim {site.scale_axis}" if site.scale_axis is not None
-                            else ""))
-        if site.drop_path:
-            parts.append(f"drop path {', '.join(site.drop_path)}")
-        if site.shortcut != "identity":
-            parts.append(f"shortcut {site.shortcut}")
-        if site.activation:
-            parts.append(f"then {site.activation}")
-        if site.alpha != 1.0:
-            parts.append(f"alpha {site.alpha!r}")
-        if not site.exact:
-            parts.append("judged within the merge budget")
-        lines.append(f"  site {i} {site.label}: {'; '.join(parts)}")
+        lines.append(f"  site {i} {site.label}: {'; '.join(_declared(site))}")
     return lines
+
+
+def _declared(site: Site) -> list[str]:
+    """What a site declares, in words, one part each."""
+    parts = [f"{site.norm}-norm {' '.join(site.norms)}" if site.norm != "none" else
+             "no norm", f"zero {', '.join(site.zero)}"]
+    if site.scale and site.scale_fn:
+        parts.append(f"gate {site.scale_fn}({site.scale})"
+                     + (f" = {site.scale_fn}({site.scale_init!r})"
+                        if site.scale_init is not None else ""))
+    elif site.scale:
+        parts.append(f"LayerScale {site.scale}"
+                     + (f" = {site.scale_init!r}" if site.scale_init is not None else "")
+                     + (f" along dim {site.scale_axis}" if site.scale_axis is not None
+                        else ""))
+    if site.drop_path:
+        parts.append(f"drop path {', '.join(site.drop_path)}")
+    if site.reads == "cast":
+        parts.append("the norm reads the stream cast")
+    if site.shortcut != "identity":
+        parts.append(f"shortcut {site.shortcut}")
+    if site.activation:
+        parts.append(f"then {site.activation}")
+    if site.parallel:
+        parts.append(f"{1 + len(site.parallel)} parallel branches")
+    if site.alpha != 1.0:
+        parts.append(f"alpha {site.alpha!r}")
+    if site.skip_scale != 1.0:
+        parts.append(f"skip scale {site.skip_scale!r}")
+    if site.post_scale != 1.0:
+        parts.append(f"sum divided by {site.post_scale!r}")
+    if not site.exact:
+        parts.append("judged within the merge budget")
+    return parts
 
 
 def _is_tensor(value: Any) -> bool:

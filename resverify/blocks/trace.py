@@ -29,6 +29,7 @@ from typing import Any, NoReturn
 import numpy as np
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from resverify.blocks.recipe import Dims, Recipe, Site
 from resverify.properties.assertions import PropertyFailure, element_index
@@ -51,6 +52,9 @@ __all__ = [
     "observe",
     "shortcut",
     "site_exit",
+    "site_post",
+    "site_sum",
+    "skip_scale",
     "with_parameter",
     "zeroed",
 ]
@@ -190,43 +194,86 @@ def _taps(recipe: Recipe) -> list[tuple[str, str, str, int]]:
     return taps
 
 
+class _Casts(TorchFunctionMode):
+    """Remembers, for each tensor a dtype cast returned during a call, the tensor it was
+    cast from (a no-op cast returns its own input), so that a norm reading
+    ``norm(s.to(bf16))`` gives away ``s``. Every op runs as it came."""
+
+    CASTS = frozenset(("to", "type", "bfloat16", "half", "float", "double"))
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sources: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if getattr(func, "__name__", "") in self.CASTS and isinstance(out, torch.Tensor) \
+                and args and isinstance(args[0], torch.Tensor):
+            self.sources[id(out)] = (out, args[0])
+        return out
+
+    def source(self, value: torch.Tensor) -> torch.Tensor | None:
+        """The tensor ``value`` was cast from, None if no cast made it."""
+        known = self.sources.get(id(value))
+        return known[1] if known is not None and known[0] is value else None
+
+
 def observe(recipe: Recipe, module: nn.Module, x: torch.Tensor,
             context: Mapping[str, torch.Tensor]) -> Observed:
     """Run the block once on ``x`` (grad mode on, as in training, so no inference-only fast
-    path is taken) and read the stream off its norms; :class:`Unobserved` if a tap fired
-    other than once."""
-    seen: dict[tuple[str, int], list[torch.Tensor]] = {}
+    path is taken) and read the stream off its norms (for a site that ``reads="cast"``, the
+    tensor its norm's input was cast from); :class:`Unobserved` if a tap fired other than
+    once, or a cast site's norm read no cast."""
+    seen: dict[tuple[str, int], list[torch.Tensor | None]] = {}
     handles = []
+    casts = _Casts()
     for name, side, slot, i in _taps(recipe):
         got = seen.setdefault((slot, i), [])
+        cast = side == "input" and slot in ("entry", "read") and recipe.sites[i].reads == "cast"
 
-        def keep(_m: nn.Module, args: Any, out: Any = None, *, got: list[torch.Tensor] = got,
-                 side: str = side) -> None:
+        def keep(_m: nn.Module, args: Any, out: Any = None, *,
+                 got: list[torch.Tensor | None] = got, side: str = side,
+                 cast: bool = cast) -> None:
             value = args[0] if side == "input" else out
-            got.append(value.detach().clone())
+            if cast:
+                value = casts.source(value)
+            got.append(None if value is None else value.detach().clone())
 
         sub = module.get_submodule(name)
         handles.append(sub.register_forward_pre_hook(keep) if side == "input"
                        else sub.register_forward_hook(keep))
     given = x.detach().clone()
     try:
-        with torch.enable_grad():
+        with torch.enable_grad(), casts if any(s.reads == "cast" for s in recipe.sites) \
+                else contextlib.nullcontext():
             y = recipe.run(module, x, context)
     finally:
         for handle in handles:
             handle.remove()
+        casts.sources.clear()
     for (slot, i), got in seen.items():
+        name = next(n for n, _s, sl, j in _taps(recipe) if (sl, j) == (slot, i))
         if len(got) != 1:
-            name = next(n for n, _s, sl, j in _taps(recipe) if (sl, j) == (slot, i))
             raise Unobserved(f"site {i}'s norm {name!r} ran {len(got)} times in one call of "
                              "the block, the recipe says once")
-    if ("read", 0) in seen:
-        diff = first_difference(seen[("read", 0)][0], given)
+        if got[0] is None:
+            raise Unobserved(f"site {i}'s norm {name!r} read a tensor no dtype cast made, the "
+                             "recipe says it reads the stream cast (reads='cast')")
+    read = {k: v[0] for k, v in seen.items() if v[0] is not None}
+    if ("read", 0) in read:
+        diff = first_difference(read[("read", 0)], given)
+        first = read[("read", 0)]
+        if diff and first.dtype != given.dtype and \
+                not first_difference(first, given.to(first.dtype)):
+            raise Unobserved(f"site 0's pre-norm {recipe.sites[0].norms[0]!r} reads the "
+                             f"block's input x cast to {first.dtype}, not x: a site whose norm "
+                             "reads the stream through a cast says reads='cast'")
         if diff:
             raise Unobserved(f"site 0's pre-norm {recipe.sites[0].norms[0]!r} read{diff} "
                              "(expected: the block's input x, the stream entering site 0): "
                              "the recipe names a norm this site does not read")
-    return _assemble(recipe, given, y.detach(), {k: v[0] for k, v in seen.items()})
+    return _assemble(recipe, given, y.detach(), read)
 
 
 def _assemble(recipe: Recipe, x: torch.Tensor, y: torch.Tensor,
@@ -253,17 +300,38 @@ def shortcut(module: nn.Module, site: Site, s: torch.Tensor) -> torch.Tensor:
     return s if site.shortcut == "identity" else module.get_submodule(site.shortcut)(s)
 
 
-def site_exit(module: nn.Module, site: Site, s: torch.Tensor, update: torch.Tensor
-              ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(z, exit)`` of a site from its entry and the branch's update, as the recipe says:
-    ``z = shortcut(s) + alpha * update``, ``exit = post(act(z))``."""
-    skip = shortcut(module, site, s)
-    z = skip + update if site.alpha == 1.0 else skip + site.alpha * update
+def skip_scale(module: nn.Module, site: Site) -> torch.Tensor | float:
+    """β of the site: its constant, or the parameter it names (as the block holds it)."""
+    if isinstance(site.skip_scale, str):
+        return module.get_parameter(site.skip_scale)
+    return site.skip_scale
+
+
+def site_sum(module: nn.Module, site: Site, skip: torch.Tensor, update: torch.Tensor
+             ) -> torch.Tensor:
+    """``z = (β·skip + alpha·update) / c`` as the recipe composes it, from the shortcut's
+    value ``skip`` (β, alpha and c left out where they are 1)."""
+    beta = skip_scale(module, site)
+    scaled = skip if isinstance(beta, float | int) and beta == 1.0 else skip * beta
+    z = scaled + update if site.alpha == 1.0 else scaled + site.alpha * update
+    return z if site.post_scale == 1.0 else z / site.post_scale
+
+
+def site_post(module: nn.Module, site: Site, z: torch.Tensor) -> torch.Tensor:
+    """The exit of a site from its sum: ``post(act(z))``."""
     out = torch.relu(z) if site.activation == "relu" else z
     if site.norm == "post":
         for name in site.norms:
             out = module.get_submodule(name)(out)
-    return z, out
+    return out
+
+
+def site_exit(module: nn.Module, site: Site, s: torch.Tensor, update: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(z, exit)`` of a site from its entry and the branch's update, as the recipe says:
+    ``z = (β·shortcut(s) + alpha * update) / c``, ``exit = post(act(z))``."""
+    z = site_sum(module, site, shortcut(module, site, s), update)
+    return z, site_post(module, site, z)
 
 
 @contextlib.contextmanager

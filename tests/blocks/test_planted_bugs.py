@@ -13,9 +13,15 @@ import pytest
 from resverify.blocks import check_block
 from resverify.blocks.check import LawRecord
 from resverify.blocks.laws import LAWS, applicable
-from tests.blocks.broken_blocks import BUGS, CORRECT
+from tests.blocks.broken_blocks import BUGS as PLANTED
+from tests.blocks.broken_blocks import CORRECT as TEST_BLOCKS
+from tests.blocks.forms import FORM_BUGS, FORMS
 
 EXAMPLES = 10
+BUGS = {**PLANTED, **FORM_BUGS}
+CORRECT = {**TEST_BLOCKS, **FORMS}
+SEEDS = {name: (0, 1) if name in FORMS else (0,) for name in CORRECT}
+"""The residual forms (:mod:`tests.blocks.forms`) are judged under two seeds."""
 
 
 def _records(name: str) -> list[LawRecord]:
@@ -48,13 +54,16 @@ def test_every_law_has_a_planted_bug() -> None:
     assert related <= set(LAWS), f"unknown related laws {sorted(related - set(LAWS))}"
 
 
-@pytest.mark.parametrize(("name", "dtype"), [(n, d) for n in sorted(CORRECT)
-                                             for d in CORRECT[n].dtypes])
-def test_correct_test_block_passes_every_law(name: str, dtype: str) -> None:
+@pytest.mark.parametrize(("name", "dtype", "seed"), [(n, d, s) for n in sorted(CORRECT)
+                                                     for d in CORRECT[n].dtypes
+                                                     for s in SEEDS[n]])
+def test_correct_test_block_passes_every_law(name: str, dtype: str, seed: int) -> None:
     recipe = CORRECT[name]
-    records = check_block(recipe, [dtype], applicable(recipe), max_examples=EXAMPLES)
+    records = check_block(recipe, [dtype], applicable(recipe), max_examples=EXAMPLES,
+                          seed=seed)
     bad = [r.line() for r in records if r.verdict != "pass"]
-    assert not bad, f"{recipe.name}: {bad}, expected every law to pass"
+    assert not bad, (f"check_block({recipe.name}, [{dtype!r}], seed={seed}): {bad}, expected "
+                     "every law to pass")
 
 
 def test_gamma_along_the_wrong_dimension_fails_linearity_not_the_constructor() -> None:
