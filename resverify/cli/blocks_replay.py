@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _recipe(name: str, block: str | None) -> Recipe:
     """The one recipe ``name`` (and ``block``) select; a UsageError, one line, otherwise."""
-    from resverify.cli.blocks import select
+    from resverify.cli.block_selection import select
     from resverify.spec.errors import UsageError
 
     chosen = [s.recipe for s in select([name], False)]
