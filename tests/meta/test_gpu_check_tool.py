@@ -95,7 +95,7 @@ def test_the_dry_run_writes_a_row_per_variant_with_the_counts_of_its_report(
 @pytest.mark.slow
 def test_a_failure_and_a_timeout_each_get_their_row(tmp_path: Path) -> None:
     done = _run(tmp_path, "--variant", "bad|tests.mutants:AlphaSquared||a mutant|300",
-                "--variant", "slow|torch||cut short|8")
+                "--variant", "slow|tests.hostile_backends:Sleeps||cut short|8")
     assert done.returncode == 0, done.stdout + done.stderr
     rows = _rows(tmp_path / "summary.md")
     assert list(rows) == ["install", "env", "bad", "slow"]

@@ -26,10 +26,11 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("spec", "impl", "properties", "reports")
 # one cheap property test: a single test, float64, the numpy reference
 CHEAP_PROPERTY = "results_have_declared_shapes_and_dtype and float64"
-WHEEL_DATA = {"resverify/py.typed"} | {
+WHEEL_DATA = {"resverify/py.typed", "resverify/properties/suite.ini"} | {
     f"resverify/{p.relative_to(ROOT).as_posix()}" for top in ("spec", "reports")
     for p in (ROOT / top / "schema").glob("*.json")}
-"""py.typed and every JSON Schema of the protocol, the report, known failures and vectors."""
+"""py.typed, the property suite's own pytest configuration (what ``resverify check`` runs
+it under) and every JSON Schema of the protocol, the report, known failures and vectors."""
 
 
 def resverify_command() -> list[str]:

@@ -158,7 +158,10 @@ class LinearFirstAxisRows(_LinearHook):
     leading axes: only inputs of rank 3 or more lose rows."""
 
     name = "mutant-linear-first-axis-rows"
-    kills = (Kill("forward_and_gradients_match_spec_within_budget", generated=True),)
+    # an input of rank 3 or more gets a wrong weight gradient, an empty one a failed
+    # reshape; the ci profile's seeded generated examples meet the empty one first
+    kills = (Kill("forward_and_gradients_match_spec_within_budget", kind="raised",
+                  pinned=False, generated=True),)
 
     def vjp(self, x: np.ndarray, w: np.ndarray) -> Pullback:
         return _linear_vjp(x, w, rows=x.shape[0] if x.ndim > 1 else 1)
