@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import Any
 
 import pytest
 import torch
@@ -53,7 +54,7 @@ def test_zeroed_projecting_block_is_the_shortcut_over_sqrt_2() -> None:
     assert torch.equal(y, expected), f"max |y - expected| {max_diff(y, expected)!r}, expected 0"
 
 
-def _control(recipe: Recipe, **fields: object) -> Recipe:
+def _control(recipe: Recipe, **fields: Any) -> Recipe:
     site = dataclasses.replace(recipe.sites[0], **fields)
     return dataclasses.replace(recipe, name=f"{recipe.name}(control)", sites=(site,))
 
