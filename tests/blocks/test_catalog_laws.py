@@ -35,7 +35,8 @@ LIBRARY_WARNINGS = {
 }
 """Warnings a library's block raises as it runs, which this project's pytest settings turn
 into errors: torchtune's RMSNorm normalizes ``x.float()`` with a float64 weight in float64,
-and torch warns that the mixed dtypes miss its fused kernel (tests/blocks/test_catalog_torchtune.py)."""
+and torch warns that the mixed dtypes miss its fused kernel
+(tests/blocks/test_catalog_torchtune.py)."""
 
 
 def _library_marks(name: str) -> list[pytest.MarkDecorator]:
