@@ -1,11 +1,13 @@
 """Helpers the catalog tests of the optional libraries share (x-transformers, diffusers,
 torchtune): a layer with named parameters zeroed, its input and its output; and every
-applicable law of a recipe judged in one dtype, the failures listed with their lines."""
+applicable law of a recipe judged in one dtype, the failures listed with their lines; and the
+two tests every such catalog module gets (``catalog_tests``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
+import pytest
 import torch
 from torch import nn
 
@@ -51,3 +53,23 @@ def failing_laws(recipe: Recipe, dtype: str, max_examples: int = 3,
 def max_diff(actual: torch.Tensor, expected: torch.Tensor) -> float:
     """``max |actual - expected|``, for messages."""
     return float((actual - expected).abs().max())
+
+
+def catalog_tests(recipes: Sequence[Recipe], dtypes: Sequence[str] = ("float64", "float32")
+                  ) -> tuple[Callable[[str], None], Callable[[str, str], None]]:
+    """The two tests each catalog module's recipes get, to bind at a test module's top level:
+    every recipe validates against its block in each claimed dtype, and every applicable law
+    passes in each of ``dtypes`` (every dtype: tests/blocks/test_catalog_laws.py, slow)."""
+    by_name = {r.name: r for r in recipes}
+
+    @pytest.mark.parametrize("name", sorted(by_name))
+    def test_recipe_names_only_what_its_block_has(name: str) -> None:
+        validates_in_every_dtype(by_name[name])
+
+    @pytest.mark.parametrize("dtype", list(dtypes))
+    @pytest.mark.parametrize("name", sorted(by_name))
+    def test_every_applicable_law_passes(name: str, dtype: str) -> None:
+        bad = failing_laws(by_name[name], dtype)
+        assert not bad, f"{bad}, expected every law to pass [{name}, {dtype}]"
+
+    return test_recipe_names_only_what_its_block_has, test_every_applicable_law_passes

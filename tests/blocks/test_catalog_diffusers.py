@@ -19,7 +19,7 @@ from torch import nn
 
 from resverify.blocks.check import run_law
 from resverify.blocks.recipe import Recipe
-from tests.blocks.catalog_checks import failing_laws, max_diff, validates_in_every_dtype, zeroed
+from tests.blocks.catalog_checks import catalog_tests, max_diff, zeroed
 
 # the skip reason is the ImportError the catalog module raises, naming the library
 diffusers = pytest.importorskip("resverify.blocks.catalog.diffusers", exc_type=ImportError)
@@ -27,18 +27,10 @@ diffusers = pytest.importorskip("resverify.blocks.catalog.diffusers", exc_type=I
 BY_NAME = {r.name: r for r in diffusers.RECIPES}
 PLAIN = BY_NAME["diffusers.ResnetBlock2D"]
 PROJECTING = BY_NAME["diffusers.ResnetBlock2D(8->16)"]
+test_recipe_names_only_what_its_block_has, test_every_applicable_law_passes = (
+    catalog_tests(diffusers.RECIPES))
 
 
-@pytest.mark.parametrize("name", sorted(BY_NAME))
-def test_recipe_names_only_what_its_block_has(name: str) -> None:
-    validates_in_every_dtype(BY_NAME[name])
-
-
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("name", sorted(BY_NAME))
-def test_every_applicable_law_passes(name: str, dtype: str) -> None:
-    bad = failing_laws(BY_NAME[name], dtype)
-    assert not bad, f"{bad}, expected every law to pass [{name}, {dtype}]"
 
 
 def test_zeroed_block_is_x() -> None:

@@ -19,13 +19,7 @@ import pytest
 import torch
 
 from resverify.blocks.check import build, run_law
-from tests.blocks.catalog_checks import (
-    DRAW,
-    failing_laws,
-    max_diff,
-    validates_in_every_dtype,
-    zeroed,
-)
+from tests.blocks.catalog_checks import DRAW, catalog_tests, max_diff, zeroed
 
 # the skip reason is the ImportError the catalog module raises, naming the library
 tt = pytest.importorskip("resverify.blocks.catalog.torchtune", exc_type=ImportError)
@@ -33,16 +27,10 @@ tt = pytest.importorskip("resverify.blocks.catalog.torchtune", exc_type=ImportEr
 RMS_NORM_WARNING = "ignore:Mismatch dtype between input and weight:UserWarning"
 pytestmark = pytest.mark.filterwarnings(RMS_NORM_WARNING)
 GATED = tt.GATED
+test_recipe_names_only_what_its_block_has, test_every_applicable_law_passes = (
+    catalog_tests(tt.RECIPES))
 
 
-def test_recipe_names_only_what_its_layer_has() -> None:
-    validates_in_every_dtype(GATED)
-
-
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_every_applicable_law_passes(dtype: str) -> None:
-    bad = failing_laws(GATED, dtype)
-    assert not bad, f"{bad}, expected every law to pass [{GATED.name}, {dtype}]"
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16", "float16"])

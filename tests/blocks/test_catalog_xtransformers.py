@@ -16,7 +16,7 @@ import torch
 
 from resverify.blocks.check import run_law
 from resverify.blocks.recipe import Recipe, Site
-from tests.blocks.catalog_checks import failing_laws, max_diff, validates_in_every_dtype, zeroed
+from tests.blocks.catalog_checks import catalog_tests, max_diff, zeroed
 
 # the skip reason is the ImportError the catalog module raises, naming the library
 xt = pytest.importorskip("resverify.blocks.catalog.xtransformers", exc_type=ImportError)
@@ -24,18 +24,10 @@ xt = pytest.importorskip("resverify.blocks.catalog.xtransformers", exc_type=Impo
 BY_NAME = {r.name: r for r in xt.RECIPES}
 LAYERSCALE = BY_NAME["x_transformers.Encoder(layerscale)"]
 SCALE_RESIDUAL = BY_NAME["x_transformers.Encoder(scale_residual)"]
+test_recipe_names_only_what_its_block_has, test_every_applicable_law_passes = (
+    catalog_tests(xt.RECIPES))
 
 
-@pytest.mark.parametrize("name", sorted(BY_NAME))
-def test_recipe_names_only_what_its_layer_has(name: str) -> None:
-    validates_in_every_dtype(BY_NAME[name])
-
-
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("name", sorted(BY_NAME))
-def test_every_applicable_law_passes(name: str, dtype: str) -> None:
-    bad = failing_laws(BY_NAME[name], dtype)
-    assert not bad, f"{bad}, expected every law to pass [{name}, {dtype}]"
 
 
 def test_layer_with_gamma_zeroed_is_the_identity_bitwise() -> None:
