@@ -38,10 +38,10 @@ backends: $(STAMP)
 	@echo "make: installing the optional backends into $(VENV) (torch CPU build, jax, autograd, tensorflow-cpu, tinygrad, pytensor: large downloads, minutes)"
 	$(QUIET_INSTALL) $(BIN)/python -m pip install --quiet -c constraints.txt -e '.[torch,jax,autograd,tensorflow,tinygrad,pytensor]'
 
-## blocks: add what resverify blocks needs to .venv: torch (the CPU build constraints.txt pins, which every block check drives), transformers and dm-haiku (the catalog's Hugging Face and JAX blocks)
+## blocks: add what resverify blocks needs to .venv: torch (the CPU build constraints.txt pins, which every block check drives), transformers and dm-haiku (the catalog's Hugging Face and JAX blocks), x-transformers, diffusers and torchtune with torchao (their catalog blocks)
 blocks: $(STAMP)
-	@echo "make: installing torch 2.13.0+cpu (every block check drives it; about 30 s, 890 MB unless make backends put it there), transformers (the Hugging Face blocks; about 35 s, 185 MB) and dm-haiku (the JAX blocks; about 2 s, 4.3 MB) into $(VENV), pinned by constraints.txt"
-	$(QUIET_INSTALL) $(BIN)/python -m pip install --quiet -c constraints.txt -e '.[torch,blocks-hf,blocks-jax]'
+	@echo "make: installing torch 2.13.0+cpu (every block check drives it; about 30 s, 890 MB unless make backends put it there), transformers (the Hugging Face blocks; about 35 s, 185 MB), dm-haiku (the JAX blocks; about 2 s, 4.3 MB), x-transformers and diffusers (about 5 s, 70 MB) and torchtune with torchao 0.13.0 (about 10 s, 355 MB) into $(VENV), pinned by constraints.txt"
+	$(QUIET_INSTALL) $(BIN)/python -m pip install --quiet -c constraints.txt -e '.[torch,blocks-hf,blocks-jax,blocks-xt,blocks-diffusers,blocks-torchtune]'
 
 ## blocks-vision: timm and torchvision in a venv of their own (torch 2.14.1 + torchvision 0.29.1, the pairing that imports here; about 5.8 GB, 6 to 7 min with the tests), then their catalog tests
 blocks-vision: pyproject.toml constraints.txt
@@ -52,7 +52,7 @@ blocks-vision: pyproject.toml constraints.txt
 	$(QUIET_INSTALL) $(VISION)/bin/python -m pip install --quiet -c $(VISION)/constraints.txt -e '.[dev]' torch==2.14.1 torchvision==0.29.1 timm==1.0.31
 	$(VISION)/bin/python -m pytest -n 2 -p no:cacheprovider tests/blocks/test_catalog_timm.py tests/blocks/test_catalog_torchvision.py
 
-## blocks-check: resverify blocks on the whole installed catalog (every law and claimed dtype, profile ci; report in resverify-report/blocks): about 15 min in .venv, 12 of them the four Haiku blocks (JAX runs them op by op)
+## blocks-check: resverify blocks on the whole installed catalog (every law and claimed dtype, profile ci; report in resverify-report/blocks): about 16 min in .venv, 12 of them the four Haiku blocks (JAX runs them op by op); the x-transformers, diffusers and torchtune blocks 8 to 16 s each (about 1 min together)
 blocks-check: $(STAMP)
 	$(BIN)/resverify blocks check --all
 

@@ -21,7 +21,8 @@ from resverify.spec.errors import UsageError
 
 __all__ = ["catalog", "recipe", "skipped"]
 
-_SOURCES = ("torch_nn", "hf", "timm", "torchvision", "haiku")
+_SOURCES = ("torch_nn", "hf", "timm", "torchvision", "haiku", "xtransformers", "diffusers",
+            "torchtune")
 """The catalog's source modules, in the order they are listed."""
 
 
