@@ -94,7 +94,9 @@ def test_make_blocks_installs_torch_pinned_by_the_constraints() -> None:
         f"make blocks: {line!r}, expected the torch extra and -c constraints.txt"
 
 
-DISTRIBUTIONS = {"torch": "torch", "blocks-hf": "transformers", "blocks-jax": "dm-haiku"}
+DISTRIBUTIONS = {"torch": "torch", "blocks-hf": "transformers", "blocks-jax": "dm-haiku",
+                 "blocks-xt": "x-transformers", "blocks-diffusers": "diffusers",
+                 "blocks-torchtune": "torchtune"}
 
 
 @pytest.mark.parametrize("doc", ["README.md", "docs/commands.md", "docs/blocks.md",

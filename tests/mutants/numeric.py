@@ -110,8 +110,9 @@ def _linear_vjp(x: np.ndarray, w: np.ndarray, input_grad: str = "transpose",
     d_in, d_out = w.shape
 
     def vjp(g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        count = math.prod(x.shape[:-1]) if rows is None else rows
-        xs, gs = x.reshape(-1, d_in)[:count], g.reshape(-1, d_out)[:count]
+        lead = math.prod(x.shape[:-1])  # not -1: an empty axis leaves -1 undefined
+        count = lead if rows is None else rows
+        xs, gs = x.reshape(lead, d_in)[:count], g.reshape(lead, d_out)[:count]
         wt = w.T if input_grad == "transpose" else w.reshape(d_out, d_in)
         gw = xs.T @ gs if weight_grad == "product" else (gs.T @ xs).reshape(d_in, d_out)
         return np.asarray(g @ wt, x.dtype), np.asarray(gw, w.dtype)
@@ -158,10 +159,7 @@ class LinearFirstAxisRows(_LinearHook):
     leading axes: only inputs of rank 3 or more lose rows."""
 
     name = "mutant-linear-first-axis-rows"
-    # an input of rank 3 or more gets a wrong weight gradient, an empty one a failed
-    # reshape; the ci profile's seeded generated examples meet the empty one first
-    kills = (Kill("forward_and_gradients_match_spec_within_budget", kind="raised",
-                  pinned=False, generated=True),)
+    kills = (Kill("forward_and_gradients_match_spec_within_budget", generated=True),)
 
     def vjp(self, x: np.ndarray, w: np.ndarray) -> Pullback:
         return _linear_vjp(x, w, rows=x.shape[0] if x.ndim > 1 else 1)
