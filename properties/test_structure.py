@@ -172,6 +172,7 @@ def test_output_and_gradients_are_affine_in_alpha(
 @example(case=mismatch_case((2, 3), (3, 2)))  # a transposed branch
 @example(case=mismatch_case((2, 3), (6,)))  # a flattened branch
 @example(case=mismatch_case((3,), (1, 3)))  # an added axis, which add would broadcast
+@example(case=mismatch_case((1, 3), (3,)))  # a lost axis, which broadcasts into the identity
 def test_residual_add_rejects_equal_size_shape_pairs(
         backend: Backend, dtype: str, prop: PropertyRun, case: Case) -> None:
     check_refuses_mismatch(backend, prop.request(case, dtype))
