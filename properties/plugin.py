@@ -57,7 +57,7 @@ from resverify.properties.profiles import (
     load_profile,
     shrink_limit,
 )
-from resverify.properties.reach import reached, unreached
+from resverify.properties.reach import claimable, reached
 from resverify.properties.strategies import (
     EXTREMES,
     FAMILY_OPS,
@@ -345,8 +345,8 @@ class PropertyRun:
     def floor(self) -> list[str]:
         """The tags its marker ``reaches`` declares, less ``op:NAME`` for an op the backend
         does not claim (no example could reach it): what the report holds the law to, per
-        backend and dtype (:func:`resverify.properties.reach.unreached`)."""
-        return unreached(self.declared, (), self.backend.capabilities.ops)
+        backend and dtype (:func:`resverify.properties.reach.claimable`)."""
+        return claimable(self.declared, self.backend.capabilities.ops)
 
 
 @pytest.fixture

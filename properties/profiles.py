@@ -53,8 +53,8 @@ from hypothesis import HealthCheck, Phase, settings
 from resverify.spec.errors import UsageError
 
 __all__ = ["CI_SEED", "DEFAULT", "EXTREME_PROFILES", "PROFILES", "SEEDED", "SHRINK_LIMITS",
-           "SPLIT_FACTOR",
-           "active_profile", "default_profile", "load_profile", "share", "shrink_limit"]
+           "SPLIT_FACTOR", "active_profile", "default_profile", "load_profile", "share",
+           "shrink_limit", "split_examples"]
 
 # Health checks stay on, except this one, which fires on every property test by design:
 # ``prop`` (and ``backend``) are function-scoped fixtures shared by all the examples of a
@@ -134,8 +134,13 @@ def share(parts: int) -> settings:
     and a share of 4 leaves 3 drawn ones, too few to meet the shapes a family's bugs need
     (a linear layer over an input of rank 3)."""
     current = settings()
-    return settings(current,
-                    max_examples=max(1, -(-current.max_examples * SPLIT_FACTOR // parts)))
+    return settings(current, max_examples=split_examples(current.max_examples, parts))
+
+
+def split_examples(examples: int, parts: int) -> int:
+    """The examples of one of ``parts`` tests splitting a law whose profile asks
+    ``examples``: :data:`SPLIT_FACTOR` times them, divided by ``parts``, rounded up."""
+    return max(1, -(-examples * SPLIT_FACTOR // parts))
 
 
 def shrink_limit(name: str) -> int | None:

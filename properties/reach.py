@@ -6,8 +6,8 @@ so. So every example a property test runs is described here by the tags it *reac
 the plugin (:meth:`resverify.properties.plugin.PropertyRun.request`) counts them per test,
 passes each to Hypothesis' ``event`` (``--hypothesis-show-statistics`` lists them) and
 records the counts in the report; a law declares with the marker ``reaches(*tags)`` the
-tags it must reach under the ``ci`` profile, and the tags it left unreached are recorded
-too (its *floor*: :func:`unreached`).
+tags it must reach under the ``ci`` profile (its *floor*, recorded less the ops its
+backend does not claim: :func:`claimable`), and the report lists what it left unreached.
 
 A tag counts only what can matter to the answer:
 
@@ -41,7 +41,7 @@ from resverify.spec.errors import ResverifyError
 from resverify.spec.ir import Program, infer_shapes
 from resverify.spec.request import Request
 
-__all__ = ["NARROW", "alpha_class", "live_nodes", "reached", "unreached"]
+__all__ = ["NARROW", "alpha_class", "claimable", "live_nodes", "reached"]
 
 NARROW = 4
 """The widest last axis of a ``size:small`` input (the strategies' ``Sizes.narrow``)."""
@@ -98,12 +98,12 @@ def reached(request: Request) -> frozenset[str]:
     return frozenset(tags)
 
 
-def unreached(declared: Iterable[str], counts: Collection[str], ops: Collection[str]
-              ) -> list[str]:
-    """The declared tags that no example reached (``counts``: the tags reached), leaving
-    out ``op:NAME`` for an op the backend does not claim (``ops``): no example could."""
-    return [tag for tag in declared if tag not in counts
-            and not (tag.startswith("op:") and tag.removeprefix("op:") not in ops)]
+def claimable(declared: Iterable[str], ops: Collection[str]) -> list[str]:
+    """The declared tags a backend claiming ``ops`` can reach: ``op:NAME`` for an op it
+    does not claim left out (no example could reach it). Which of them no example reached
+    is decided by :func:`resverify.reports.coverage.build_coverage`."""
+    return [tag for tag in declared
+            if not (tag.startswith("op:") and tag.removeprefix("op:") not in ops)]
 
 
 def _size(shape: tuple[int, ...]) -> int:

@@ -30,7 +30,7 @@ from resverify import properties
 from resverify.impl.backend import Backend
 from resverify.properties.assertions import PropertyFailure
 from resverify.properties.plugin import PropertyRun
-from resverify.properties.profiles import PROFILES, SPLIT_FACTOR
+from resverify.properties.profiles import PROFILES, split_examples
 from resverify.properties.strategies import claiming, drawing, leading
 from tests import mutants as catalog
 
@@ -91,8 +91,7 @@ def run_property(name: str, backend: Backend, dtype: str, chosen: settings,
     test: Any = property_tests()[name]
     run = PropertyRun(name, backend.name, backend) if run is None else run
     families = split_families(test) or (None,)
-    share = settings(chosen, max_examples=-(-chosen.max_examples * SPLIT_FACTOR
-                                            // len(families)))
+    share = settings(chosen, max_examples=split_examples(chosen.max_examples, len(families)))
     for family in families:
         failure = _run_once(test, backend, dtype, share if family else chosen, run, family)
         if failure is not None:
