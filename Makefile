@@ -38,10 +38,11 @@ backends: $(STAMP)
 	@echo "make: installing the optional backends into $(VENV) (torch CPU build, jax, autograd, tensorflow-cpu, tinygrad, pytensor: large downloads, minutes)"
 	$(QUIET_INSTALL) $(BIN)/python -m pip install --quiet -c constraints.txt -e '.[torch,jax,autograd,tensorflow,tinygrad,pytensor]'
 
-## blocks: add what resverify blocks needs to .venv: torch (the CPU build constraints.txt pins, which every block check drives), transformers and dm-haiku (the catalog's Hugging Face and JAX blocks), x-transformers, diffusers and torchtune with torchao (their catalog blocks)
+## blocks: add what resverify blocks needs to .venv: torch (the CPU build constraints.txt pins, which every block check drives), transformers and dm-haiku (the catalog's Hugging Face and JAX blocks), x-transformers, diffusers and torchtune with torchao, and litgpt (their catalog blocks)
 blocks: $(STAMP)
-	@echo "make: installing torch 2.13.0+cpu (every block check drives it; about 30 s, 890 MB unless make backends put it there), transformers (the Hugging Face blocks; about 35 s, 185 MB), dm-haiku (the JAX blocks; about 2 s, 4.3 MB), x-transformers and diffusers (about 5 s, 70 MB) and torchtune with torchao 0.13.0 (about 10 s, 355 MB) into $(VENV), pinned by constraints.txt"
-	$(QUIET_INSTALL) $(BIN)/python -m pip install --quiet -c constraints.txt -e '.[torch,blocks-hf,blocks-jax,blocks-xt,blocks-diffusers,blocks-torchtune]'
+	@echo "make: installing torch 2.13.0+cpu (every block check drives it; about 30 s, 890 MB unless make backends put it there), transformers (the Hugging Face blocks; about 35 s, 185 MB), dm-haiku (the JAX blocks; about 2 s, 4.3 MB), x-transformers and diffusers (about 5 s, 70 MB) and torchtune with torchao 0.13.0 (about 10 s, 355 MB), litgpt with lightning (about 10 s, 40 MB; litgpt itself with --no-deps, its huggingface-hub cap contradicting transformers' pin) into $(VENV), pinned by constraints.txt"
+	$(QUIET_INSTALL) $(BIN)/python -m pip install --quiet -c constraints.txt -e '.[torch,blocks-hf,blocks-jax,blocks-xt,blocks-diffusers,blocks-torchtune,blocks-litgpt]'
+	$(QUIET_INSTALL) $(BIN)/python -m pip install --quiet --no-deps -c constraints.txt litgpt
 
 ## blocks-vision: timm and torchvision in a venv of their own (torch 2.14.1 + torchvision 0.29.1, the pairing that imports here; about 5.8 GB, 6 to 7 min with the tests), then their catalog tests
 blocks-vision: pyproject.toml constraints.txt

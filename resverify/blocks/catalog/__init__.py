@@ -22,7 +22,7 @@ from resverify.spec.errors import UsageError
 __all__ = ["catalog", "recipe", "skipped"]
 
 _SOURCES = ("torch_nn", "hf", "timm", "torchvision", "haiku", "xtransformers", "diffusers",
-            "torchtune")
+            "torchtune", "litgpt")
 """The catalog's source modules, in the order they are listed."""
 
 
