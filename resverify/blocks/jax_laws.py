@@ -104,11 +104,11 @@ class JaxRecipe(Recipe):
         if len(self.sites) != 1:
             raise UsageError(f"recipe {self.name!r}: a JAX recipe has one site")
         site = self.sites[0]
-        if site.parallel or site.skip_scale != 1.0 or site.post_scale != 1.0 or \
-                site.scale_fn is not None or site.reads != "stream":
+        if site.parallel or site.scaled or site.scale_fn is not None or \
+                site.reads != "stream":
             raise UsageError(f"recipe {self.name!r}: a JAX recipe's site takes no parallel "
-                             "branches, skip_scale, post_scale, scale_fn or reads (its parts "
-                             "return shortcut(x) and F(x))")
+                             "branches, skip_scale, post_scale, post_factor, scale_fn or reads "
+                             "(its parts return shortcut(x) and F(x))")
 
 
 def _jax() -> Any:

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 
 from resverify.blocks.laws_backward import gradient_skip
 from resverify.blocks.laws_drop import drop_path
-from resverify.blocks.laws_forward import affine_in_gamma, decomposition, zero_branch
+from resverify.blocks.laws_forward import decomposition
+from resverify.blocks.laws_gamma import affine_in_gamma
 from resverify.blocks.laws_paths import paths
 from resverify.blocks.laws_stream import no_aliasing, stream_dtype
+from resverify.blocks.laws_zero import zero_branch
 from resverify.blocks.recipe import Recipe
 from resverify.blocks.trace import Case
 

@@ -82,7 +82,10 @@ entering site ``i`` is ``s``; the site computes ``z = (β·shortcut(s) + alpha *
 - ``skip_scale`` is β in ``β·shortcut(s) + alpha·F``: a constant (DeepNet's α), or the
   name of a parameter (x-transformers' ``scale_residual``), broadcast as torch does;
 - ``post_scale`` is c in ``(β·shortcut(s) + alpha·F) / c`` (diffusers'
-  ``output_scale_factor``);
+  ``output_scale_factor``), and ``post_factor`` m in ``(β·shortcut(s) + alpha·F) · m``, for
+  a block that multiplies its sum instead (EDM's ``x * skip_scale`` with ``skip_scale =
+  sqrt(0.5)``: m is the float the block multiplies by, not a divisor rounded another way);
+  a site declares at most one of the two;
 - ``exact`` says the block computes the sum as the recipe composes it,
   ``(β·shortcut(s) + alpha·F) / c`` op for op (then the site is judged bitwise); False
   judges the sum and the exit within the rounding budget of that computation evaluated in
@@ -170,6 +173,7 @@ class Site:
     parallel: tuple[Branch, ...] = ()
     skip_scale: float | str = 1.0
     post_scale: float = 1.0
+    post_factor: float = 1.0
     reads: str = "stream"
 
     def __post_init__(self) -> None:
@@ -194,14 +198,24 @@ class Site:
             raise UsageError(f"site {self.label!r}: scale_fn without scale (name the gate's "
                              "parameter in scale=...)")
         for what, value in (("alpha", self.alpha), ("post_scale", self.post_scale),
+                            ("post_factor", self.post_factor),
                             *((("skip_scale", self.skip_scale),)
                               if not isinstance(self.skip_scale, str) else ())):
             if not (isinstance(value, int | float) and math.isfinite(value) and value != 0):
                 raise UsageError(f"site {self.label!r}: {what} {value!r} is not a finite "
                                  "nonzero number")
+        if self.post_scale != 1.0 and self.post_factor != 1.0:
+            raise UsageError(f"site {self.label!r}: post_scale divides the sum and post_factor "
+                             "multiplies it; declare the one the block computes")
         if isinstance(self.parallel, str) or any(isinstance(b, str) for b in self.parallel):
             raise UsageError(f"site {self.label!r}: parallel must be a tuple of branches (each "
                              "a callable or a tuple of submodule names), not names")
+
+    @property
+    def scaled(self) -> bool:
+        """Whether the site scales its skip or its sum (a skip scale, a post-scale or
+        factor): its zero-branch map is then not the bare shortcut."""
+        return self.skip_scale != 1.0 or self.post_scale != 1.0 or self.post_factor != 1.0
 
     def evaluate(self, module: nn.Module, s: torch.Tensor,
                  context: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -353,15 +367,17 @@ def _declared(site: Site) -> list[str]:
         parts.append(f"then {site.activation}")
     if site.parallel:
         parts.append(f"{1 + len(site.parallel)} parallel branches")
-    if site.alpha != 1.0:
-        parts.append(f"alpha {site.alpha!r}")
-    if site.skip_scale != 1.0:
-        parts.append(f"skip scale {site.skip_scale!r}")
-    if site.post_scale != 1.0:
-        parts.append(f"sum divided by {site.post_scale!r}")
+    parts += _scales(site)
     if not site.exact:
         parts.append("judged within the merge budget")
     return parts
+
+
+def _scales(site: Site) -> list[str]:
+    """The constants and scales a site declares, in words."""
+    said = [(site.alpha, "alpha"), (site.skip_scale, "skip scale"),
+            (site.post_scale, "sum divided by"), (site.post_factor, "sum multiplied by")]
+    return [f"{words} {value!r}" for value, words in said if value != 1.0]
 
 
 def _is_tensor(value: Any) -> bool:

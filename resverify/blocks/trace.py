@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, NoReturn
@@ -48,6 +48,7 @@ __all__ = [
     "Unobserved",
     "drop_prob",
     "first_difference",
+    "merge_program",
     "no_drop",
     "observe",
     "shortcut",
@@ -139,28 +140,66 @@ class Case:
                 f"seed {self.inputs.seed}]")
 
     def fail(self, law: str, message: str, site: int | None = None,
-             merge: tuple[torch.Tensor, torch.Tensor] | None = None) -> NoReturn:
+             merge: Sequence[torch.Tensor] | None = None) -> NoReturn:
         """Raise the one-line :class:`BlockFailure` of ``law``; ``merge`` is the site's
-        ``(shortcut(s), F(s))`` when the failure is at that merge, saved as the request of
-        the vector (None: not at a merge, no vector)."""
+        ``(shortcut(s), F_1(s), ...)`` (each branch's value) when the failure is at that
+        merge, saved as the request of the vector (None: not at a merge, no vector)."""
         __tracebackhide__ = True
         raise BlockFailure(f"{law}: {message} {self.where(site)}",
                            self.request(site, merge), merge is not None)
 
-    def request(self, site: int | None, merge: tuple[torch.Tensor, torch.Tensor] | None
-                ) -> Request:
-        """The IR request ``residual_add(shortcut(s), scale(F(s), alpha))`` of a site's merge,
-        with a cotangent of the merge's shape (the block's ȳ where the shapes agree)."""
-        s, f = merge if merge is not None else (self.inputs.x, torch.zeros_like(self.inputs.x))
-        alpha = 1.0 if site is None else self.recipe.sites[site].alpha
-        shape = tuple(s.shape)
-        nodes = (Node("y", "residual_add", ("x", "f")),) if alpha == 1.0 else (
-            Node("u", "scale", ("f",), alpha=Fraction(alpha)),
-            Node("y", "residual_add", ("x", "u")))
-        program = Program((Input("x", shape), Input("f", shape)), nodes, "y")
+    def request(self, site: int | None, merge: Sequence[torch.Tensor] | None) -> Request:
+        """The IR request of a site's merge as the recipe declares it, from the values the
+        block's own parts gave: ``residual_add(β·shortcut(s), alpha·(F_1 + F_2 + ...))``,
+        then ``scale`` by 1/c or m (:func:`merge_program`), with a cotangent of the merge's
+        shape (the block's ȳ where the shapes agree). Without a merge, a placeholder of the
+        input's shape (never saved)."""
+        x = self.inputs.x
+        declared = None if site is None else self.recipe.sites[site]
+        values = list(merge) if merge is not None else [x, torch.zeros_like(x)]
+        beta = None if declared is None else skip_scale(self.module, declared)
+        program, tensors = merge_program(declared, values, beta)
         dtype = self.recipe.stream_dtype or self.dtype
-        values = {"x": _numpy(s, dtype), "f": _numpy(f.to(s.dtype), dtype)}
-        return Request(program, values, dtype, _numpy(self.inputs.cotangent(s), dtype))
+        skip = values[0]
+        arrays = {name: _numpy(t.to(skip.dtype), dtype) for name, t in tensors.items()}
+        return Request(program, arrays, dtype, _numpy(self.inputs.cotangent(skip), dtype))
+
+
+def merge_program(site: Site | None, values: Sequence[torch.Tensor],
+                  beta: torch.Tensor | float | None = None
+                  ) -> tuple[Program, dict[str, torch.Tensor]]:
+    """The merge of ``site`` over ``values`` (the shortcut's, then each branch's) as an IR
+    program and its inputs: ``x`` the shortcut's value, ``f`` the branch's and ``f1``,
+    ``f2``, ... the parallel branches', ``beta`` a skip-scale parameter (a constant β is a
+    ``scale``), every constant exact (c as the rational ``1/c``)."""
+    skip, terms = values[0], list(values[1:])
+    shape = tuple(skip.shape)
+    names = ["f", *(f"f{j}" for j in range(1, len(terms)))]
+    inputs = [Input("x", shape), *(Input(n, shape) for n in names)]
+    tensors = {"x": skip, **dict(zip(names, terms, strict=True))}
+    nodes: list[Node] = []
+    left, right = "x", "f"
+    if isinstance(beta, torch.Tensor):
+        inputs.append(Input("beta", tuple(beta.shape)))
+        tensors["beta"] = beta.detach()
+        nodes.append(Node("xs", "mul", ("x", "beta")))
+        left = "xs"
+    elif beta is not None and beta != 1.0:
+        nodes.append(Node("xs", "scale", ("x",), alpha=Fraction(beta)))
+        left = "xs"
+    for name in names[1:]:
+        nodes.append(Node(f"u{name}", "add", (right, name)))
+        right = f"u{name}"
+    alpha = 1.0 if site is None else site.alpha
+    if alpha != 1.0:
+        nodes.append(Node("u", "scale", (right,), alpha=Fraction(alpha)))
+        right = "u"
+    post = Fraction(1) if site is None else \
+        Fraction(site.post_factor) / Fraction(site.post_scale)
+    nodes.append(Node("y" if post == 1 else "z", "residual_add", (left, right)))
+    if post != 1:
+        nodes.append(Node("y", "scale", ("z",), alpha=post))
+    return Program(tuple(inputs), tuple(nodes), "y"), tensors
 
 
 def _numpy(t: torch.Tensor, dtype: str) -> np.ndarray:
@@ -309,12 +348,14 @@ def skip_scale(module: nn.Module, site: Site) -> torch.Tensor | float:
 
 def site_sum(module: nn.Module, site: Site, skip: torch.Tensor, update: torch.Tensor
              ) -> torch.Tensor:
-    """``z = (β·skip + alpha·update) / c`` as the recipe composes it, from the shortcut's
-    value ``skip`` (β, alpha and c left out where they are 1)."""
+    """``z = (β·skip + alpha·update) / c`` (or ``· m``, the site's ``post_factor``) as the
+    recipe composes it, from the shortcut's value ``skip`` (β, alpha, c and m left out where
+    they are 1)."""
     beta = skip_scale(module, site)
     scaled = skip if isinstance(beta, float | int) and beta == 1.0 else skip * beta
     z = scaled + update if site.alpha == 1.0 else scaled + site.alpha * update
-    return z if site.post_scale == 1.0 else z / site.post_scale
+    z = z if site.post_scale == 1.0 else z / site.post_scale
+    return z if site.post_factor == 1.0 else z * site.post_factor
 
 
 def site_post(module: nn.Module, site: Site, z: torch.Tensor) -> torch.Tensor:

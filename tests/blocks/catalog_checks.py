@@ -19,6 +19,21 @@ DRAW = Draw(batch=2, seq=4, seed=7, weight_exp=0, input_exp=0)
 """One fixed example: the perturbed block, batch 2, length 4, unit scales."""
 
 
+LIBRARY_WARNINGS = {
+    "torchtune.": "ignore:Mismatch dtype between input and weight:UserWarning",
+}
+"""Warnings a library's block raises as it runs, which this project's pytest settings turn
+into errors: torchtune's RMSNorm normalizes ``x.float()`` with a float64 weight in float64,
+and torch warns that the mixed dtypes miss its fused kernel
+(tests/blocks/test_catalog_torchtune.py)."""
+
+
+def library_marks(name: str) -> list[pytest.MarkDecorator]:
+    """The ``filterwarnings`` marks of a catalog block's library (:data:`LIBRARY_WARNINGS`)."""
+    return [pytest.mark.filterwarnings(w) for prefix, w in LIBRARY_WARNINGS.items()
+            if name.startswith(prefix)]
+
+
 def zeroed(recipe: Recipe, names: Iterable[str] | None = None, dtype: str = "float64",
            draw: Draw = DRAW) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
     """The perturbed block with ``names`` (default: every site's ``zero``) set to 0, its

@@ -246,6 +246,108 @@ def post_scaled_recipe(name: str, cls: type[PostScaledBlock], exact: bool = True
 
 
 # ------------------------------------------------------------------------------------------
+# a multiplying post-scale (EDM's UNetBlock: ``x = x * self.skip_scale``, skip_scale =
+# sqrt(0.5)), here with a LayerScale γ inside F so the γ law is judged on a scaled site
+
+SKIP_SCALE = math.sqrt(0.5)
+"""EDM's ``skip_scale``: ``np.sqrt(0.5)``, the float the block multiplies by (1/√2 rounded,
+not √2 divided)."""
+
+
+class PostMultipliedBlock(nn.Module):
+    """EDM's ``UNetBlock`` tail, ``x = x.add_(orig); x = x * self.skip_scale``, around a
+    pre-norm MLP with a LayerScale: ``(x + γ · MLP(LN(x))) * skip_scale``."""
+
+    def __init__(self, dtype: torch.dtype, skip_scale: float = SKIP_SCALE) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(DIM, dtype=dtype)
+        self.mlp = Mlp(dtype)
+        self.gamma = nn.Parameter(torch.full((DIM,), GAMMA_INIT, dtype=dtype))
+        self.skip_scale = skip_scale
+
+    def update(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.norm(x)) * self.gamma
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x + self.update(x)) * self.skip_scale
+
+
+class PostMultipliedTermByTerm(PostMultipliedBlock):
+    """The same block multiplying each term, ``x·m + (γF)·m``: another rounding of the same
+    computation, judged within its budget (``exact=False``; bitwise at m = ½)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.skip_scale + self.update(x) * self.skip_scale
+
+
+class PostFactorOnBranch(PostMultipliedBlock):
+    """The factor applied to the update alone, ``x + γF·m``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.update(x) * self.skip_scale
+
+
+class PostMultipliedGammaTwice(PostMultipliedBlock):
+    """γ applied twice inside the update, ``γ·γ·MLP(LN(x))``: held, zeroed and decomposed
+    right, and quadratic in γ."""
+
+    def update(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.norm(x)) * self.gamma * self.gamma
+
+
+def _multiplied_update(m: nn.Module, s: torch.Tensor, ctx: _Ctx) -> torch.Tensor:
+    assert isinstance(m, PostMultipliedBlock)
+    return m.update(s)
+
+
+def post_multiplied_recipe(name: str, cls: type[PostMultipliedBlock], exact: bool = True,
+                           factor: float = SKIP_SCALE) -> Recipe:
+    site = Site("mlp", _multiplied_update, ("mlp.fc2.weight", "mlp.fc2.bias"), norms=("norm",),
+                scale="gamma", scale_init=GAMMA_INIT, post_factor=factor, exact=exact)
+    return Recipe(name, lambda dtype: cls(dtype, factor), (site,), shape=("batch", "seq", DIM))
+
+
+# ------------------------------------------------------------------------------------------
+# a parallel residual with a LayerScale on one branch: the γ law beside another branch
+
+
+class ParallelScaledBlock(ParallelBlock):
+    """litgpt's parallel sum with a LayerScale on the attention branch, ``mlp(n2(x)) +
+    γ·attn(n1(x)) + x``."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__(dtype)
+        self.gamma = nn.Parameter(torch.full((DIM,), GAMMA_INIT, dtype=dtype))
+
+    def scaled_attend(self, h: torch.Tensor) -> torch.Tensor:
+        return self.attend(h) * self.gamma
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.feed(x) + self.scaled_attend(x) + x
+
+
+class ParallelGammaTwice(ParallelScaledBlock):
+    """γ applied twice to the attention branch (a LayerScale in the sublayer and again in
+    the block): quadratic in γ, every other law holds."""
+
+    def scaled_attend(self, h: torch.Tensor) -> torch.Tensor:
+        return self.attend(h) * self.gamma * self.gamma
+
+
+def _scaled_attend(m: nn.Module, s: torch.Tensor, ctx: _Ctx) -> torch.Tensor:
+    assert isinstance(m, ParallelScaledBlock)
+    return m.scaled_attend(s)
+
+
+def parallel_scaled_recipe(name: str, cls: type[ParallelScaledBlock]) -> Recipe:
+    site = Site("attention+mlp", _scaled_attend, ("attn.out_proj.weight", "attn.out_proj.bias",
+                                                   "mlp.fc2.weight", "mlp.fc2.bias"),
+                norms=("norm_1",), parallel=(_feed,), scale="gamma", scale_init=GAMMA_INIT,
+                exact=False)
+    return Recipe(name, cls, (site,), shape=("batch", "seq", DIM))
+
+
+# ------------------------------------------------------------------------------------------
 # gates: x + tanh(g)·F (torchtune's TanhGate)
 
 
@@ -393,6 +495,13 @@ FORMS: Mapping[str, Recipe] = {
     "fp32_stream": fp32_stream_recipe("Fp32StreamLayer", Fp32StreamLayer),
     "post_scaled_pow2": post_scaled_recipe("PostScaledTermByTerm(c=2)", PostScaledTermByTerm,
                                            exact=True, c=2.0),
+    "post_multiplied": post_multiplied_recipe("PostMultipliedBlock(m=√½)", PostMultipliedBlock),
+    "post_multiplied_term_by_term": post_multiplied_recipe(
+        "PostMultipliedTermByTerm(m=√½)", PostMultipliedTermByTerm, exact=False),
+    "post_multiplied_pow2": post_multiplied_recipe(
+        "PostMultipliedTermByTerm(m=½)", PostMultipliedTermByTerm, exact=True, factor=0.5),
+    "deepnorm_inexact": deepnorm_recipe("DeepNormBlock(exact=False)", DeepNormBlock, False),
+    "parallel_scaled": parallel_scaled_recipe("ParallelScaledBlock", ParallelScaledBlock),
 }
 """The correct blocks of each form: every applicable law passes in every claimed dtype."""
 
@@ -407,6 +516,15 @@ FORM_BUGS: Mapping[str, Bug] = {
                                                    PostScaleOnBranch, exact=False),
                                 "float32", "decomposition", ("zero_branch",),
                                 "zeroed, the block is shortcut(x), not shortcut(x)/c"),
+    "post_factor_on_branch": Bug(post_multiplied_recipe("PostFactorOnBranch(m=√½)",
+                                                        PostFactorOnBranch),
+                                 "float32", "decomposition", ("zero_branch", "affine_in_gamma"),
+                                 "zeroed (the branch or γ), the block is x, not x·m"),
+    "post_multiplied_gamma_twice": Bug(post_multiplied_recipe("PostMultipliedGammaTwice",
+                                                              PostMultipliedGammaTwice),
+                                       "float32", "affine_in_gamma"),
+    "parallel_gamma_twice": Bug(parallel_scaled_recipe("ParallelGammaTwice", ParallelGammaTwice),
+                                "float32", "affine_in_gamma"),
     "gate_without_tanh": Bug(gated_recipe("GateWithoutTanh", GateWithoutTanh), "float32",
                              "affine_in_gamma"),
     "fp32_stream_downcast": Bug(fp32_stream_recipe("Fp32StreamDowncast", Fp32StreamDowncast),

@@ -20,6 +20,7 @@ from resverify.blocks.catalog import catalog, skipped
 from resverify.blocks.check import run_law
 from resverify.blocks.jax_laws import JaxRecipe
 from resverify.blocks.laws import LAWS, applicable
+from tests.blocks.catalog_checks import library_marks
 
 EXAMPLES = 10
 
@@ -30,22 +31,8 @@ FINDINGS = {(name, law): f"{finding.reason} ({finding.doc})"
 the library shows as an unexpected pass."""
 
 
-LIBRARY_WARNINGS = {
-    "torchtune.": "ignore:Mismatch dtype between input and weight:UserWarning",
-}
-"""Warnings a library's block raises as it runs, which this project's pytest settings turn
-into errors: torchtune's RMSNorm normalizes ``x.float()`` with a float64 weight in float64,
-and torch warns that the mixed dtypes miss its fused kernel
-(tests/blocks/test_catalog_torchtune.py)."""
-
-
-def _library_marks(name: str) -> list[pytest.MarkDecorator]:
-    return [pytest.mark.filterwarnings(w) for prefix, w in LIBRARY_WARNINGS.items()
-            if name.startswith(prefix)]
-
-
 def _case(name: str, law: str, dtype: str) -> object:
-    marks = _library_marks(name)
+    marks = library_marks(name)
     if not name.startswith("torch."):
         marks.append(pytest.mark.slow)  # the other libraries' blocks: minutes in all
     if (name, law) in FINDINGS:
@@ -77,7 +64,7 @@ def test_catalog_lists_torch_nn_layers() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_library_marks(n))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=library_marks(n))
                                   for n in sorted(TORCH_SIDE)])
 def test_catalog_block_passes_default_check(name: str) -> None:
     recipe = catalog()[name]

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from resverify.blocks.check import Draw, build, make_case, run_law
-from resverify.blocks.laws_forward import zero_branch
+from resverify.blocks.laws_zero import zero_branch
 from resverify.blocks.recipe import Recipe, validate
 from resverify.properties.assertions import PropertyFailure
 

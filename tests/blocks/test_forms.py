@@ -196,3 +196,88 @@ def test_a_jax_recipe_refuses_the_torch_only_forms(kwargs: dict[str, Any]) -> No
                   parts=lambda block, x, training: (x, x))
     assert "a JAX recipe's site takes no parallel branches" in str(exc.value) and \
         "\n" not in str(exc.value), str(exc.value)
+
+
+def test_a_multiplying_post_scale_is_declared_as_a_factor() -> None:
+    """EDM's ``(x + F) * skip_scale`` with ``skip_scale = sqrt(0.5)``: declared as a divisor
+    ``post_scale=√2`` (before, the only way) its backward rounds ``ȳ·m`` where the recipe
+    rounds ``ȳ/√2`` and ``gradient_skip`` fails even with ``exact=False``; declared
+    ``post_factor=sqrt(0.5)`` the site is the block's own computation, judged bitwise."""
+    good = FORMS["post_multiplied"]
+    site = good.sites[0]
+    assert site.exact and site.post_factor == math.sqrt(0.5), site
+    as_divisor = replace(good, name="PostMultipliedBlock(declared /√2)", sites=(
+        replace(site, post_factor=1.0, post_scale=math.sqrt(2.0), exact=False),))
+    record = run_law(as_divisor, "gradient_skip", "float32", "eval", max_examples=10,
+                     shrink=False)
+    assert record.verdict == "fail" and "x̄" in record.message, record.line()
+    for law in ("decomposition", "gradient_skip"):
+        record = run_law(good, law, "float32", "eval", max_examples=10, shrink=False)
+        assert record.verdict == "pass" and record.examples == 10, record.line()
+
+
+def test_site_refuses_a_post_scale_and_a_post_factor_together() -> None:
+    with pytest.raises(UsageError, match="declare the one the block computes"):
+        Site("s", ("mlp",), ("mlp.fc2.weight",), norms=("norm",), post_scale=2.0,
+             post_factor=0.5)
+    line = describe(FORMS["post_multiplied"])[1]
+    assert "sum multiplied by 0.7071067811865476" in line, line
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_zero_branch_judges_an_inexact_skip_scale_before_a_post_norm(dtype: str) -> None:
+    """DeepNorm's ``LN(α·x + G(x))`` declared ``exact=False``: before, ``zero_branch`` said
+    ``unjudged`` (the post-norm of a sum an inexact scale rounded); now each zeroed sum is
+    judged within α's rounding and the norm at the block's own sum, bitwise. The control: a
+    recipe whose ``zero`` leaves the branch's bias alive fails at the sum."""
+    good = FORMS["deepnorm_inexact"]
+    record = run_law(good, "zero_branch", dtype, "eval", max_examples=10, shrink=False)
+    assert record.verdict == "pass" and record.examples == 10, record.line()
+    live = replace(good, name="DeepNormBlock(bias alive)",
+                   sites=(replace(good.sites[0], zero=("mlp.fc2.weight",)),))
+    record = run_law(live, "zero_branch", dtype, "eval", max_examples=10, shrink=False)
+    assert record.verdict == "fail" and "sum z" in record.message and \
+        "with every branch 0" in record.message, record.line()
+
+
+@pytest.mark.parametrize("name", ["parallel_scaled", "post_multiplied"])
+def test_affine_in_gamma_judges_a_parallel_or_scaled_site(name: str) -> None:
+    """A LayerScale beside a parallel branch, or inside a sum multiplied by ``sqrt(0.5)``:
+    before, ``unjudged`` (``this law does not judge yet``); now ``z(γ) - z(0)`` is judged
+    linear in γ, ``z(0)`` the site's sum without that branch. Its twins, γ applied twice,
+    fail it alone (``test_planted_bugs.py``)."""
+    record = run_law(FORMS[name], "affine_in_gamma", "float32", "eval", max_examples=10,
+                     shrink=False)
+    assert record.verdict == "pass" and record.examples == 10, record.line()
+
+
+@pytest.mark.parametrize(("bug", "expression"), [
+    ("post_factor_on_branch", "scale(residual_add(x, f), 6369051672525773/9007199254740992)"),
+    ("skip_scale_after_sum", "residual_add(mul(x, beta), f)"),
+    ("parallel_norm_shared", "residual_add(x, add(f, f1))"),
+])
+def test_a_merge_vector_is_the_merge_the_site_declares(bug: str, expression: str) -> None:
+    """The vector of a failing merge holds the skip scale, the post-scale or factor and each
+    parallel branch (before: ``residual_add(x, f)`` for every site), over the values the
+    block's own parts gave; its exact value is that computation of those values."""
+    from resverify.spec.exact import evaluate
+    from tests.blocks.forms import FORM_BUGS
+
+    recipe = FORM_BUGS[bug].recipe
+    record = run_law(recipe, "decomposition", "float32", "eval", max_examples=5, shrink=False)
+    failure = record.failure
+    assert failure is not None and getattr(failure, "merged", False), record.line()
+    program = failure.request.program
+    assert program.describe() == expression, program.describe()
+    values = {k: torch.from_numpy(v.astype("float64")) for k, v in
+              failure.request.inputs.items()}
+    site = recipe.sites[0]
+    terms = [values["f"], *(values[f"f{j}"] for j in range(1, 1 + len(site.parallel)))]
+    beta = values.get("beta", torch.tensor(1.0, dtype=torch.float64))
+    wide = (values["x"] * beta + sum(terms[1:], terms[0])) * site.post_factor / site.post_scale
+    output = evaluate(failure.request).output
+    assert output is not None, program.describe()
+    exact = torch.tensor(output.astype(float))
+    gap = (exact - wide).abs().max()
+    assert float(gap) <= 2.0**-48 * float(wide.abs().max()), (
+        f"exact {program.describe()} vs its float64 composition: |diff| {float(gap)!r}")

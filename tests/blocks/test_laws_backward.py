@@ -17,6 +17,7 @@ from resverify.blocks.laws_backward import gradient_skip
 from resverify.blocks.trace import Unjudged
 from resverify.properties.assertions import PropertyFailure
 from tests.blocks.broken_blocks import BUGS
+from tests.blocks.catalog_checks import library_marks
 
 DRAW = Draw(batch=2, seq=3, seed=13, weight_exp=0, input_exp=0)
 
@@ -41,8 +42,9 @@ def test_gradient_skip_is_unjudged_when_the_forward_is_wrong() -> None:
         gradient_skip(make_case(bug.recipe, "float32", "eval", DRAW))
 
 
-@pytest.mark.parametrize("name", sorted(n for n, r in catalog().items()
-                                         if not isinstance(r, JaxRecipe)))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=library_marks(n))
+                                  for n, r in sorted(catalog().items())
+                                  if not isinstance(r, JaxRecipe)])
 @pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16", "float16"])
 def test_gradient_skip_holds_bitwise_on_the_torch_layers(name: str, dtype: str) -> None:
     assert gradient_skip(make_case(catalog()[name], dtype, "train", DRAW)) == {}
