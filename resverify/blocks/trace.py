@@ -120,7 +120,10 @@ class Inputs:
 @dataclass(frozen=True)
 class Case:
     """A law's question: a built block (``module``, its parameters perturbed; ``pristine``, as
-    the factory made it), the dtype and mode it runs in, and the inputs."""
+    the factory made it), the dtype and mode it runs in, and the inputs. ``adapter`` answers
+    the laws' questions about the block (:mod:`resverify.blocks.adapter`; None: the torch
+    adapter, on ``module``); ``handle`` is a non-torch block as its adapter holds it (a
+    Haiku block's parameters and state), with placeholder modules."""
 
     recipe: Recipe
     dtype: str
@@ -129,6 +132,8 @@ class Case:
     pristine: nn.Module
     inputs: Inputs
     extra: Mapping[str, Any] = field(default_factory=dict)
+    adapter: Any = None
+    handle: Any = None
 
     @property
     def stream_dtype(self) -> torch.dtype:
@@ -157,7 +162,8 @@ class Case:
         x = self.inputs.x
         declared = None if site is None else self.recipe.sites[site]
         values = list(merge) if merge is not None else [x, torch.zeros_like(x)]
-        beta = None if declared is None else skip_scale(self.module, declared)
+        beta = None if declared is None or isinstance(declared.skip_scale, float | int) \
+            else skip_scale(self.module, declared)
         program, tensors = merge_program(declared, values, beta)
         dtype = self.recipe.stream_dtype or self.dtype
         skip = values[0]
