@@ -22,8 +22,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
     import torch
 
+    from resverify.blocks.check import Draw, LawRecord
+    from resverify.blocks.recipe import Recipe
     from resverify.blocks.trace import Case, Observed
 
 __all__ = ["BlockAdapter", "BlockVjp", "ask"]
@@ -103,11 +108,34 @@ class BlockAdapter(Protocol):
         """What a value law compares of an answer (see the module doc)."""
         ...
 
+    # -- the driver's questions: which laws, one check, one example, the probes --
+
+    def laws(self, recipe: Recipe, paths: Iterable[str] = ()) -> list[str]:
+        """The laws with something to judge on ``recipe``'s block, in table order."""
+        ...
+
+    def validate(self, recipe: Recipe, dtype: str, seed: int) -> Any:
+        """Build ``recipe``'s block once, refusing a recipe the block contradicts with one
+        line (a UsageError); the block built (None where it is no Python object to name)."""
+        ...
+
+    def run_law(self, recipe: Recipe, law: str, dtype: str, mode: str, *,
+                max_examples: int | None = None, seed: int = 0, shrink: bool = True,
+                paths: Iterable[str] = ()) -> LawRecord:
+        """One law on ``recipe``'s block in ``dtype`` and ``mode`` over drawn examples."""
+        ...
+
+    def judge_example(self, recipe: Recipe, law: str, dtype: str, mode: str, draw: Draw,
+                      paths: Iterable[str] = ()) -> dict[str, float]:
+        """One law on one example: its figures, its failure, or Unjudged."""
+        ...
+
+    def probes(self, recipe: Recipe, dtypes: list[str], seed: int
+               ) -> dict[str, list[dict[str, Any]]]:
+        """The figures a report plots for ``recipe``'s block in ``dtypes``."""
+        ...
+
 
 def ask(case: Case) -> BlockAdapter:
-    """The adapter that answers for ``case``'s block (the torch one unless it names one)."""
-    if case.adapter is not None:
-        return case.adapter  # type: ignore[no-any-return,unused-ignore]
-    from resverify.blocks.torch_adapter import TORCH
-
-    return TORCH
+    """The adapter that answers for ``case``'s block: the one its recipe names."""
+    return case.recipe.adapter

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -41,6 +41,9 @@ from resverify.blocks.adapter import BlockVjp
 from resverify.blocks.recipe import Recipe
 from resverify.blocks.trace import TORCH_DTYPES, Case, Inputs, Observed
 from resverify.spec.errors import UsageError
+
+if TYPE_CHECKING:
+    from resverify.blocks.check import Draw, LawRecord
 
 __all__ = ["BLOCK", "HAIKU", "UNJUDGED", "HaikuAdapter", "HaikuBlock", "JaxRecipe",
            "import_haiku", "make_case", "no_torch", "precision", "transforms", "validate_jax"]
@@ -78,6 +81,11 @@ class JaxRecipe(Recipe):
 
     block: Callable[[], Any] | None = None
     parts: Parts | None = None
+
+    @property
+    def adapter(self) -> HaikuAdapter:
+        """A Haiku block answers through :data:`HAIKU`."""
+        return HAIKU
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -202,8 +210,7 @@ def make_case(recipe: JaxRecipe, dtype: str, mode: str, draw: Any) -> Case:
         return np.asarray(out).astype(v.dtype)
 
     block = HaikuBlock(_perturb(params, param), _perturb(state, stat), whole, parts)
-    return Case(recipe, dtype, mode, nn.Identity(), nn.Identity(), inputs, adapter=HAIKU,
-                handle=block)
+    return Case(recipe, dtype, mode, nn.Identity(), nn.Identity(), inputs, handle=block)
 
 
 def validate_jax(recipe: JaxRecipe, dtype: str = "float32", seed: int = 0) -> None:
@@ -331,6 +338,36 @@ class HaikuAdapter:
 
     def value(self, t: torch.Tensor) -> torch.Tensor:
         return t.to(torch.float64)
+
+    def laws(self, recipe: Recipe, paths: Iterable[str] = ()) -> list[str]:
+        from resverify.blocks.laws import LAWS
+
+        return [name for name in LAWS if name not in UNJUDGED]
+
+    def validate(self, recipe: Recipe, dtype: str, seed: int) -> Any:
+        assert isinstance(recipe, JaxRecipe)
+        validate_jax(recipe, dtype, seed)
+        return None
+
+    def run_law(self, recipe: Recipe, law: str, dtype: str, mode: str, *,
+                max_examples: int | None = None, seed: int = 0, shrink: bool = True,
+                paths: Iterable[str] = ()) -> LawRecord:
+        from resverify.blocks.jax_laws import run_jax_law
+
+        assert isinstance(recipe, JaxRecipe)
+        return run_jax_law(recipe, law, dtype, mode, max_examples=max_examples, seed=seed,
+                           shrink=shrink)
+
+    def judge_example(self, recipe: Recipe, law: str, dtype: str, mode: str, draw: Draw,
+                      paths: Iterable[str] = ()) -> dict[str, float]:
+        from resverify.blocks.jax_laws import judge_jax_example
+
+        assert isinstance(recipe, JaxRecipe)
+        return judge_jax_example(recipe, law, dtype, mode, draw)
+
+    def probes(self, recipe: Recipe, dtypes: list[str], seed: int
+               ) -> dict[str, list[dict[str, Any]]]:
+        return {"zero_branch": [], "layerscale": []}  # the probes build torch cases
 
 
 HAIKU = HaikuAdapter()

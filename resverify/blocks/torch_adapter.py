@@ -12,13 +12,14 @@ on the Hugging Face layers in float32).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from resverify.blocks.adapter import BlockVjp
-from resverify.blocks.recipe import apply_branch
+from resverify.blocks.recipe import Recipe, apply_branch
 from resverify.blocks.trace import (
     Case,
     Observed,
@@ -31,6 +32,9 @@ from resverify.blocks.trace import (
     skip_scale,
     zeroed,
 )
+
+if TYPE_CHECKING:
+    from resverify.blocks.check import Draw, LawRecord
 
 __all__ = ["TORCH", "TorchAdapter"]
 
@@ -132,6 +136,36 @@ class TorchAdapter:
 
     def value(self, t: torch.Tensor) -> torch.Tensor:
         return t
+
+    def laws(self, recipe: Recipe, paths: Iterable[str] = ()) -> list[str]:
+        from resverify.blocks.laws import applicable
+
+        return applicable(recipe, paths)
+
+    def validate(self, recipe: Recipe, dtype: str, seed: int) -> Any:
+        from resverify.blocks.check import build
+
+        return build(recipe, dtype, seed)
+
+    def run_law(self, recipe: Recipe, law: str, dtype: str, mode: str, *,
+                max_examples: int | None = None, seed: int = 0, shrink: bool = True,
+                paths: Iterable[str] = ()) -> LawRecord:
+        from resverify.blocks.check import run_law
+
+        return run_law(recipe, law, dtype, mode, max_examples=max_examples, seed=seed,
+                       shrink=shrink, paths=paths)
+
+    def judge_example(self, recipe: Recipe, law: str, dtype: str, mode: str, draw: Draw,
+                      paths: Iterable[str] = ()) -> dict[str, float]:
+        from resverify.blocks.check import judge_example
+
+        return judge_example(recipe, law, dtype, mode, draw, paths)
+
+    def probes(self, recipe: Recipe, dtypes: list[str], seed: int
+               ) -> dict[str, list[dict[str, Any]]]:
+        from resverify.blocks.probes import probes
+
+        return probes(recipe, dtypes, seed)
 
 
 TORCH = TorchAdapter()

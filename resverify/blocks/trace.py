@@ -120,10 +120,9 @@ class Inputs:
 @dataclass(frozen=True)
 class Case:
     """A law's question: a built block (``module``, its parameters perturbed; ``pristine``, as
-    the factory made it), the dtype and mode it runs in, and the inputs. ``adapter`` answers
-    the laws' questions about the block (:mod:`resverify.blocks.adapter`; None: the torch
-    adapter, on ``module``); ``handle`` is a non-torch block as its adapter holds it (a
-    Haiku block's parameters and state), with placeholder modules."""
+    the factory made it), the dtype and mode it runs in, and the inputs. ``handle`` is a
+    non-torch block as its recipe's adapter holds it (a Haiku block's parameters and state;
+    ``module`` and ``pristine`` are then placeholders)."""
 
     recipe: Recipe
     dtype: str
@@ -132,7 +131,6 @@ class Case:
     pristine: nn.Module
     inputs: Inputs
     extra: Mapping[str, Any] = field(default_factory=dict)
-    adapter: Any = None
     handle: Any = None
 
     @property
