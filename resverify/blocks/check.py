@@ -32,7 +32,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from torch import nn
 
-from resverify.blocks.laws import LAWS, Law, applicable
+from resverify.blocks.laws import LAWS, Law
 from resverify.blocks.laws_paths import PATHS
 from resverify.blocks.recipe import Recipe, validate
 from resverify.blocks.trace import TORCH_DTYPES, BlockFailure, Case, Inputs, Unjudged
@@ -306,9 +306,10 @@ def plan(recipe: Recipe, dtypes: Iterable[str] | None = None,
          ) -> list[tuple[str, str, str]]:
     """``(law, dtype, mode)`` of every record a check makes, law by law in table order (a
     law whose failure explains others first, :data:`~.laws.LAWS`), then dtype, then mode:
-    ``laws`` (default: those :func:`~.laws.applicable` to the recipe, the paths law when
-    ``paths`` names some, as the command judges) in ``dtypes`` (default: every one claimed)."""
-    chosen = set(applicable(recipe, paths) if laws is None else laws)
+    ``laws`` (default: those its adapter's :meth:`~.adapter.BlockAdapter.laws` gives, the
+    paths law when ``paths`` names some, as the command judges) in ``dtypes`` (default:
+    every one claimed)."""
+    chosen = set(recipe.adapter.laws(recipe, paths) if laws is None else laws)
     unknown = sorted(chosen - set(LAWS))
     if unknown:
         raise UsageError(f"unknown law {unknown[0]!r}; known: {list(LAWS)}")
@@ -332,8 +333,8 @@ def check_block(recipe: Recipe, dtypes: Iterable[str] | None = None,
     asked = tuple(paths)
     records: list[LawRecord] = []
     for name, dtype, mode in plan(recipe, list(dtypes or ()) or None, laws, asked):
-        record = run_law(recipe, name, dtype, mode, max_examples=max_examples, seed=seed,
-                         shrink=shrink, paths=asked)
+        record = recipe.adapter.run_law(recipe, name, dtype, mode, max_examples=max_examples,
+                                        seed=seed, shrink=shrink, paths=asked)
         records.append(settled(record, records))
     return records
 

@@ -4,12 +4,11 @@ Why it is a law of its own: a detached skip, or a hand-written backward that dro
 identity's part, leaves the forward exact and the model trainable, only slower to learn;
 no forward check sees it. The law rebuilds ``x̄`` site by site from the output back,
 ``s̄ = shortcut'(s)ᵀ z̄ + alpha J_F(s)ᵀ z̄`` with ``z̄`` the cotangent through the site's
-activation and post-norms, by torch's own autograd on the site as the recipe composes it,
+activation and post-norms, by the library's own VJP of the site as the recipe composes it,
 at the stream the module carried, and compares the module's ``x̄`` with it. Why bitwise:
-the composition creates the same ops in the same order as the block, so autograd adds the
-stream's gradient parts (the skip's, and one per op of F that reads the stream, two in an
-RMSNorm) in the same order; summing the skip's part and F's total separately would not
-(measured: one ulp off on the Hugging Face layers in float32). A site marked
+the composition (the adapter's :meth:`~.adapter.BlockAdapter.site_vjp`) creates the same ops
+in the same order as the block, so the gradient parts of the stream are added in the same
+order (:mod:`.torch_adapter` says why that order matters). A site marked
 ``exact=False`` is judged within :func:`~.laws_forward.sum_budget` of its parts (the skip's
 and each branch's share of ``x̄``, added in any order).
 
@@ -20,59 +19,21 @@ unjudged. Every parameter must also get a finite gradient.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
+from resverify.blocks.adapter import ask
 from resverify.blocks.laws_forward import decomposition, sum_budget
-from resverify.blocks.recipe import apply_branch
-from resverify.blocks.trace import (
-    Case,
-    Observed,
-    Unjudged,
-    first_difference,
-    no_drop,
-    observe,
-    shortcut,
-    site_exit,
-    site_post,
-    site_sum,
-)
+from resverify.blocks.trace import Case, Unjudged, first_difference
 from resverify.properties.assertions import PropertyFailure
 
 __all__ = ["gradient_skip"]
 
 
-def _site_vjp(case: Case, i: int, s: torch.Tensor, g: torch.Tensor
-              ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """``(s̄, parts)`` of site ``i`` at entry ``s`` for exit cotangent ``g``: ``parts`` the
-    skip's and then each branch's share of ``s̄``.
-
-    ``s̄`` is autograd's own VJP of the site as the recipe composes it, ``(β shortcut(s) +
-    alpha F(s)) / c`` through the post part, with F's ops created in the block's order, so
-    that autograd sums the stream's gradient parts (the skip's and each of F's reads of
-    ``s``) in the order the block's own backward does. The parts, for the message and the
-    budget, come from the same composition with the skip and each branch reading a copy of
-    ``s`` of their own."""
-    site, module, ctx = case.recipe.sites[i], case.module, case.inputs.context
-    with torch.enable_grad():
-        leaf = s.detach().clone().requires_grad_(True)
-        f = site.evaluate(module, leaf, ctx)
-        whole = torch.autograd.grad(site_exit(module, site, leaf, f)[1], leaf, g)[0]
-        leaves = [s.detach().clone().requires_grad_(True)
-                  for _ in range(2 + len(site.parallel))]
-        terms = [apply_branch(b, module, leaf, ctx)
-                 for b, leaf in zip((site.branch, *site.parallel), leaves[1:], strict=True)]
-        update = terms[0]
-        for term in terms[1:]:
-            update = update + term
-        z = site_sum(module, site, shortcut(module, site, leaves[0]), update)
-        grads = torch.autograd.grad(site_post(module, site, z), leaves, g, allow_unused=True)
-    return whole, [torch.zeros_like(s) if p is None else p for p in grads]
-
-
-def _params_finite(case: Case, names: list[str], grads: tuple[torch.Tensor | None, ...]
-                   ) -> None:
+def _params_finite(case: Case, grads: Sequence[tuple[str, torch.Tensor | None]]) -> None:
     __tracebackhide__ = True
-    for name, grad in zip(names, grads, strict=True):
+    for name, grad in grads:
         if grad is None:
             case.fail("gradient_skip", f"parameter {name!r} gets no gradient, expected a "
                       "finite one")
@@ -89,29 +50,23 @@ def gradient_skip(case: Case) -> dict[str, float]:
         decomposition(case)
     except PropertyFailure as exc:
         raise Unjudged(f"the forward decomposition fails ({exc})") from None
-    recipe, module = case.recipe, case.module
-    x = case.inputs.x.detach().clone().requires_grad_(True)
-    named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
-    with no_drop(module, recipe):
-        seen: Observed = observe(recipe, module, case.inputs.x.clone(), case.inputs.context)
-        with torch.enable_grad():
-            y = recipe.run(module, x, case.inputs.context)
-            g = case.inputs.cotangent(y)
-            grads = torch.autograd.grad(y, [x, *(p for _, p in named)], g, allow_unused=True)
-        for i in reversed(range(len(recipe.sites))):
-            s = seen.entries[i]
-            expected, parts = _site_vjp(case, i, s, g)
-            if i == 0:
-                _judge(case, grads[0], expected, parts)
-            g = expected
-    _params_finite(case, [n for n, _ in named], grads[1:])
+    adapter = ask(case)
+    seen = adapter.observe(case)
+    run = adapter.vjp(case, params=True)
+    g = run.y_bar
+    for i in reversed(range(len(case.recipe.sites))):
+        expected, parts = adapter.site_vjp(case, i, seen.entries[i], g)
+        if i == 0:
+            _judge(case, run.x_bar, expected, parts)
+        g = expected
+    _params_finite(case, run.params)
     return {}
 
 
 def _judge(case: Case, x_bar: torch.Tensor | None, expected: torch.Tensor,
            parts: list[torch.Tensor]) -> None:
     __tracebackhide__ = True
-    law = "gradient_skip"
+    law, v = "gradient_skip", ask(case).value
     if x_bar is None:
         case.fail(law, "x̄ is None: the output does not depend on the input, expected "
                   "ȳ + J_Fᵀȳ", 0)
@@ -120,10 +75,10 @@ def _judge(case: Case, x_bar: torch.Tensor | None, expected: torch.Tensor,
         branch = branch + part
     budget = None if case.recipe.sites[0].exact else \
         sum_budget(x_bar.dtype, [(p, False) for p in parts])
-    diff = first_difference(x_bar, expected.detach(), budget)
+    diff = first_difference(v(x_bar), v(expected.detach()), budget)
     if diff is None:
         return
     hint = ""
-    if first_difference(x_bar, branch.detach(), budget) is None:
+    if first_difference(v(x_bar), v(branch.detach()), budget) is None:
         hint = " (x̄ equals J_Fᵀȳ alone: the skip's gradient is missing)"
     case.fail(law, f"x̄{diff}: x̄ = ȳ + J_Fᵀȳ chained over the sites{hint}", 0)

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import torch
 
+from resverify.blocks.adapter import ask
 from resverify.blocks.recipe import Site
 from resverify.blocks.trace import (
     TORCH_DTYPES,
@@ -30,12 +31,6 @@ from resverify.blocks.trace import (
     Observed,
     Unobserved,
     first_difference,
-    no_drop,
-    observe,
-    shortcut,
-    site_post,
-    site_sum,
-    skip_scale,
 )
 
 __all__ = ["decomposition", "formula", "inexact", "loose", "merge_budget", "observed",
@@ -80,10 +75,11 @@ def sum_budget(dtype: torch.dtype, terms: Sequence[tuple[torch.Tensor, bool]],
     return 2 * per * (1 + 2 * (roundings + 1) * u) + (roundings + 1) * tiny
 
 
-def loose(module: torch.nn.Module, site: Site) -> bool:
-    """Whether an inexact site (``exact=False``) scales its skip or its sum by other than a
-    power of two: then even its zero-branch map is only judged within those roundings."""
-    return not site.exact and (inexact(skip_scale(module, site)) or inexact(site.post_scale)
+def loose(beta: torch.Tensor | float, site: Site) -> bool:
+    """Whether an inexact site (``exact=False``) scales its skip (by ``beta``, as the block
+    holds it) or its sum by other than a power of two: then even its zero-branch map is only
+    judged within those roundings."""
+    return not site.exact and (inexact(beta) or inexact(site.post_scale)
                                or inexact(site.post_factor))
 
 
@@ -94,11 +90,10 @@ def merge_budget(dtype: str, s: torch.Tensor, update: torch.Tensor) -> torch.Ten
                       [(s, False), (update, True)])
 
 
-def site_budget(module: torch.nn.Module, site: Site, skip: torch.Tensor,
+def site_budget(beta: torch.Tensor | float, site: Site, skip: torch.Tensor,
                 terms: Sequence[torch.Tensor]) -> torch.Tensor:
-    """The budget of a site's sum ``(β·skip + alpha·(F_1 + ... + F_k)) / c`` from the
-    shortcut's value and each branch's (:func:`sum_budget`)."""
-    beta = skip_scale(module, site)
+    """The budget of a site's sum ``(β·skip + alpha·(F_1 + ... + F_k)) / c`` from β as the
+    block holds it, the shortcut's value and each branch's (:func:`sum_budget`)."""
     beta_abs = beta.detach().to(torch.float64).abs() if isinstance(beta, torch.Tensor) else \
         abs(beta)
     parts = [(skip.detach().to(torch.float64).abs() * beta_abs, inexact(beta))]
@@ -120,9 +115,7 @@ def formula(site: Site) -> str:
 
 def observed(case: Case) -> Observed:
     """The block's stream on the case's input, every drop path at probability 0."""
-    x, ctx = case.inputs.x, case.inputs.context
-    with no_drop(case.module, case.recipe):
-        return observe(case.recipe, case.module, x.clone(), ctx)
+    return ask(case).observe(case)
 
 
 def decomposition(case: Case) -> dict[str, float]:
@@ -134,39 +127,42 @@ def decomposition(case: Case) -> dict[str, float]:
 
     The backward half, ``x̄ = ȳ + J_Fᵀȳ``, is :func:`~.laws_backward.gradient_skip`."""
     __tracebackhide__ = True
+    adapter = ask(case)
     try:
-        seen = observed(case)
+        seen = adapter.observe(case)
     except Unobserved as exc:
         case.fail("decomposition", f"the block is not wired as its recipe says: {exc}")
-    law = "decomposition"
-    for i, site in enumerate(case.recipe.sites):
-        s = seen.entries[i]
-        with torch.enable_grad(), no_drop(case.module, case.recipe):
-            terms = [t.detach() for t in site.terms(case.module, s, case.inputs.context)]
-            f = terms[0]
-            for t in terms[1:]:
-                f = f + t
-            skip = shortcut(case.module, site, s).detach()
-            z = site_sum(case.module, site, skip, f).detach()
-            out = site_post(case.module, site, z).detach()
-            loose = site_budget(case.module, site, skip, terms)
-        budget = None if site.exact else loose
-        z_seen = seen.sums[i]
-        if z_seen is not None:
-            diff = first_difference(z_seen, z, budget)
-            if diff:
-                hint = "" if budget is not None or first_difference(z_seen, z, loose) else \
-                    " (within the budget of exact=False: a block that computes this sum in " \
-                    "another order or fused says exact=False)"
-                case.fail(law, f"sum z{diff}: z = {formula(site)} with F through the branch's "
-                          f"own submodules{hint}", i, (skip, *terms))
-            if budget is not None:  # the exit of the block's own sum, not of ours
-                with torch.enable_grad():
-                    out = site_post(case.module, site, z_seen).detach()
-            diff = first_difference(seen.exits[i], out)
-        else:
-            diff = first_difference(seen.exits[i], out, budget)
-        if diff:
-            case.fail(law, f"exit{diff}: exit = post(act(z)) of the stream the site "
-                      "received", i, (skip, *terms))
+    for i in range(len(case.recipe.sites)):
+        _judge_site(case, i, seen)
     return {}
+
+
+def _judge_site(case: Case, i: int, seen: Observed) -> None:
+    __tracebackhide__ = True
+    law, site, adapter = "decomposition", case.recipe.sites[i], ask(case)
+    v = adapter.value
+    skip, terms = adapter.parts(case, i, seen.entries[i])
+    f = terms[0]
+    for t in terms[1:]:
+        f = f + t
+    z, out = adapter.compose(case, i, skip, f)
+    loose_budget = site_budget(adapter.beta(case, i), site, skip, terms)
+    budget = None if site.exact else loose_budget
+    z_seen = seen.sums[i]
+    if z_seen is not None:
+        diff = first_difference(v(z_seen), v(z), budget)
+        if diff:
+            hint = "" if budget is not None or \
+                first_difference(v(z_seen), v(z), loose_budget) else \
+                " (within the budget of exact=False: a block that computes this sum in " \
+                "another order or fused says exact=False)"
+            case.fail(law, f"sum z{diff}: z = {formula(site)} with F through the branch's "
+                      f"own submodules{hint}", i, (skip, *terms))
+        if budget is not None:  # the exit of the block's own sum, not of ours
+            out = adapter.post(case, i, z_seen)
+        diff = first_difference(v(seen.exits[i]), v(out))
+    else:
+        diff = first_difference(v(seen.exits[i]), v(out), budget)
+    if diff:
+        case.fail(law, f"exit{diff}: exit = post(act(z)) of the stream the site "
+                  "received", i, (skip, *terms))

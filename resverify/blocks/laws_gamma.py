@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from resverify.blocks.adapter import ask
 from resverify.blocks.laws_forward import observed, site_budget
 from resverify.blocks.trace import (
     UNIT_ROUNDOFF,
@@ -124,7 +125,8 @@ class _Site:
     def budget(self, terms: list[torch.Tensor]) -> torch.Tensor:
         """One evaluation's rounding of the site's sum (half of the two evaluations'
         :func:`~.laws_forward.site_budget`)."""
-        return site_budget(self.case.module, self.site, self.skip, terms) / 2
+        return site_budget(ask(self.case).beta(self.case, self.i), self.site, self.skip,
+                           terms) / 2
 
 
 def _linearity_budget(at: _Site, name: str, values: tuple[torch.Tensor, torch.Tensor],

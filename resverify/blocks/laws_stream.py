@@ -16,14 +16,8 @@ import math
 
 import torch
 
-from resverify.blocks.trace import (
-    Case,
-    Observed,
-    first_difference,
-    no_drop,
-    observe,
-    shortcut,
-)
+from resverify.blocks.adapter import ask
+from resverify.blocks.trace import Case, Observed, first_difference, no_drop
 
 __all__ = ["no_aliasing", "stream_dtype"]
 
@@ -49,11 +43,10 @@ def no_aliasing(case: Case) -> dict[str, float]:
 def _swamped(case: Case, i: int, seen: Observed) -> float | None:
     """The fraction of site ``i``'s sum bitwise equal to what its update was added to; None
     where an activation hides the sum (after a ReLU, equal zeros would count as swamped)."""
-    site, s, z = case.recipe.sites[i], seen.entries[i], seen.sums[i]
+    s, z = seen.entries[i], seen.sums[i]
     if z is None:
         return None
-    with torch.enable_grad():
-        base = shortcut(case.module, site, s).detach()
+    base = ask(case).shortcut(case, i, s)
     if z.shape != base.shape:
         return math.nan
     return float((z.to(torch.float64) == base.to(torch.float64)).to(torch.float64).mean())
@@ -71,8 +64,7 @@ def stream_dtype(case: Case) -> dict[str, float]:
     """Every site's entry and exit, and the output, carry the recipe's stream dtype; the
     figures: swamped fraction per site and the overflow headroom (log2)."""
     __tracebackhide__ = True
-    with no_drop(case.module, case.recipe):
-        seen = observe(case.recipe, case.module, case.inputs.x.clone(), case.inputs.context)
+    seen = ask(case).observe(case)
     want = case.stream_dtype
     figures: dict[str, float] = {}
     peak = 0.0

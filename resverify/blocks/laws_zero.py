@@ -19,23 +19,18 @@ budget: the law then errs toward a false alarm, never toward a pass.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
+from resverify.blocks.adapter import ask
 from resverify.blocks.laws_forward import inexact, loose, site_budget
-from resverify.blocks.recipe import Site
 from resverify.blocks.trace import (
     TORCH_DTYPES,
     UNIT_ROUNDOFF,
     Case,
     Observed,
     first_difference,
-    no_drop,
-    observe,
-    shortcut,
-    site_post,
-    site_sum,
-    skip_scale,
-    zeroed,
 )
 
 __all__ = ["backward_budget", "zero_branch"]
@@ -56,34 +51,12 @@ def backward_budget(dtype: torch.dtype, e_bar: torch.Tensor, roundings: int
         (roundings + 1) * float(torch.finfo(dtype).smallest_normal) * 2 * u
 
 
-def _roundings(module: torch.nn.Module, site: Site) -> int:
+def _roundings(case: Case, i: int) -> int:
     """The roundings an inexact site's scales add to each evaluation of ``x̄``."""
-    if not loose(module, site):
+    site, beta = case.recipe.sites[i], ask(case).beta(case, i)
+    if not loose(beta, site):
         return 0
-    return int(inexact(skip_scale(module, site))) + \
-        2 * int(inexact(site.post_scale) or inexact(site.post_factor))
-
-
-def _zero_sum(module: torch.nn.Module, site: Site, s: torch.Tensor) -> torch.Tensor:
-    """``β·shortcut(s)/c`` (or ``· m``): the site's sum with its branches 0."""
-    return site_sum(module, site, shortcut(module, site, s), torch.zeros((), dtype=s.dtype))
-
-
-def _composed(case: Case, module: torch.nn.Module, x: torch.Tensor,
-              seen: Observed | None) -> torch.Tensor:
-    """The zero-branch map of ``x``: each site's exit of its own scaled shortcut; with
-    ``seen``, each site's sum and exit take the block's own values (their gradient the
-    map's), so that every post part runs at the float the block ran it at."""
-    out = x
-    for i, site in enumerate(case.recipe.sites):
-        z = _zero_sum(module, site, out)
-        own = None if seen is None else seen.sums[i]
-        if own is not None:
-            z = z + (own - z).detach()
-        out = site_post(module, site, z)
-        if seen is not None:
-            out = out + (seen.exits[i] - out).detach()
-    return out
+    return int(inexact(beta)) + 2 * int(inexact(site.post_scale) or inexact(site.post_factor))
 
 
 def _rule(case: Case) -> str:
@@ -97,56 +70,53 @@ def _rule(case: Case) -> str:
     return "each site's post(act(shortcut(.)))"
 
 
-def _own_sums(case: Case, module: torch.nn.Module, what: str) -> Observed:
+def _own_sums(case: Case, what: str) -> Observed:
     """The zeroed block's stream, each site judged against its own entry: its sum within the
     budget of its scaled shortcut (bitwise where it scales exactly), its exit that sum
     through the activation and post-norms, bitwise."""
     __tracebackhide__ = True
-    with no_drop(module, case.recipe):
-        seen = observe(case.recipe, module, case.inputs.x.clone(), case.inputs.context)
+    adapter = ask(case)
+    seen = adapter.observe(case)
     for i, site in enumerate(case.recipe.sites):
-        with torch.enable_grad():
-            skip = shortcut(module, site, seen.entries[i]).detach()
-            z = _zero_sum(module, site, seen.entries[i]).detach()
-            budget = site_budget(module, site, skip, []) if loose(module, site) else None
-            z_seen = seen.sums[i]
-            if z_seen is not None:
-                diff = first_difference(z_seen, z, budget)
-                if diff:
-                    case.fail("zero_branch", f"{what}: sum z{diff}: with every branch 0, the "
-                              "site's sum is β*shortcut(s)/c of the stream it received", i)
-                diff = first_difference(seen.exits[i], site_post(module, site, z_seen).detach())
-            else:
-                diff = first_difference(seen.exits[i], site_post(module, site, z).detach(),
-                                        budget)
+        skip = adapter.shortcut(case, i, seen.entries[i])
+        z, out = adapter.compose(case, i, skip, torch.zeros((), dtype=skip.dtype))
+        beta = adapter.beta(case, i)
+        budget = site_budget(beta, site, skip, []) if loose(beta, site) else None
+        z_seen = seen.sums[i]
+        if z_seen is not None:
+            diff = first_difference(z_seen, z, budget)
+            if diff:
+                case.fail("zero_branch", f"{what}: sum z{diff}: with every branch 0, the "
+                          "site's sum is β*shortcut(s)/c of the stream it received", i)
+            diff = first_difference(seen.exits[i], adapter.post(case, i, z_seen))
+        else:
+            diff = first_difference(seen.exits[i], out, budget)
         if diff:
             case.fail("zero_branch", f"{what}: exit{diff}: with every branch 0, the site's "
                       "exit is post(act(β*shortcut(s)/c))", i)
     return seen
 
 
-def _check_zero(case: Case, module: torch.nn.Module, what: str) -> None:
+def _check_zero(case: Case, what: str) -> None:
+    """``case``'s block, its branches zeroed, against the zero-branch map."""
     __tracebackhide__ = True
-    sites = case.recipe.sites
-    seen = _own_sums(case, module, what) if any(loose(module, s) for s in sites) else None
-    x = case.inputs.x.detach().clone().requires_grad_(True)
-    with no_drop(module, case.recipe), torch.enable_grad():
-        y = case.recipe.run(module, x, case.inputs.context)
-        y_bar = case.inputs.cotangent(y)
-        (x_bar,) = torch.autograd.grad(y, x, y_bar)
-        x2 = case.inputs.x.detach().clone().requires_grad_(True)
-        e = _composed(case, module, x2, seen)
-        if e.shape != y.shape:
-            case.fail("zero_branch", f"{what}: y has shape {list(y.shape)}, the zero-branch map "
-                      f"{list(e.shape)}")
-        e_bar = y_bar if e is x2 else torch.autograd.grad(e, x2, y_bar)[0]
-    rule = _rule(case)
-    diff = first_difference(y.detach(), e.detach())
+    adapter, n = ask(case), len(case.recipe.sites)
+    inexact_sites = any(loose(adapter.beta(case, i), case.recipe.sites[i]) for i in range(n))
+    seen = _own_sums(case, what) if inexact_sites else None
+    run = adapter.vjp(case)
+    e, e_bar = adapter.zero_map_vjp(case, seen, run.y_bar)
+    if e.shape != run.y.shape:
+        case.fail("zero_branch", f"{what}: y has shape {list(run.y.shape)}, the zero-branch "
+                  f"map {list(e.shape)}")
+    v, rule = adapter.value, _rule(case)
+    diff = first_difference(v(run.y), v(e))
     if diff:
         case.fail("zero_branch", f"{what}: y{diff}: with every branch 0, the block is {rule}")
-    roundings = sum(_roundings(module, s) for s in sites)
-    diff = first_difference(x_bar, e_bar.detach(), backward_budget(x_bar.dtype, e_bar,
-                                                                   roundings))
+    if run.x_bar is None:
+        case.fail("zero_branch", f"{what}: x̄ is None: the output does not depend on the input")
+    roundings = sum(_roundings(case, i) for i in range(n))
+    budget = backward_budget(run.x_bar.dtype, e_bar, roundings)
+    diff = first_difference(v(run.x_bar), v(e_bar), budget)
     if diff:
         case.fail("zero_branch", f"{what}: x̄{diff}: with every branch 0, x̄ is the VJP of "
                   f"{rule} (ȳ for the identity)")
@@ -160,8 +130,8 @@ def zero_branch(case: Case) -> dict[str, float]:
     the module doc)."""
     __tracebackhide__ = True
     names = [p for site in case.recipe.sites for p in site.zero]
-    _check_zero(case, zeroed(case.module, names), f"zeroing {', '.join(names)}")
+    _check_zero(ask(case).zeroed(case, names), f"zeroing {', '.join(names)}")
     zero_init = case.extra.get("zero_init")
     if zero_init is not None:
-        _check_zero(case, zero_init, "the library's zero-init option")
+        _check_zero(replace(case, module=zero_init), "the library's zero-init option")
     return {}

@@ -113,6 +113,8 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
+    from resverify.blocks.adapter import BlockAdapter
+
 __all__ = [
     "ACTIVATIONS",
     "DTYPES",
@@ -304,6 +306,15 @@ class Recipe:
             if bad or not dims or dims[0] != "batch":
                 raise UsageError(f"{where}: shape {list(dims)} must start with 'batch' and hold "
                                  "positive sizes or 'seq'")
+
+    @property
+    def adapter(self) -> BlockAdapter:
+        """The adapter that answers the laws for this recipe's block (a torch module's:
+        :data:`~resverify.blocks.torch_adapter.TORCH`); a recipe of another library names
+        its own."""
+        from resverify.blocks.torch_adapter import TORCH
+
+        return TORCH
 
     def run(self, module: nn.Module, x: torch.Tensor,
             context: Mapping[str, torch.Tensor]) -> torch.Tensor:

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any
 
-from resverify.blocks.check import Draw, LawRecord, judge_example
+from resverify.blocks.check import Draw, LawRecord
 from resverify.blocks.laws import LAWS
 from resverify.blocks.recipe import Recipe, maker
 from resverify.blocks.trace import Unjudged
@@ -71,13 +71,9 @@ def replay_example(recipe: Recipe, law: str, dtype: str, mode: str, draw: Draw,
     >>> again = replay_example(RECIPE, "zero_branch", "float32", "eval", r.draw)  # doctest: +SKIP
     >>> again.verdict, again.message  # doctest: +SKIP
     """
-    from resverify.blocks.jax_laws import JaxRecipe, judge_jax_example
-
     names = (recipe.name, law, dtype, mode)
     try:
-        figures = judge_jax_example(recipe, law, dtype, mode, draw) if \
-            isinstance(recipe, JaxRecipe) else \
-            judge_example(recipe, law, dtype, mode, draw, paths)
+        figures = recipe.adapter.judge_example(recipe, law, dtype, mode, draw, paths)
     except Unjudged as exc:
         return LawRecord(*names, "unjudged", 0, message=str(exc), asked=1, draw=draw)
     except PropertyFailure as exc:

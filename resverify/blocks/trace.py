@@ -120,7 +120,9 @@ class Inputs:
 @dataclass(frozen=True)
 class Case:
     """A law's question: a built block (``module``, its parameters perturbed; ``pristine``, as
-    the factory made it), the dtype and mode it runs in, and the inputs."""
+    the factory made it), the dtype and mode it runs in, and the inputs. ``handle`` is a
+    non-torch block as its recipe's adapter holds it (a Haiku block's parameters and state;
+    ``module`` and ``pristine`` are then placeholders)."""
 
     recipe: Recipe
     dtype: str
@@ -129,6 +131,7 @@ class Case:
     pristine: nn.Module
     inputs: Inputs
     extra: Mapping[str, Any] = field(default_factory=dict)
+    handle: Any = None
 
     @property
     def stream_dtype(self) -> torch.dtype:
@@ -157,7 +160,8 @@ class Case:
         x = self.inputs.x
         declared = None if site is None else self.recipe.sites[site]
         values = list(merge) if merge is not None else [x, torch.zeros_like(x)]
-        beta = None if declared is None else skip_scale(self.module, declared)
+        beta = None if declared is None or isinstance(declared.skip_scale, float | int) \
+            else skip_scale(self.module, declared)
         program, tensors = merge_program(declared, values, beta)
         dtype = self.recipe.stream_dtype or self.dtype
         skip = values[0]

@@ -15,7 +15,7 @@ keeps only those) under a Hypothesis profile of the suite (``--profile``, defaul
 its example count; ``--seed``, default the suite's CI seed; ``--paths compile,fastpath``
 adds the paths law on those paths, :mod:`resverify.blocks.laws_paths`), printing one line per block,
 law, dtype and mode as it goes (verdict, examples, seconds). Then two probes give the plots
-their figures (:func:`_zero_probe`, :func:`_gamma_probe`; figures, never verdicts), and the
+their figures (:func:`resverify.blocks.probes.probes`; figures, never verdicts), and the
 report goes into ``--report-dir`` (default ``resverify-report/blocks``): the report
 ``resverify check`` writes, with a blocks section and no backend
 (:func:`resverify.reports.json_report.blocks_report`): ``report.json``
@@ -25,9 +25,10 @@ out), each file written atomically (:func:`resverify.reports.blocks.write`). A f
 law's merge is saved as a vector under ``vectors/`` there, with its ``resverify replay``
 command.
 
-A JAX block's recipe (:class:`resverify.blocks.jax_laws.JaxRecipe`, Haiku's ResNet blocks)
-is listed with the laws that driver judges and checked by it
-(:func:`resverify.blocks.jax_laws.run_jax_law`), without the two probes.
+Every recipe names its block adapter (:attr:`resverify.blocks.recipe.Recipe.adapter`: a torch
+module's, or a Haiku block's), which says the laws that apply, validates and checks the
+block and gives the report's probes (:mod:`resverify.blocks.probes`; none for a Haiku
+block): the command never asks which library a block comes from.
 
 A law that the block's recipe documents as failing (its ``findings``: a library's choice
 written up in ``docs/findings/``) is reported ``expected`` when it fails as written up, and
@@ -55,13 +56,12 @@ import argparse
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any
 
 from resverify.cli.block_selection import CATALOG, Selected, select, source_of
 
 if TYPE_CHECKING:
     from resverify.blocks.check import LawRecord
-    from resverify.blocks.jax_laws import JaxRecipe
     from resverify.blocks.recipe import Recipe
     from resverify.reports.blocks import BlockRun
 
@@ -71,8 +71,6 @@ DEFAULT_DIR = Path("resverify-report") / "blocks"
 LIBRARIES = {"torch_nn": "torch", "hf": "transformers", "timm": "timm",
              "torchvision": "torchvision", "haiku": "dm-haiku"}
 """Catalog source -> the distribution whose version a block of it reports."""
-GAMMAS = (1e-6, 1e-4, 1e-2, 1.0)
-"""The LayerScale values of the swamped-fraction probe."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -138,20 +136,6 @@ def _require_torch() -> None:
 
 
 # -- the catalog ---------------------------------------------------------------------------
-
-def is_jax(recipe: Recipe) -> TypeGuard[JaxRecipe]:
-    """Whether ``recipe`` is a JAX block's (:mod:`resverify.blocks.jax_laws` judges it)."""
-    from resverify.blocks.jax_laws import JaxRecipe
-
-    return isinstance(recipe, JaxRecipe)
-
-
-def _laws_of(recipe: Recipe) -> list[str]:
-    from resverify.blocks.jax_laws import JUDGED
-    from resverify.blocks.laws import applicable
-
-    return list(JUDGED) if is_jax(recipe) else applicable(recipe)
-
 
 def library_of(recipe: Recipe, block: object | None = None) -> tuple[str, str | None]:
     """The library a block belongs to and its installed version (None if unknown): the
@@ -223,7 +207,7 @@ def _list() -> int:
         stream = "" if recipe.stream_dtype else "; the stream in the dtype checked"
         print("\n".join(describe(recipe)))
         print(f"  {library} {version or 'version unknown'}{stream}; laws "
-              f"{' '.join(_laws_of(recipe))}")
+              f"{' '.join(recipe.adapter.laws(recipe))}")
     for source, reason in skipped().items():
         print(f"{source}: skipped ({LIBRARIES.get(source, source)} missing: {reason})")
     return 0
@@ -262,13 +246,10 @@ def plan(recipe: Recipe, dtypes: Sequence[str], paths: Sequence[str] = (),
     """``(law, dtype, mode)`` of every record a check of ``recipe`` makes, in order, law by
     law, root causes first (:func:`resverify.blocks.check.plan`; the paths law only when
     ``paths`` names some); only ``laws`` when it names some."""
-    from resverify.blocks import check, jax_laws
+    from resverify.blocks import check
 
-    if is_jax(recipe):
-        planned: Iterator[tuple[str, str, str]] = jax_laws.plan(recipe, dtypes)
-    else:
-        planned = iter(check.plan(recipe, [d for d in recipe.dtypes if not dtypes or d in dtypes],
-                                  None, paths))
+    planned = check.plan(recipe, [d for d in recipe.dtypes if not dtypes or d in dtypes], None,
+                         paths)
     yield from (step for step in planned if not laws or step[0] in laws)
 
 
@@ -302,8 +283,7 @@ def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
     it comes; a failure's example kept with the command that replays it (naming the recipe
     as ``named`` says, else by its name), and a failure at a merge saved as a vector under
     ``vectors``; then the probes."""
-    from resverify.blocks.check import build, run_law, settled
-    from resverify.blocks.jax_laws import run_jax_law
+    from resverify.blocks.check import settled
     from resverify.blocks.laws import LAWS
     from resverify.blocks.replay import command
     from resverify.blocks.trace import BlockFailure
@@ -317,10 +297,9 @@ def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
     replays: dict[int, str] = {}
     for law, dtype, mode in plan(recipe, dtypes, paths, laws):
         began = time.perf_counter()
-        record = run_jax_law(recipe, law, dtype, mode, max_examples=examples,
-                             seed=seed) if is_jax(recipe) else \
-            run_law(recipe, law, dtype, mode, max_examples=examples, seed=seed,
-                    paths=paths if LAWS[law].needs_paths else ())
+        record = recipe.adapter.run_law(recipe, law, dtype, mode, max_examples=examples,
+                                        seed=seed,
+                                        paths=paths if LAWS[law].needs_paths else ())
         record = settled(record, records)
         seconds.append(time.perf_counter() - began)
         failure = record.failure
@@ -334,87 +313,11 @@ def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
         records.append(record)
         say(_progress(record, seconds[-1], recipe))
     checked = list(dict.fromkeys(r.dtype for r in records))
-    built = None if is_jax(recipe) or not checked else build(recipe, checked[0], seed)
+    built = recipe.adapter.validate(recipe, checked[0], seed) if checked else None
     library, version = library_of(recipe, built)
-    probed = [] if is_jax(recipe) else checked  # the probes build torch cases
-    probes = {"zero_branch": [row for d in probed for row in _zero_probe(recipe, d, seed)],
-              "layerscale": [row for d in probed for row in _gamma_probe(recipe, d, seed)]}
+    probes = recipe.adapter.probes(recipe, checked, seed)
     return BlockRun(recipe, chosen.source, library, version, records, seconds, saved,
                     probes, replays)
-
-
-def _case(recipe: Recipe, dtype: str, seed: int) -> Any:
-    from resverify.blocks.check import Draw, make_case
-
-    return make_case(recipe, dtype, "eval", Draw(3, 4, seed, 0, 0))
-
-
-def _max_abs(a: Any, b: Any) -> float | None:
-    if a.shape != b.shape:
-        return None
-    import torch
-
-    return float((a.detach().to(torch.float64) - b.detach().to(torch.float64)).abs().max())
-
-
-def _zero_probe(recipe: Recipe, dtype: str, seed: int) -> list[dict[str, Any]]:
-    """Per site, that site's branch zeroed: max |exit - entry| and max |exit - the
-    zero-branch map's exit| (the law's own difference), on one example in eval mode."""
-    import torch
-
-    from resverify.blocks.trace import no_drop, observe, site_exit, zeroed
-
-    rows = []
-    for i, site in enumerate(recipe.sites):
-        row: dict[str, Any] = {"dtype": dtype, "site": site.label, "from_identity": None,
-                               "from_law": None, "note": ""}
-        try:
-            case = _case(recipe, dtype, seed)
-            module = zeroed(case.module, list(site.zero))
-            with no_drop(module, recipe):
-                seen = observe(recipe, module, case.inputs.x.clone(), case.inputs.context)
-                s, out = seen.entries[i], seen.exits[i]
-                expected = site_exit(module, site, s, torch.zeros_like(s))[1]
-            row["from_identity"] = _max_abs(out, s)
-            row["from_law"] = _max_abs(out, expected)
-            row["note"] = "" if row["from_identity"] is not None else "the site changes shape"
-        except Exception as exc:  # a probe is a figure: a broken block's verdict is the law's
-            row["note"] = f"not measured: {type(exc).__name__}: {str(exc)[:120]}"
-        rows.append(row)
-    return rows
-
-
-def _gamma_probe(recipe: Recipe, dtype: str, seed: int) -> list[dict[str, Any]]:
-    """Per LayerScale site and value of :data:`GAMMAS`: the fraction of the site's sum
-    bitwise equal to its entry (every γ of the block set to the value), eval mode."""
-    import contextlib
-
-    import torch
-
-    from resverify.blocks.trace import no_drop, observe, with_parameter
-
-    scaled = [(i, s) for i, s in enumerate(recipe.sites) if s.scale]
-    if not scaled:
-        return []
-    rows = []
-    try:
-        case = _case(recipe, dtype, seed)
-        for gamma in GAMMAS:
-            with contextlib.ExitStack() as stack:
-                for _i, site in scaled:
-                    assert site.scale is not None
-                    stack.enter_context(with_parameter(case.module, site.scale, gamma))
-                stack.enter_context(no_drop(case.module, recipe))
-                seen = observe(recipe, case.module, case.inputs.x.clone(), case.inputs.context)
-            for i, site in scaled:
-                z = seen.exits[i] if seen.sums[i] is None else seen.sums[i]
-                assert z is not None
-                same = z.to(torch.float64) == seen.entries[i].to(torch.float64)
-                rows.append({"dtype": dtype, "site": site.label, "gamma": gamma,
-                             "swamped": float(same.to(torch.float64).mean())})
-    except Exception:  # a probe is a figure; the laws judge a block that breaks here
-        return rows
-    return rows
 
 
 def _writable(path: Path, what: str, folder: bool = False) -> Path:
@@ -465,8 +368,6 @@ def _write(doc: dict[str, Any], out: dict[str, Path], with_plots: bool) -> list[
 
 def _check(args: argparse.Namespace) -> int:
     from resverify.blocks.catalog import skipped
-    from resverify.blocks.check import build
-    from resverify.blocks.jax_laws import validate_jax
     from resverify.cli.runner import signal_name
     from resverify.cli.stop_signals import StopSignals
     from resverify.reports import blocks as report
@@ -479,10 +380,7 @@ def _check(args: argparse.Namespace) -> int:
     for recipe in recipes:  # a recipe's mistake is one line before anything runs
         first = next(iter(d for d in recipe.dtypes if not dtypes or d in dtypes),
                      recipe.dtypes[0])
-        if is_jax(recipe):
-            validate_jax(recipe, first, seed)
-        else:
-            build(recipe, first, seed)
+        recipe.adapter.validate(recipe, first, seed)
     runs: list[BlockRun] = []
     interrupted = None
     with StopSignals() as signals:

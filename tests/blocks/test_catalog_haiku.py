@@ -169,3 +169,20 @@ def test_importing_the_haiku_catalog_leaves_pickling_working() -> None:
     assert found == "__main__", (
         f"pickle.whichmodule(nowhere, 'nowhere') = {found!r}, expected '__main__' "
         f"(no module in sys.modules holds it)")
+
+
+def test_check_block_judges_a_haiku_block_through_its_adapter() -> None:
+    """A JAX recipe names its adapter, so :func:`resverify.blocks.check_block` (the torch
+    blocks' entry) judges it too, the laws its adapter says apply (before: ``check_block`` on
+    a JAX recipe built no block, ``no_torch`` raised)."""
+    from resverify.blocks import check_block
+    from resverify.blocks.haiku_adapter import HAIKU
+
+    recipe = catalog.recipe("haiku.BlockV2")
+    assert recipe.adapter is HAIKU, recipe.adapter
+    records = check_block(recipe, ["float32"], ["stream_dtype", "decomposition"],
+                          max_examples=2)
+    assert [(r.law, r.verdict) for r in records] == [("stream_dtype", "pass"),
+                                                      ("decomposition", "pass"),
+                                                      ("decomposition", "pass")], \
+        [r.line() for r in records]

@@ -27,6 +27,7 @@ from resverify.blocks.catalog import catalog
 from resverify.blocks.catalog.torch_nn import encoder
 from resverify.blocks.check import LawRecord
 from resverify.blocks.laws import LAWS
+from resverify.blocks.probes import GAMMAS
 from resverify.blocks.recipe import Finding, Recipe, Site
 from resverify.cli import blocks as command
 from resverify.cli.main import main
@@ -177,7 +178,7 @@ def test_every_law_is_judged_on_a_block_with_layerscale_and_drop_path(
     assert {r["law"] for r in laws} == {n for n, law in LAWS.items() if not law.needs_paths}
     assert all(r["verdict"] == "pass" and r["examples"] >= 1 for r in laws)
     gammas = doc["blocks"][0]["probes"]["layerscale"]
-    assert sorted({r["gamma"] for r in gammas}) == sorted(command.GAMMAS)
+    assert sorted({r["gamma"] for r in gammas}) == sorted(GAMMAS)
     assert not list(tmp_path.rglob("*.png"))
 
 
@@ -513,3 +514,17 @@ def test_commands_md_documents_every_option_of_blocks_check() -> None:
     missing = [o for o in options if f"`{o}" not in section]
     assert not missing, f"docs/commands.md's resverify blocks section lacks {missing}"
     assert "module:RECIPE" in section, "docs/commands.md's resverify blocks lacks module:RECIPE"
+
+
+def test_the_command_never_asks_which_library_a_block_comes_from() -> None:
+    """Every recipe names its adapter (``Recipe.adapter``), so the command holds no test of a
+    recipe's type or library (before: five ``is_jax`` checks picked torch or JAX)."""
+    import inspect
+
+    from resverify.cli import blocks_replay
+
+    for module in (command, blocks_replay):
+        source = inspect.getsource(module)
+        asked = [word for word in ("is_jax", "JaxRecipe", "jax_laws", "isinstance(recipe")
+                 if word in source]
+        assert not asked, f"{module.__name__} names {asked}: it asks which library a block is"
