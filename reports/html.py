@@ -20,10 +20,9 @@ from resverify.reports import blocks as blocks_text
 from resverify.reports.coverage import heard
 from resverify.reports.markdown import blocks_only, citation, short_note
 from resverify.reports.matrix import cell_text, column_name
-from resverify.reports.verdicts import mutant_score_status
 
-__all__ = ["CSP", "MODE_TITLES", "PLOTS_INTRO", "esc", "mutants_section", "page",
-           "render_html", "render_joined_html"]
+__all__ = ["CSP", "MODE_TITLES", "PLOTS_INTRO", "esc", "page", "render_html",
+           "render_joined_html"]
 
 CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
        "form-action 'none'")
@@ -438,45 +437,6 @@ def _timings(doc: Mapping[str, Any]) -> str:
     return f'<p class="timing">timings: {items}</p>'
 
 
-_MUTANT_HEADERS = ("mutant", "class", "bug", "killed by", "kind", "examples", "time")
-
-
-def _mutant_killer(entry: Mapping[str, Any]) -> str:
-    if entry["status"] != "killed":
-        return f'<td class="failed nw">{esc(entry["status"])}</td>'
-    dtype = f" [{entry['dtype']}]" if entry.get("dtype") else ""
-    title = esc(entry.get("message") or "")
-    return f'<td class="passed" title="{title}">{esc(entry["property"])}{esc(dtype)}</td>'
-
-
-def _mutant_row(entry: Mapping[str, Any]) -> str:
-    cells = [f'<td class="nw">{esc(entry["mutant"])}</td>', f"<td>{esc(entry['bug_class'])}</td>",
-             f"<td>{esc(entry['bug'])}</td>", _mutant_killer(entry),
-             f"<td>{esc(entry.get('kind') or '')}</td>", f"<td>{esc(entry['examples'])}</td>",
-             f'<td class="timing nw">{esc(entry["seconds"])} s</td>']
-    return "<tr>" + "".join(cells) + "</tr>"
-
-
-def mutants_section(doc: Mapping[str, Any]) -> str:
-    """``<h2>Mutants</h2>``, the score line and the table of a mutant score document (the
-    JSON of ``tools/mutants.py --out``, which ``check --mutants`` attaches): one row per
-    mutant, with its class, bug, the property that killed it first, kind, examples run
-    until the kill and time."""
-    badge = mutant_score_status(doc["killed"], doc["total"])
-    head = "".join(f"<th>{esc(h)}</th>" for h in _MUTANT_HEADERS)
-    rows = "".join(_mutant_row(e) for e in doc["mutants"])
-    return (f'<h2 id="mutants">Mutants</h2><p><span class="badge {badge}">'
-            f"{esc(doc['killed'])}/{esc(doc['total'])} killed</span> "
-            f"deliberately wrong backends, suite run under the {esc(doc['profile'])} profile, "
-            f"seed {esc(doc['seed'])}; a survivor is a bug the suite does not catch.</p>"
-            f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
-
-
-def _mutants(doc: Mapping[str, Any]) -> str:
-    """The mutant table when ``check --mutants`` attached a score."""
-    return mutants_section(doc["mutants"]) if doc.get("mutants") else ""
-
-
 def page(title: str, body: str) -> str:
     """A self-contained page: the report's style inline, the Content-Security-Policy that
     forbids every script and fetch, ``body`` as given."""
@@ -585,7 +545,7 @@ def render_html(doc: Mapping[str, Any], plots: Mapping[str, bytes],
     body = (_header(doc) + _summary(doc) + _failures(doc) + _matrix(doc) + _known_failures(doc)
             + blocks + _backends(doc)
             + _plots(plots, doc) + _properties(doc) + _coverage(doc) + _claims(doc)
-            + _mutants(doc) + _timings(doc))
+            + _timings(doc))
     return page("resverify report", body)
 
 

@@ -56,7 +56,7 @@ __all__ = [
     "write_report",
 ]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 DEPENDENCIES = ("numpy", "sympy", "mpmath", "hypothesis", "pytest",
                 "pytest-xdist", "pytest-timeout", "matplotlib", "jsonschema")
 NO_KNOWN_FAILURES: Mapping[str, Any] = {"file": None, "entries": []}
@@ -297,7 +297,6 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
                  claims: Sequence[Mapping[str, Any]], properties: Sequence[Mapping[str, Any]],
                  complete: bool, warnings: Sequence[str], timings: Mapping[str, Any],
                  known: Mapping[str, Any] = NO_KNOWN_FAILURES,
-                 mutants: Mapping[str, Any] | None = None,
                  plots: Mapping[str, Any] | None = None,
                  blocks: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The whole report document (see the module docstring for what varies run to run).
@@ -315,8 +314,7 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
     ``coverage`` what each law's examples reached per backend and dtype, and what of its
     floor they left unreached (:func:`resverify.reports.coverage.build_coverage`).
 
-    ``mutants`` (the document of ``tools/mutants.py --out``) is attached as it is, when
-    given; it does not change the status. So is ``plots``, once the plots are drawn: for
+    ``plots`` is attached as it is, once the plots are drawn: for
     each plot its series (one per backend that claims the plot's mode), the dtype each was
     asked in, the reason of each backend's gaps, and (:func:`resverify.reports.plots.
     plot_summary`) the plot's mode and the backends that do not claim it.
@@ -356,8 +354,6 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
         "warnings": list(warnings),
         "timings": dict(timings),
     }
-    if mutants is not None:
-        doc["mutants"] = copy.deepcopy(dict(mutants))
     if plots is not None:
         doc["plots"] = copy.deepcopy(dict(plots))
     if blocks is not None:

@@ -3,13 +3,13 @@
 Why one module: the element's verdict (a value inside its budget or not) has one rule,
 :mod:`resverify.spec.compare`; everything built on it (is this test's failure the
 backend's fault, has this backend passed, did the run pass, what does a matrix cell say,
-is a known failure still expected, was a mutant killed) used to be decided where it was
-shown, by the JSON writer, the matrix, the known-failures reader and the mutant runner.
+is a known failure still expected) used to be decided where it was shown, by the JSON
+writer, the matrix and the known-failures reader.
 Two places that decide one verdict drift apart; here each rule is written once, and
 report.json, report.md and report.html only render what it decided.
 
-Every function is pure: data in (the report's own records, as report.json holds them, or
-a suite's results), a verdict out. None reads a file, calls a backend or looks at the
+Every function is pure: data in (the report's own records, as report.json holds them), a
+verdict out. None reads a file, calls a backend or looks at the
 clock, so each rule is tested alone (``tests/reports/test_verdicts.py``).
 
 What it decides, one section each, in this order:
@@ -23,13 +23,12 @@ What it decides, one section each, in this order:
 5. a conformance-matrix cell, and a backend's verdict in one mode;
 6. a known failure's state (``expected``, ``fixed``, ``not checked``) and which failures
    it expects;
-7. a mutant run's outcome (``killed``, ``survived``, ``error``) and a mutant score's;
-8. a vector's or a group's status (``skipped``, ``fail``, ``pass``) once judged, and a
+7. a vector's or a group's status (``skipped``, ``fail``, ``pass``) once judged, and a
    property's verdict over its vectors (the judging itself, which asks a backend, stays
    in :mod:`resverify.reports.judge`);
-9. a residual block's law record (a documented finding's failure is ``expected``, its pass
+8. a residual block's law record (a documented finding's failure is ``expected``, its pass
    ``fixed``), a block's verdict over its records, and the blocks section's;
-10. a joined report (``resverify join``): its status over its machines' runs, and a
+9. a joined report (``resverify join``): its status over its machines' runs, and a
    claim's over the machines that checked it.
 """
 
@@ -37,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from resverify.spec.claims import overall_status
 
@@ -47,7 +46,6 @@ __all__ = [
     "FAILURE_KINDS",
     "PROPERTY_OUTCOMES",
     "ClaimSettlement",
-    "SuiteResults",
     "backend_status",
     "cell_checked",
     "cell_status",
@@ -63,8 +61,6 @@ __all__ = [
     "expects",
     "failure_kinds",
     "mode_status",
-    "mutant_outcome",
-    "mutant_score_status",
     "property_status",
     "ran",
     "run_status",
@@ -307,73 +303,7 @@ def settle_claim_side(entry: Record, side: Record) -> ClaimSettlement:
                                  f"{entry['backend']}")
 
 
-# --- 7. mutants -------------------------------------------------------------------------
-
-MUTANT_MESSAGE_CHARS = 300
-
-
-class SuiteResults(Protocol):
-    """What a mutant's verdict reads of its suite run (:class:`resverify.cli.runner.SuiteRun`
-    has it): the finished tests' results in order, and how the run ended."""
-
-    @property
-    def results(self) -> Sequence[Record]: ...
-    @property
-    def exitstatus(self) -> int | None: ...
-    @property
-    def returncode(self) -> int | None: ...
-    @property
-    def finished(self) -> bool: ...
-    @property
-    def refused(self) -> bool: ...
-
-
-def mutant_outcome(suite: SuiteResults) -> dict[str, Any]:
-    """The verdict on one mutant from its suite's results, in the order they finished.
-
-    ``killed`` at the first failed test (property, dtype, kind, message), unless that
-    failure is ``internal`` (resverify's own error: ``error``, no kill); ``survived`` when
-    the whole suite finished and passed; else ``error`` (pytest refused its command line,
-    or the run stopped early), which is not a kill. ``examples`` counts the examples run
-    until the verdict (the failed test's included), ``tests_run`` the tests until then.
-    """
-    examples = 0
-    for count, result in enumerate(suite.results, start=1):
-        examples += int(result["properties"].get("examples") or 0)
-        if result["outcome"] == "failed":
-            return {**_first_failure(result), "examples": examples, "tests_run": count}
-    survived = suite.exitstatus == 0 and suite.finished
-    return {"status": "survived" if survived else "error", "property": None, "dtype": None,
-            "kind": None, "examples": examples, "tests_run": len(suite.results),
-            "message": None if survived else _ended(suite)}
-
-
-def _first_failure(result: Record) -> dict[str, Any]:
-    """The verdict a mutant's first failed test gives: a kill, or an error when the failure
-    is resverify's own (``internal``)."""
-    props = result["properties"]
-    internal = props.get("failure_kind") == "internal"
-    message = " ".join(str(result.get("message") or "").split())
-    return {"status": "error" if internal else "killed",
-            "property": props.get("property") or result["nodeid"], "dtype": props.get("dtype"),
-            "kind": "internal" if internal else props.get("failure_kind") or "law",
-            "message": message[:MUTANT_MESSAGE_CHARS]}
-
-
-def _ended(suite: SuiteResults) -> str:
-    """Why a suite run that neither killed nor passed gives no verdict."""
-    if suite.refused:
-        return "pytest refused its command line (see pytest.log)"
-    return (f"the suite ended without a verdict (pytest exit {suite.exitstatus}, "
-            f"process exit {suite.returncode}, {len(suite.results)} tests finished)")
-
-
-def mutant_score_status(killed: int, total: int) -> str:
-    """A mutant score passes only when every mutant was killed."""
-    return "passed" if killed == total else "failed"
-
-
-# --- 8. a vector, a group, and a property over its vectors ------------------------------
+# --- 7. a vector, a group, and a property over its vectors ------------------------------
 
 VECTOR_STATUS_RANK: Mapping[str, int] = {"fail": 2, "pass": 1, "skipped": 0}
 """How much a vector's status says about its property: one failure outweighs any pass,
@@ -411,7 +341,7 @@ def property_verdicts(verdicts: Iterable[Record]) -> dict[tuple[str, str], Recor
 __all__ += ["VECTOR_STATUS_RANK", "property_verdicts", "vector_status"]
 
 
-# --- 9. residual blocks -----------------------------------------------------------------
+# --- 8. residual blocks -----------------------------------------------------------------
 
 BLOCK_LAW_VERDICTS = ("pass", "fail", "unjudged", "expected", "fixed")
 """A block's law record: as judged (``pass``, ``fail``, ``unjudged``), or, where the block's
@@ -465,7 +395,7 @@ __all__ += ["BLOCK_LAW_VERDICTS", "BLOCK_VERDICTS", "block_law_verdict", "block_
             "blocks_verdict"]
 
 
-# --- 10. a joined report ----------------------------------------------------------------
+# --- 9. a joined report ----------------------------------------------------------------
 
 JOINED_RUN_ORDER = ("incomplete", "failed", "nothing checked", "partly checked", "passed")
 """The statuses of runs (:func:`run_status`), the one that wins first in a joined report."""

@@ -96,9 +96,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "when FILE ends in .json): a listed failure that reproduces is "
                         "'expected', a listed one that passes now is 'fixed' and fails the "
                         f"run (default: ./{known_failures.DEFAULT_FILE} when it exists)")
-    parser.add_argument("--mutants", type=Path, metavar="FILE",
-                        help="attach the score of `tools/mutants.py --out FILE` to the report "
-                        "(report.json's mutants entry, a table in report.html)")
     parser.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS",
                         help="extra pytest arguments after --, e.g. -- -k shape")
 

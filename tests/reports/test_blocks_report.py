@@ -31,7 +31,7 @@ from resverify.blocks.check import LawRecord
 from resverify.blocks.recipe import Finding
 from resverify.reports import blocks as report
 from resverify.reports.html import render_html
-from resverify.reports.json_report import blocks_report, strip_timings, validate
+from resverify.reports.json_report import SCHEMA_VERSION, blocks_report, strip_timings, validate
 from resverify.reports.markdown import render_markdown
 from tests.blocks.broken_blocks import CORRECT
 
@@ -93,7 +93,7 @@ def test_a_blocks_only_report_follows_the_main_schema_and_is_strict_json() -> No
     text = json.dumps(whole, allow_nan=False)  # an infinite figure is text, not Infinity
     assert json.loads(text) == whole
     assert whole["blocks"] == doc
-    assert (whole["schema"], whole["schema_version"]) == ("resverify-report", 7)
+    assert (whole["schema"], whole["schema_version"]) == ("resverify-report", SCHEMA_VERSION)
     assert whole["run"] == {"seed": 3, "profile": "dev", "backends": [], "pytest_args": [],
                             "pytest_exit_code": None}
     assert (whole["backends"], whole["claims"], whole["properties"]) == ([], [], [])

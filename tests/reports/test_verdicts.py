@@ -8,8 +8,6 @@ No test runs a backend or a suite; the records are built as report.json holds th
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -366,82 +364,7 @@ def test_a_claim_entry_is_expected_when_its_side_fails_of_its_kind_and_fixed_whe
     _check(f"settle_claim_side(kind='law', side={side})", v.settle_claim_side(entry, side), want)
 
 
-# --- 7. mutants -------------------------------------------------------------------------
-
-@dataclass
-class _Suite:
-    """The data a mutant's verdict reads of a suite run."""
-
-    results: Sequence[Record] = field(default_factory=list)
-    exitstatus: int | None = 0
-    returncode: int | None = 0
-    finished: bool = True
-    refused: bool = False
-
-
-def _result(outcome: str, examples: int, kind: str | None = None, prop: str = "p",
-            message: str = "") -> Record:
-    return {"nodeid": f"t::test_{prop}", "outcome": outcome, "message": message,
-            "properties": {"property": prop, "dtype": "float64", "examples": examples,
-                           "failure_kind": kind}}
-
-
-def test_a_mutant_is_killed_by_its_first_failure_with_the_examples_until_then() -> None:
-    suite = _Suite([_result("passed", 5), _result("failed", 2, "law", "q", "wrong\n  value"),
-                    _result("failed", 7, "crash", "r")], exitstatus=1)
-    want = {"status": "killed", "property": "q", "dtype": "float64", "kind": "law",
-            "message": "wrong value", "examples": 7, "tests_run": 2}
-    _check("mutant_outcome(passed 5, failed q 2, failed r 7)", v.mutant_outcome(suite), want)
-
-
-@pytest.mark.parametrize(("kind", "status", "shown"), [
-    ("law", "killed", "law"), (None, "killed", "law"), ("crash", "killed", "crash"),
-    ("internal", "error", "internal"),
-])
-def test_an_internal_failure_is_an_error_not_a_kill(kind: str | None, status: str,
-                                                    shown: str) -> None:
-    got = v.mutant_outcome(_Suite([_result("failed", 1, kind)], exitstatus=1))
-    _check(f"mutant_outcome(failed, kind={kind!r}) status, kind", (got["status"], got["kind"]),
-           (status, shown))
-
-
-def test_a_mutant_message_is_one_line_of_at_most_300_characters() -> None:
-    got = v.mutant_outcome(_Suite([_result("failed", 1, "law", message="x " * 400)]))
-    _check("len(mutant_outcome(600-character message)['message'])", len(got["message"]), 300)
-
-
-@pytest.mark.parametrize(("suite", "status", "message"), [
-    pytest.param(_Suite([_result("passed", 3)]), "survived", None, id="finished, exit 0"),
-    pytest.param(_Suite([_result("passed", 3)], finished=False, exitstatus=2, returncode=2),
-                 "error", "the suite ended without a verdict (pytest exit 2, process exit 2, "
-                 "1 tests finished)", id="stopped early"),
-    pytest.param(_Suite([_result("passed", 3)], exitstatus=1, returncode=1), "error",
-                 "the suite ended without a verdict (pytest exit 1, process exit 1, "
-                 "1 tests finished)", id="exit 1 with no failure"),
-    pytest.param(_Suite([_result("passed", 3)], finished=False), "error",
-                 "the suite ended without a verdict (pytest exit 0, process exit 0, "
-                 "1 tests finished)", id="exit 0, not finished"),
-    pytest.param(_Suite([], finished=False, exitstatus=None, returncode=4, refused=True),
-                 "error", "pytest refused its command line (see pytest.log)", id="refused"),
-])
-def test_a_mutant_survives_only_a_finished_passing_suite(suite: _Suite, status: str,
-                                                         message: str | None) -> None:
-    got = v.mutant_outcome(suite)
-    _check(f"mutant_outcome({suite}) status, message", (got["status"], got["message"]),
-           (status, message))
-    _check(f"mutant_outcome({suite}) examples, tests_run", (got["examples"], got["tests_run"]),
-           (3 * len(suite.results), len(suite.results)))
-
-
-@pytest.mark.parametrize(("killed", "total", "want"), [
-    (3, 3, "passed"), (0, 0, "passed"), (2, 3, "failed"), (0, 1, "failed"),
-])
-def test_a_mutant_score_passes_only_when_every_mutant_was_killed(killed: int, total: int,
-                                                                 want: str) -> None:
-    _check(f"mutant_score_status({killed}, {total})", v.mutant_score_status(killed, total), want)
-
-
-# --- 9. residual blocks -----------------------------------------------------------------
+# --- 8. residual blocks -----------------------------------------------------------------
 
 @pytest.mark.parametrize(("outcome", "kind", "finding", "want"), [
     pytest.param("pass", None, None, "pass", id="a pass"),
@@ -514,7 +437,7 @@ def test_a_failed_blocks_section_fails_a_run_whose_backends_passed() -> None:
     _check("run_status(properties passed, blocks='fail')", got, "failed")
 
 
-# --- 10. a joined report ----------------------------------------------------------------
+# --- 9. a joined report ----------------------------------------------------------------
 
 @pytest.mark.parametrize(("runs", "want"), [
     (["passed", "passed"], "passed"),
