@@ -192,10 +192,12 @@ def headroom(block: Mapping[str, Any]) -> dict[str, float | str]:
 
 
 def examples_count(verdict: str, examples: int, asked: int) -> str:
-    """``25``, or ``4 of 25`` for a pass on fewer examples than asked (``asked`` 0: not
-    known). The command, the pages and a record's line all say it so."""
-    short = verdict == "pass" and asked > 0 and examples < asked
-    return f"{examples} of {asked}" if short else str(examples)
+    """``25``, or ``4 of 25`` for a pass on fewer examples than asked: the rule of
+    :func:`resverify.blocks.check.examples_count`, imported when a blocks section is
+    rendered (a report without one never loads the block laws)."""
+    from resverify.blocks.check import examples_count as rule
+
+    return rule(verdict, examples, asked)
 
 
 def examples_text(verdict: str, examples: int, asked: int) -> str:

@@ -20,9 +20,9 @@ from typing import Any
 
 from resverify.impl.about import describe_backend
 from resverify.impl.backend import Backend
+from resverify.properties.known_failures import Checked
 from resverify.reports.atomic import write_text
 from resverify.reports.coverage import build_coverage
-from resverify.reports.known_failures import apply as apply_known_failures
 from resverify.reports.matrix import build_matrix
 from resverify.reports.verdicts import (
     backend_status,
@@ -32,9 +32,12 @@ from resverify.reports.verdicts import (
     claim_status,
     could_not_run,
     exact_status,
+    known_failures_settled,
     property_status,
     ran,
     run_status,
+    vector_entry_state,
+    vector_verdict,
 )
 from resverify.spec.codec import packaged_schema
 
@@ -47,6 +50,7 @@ __all__ = [
     "claim_entry",
     "dumps_report",
     "environment",
+    "known_entries",
     "load_schema",
     "property_entry",
     "strip_timings",
@@ -293,6 +297,40 @@ def _known_counts(entries: Sequence[Mapping[str, Any]]) -> dict[str, int]:
             for status in ("expected", "fixed", "not checked")}
 
 
+def known_entries(checked: Sequence[Checked], base: Path) -> list[dict[str, Any]]:
+    """The report's entry of each checked known failure (:func:`resverify.properties.
+    known_failures.judge_entries`): what the file says, its vector's path relative to
+    ``base`` when it lies under it, and its state (:func:`resverify.reports.verdicts.
+    vector_entry_state`) with the detail: the failure on the vector, why it is ``fixed``,
+    or why it is ``not checked``. A claim entry stays ``not checked`` with no detail until
+    :func:`build_report` settles it from the run's claims."""
+    return [_known_entry(c, base) for c in checked]
+
+
+def _known_entry(checked: Checked, base: Path) -> dict[str, Any]:
+    entry = checked.entry
+    doc: dict[str, Any] = {
+        "entry": entry.number, "backend": checked.backend or entry.backend,
+        "property": entry.prop, "claim": entry.claim, "dtype": entry.dtype, "kind": entry.kind,
+        "reason": entry.reason, "vector": None if entry.vector is None else _shown(entry.vector,
+                                                                                    base),
+        "status": "not checked", "detail": None}
+    if checked.backend is None:
+        doc["detail"] = f"backend {entry.backend} is not checked in this run"
+    elif checked.judged is not None:
+        verdict = vector_verdict(checked.judged)
+        doc["status"] = vector_entry_state(verdict["status"])
+        doc["detail"] = verdict["message"] or "the vector passes now"
+    return doc
+
+
+def _shown(path: Path, base: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(base.resolve()))
+    except ValueError:
+        return str(path)
+
+
 def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
                  claims: Sequence[Mapping[str, Any]], properties: Sequence[Mapping[str, Any]],
                  complete: bool, warnings: Sequence[str], timings: Mapping[str, Any],
@@ -302,8 +340,9 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
     """The whole report document (see the module docstring for what varies run to run).
 
     ``known`` is the known-failures file (``file``) and its checked ``entries``
-    (:func:`resverify.reports.known_failures.check_entries`): the failures they expect are
-    marked ``expected`` here (``properties``, ``claims`` and ``known`` are not changed).
+    (:func:`known_entries`): the failures they expect are ``expected`` here
+    (:func:`resverify.reports.verdicts.known_failures_settled`; ``properties``, ``claims``
+    and ``known`` are not changed).
 
     ``status`` is decided by :func:`resverify.reports.verdicts.run_status` from the
     statuses of the properties, claims, known failures and backends: ``incomplete``,
@@ -322,11 +361,9 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
     ``blocks`` is the blocks section (:func:`resverify.reports.blocks.section`), attached as
     it is; its ``verdict`` joins the run's ``status``.
     """
-    props = [copy.deepcopy(dict(p)) for p in properties]
-    claim_docs = [copy.deepcopy(dict(c)) for c in claims]
-    known_entries = copy.deepcopy(list(known["entries"]))
-    apply_known_failures(known_entries, props, claim_docs)
-    properties, claims = props, claim_docs
+    known_entries, properties, claims = known_failures_settled(
+        copy.deepcopy(list(known["entries"])), copy.deepcopy(list(properties)),
+        copy.deepcopy(list(claims)))
     summary = summarize(claims, properties)
     summary["known_failures"] = _known_counts(known_entries)
     entries = [backend_entry(b, properties, claims, known_entries) for b in backends]

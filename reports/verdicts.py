@@ -24,8 +24,8 @@ What it decides, one section each, in this order:
 6. a known failure's state (``expected``, ``fixed``, ``not checked``) and which failures
    it expects;
 7. a vector's or a group's status (``skipped``, ``fail``, ``pass``) once judged, and a
-   property's verdict over its vectors (the judging itself, which asks a backend, stays
-   in :mod:`resverify.reports.judge`);
+   property's verdict over its vectors (the judging itself, which asks a backend, is the
+   driver :mod:`resverify.properties.judge`, which says what it found and decides nothing);
 8. a residual block's law record (a documented finding's failure is ``expected``, its pass
    ``fixed``), a block's verdict over its records, and the blocks section's;
 9. a joined report (``resverify join``): its status over its machines' runs, and a
@@ -36,9 +36,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from resverify.spec.claims import overall_status
+
+if TYPE_CHECKING:
+    from resverify.properties.judge import Judged
 
 __all__ = [
     "ANY_DTYPE",
@@ -71,6 +74,7 @@ __all__ = [
 ]
 
 Record = Mapping[str, Any]
+Doc = dict[str, Any]
 
 
 # --- 1. a property record ---------------------------------------------------------------
@@ -303,6 +307,48 @@ def settle_claim_side(entry: Record, side: Record) -> ClaimSettlement:
                                  f"{entry['backend']}")
 
 
+def known_failures_settled(entries: Sequence[Record], properties: Sequence[Record],
+                           claims: Sequence[Record]) -> tuple[list[Doc], list[Doc], list[Doc]]:
+    """The records once the checked known-failures ``entries`` are applied, as new records
+    (the ones given are not changed): a failed property test an entry :func:`expecting`
+    is ``expected`` (with the entry's number in ``known_failure``); each claim entry is
+    settled by its backend's side of its claim (:func:`settle_claim_side`; no side: it stays
+    ``not checked`` and says so), the side it expects is ``expected``, and so is a claim
+    whose failures are all expected (:func:`claim_expected`). Returns ``(entries,
+    properties, claims)``."""
+    entries_out = [dict(e) for e in entries]
+    claims_out = [{**c, "backends": [dict(s) for s in c["backends"]]} for c in claims]
+    props_out: list[Doc] = []
+    for prop in properties:
+        entry = expecting(entries_out, prop) if prop["status"] == "failed" else None
+        props_out.append(dict(prop) if entry is None else
+                         {**prop, "status": "expected", "known_failure": entry["entry"]})
+    for entry in entries_out:
+        if entry["claim"] is not None and entry["detail"] is None:
+            _settle_claim(entry, claims_out)
+    return entries_out, props_out, claims_out
+
+
+def _settle_claim(entry: Doc, claims: Sequence[Doc]) -> None:
+    """Claim entry ``entry`` settled by its backend's side of each claim it names, on the
+    copies :func:`known_failures_settled` made."""
+    sides = [(claim, side) for claim in claims if claim["id"] == entry["claim"]
+             for side in claim["backends"] if side["backend"] == entry["backend"]]
+    if not sides:
+        entry["detail"] = f"claim {entry['claim']} was not checked on {entry['backend']}"
+    for claim, side in sides:
+        settled = settle_claim_side(entry, side)
+        if settled.side_expected:
+            side["status"] = "expected"
+        entry["status"] = settled.status or entry["status"]
+        entry["detail"] = settled.detail
+        if claim_expected(claim):
+            claim["status"] = "expected"
+
+
+__all__ += ["known_failures_settled"]
+
+
 # --- 7. a vector, a group, and a property over its vectors ------------------------------
 
 VECTOR_STATUS_RANK: Mapping[str, int] = {"fail": 2, "pass": 1, "skipped": 0}
@@ -310,18 +356,25 @@ VECTOR_STATUS_RANK: Mapping[str, int] = {"fail": 2, "pass": 1, "skipped": 0}
 one pass outweighs a skip."""
 
 
-def vector_status(unclaimed: str | None, failure: tuple[str, str] | None
-                  ) -> tuple[str, str | None, str]:
-    """``(status, kind, message)`` of one vector or group (a corpus entry, a saved vector):
-    ``skipped`` with the reason when the backend does not claim one of its requests (nothing
-    was sent), ``fail`` with the first failure's kind and its message on one line, else
-    ``pass``."""
-    if unclaimed is not None:
-        return "skipped", None, unclaimed
-    if failure is not None:
-        kind, message = failure
-        return "fail", kind, " ".join(message.split())
-    return "pass", None, ""
+def vector_status(judged: Judged) -> str:
+    """A vector's or a group's status once judged (a corpus entry, a saved vector):
+    ``skipped`` when the backend does not claim one of its requests (nothing was sent),
+    ``fail`` when a check failed, else ``pass``."""
+    if judged.unclaimed is not None:
+        return "skipped"
+    return "fail" if judged.kind is not None else "pass"
+
+
+def vector_verdict(judged: Judged) -> dict[str, Any]:
+    """The record of a judged vector or group: its :func:`vector_status`, the failure's
+    ``kind`` (None unless it failed) and its ``message``: the reason it was skipped, the
+    failure's message on one line, or empty for a pass."""
+    status = vector_status(judged)
+    if status == "skipped":
+        return {"status": status, "kind": None, "message": judged.unclaimed}
+    if status == "fail":
+        return {"status": status, "kind": judged.kind, "message": " ".join(judged.message.split())}
+    return {"status": status, "kind": None, "message": ""}
 
 
 def property_verdicts(verdicts: Iterable[Record]) -> dict[tuple[str, str], Record]:
@@ -338,7 +391,7 @@ def property_verdicts(verdicts: Iterable[Record]) -> dict[tuple[str, str], Recor
     return chosen
 
 
-__all__ += ["VECTOR_STATUS_RANK", "property_verdicts", "vector_status"]
+__all__ += ["VECTOR_STATUS_RANK", "property_verdicts", "vector_status", "vector_verdict"]
 
 
 # --- 8. residual blocks -----------------------------------------------------------------

@@ -46,7 +46,8 @@ from resverify.cli.runner import (
 from resverify.cli.stop_signals import StopSignals
 from resverify.cli.summary import print_summary
 from resverify.impl.registry import BUILTIN
-from resverify.reports import json_report, known_failures
+from resverify.properties import known_failures
+from resverify.reports import json_report
 from resverify.reports.atomic import write_bytes, write_text
 from resverify.spec import UsageError
 
@@ -160,7 +161,8 @@ def _check_known(request: Request, found: Evidence, progress: Progress) -> None:
         return
     began = time.monotonic()
     progress.show(f"checking {len(request.known)} known failures")
-    found.known = known_failures.check_entries(request.known, request.named, Path.cwd())
+    found.known = json_report.known_entries(
+        known_failures.judge_entries(request.known, request.named), Path.cwd())
     found.timings["known_failures_seconds"] = round(time.monotonic() - began, 3)
 
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from resverify.impl import Backend, resolve_backend
+from resverify.properties import known_failures
 from resverify.properties.profiles import PROFILES
-from resverify.reports import known_failures
 from resverify.spec import UsageError
 
 __all__ = ["Request", "read_request"]

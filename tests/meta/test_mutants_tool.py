@@ -238,6 +238,20 @@ def test_table_and_html_show_score_row_and_escape_text() -> None:
     assert 'class="badge failed"' in tool.render_section(_doc("survived"))
 
 
+def test_the_score_page_shows_a_survivor_as_failed_and_escapes_text() -> None:
+    doc = tool.score_document([
+        {"mutant": "kept_alive", "bug_class": "alpha", "bug": "α <b>rounded</b>",
+         "status": "survived", "property": None, "dtype": None, "kind": None, "examples": 25,
+         "seconds": 1.0},
+        {"mutant": "dropped_identity", "bug_class": "identity path", "bug": "x not added",
+         "status": "killed", "property": "zero_branch", "dtype": "float64", "kind": "law",
+         "examples": 1, "seconds": 0.5}], "ci", 0, 1.5)
+    page = tool.render_page(doc)
+    assert '<h2 id="mutants">' in page and "1/2 killed" in page, "mutant section missing"
+    assert '<td class="failed nw">survived</td>' in page, "a survivor is not shown as failed"
+    assert "<b>rounded</b>" not in page, "a mutant's text reached the page unescaped"
+
+
 @pytest.mark.parametrize(("argv", "said"), [
     (["--only", "NoSuchMutant"], "unknown mutant(s) ['NoSuchMutant']"),
     (["--profile", "nightly"], "unknown profile 'nightly'"),

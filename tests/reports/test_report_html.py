@@ -192,7 +192,7 @@ def test_html_shows_known_failures_fixed_first_and_each_backends_library(tmp_pat
     from resverify.impl.about import describe_backend
     from resverify.properties.vectors import save_vector
     from resverify.spec.fixtures import linear_block_request
-    from tests.reports.test_report_known_failures import _entry, _failed, _file, _report
+    from tests.properties.test_known_failures import _entry, _failed, _file, _report
 
     prop = "forward_and_gradients_match_spec_within_budget"
     save_vector(linear_block_request(), tmp_path, prop, "numpy").rename(tmp_path / "s06.json")
@@ -205,19 +205,3 @@ def test_html_shows_known_failures_fixed_first_and_each_backends_library(tmp_pat
     about = describe_backend(NumpyBackend())
     shown = f"{about['library']} {about['version']}"
     assert shown in page, f"{shown!r} not in the backends table"
-
-
-def test_html_shows_the_mutant_table_only_when_the_report_carries_one() -> None:
-    doc = _doc()
-    assert '<h2 id="mutants">' not in render_html(doc, {}), "a mutants section with no mutants"
-    doc["mutants"] = {"killed": 1, "total": 2, "profile": "ci", "seed": 0, "mutants": [
-        {"mutant": "kept_alive", "bug_class": "alpha", "bug": "α <b>rounded</b>",
-         "status": "survived", "property": None, "dtype": None, "kind": None, "examples": 25,
-         "seconds": 1.0},
-        {"mutant": "dropped_identity", "bug_class": "identity path", "bug": "x not added",
-         "status": "killed", "property": "zero_branch", "dtype": "float64", "kind": "law",
-         "examples": 1, "seconds": 0.5}]}
-    page = render_html(doc, {})
-    assert '<h2 id="mutants">' in page and "1/2 killed" in page, "mutant section missing"
-    assert '<td class="failed nw">survived</td>' in page, "a survivor is not shown as failed"
-    assert "<b>rounded</b>" not in page, "a mutant's text reached the page unescaped"

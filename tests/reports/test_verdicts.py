@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from resverify.properties.judge import Judged
 from resverify.reports import verdicts as v
 
 Record = dict[str, Any]
@@ -362,6 +363,35 @@ def test_a_claim_entry_is_expected_when_its_side_fails_of_its_kind_and_fixed_whe
         side: Record, want: v.ClaimSettlement) -> None:
     entry = _entry(claim="c1", property=None, dtype=None)
     _check(f"settle_claim_side(kind='law', side={side})", v.settle_claim_side(entry, side), want)
+
+
+# --- 7. a vector, a group, and a property over its vectors ----------------------------
+
+@pytest.mark.parametrize(("judged", "want"), [
+    pytest.param(Judged(unclaimed="dtype not claimed", kind="law", message="x"),
+                 {"status": "skipped", "kind": None, "message": "dtype not claimed"},
+                 id="unclaimed before failed"),
+    pytest.param(Judged(kind="law", message="output[0]\n  misses"),
+                 {"status": "fail", "kind": "law", "message": "output[0] misses"}, id="failed"),
+    pytest.param(Judged(), {"status": "pass", "kind": None, "message": ""}, id="held"),
+])
+def test_vector_status_is_skipped_before_failed_before_passed(judged: Judged,
+                                                              want: Record) -> None:
+    _check(f"vector_verdict({judged})", v.vector_verdict(judged), want)
+    _check(f"vector_status({judged})", v.vector_status(judged), want["status"])
+
+
+def test_property_verdict_is_the_first_failure_else_the_first_pass_else_a_skip() -> None:
+    def row(ident: str, status: str, dtype: str = "float64") -> dict[str, Any]:
+        return {"id": ident, "property": "law", "dtype": dtype, "status": status}
+
+    rows = [row("1", "skipped"), row("2", "pass"), row("3", "fail"), row("4", "fail"),
+            row("5", "pass"), row("6", "skipped", "float16")]
+    chosen = v.property_verdicts(rows)
+    assert chosen[("law", "float64")]["id"] == "3", chosen
+    assert chosen[("law", "float16")]["id"] == "6", chosen
+    assert v.property_verdicts(rows[:2])[("law", "float64")]["id"] == "2", rows[:2]
+    assert v.property_verdicts(rows[:1])[("law", "float64")]["id"] == "1", rows[:1]
 
 
 # --- 8. residual blocks -----------------------------------------------------------------
