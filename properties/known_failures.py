@@ -11,7 +11,7 @@ its saved vector (or a claim), and a reason. For each entry, on each run:
 * its vector is judged on its backend (:func:`resverify.properties.judge.judge`, the one
   comparison rule): still failing, the entry is ``expected``; passing now, it is ``fixed``,
   and a fixed entry fails the run until it is removed (strict); an entry whose backend is
-  not part of the run is ``not checked``;
+  not part of the run is ``unjudged``;
 * a failed property test is ``expected`` when an expected entry names its backend, property
   and dtype, and every failure of the test has the entry's kind (default ``law``): a crash
   is never hidden by a known wrong value. Any other failure fails the run as before.
@@ -24,7 +24,7 @@ writes it: every request the law sends and the relation, :mod:`resverify.propert
 judged by :func:`resverify.properties.judge.judge_group` with the law's own rule.
 
 This module reads the file and judges the vectors (:func:`judge_entries`), and changes
-no record; the states above (``expected``, ``fixed``, ``not checked``) and which failures
+no record; the states above (``expected``, ``fixed``, ``unjudged``) and which failures
 an entry expects are decided in :mod:`resverify.reports.verdicts`, with the report's other
 verdicts, and the report's entries are written by :mod:`resverify.reports.json_report`.
 """
@@ -193,7 +193,7 @@ def judge_entries(entries: Sequence[KnownFailure],
                   named: Mapping[str, Backend]) -> list[Checked]:
     """Each entry with its vector (or vector group) judged on the backend it names, when
     that backend is part of the run; the state this gives the entry (``expected``,
-    ``fixed``, ``not checked``) is :mod:`resverify.reports.verdicts`' to decide."""
+    ``fixed``, ``unjudged``) is :mod:`resverify.reports.verdicts`' to decide."""
     checked = []
     for entry in entries:
         backend = _backend(entry.backend, named)

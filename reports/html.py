@@ -92,13 +92,13 @@ monospace;font-size:1rem;font-weight:600;background:#f6f8fa;border:1px solid #d0
 padding:.35rem .55rem;user-select:all;overflow-wrap:anywhere}
 table.element{width:auto}table.element td{font-family:ui-monospace,monospace}
 .facts{font-size:.8rem;color:#57606a;margin:.3rem 0}
-.passed,.pass{color:#1a7f37;font-weight:600}.failed,.fail{color:#cf222e;font-weight:600}
-.skipped,.xfailed,.missing,.not-checked,.not-claimed{color:#6e7781}.expected{color:#9a6700;font-weight:600}
+.pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}
+.skipped,.xfailed,.missing,.not-claimed,.none{color:#6e7781}.expected{color:#9a6700;font-weight:600}
 .fixed{color:#cf222e;font-weight:600}.badge{display:inline-block;padding:.15rem .6rem;
-border-radius:1rem;color:#fff;font-weight:700}.badge.passed{background:#1a7f37}
-.nothing-checked,.partly-checked,.unjudged,.partly-judged{color:#9a6700;font-weight:600}
-.badge.failed{background:#cf222e}.badge.incomplete,.badge.nothing-checked,
-.badge.partly-checked{background:#9a6700;color:#fff}
+border-radius:1rem;color:#fff;font-weight:700}.badge.pass{background:#1a7f37}
+.unjudged,.partly-judged,.incomplete{color:#9a6700;font-weight:600}
+.badge.fail{background:#cf222e}.badge.incomplete,.badge.unjudged,
+.badge.partly-judged{background:#9a6700;color:#fff}
 .warn{background:#fff8c5;border:1px solid #d4a72c;padding:.5rem;margin:.5rem 0}
 figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #d0d7de}
 figcaption{font-size:.85rem;color:#57606a}code{font-size:.85em}
@@ -160,11 +160,11 @@ def _summary(doc: Mapping[str, Any]) -> str:
     rows = []
     for part in ("properties", "claims"):
         c = doc["summary"][part]
-        rows.append([_td(part), _td(c["total"]), _td(c["passed"], "passed"),
-                     _td(c["failed"], "failed"), _td(c["expected"], "expected"),
+        rows.append([_td(part), _td(c["total"]), _td(c["pass"], "pass"),
+                     _td(c["fail"], "fail"), _td(c["expected"], "expected"),
                      _td(c["skipped"], "skipped")])
     return "<h2>Summary</h2>" + _table(
-        ["", "total", "passed", "failed", "expected", "skipped"], rows)
+        ["", "total", "pass", "fail", "expected", "skipped"], rows)
 
 
 def _known_failures(doc: Mapping[str, Any]) -> str:
@@ -172,7 +172,7 @@ def _known_failures(doc: Mapping[str, Any]) -> str:
     known = doc["known_failures"]
     if known["file"] is None:
         return ""
-    order = {"fixed": 0, "expected": 1, "not checked": 2}
+    order = {"fixed": 0, "expected": 1, "unjudged": 2}
     entries = sorted(known["entries"], key=lambda e: (order.get(e["status"], 0), e["entry"]))
     rows = [[_td(e["entry"], "nw"), _td(e["backend"]), _td(e["property"] or f"claim {e['claim']}"),
              _td(e["dtype"]), _status(e["status"]), _td(e["vector"], "msg"), _td(e["reason"]),
@@ -242,7 +242,7 @@ def _mode_cell(side: Mapping[str, Any] | None) -> str:
         said += f", {side['failed']} failed"
     if side["expected"]:
         said += f", {side['expected']} expected"
-    return f'<td class="{esc(side["status"].replace(" ", "-"))}">{esc(said)}</td>'
+    return f'<td class="{_css(side["status"])}">{esc(said)}</td>'
 
 
 def _spans(columns: Sequence[Mapping[str, Any]], key: Callable[[Mapping[str, Any]], str],
@@ -325,7 +325,7 @@ def _element(element: Mapping[str, str] | None) -> str:
 
 def _failures(doc: Mapping[str, Any]) -> str:
     items = [_property_failure(p, f, i, len(p["failures"]))
-             for p in doc["properties"] if p["status"] == "failed"
+             for p in doc["properties"] if p["status"] == "fail"
              for i, f in enumerate(p["failures"] or [None], 1)]
     items += [_claim_failure(c) for c in doc["claims"] if c["status"] == "fail"]
     cards = [_failure_card(item, open_=i < OPEN_FAILURES) for i, item in enumerate(items)]
@@ -583,7 +583,7 @@ def render_joined_html(doc: Mapping[str, Any]) -> str:
     flat = flat_view(doc)
     warnings = "".join(f'<div class="warn">{esc(w)}</div>' for w in doc["warnings"])
     status = esc(doc["status"])
-    body = (f'<h1>resverify joined report <span class="badge {status.replace(" ", "-")}">'
+    body = (f'<h1>resverify joined report <span class="badge {_css(doc["status"])}">'
             f"{status}</span></h1>{warnings}" + _machines(doc) + _summary(flat)
             + _failures(flat) + _matrix(doc) + _backends(flat) + _properties(flat)
             + _claims(flat))

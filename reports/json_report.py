@@ -102,7 +102,7 @@ def backend_entry(backend: Backend, properties: Sequence[Mapping[str, Any]] = ()
     ran on it, the tests that ran, and every test that could not run, with the reason.
 
     Its ``status`` is decided by :func:`resverify.reports.verdicts.backend_status`
-    (``failed``, ``passed`` or ``nothing checked``); ``tests_run`` and ``examples`` count
+    (``fail``, ``pass`` or ``unjudged``); ``tests_run`` and ``examples`` count
     the tests that :func:`~resverify.reports.verdicts.ran`, ``not_run`` lists those that
     :func:`~resverify.reports.verdicts.could_not_run`, ``expected`` counts its expected
     failures.
@@ -280,12 +280,12 @@ def _count(value: object) -> int | None:
 def summarize(claims: Sequence[Mapping[str, Any]],
               properties: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Counts per status: ``expected`` (a known failure that reproduced) apart from
-    ``failed``; pytest's xfailed tests count as skipped."""
+    ``fail``; pytest's xfailed tests count as skipped."""
     def counts(statuses: Iterable[str]) -> dict[str, int]:
         items = list(statuses)
         return {"total": len(items),
-                "passed": sum(s in ("pass", "passed") for s in items),
-                "failed": sum(s in ("fail", "failed") for s in items),
+                "pass": sum(s == "pass" for s in items),
+                "fail": sum(s == "fail" for s in items),
                 "skipped": sum(s in ("skipped", "xfailed") for s in items),
                 "expected": sum(s == "expected" for s in items)}
     return {"claims": counts(c["status"] for c in claims),
@@ -293,8 +293,8 @@ def summarize(claims: Sequence[Mapping[str, Any]],
 
 
 def _known_counts(entries: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    return {status.replace(" ", "_"): sum(e["status"] == status for e in entries)
-            for status in ("expected", "fixed", "not checked")}
+    return {status: sum(e["status"] == status for e in entries)
+            for status in ("expected", "fixed", "unjudged")}
 
 
 def known_entries(checked: Sequence[Checked], base: Path) -> list[dict[str, Any]]:
@@ -302,7 +302,7 @@ def known_entries(checked: Sequence[Checked], base: Path) -> list[dict[str, Any]
     known_failures.judge_entries`): what the file says, its vector's path relative to
     ``base`` when it lies under it, and its state (:func:`resverify.reports.verdicts.
     vector_entry_state`) with the detail: the failure on the vector, why it is ``fixed``,
-    or why it is ``not checked``. A claim entry stays ``not checked`` with no detail until
+    or why it is ``unjudged``. A claim entry stays ``unjudged`` with no detail until
     :func:`build_report` settles it from the run's claims."""
     return [_known_entry(c, base) for c in checked]
 
@@ -314,7 +314,7 @@ def _known_entry(checked: Checked, base: Path) -> dict[str, Any]:
         "property": entry.prop, "claim": entry.claim, "dtype": entry.dtype, "kind": entry.kind,
         "reason": entry.reason, "vector": None if entry.vector is None else _shown(entry.vector,
                                                                                     base),
-        "status": "not checked", "detail": None}
+        "status": "unjudged", "detail": None}
     if checked.backend is None:
         doc["detail"] = f"backend {entry.backend} is not checked in this run"
     elif checked.judged is not None:
@@ -346,7 +346,7 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
 
     ``status`` is decided by :func:`resverify.reports.verdicts.run_status` from the
     statuses of the properties, claims, known failures and backends: ``incomplete``,
-    ``failed``, ``nothing checked`` or ``passed``.
+    ``fail``, ``unjudged``, ``partly judged`` or ``pass``.
 
     ``matrix`` is the conformance matrix of the properties, VJP and JVP side by side
     (:func:`resverify.reports.matrix.build_matrix`), after the known failures are applied;
@@ -407,8 +407,8 @@ def blocks_report(blocks: Mapping[str, Any], *, seconds: float) -> dict[str, Any
     known-failures file was read (the documented findings are in the section, per law);
     ``complete`` is false when the run was interrupted; ``status`` is
     :func:`resverify.reports.verdicts.run_status` of the section's verdict alone
-    (``incomplete``, ``failed``, ``nothing checked`` when it is ``unjudged``, else
-    ``passed``); ``timings`` holds ``blocks_seconds``, the seconds the laws took.
+    (``incomplete``, ``fail``, ``unjudged``, ``partly judged``, else ``pass``);
+    ``timings`` holds ``blocks_seconds``, the seconds the laws took.
     """
     run = {"seed": blocks["seed"], "profile": blocks["profile"], "backends": [],
            "pytest_args": [], "pytest_exit_code": None}

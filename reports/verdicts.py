@@ -18,11 +18,11 @@ What it decides, one section each, in this order:
    example), could not run, ran fewer examples than asked, and whether its failure is
    charged to its backend;
 2. a claim: each backend's side, the exact side, and the claim's own status;
-3. a backend's status: ``failed``, ``passed`` or ``nothing checked``;
-4. the run's status: ``incomplete``, ``failed``, ``nothing checked`` or ``passed``;
+3. a backend's status: ``fail``, ``pass`` or ``unjudged``;
+4. the run's status: ``incomplete``, ``fail``, ``unjudged``, ``partly judged`` or ``pass``;
 5. a conformance-matrix cell, and a backend's verdict in one mode;
-6. a known failure's state (``expected``, ``fixed``, ``not checked``) and which failures
-   it expects;
+6. a known failure's state (``expected``, ``fixed``, ``unjudged``) and which failures
+   it expects, and the records once the known failures are applied;
 7. a vector's or a group's status (``skipped``, ``fail``, ``pass``) once judged, and a
    property's verdict over its vectors (the judging itself, which asks a backend, is the
    driver :mod:`resverify.properties.judge`, which says what it found and decides nothing);
@@ -30,6 +30,12 @@ What it decides, one section each, in this order:
    ``fixed``), a block's verdict over its records, and the blocks section's;
 9. a joined report (``resverify join``): its status over its machines' runs, and a
    claim's over the machines that checked it.
+
+Every status is a word of one vocabulary, :data:`STATUSES` (the report schema's
+``$defs/status``); each kind of record takes the part of it its rule can give
+(:data:`RECORD_STATUSES`). Report schema 8 made it one: ``passed``/``failed`` became
+``pass``/``fail``, ``nothing checked`` (a backend, the run, a mode) and ``not checked``
+(a known failure) ``unjudged``, and the run's ``partly checked`` ``partly judged``.
 """
 
 from __future__ import annotations
@@ -74,20 +80,36 @@ __all__ = [
 ]
 
 Record = Mapping[str, Any]
+
+
+STATUSES = ("pass", "fail", "expected", "fixed", "xfailed", "skipped", "not claimed",
+            "unjudged", "partly judged", "incomplete", "none")
+"""The one verdict vocabulary: every status of every record the report holds.
+
+``pass`` and ``fail`` as judged; ``expected`` a failure a known failure (or a block's
+documented finding) expects, ``fixed`` one that passes now (it fails the run); ``xfailed``
+a test pytest expected to fail; ``skipped`` not run (a request the backend does not claim);
+``not claimed`` a matrix cell or mode the backend does not claim (a claim, not a verdict);
+``unjudged`` nothing was checked (no verdict without evidence); ``partly judged`` some
+records judged nothing while the rest held; ``incomplete`` a run that did not finish;
+``none`` a matrix cell with no test."""
 Doc = dict[str, Any]
 
 
 # --- 1. a property record ---------------------------------------------------------------
 
-PROPERTY_OUTCOMES = ("passed", "failed", "skipped", "xfailed")
-"""pytest's outcomes a property record keeps as they are; any other outcome is a failure."""
-_CHECKED = ("passed", "failed", "expected")
+PROPERTY_OUTCOMES: Mapping[str, str] = {"passed": "pass", "failed": "fail",
+                                         "skipped": "skipped", "xfailed": "xfailed"}
+"""pytest's outcomes a property record keeps, each as its word of :data:`STATUSES`; any
+other outcome is a failure."""
+_CHECKED = ("pass", "fail", "expected")
 
 
 def property_status(outcome: object) -> str:
-    """A property record's status from pytest's outcome: one of :data:`PROPERTY_OUTCOMES`
-    as it is, anything else (an error in setup, a crashed worker) ``failed``."""
-    return str(outcome) if outcome in PROPERTY_OUTCOMES else "failed"
+    """A property record's status from pytest's outcome: its word in
+    :data:`PROPERTY_OUTCOMES` (``passed`` is ``pass``, ``failed`` is ``fail``), anything else
+    (an error in setup, a crashed worker) ``fail``."""
+    return PROPERTY_OUTCOMES.get(str(outcome), "fail")
 
 
 def ran(prop: Record) -> bool:
@@ -98,14 +120,14 @@ def ran(prop: Record) -> bool:
 
 def could_not_run(prop: Record) -> bool:
     """The test was skipped, or passed without running a single example."""
-    return bool(prop["status"] == "skipped" or (prop["status"] == "passed"
+    return bool(prop["status"] == "skipped" or (prop["status"] == "pass"
                                                 and prop["examples"] == 0))
 
 
 def short_of_examples(prop: Record) -> bool:
     """A passed test that ran fewer examples than its profile asks (a known count of each)."""
     done, wanted = prop["examples"], prop.get("examples_wanted")
-    return bool(prop["status"] == "passed" and done is not None and wanted and done < wanted)
+    return bool(prop["status"] == "pass" and done is not None and wanted and done < wanted)
 
 
 def charged(prop: Record) -> bool:
@@ -159,18 +181,18 @@ def claim_expected(claim: Record) -> bool:
 
 def backend_status(name: str, properties: Sequence[Record] = (),
                    claims: Sequence[Record] = (), known: Sequence[Record] = ()) -> str:
-    """Backend ``name``'s verdict from the report's records: ``failed`` when a property test
+    """Backend ``name``'s verdict from the report's records: ``fail`` when a property test
     on it failed and is :func:`charged` to it, a claim fails on its side, or a known failure
-    of it is ``fixed``; else ``passed`` when a test :func:`ran` on it; else ``nothing
-    checked``. An ``expected`` failure does not fail it."""
+    of it is ``fixed``; else ``pass`` when a test :func:`ran` on it; else ``unjudged``
+    (nothing was checked). An ``expected`` failure does not fail it."""
     mine = [p for p in properties if p["backend"] == name]
     if _charged_failure(mine) or _claim_fails_on(name, claims) or _fixed_on(name, known):
-        return "failed"
-    return "passed" if any(ran(p) for p in mine) else "nothing checked"
+        return "fail"
+    return "pass" if any(ran(p) for p in mine) else "unjudged"
 
 
 def _charged_failure(properties: Sequence[Record]) -> bool:
-    return any(p["status"] == "failed" and charged(p) for p in properties)
+    return any(p["status"] == "fail" and charged(p) for p in properties)
 
 
 def _claim_fails_on(name: str, claims: Sequence[Record]) -> bool:
@@ -187,28 +209,27 @@ def _fixed_on(name: str, known: Sequence[Record]) -> bool:
 def run_status(*, complete: bool, properties: Iterable[str], claims: Iterable[str],
                known: Iterable[str], backends: Iterable[str], blocks: str | None = None) -> str:
     """The run's verdict from the statuses of its records: ``incomplete`` when it did not
-    finish; else ``failed`` when a property test or a claim failed (``expected`` ones do
+    finish; else ``fail`` when a property test or a claim failed (``expected`` ones do
     not; an ``internal`` failure does: it is resverify's own), a known failure is
     ``fixed`` or the blocks section (``blocks``, its :func:`blocks_verdict`; None: the run
-    has none) is ``fail``; else ``nothing checked`` when a backend had nothing checked or
-    the blocks section is ``unjudged`` (it judged nothing); else ``partly checked`` when
-    the blocks section is ``partly judged`` (some law records judged nothing, others held:
-    not a pass, and not "nothing"); else ``passed``."""
+    has none) is ``fail``; else ``unjudged`` when a backend had nothing checked or the
+    blocks section judged nothing; else ``partly judged`` when the blocks section is
+    (some law records judged nothing, others held: not a pass, and not "nothing"); else
+    ``pass``."""
     if not complete:
         return "incomplete"
-    if any(s in ("fail", "failed") for s in (*properties, *claims)) or "fixed" in known \
-            or blocks == "fail":
-        return "failed"
-    if "nothing checked" in backends or blocks == "unjudged":
-        return "nothing checked"
-    return "partly checked" if blocks == "partly judged" else "passed"
+    if "fail" in (*properties, *claims) or "fixed" in known or blocks == "fail":
+        return "fail"
+    if "unjudged" in backends or blocks == "unjudged":
+        return "unjudged"
+    return "partly judged" if blocks == "partly judged" else "pass"
 
 
 # --- 5. the conformance matrix ----------------------------------------------------------
 
 ANY_DTYPE = "any"
 """The column of a property with no dtype parameter."""
-CELL_STATUSES = ("failed", "expected", "passed", "xfailed", "skipped", "not claimed", "none")
+CELL_STATUSES = ("fail", "expected", "pass", "xfailed", "skipped", "not claimed", "none")
 """A cell's statuses, the one that wins first: a failure anywhere in the cell wins."""
 _RANK = {status: len(CELL_STATUSES) - 2 - i for i, status in enumerate(CELL_STATUSES)}
 
@@ -233,8 +254,8 @@ def cell_status(prop: Record, backend: Record | None, dtype: str) -> str:
 
 def worse_cell_status(current: str, new: str) -> str:
     """The cell's status once one more record joins it: the one first in
-    :data:`CELL_STATUSES` (an unknown status counts as ``failed``; ties keep ``current``)."""
-    return new if _RANK.get(new, _RANK["failed"]) > _RANK.get(current, _RANK["failed"]) \
+    :data:`CELL_STATUSES` (an unknown status counts as ``fail``; ties keep ``current``)."""
+    return new if _RANK.get(new, _RANK["fail"]) > _RANK.get(current, _RANK["fail"]) \
         else current
 
 
@@ -245,14 +266,14 @@ def cell_checked(status: str) -> bool:
 
 
 def mode_status(props: Sequence[Record], claimed: bool) -> str:
-    """A backend's verdict in one mode from its property records in that mode: ``failed``
+    """A backend's verdict in one mode from its property records in that mode: ``fail``
     when one failed (even in a mode it does not claim), else ``not claimed``, else
-    ``passed`` when a test :func:`ran`, else ``nothing checked``."""
-    if any(p["status"] == "failed" for p in props):
-        return "failed"
+    ``pass`` when a test :func:`ran`, else ``unjudged``."""
+    if any(p["status"] == "fail" for p in props):
+        return "fail"
     if not claimed:
         return "not claimed"
-    return "passed" if any(ran(p) for p in props) else "nothing checked"
+    return "pass" if any(ran(p) for p in props) else "unjudged"
 
 
 # --- 6. known failures ------------------------------------------------------------------
@@ -260,8 +281,8 @@ def mode_status(props: Sequence[Record], claimed: bool) -> str:
 def vector_entry_state(verdict_status: str) -> str:
     """A known failure's state from its vector's verdict on its backend: still failing,
     ``expected``; passing now, ``fixed`` (which fails the run); anything else (the
-    backend could not be asked) ``not checked``."""
-    return {"fail": "expected", "pass": "fixed"}.get(verdict_status, "not checked")
+    backend could not be asked) ``unjudged``."""
+    return {"fail": "expected", "pass": "fixed"}.get(verdict_status, "unjudged")
 
 
 def failure_kinds(prop: Record) -> set[str]:
@@ -313,14 +334,14 @@ def known_failures_settled(entries: Sequence[Record], properties: Sequence[Recor
     (the ones given are not changed): a failed property test an entry :func:`expecting`
     is ``expected`` (with the entry's number in ``known_failure``); each claim entry is
     settled by its backend's side of its claim (:func:`settle_claim_side`; no side: it stays
-    ``not checked`` and says so), the side it expects is ``expected``, and so is a claim
+    ``unjudged`` and says so), the side it expects is ``expected``, and so is a claim
     whose failures are all expected (:func:`claim_expected`). Returns ``(entries,
     properties, claims)``."""
     entries_out = [dict(e) for e in entries]
     claims_out = [{**c, "backends": [dict(s) for s in c["backends"]]} for c in claims]
     props_out: list[Doc] = []
     for prop in properties:
-        entry = expecting(entries_out, prop) if prop["status"] == "failed" else None
+        entry = expecting(entries_out, prop) if prop["status"] == "fail" else None
         props_out.append(dict(prop) if entry is None else
                          {**prop, "status": "expected", "known_failure": entry["entry"]})
     for entry in entries_out:
@@ -450,7 +471,7 @@ __all__ += ["BLOCK_LAW_VERDICTS", "BLOCK_VERDICTS", "block_law_verdict", "block_
 
 # --- 9. a joined report ----------------------------------------------------------------
 
-JOINED_RUN_ORDER = ("incomplete", "failed", "nothing checked", "partly checked", "passed")
+JOINED_RUN_ORDER = ("incomplete", "fail", "unjudged", "partly judged", "pass")
 """The statuses of runs (:func:`run_status`), the one that wins first in a joined report."""
 JOINED_CLAIM_ORDER = ("fail", "expected", "skipped", "pass")
 """A claim's statuses on several machines, the one that wins first."""
@@ -463,11 +484,11 @@ def _first_of(order: Sequence[str], statuses: Iterable[str], empty: str) -> str:
 
 def joined_status(runs: Iterable[str]) -> str:
     """A joined report's verdict from its runs' statuses, the rule of :func:`run_status`
-    over machines: ``incomplete`` when a run did not finish, else ``failed`` when one
-    failed, else ``nothing checked`` when one checked nothing (or there is no run), else
-    ``partly checked`` when one's blocks were partly judged, else ``passed``. Each run keeps
+    over machines: ``incomplete`` when a run did not finish, else ``fail`` when one
+    failed, else ``unjudged`` when one checked nothing (or there is no run), else
+    ``partly judged`` when one's blocks were partly judged, else ``pass``. Each run keeps
     its own verdict; this one never hides a machine's."""
-    return _first_of(JOINED_RUN_ORDER, runs, "nothing checked")
+    return _first_of(JOINED_RUN_ORDER, runs, "unjudged")
 
 
 def joined_claim_status(machines: Iterable[str]) -> str:
@@ -479,3 +500,25 @@ def joined_claim_status(machines: Iterable[str]) -> str:
 
 
 __all__ += ["JOINED_CLAIM_ORDER", "JOINED_RUN_ORDER", "joined_claim_status", "joined_status"]
+
+
+# --- the vocabulary, per record ---------------------------------------------------------
+
+RECORD_STATUSES: Mapping[str, tuple[str, ...]] = {
+    "run": ("pass", "fail", "unjudged", "partly judged", "incomplete"),
+    "backend": ("pass", "fail", "unjudged"),
+    "property": ("pass", "fail", "skipped", "xfailed", "expected"),
+    "claim": JOINED_CLAIM_ORDER,
+    "claim side": ("pass", "fail", "skipped", "expected"),
+    "exact side": ("pass", "fail"),
+    "matrix cell": CELL_STATUSES,
+    "mode": ("pass", "fail", "unjudged", "not claimed"),
+    "known failure": ("expected", "fixed", "unjudged"),
+    "vector": tuple(VECTOR_STATUS_RANK),
+    "block law": BLOCK_LAW_VERDICTS,
+    "block": BLOCK_VERDICTS,
+}
+"""The part of :data:`STATUSES` each kind of record can take (a vector group's is a
+vector's); the report schema's field for each names the same words."""
+
+__all__ += ["RECORD_STATUSES", "STATUSES"]

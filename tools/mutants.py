@@ -158,8 +158,9 @@ def _write(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
 
 def score_status(killed: int, total: int) -> str:
-    """A mutant score passes only when every mutant was killed."""
-    return "passed" if killed == total else "failed"
+    """A mutant score passes only when every mutant was killed (``pass``, else ``fail``:
+    the report's words, and its page's colours)."""
+    return "pass" if killed == total else "fail"
 
 
 _MUTANT_HEADERS = ("mutant", "class", "bug", "killed by", "kind", "examples", "time")
@@ -167,10 +168,10 @@ _MUTANT_HEADERS = ("mutant", "class", "bug", "killed by", "kind", "examples", "t
 
 def _mutant_killer(entry: Mapping[str, Any]) -> str:
     if entry["status"] != "killed":
-        return f'<td class="failed nw">{esc(entry["status"])}</td>'
+        return f'<td class="fail nw">{esc(entry["status"])}</td>'
     dtype = f" [{entry['dtype']}]" if entry.get("dtype") else ""
     title = esc(entry.get("message") or "")
-    return f'<td class="passed" title="{title}">{esc(entry["property"])}{esc(dtype)}</td>'
+    return f'<td class="pass" title="{title}">{esc(entry["property"])}{esc(dtype)}</td>'
 
 
 def _mutant_row(entry: Mapping[str, Any]) -> str:

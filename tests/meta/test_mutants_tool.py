@@ -213,7 +213,7 @@ def test_a_mutant_survives_only_a_finished_passing_suite(suite: _Suite, status: 
 
 
 @pytest.mark.parametrize(("killed", "total", "want"), [
-    (3, 3, "passed"), (0, 0, "passed"), (2, 3, "failed"), (0, 1, "failed"),
+    (3, 3, "pass"), (0, 0, "pass"), (2, 3, "fail"), (0, 1, "fail"),
 ])
 def test_a_mutant_score_passes_only_when_every_mutant_was_killed(killed: int, total: int,
                                                                  want: str) -> None:
@@ -235,7 +235,7 @@ def test_table_and_html_show_score_row_and_escape_text() -> None:
     page = tool.render_page(doc)
     assert "1/1 killed" in page and "&lt;α²&gt;" in page and "<α²>" not in page
     assert "p&lt;x&gt; [float64]" in tool.render_section(doc)
-    assert 'class="badge failed"' in tool.render_section(_doc("survived"))
+    assert 'class="badge fail"' in tool.render_section(_doc("survived"))
 
 
 def test_the_score_page_shows_a_survivor_as_failed_and_escapes_text() -> None:
@@ -248,7 +248,7 @@ def test_the_score_page_shows_a_survivor_as_failed_and_escapes_text() -> None:
          "examples": 1, "seconds": 0.5}], "ci", 0, 1.5)
     page = tool.render_page(doc)
     assert '<h2 id="mutants">' in page and "1/2 killed" in page, "mutant section missing"
-    assert '<td class="failed nw">survived</td>' in page, "a survivor is not shown as failed"
+    assert '<td class="fail nw">survived</td>' in page, "a survivor is not shown as failed"
     assert "<b>rounded</b>" not in page, "a mutant's text reached the page unescaped"
 
 
