@@ -71,7 +71,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-## mutants: the property suite against every mutant of tests/mutants/ (tools/mutants.py): score, table, JSON and HTML
+## mutants: the property suite against every mutant of tests/mutants/ (tools/mutants.py): score, table, JSON and its own HTML page (no report carries the score)
 mutants: $(STAMP)
 	mkdir -p resverify-report
 	$(BIN)/python tools/mutants.py -n 2 --out resverify-report/mutants.json --html resverify-report/mutants.html

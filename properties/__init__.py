@@ -13,8 +13,14 @@ Run it with pytest from the repository root (the root ``conftest.py`` loads
 Layout: one law per ``check_*`` function in ``laws_*.py`` (plain functions of a backend
 and a request, reusable outside pytest), strategies in :mod:`resverify.properties.strategies`,
 profiles in :mod:`resverify.properties.profiles`, thin Hypothesis tests named after their law in
-``test_*.py``. A failing law raises :class:`PropertyFailure` with the request; the plugin
-saves it as a JSON vector and prints ``resverify replay PATH --backend NAME``.
+``test_*.py``. The drivers that run laws outside Hypothesis sit beside them: the portable
+corpus (:mod:`~resverify.properties.corpus`, its vector groups' file form in
+:mod:`~resverify.properties.groups`), the judgement of one saved request or group
+(:mod:`~resverify.properties.judge`) and the known failures pinned to saved vectors
+(:mod:`~resverify.properties.known_failures`); they say what they found, and
+:mod:`resverify.reports.verdicts` decides every status. A failing law raises
+:class:`PropertyFailure` with the request; the plugin saves it as a JSON vector and prints
+``resverify replay PATH --backend NAME``.
 """
 
 from resverify.properties.assertions import PropertyFailure

@@ -1,7 +1,7 @@
 """Pinned examples: the declared list of every property test's explicit examples, and the
 seed fixtures (resverify.spec.fixtures) and past corner cases they pin.
 
-Why a list of our own. The corpus exporter (:mod:`resverify.reports.corpus`) runs each
+Why a list of our own. The corpus exporter (:mod:`resverify.properties.corpus`) runs each
 property's law on every pinned example, outside pytest, and records what it sends. It must
 find those examples, and the body of the test to run them on, without reading Hypothesis's
 private attributes. So a property test pins its examples with :func:`example` (in place of

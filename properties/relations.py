@@ -10,11 +10,11 @@ way passes it). So each such law builds its group (its function in ``laws_depth`
 ``laws_variance`` or ``laws_jvp``), and three drivers use that same group:
 
 * the Hypothesis test: :func:`holds` sends every request and checks the relations;
-* the corpus exporter (:mod:`resverify.reports.corpus`): the law runs on the exact oracle
+* the corpus exporter (:mod:`resverify.properties.corpus`): the law runs on the exact oracle
   inside :func:`recording`, which keeps every group it built, to be written as a group
-  file (:mod:`resverify.reports.relations` holds only that file format);
+  file (:mod:`resverify.properties.groups` holds only that file format);
 * ``resverify vectors run``: a group read back from its file is judged by :func:`check`
-  (:func:`resverify.reports.judge.judge_group`), in resverify or in an engine in another
+  (:func:`resverify.properties.judge.judge_group`), in resverify or in an engine in another
   language that implements the same two rules.
 
 The two relations, judged exactly in rationals on the backend's floats:

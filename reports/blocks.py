@@ -7,8 +7,9 @@ checked block into that key's document; :func:`resverify.reports.json_report.blo
 puts it into a report with no backend; the Markdown and HTML writers
 (:mod:`resverify.reports.markdown`, :mod:`resverify.reports.html`) render it, with the text
 helpers here (:func:`site_text`, :func:`declared_lines`, :func:`figure_text`) so both say
-the same; :func:`plots` draws its PNGs (matplotlib's Agg canvas, no pyplot). Every verdict
-in it (a law record's, a block's, the section's) is decided by
+the same; :func:`plots` draws its PNGs (matplotlib's Agg canvas, no pyplot), and
+:func:`resverify.reports.writer.write_files`, the one writer of every report, writes them.
+Every verdict in it (a law record's, a block's, the section's) is decided by
 :mod:`resverify.reports.verdicts`; nothing here imports torch or re-runs a block.
 
 What a block's entry holds: its library and version, what its recipe declares
@@ -33,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from resverify.reports import atomic
 from resverify.reports.verdicts import (
     BLOCK_LAW_VERDICTS,
     block_law_verdict,
@@ -48,10 +48,10 @@ if TYPE_CHECKING:
     from resverify.blocks.check import LawRecord
     from resverify.blocks.recipe import Recipe
 
-__all__ = ["PLOTS_DIR", "PLOT_CAPTIONS", "BlockRun", "count", "counts_text", "declared_lines",
+__all__ = ["PLOT_CAPTIONS", "BlockRun", "count", "counts_text", "declared_lines",
            "declares", "examples_count", "examples_text", "figure_text", "headroom",
            "library_text", "plot_names", "plots", "replay_lines", "section", "site_text",
-           "stopped_text", "swamped", "write"]
+           "stopped_text", "swamped"]
 
 Doc = dict[str, Any]
 
@@ -192,10 +192,12 @@ def headroom(block: Mapping[str, Any]) -> dict[str, float | str]:
 
 
 def examples_count(verdict: str, examples: int, asked: int) -> str:
-    """``25``, or ``4 of 25`` for a pass on fewer examples than asked (``asked`` 0: not
-    known). The command, the pages and a record's line all say it so."""
-    short = verdict == "pass" and asked > 0 and examples < asked
-    return f"{examples} of {asked}" if short else str(examples)
+    """``25``, or ``4 of 25`` for a pass on fewer examples than asked: the rule of
+    :func:`resverify.blocks.check.examples_count`, imported when a blocks section is
+    rendered (a report without one never loads the block laws)."""
+    from resverify.blocks.check import examples_count as rule
+
+    return rule(verdict, examples, asked)
 
 
 def examples_text(verdict: str, examples: int, asked: int) -> str:
@@ -397,35 +399,3 @@ def plots(doc: Mapping[str, Any]) -> dict[str, bytes]:
             draw = _swamped_plot if name.endswith("-swamped.png") else _zero_plot
             out[name] = draw(block)
     return out
-
-
-PLOTS_DIR = "plots"
-
-
-def write(doc: Mapping[str, Any], *, json_path: Path, md_path: Path, html_path: Path,
-          plots_dir: Path | None) -> list[Path]:
-    """Validate the report ``doc`` (one with a ``blocks`` section) against the report schema
-    and write it: the PNGs into ``plots_dir`` (None: no plots), then the JSON, the Markdown
-    and the HTML (the main report's writers), each file atomically; the paths written."""
-    from resverify.reports.html import render_html
-    from resverify.reports.json_report import dumps_report, validate
-    from resverify.reports.markdown import render_markdown
-
-    validate(doc)
-    images = plots(doc["blocks"]) if plots_dir is not None else {}
-    written = []
-    if plots_dir is not None:
-        plots_dir.mkdir(parents=True, exist_ok=True)
-        for stale in plots_dir.glob("block*-*.png"):  # an earlier run's plots of more blocks
-            if re.fullmatch(r"block\d+-(swamped|zero)\.png", stale.name) and \
-                    stale.name not in images:
-                stale.unlink()
-        for name, data in images.items():
-            atomic.write_bytes(plots_dir / name, data)
-            written.append(plots_dir / name)
-    for path, text in ((json_path, dumps_report(doc)), (md_path, render_markdown(doc)),
-                       (html_path, render_html(doc, {}, block_plots=images))):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic.write_text(path, text)
-        written.append(path)
-    return written

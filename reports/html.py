@@ -20,10 +20,9 @@ from resverify.reports import blocks as blocks_text
 from resverify.reports.coverage import heard
 from resverify.reports.markdown import blocks_only, citation, short_note
 from resverify.reports.matrix import cell_text, column_name
-from resverify.reports.verdicts import mutant_score_status
 
-__all__ = ["CSP", "MODE_TITLES", "PLOTS_INTRO", "esc", "mutants_section", "page",
-           "render_html", "render_joined_html"]
+__all__ = ["CSP", "MODE_TITLES", "PLOTS_INTRO", "esc", "page", "render_html",
+           "render_joined_html"]
 
 CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
        "form-action 'none'")
@@ -93,13 +92,13 @@ monospace;font-size:1rem;font-weight:600;background:#f6f8fa;border:1px solid #d0
 padding:.35rem .55rem;user-select:all;overflow-wrap:anywhere}
 table.element{width:auto}table.element td{font-family:ui-monospace,monospace}
 .facts{font-size:.8rem;color:#57606a;margin:.3rem 0}
-.passed,.pass{color:#1a7f37;font-weight:600}.failed,.fail{color:#cf222e;font-weight:600}
-.skipped,.xfailed,.missing,.not-checked,.not-claimed{color:#6e7781}.expected{color:#9a6700;font-weight:600}
+.pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}
+.skipped,.xfailed,.missing,.not-claimed,.none{color:#6e7781}.expected{color:#9a6700;font-weight:600}
 .fixed{color:#cf222e;font-weight:600}.badge{display:inline-block;padding:.15rem .6rem;
-border-radius:1rem;color:#fff;font-weight:700}.badge.passed{background:#1a7f37}
-.nothing-checked,.partly-checked,.unjudged,.partly-judged{color:#9a6700;font-weight:600}
-.badge.failed{background:#cf222e}.badge.incomplete,.badge.nothing-checked,
-.badge.partly-checked{background:#9a6700;color:#fff}
+border-radius:1rem;color:#fff;font-weight:700}.badge.pass{background:#1a7f37}
+.unjudged,.partly-judged,.incomplete{color:#9a6700;font-weight:600}
+.badge.fail{background:#cf222e}.badge.incomplete,.badge.unjudged,
+.badge.partly-judged{background:#9a6700;color:#fff}
 .warn{background:#fff8c5;border:1px solid #d4a72c;padding:.5rem;margin:.5rem 0}
 figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #d0d7de}
 figcaption{font-size:.85rem;color:#57606a}code{font-size:.85em}
@@ -161,11 +160,11 @@ def _summary(doc: Mapping[str, Any]) -> str:
     rows = []
     for part in ("properties", "claims"):
         c = doc["summary"][part]
-        rows.append([_td(part), _td(c["total"]), _td(c["passed"], "passed"),
-                     _td(c["failed"], "failed"), _td(c["expected"], "expected"),
+        rows.append([_td(part), _td(c["total"]), _td(c["pass"], "pass"),
+                     _td(c["fail"], "fail"), _td(c["expected"], "expected"),
                      _td(c["skipped"], "skipped")])
     return "<h2>Summary</h2>" + _table(
-        ["", "total", "passed", "failed", "expected", "skipped"], rows)
+        ["", "total", "pass", "fail", "expected", "skipped"], rows)
 
 
 def _known_failures(doc: Mapping[str, Any]) -> str:
@@ -173,7 +172,7 @@ def _known_failures(doc: Mapping[str, Any]) -> str:
     known = doc["known_failures"]
     if known["file"] is None:
         return ""
-    order = {"fixed": 0, "expected": 1, "not checked": 2}
+    order = {"fixed": 0, "expected": 1, "unjudged": 2}
     entries = sorted(known["entries"], key=lambda e: (order.get(e["status"], 0), e["entry"]))
     rows = [[_td(e["entry"], "nw"), _td(e["backend"]), _td(e["property"] or f"claim {e['claim']}"),
              _td(e["dtype"]), _status(e["status"]), _td(e["vector"], "msg"), _td(e["reason"]),
@@ -243,7 +242,7 @@ def _mode_cell(side: Mapping[str, Any] | None) -> str:
         said += f", {side['failed']} failed"
     if side["expected"]:
         said += f", {side['expected']} expected"
-    return f'<td class="{esc(side["status"].replace(" ", "-"))}">{esc(said)}</td>'
+    return f'<td class="{_css(side["status"])}">{esc(said)}</td>'
 
 
 def _spans(columns: Sequence[Mapping[str, Any]], key: Callable[[Mapping[str, Any]], str],
@@ -326,7 +325,7 @@ def _element(element: Mapping[str, str] | None) -> str:
 
 def _failures(doc: Mapping[str, Any]) -> str:
     items = [_property_failure(p, f, i, len(p["failures"]))
-             for p in doc["properties"] if p["status"] == "failed"
+             for p in doc["properties"] if p["status"] == "fail"
              for i, f in enumerate(p["failures"] or [None], 1)]
     items += [_claim_failure(c) for c in doc["claims"] if c["status"] == "fail"]
     cards = [_failure_card(item, open_=i < OPEN_FAILURES) for i, item in enumerate(items)]
@@ -438,45 +437,6 @@ def _timings(doc: Mapping[str, Any]) -> str:
     return f'<p class="timing">timings: {items}</p>'
 
 
-_MUTANT_HEADERS = ("mutant", "class", "bug", "killed by", "kind", "examples", "time")
-
-
-def _mutant_killer(entry: Mapping[str, Any]) -> str:
-    if entry["status"] != "killed":
-        return f'<td class="failed nw">{esc(entry["status"])}</td>'
-    dtype = f" [{entry['dtype']}]" if entry.get("dtype") else ""
-    title = esc(entry.get("message") or "")
-    return f'<td class="passed" title="{title}">{esc(entry["property"])}{esc(dtype)}</td>'
-
-
-def _mutant_row(entry: Mapping[str, Any]) -> str:
-    cells = [f'<td class="nw">{esc(entry["mutant"])}</td>', f"<td>{esc(entry['bug_class'])}</td>",
-             f"<td>{esc(entry['bug'])}</td>", _mutant_killer(entry),
-             f"<td>{esc(entry.get('kind') or '')}</td>", f"<td>{esc(entry['examples'])}</td>",
-             f'<td class="timing nw">{esc(entry["seconds"])} s</td>']
-    return "<tr>" + "".join(cells) + "</tr>"
-
-
-def mutants_section(doc: Mapping[str, Any]) -> str:
-    """``<h2>Mutants</h2>``, the score line and the table of a mutant score document (the
-    JSON of ``tools/mutants.py --out``, which ``check --mutants`` attaches): one row per
-    mutant, with its class, bug, the property that killed it first, kind, examples run
-    until the kill and time."""
-    badge = mutant_score_status(doc["killed"], doc["total"])
-    head = "".join(f"<th>{esc(h)}</th>" for h in _MUTANT_HEADERS)
-    rows = "".join(_mutant_row(e) for e in doc["mutants"])
-    return (f'<h2 id="mutants">Mutants</h2><p><span class="badge {badge}">'
-            f"{esc(doc['killed'])}/{esc(doc['total'])} killed</span> "
-            f"deliberately wrong backends, suite run under the {esc(doc['profile'])} profile, "
-            f"seed {esc(doc['seed'])}; a survivor is a bug the suite does not catch.</p>"
-            f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
-
-
-def _mutants(doc: Mapping[str, Any]) -> str:
-    """The mutant table when ``check --mutants`` attached a score."""
-    return mutants_section(doc["mutants"]) if doc.get("mutants") else ""
-
-
 def page(title: str, body: str) -> str:
     """A self-contained page: the report's style inline, the Content-Security-Policy that
     forbids every script and fetch, ``body`` as given."""
@@ -585,7 +545,7 @@ def render_html(doc: Mapping[str, Any], plots: Mapping[str, bytes],
     body = (_header(doc) + _summary(doc) + _failures(doc) + _matrix(doc) + _known_failures(doc)
             + blocks + _backends(doc)
             + _plots(plots, doc) + _properties(doc) + _coverage(doc) + _claims(doc)
-            + _mutants(doc) + _timings(doc))
+            + _timings(doc))
     return page("resverify report", body)
 
 
@@ -623,7 +583,7 @@ def render_joined_html(doc: Mapping[str, Any]) -> str:
     flat = flat_view(doc)
     warnings = "".join(f'<div class="warn">{esc(w)}</div>' for w in doc["warnings"])
     status = esc(doc["status"])
-    body = (f'<h1>resverify joined report <span class="badge {status.replace(" ", "-")}">'
+    body = (f'<h1>resverify joined report <span class="badge {_css(doc["status"])}">'
             f"{status}</span></h1>{warnings}" + _machines(doc) + _summary(flat)
             + _failures(flat) + _matrix(doc) + _backends(flat) + _properties(flat)
             + _claims(flat))

@@ -39,7 +39,7 @@ from resverify.spec.errors import UsageError
 __all__ = ["JOINED_SCHEMA_VERSION", "Run", "check_catalogs", "default_labels", "flat_view",
            "join", "joined_schema", "read_run", "validate_joined"]
 
-JOINED_SCHEMA_VERSION = 1
+JOINED_SCHEMA_VERSION = 2
 _REPORT_URI = "https://resverify.invalid/schema/report.schema.json"
 """Where the joined schema's ``$ref`` finds report.schema.json (see :func:`validate_joined`)."""
 _SHOWN = 160  # characters of a schema error's message in the one-line refusal

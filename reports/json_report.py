@@ -20,9 +20,9 @@ from typing import Any
 
 from resverify.impl.about import describe_backend
 from resverify.impl.backend import Backend
+from resverify.properties.known_failures import Checked
 from resverify.reports.atomic import write_text
 from resverify.reports.coverage import build_coverage
-from resverify.reports.known_failures import apply as apply_known_failures
 from resverify.reports.matrix import build_matrix
 from resverify.reports.verdicts import (
     backend_status,
@@ -32,9 +32,12 @@ from resverify.reports.verdicts import (
     claim_status,
     could_not_run,
     exact_status,
+    known_failures_settled,
     property_status,
     ran,
     run_status,
+    vector_entry_state,
+    vector_verdict,
 )
 from resverify.spec.codec import packaged_schema
 
@@ -47,6 +50,7 @@ __all__ = [
     "claim_entry",
     "dumps_report",
     "environment",
+    "known_entries",
     "load_schema",
     "property_entry",
     "strip_timings",
@@ -56,7 +60,7 @@ __all__ = [
     "write_report",
 ]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 DEPENDENCIES = ("numpy", "sympy", "mpmath", "hypothesis", "pytest",
                 "pytest-xdist", "pytest-timeout", "matplotlib", "jsonschema")
 NO_KNOWN_FAILURES: Mapping[str, Any] = {"file": None, "entries": []}
@@ -98,7 +102,7 @@ def backend_entry(backend: Backend, properties: Sequence[Mapping[str, Any]] = ()
     ran on it, the tests that ran, and every test that could not run, with the reason.
 
     Its ``status`` is decided by :func:`resverify.reports.verdicts.backend_status`
-    (``failed``, ``passed`` or ``nothing checked``); ``tests_run`` and ``examples`` count
+    (``fail``, ``pass`` or ``unjudged``); ``tests_run`` and ``examples`` count
     the tests that :func:`~resverify.reports.verdicts.ran`, ``not_run`` lists those that
     :func:`~resverify.reports.verdicts.could_not_run`, ``expected`` counts its expected
     failures.
@@ -276,12 +280,12 @@ def _count(value: object) -> int | None:
 def summarize(claims: Sequence[Mapping[str, Any]],
               properties: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Counts per status: ``expected`` (a known failure that reproduced) apart from
-    ``failed``; pytest's xfailed tests count as skipped."""
+    ``fail``; pytest's xfailed tests count as skipped."""
     def counts(statuses: Iterable[str]) -> dict[str, int]:
         items = list(statuses)
         return {"total": len(items),
-                "passed": sum(s in ("pass", "passed") for s in items),
-                "failed": sum(s in ("fail", "failed") for s in items),
+                "pass": sum(s == "pass" for s in items),
+                "fail": sum(s == "fail" for s in items),
                 "skipped": sum(s in ("skipped", "xfailed") for s in items),
                 "expected": sum(s == "expected" for s in items)}
     return {"claims": counts(c["status"] for c in claims),
@@ -289,34 +293,67 @@ def summarize(claims: Sequence[Mapping[str, Any]],
 
 
 def _known_counts(entries: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    return {status.replace(" ", "_"): sum(e["status"] == status for e in entries)
-            for status in ("expected", "fixed", "not checked")}
+    return {status: sum(e["status"] == status for e in entries)
+            for status in ("expected", "fixed", "unjudged")}
+
+
+def known_entries(checked: Sequence[Checked], base: Path) -> list[dict[str, Any]]:
+    """The report's entry of each checked known failure (:func:`resverify.properties.
+    known_failures.judge_entries`): what the file says, its vector's path relative to
+    ``base`` when it lies under it, and its state (:func:`resverify.reports.verdicts.
+    vector_entry_state`) with the detail: the failure on the vector, why it is ``fixed``,
+    or why it is ``unjudged``. A claim entry stays ``unjudged`` with no detail until
+    :func:`build_report` settles it from the run's claims."""
+    return [_known_entry(c, base) for c in checked]
+
+
+def _known_entry(checked: Checked, base: Path) -> dict[str, Any]:
+    entry = checked.entry
+    doc: dict[str, Any] = {
+        "entry": entry.number, "backend": checked.backend or entry.backend,
+        "property": entry.prop, "claim": entry.claim, "dtype": entry.dtype, "kind": entry.kind,
+        "reason": entry.reason, "vector": None if entry.vector is None else _shown(entry.vector,
+                                                                                    base),
+        "status": "unjudged", "detail": None}
+    if checked.backend is None:
+        doc["detail"] = f"backend {entry.backend} is not checked in this run"
+    elif checked.judged is not None:
+        verdict = vector_verdict(checked.judged)
+        doc["status"] = vector_entry_state(verdict["status"])
+        doc["detail"] = verdict["message"] or "the vector passes now"
+    return doc
+
+
+def _shown(path: Path, base: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(base.resolve()))
+    except ValueError:
+        return str(path)
 
 
 def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
                  claims: Sequence[Mapping[str, Any]], properties: Sequence[Mapping[str, Any]],
                  complete: bool, warnings: Sequence[str], timings: Mapping[str, Any],
                  known: Mapping[str, Any] = NO_KNOWN_FAILURES,
-                 mutants: Mapping[str, Any] | None = None,
                  plots: Mapping[str, Any] | None = None,
                  blocks: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The whole report document (see the module docstring for what varies run to run).
 
     ``known`` is the known-failures file (``file``) and its checked ``entries``
-    (:func:`resverify.reports.known_failures.check_entries`): the failures they expect are
-    marked ``expected`` here (``properties``, ``claims`` and ``known`` are not changed).
+    (:func:`known_entries`): the failures they expect are ``expected`` here
+    (:func:`resverify.reports.verdicts.known_failures_settled`; ``properties``, ``claims``
+    and ``known`` are not changed).
 
     ``status`` is decided by :func:`resverify.reports.verdicts.run_status` from the
     statuses of the properties, claims, known failures and backends: ``incomplete``,
-    ``failed``, ``nothing checked`` or ``passed``.
+    ``fail``, ``unjudged``, ``partly judged`` or ``pass``.
 
     ``matrix`` is the conformance matrix of the properties, VJP and JVP side by side
     (:func:`resverify.reports.matrix.build_matrix`), after the known failures are applied;
     ``coverage`` what each law's examples reached per backend and dtype, and what of its
     floor they left unreached (:func:`resverify.reports.coverage.build_coverage`).
 
-    ``mutants`` (the document of ``tools/mutants.py --out``) is attached as it is, when
-    given; it does not change the status. So is ``plots``, once the plots are drawn: for
+    ``plots`` is attached as it is, once the plots are drawn: for
     each plot its series (one per backend that claims the plot's mode), the dtype each was
     asked in, the reason of each backend's gaps, and (:func:`resverify.reports.plots.
     plot_summary`) the plot's mode and the backends that do not claim it.
@@ -324,11 +361,9 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
     ``blocks`` is the blocks section (:func:`resverify.reports.blocks.section`), attached as
     it is; its ``verdict`` joins the run's ``status``.
     """
-    props = [copy.deepcopy(dict(p)) for p in properties]
-    claim_docs = [copy.deepcopy(dict(c)) for c in claims]
-    known_entries = copy.deepcopy(list(known["entries"]))
-    apply_known_failures(known_entries, props, claim_docs)
-    properties, claims = props, claim_docs
+    known_entries, properties, claims = known_failures_settled(
+        copy.deepcopy(list(known["entries"])), copy.deepcopy(list(properties)),
+        copy.deepcopy(list(claims)))
     summary = summarize(claims, properties)
     summary["known_failures"] = _known_counts(known_entries)
     entries = [backend_entry(b, properties, claims, known_entries) for b in backends]
@@ -356,8 +391,6 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
         "warnings": list(warnings),
         "timings": dict(timings),
     }
-    if mutants is not None:
-        doc["mutants"] = copy.deepcopy(dict(mutants))
     if plots is not None:
         doc["plots"] = copy.deepcopy(dict(plots))
     if blocks is not None:
@@ -374,8 +407,8 @@ def blocks_report(blocks: Mapping[str, Any], *, seconds: float) -> dict[str, Any
     known-failures file was read (the documented findings are in the section, per law);
     ``complete`` is false when the run was interrupted; ``status`` is
     :func:`resverify.reports.verdicts.run_status` of the section's verdict alone
-    (``incomplete``, ``failed``, ``nothing checked`` when it is ``unjudged``, else
-    ``passed``); ``timings`` holds ``blocks_seconds``, the seconds the laws took.
+    (``incomplete``, ``fail``, ``unjudged``, ``partly judged``, else ``pass``);
+    ``timings`` holds ``blocks_seconds``, the seconds the laws took.
     """
     run = {"seed": blocks["seed"], "profile": blocks["profile"], "backends": [],
            "pytest_args": [], "pytest_exit_code": None}

@@ -23,17 +23,18 @@ from resverify.reports.coverage import heard, short_cells
 from resverify.reports.matrix import column_name, fold_row
 from resverify.reports.verdicts import cell_checked, short_of_examples
 
-__all__ = ["append_step_summary", "blocks_only", "citation", "render_joined_markdown",
+__all__ = ["ICONS", "append_step_summary", "blocks_only", "citation", "render_joined_markdown",
            "render_markdown"]
 
 DETAILED_FAILURES = 20  # a job summary must stay small (GitHub caps it at 1 MiB)
 MESSAGE_CHARS = 2000
 NOT_RUN_SHOWN = 20  # reasons per backend; the rest are in report.json
-_ICON = {"nothing checked": "⚠️ nothing checked",
-         "passed": "✅ passed", "pass": "✅ pass", "failed": "❌ failed", "fail": "❌ fail",
-         "skipped": "⏭ skipped", "xfailed": "⏭ xfailed", "expected": "☑️ expected",
-         "fixed": "❌ fixed", "not checked": "⏭ not checked", "unjudged": "⚠️ unjudged",
-         "partly judged": "⚠️ partly judged", "partly checked": "⚠️ partly checked"}
+ICONS = {"pass": "✅ pass", "fail": "❌ fail", "expected": "☑️ expected", "fixed": "❌ fixed",
+         "xfailed": "⏭ xfailed", "skipped": "⏭ skipped", "not claimed": "not claimed",
+         "unjudged": "⚠️ unjudged", "partly judged": "⚠️ partly judged",
+         "incomplete": "incomplete", "none": "—"}
+"""How report.md shows each status of the one vocabulary
+(:data:`resverify.reports.verdicts.STATUSES`)."""
 
 
 def cell(value: object) -> str:
@@ -74,17 +75,17 @@ def _header(doc: Mapping[str, Any]) -> list[str]:
 
 def _counts(summary: Mapping[str, Any]) -> list[str]:
     """The property tests and claims by status."""
-    lines = ["| | total | passed | failed | expected | skipped |",
+    lines = ["| | total | pass | fail | expected | skipped |",
              "| --- | --- | --- | --- | --- | --- |"]
     for part in ("properties", "claims"):
         c = summary[part]
-        lines.append(f"| {part} | {c['total']} | {c['passed']} | {c['failed']} | "
+        lines.append(f"| {part} | {c['total']} | {c['pass']} | {c['fail']} | "
                      f"{c['expected']} | {c['skipped']} |")
     return [*lines, ""]
 
 
 def _failures(doc: Mapping[str, Any]) -> list[str]:
-    failed_props = [p for p in doc["properties"] if p["status"] == "failed"]
+    failed_props = [p for p in doc["properties"] if p["status"] == "fail"]
     failed_claims = [c for c in doc["claims"] if c["status"] == "fail"]
     if not failed_props and not failed_claims:
         return []
@@ -148,7 +149,7 @@ def _backend_table(doc: Mapping[str, Any]) -> list[str]:
              "could not run |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for b in doc["backends"]:
-        lines.append(f"| `{cell(b['name'])}` | {_ICON.get(b['status'], b['status'])} | "
+        lines.append(f"| `{cell(b['name'])}` | {ICONS.get(b['status'], b['status'])} | "
                      f"{cell(', '.join(b.get('modes', ['vjp'])))} | "
                      f"{b['tests_run']} | {b['examples']} | {b['expected']} | "
                      f"{len(b['not_run'])} |")
@@ -196,14 +197,14 @@ def _claim_failure(claim: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-_CELL = {"failed": "❌", "expected": "☑️"}  # the statuses whose dtypes a folded cell names
+_CELL = {"fail": "❌", "expected": "☑️"}  # the statuses whose dtypes a folded cell names
 _MODE_TITLES = {"vjp": "VJP (reverse)", "jvp": "JVP (forward)"}
 
 
 def _mode_side(side: Mapping[str, Any]) -> str:
     if side["status"] == "not claimed":
         return "not claimed"
-    said = f"{_ICON.get(side['status'], side['status'])}: {side['tests_run']} tests, " \
+    said = f"{ICONS.get(side['status'], side['status'])}: {side['tests_run']} tests, " \
            f"{side['examples']} examples"
     return said + (f", {side['failed']} failed" if side["failed"] else "")
 
@@ -247,9 +248,9 @@ def _folded(by_status: Mapping[str, Sequence[str]]) -> str:
     checked = sum(len(v) for k, v in by_status.items() if cell_checked(k))
     if not checked:
         return "n/c" if by_status.get("not claimed") else "—"
-    parts = [f"{_CELL[k]} {cell(', '.join(by_status[k]))}" for k in ("failed", "expected")
+    parts = [f"{_CELL[k]} {cell(', '.join(by_status[k]))}" for k in ("fail", "expected")
              if by_status.get(k)]
-    passed = len(by_status.get("passed", ()))
+    passed = len(by_status.get("pass", ()))
     if passed:
         parts.append(f"✅ {passed}/{checked}")
     skipped = len(by_status.get("skipped", ())) + len(by_status.get("xfailed", ()))
@@ -262,11 +263,11 @@ def _property_table(props: Sequence[Mapping[str, Any]]) -> list[str]:
     """The tests with something to say (failed, expected, xfailed, or passed on fewer
     examples than asked), one row each; passed and skipped tests are counted, their cells
     are in the matrix and each is in report.json."""
-    order = {"failed": 0, "expected": 1, "xfailed": 2, "skipped": 3, "passed": 4}
-    told = [p for p in props if p["status"] in ("failed", "expected", "xfailed")
-            or (p["status"] == "passed" and short_note(p))]
+    order = {"fail": 0, "expected": 1, "xfailed": 2, "skipped": 3, "pass": 4}
+    told = [p for p in props if p["status"] in ("fail", "expected", "xfailed")
+            or (p["status"] == "pass" and short_note(p))]
     rows = sorted(told, key=lambda p: (order.get(p["status"], 0), p["id"]))
-    passed = sum(p["status"] == "passed" for p in props)
+    passed = sum(p["status"] == "pass" for p in props)
     skipped = sum(p["status"] == "skipped" for p in props)
     lines = ["## Properties", "",
              f"{len(props)} property tests: {passed} passed, {skipped} skipped (each counted "
@@ -276,7 +277,7 @@ def _property_table(props: Sequence[Mapping[str, Any]]) -> list[str]:
     lines += ["| property | backend | dtype | status | examples | note |",
               "| --- | --- | --- | --- | --- | --- |"]
     for p in rows:
-        status = _ICON.get(p["status"], p["status"])
+        status = ICONS.get(p["status"], p["status"])
         if p["failure_kind"]:
             status += f" ({p['failure_kind']})"
         lines.append(f"| `{cell(p['id'].split('::')[-1])}` | {cell(p['backend'])} | "
@@ -315,12 +316,12 @@ def _claim_table(claims: Sequence[Mapping[str, Any]]) -> list[str]:
              "| --- " * (len(names) + 5) + "|"]
     for c in rows:
         sides = {s["backend"]: s for s in c["backends"]}
-        cells = "".join((_ICON.get(sides[n]["status"], sides[n]["status"]) if n in sides
+        cells = "".join((ICONS.get(sides[n]["status"], sides[n]["status"]) if n in sides
                          else "—") + " | " for n in names)
         reasons = "; ".join(f"{s['backend']}: {s['reason']}" for s in c["backends"]
                             if s["status"] != "pass" and s["reason"])
-        lines.append(f"| {cell(c['id'])} | {_ICON.get(c['status'], c['status'])} | "
-                     f"{_ICON.get(c['exact_status'], c['exact_status'])} | {cells}"
+        lines.append(f"| {cell(c['id'])} | {ICONS.get(c['status'], c['status'])} | "
+                     f"{ICONS.get(c['exact_status'], c['exact_status'])} | {cells}"
                      f"{cell(citation(c))} | {cell(reasons)} |")
     return [*lines, ""]
 
@@ -331,7 +332,7 @@ def _known_failures(doc: Mapping[str, Any]) -> list[str]:
     known = doc["known_failures"]
     if known["file"] is None:
         return []
-    order = {"fixed": 0, "expected": 1, "not checked": 2}
+    order = {"fixed": 0, "expected": 1, "unjudged": 2}
     lines = ["## Known failures", "", f"From `{cell(known['file'])}`.", "",
              "| entry | backend | property or claim | dtype | status | vector | reason | detail |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -339,7 +340,7 @@ def _known_failures(doc: Mapping[str, Any]) -> list[str]:
         what = e["property"] or f"claim {e['claim']}"
         vector = f"`{cell(e['vector'])}`" if e["vector"] else ""
         lines.append(f"| {e['entry']} | `{cell(e['backend'])}` | `{cell(what)}` | "
-                     f"{cell(e['dtype'])} | {_ICON.get(e['status'], e['status'])} | {vector} | "
+                     f"{cell(e['dtype'])} | {ICONS.get(e['status'], e['status'])} | {vector} | "
                      f"{cell(e['reason'])} | {cell(e['detail'])} |")
     if any(e["status"] == "fixed" for e in known["entries"]):
         lines += ["", "A fixed entry passes now and fails the run: remove it from the file."]
@@ -386,11 +387,11 @@ def _block(block: Mapping[str, Any]) -> list[str]:
         library_text,
     )
 
-    lines = [f"### {cell(block['name'])}: {_ICON[block['verdict']]}", "",
+    lines = [f"### {cell(block['name'])}: {ICONS[block['verdict']]}", "",
              f"{cell(library_text(block))}, {block['time_seconds']:.1f} s", ""]
     lines += _table(["declares", ""], declared_lines(block))
     lines += _table(["law", "dtype", "mode", "verdict", "examples", "s", "figures"],
-                    [(r["law"], r["dtype"], r["mode"], _ICON[r["verdict"]],
+                    [(r["law"], r["dtype"], r["mode"], ICONS[r["verdict"]],
                       examples_count(r["verdict"], r["examples"], r.get("examples_asked", 0)),
                       _seconds_text(r["time_seconds"]), figure_text(r["figures"]))
                      for r in block["laws"]])
@@ -405,10 +406,10 @@ def _blocks(doc: Mapping[str, Any]) -> list[str]:
         return []
     from resverify.reports.blocks import counts_text
 
-    lines = [f"## Residual blocks: {_ICON[section['verdict']]}", "", cell(counts_text(section)),
+    lines = [f"## Residual blocks: {ICONS[section['verdict']]}", "", cell(counts_text(section)),
              ""]
     lines += _table(["block", "library", "verdict", "laws", "s"],
-                    [(b["name"], f"{b['library']} {b['version'] or ''}", _ICON[b["verdict"]],
+                    [(b["name"], f"{b['library']} {b['version'] or ''}", ICONS[b["verdict"]],
                       len(b["laws"]), _seconds_text(b["time_seconds"]))
                      for b in section["blocks"]])
     lines += [f"- skipped {cell(s['source'])}: {cell(s['reason'])}" for s in section["skipped"]]
@@ -460,7 +461,7 @@ def _joined_header(doc: Mapping[str, Any]) -> list[str]:
         env = report["environment"]
         backends = ", ".join(f"{b['name']} ({b['device']}, {b['about']['library']} "
                              f"{b['about']['version']})" for b in report["backends"])
-        rows.append((m["label"], _ICON.get(m["status"], m["status"]), backends or "blocks",
+        rows.append((m["label"], ICONS.get(m["status"], m["status"]), backends or "blocks",
                      f"{env['platform']}, Python {env['python']}, resverify "
                      f"{report['tool']['version']}", m["file"]))
     return lines + _table(["machine", "status", "backends", "platform", "report.json"], rows) \

@@ -105,10 +105,10 @@ def _join(cell: dict[str, Any], prop: Mapping[str, Any], status: str) -> None:
 def cell_text(cell: Mapping[str, Any]) -> str:
     """A cell as people read it: ``failed after 12 of 25 examples`` for a failed cell
     that knows where its first counterexample came, else the status and the examples run,
-    ``passed (25)``; ``—`` for no test."""
+    ``pass (25)``; ``—`` for no test."""
     status, examples = str(cell["status"]), cell.get("examples") or 0
     failed_after, wanted = cell.get("failed_after"), cell.get("examples_wanted") or 0
-    if status == "failed" and failed_after is not None:
+    if status == "fail" and failed_after is not None:
         return f"failed after {failed_after} of {wanted or '?'} examples"
     if status == "none":
         return "—"
@@ -126,7 +126,7 @@ def column_name(column: Mapping[str, Any]) -> str:
 def fold_row(row: Mapping[str, Any]) -> dict[str, dict[str, list[str]]]:
     """One matrix row's cells folded per backend (:func:`column_name`, in column order):
     for each backend, the dtypes (``any`` included) in each status, in column order, e.g.
-    ``{"numpy": {"passed": ["float64", "float32"], "not claimed": ["bfloat16"]}}``."""
+    ``{"numpy": {"pass": ["float64", "float32"], "not claimed": ["bfloat16"]}}``."""
     folded: dict[str, dict[str, list[str]]] = {}
     for c in row["cells"]:
         folded.setdefault(column_name(c), {}).setdefault(c["status"], []).append(c["dtype"])
@@ -137,8 +137,8 @@ def mode_summary(props: Sequence[Mapping[str, Any]],
                  backends: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each backend in each mode: whether it claims the mode, the tests that ran at least
     one example, their examples, failures and expected failures, and the status
-    :func:`resverify.reports.verdicts.mode_status` decides: ``failed``, ``not claimed``,
-    ``passed`` or ``nothing checked`` (no example ran)."""
+    :func:`resverify.reports.verdicts.mode_status` decides: ``fail``, ``not claimed``,
+    ``pass`` or ``unjudged`` (no example ran)."""
     out = []
     for b in backends:
         for mode in MODES:
@@ -148,6 +148,6 @@ def mode_summary(props: Sequence[Mapping[str, Any]],
             out.append({"backend": b["name"], "mode": mode, "claimed": claimed,
                         "status": mode_status(mine, claimed), "tests_run": len(checked),
                         "examples": sum(p["examples"] or 0 for p in checked),
-                        "failed": sum(p["status"] == "failed" for p in mine),
+                        "failed": sum(p["status"] == "fail" for p in mine),
                         "expected": sum(p["status"] == "expected" for p in mine)})
     return out

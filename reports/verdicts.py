@@ -3,13 +3,13 @@
 Why one module: the element's verdict (a value inside its budget or not) has one rule,
 :mod:`resverify.spec.compare`; everything built on it (is this test's failure the
 backend's fault, has this backend passed, did the run pass, what does a matrix cell say,
-is a known failure still expected, was a mutant killed) used to be decided where it was
-shown, by the JSON writer, the matrix, the known-failures reader and the mutant runner.
+is a known failure still expected) used to be decided where it was shown, by the JSON
+writer, the matrix and the known-failures reader.
 Two places that decide one verdict drift apart; here each rule is written once, and
 report.json, report.md and report.html only render what it decided.
 
-Every function is pure: data in (the report's own records, as report.json holds them, or
-a suite's results), a verdict out. None reads a file, calls a backend or looks at the
+Every function is pure: data in (the report's own records, as report.json holds them), a
+verdict out. None reads a file, calls a backend or looks at the
 clock, so each rule is tested alone (``tests/reports/test_verdicts.py``).
 
 What it decides, one section each, in this order:
@@ -18,28 +18,36 @@ What it decides, one section each, in this order:
    example), could not run, ran fewer examples than asked, and whether its failure is
    charged to its backend;
 2. a claim: each backend's side, the exact side, and the claim's own status;
-3. a backend's status: ``failed``, ``passed`` or ``nothing checked``;
-4. the run's status: ``incomplete``, ``failed``, ``nothing checked`` or ``passed``;
+3. a backend's status: ``fail``, ``pass`` or ``unjudged``;
+4. the run's status: ``incomplete``, ``fail``, ``unjudged``, ``partly judged`` or ``pass``;
 5. a conformance-matrix cell, and a backend's verdict in one mode;
-6. a known failure's state (``expected``, ``fixed``, ``not checked``) and which failures
-   it expects;
-7. a mutant run's outcome (``killed``, ``survived``, ``error``) and a mutant score's;
-8. a vector's or a group's status (``skipped``, ``fail``, ``pass``) once judged, and a
-   property's verdict over its vectors (the judging itself, which asks a backend, stays
-   in :mod:`resverify.reports.judge`);
-9. a residual block's law record (a documented finding's failure is ``expected``, its pass
+6. a known failure's state (``expected``, ``fixed``, ``unjudged``) and which failures
+   it expects, and the records once the known failures are applied;
+7. a vector's or a group's status (``skipped``, ``fail``, ``pass``) once judged, and a
+   property's verdict over its vectors (the judging itself, which asks a backend, is the
+   driver :mod:`resverify.properties.judge`, which says what it found and decides nothing);
+8. a residual block's law record (a documented finding's failure is ``expected``, its pass
    ``fixed``), a block's verdict over its records, and the blocks section's;
-10. a joined report (``resverify join``): its status over its machines' runs, and a
+9. a joined report (``resverify join``): its status over its machines' runs, and a
    claim's over the machines that checked it.
+
+Every status is a word of one vocabulary, :data:`STATUSES` (the report schema's
+``$defs/status``); each kind of record takes the part of it its rule can give
+(:data:`RECORD_STATUSES`). Report schema 8 made it one: ``passed``/``failed`` became
+``pass``/``fail``, ``nothing checked`` (a backend, the run, a mode) and ``not checked``
+(a known failure) ``unjudged``, and the run's ``partly checked`` ``partly judged``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from resverify.spec.claims import overall_status
+
+if TYPE_CHECKING:
+    from resverify.properties.judge import Judged
 
 __all__ = [
     "ANY_DTYPE",
@@ -47,7 +55,6 @@ __all__ = [
     "FAILURE_KINDS",
     "PROPERTY_OUTCOMES",
     "ClaimSettlement",
-    "SuiteResults",
     "backend_status",
     "cell_checked",
     "cell_status",
@@ -63,8 +70,6 @@ __all__ = [
     "expects",
     "failure_kinds",
     "mode_status",
-    "mutant_outcome",
-    "mutant_score_status",
     "property_status",
     "ran",
     "run_status",
@@ -77,17 +82,34 @@ __all__ = [
 Record = Mapping[str, Any]
 
 
+STATUSES = ("pass", "fail", "expected", "fixed", "xfailed", "skipped", "not claimed",
+            "unjudged", "partly judged", "incomplete", "none")
+"""The one verdict vocabulary: every status of every record the report holds.
+
+``pass`` and ``fail`` as judged; ``expected`` a failure a known failure (or a block's
+documented finding) expects, ``fixed`` one that passes now (it fails the run); ``xfailed``
+a test pytest expected to fail; ``skipped`` not run (a request the backend does not claim);
+``not claimed`` a matrix cell or mode the backend does not claim (a claim, not a verdict);
+``unjudged`` nothing was checked (no verdict without evidence); ``partly judged`` some
+records judged nothing while the rest held; ``incomplete`` a run that did not finish;
+``none`` a matrix cell with no test."""
+Doc = dict[str, Any]
+
+
 # --- 1. a property record ---------------------------------------------------------------
 
-PROPERTY_OUTCOMES = ("passed", "failed", "skipped", "xfailed")
-"""pytest's outcomes a property record keeps as they are; any other outcome is a failure."""
-_CHECKED = ("passed", "failed", "expected")
+PROPERTY_OUTCOMES: Mapping[str, str] = {"passed": "pass", "failed": "fail",
+                                         "skipped": "skipped", "xfailed": "xfailed"}
+"""pytest's outcomes a property record keeps, each as its word of :data:`STATUSES`; any
+other outcome is a failure."""
+_CHECKED = ("pass", "fail", "expected")
 
 
 def property_status(outcome: object) -> str:
-    """A property record's status from pytest's outcome: one of :data:`PROPERTY_OUTCOMES`
-    as it is, anything else (an error in setup, a crashed worker) ``failed``."""
-    return str(outcome) if outcome in PROPERTY_OUTCOMES else "failed"
+    """A property record's status from pytest's outcome: its word in
+    :data:`PROPERTY_OUTCOMES` (``passed`` is ``pass``, ``failed`` is ``fail``), anything else
+    (an error in setup, a crashed worker) ``fail``."""
+    return PROPERTY_OUTCOMES.get(str(outcome), "fail")
 
 
 def ran(prop: Record) -> bool:
@@ -98,14 +120,14 @@ def ran(prop: Record) -> bool:
 
 def could_not_run(prop: Record) -> bool:
     """The test was skipped, or passed without running a single example."""
-    return bool(prop["status"] == "skipped" or (prop["status"] == "passed"
+    return bool(prop["status"] == "skipped" or (prop["status"] == "pass"
                                                 and prop["examples"] == 0))
 
 
 def short_of_examples(prop: Record) -> bool:
     """A passed test that ran fewer examples than its profile asks (a known count of each)."""
     done, wanted = prop["examples"], prop.get("examples_wanted")
-    return bool(prop["status"] == "passed" and done is not None and wanted and done < wanted)
+    return bool(prop["status"] == "pass" and done is not None and wanted and done < wanted)
 
 
 def charged(prop: Record) -> bool:
@@ -159,18 +181,18 @@ def claim_expected(claim: Record) -> bool:
 
 def backend_status(name: str, properties: Sequence[Record] = (),
                    claims: Sequence[Record] = (), known: Sequence[Record] = ()) -> str:
-    """Backend ``name``'s verdict from the report's records: ``failed`` when a property test
+    """Backend ``name``'s verdict from the report's records: ``fail`` when a property test
     on it failed and is :func:`charged` to it, a claim fails on its side, or a known failure
-    of it is ``fixed``; else ``passed`` when a test :func:`ran` on it; else ``nothing
-    checked``. An ``expected`` failure does not fail it."""
+    of it is ``fixed``; else ``pass`` when a test :func:`ran` on it; else ``unjudged``
+    (nothing was checked). An ``expected`` failure does not fail it."""
     mine = [p for p in properties if p["backend"] == name]
     if _charged_failure(mine) or _claim_fails_on(name, claims) or _fixed_on(name, known):
-        return "failed"
-    return "passed" if any(ran(p) for p in mine) else "nothing checked"
+        return "fail"
+    return "pass" if any(ran(p) for p in mine) else "unjudged"
 
 
 def _charged_failure(properties: Sequence[Record]) -> bool:
-    return any(p["status"] == "failed" and charged(p) for p in properties)
+    return any(p["status"] == "fail" and charged(p) for p in properties)
 
 
 def _claim_fails_on(name: str, claims: Sequence[Record]) -> bool:
@@ -187,28 +209,27 @@ def _fixed_on(name: str, known: Sequence[Record]) -> bool:
 def run_status(*, complete: bool, properties: Iterable[str], claims: Iterable[str],
                known: Iterable[str], backends: Iterable[str], blocks: str | None = None) -> str:
     """The run's verdict from the statuses of its records: ``incomplete`` when it did not
-    finish; else ``failed`` when a property test or a claim failed (``expected`` ones do
+    finish; else ``fail`` when a property test or a claim failed (``expected`` ones do
     not; an ``internal`` failure does: it is resverify's own), a known failure is
     ``fixed`` or the blocks section (``blocks``, its :func:`blocks_verdict`; None: the run
-    has none) is ``fail``; else ``nothing checked`` when a backend had nothing checked or
-    the blocks section is ``unjudged`` (it judged nothing); else ``partly checked`` when
-    the blocks section is ``partly judged`` (some law records judged nothing, others held:
-    not a pass, and not "nothing"); else ``passed``."""
+    has none) is ``fail``; else ``unjudged`` when a backend had nothing checked or the
+    blocks section judged nothing; else ``partly judged`` when the blocks section is
+    (some law records judged nothing, others held: not a pass, and not "nothing"); else
+    ``pass``."""
     if not complete:
         return "incomplete"
-    if any(s in ("fail", "failed") for s in (*properties, *claims)) or "fixed" in known \
-            or blocks == "fail":
-        return "failed"
-    if "nothing checked" in backends or blocks == "unjudged":
-        return "nothing checked"
-    return "partly checked" if blocks == "partly judged" else "passed"
+    if "fail" in (*properties, *claims) or "fixed" in known or blocks == "fail":
+        return "fail"
+    if "unjudged" in backends or blocks == "unjudged":
+        return "unjudged"
+    return "partly judged" if blocks == "partly judged" else "pass"
 
 
 # --- 5. the conformance matrix ----------------------------------------------------------
 
 ANY_DTYPE = "any"
 """The column of a property with no dtype parameter."""
-CELL_STATUSES = ("failed", "expected", "passed", "xfailed", "skipped", "not claimed", "none")
+CELL_STATUSES = ("fail", "expected", "pass", "xfailed", "skipped", "not claimed", "none")
 """A cell's statuses, the one that wins first: a failure anywhere in the cell wins."""
 _RANK = {status: len(CELL_STATUSES) - 2 - i for i, status in enumerate(CELL_STATUSES)}
 
@@ -233,8 +254,8 @@ def cell_status(prop: Record, backend: Record | None, dtype: str) -> str:
 
 def worse_cell_status(current: str, new: str) -> str:
     """The cell's status once one more record joins it: the one first in
-    :data:`CELL_STATUSES` (an unknown status counts as ``failed``; ties keep ``current``)."""
-    return new if _RANK.get(new, _RANK["failed"]) > _RANK.get(current, _RANK["failed"]) \
+    :data:`CELL_STATUSES` (an unknown status counts as ``fail``; ties keep ``current``)."""
+    return new if _RANK.get(new, _RANK["fail"]) > _RANK.get(current, _RANK["fail"]) \
         else current
 
 
@@ -245,14 +266,14 @@ def cell_checked(status: str) -> bool:
 
 
 def mode_status(props: Sequence[Record], claimed: bool) -> str:
-    """A backend's verdict in one mode from its property records in that mode: ``failed``
+    """A backend's verdict in one mode from its property records in that mode: ``fail``
     when one failed (even in a mode it does not claim), else ``not claimed``, else
-    ``passed`` when a test :func:`ran`, else ``nothing checked``."""
-    if any(p["status"] == "failed" for p in props):
-        return "failed"
+    ``pass`` when a test :func:`ran`, else ``unjudged``."""
+    if any(p["status"] == "fail" for p in props):
+        return "fail"
     if not claimed:
         return "not claimed"
-    return "passed" if any(ran(p) for p in props) else "nothing checked"
+    return "pass" if any(ran(p) for p in props) else "unjudged"
 
 
 # --- 6. known failures ------------------------------------------------------------------
@@ -260,8 +281,8 @@ def mode_status(props: Sequence[Record], claimed: bool) -> str:
 def vector_entry_state(verdict_status: str) -> str:
     """A known failure's state from its vector's verdict on its backend: still failing,
     ``expected``; passing now, ``fixed`` (which fails the run); anything else (the
-    backend could not be asked) ``not checked``."""
-    return {"fail": "expected", "pass": "fixed"}.get(verdict_status, "not checked")
+    backend could not be asked) ``unjudged``."""
+    return {"fail": "expected", "pass": "fixed"}.get(verdict_status, "unjudged")
 
 
 def failure_kinds(prop: Record) -> set[str]:
@@ -307,91 +328,74 @@ def settle_claim_side(entry: Record, side: Record) -> ClaimSettlement:
                                  f"{entry['backend']}")
 
 
-# --- 7. mutants -------------------------------------------------------------------------
-
-MUTANT_MESSAGE_CHARS = 300
-
-
-class SuiteResults(Protocol):
-    """What a mutant's verdict reads of its suite run (:class:`resverify.cli.runner.SuiteRun`
-    has it): the finished tests' results in order, and how the run ended."""
-
-    @property
-    def results(self) -> Sequence[Record]: ...
-    @property
-    def exitstatus(self) -> int | None: ...
-    @property
-    def returncode(self) -> int | None: ...
-    @property
-    def finished(self) -> bool: ...
-    @property
-    def refused(self) -> bool: ...
-
-
-def mutant_outcome(suite: SuiteResults) -> dict[str, Any]:
-    """The verdict on one mutant from its suite's results, in the order they finished.
-
-    ``killed`` at the first failed test (property, dtype, kind, message), unless that
-    failure is ``internal`` (resverify's own error: ``error``, no kill); ``survived`` when
-    the whole suite finished and passed; else ``error`` (pytest refused its command line,
-    or the run stopped early), which is not a kill. ``examples`` counts the examples run
-    until the verdict (the failed test's included), ``tests_run`` the tests until then.
-    """
-    examples = 0
-    for count, result in enumerate(suite.results, start=1):
-        examples += int(result["properties"].get("examples") or 0)
-        if result["outcome"] == "failed":
-            return {**_first_failure(result), "examples": examples, "tests_run": count}
-    survived = suite.exitstatus == 0 and suite.finished
-    return {"status": "survived" if survived else "error", "property": None, "dtype": None,
-            "kind": None, "examples": examples, "tests_run": len(suite.results),
-            "message": None if survived else _ended(suite)}
+def known_failures_settled(entries: Sequence[Record], properties: Sequence[Record],
+                           claims: Sequence[Record]) -> tuple[list[Doc], list[Doc], list[Doc]]:
+    """The records once the checked known-failures ``entries`` are applied, as new records
+    (the ones given are not changed): a failed property test an entry :func:`expecting`
+    is ``expected`` (with the entry's number in ``known_failure``); each claim entry is
+    settled by its backend's side of its claim (:func:`settle_claim_side`; no side: it stays
+    ``unjudged`` and says so), the side it expects is ``expected``, and so is a claim
+    whose failures are all expected (:func:`claim_expected`). Returns ``(entries,
+    properties, claims)``."""
+    entries_out = [dict(e) for e in entries]
+    claims_out = [{**c, "backends": [dict(s) for s in c["backends"]]} for c in claims]
+    props_out: list[Doc] = []
+    for prop in properties:
+        entry = expecting(entries_out, prop) if prop["status"] == "fail" else None
+        props_out.append(dict(prop) if entry is None else
+                         {**prop, "status": "expected", "known_failure": entry["entry"]})
+    for entry in entries_out:
+        if entry["claim"] is not None and entry["detail"] is None:
+            _settle_claim(entry, claims_out)
+    return entries_out, props_out, claims_out
 
 
-def _first_failure(result: Record) -> dict[str, Any]:
-    """The verdict a mutant's first failed test gives: a kill, or an error when the failure
-    is resverify's own (``internal``)."""
-    props = result["properties"]
-    internal = props.get("failure_kind") == "internal"
-    message = " ".join(str(result.get("message") or "").split())
-    return {"status": "error" if internal else "killed",
-            "property": props.get("property") or result["nodeid"], "dtype": props.get("dtype"),
-            "kind": "internal" if internal else props.get("failure_kind") or "law",
-            "message": message[:MUTANT_MESSAGE_CHARS]}
+def _settle_claim(entry: Doc, claims: Sequence[Doc]) -> None:
+    """Claim entry ``entry`` settled by its backend's side of each claim it names, on the
+    copies :func:`known_failures_settled` made."""
+    sides = [(claim, side) for claim in claims if claim["id"] == entry["claim"]
+             for side in claim["backends"] if side["backend"] == entry["backend"]]
+    if not sides:
+        entry["detail"] = f"claim {entry['claim']} was not checked on {entry['backend']}"
+    for claim, side in sides:
+        settled = settle_claim_side(entry, side)
+        if settled.side_expected:
+            side["status"] = "expected"
+        entry["status"] = settled.status or entry["status"]
+        entry["detail"] = settled.detail
+        if claim_expected(claim):
+            claim["status"] = "expected"
 
 
-def _ended(suite: SuiteResults) -> str:
-    """Why a suite run that neither killed nor passed gives no verdict."""
-    if suite.refused:
-        return "pytest refused its command line (see pytest.log)"
-    return (f"the suite ended without a verdict (pytest exit {suite.exitstatus}, "
-            f"process exit {suite.returncode}, {len(suite.results)} tests finished)")
+__all__ += ["known_failures_settled"]
 
 
-def mutant_score_status(killed: int, total: int) -> str:
-    """A mutant score passes only when every mutant was killed."""
-    return "passed" if killed == total else "failed"
-
-
-# --- 8. a vector, a group, and a property over its vectors ------------------------------
+# --- 7. a vector, a group, and a property over its vectors ------------------------------
 
 VECTOR_STATUS_RANK: Mapping[str, int] = {"fail": 2, "pass": 1, "skipped": 0}
 """How much a vector's status says about its property: one failure outweighs any pass,
 one pass outweighs a skip."""
 
 
-def vector_status(unclaimed: str | None, failure: tuple[str, str] | None
-                  ) -> tuple[str, str | None, str]:
-    """``(status, kind, message)`` of one vector or group (a corpus entry, a saved vector):
-    ``skipped`` with the reason when the backend does not claim one of its requests (nothing
-    was sent), ``fail`` with the first failure's kind and its message on one line, else
-    ``pass``."""
-    if unclaimed is not None:
-        return "skipped", None, unclaimed
-    if failure is not None:
-        kind, message = failure
-        return "fail", kind, " ".join(message.split())
-    return "pass", None, ""
+def vector_status(judged: Judged) -> str:
+    """A vector's or a group's status once judged (a corpus entry, a saved vector):
+    ``skipped`` when the backend does not claim one of its requests (nothing was sent),
+    ``fail`` when a check failed, else ``pass``."""
+    if judged.unclaimed is not None:
+        return "skipped"
+    return "fail" if judged.kind is not None else "pass"
+
+
+def vector_verdict(judged: Judged) -> dict[str, Any]:
+    """The record of a judged vector or group: its :func:`vector_status`, the failure's
+    ``kind`` (None unless it failed) and its ``message``: the reason it was skipped, the
+    failure's message on one line, or empty for a pass."""
+    status = vector_status(judged)
+    if status == "skipped":
+        return {"status": status, "kind": None, "message": judged.unclaimed}
+    if status == "fail":
+        return {"status": status, "kind": judged.kind, "message": " ".join(judged.message.split())}
+    return {"status": status, "kind": None, "message": ""}
 
 
 def property_verdicts(verdicts: Iterable[Record]) -> dict[tuple[str, str], Record]:
@@ -408,10 +412,10 @@ def property_verdicts(verdicts: Iterable[Record]) -> dict[tuple[str, str], Recor
     return chosen
 
 
-__all__ += ["VECTOR_STATUS_RANK", "property_verdicts", "vector_status"]
+__all__ += ["VECTOR_STATUS_RANK", "property_verdicts", "vector_status", "vector_verdict"]
 
 
-# --- 9. residual blocks -----------------------------------------------------------------
+# --- 8. residual blocks -----------------------------------------------------------------
 
 BLOCK_LAW_VERDICTS = ("pass", "fail", "unjudged", "expected", "fixed")
 """A block's law record: as judged (``pass``, ``fail``, ``unjudged``), or, where the block's
@@ -465,9 +469,9 @@ __all__ += ["BLOCK_LAW_VERDICTS", "BLOCK_VERDICTS", "block_law_verdict", "block_
             "blocks_verdict"]
 
 
-# --- 10. a joined report ----------------------------------------------------------------
+# --- 9. a joined report ----------------------------------------------------------------
 
-JOINED_RUN_ORDER = ("incomplete", "failed", "nothing checked", "partly checked", "passed")
+JOINED_RUN_ORDER = ("incomplete", "fail", "unjudged", "partly judged", "pass")
 """The statuses of runs (:func:`run_status`), the one that wins first in a joined report."""
 JOINED_CLAIM_ORDER = ("fail", "expected", "skipped", "pass")
 """A claim's statuses on several machines, the one that wins first."""
@@ -480,11 +484,11 @@ def _first_of(order: Sequence[str], statuses: Iterable[str], empty: str) -> str:
 
 def joined_status(runs: Iterable[str]) -> str:
     """A joined report's verdict from its runs' statuses, the rule of :func:`run_status`
-    over machines: ``incomplete`` when a run did not finish, else ``failed`` when one
-    failed, else ``nothing checked`` when one checked nothing (or there is no run), else
-    ``partly checked`` when one's blocks were partly judged, else ``passed``. Each run keeps
+    over machines: ``incomplete`` when a run did not finish, else ``fail`` when one
+    failed, else ``unjudged`` when one checked nothing (or there is no run), else
+    ``partly judged`` when one's blocks were partly judged, else ``pass``. Each run keeps
     its own verdict; this one never hides a machine's."""
-    return _first_of(JOINED_RUN_ORDER, runs, "nothing checked")
+    return _first_of(JOINED_RUN_ORDER, runs, "unjudged")
 
 
 def joined_claim_status(machines: Iterable[str]) -> str:
@@ -496,3 +500,25 @@ def joined_claim_status(machines: Iterable[str]) -> str:
 
 
 __all__ += ["JOINED_CLAIM_ORDER", "JOINED_RUN_ORDER", "joined_claim_status", "joined_status"]
+
+
+# --- the vocabulary, per record ---------------------------------------------------------
+
+RECORD_STATUSES: Mapping[str, tuple[str, ...]] = {
+    "run": ("pass", "fail", "unjudged", "partly judged", "incomplete"),
+    "backend": ("pass", "fail", "unjudged"),
+    "property": ("pass", "fail", "skipped", "xfailed", "expected"),
+    "claim": JOINED_CLAIM_ORDER,
+    "claim side": ("pass", "fail", "skipped", "expected"),
+    "exact side": ("pass", "fail"),
+    "matrix cell": CELL_STATUSES,
+    "mode": ("pass", "fail", "unjudged", "not claimed"),
+    "known failure": ("expected", "fixed", "unjudged"),
+    "vector": tuple(VECTOR_STATUS_RANK),
+    "block law": BLOCK_LAW_VERDICTS,
+    "block": BLOCK_VERDICTS,
+}
+"""The part of :data:`STATUSES` each kind of record can take (a vector group's is a
+vector's); the report schema's field for each names the same words."""
+
+__all__ += ["RECORD_STATUSES", "STATUSES"]

@@ -43,8 +43,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tools.* as a scr
 
 from resverify.cli.runner import Interrupted, pytest_command
 from resverify.impl import resolve_backend
+from resverify.properties import known_failures
 from resverify.properties.stats import FALSE_ALARM
-from resverify.reports import known_failures
+from resverify.reports.json_report import known_entries
+from resverify.reports.verdicts import expecting
 from resverify.spec.errors import ResverifyError
 from tools.mutant_runs import Command, Job, run_children
 
@@ -120,7 +122,7 @@ class Tally:
         """The number of the known-failures entry that expects this failed test (the rule of
         ``resverify check --known-failures``: its backend, property, dtype and kind, the
         entry's vector still failing), or None."""
-        entry = known_failures.expecting(self.known, prop)
+        entry = expecting(self.known, prop)
         return None if entry is None else int(entry["entry"])
 
     def statistics(self) -> dict[str, Any]:
@@ -233,8 +235,8 @@ def _known_entries(path: Path | None, backends: list[str]) -> list[dict[str, Any
     ``resverify check`` does: an entry whose vector passes now is ``fixed``)."""
     if path is None:
         return []
-    entries = known_failures.check_entries(
-        known_failures.load(path), {b: resolve_backend(b) for b in backends}, Path.cwd())
+    entries = known_entries(known_failures.judge_entries(
+        known_failures.load(path), {b: resolve_backend(b) for b in backends}), Path.cwd())
     for entry in entries:
         print(f"known failure {entry['entry']} ({entry['backend']}, "
               f"{entry['property'] or entry['claim']}): {entry['status']}", file=sys.stderr)

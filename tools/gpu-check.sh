@@ -4,7 +4,7 @@
 # It installs resverify offline, records the device, runs `resverify check` (profile ci,
 # --no-plots) once per GPU variant, each under `timeout` with its own report folder, and
 # writes $OUT/summary.md: one row per step with its exit code, seconds, the properties
-# passed/failed/skipped read from that step's report.json, the numerics settings the
+# pass/fail/skipped read from that step's report.json, the numerics settings the
 # report's `about` shows, and the first failure. Every step runs and is recorded, whatever
 # the one before it did (set -u, not -e); the summary is written even when a step fails,
 # times out, or the script is interrupted.
@@ -112,7 +112,7 @@ KEYS = ("device", "platform", "cuda.matmul.allow_tf32", "float32_matmul_precisio
 def cell(s):
     return str(s).replace("|", "\\|").replace("\n", " ")[:400]
 rows = ["# gpu-check summary" + (" (dry run: CPU backends)" if dry else ""), "",
-        "| step | exit | seconds | passed | failed | skipped | settings (report about) "
+        "| step | exit | seconds | pass | fail | skipped | settings (report about) "
         "| first failure / note |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
 for line in steps.read_text().splitlines():
     name, rc, secs, rdir, note = (line.split("\t") + [""] * 5)[:5]
@@ -123,13 +123,13 @@ for line in steps.read_text().splitlines():
         try:
             d = json.loads(report.read_text())
             p = d["summary"]["properties"]
-            passed, failed, skipped = p["passed"], p["failed"], p["skipped"]
+            passed, failed, skipped = p["pass"], p["fail"], p["skipped"]
             rc = f"{rc} ({d.get('status')})"
             about = {}
             for b in d.get("backends", []):
                 about.update(b.get("about") or {})
             settings = ", ".join(f"{k}={about[k]}" for k in KEYS if k in about) or "-"
-            bad = [e for e in d.get("properties", []) if e.get("status") == "failed"]
+            bad = [e for e in d.get("properties", []) if e.get("status") == "fail"]
             if bad:
                 msg = (bad[0].get("message") or "").strip().splitlines()
                 where = bad[0].get("vector") or "no vector"

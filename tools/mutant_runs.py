@@ -12,7 +12,7 @@ every run with the same profile and seed.
 A mutant is ``killed`` when a test failed (a crash of the worker counts), ``survived``
 when the whole suite passed, ``error`` when the run ended without either (pytest refused
 its command line, or stopped early): an error is not a kill. That verdict is
-:func:`resverify.reports.verdicts.mutant_outcome`, beside the report's other verdicts.
+:func:`outcome`: it measures resverify itself, so it is not part of the installed package.
 
 The children import ``tools.*`` (the child plugin) and ``tests.*`` (the mutant catalog,
 the broken backends) from this checkout, whatever the working folder: the checkout's root
@@ -26,10 +26,10 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from resverify.cli.runner import (
     RecordTail,
@@ -38,10 +38,9 @@ from resverify.cli.runner import (
     stop_group,
     suite_environment,
 )
-from resverify.reports.verdicts import mutant_outcome
 
-__all__ = ["Command", "Job", "MutantRun", "mutant_command", "outcome", "run_children",
-           "run_mutants"]
+__all__ = ["MUTANT_MESSAGE_CHARS", "Command", "Job", "MutantRun", "SuiteResults", "mutant_command",
+           "outcome", "run_children", "run_mutants"]
 
 CHILD_PLUGIN = "tools.mutant_child"
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,12 +141,65 @@ def mutant_command(target: str, settings: MutantRun) -> Command:
     return command
 
 
-def outcome(suite: SuiteRun) -> dict[str, Any]:
-    """The verdict on one mutant from its suite's results
-    (:func:`resverify.reports.verdicts.mutant_outcome`: ``killed``, ``survived`` or
-    ``error``, with the first failed test, the examples run until then and how many tests
-    ran)."""
-    return mutant_outcome(suite)
+MUTANT_MESSAGE_CHARS = 300
+"""A kill's message is cut to this many characters."""
+Record = Mapping[str, Any]
+
+
+class SuiteResults(Protocol):
+    """What a mutant's verdict reads of its suite run (:class:`resverify.cli.runner.SuiteRun`
+    has it): the finished tests' results in order, and how the run ended."""
+
+    @property
+    def results(self) -> Sequence[Record]: ...
+    @property
+    def exitstatus(self) -> int | None: ...
+    @property
+    def returncode(self) -> int | None: ...
+    @property
+    def finished(self) -> bool: ...
+    @property
+    def refused(self) -> bool: ...
+
+
+def outcome(suite: SuiteResults) -> dict[str, Any]:
+    """The verdict on one mutant from its suite's results, in the order they finished.
+
+    ``killed`` at the first failed test (property, dtype, kind, message), unless that
+    failure is ``internal`` (resverify's own error: ``error``, no kill); ``survived`` when
+    the whole suite finished and passed; else ``error`` (pytest refused its command line,
+    or the run stopped early), which is not a kill. ``examples`` counts the examples run
+    until the verdict (the failed test's included), ``tests_run`` the tests until then.
+    """
+    examples = 0
+    for count, result in enumerate(suite.results, start=1):
+        examples += int(result["properties"].get("examples") or 0)
+        if result["outcome"] == "failed":
+            return {**_first_failure(result), "examples": examples, "tests_run": count}
+    survived = suite.exitstatus == 0 and suite.finished
+    return {"status": "survived" if survived else "error", "property": None, "dtype": None,
+            "kind": None, "examples": examples, "tests_run": len(suite.results),
+            "message": None if survived else _ended(suite)}
+
+
+def _first_failure(result: Record) -> dict[str, Any]:
+    """The verdict a mutant's first failed test gives: a kill, or an error when the failure
+    is resverify's own (``internal``)."""
+    props = result["properties"]
+    internal = props.get("failure_kind") == "internal"
+    message = " ".join(str(result.get("message") or "").split())
+    return {"status": "error" if internal else "killed",
+            "property": props.get("property") or result["nodeid"], "dtype": props.get("dtype"),
+            "kind": "internal" if internal else props.get("failure_kind") or "law",
+            "message": message[:MUTANT_MESSAGE_CHARS]}
+
+
+def _ended(suite: SuiteResults) -> str:
+    """Why a suite run that neither killed nor passed gives no verdict."""
+    if suite.refused:
+        return "pytest refused its command line (see pytest.log)"
+    return (f"the suite ended without a verdict (pytest exit {suite.exitstatus}, "
+            f"process exit {suite.returncode}, {len(suite.results)} tests finished)")
 
 
 def run_mutants(targets: Sequence[str], settings: MutantRun,

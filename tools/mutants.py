@@ -4,8 +4,9 @@ A mutant (:mod:`tests.mutants`) is the reference backend with one planted bug. T
 runs the whole suite against each (one child pytest per mutant, ``-n`` at a time, each
 stopped at its first failure; :mod:`tools.mutant_runs`), prints ``killed/total`` and a
 table (mutant, class, the property that killed it first, examples run until the kill,
-time), and writes the same as JSON (``--out``, the document ``resverify check --mutants``
-attaches to a report) and as a standalone HTML page (``--html``). A surviving mutant is a
+time), and writes the same as JSON (``--out``) and as a standalone HTML page (``--html``,
+in report.html's style). The runner, the verdict on a mutant and the page live here and in
+:mod:`tools.mutant_runs`, never in the installed package. A surviving mutant is a
 bug the suite does not catch: exit 1. The catalog's foils (the broken backends that pin
 one law each) are scored too with ``--foils``; ``--only`` takes a foil as well as a
 mutant. It measures resverify itself, so it is not installed:
@@ -21,17 +22,18 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tools.*, tests.* as a script
 
+from resverify.reports.html import esc, page
 from resverify.spec.errors import UsageError
 from tools.command import run_tool
 
-__all__ = ["HELP", "add_arguments", "main", "render_page", "render_table", "run",
-           "score_document"]
+__all__ = ["HELP", "add_arguments", "main", "render_page", "render_section", "render_table",
+           "run", "score_document", "score_status"]
 
 HELP = "run the property suite against the catalog of deliberately wrong backends"
 MODULE = "tests.mutants"
@@ -155,12 +157,49 @@ def _write(args: argparse.Namespace, doc: dict[str, Any]) -> None:
         write_text(args.html, render_page(doc))
 
 
-def render_page(doc: dict[str, Any]) -> str:
-    """The scores as a self-contained page: the section report.html shows for
-    ``check --mutants``, under a heading of its own."""
-    from resverify.reports.html import mutants_section, page
+def score_status(killed: int, total: int) -> str:
+    """A mutant score passes only when every mutant was killed (``pass``, else ``fail``:
+    the report's words, and its page's colours)."""
+    return "pass" if killed == total else "fail"
 
-    return page("resverify mutants", f"<h1>resverify mutants</h1>{mutants_section(doc)}")
+
+_MUTANT_HEADERS = ("mutant", "class", "bug", "killed by", "kind", "examples", "time")
+
+
+def _mutant_killer(entry: Mapping[str, Any]) -> str:
+    if entry["status"] != "killed":
+        return f'<td class="fail nw">{esc(entry["status"])}</td>'
+    dtype = f" [{entry['dtype']}]" if entry.get("dtype") else ""
+    title = esc(entry.get("message") or "")
+    return f'<td class="pass" title="{title}">{esc(entry["property"])}{esc(dtype)}</td>'
+
+
+def _mutant_row(entry: Mapping[str, Any]) -> str:
+    cells = [f'<td class="nw">{esc(entry["mutant"])}</td>', f"<td>{esc(entry['bug_class'])}</td>",
+             f"<td>{esc(entry['bug'])}</td>", _mutant_killer(entry),
+             f"<td>{esc(entry.get('kind') or '')}</td>", f"<td>{esc(entry['examples'])}</td>",
+             f'<td class="timing nw">{esc(entry["seconds"])} s</td>']
+    return "<tr>" + "".join(cells) + "</tr>"
+
+
+def render_section(doc: Mapping[str, Any]) -> str:
+    """``<h2>Mutants</h2>``, the score line and the table of a mutant score document (the
+    JSON of ``--out``): one row per mutant, with its class, bug, the property that killed
+    it first, kind, examples run until the kill and time."""
+    badge = score_status(doc["killed"], doc["total"])
+    head = "".join(f"<th>{esc(h)}</th>" for h in _MUTANT_HEADERS)
+    rows = "".join(_mutant_row(e) for e in doc["mutants"])
+    return (f'<h2 id="mutants">Mutants</h2><p><span class="badge {badge}">'
+            f"{esc(doc['killed'])}/{esc(doc['total'])} killed</span> "
+            f"deliberately wrong backends, suite run under the {esc(doc['profile'])} profile, "
+            f"seed {esc(doc['seed'])}; a survivor is a bug the suite does not catch.</p>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+
+
+def render_page(doc: Mapping[str, Any]) -> str:
+    """The scores as a self-contained page (report.html's style and content policy): the
+    score line and the table of :func:`render_section` under a heading of its own."""
+    return page("resverify mutants", f"<h1>resverify mutants</h1>{render_section(doc)}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -41,9 +41,9 @@ from resverify.properties.profiles import PROFILES, active_profile
 from resverify.properties.vectors import backend_for, replay_command, save_vector, vector_dir
 from resverify.spec.errors import NotJudged, ResverifyError, UsageError
 
-__all__ = ["Draw", "FailedDraw", "LawRecord", "build", "check_block", "draws", "examples_text",
-           "judge_example", "judged_record", "make_case", "plan", "pytest_check", "run_law",
-           "settled"]
+__all__ = ["Draw", "FailedDraw", "LawRecord", "build", "check_block", "draws", "examples_count",
+           "examples_text", "judge_example", "judged_record", "make_case", "plan", "pytest_check",
+           "run_law", "settled"]
 
 NOISE = 0.05
 WEIGHT_EXPONENTS = (-12, -4, 0, 1)
@@ -92,11 +92,16 @@ class LawRecord:
                 f"({examples_text(self)}){tail}")
 
 
+def examples_count(verdict: str, examples: int, asked: int) -> str:
+    """``25``, or ``4 of 25`` for a pass on fewer examples than asked (``asked`` 0: not
+    known). The command, the pages and a record's line all say it so."""
+    short = verdict == "pass" and asked > 0 and examples < asked
+    return f"{examples} of {asked}" if short else str(examples)
+
+
 def examples_text(record: LawRecord) -> str:
     """``25 examples``, or ``4 of 25 examples`` for a pass that judged fewer than asked."""
-    from resverify.reports.blocks import examples_text as text
-
-    return text(record.verdict, record.examples, record.asked)
+    return f"{examples_count(record.verdict, record.examples, record.asked)} examples"
 
 
 def judged_record(names: tuple[str, str, str, str], asked: int, ran: int,

@@ -40,10 +40,10 @@ is there"), and ``check`` takes names that hold brackets and dots, so a name is 
 for an action.
 
 Ctrl-C (or SIGTERM) stops the check and still writes the report of the blocks that
-finished, marked ``interrupted``. Exit codes follow the report's ``status``: 0 (``passed``)
+finished, marked ``interrupted``. Exit codes follow the report's ``status``: 0 (``pass``)
 every law passed or failed as a documented finding; 1 a law failed, a documented finding is
-``fixed``, a law judged nothing (no verdict without evidence: the run is ``partly checked``
-when other laws held, ``nothing checked`` when none judged anything), or the run was
+``fixed``, a law judged nothing (no verdict without evidence: the run is ``partly judged``
+when other laws held, ``unjudged`` when none judged anything), or the run was
 interrupted; 2
 a usage error, one line: an unknown block name (with the close names), a dtype or profile
 that does not exist, a recipe the module contradicts (the recipe's own line), a report path
@@ -354,13 +354,12 @@ def _outputs(args: argparse.Namespace) -> dict[str, Path]:
 
 
 def _write(doc: dict[str, Any], out: dict[str, Path], with_plots: bool) -> list[Path]:
-    from resverify.reports import blocks as report
+    from resverify.reports.writer import PLOTS_DIR, write_files
     from resverify.spec.errors import UsageError
 
     try:
-        return report.write(doc, json_path=out["json"], md_path=out["md"],
-                            html_path=out["html"],
-                            plots_dir=out["folder"] / report.PLOTS_DIR if with_plots else None)
+        return write_files(doc, json_path=out["json"], md_path=out["md"], html_path=out["html"],
+                           plots_dir=out["folder"] / PLOTS_DIR if with_plots else None)
     except OSError as exc:
         raise UsageError(f"cannot write the report: {exc.strerror or exc} "
                          f"({exc.filename or out['folder']})") from None
@@ -408,4 +407,4 @@ def _check(args: argparse.Namespace) -> int:
           f"{counts['pass']} pass, {counts['fail']} fail, {counts['unjudged']} unjudged, "
           f"{counts['expected']} expected, {counts['fixed']} fixed; {doc['status']}; "
           f"report: {out['html']} ({len(written)} files)")
-    return 0 if doc["status"] == "passed" else 1
+    return 0 if doc["status"] == "pass" else 1

@@ -18,8 +18,8 @@ module: every few seconds while the suite runs (so a long run can be followed), 
 the end. The one loop that watches the pytest child is here, in :func:`_run_suite`; no
 thread is needed.
 
-A verdict needs evidence: a backend on which no example ran is ``nothing checked``, never
-``passed``, and the run exits 1 unless ``--allow-nothing-checked`` is given.
+A verdict needs evidence: a backend on which no example ran is ``unjudged`` (nothing
+checked), never ``pass``, and the run exits 1 unless ``--allow-nothing-checked`` is given.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ from resverify.cli.runner import (
 from resverify.cli.stop_signals import StopSignals
 from resverify.cli.summary import print_summary
 from resverify.impl.registry import BUILTIN
-from resverify.reports import json_report, known_failures
-from resverify.reports.atomic import write_bytes, write_text
+from resverify.properties import known_failures
+from resverify.reports import json_report
 from resverify.spec import UsageError
 
 NAME = "check"
@@ -90,15 +90,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         f"{DEFAULT_TIMEOUT_SECONDS:g}; 0 for none)")
     parser.add_argument("--allow-nothing-checked", action="store_true",
                         help="exit 0 even when a backend had no example checked (its status "
-                        "stays 'nothing checked'); by default that exits 1")
+                        "stays 'unjudged'); by default that exits 1")
     parser.add_argument("--known-failures", type=Path, metavar="FILE",
                         help="known failures, each pinned to a saved vector (TOML, or JSON "
                         "when FILE ends in .json): a listed failure that reproduces is "
                         "'expected', a listed one that passes now is 'fixed' and fails the "
                         f"run (default: ./{known_failures.DEFAULT_FILE} when it exists)")
-    parser.add_argument("--mutants", type=Path, metavar="FILE",
-                        help="attach the score of `tools/mutants.py --out FILE` to the report "
-                        "(report.json's mutants entry, a table in report.html)")
     parser.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS",
                         help="extra pytest arguments after --, e.g. -- -k shape")
 
@@ -130,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         doc = _write_reports(request, found, plots, signals)
     progress.close()
     print_summary(doc, request.report_dir, stop_message(found.suite), found.suite.began)
-    allowed = ("passed", "nothing checked") if request.allow_nothing_checked else ("passed",)
+    allowed = ("pass", "unjudged") if request.allow_nothing_checked else ("pass",)
     return 0 if doc["status"] in allowed else 1
 
 
@@ -163,7 +160,8 @@ def _check_known(request: Request, found: Evidence, progress: Progress) -> None:
         return
     began = time.monotonic()
     progress.show(f"checking {len(request.known)} known failures")
-    found.known = known_failures.check_entries(request.known, request.named, Path.cwd())
+    found.known = json_report.known_entries(
+        known_failures.judge_entries(request.known, request.named), Path.cwd())
     found.timings["known_failures_seconds"] = round(time.monotonic() - began, 3)
 
 
@@ -243,13 +241,10 @@ def _write_reports(request: Request, found: Evidence, plots: PlotProcess,
 
 
 def _write_rest(report_dir: Path, doc: dict[str, Any], drawn: Drawn) -> None:
-    from resverify.reports.html import render_html
-    from resverify.reports.markdown import append_step_summary, render_markdown
+    """report.md (also the CI job summary), the plots and report.html, by the one writer
+    of every report (report.json is written as the run goes)."""
+    from resverify.reports.writer import PLOTS_DIR, write_files
 
-    markdown = render_markdown(doc)
-    write_text(report_dir / "report.md", markdown)
-    append_step_summary(markdown)
-    (report_dir / "plots").mkdir(exist_ok=True)
-    for name, png in drawn.pngs.items():
-        write_bytes(report_dir / "plots" / f"{name}.png", png)
-    write_text(report_dir / "report.html", render_html(doc, dict(drawn.pngs)))
+    write_files(doc, json_path=None, md_path=report_dir / "report.md",
+                html_path=report_dir / "report.html", plots_dir=report_dir / PLOTS_DIR,
+                plots=drawn.pngs, step_summary=True)

@@ -66,7 +66,7 @@ def document(request: Request, found: Evidence, *, elapsed: float, base: Path,
         properties=_properties(request, found.suite, base), complete=found.complete(),
         warnings=[*found.claims.warnings, *suite_warnings(found.suite), *notes],
         timings=dict(found.timings, total_seconds=round(elapsed, 3)),
-        known=_known(request, found, base), mutants=request.mutants, plots=plots)
+        known=_known(request, found, base), plots=plots)
 
 
 def _properties(request: Request, suite: SuiteRun, base: Path) -> list[dict[str, Any]]:

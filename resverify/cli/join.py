@@ -9,7 +9,7 @@ Markdown is appended to ``$GITHUB_STEP_SUMMARY`` when that is set, as ``check`` 
 joining itself is :func:`resverify.reports.join.join`, pure; this module reads the
 arguments and writes the files.
 
-Exit 0 when the joined status is ``passed``, 1 otherwise (a machine's run failed, checked
+Exit 0 when the joined status is ``pass``, 1 otherwise (a machine's run failed, checked
 nothing or did not finish); 2 with one line for an input that is not a complete report of
 this schema version, or runs that disagree about the claims' catalog.
 """
@@ -73,4 +73,4 @@ def run(args: argparse.Namespace) -> int:
         backends = ", ".join(b["name"] for b in machine["report"]["backends"]) or "blocks"
         print(f"{machine['label']}: {machine['status']} ({backends}; {machine['file']})")
     print(f"joined {len(runs)} runs: {doc['status']}; report in {folder}/")
-    return 0 if doc["status"] == "passed" else 1
+    return 0 if doc["status"] == "pass" else 1

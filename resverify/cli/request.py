@@ -1,7 +1,7 @@
 """What ``resverify check`` was asked to do, checked once before anything runs.
 
 Every mistake on the command line (an unknown backend or profile, a report folder that
-cannot be written, a known-failures or ``--mutants`` file that does not parse) is found
+cannot be written, a known-failures file that does not parse) is found
 here, before a claim is checked or a process is started, and is a one-line usage error;
 so a refused run leaves no report behind. What comes out is a :class:`Request`, which
 the rest of the command only reads.
@@ -10,20 +10,17 @@ the rest of the command only reads.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from resverify.impl import Backend, resolve_backend
+from resverify.properties import known_failures
 from resverify.properties.profiles import PROFILES
-from resverify.reports import json_report, known_failures
 from resverify.spec import UsageError
 
-__all__ = ["Request", "load_mutants", "read_request"]
+__all__ = ["Request", "read_request"]
 
 
 @dataclass(frozen=True)
@@ -44,7 +41,6 @@ class Request:
     allow_nothing_checked: bool = False
     known_file: Path | None = None
     known: tuple[known_failures.KnownFailure, ...] = ()
-    mutants: Mapping[str, Any] | None = None
 
     @property
     def backends(self) -> list[Backend]:
@@ -64,8 +60,7 @@ def read_request(args: argparse.Namespace) -> Request:
         numprocesses=args.numprocesses,
         junitxml=None if args.junitxml is None else args.junitxml.resolve(),
         timeout=args.timeout, claims=not args.no_claims, plots=not args.no_plots,
-        allow_nothing_checked=args.allow_nothing_checked, known_file=known_file, known=known,
-        mutants=None if args.mutants is None else load_mutants(args.mutants))
+        allow_nothing_checked=args.allow_nothing_checked, known_file=known_file, known=known)
 
 
 def _report_dir(path: Path) -> Path:
@@ -86,24 +81,3 @@ def _check_profile(name: str) -> str:
         raise UsageError(f"unknown profile {name!r}; use one of {list(known)}")
     return name
 
-
-def load_mutants(path: Path) -> dict[str, Any]:
-    """The JSON of ``tools/mutants.py --out``, checked against the report schema's part
-    for it; an unreadable or foreign file is a one-line usage error."""
-    import jsonschema
-
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"cannot read --mutants {path}: {exc.strerror}") from None
-    except ValueError as exc:
-        raise UsageError(f"--mutants {path} is not JSON: {exc}") from None
-    schema = json_report.load_schema()
-    part = dict(schema["properties"]["mutants"], **{"$defs": schema["$defs"]})
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(part).iter_errors(doc))
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "the document"
-        raise UsageError(f"--mutants {path} is not a `tools/mutants.py --out` document: "
-                         f"{where}: {error.message}")
-    return dict(doc)

@@ -28,9 +28,9 @@ def print_summary(doc: Mapping[str, Any], report_dir: Path, stop: str | None,
     (:func:`resverify.cli.evidence.stop_message`), ``suite_began`` whether pytest's
     session had started by then."""
     props, claims = doc["summary"]["properties"], doc["summary"]["claims"]
-    print(f"properties: {props['passed']} passed, {props['failed']} failed, "
+    print(f"properties: {props['pass']} pass, {props['fail']} fail, "
           f"{props['expected']} expected, {props['skipped']} skipped; claims: "
-          f"{claims['passed']} passed, {claims['failed']} failed, {claims['expected']} expected")
+          f"{claims['pass']} pass, {claims['fail']} fail, {claims['expected']} expected")
     shrinking = shrink_summary(doc["properties"], doc["run"]["profile"])
     if shrinking is not None:
         print(shrinking)
@@ -49,7 +49,7 @@ def print_summary(doc: Mapping[str, Any], report_dir: Path, stop: str | None,
 def shrink_summary(props: Sequence[Mapping[str, Any]], profile: str) -> str | None:
     """One line on the shrinking of the failed tests: how many, for how long, how many
     examples after their first counterexamples, and the profile's cap; None if none shrank."""
-    shrunk = [p for p in props if p["status"] == "failed" and p.get("failed_after") is not None]
+    shrunk = [p for p in props if p["status"] == "fail" and p.get("failed_after") is not None]
     if not shrunk:
         return None
     seconds = sum(float(p.get("shrink_seconds") or 0.0) for p in shrunk)
@@ -68,7 +68,7 @@ def _print_known(known: Mapping[str, Any], counts: Mapping[str, int]) -> None:
     if known["file"] is None:
         return
     print(f"known failures ({known['file']}): {counts['expected']} expected, "
-          f"{counts['fixed']} fixed, {counts['not_checked']} not checked")
+          f"{counts['fixed']} fixed, {counts['unjudged']} unjudged")
     for entry in known["entries"]:
         if entry["status"] == "fixed":
             what = entry["property"] or f"claim {entry['claim']}"
@@ -81,7 +81,7 @@ def _print_unchecked(doc: Mapping[str, Any], stop: str | None, suite_began: bool
     """One line per backend with nothing checked, saying why: the run was stopped first,
     or none of its tests could run on it."""
     for backend in doc["backends"]:
-        if backend["status"] != "nothing checked":
+        if backend["status"] != "unjudged":
             continue
         ran = any(p["backend"] == backend["name"] for p in doc["properties"])
         if stop and not suite_began:
@@ -97,7 +97,7 @@ def _print_unchecked(doc: Mapping[str, Any], stop: str | None, suite_began: bool
 
 def _print_replays(props: Sequence[Mapping[str, Any]]) -> None:
     """The replay commands of the first failures, and how many more report.md lists."""
-    replays = [p["replay"] for p in props if p["status"] == "failed" and p["replay"]]
+    replays = [p["replay"] for p in props if p["status"] == "fail" and p["replay"]]
     for command in replays[:REPLAYS_SHOWN]:
         print(f"replay: {command}")
     if len(replays) > REPLAYS_SHOWN:

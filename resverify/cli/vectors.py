@@ -1,13 +1,13 @@
 """``resverify vectors export DIR``, ``resverify vectors run DIR --backend B`` and
 ``resverify vectors group VECTOR``.
 
-``export`` writes the portable corpus (:mod:`resverify.reports.corpus`): every request the
+``export`` writes the portable corpus (:mod:`resverify.properties.corpus`): every request the
 property suite's laws send for their pinned examples, and every seed fixture, in each dtype,
 with the exact answer and the per-element budget, plus a manifest and the JSON Schema. An
 engine in any language can test itself against it without Python (``docs/vectors.md``).
 
 ``run`` checks a backend against such a folder without Hypothesis: each entry is judged by
-:func:`resverify.reports.judge.judge` (the one comparison rule of the suite). It prints one
+:func:`resverify.properties.judge.judge` (the one comparison rule of the suite). It prints one
 line per property and dtype that failed (its kind, the first failure's message and entry),
 or for every one with ``--all``, then the counts. Exit 0 when every entry the backend claims
 passed and at least one ran; 1 when one failed or none could run; 2 for a usage error (a
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _group(vector: Path, out: Path, prop: str | None) -> int:
-    from resverify.reports import corpus
+    from resverify.properties import corpus
     from resverify.spec.errors import UsageError
 
     doc = corpus.group_from_vector(vector, prop)
@@ -83,7 +83,7 @@ def _group(vector: Path, out: Path, prop: str | None) -> int:
 
 
 def _export(folder: Path, select: list[str]) -> int:
-    from resverify.reports import corpus
+    from resverify.properties import corpus
     from resverify.spec.errors import UsageError
 
     if folder.exists() and any(folder.iterdir()) and not (folder / corpus.MANIFEST).is_file():
@@ -106,7 +106,8 @@ def _export(folder: Path, select: list[str]) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from resverify.impl import resolve_backend
-    from resverify.reports import corpus
+    from resverify.properties import corpus
+    from resverify.reports.verdicts import vector_verdict
 
     backend = resolve_backend(args.backend)
     try:
@@ -115,7 +116,7 @@ def _run(args: argparse.Namespace) -> int:
         close = getattr(backend, "close", None)
         if callable(close):
             close()
-    verdicts = [{**_listing(entry.listing), **verdict.as_dict()} for entry, verdict in judged]
+    verdicts = [{**_listing(entry.listing), **vector_verdict(found)} for entry, found in judged]
     # a single request replays; a group (several requests and a relation) does not
     files = {e.listing["id"]: args.dir / e.listing["file"] for e, _ in judged
              if e.listing["expect"] != "group"}

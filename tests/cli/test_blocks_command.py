@@ -53,7 +53,7 @@ def check(tmp_path: Path, *argv: str) -> tuple[int, dict[str, Any]]:
     code = main(["blocks", "check", *argv, "--report-dir", str(tmp_path)])
     whole = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
     validate(whole)
-    assert whole["status"] == ("passed" if code == 0 else whole["status"]), whole["status"]
+    assert whole["status"] == ("pass" if code == 0 else whole["status"]), whole["status"]
     section: dict[str, Any] = whole["blocks"]
     return code, section
 
@@ -296,7 +296,7 @@ def test_a_documented_failure_is_expected_and_the_command_exits_0(
     out = capsys.readouterr().out.splitlines()
     assert f"{noted.name}  no_aliasing     float32  eval  expected" in "\n".join(out)
     assert f"documented finding, {NOTED.doc}" in "\n".join(out)
-    assert "2 expected, 0 fixed; passed;" in out[-1], out[-1]
+    assert "2 expected, 0 fixed; pass;" in out[-1], out[-1]
     unnoted = dataclasses.replace(noted, findings={})  # the same block, nothing documented
     use_catalog(monkeypatch, [unnoted])
     assert check(tmp_path / "plain", unnoted.name, *FAST, "--no-plots")[0] == 1
@@ -314,7 +314,7 @@ def test_a_documented_failure_that_passes_now_is_fixed_and_exits_1(
     out = capsys.readouterr().out
     assert "Noted  zero_branch     float32  eval  fixed" in out
     assert f"the recipe documents it as failing ({NOTED.doc}); remove the finding" in out
-    assert "0 expected, 2 fixed; failed;" in out.splitlines()[-1]
+    assert "0 expected, 2 fixed; fail;" in out.splitlines()[-1]
 
 
 def _anchors(doc: Path) -> set[str]:
@@ -356,7 +356,7 @@ def test_the_json_md_and_html_go_where_asked_and_the_rest_in_the_report_folder(
         "else/r.json", "else/r.md"]
     whole = json.loads((elsewhere / "r.json").read_text(encoding="utf-8"))
     validate(whole)
-    assert whole["status"] == "passed" and whole["blocks"]["blocks"][0]["name"] == PRE
+    assert whole["status"] == "pass" and whole["blocks"]["blocks"][0]["name"] == PRE
 
 
 @pytest.mark.parametrize(("where", "said"), [
@@ -400,12 +400,12 @@ def test_paths_option_adds_the_paths_law_and_its_planted_bug_fails_only_that(
     assert f"{bug.recipe.name}  paths           float32  eval  fail" in capsys.readouterr().out
 
 
-def test_passes_with_an_unjudged_law_are_partly_checked_not_nothing_checked(
+def test_passes_with_an_unjudged_law_are_partly_judged_not_unjudged(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         tmp_path: Path) -> None:
     """``--paths fastpath`` on a block with no fused kernel: every eager law passes and the
-    paths law judges nothing. The run is ``partly checked`` (exit 1: no verdict without
-    evidence), not ``nothing checked``, on the command's last line and in every page."""
+    paths law judges nothing. The run is ``partly judged`` (exit 1: no verdict without
+    evidence), not ``unjudged``, on the command's last line and in every page."""
     plain = CORRECT["projected_relu"]
     use_catalog(monkeypatch, [plain])
     call = f"resverify blocks check {plain.name} {' '.join(FAST)} --paths fastpath"
@@ -413,14 +413,14 @@ def test_passes_with_an_unjudged_law_are_partly_checked_not_nothing_checked(
     last = capsys.readouterr().out.splitlines()[-1]
     counts = doc["counts"]
     assert (code, counts["unjudged"], counts["fail"]) == (1, 1, 0), f"{call}: {last}"
-    assert counts["pass"] > 0 and "; partly checked; report:" in last, f"{call}: {last}"
+    assert counts["pass"] > 0 and "; partly judged; report:" in last, f"{call}: {last}"
     assert (doc["verdict"], doc["blocks"][0]["verdict"]) == ("partly judged", "partly judged")
     whole = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
-    assert whole["status"] == "partly checked", f"{call}: status {whole['status']}"
-    for page in ("report.md", "report.html"):
-        text = (tmp_path / page).read_text(encoding="utf-8").lower()
-        assert "nothing checked" not in text, f"{call}: {page} says 'nothing checked'"
-        assert "partly checked" in text, f"{call}: {page} does not say 'partly checked'"
+    assert whole["status"] == "partly judged", f"{call}: status {whole['status']}"
+    for page, headline in (("report.md", "# resverify: PARTLY JUDGED"),
+                           ("report.html", '<span class="badge partly-judged">partly judged')):
+        text = (tmp_path / page).read_text(encoding="utf-8")
+        assert headline in text, f"{call}: {page}'s headline is not 'partly judged'"
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert '<span class="partly-judged">partly judged</span>' in page, \
         f"{call}: the block's verdict is not one CSS class (partly-judged) in report.html"

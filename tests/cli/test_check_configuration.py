@@ -53,7 +53,7 @@ def test_working_directory_configuration_never_reaches_the_suite(
     plain = _check(empty, monkeypatch, "--", "-k", LAWS)
     monkeypatch.setenv("PYTEST_ADDOPTS", "-x -W error")
     spoiled = _check(hostile, monkeypatch, "--", "-k", LAWS)
-    assert plain["status"] == spoiled["status"] == "passed", (plain["status"],
+    assert plain["status"] == spoiled["status"] == "pass", (plain["status"],
                                                               spoiled["status"])
     assert _verdicts(spoiled) == _verdicts(plain), (
         "a hostile pytest.ini, pyproject.toml, conftest.py and PYTEST_ADDOPTS changed the "
@@ -75,7 +75,7 @@ def test_backend_warning_is_a_note_from_every_directory(
           "--backend", "tests.verdict_backends:WarnsOnEveryCall", "--", "-k", LAWS])
     doc = json.loads((report / "report.json").read_text())
     ran = [p for p in doc["properties"] if p["status"] != "skipped"]
-    assert doc["status"] == "passed" and ran, (doc["status"], [p["message"] for p in ran])
+    assert doc["status"] == "pass" and ran, (doc["status"], [p["message"] for p in ran])
     heard = {w for p in ran for w in p["backend_warnings"]}
     assert heard and all(w.startswith(f"RuntimeWarning: {WARNING} (") for w in heard), heard
 
@@ -85,7 +85,7 @@ def test_determinism_failure_prints_a_replay_that_reproduces_it(
     doc = _check(tmp_path, monkeypatch, "--backend",
                  "tests.verdict_backends:LastBitEveryTenthCall", "--", "-k",
                  "identical_results and float64")
-    failed = [p for p in doc["properties"] if p["status"] == "failed"]
+    failed = [p for p in doc["properties"] if p["status"] == "fail"]
     assert [p["property"] for p in failed] == ["same_request_gives_bitwise_identical_results"], (
         [(p["property"], p["status"]) for p in doc["properties"]])
     replay = failed[0]["replay"]

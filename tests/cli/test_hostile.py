@@ -93,7 +93,7 @@ def _said(prop: dict[str, Any]) -> str:
 
 def assert_control_passed(props: list[dict[str, Any]]) -> None:
     """Every test of the NumPy control passed; else each other one with kind and message."""
-    broken = [_said(p) for p in props if p["status"] != "passed"]
+    broken = [_said(p) for p in props if p["status"] != "pass"]
     assert not broken, "the numpy control did not pass:\n" + "\n".join(broken)
 
 
@@ -111,7 +111,7 @@ def assert_classified(doc: dict[str, Any], expected: dict[str, str], out: str,
         props = grouped[backend]
         assert "forward_and_gradients_match_spec_within_budget" in {
             p["property"] for p in props}, [p["id"] for p in props]
-        failed = [p for p in props if p["status"] == "failed"]
+        failed = [p for p in props if p["status"] == "fail"]
         assert failed, (f"{backend}: no test failed, expected a {kind!r} failure:\n"
                         + "\n".join(_said(p) for p in props))
         assert all(p["failure_kind"] == kind for p in failed), (
@@ -158,7 +158,7 @@ def test_an_in_process_adapter_that_never_answers_times_out_and_the_run_goes_on(
 def test_a_timeout_keeps_the_request_the_backend_was_running_as_its_vector(
         in_process_hangs: tuple[int, dict[str, Any], str]) -> None:
     _, doc, _ = in_process_hangs
-    [prop] = [p for p in doc["properties"] if p["status"] == "failed"]
+    [prop] = [p for p in doc["properties"] if p["status"] == "fail"]
     assert [(f["kind"], f["vector"] is not None) for f in prop["failures"]] == [
         ("timeout", True)], prop["failures"]
     assert prop["replay"] and prop["replay"].startswith("resverify replay "), prop
@@ -167,10 +167,10 @@ def test_a_timeout_keeps_the_request_the_backend_was_running_as_its_vector(
 def test_a_failing_control_is_shown_with_its_kind_and_message() -> None:
     """A failing control names the test, its kind and its message, not just 'failed'."""
     entry = {"id": "t::test_law[numpy-float64]", "property": "law", "backend": "numpy",
-             "status": "failed", "failure_kind": "timeout", "message": "Timeout (>2s)"}
+             "status": "fail", "failure_kind": "timeout", "message": "Timeout (>2s)"}
     with pytest.raises(AssertionError) as caught:
         assert_control_passed([entry])
-    assert "t::test_law[numpy-float64]: failed (timeout) Timeout (>2s)" in str(caught.value), (
+    assert "t::test_law[numpy-float64]: fail (timeout) Timeout (>2s)" in str(caught.value), (
         str(caught.value))
 
 

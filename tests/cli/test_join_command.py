@@ -39,7 +39,7 @@ def test_join_writes_the_three_files_and_exits_1_when_a_machine_failed(
     labels = [m["label"] for m in doc["machines"]]
     assert labels == ["laptop", "gpu-box"], labels
     assert summary.read_text(encoding="utf-8") == (out / "report.md").read_text(encoding="utf-8")
-    assert said.splitlines()[-1] == f"joined 2 runs: failed; report in {out}/", said
+    assert said.splitlines()[-1] == f"joined 2 runs: fail; report in {out}/", said
 
 
 def test_join_of_runs_that_passed_exits_0(paths: tuple[Path, Path], tmp_path: Path,

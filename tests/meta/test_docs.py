@@ -209,14 +209,14 @@ def test_toy_adapter_passes_the_property_suite_and_a_broken_twin_fails(tmp_path:
     assert done.returncode == 1, done.stdout + done.stderr
     doc = json.loads((report / "report.json").read_text(encoding="utf-8"))
     backends = {b["name"]: b for b in doc["backends"]}
-    assert backends["toy"]["status"] == "passed", backends["toy"]
-    assert backends["toy-broken"]["status"] == "failed", backends["toy-broken"]
+    assert backends["toy"]["status"] == "pass", backends["toy"]
+    assert backends["toy-broken"]["status"] == "fail", backends["toy-broken"]
     ran = [p for p in doc["properties"] if p["status"] != "skipped"]
     toy = [p for p in ran if p["backend"] in ("toy", TOY_BACKEND)]
-    assert len(toy) == 2 and all(p["status"] == "passed" and p["examples"] > 0 for p in toy), toy
+    assert len(toy) == 2 and all(p["status"] == "pass" and p["examples"] > 0 for p in toy), toy
     assert all(p["dtype"] == "float64" for p in ran), ran
     wrong = [p for p in ran if p not in toy]
-    assert any(p["status"] == "failed" and p["failure_kind"] == "law" for p in wrong), wrong
+    assert any(p["status"] == "fail" and p["failure_kind"] == "law" for p in wrong), wrong
     skipped = [p for p in doc["properties"] if p["status"] == "skipped"]
     assert skipped and all("not claimed" in (p.get("skip_reason") or "") for p in skipped), \
         skipped

@@ -81,8 +81,8 @@ def test_the_dry_run_writes_a_row_per_variant_with_the_counts_of_its_report(
         assert rc == f"0 ({report['status']})"
         assert int(seconds) >= 0
         assert (int(passed), int(failed), int(skipped)) == (
-            counts["passed"], counts["failed"], counts["skipped"])
-        assert counts["passed"] == 1, counts
+            counts["pass"], counts["fail"], counts["skipped"])
+        assert counts["pass"] == 1, counts
         assert report["run"]["pytest_args"] == ["-k", ONE_TEST]
         assert report["run"]["profile"] == "ci"
     # each variant's environment reached the backend: its report's about shows the setting
@@ -101,9 +101,9 @@ def test_a_failure_and_a_timeout_each_get_their_row(tmp_path: Path) -> None:
     assert list(rows) == ["install", "env", "bad", "slow"]
 
     bad = _report(tmp_path / "bad" / "report.json")
-    failed = [e for e in bad["properties"] if e["status"] == "failed"]
-    assert rows["bad"][1] == "1 (failed)"
-    assert rows["bad"][4] == str(bad["summary"]["properties"]["failed"]) == "1"
+    failed = [e for e in bad["properties"] if e["status"] == "fail"]
+    assert rows["bad"][1] == "1 (fail)"
+    assert rows["bad"][4] == str(bad["summary"]["properties"]["fail"]) == "1"
     first = rows["bad"][7]
     assert first.startswith(failed[0]["id"])
     assert "bad/vectors/" in first and "(1+a)^L" in first

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -30,12 +31,13 @@ from resverify.properties.test_jvp import (
     S17_AT_ZERO_T,
     S17_T,
 )
-from resverify.reports.html import mutants_section
 from resverify.spec.ir import Input, Program
 from resverify.spec.request import Request, Value, check_form
 from tests import mutants as catalog
 from tools import mutants as tool
 from tools.mutant_runs import MutantRun, outcome, run_mutants
+
+Record = dict[str, Any]
 
 # killed by the first tests of the suite, so a run of these few stays short
 QUICK = ("AlphaSquared", "DroppedIdentityGrad")
@@ -141,6 +143,83 @@ def test_outcome_is_survived_only_for_a_finished_passing_suite() -> None:
     assert stopped["status"] == "error" and "exit 2" in stopped["message"], stopped
 
 
+def _check(call: str, got: object, want: object) -> None:
+    assert got == want, f"{call} = {got!r}, but should be {want!r}"
+
+
+@dataclasses.dataclass
+class _Suite:
+    """The data a mutant's verdict reads of a suite run."""
+
+    results: Sequence[Record] = dataclasses.field(default_factory=list)
+    exitstatus: int | None = 0
+    returncode: int | None = 0
+    finished: bool = True
+    refused: bool = False
+
+
+def _test(outcome: str, examples: int, kind: str | None = None, prop: str = "p",
+            message: str = "") -> Record:
+    return {"nodeid": f"t::test_{prop}", "outcome": outcome, "message": message,
+            "properties": {"property": prop, "dtype": "float64", "examples": examples,
+                           "failure_kind": kind}}
+
+
+def test_a_mutant_is_killed_by_its_first_failure_with_the_examples_until_then() -> None:
+    suite = _Suite([_test("passed", 5), _test("failed", 2, "law", "q", "wrong\n  value"),
+                    _test("failed", 7, "crash", "r")], exitstatus=1)
+    want = {"status": "killed", "property": "q", "dtype": "float64", "kind": "law",
+            "message": "wrong value", "examples": 7, "tests_run": 2}
+    _check("outcome(passed 5, failed q 2, failed r 7)", outcome(suite), want)
+
+
+@pytest.mark.parametrize(("kind", "status", "shown"), [
+    ("law", "killed", "law"), (None, "killed", "law"), ("crash", "killed", "crash"),
+    ("internal", "error", "internal"),
+])
+def test_an_internal_failure_is_an_error_not_a_kill(kind: str | None, status: str,
+                                                    shown: str) -> None:
+    got = outcome(_Suite([_test("failed", 1, kind)], exitstatus=1))
+    _check(f"outcome(failed, kind={kind!r}) status, kind", (got["status"], got["kind"]),
+           (status, shown))
+
+
+def test_a_mutant_message_is_one_line_of_at_most_300_characters() -> None:
+    got = outcome(_Suite([_test("failed", 1, "law", message="x " * 400)]))
+    _check("len(mutant_outcome(600-character message)['message'])", len(got["message"]), 300)
+
+
+@pytest.mark.parametrize(("suite", "status", "message"), [
+    pytest.param(_Suite([_test("passed", 3)]), "survived", None, id="finished, exit 0"),
+    pytest.param(_Suite([_test("passed", 3)], finished=False, exitstatus=2, returncode=2),
+                 "error", "the suite ended without a verdict (pytest exit 2, process exit 2, "
+                 "1 tests finished)", id="stopped early"),
+    pytest.param(_Suite([_test("passed", 3)], exitstatus=1, returncode=1), "error",
+                 "the suite ended without a verdict (pytest exit 1, process exit 1, "
+                 "1 tests finished)", id="exit 1 with no failure"),
+    pytest.param(_Suite([_test("passed", 3)], finished=False), "error",
+                 "the suite ended without a verdict (pytest exit 0, process exit 0, "
+                 "1 tests finished)", id="exit 0, not finished"),
+    pytest.param(_Suite([], finished=False, exitstatus=None, returncode=4, refused=True),
+                 "error", "pytest refused its command line (see pytest.log)", id="refused"),
+])
+def test_a_mutant_survives_only_a_finished_passing_suite(suite: _Suite, status: str,
+                                                         message: str | None) -> None:
+    got = outcome(suite)
+    _check(f"outcome({suite}) status, message", (got["status"], got["message"]),
+           (status, message))
+    _check(f"outcome({suite}) examples, tests_run", (got["examples"], got["tests_run"]),
+           (3 * len(suite.results), len(suite.results)))
+
+
+@pytest.mark.parametrize(("killed", "total", "want"), [
+    (3, 3, "pass"), (0, 0, "pass"), (2, 3, "fail"), (0, 1, "fail"),
+])
+def test_a_mutant_score_passes_only_when_every_mutant_was_killed(killed: int, total: int,
+                                                                 want: str) -> None:
+    _check(f"score_status({killed}, {total})", tool.score_status(killed, total), want)
+
+
 def _doc(status: str = "killed") -> dict[str, Any]:
     entry = {"mutant": "AlphaSquared", "name": "mutant-alpha-squared", "bug_class": "alpha",
              "bug": "scale multiplies by <α²>", "status": status, "property": "p<x>",
@@ -155,8 +234,22 @@ def test_table_and_html_show_score_row_and_escape_text() -> None:
     assert table.splitlines()[-1].startswith("1/1 mutants killed"), table
     page = tool.render_page(doc)
     assert "1/1 killed" in page and "&lt;α²&gt;" in page and "<α²>" not in page
-    assert "p&lt;x&gt; [float64]" in mutants_section(doc)
-    assert 'class="badge failed"' in mutants_section(_doc("survived"))
+    assert "p&lt;x&gt; [float64]" in tool.render_section(doc)
+    assert 'class="badge fail"' in tool.render_section(_doc("survived"))
+
+
+def test_the_score_page_shows_a_survivor_as_failed_and_escapes_text() -> None:
+    doc = tool.score_document([
+        {"mutant": "kept_alive", "bug_class": "alpha", "bug": "α <b>rounded</b>",
+         "status": "survived", "property": None, "dtype": None, "kind": None, "examples": 25,
+         "seconds": 1.0},
+        {"mutant": "dropped_identity", "bug_class": "identity path", "bug": "x not added",
+         "status": "killed", "property": "zero_branch", "dtype": "float64", "kind": "law",
+         "examples": 1, "seconds": 0.5}], "ci", 0, 1.5)
+    page = tool.render_page(doc)
+    assert '<h2 id="mutants">' in page and "1/2 killed" in page, "mutant section missing"
+    assert '<td class="fail nw">survived</td>' in page, "a survivor is not shown as failed"
+    assert "<b>rounded</b>" not in page, "a mutant's text reached the page unescaped"
 
 
 @pytest.mark.parametrize(("argv", "said"), [

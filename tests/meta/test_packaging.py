@@ -11,6 +11,7 @@ once made ``resverify check`` end ``incomplete``, must change nothing.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -145,10 +146,10 @@ def test_check_ignores_same_named_modules_in_the_working_folder(tmp_path: Path) 
                   CHEAP_PROPERTY)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     doc = json.loads((folder / "out" / "report.json").read_text())
-    assert doc["status"] == "passed", doc.get("warnings")
+    assert doc["status"] == "pass", doc.get("warnings")
     assert doc["complete"] is True
     assert doc["properties"], "no property test ran"
-    assert all(p["status"] == "passed" and p["examples"] > 0 for p in doc["properties"])
+    assert all(p["status"] == "pass" and p["examples"] > 0 for p in doc["properties"])
 
 
 def test_claims_ignore_same_named_modules_in_the_working_folder(
@@ -220,3 +221,32 @@ def test_the_wheel_holds_only_resverify_and_its_package_data(tmp_path: Path) -> 
     assert top_level == ["resverify"]
     measuring = sorted(n for n in package if re.search(r"mutant|bench|flake", n.rsplit("/")[-1]))
     assert not measuring, f"the wheel holds what measures resverify itself: {measuring}"
+
+
+def _defined_names(path: Path) -> set[str]:
+    """The names ``path`` defines (functions, classes, assigned names) and the command-line
+    options it declares (string constants that start with ``--``)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and node.value.startswith("--"):
+            names.add(node.value)
+    return names
+
+
+def test_the_installed_package_holds_no_mutant_runner_outcome_or_page() -> None:
+    """What scores the suite against its mutants (the runner, a mutant's outcome, the score
+    page, ``check --mutants``) is a tool of the repository (``tools/mutants.py``,
+    ``tools/mutant_runs.py``), not part of what a user installs, nor of the report schema."""
+    sources = [p for top in (*PACKAGES, "resverify") for p in (ROOT / top).rglob("*.py")
+               if "__pycache__" not in p.parts]
+    found = {f"{p.relative_to(ROOT)}: {name}" for p in sources for name in _defined_names(p)
+             if "mutant" in name.lower()}
+    assert not found, f"the package defines what measures resverify itself: {sorted(found)}"
+    schema = json.loads((ROOT / "reports" / "schema" / "report.schema.json").read_text())
+    assert "mutants" not in schema["properties"], sorted(schema["properties"])
+

@@ -69,7 +69,7 @@ def test_only_what_the_backend_did_is_charged_to_it(exc: BaseException, kind: st
 ])
 def test_a_property_is_charged_unless_every_failure_is_internal(
         failures: list[dict[str, str]], expected: bool) -> None:
-    entry = {"status": "failed", "failure_kind": "law", "failures": failures}
+    entry = {"status": "fail", "failure_kind": "law", "failures": failures}
     assert charged(entry) is expected, (failures, charged(entry), expected)
 
 
@@ -107,8 +107,8 @@ def test_a_spec_side_assertion_fails_the_run_but_not_the_backend(
     code, doc = report
     prop = next(p for p in doc["properties"] if p["property"] == "spec_side_assertion")
     backend = next(b for b in doc["backends"] if b["name"] == "numpy")
-    assert (code, doc["status"]) == (1, "failed"), (code, doc["status"])
+    assert (code, doc["status"]) == (1, "fail"), (code, doc["status"])
     assert (prop["status"], prop["failure_kind"], prop["vector"]) == (
-        "failed", "internal", None), prop
+        "fail", "internal", None), prop
     assert prop["message"].startswith(INTERNAL_PREFIX + "AssertionError: spec:"), prop["message"]
-    assert backend["status"] == "passed", backend
+    assert backend["status"] == "pass", backend

@@ -16,7 +16,6 @@ import dataclasses
 import json
 from collections.abc import Callable
 from html.parser import HTMLParser
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -31,7 +30,7 @@ from resverify.blocks.check import LawRecord
 from resverify.blocks.recipe import Finding
 from resverify.reports import blocks as report
 from resverify.reports.html import render_html
-from resverify.reports.json_report import blocks_report, strip_timings, validate
+from resverify.reports.json_report import SCHEMA_VERSION, blocks_report, strip_timings, validate
 from resverify.reports.markdown import render_markdown
 from tests.blocks.broken_blocks import CORRECT
 
@@ -93,11 +92,11 @@ def test_a_blocks_only_report_follows_the_main_schema_and_is_strict_json() -> No
     text = json.dumps(whole, allow_nan=False)  # an infinite figure is text, not Infinity
     assert json.loads(text) == whole
     assert whole["blocks"] == doc
-    assert (whole["schema"], whole["schema_version"]) == ("resverify-report", 7)
+    assert (whole["schema"], whole["schema_version"]) == ("resverify-report", SCHEMA_VERSION)
     assert whole["run"] == {"seed": 3, "profile": "dev", "backends": [], "pytest_args": [],
                             "pytest_exit_code": None}
     assert (whole["backends"], whole["claims"], whole["properties"]) == ([], [], [])
-    assert (whole["complete"], whole["status"]) == (True, "failed")
+    assert (whole["complete"], whole["status"]) == (True, "fail")
     first, second = doc["blocks"]
     assert (doc["verdict"], first["verdict"], second["verdict"]) == ("fail", "fail", "pass")
     assert doc["counts"] == {"pass": 6, "fail": 1, "unjudged": 1, "expected": 0, "fixed": 0}
@@ -178,12 +177,12 @@ def test_an_interrupted_run_is_not_a_pass_and_says_so() -> None:
     assert "Interrupted (SIGTERM)" in render_html(whole, {})
     done = full(report.section([passing], profile="dev", seed=0, examples=5))
     assert (done["blocks"]["verdict"], done["complete"], done["status"]) == (
-        "pass", True, "passed")
+        "pass", True, "pass")
 
 
 def test_markdown_has_the_summary_a_section_per_block_and_escapes_cells() -> None:
     text = render_markdown(full(document()))
-    assert text.startswith("# resverify: FAILED\n\nResidual blocks · profile `dev` · seed 3")
+    assert text.startswith("# resverify: FAIL\n\nResidual blocks · profile `dev` · seed 3")
     assert "\n## Residual blocks: ❌ fail\n" in text
     assert "| properties |" not in text and "## Backends" not in text  # a blocks-only run
     assert "2 blocks, profile dev (5 examples a law), seed 3: 6 pass, 1 fail, 1 unjudged, " \
@@ -256,43 +255,6 @@ def test_plots_are_pngs_where_there_is_data_and_the_same_bytes_each_time() -> No
     assert report.headroom(doc["blocks"][0]) == {"float32": "inf", "bfloat16": 100.0}
 
 
-def paths(folder: Path) -> dict[str, Path]:
-    return {"json_path": folder / "report.json", "md_path": folder / "report.md",
-            "html_path": folder / "report.html", "plots_dir": folder / "plots"}
-
-
-def test_write_puts_every_file_in_place_and_leaves_no_temporary(tmp_path: Path) -> None:
-    doc = full(document())
-    written = report.write(doc, **paths(tmp_path / "out"))
-    names = sorted(str(p.relative_to(tmp_path / "out")) for p in written)
-    assert names == ["plots/block0-swamped.png", "plots/block0-zero.png",
-                     "plots/block1-swamped.png", "report.html", "report.json", "report.md"]
-    assert not [p for p in (tmp_path / "out").rglob("*") if p.name.startswith(".")]
-    assert json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8")) == doc
-    assert (tmp_path / "out" / "report.md").read_text(encoding="utf-8") == render_markdown(doc)
-    where = paths(tmp_path / "bare")
-    bare = report.write(doc, json_path=where["json_path"], md_path=where["md_path"],
-                        html_path=where["html_path"], plots_dir=None)
-    assert not [p for p in bare if p.suffix == ".png"]
-
-
-def test_a_later_run_of_fewer_blocks_leaves_no_plot_of_the_earlier(tmp_path: Path) -> None:
-    report.write(full(document()), **paths(tmp_path))
-    (tmp_path / "plots" / "mine.png").write_bytes(b"kept")
-    one = report.section([a_run()], profile="dev", seed=3, examples=5)
-    report.write(full(one), **paths(tmp_path))
-    assert sorted(p.name for p in (tmp_path / "plots").glob("*.png")) == [
-        "block0-swamped.png", "block0-zero.png", "mine.png"]
-
-
-def test_write_refuses_a_document_the_schema_refuses(tmp_path: Path) -> None:
-    doc = full(document())
-    doc["blocks"]["verdict"] = "great"
-    with pytest.raises(jsonschema.ValidationError):
-        report.write(doc, **paths(tmp_path))
-    assert not list(tmp_path.iterdir())
-
-
 def found_run(outcomes: dict[str, str]) -> report.BlockRun:
     """A block whose recipe documents zero_branch and stream_dtype as failing, with one
     record per law of ``outcomes`` (law -> pass, fail or unjudged)."""
@@ -316,7 +278,7 @@ def test_a_documented_failure_is_expected_and_the_run_passes() -> None:
                                 "doc": "docs/findings/blocks-notes.md#5-t5", "kind": "law"}
     assert laws[1]["failure"]["message"] == "zero_branch says no"
     assert (doc["blocks"]["blocks"][0]["verdict"], doc["blocks"]["verdict"], doc["status"]) == (
-        "expected", "expected", "passed")
+        "expected", "expected", "pass")
     assert doc["blocks"]["counts"] == {"pass": 1, "fail": 0, "unjudged": 0, "expected": 2,
                                        "fixed": 0}
     text = render_markdown(doc)
@@ -334,23 +296,23 @@ def test_a_documented_failure_that_passes_now_is_fixed_and_fails_the_run() -> No
     validate(doc)
     laws = doc["blocks"]["blocks"][0]["laws"]
     assert [r["verdict"] for r in laws] == ["fixed", "expected"]
-    assert (doc["blocks"]["blocks"][0]["verdict"], doc["status"]) == ("fail", "failed")
+    assert (doc["blocks"]["blocks"][0]["verdict"], doc["status"]) == ("fail", "fail")
     assert "remove the finding from the recipe" in render_markdown(doc)
     assert "remove the finding from the recipe" in "".join(parse(render_html(doc, {})).text)
 
 
 def test_a_documented_law_that_judged_nothing_is_unjudged() -> None:
     """A documented law that judged nothing stays ``unjudged``; beside a record that failed
-    as documented, the run is ``partly checked`` (something was judged), not ``nothing
-    checked``, and never ``passed``."""
+    as documented, the run is ``partly judged`` (something was judged), not ``unjudged``,
+    and never ``pass``."""
     run = found_run({"zero_branch": "unjudged", "stream_dtype": "fail"})
     doc = full(report.section([run], profile="dev", seed=0, examples=5))
     validate(doc)
     assert [r["verdict"] for r in doc["blocks"]["blocks"][0]["laws"]] == ["unjudged", "expected"]
-    assert doc["status"] == "partly checked"
+    assert doc["status"] == "partly judged"
     alone = found_run({"zero_branch": "unjudged"})
     doc = full(report.section([alone], profile="dev", seed=0, examples=5))
-    assert doc["status"] == "nothing checked", doc["blocks"]["counts"]
+    assert doc["status"] == "unjudged", doc["blocks"]["counts"]
 
 
 def test_a_blocks_report_without_its_seconds_is_the_same_whatever_the_clock() -> None:
@@ -375,9 +337,9 @@ def test_a_check_report_with_a_blocks_section_renders_both_and_the_section_joins
     passing = doc(report.section([scaled_run()], profile="dev", seed=3, examples=5))
     for each in (without, failing, passing):
         validate(each)
-    # numpy ran no test here, so the run is 'nothing checked' without a failing section
+    # numpy ran no test here, so the run is 'unjudged' without a failing section
     assert (without["status"], passing["status"], failing["status"]) == (
-        "nothing checked", "nothing checked", "failed")
+        "unjudged", "unjudged", "fail")
     text = render_markdown(failing)
     assert "## Backends" in text and "\n## Residual blocks: ❌ fail\n" in text
     assert "## Residual blocks" not in render_markdown(without)

@@ -15,7 +15,7 @@ LAW = "forward_and_gradients_match_spec_within_budget"
 FLOOR = ["op:linear", "op:tanh", "alpha:inexact"]
 
 
-def _prop(family: str, dtype: str, reached: dict[str, int], status: str = "passed",
+def _prop(family: str, dtype: str, reached: dict[str, int], status: str = "pass",
           warnings: tuple[str, ...] = ()) -> dict[str, Any]:
     return {"id": f"test_oracle.py::test_{LAW}[numpy-{family}-{dtype}]", "property": LAW,
             "backend": "numpy", "mode": "vjp", "dtype": dtype, "status": status,

@@ -242,11 +242,12 @@ def blocks_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Pa
     message carry markup, written by the main writers with its plots."""
     chromium = find_chromium()
     skip_without_torch()
-    from resverify.reports.blocks import write
-    from tests.reports.test_blocks_report import document, full, paths
+    from resverify.reports.writer import write_files
+    from tests.reports.test_blocks_report import document, full
+    from tests.reports.test_writer import paths
 
     root = tmp_path_factory.mktemp("chromium-blocks")
-    write(full(document()), **paths(root / "out"))
+    write_files(full(document()), **paths(root / "out"))
     return chromium, root / "out" / "report.html", root
 
 
@@ -304,8 +305,9 @@ def _contrast(a: tuple[float, ...], b: tuple[float, ...]) -> float:
 
 def test_every_status_badge_is_readable(blocks_page: tuple[str, Path, Path]) -> None:
     """The heading badge of every run status the schema knows, as the report renders it,
-    measured in the browser: its text colour is not its background (``nothing checked``
-    once set both to #9a6700), with a contrast of at least 3 (WCAG, large bold text)."""
+    measured in the browser: its text colour is not its background (``unjudged``, then
+    ``nothing checked``, once set both to #9a6700), with a contrast of at least 3 (WCAG,
+    large bold text)."""
     from resverify.reports.html import page, render_html
     from resverify.reports.json_report import load_schema
     from tests.reports.test_blocks_report import document, full

@@ -59,13 +59,13 @@ def test_the_same_backend_on_two_machines_is_two_columns_not_a_merged_verdict(
     cells = {(r["property"], c["machine"]): c["status"]
              for r in doc["matrix"]["rows"] for c in r["cells"] if c["dtype"] == "float64"}
     want = {("zero_branch_is_identity", "laptop"): "none",
-            ("zero_branch_is_identity", "gpu-box"): "failed",
-            ("addition_commutes", "laptop"): "passed",
-            ("addition_commutes", "gpu-box"): "passed"}
+            ("zero_branch_is_identity", "gpu-box"): "fail",
+            ("addition_commutes", "laptop"): "pass",
+            ("addition_commutes", "gpu-box"): "pass"}
     assert {k: cells.get(k) for k in want} == want, f"float64 cells {cells}, expected {want}"
     statuses = [(m["label"], m["status"]) for m in doc["machines"]]
-    assert statuses == [("laptop", "passed"), ("gpu-box", "failed")], statuses
-    assert doc["status"] == "failed", f"joined status {doc['status']!r}, expected 'failed'"
+    assert statuses == [("laptop", "pass"), ("gpu-box", "fail")], statuses
+    assert doc["status"] == "fail", f"joined status {doc['status']!r}, expected 'failed'"
     sides = {(m["machine"], m["backend"]) for m in doc["matrix"]["modes"]}
     assert sides == machines, f"modes' (machine, backend) {sides}, columns' {machines}"
 
@@ -218,7 +218,7 @@ def test_the_markdown_names_each_backend_with_its_machine(reports: tuple[Doc, Do
     text = render_joined_markdown(_joined(*reports))
     header = next(line for line in text.splitlines() if line.startswith("| property | mode |"))
     assert header == "| property | mode | numpy on laptop | numpy on gpu-box |", header
-    assert "# resverify joined: FAILED" in text
+    assert "# resverify joined: FAIL" in text
 
 
 def test_the_page_shows_each_machine_above_its_columns(reports: tuple[Doc, Doc]) -> None:

@@ -28,7 +28,7 @@ ELEMENT = {"element": "grads['x'][0, 1]", "backend": "3.5", "expected": "1/2", "
 
 def _failing_doc(message: str = WITHIN, element: dict | None = ELEMENT) -> dict:
     doc = _doc()
-    failed = next(p for p in doc["properties"] if p["status"] == "failed")
+    failed = next(p for p in doc["properties"] if p["status"] == "fail")
     failed["message"] = message
     failed["vector"] = "resverify-report/vectors/zero_branch-other-0123456789ab.json"
     failed["replay"] = ("resverify replay resverify-report/vectors/zero_branch-other-"
@@ -54,7 +54,7 @@ def test_failures_come_right_after_the_summary_before_the_matrix() -> None:
 def test_a_card_shows_the_replay_command_and_the_vector_as_copyable_text() -> None:
     doc = _failing_doc()
     card = _section(render_html(doc, {}), "Failures")
-    failed = next(p for p in doc["properties"] if p["status"] == "failed")
+    failed = next(p for p in doc["properties"] if p["status"] == "fail")
     copies = [html.unescape(c)
               for c in re.findall(r'<code class="copy"[^>]*>([^<]*)</code>', card)]
     assert copies == [failed["replay"], failed["vector"]], \

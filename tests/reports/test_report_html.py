@@ -115,9 +115,9 @@ def test_conformance_matrix_has_a_cell_per_backend_and_appears_when_properties_r
     cells = {(r["property"], c["backend"], c["dtype"]): c["status"]
              for r in doc["matrix"]["rows"] for c in r["cells"]}
     assert cells == {
-        ("depth_law", "numpy", "float64"): "passed",  # other claims float32 only:
+        ("depth_law", "numpy", "float64"): "pass",  # other claims float32 only:
         ("depth_law", other, "float64"): "not claimed",
-        ("zero_branch", "numpy", "float64"): "passed", ("zero_branch", other, "float64"): "failed",
+        ("zero_branch", "numpy", "float64"): "pass", ("zero_branch", other, "float64"): "fail",
     }, cells
     assert "Conformance matrix" in render_html(doc, plots)
     doc["properties"], doc["matrix"]["rows"] = [], []
@@ -142,7 +142,7 @@ def test_report_document_built_here_is_valid() -> None:
 
 def test_markdown_puts_failures_first_and_escapes_table_text() -> None:
     text = render_markdown(_doc())
-    assert text.startswith("# resverify: FAILED")
+    assert text.startswith("# resverify: FAIL")
     assert text.index("## Failures") < text.index("## Properties") < text.index("## Claims")
     assert "test_zero_branch[" in text.split("## Failures")[1].split("\n## ")[0]
     failures = text.split("## Failures")[1].split("\n## ")[0]
@@ -153,7 +153,7 @@ def test_markdown_puts_failures_first_and_escapes_table_text() -> None:
     table = text.split("## Properties")[1].split("\n## ")[0]
     assert "4 property tests: 2 passed, 1 skipped" in table, table
     rows = [line for line in table.splitlines() if line.startswith("| `test_")]
-    assert len(rows) == 1 and "test_zero_branch[" in rows[0] and "❌ failed" in rows[0], rows
+    assert len(rows) == 1 and "test_zero_branch[" in rows[0] and "❌ fail" in rows[0], rows
     assert "other\\|&lt;script" in rows[0], "a pipe in a backend name must not split the row"
 
 
@@ -179,7 +179,7 @@ def test_step_summary_is_appended_only_when_named(tmp_path: Path) -> None:
 
 def test_markdown_details_at_most_twenty_failures() -> None:
     doc = _doc()
-    failed = next(p for p in doc["properties"] if p["status"] == "failed")
+    failed = next(p for p in doc["properties"] if p["status"] == "fail")
     doc["properties"] = [dict(failed, id=f"{failed['id']}-{i:02d}") for i in range(25)]
     text = render_markdown(doc)
     assert text.count("\n### `") == 20, text.count("\n### `")
@@ -192,12 +192,12 @@ def test_html_shows_known_failures_fixed_first_and_each_backends_library(tmp_pat
     from resverify.impl.about import describe_backend
     from resverify.properties.vectors import save_vector
     from resverify.spec.fixtures import linear_block_request
-    from tests.reports.test_report_known_failures import _entry, _failed, _file, _report
+    from tests.properties.test_known_failures import _entry, _failed, _file, _report
 
     prop = "forward_and_gradients_match_spec_within_budget"
     save_vector(linear_block_request(), tmp_path, prop, "numpy").rename(tmp_path / "s06.json")
     path = _file(tmp_path, _entry("numpy"))
-    passed = dict(_failed("numpy"), status="passed", failure_kind=None, failures=[])
+    passed = dict(_failed("numpy"), status="pass", failure_kind=None, failures=[])
     doc = _report(path, [NumpyBackend()], [passed])
     page = render_html(doc, {})
     assert "<h2>Known failures</h2>" in page, page[:400]
@@ -205,19 +205,3 @@ def test_html_shows_known_failures_fixed_first_and_each_backends_library(tmp_pat
     about = describe_backend(NumpyBackend())
     shown = f"{about['library']} {about['version']}"
     assert shown in page, f"{shown!r} not in the backends table"
-
-
-def test_html_shows_the_mutant_table_only_when_the_report_carries_one() -> None:
-    doc = _doc()
-    assert '<h2 id="mutants">' not in render_html(doc, {}), "a mutants section with no mutants"
-    doc["mutants"] = {"killed": 1, "total": 2, "profile": "ci", "seed": 0, "mutants": [
-        {"mutant": "kept_alive", "bug_class": "alpha", "bug": "α <b>rounded</b>",
-         "status": "survived", "property": None, "dtype": None, "kind": None, "examples": 25,
-         "seconds": 1.0},
-        {"mutant": "dropped_identity", "bug_class": "identity path", "bug": "x not added",
-         "status": "killed", "property": "zero_branch", "dtype": "float64", "kind": "law",
-         "examples": 1, "seconds": 0.5}]}
-    page = render_html(doc, {})
-    assert '<h2 id="mutants">' in page and "1/2 killed" in page, "mutant section missing"
-    assert '<td class="failed nw">survived</td>' in page, "a survivor is not shown as failed"
-    assert "<b>rounded</b>" not in page, "a mutant's text reached the page unescaped"

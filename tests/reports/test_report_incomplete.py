@@ -30,13 +30,13 @@ def test_test_that_kills_its_process_is_a_crash_failure_and_the_run_goes_on(
     assert code == 1, f"exit code {code} after a test died (os._exit), expected 1"
     doc = json.loads((out / "report.json").read_text())
     validate(doc)
-    assert (doc["complete"], doc["status"]) == (True, "failed"), doc["warnings"]
+    assert (doc["complete"], doc["status"]) == (True, "fail"), doc["warnings"]
     by_name = {p["id"].split("::")[-1]: p for p in doc["properties"]}
     assert sorted(by_name) == [*FINISHED, "test_zz_crash[numpy]", "test_zzz_never_reached[numpy]"]
     crashed = by_name["test_zz_crash[numpy]"]
-    assert (crashed["status"], crashed["failure_kind"]) == ("failed", "crash"), crashed
+    assert (crashed["status"], crashed["failure_kind"]) == ("fail", "crash"), crashed
     assert "died" in crashed["message"], crashed["message"]
-    assert by_name["test_zzz_never_reached[numpy]"]["status"] == "passed"
+    assert by_name["test_zzz_never_reached[numpy]"]["status"] == "pass"
     assert "crash" in (out / "report.md").read_text()
     assert "crash" in (out / "report.html").read_text()
 
@@ -103,7 +103,7 @@ def test_signals_end_the_run_with_every_finished_test_in_all_three_reports(
     assert (doc["complete"], doc["status"]) == (False, "incomplete"), doc["status"]
     names = sorted(p["id"].split("::")[-1] for p in doc["properties"])
     assert names == FINISHED, names
-    assert doc["summary"]["properties"]["failed"] == 0, doc["properties"]
+    assert doc["summary"]["properties"]["fail"] == 0, doc["properties"]
     markdown = (out_dir / "report.md").read_text()
     page = (out_dir / "report.html").read_text()
     for name in FINISHED:  # report.md counts the passed and skipped tests

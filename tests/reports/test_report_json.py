@@ -66,7 +66,7 @@ def test_report_records_environment_backends_claims_and_properties(
     assert [c["id"] for c in doc["claims"]] == ["S25", "S99"]
     by_status = {p["id"].split("::")[-1]: p for p in doc["properties"]}
     failed = by_status["test_zero_branch_is_identity[numpy]"]
-    assert failed["status"] == "failed" and failed["vector"] == "out/vectors/zero_branch-numpy.json"
+    assert failed["status"] == "fail" and failed["vector"] == "out/vectors/zero_branch-numpy.json"
     assert failed["replay"] == f"resverify replay {failed['vector']} --backend numpy"
     assert "should be 2" in failed["message"] and "<object object>" in failed["message"]
     assert failed["message"].endswith(" vector: out/vectors/zero_branch-numpy.json"), \
@@ -75,9 +75,9 @@ def test_report_records_environment_backends_claims_and_properties(
     assert (skipped["status"], skipped["skip_reason"]) == ("skipped",
                                                            "backend does not claim bfloat16")
     passed = by_status["test_addition_commutes[numpy-float32]"]
-    assert (passed["status"], passed["dtype"], passed["examples"]) == ("passed", "float32", 5)
-    assert doc["complete"] is True and doc["status"] == "failed"
-    assert doc["summary"]["properties"] == {"total": 4, "passed": 2, "failed": 1, "skipped": 1,
+    assert (passed["status"], passed["dtype"], passed["examples"]) == ("pass", "float32", 5)
+    assert doc["complete"] is True and doc["status"] == "fail"
+    assert doc["summary"]["properties"] == {"total": 4, "pass": 2, "fail": 1, "skipped": 1,
                                              "expected": 0}
 
 

@@ -72,12 +72,12 @@ def test_matrix_puts_vjp_rows_before_jvp_rows_with_a_cell_per_backend_and_dtype(
         (b, d) for b in (BOTH, REVERSE_ONLY) for d in ("float64", "float32", "float16", "any")]
     cells = _cells(doc)
     assert cells[("oracle", "vjp")] == {
-        (BOTH, "float64"): ("passed", 7), (BOTH, "float32"): ("none", 0),
+        (BOTH, "float64"): ("pass", 7), (BOTH, "float32"): ("none", 0),
         (BOTH, "float16"): ("not claimed", 0), (BOTH, "any"): ("none", 0),
-        (REVERSE_ONLY, "float64"): ("passed", 5), (REVERSE_ONLY, "float32"): ("skipped", 0),
+        (REVERSE_ONLY, "float64"): ("pass", 5), (REVERSE_ONLY, "float32"): ("skipped", 0),
         (REVERSE_ONLY, "float16"): ("none", 0), (REVERSE_ONLY, "any"): ("none", 0)}
     tangent = cells[("tangent_oracle", "jvp")]
-    assert tangent[(BOTH, "float32")] == ("failed", 2), tangent
+    assert tangent[(BOTH, "float32")] == ("fail", 2), tangent
     assert tangent[(REVERSE_ONLY, "float64")] == ("not claimed", 0), tangent
     assert cells[("duality", "jvp")][(REVERSE_ONLY, "any")] == ("not claimed", 0)
 
@@ -86,10 +86,10 @@ def test_each_backend_has_a_verdict_per_mode_and_unclaimed_jvp_is_not_claimed() 
     sides = {(m["backend"], m["mode"]): m for m in _doc()["matrix"]["modes"]}
     assert list(sides) == [(BOTH, "vjp"), (BOTH, "jvp"), (REVERSE_ONLY, "vjp"),
                            (REVERSE_ONLY, "jvp")]
-    assert (sides[(BOTH, "vjp")]["status"], sides[(BOTH, "vjp")]["tests_run"]) == ("passed", 1)
+    assert (sides[(BOTH, "vjp")]["status"], sides[(BOTH, "vjp")]["tests_run"]) == ("pass", 1)
     both_jvp = sides[(BOTH, "jvp")]
     assert (both_jvp["status"], both_jvp["tests_run"], both_jvp["examples"],
-            both_jvp["failed"]) == ("failed", 3, 15, 1), both_jvp
+            both_jvp["failed"]) == ("fail", 3, 15, 1), both_jvp
     assert sides[(REVERSE_ONLY, "jvp")] == {
         "backend": REVERSE_ONLY, "mode": "jvp", "claimed": False, "status": "not claimed",
         "tests_run": 0, "examples": 0, "failed": 0, "expected": 0}
@@ -104,10 +104,10 @@ def test_a_failure_in_a_cell_wins_and_a_failure_is_never_shown_as_not_claimed() 
     matrix = build_matrix(props, backends)
     cells = {(r["property"], c["backend"], c["dtype"]): (c["status"], c["examples"])
              for r in matrix["rows"] for c in r["cells"]}
-    assert cells[("oracle", BOTH, "float64")] == ("failed", 5)
-    assert cells[("tangent_oracle", REVERSE_ONLY, "float64")] == ("failed", 1)
+    assert cells[("oracle", BOTH, "float64")] == ("fail", 5)
+    assert cells[("tangent_oracle", REVERSE_ONLY, "float64")] == ("fail", 1)
     sides = {(m["backend"], m["mode"]): m["status"] for m in matrix["modes"]}
-    assert sides[(REVERSE_ONLY, "jvp")] == "failed", sides
+    assert sides[(REVERSE_ONLY, "jvp")] == "fail", sides
 
 
 def test_a_record_without_a_mode_is_reverse_mode() -> None:
@@ -122,8 +122,8 @@ def test_html_shows_modes_side_by_side_and_the_grouped_matrix() -> None:
     assert matrix.index("VJP (reverse mode)") < matrix.index("JVP (forward mode)"), matrix
     assert '<td class="not-claimed nw">not claimed</td>' in matrix, matrix
     assert f'<th class="name" colspan="4">{BOTH}</th>' in matrix, matrix
-    assert '<td class="failed nw">failed (2)</td>' in matrix, matrix
-    assert "failed: 3 tests, 15 examples, 1 failed" in matrix, matrix
+    assert '<td class="fail nw">fail (2)</td>' in matrix, matrix
+    assert "fail: 3 tests, 15 examples, 1 failed" in matrix, matrix
     backends = page.split("<h2>Backends</h2>")[1].split("<h2>")[0]
     assert "<th>modes</th>" in backends and "<td>vjp, jvp</td>" in backends, backends
     single = _doc([_record("oracle", BOTH, "float64", "passed", "vjp")])
@@ -138,14 +138,14 @@ def test_markdown_shows_the_matrix_after_the_failures_and_counts_skips_in_cells(
         "## Backends"), text
     matrix = text.split("## Conformance matrix")[1].split("\n## ")[0]
     assert "| backend | VJP (reverse) | JVP (forward) |" in matrix, matrix
-    assert f"| `{REVERSE_ONLY}` | ✅ passed: 1 tests, 5 examples | not claimed |" in matrix
+    assert f"| `{REVERSE_ONLY}` | ✅ pass: 1 tests, 5 examples | not claimed |" in matrix
     assert f"| property | mode | {BOTH} | {REVERSE_ONLY} |" in matrix, matrix
     assert "| `oracle` | vjp | ✅ 1/1 | ✅ 1/2 · ⏭ 1 |" in matrix, matrix
     assert "| `tangent_oracle` | jvp | ❌ float32 · ✅ 1/2 | n/c |" in matrix, matrix
     assert "| `duality` | jvp | ✅ 1/1 | n/c |" in matrix, matrix
     backends = text.split("## Backends")[1]
-    assert f"| `{BOTH}` | ❌ failed | vjp, jvp | 4 |" in backends, backends
-    assert f"| `{REVERSE_ONLY}` | ✅ passed | vjp | 1 |" in backends, backends
+    assert f"| `{BOTH}` | ❌ fail | vjp, jvp | 4 |" in backends, backends
+    assert f"| `{REVERSE_ONLY}` | ✅ pass | vjp | 1 |" in backends, backends
 
 
 def _ten_backend_records() -> list[dict[str, Any]]:
@@ -223,9 +223,9 @@ def test_check_records_the_marker_as_the_mode_and_skips_unclaimed_jvp(checked: P
     modes = {(p["property"], p["backend"]): (p["mode"], p["status"], p["skip_reason"])
              for p in doc["properties"]}
     assert modes == {
-        ("tangent_law", BOTH): ("jvp", "passed", None),
-        ("gradient_law", BOTH): ("vjp", "passed", None),
-        ("gradient_law", REVERSE_ONLY): ("vjp", "passed", None),
+        ("tangent_law", BOTH): ("jvp", "pass", None),
+        ("gradient_law", BOTH): ("vjp", "pass", None),
+        ("gradient_law", REVERSE_ONLY): ("vjp", "pass", None),
         ("tangent_law", REVERSE_ONLY): (
             "jvp", "skipped",
             "backend tests.report_mode_backends:ReverseOnly: mode jvp not claimed (claims "
@@ -233,7 +233,7 @@ def test_check_records_the_marker_as_the_mode_and_skips_unclaimed_jvp(checked: P
     }, modes
     cells = _cells(doc)
     assert cells[("tangent_law", "jvp")][(REVERSE_ONLY, "float64")] == ("not claimed", 0)
-    assert cells[("tangent_law", "jvp")][(BOTH, "float64")] == ("passed", 1)
+    assert cells[("tangent_law", "jvp")][(BOTH, "float64")] == ("pass", 1)
     page = (checked / "report.html").read_text()
     assert "JVP (forward mode)" in page and "not claimed" in page
 
@@ -245,20 +245,20 @@ def test_failed_cell_says_after_how_many_of_the_wanted_examples_it_failed() -> N
     passing["properties"]["max_examples"] = 25
     doc = _doc([failing, passing], [BothModes()])
     validate(doc)  # raises when the document breaks the schema
-    [entry] = [p for p in doc["properties"] if p["status"] == "failed"]
+    [entry] = [p for p in doc["properties"] if p["status"] == "fail"]
     assert (entry["examples"], entry["failed_after"], entry["shrink_seconds"]) == (
         801, 12, 305.0), entry
     cells = {c["dtype"]: c for c in doc["matrix"]["rows"][0]["cells"]}
     assert cell_text(cells["float64"]) == "failed after 12 of 25 examples", cells["float64"]
-    assert cell_text(cells["float32"]) == "passed (25)", cells["float32"]
+    assert cell_text(cells["float32"]) == "pass (25)", cells["float32"]
     assert cells["float64"]["examples"] == 801, "the cell's examples count every example run"
 
 
 def test_the_html_matrix_cell_says_after_how_many_examples_it_failed() -> None:
     """report.html shows the cell as people read it, not the examples counted while
-    shrinking (``failed (801)``)."""
+    shrinking (``fail (801)``)."""
     failing = _record("oracle", BOTH, "float64", "failed", "vjp", examples=801)
     failing["properties"].update(failed_after=12, max_examples=25, shrink_seconds=305.0)
     page = render_html(_doc([failing], [BothModes()]), {})
-    assert "failed after 12 of 25 examples" in page and "failed (801)" not in page, (
+    assert "failed after 12 of 25 examples" in page and "fail (801)" not in page, (
         [line for line in page.split("<td") if "failed" in line][:3])

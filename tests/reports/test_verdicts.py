@@ -8,18 +8,18 @@ No test runs a backend or a suite; the records are built as report.json holds th
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import re
 from typing import Any
 
 import pytest
 
+from resverify.properties.judge import Judged
 from resverify.reports import verdicts as v
 
 Record = dict[str, Any]
 
 
-def _prop(status: str = "passed", examples: int | None = 3, **more: Any) -> Record:
+def _prop(status: str = "pass", examples: int | None = 3, **more: Any) -> Record:
     """A property record as report.json holds it (backend ``b``, dtype float64, VJP)."""
     return {"id": "t::test_p[b-float64]", "property": "p", "backend": "b", "mode": "vjp",
             "dtype": "float64", "status": status, "examples": examples,
@@ -29,7 +29,7 @@ def _prop(status: str = "passed", examples: int | None = 3, **more: Any) -> Reco
 def _failed(*kinds: str, backend: str = "b", **more: Any) -> Record:
     """A failed property record with one failure of each kind."""
     failures = [{"message": "wrong", "kind": k, "vector": None, "replay": None} for k in kinds]
-    return _prop("failed", 3, backend=backend, failure_kind=kinds[0] if kinds else None,
+    return _prop("fail", 3, backend=backend, failure_kind=kinds[0] if kinds else None,
                  failures=failures, **more)
 
 
@@ -47,16 +47,16 @@ def _check(call: str, got: object, want: object) -> None:
 # --- 1. a property record ---------------------------------------------------------------
 
 @pytest.mark.parametrize(("outcome", "want"), [
-    ("passed", "passed"), ("failed", "failed"), ("skipped", "skipped"), ("xfailed", "xfailed"),
-    ("error", "failed"), ("rerun", "failed"), (None, "failed"),
+    ("passed", "pass"), ("failed", "fail"), ("skipped", "skipped"), ("xfailed", "xfailed"),
+    ("error", "fail"), ("rerun", "fail"), (None, "fail"),
 ])
 def test_an_outcome_other_than_pytests_four_is_a_failure(outcome: object, want: str) -> None:
     _check(f"property_status({outcome!r})", v.property_status(outcome), want)
 
 
 @pytest.mark.parametrize(("status", "examples", "want"), [
-    ("passed", 3, True), ("failed", 1, True), ("expected", 1, True), ("passed", None, True),
-    ("passed", 0, False), ("failed", 0, False), ("skipped", 3, False), ("xfailed", 3, False),
+    ("pass", 3, True), ("fail", 1, True), ("expected", 1, True), ("pass", None, True),
+    ("pass", 0, False), ("fail", 0, False), ("skipped", 3, False), ("xfailed", 3, False),
 ])
 def test_a_test_ran_when_it_checked_at_least_one_example(status: str, examples: int | None,
                                                          want: bool) -> None:
@@ -64,8 +64,8 @@ def test_a_test_ran_when_it_checked_at_least_one_example(status: str, examples: 
 
 
 @pytest.mark.parametrize(("status", "examples", "want"), [
-    ("skipped", 0, True), ("skipped", None, True), ("passed", 0, True),
-    ("passed", 1, False), ("passed", None, False), ("failed", 0, False), ("xfailed", 0, False),
+    ("skipped", 0, True), ("skipped", None, True), ("pass", 0, True),
+    ("pass", 1, False), ("pass", None, False), ("fail", 0, False), ("xfailed", 0, False),
 ])
 def test_a_test_could_not_run_when_skipped_or_passed_on_no_example(
         status: str, examples: int | None, want: bool) -> None:
@@ -74,9 +74,9 @@ def test_a_test_could_not_run_when_skipped_or_passed_on_no_example(
 
 
 @pytest.mark.parametrize(("status", "examples", "wanted", "want"), [
-    ("passed", 3, 25, True), ("passed", 24, 25, True),
-    ("passed", 25, 25, False), ("passed", 30, 25, False), ("failed", 3, 25, False),
-    ("passed", None, 25, False), ("passed", 3, None, False), ("passed", 3, 0, False),
+    ("pass", 3, 25, True), ("pass", 24, 25, True),
+    ("pass", 25, 25, False), ("pass", 30, 25, False), ("fail", 3, 25, False),
+    ("pass", None, 25, False), ("pass", 3, None, False), ("pass", 3, 0, False),
 ])
 def test_a_passed_test_is_short_when_it_ran_fewer_examples_than_asked(
         status: str, examples: int | None, wanted: int | None, want: bool) -> None:
@@ -155,29 +155,29 @@ def _known(backend: str, status: str) -> Record:
 
 
 @pytest.mark.parametrize(("properties", "claims", "known", "want"), [
-    pytest.param([_prop()], [], [], "passed", id="a test ran"),
-    pytest.param([_prop("passed", 0)], [], [], "nothing checked", id="no example ran"),
-    pytest.param([_prop("skipped", 0)], [], [], "nothing checked", id="every test skipped"),
-    pytest.param([], [], [], "nothing checked", id="no test at all"),
-    pytest.param([_prop(), _failed("law")], [], [], "failed", id="a charged failure"),
-    pytest.param([_failed("internal")], [], [], "passed", id="an internal failure"),
-    pytest.param([_prop("expected")], [], [], "passed", id="an expected failure"),
-    pytest.param([_failed("law", backend="other")], [], [], "nothing checked",
+    pytest.param([_prop()], [], [], "pass", id="a test ran"),
+    pytest.param([_prop("pass", 0)], [], [], "unjudged", id="no example ran"),
+    pytest.param([_prop("skipped", 0)], [], [], "unjudged", id="every test skipped"),
+    pytest.param([], [], [], "unjudged", id="no test at all"),
+    pytest.param([_prop(), _failed("law")], [], [], "fail", id="a charged failure"),
+    pytest.param([_failed("internal")], [], [], "pass", id="an internal failure"),
+    pytest.param([_prop("expected")], [], [], "pass", id="an expected failure"),
+    pytest.param([_failed("law", backend="other")], [], [], "unjudged",
                  id="another backend's failure"),
-    pytest.param([_prop()], [_claim("pass", ("b", "fail"))], [], "failed",
+    pytest.param([_prop()], [_claim("pass", ("b", "fail"))], [], "fail",
                  id="a claim fails on it"),
-    pytest.param([_prop()], [_claim("pass", ("other", "fail"), ("b", "pass"))], [], "passed",
+    pytest.param([_prop()], [_claim("pass", ("other", "fail"), ("b", "pass"))], [], "pass",
                  id="a claim fails on another"),
-    pytest.param([_prop()], [_claim("fail", ("b", "pass"))], [], "passed",
+    pytest.param([_prop()], [_claim("fail", ("b", "pass"))], [], "pass",
                  id="a claim whose exact side fails"),
-    pytest.param([_prop()], [_claim("pass", ("b", "expected"))], [], "passed",
+    pytest.param([_prop()], [_claim("pass", ("b", "expected"))], [], "pass",
                  id="a claim side expected"),
-    pytest.param([_prop()], [], [_known("b", "fixed")], "failed", id="a known failure fixed"),
-    pytest.param([_prop()], [], [_known("other", "fixed")], "passed",
+    pytest.param([_prop()], [], [_known("b", "fixed")], "fail", id="a known failure fixed"),
+    pytest.param([_prop()], [], [_known("other", "fixed")], "pass",
                  id="another backend's known failure fixed"),
-    pytest.param([_prop()], [], [_known("b", "expected")], "passed",
+    pytest.param([_prop()], [], [_known("b", "expected")], "pass",
                  id="a known failure expected"),
-    pytest.param([_prop("skipped", 0)], [], [_known("b", "fixed")], "failed",
+    pytest.param([_prop("skipped", 0)], [], [_known("b", "fixed")], "fail",
                  id="fixed with nothing checked"),
 ])
 def test_a_backend_fails_on_a_charged_failure_a_failed_claim_side_or_a_fixed_entry(
@@ -188,29 +188,29 @@ def test_a_backend_fails_on_a_charged_failure_a_failed_claim_side_or_a_fixed_ent
 # --- 4. the run -------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("complete", "properties", "claims", "known", "backends", "want"), [
-    pytest.param(True, ["passed"], ["pass"], [], ["passed"], "passed", id="all passed"),
-    pytest.param(False, ["passed"], ["pass"], [], ["passed"], "incomplete", id="unfinished"),
-    pytest.param(False, ["failed"], [], ["fixed"], ["failed"], "incomplete",
+    pytest.param(True, ["pass"], ["pass"], [], ["pass"], "pass", id="all passed"),
+    pytest.param(False, ["pass"], ["pass"], [], ["pass"], "incomplete", id="unfinished"),
+    pytest.param(False, ["fail"], [], ["fixed"], ["fail"], "incomplete",
                  id="unfinished with failures"),
-    pytest.param(True, ["passed", "failed"], [], [], ["passed"], "failed",
+    pytest.param(True, ["pass", "fail"], [], [], ["pass"], "fail",
                  id="a property failed"),
-    pytest.param(True, ["expected"], [], ["expected"], ["passed"], "passed",
+    pytest.param(True, ["expected"], [], ["expected"], ["pass"], "pass",
                  id="a property failed as expected"),
-    pytest.param(True, ["passed"], ["fail"], [], ["passed"], "failed", id="a claim failed"),
-    pytest.param(True, ["passed"], ["expected", "skipped"], [], ["passed"], "passed",
+    pytest.param(True, ["pass"], ["fail"], [], ["pass"], "fail", id="a claim failed"),
+    pytest.param(True, ["pass"], ["expected", "skipped"], [], ["pass"], "pass",
                  id="a claim expected or skipped"),
-    pytest.param(True, ["passed"], [], ["fixed"], ["passed"], "failed",
+    pytest.param(True, ["pass"], [], ["fixed"], ["pass"], "fail",
                  id="a known failure fixed"),
-    pytest.param(True, ["passed"], [], ["not checked"], ["passed"], "passed",
+    pytest.param(True, ["pass"], [], ["unjudged"], ["pass"], "pass",
                  id="a known failure not checked"),
-    pytest.param(True, ["passed"], [], [], ["passed", "nothing checked"], "nothing checked",
+    pytest.param(True, ["pass"], [], [], ["pass", "unjudged"], "unjudged",
                  id="a backend had nothing checked"),
-    pytest.param(True, ["failed"], [], [], ["nothing checked"], "failed",
+    pytest.param(True, ["fail"], [], [], ["unjudged"], "fail",
                  id="a failure outweighs nothing checked"),
-    pytest.param(True, ["skipped", "xfailed"], [], [], ["passed"], "passed",
+    pytest.param(True, ["skipped", "xfailed"], [], [], ["pass"], "pass",
                  id="skipped and xfailed tests"),
 ])
-def test_the_run_is_incomplete_then_failed_then_nothing_checked_then_passed(
+def test_the_run_is_incomplete_then_fail_then_unjudged_then_pass(
         complete: bool, properties: list[str], claims: list[str], known: list[str],
         backends: list[str], want: str) -> None:
     got = v.run_status(complete=complete, properties=properties, claims=claims, known=known,
@@ -240,7 +240,7 @@ def test_a_backend_claims_a_column_when_it_claims_its_dtype_and_mode(
     ("skipped", "vjp", "float16", "not claimed"), ("skipped", "jvp", "float64", "not claimed"),
     ("skipped", None, "float16", "not claimed"),
     ("skipped", "vjp", "float64", "skipped"), ("skipped", None, "any", "skipped"),
-    ("failed", "vjp", "float16", "failed"), ("passed", "jvp", "float64", "passed"),
+    ("fail", "vjp", "float16", "fail"), ("pass", "jvp", "float64", "pass"),
     ("xfailed", "vjp", "float16", "xfailed"),
 ])
 def test_a_skip_the_backend_does_not_claim_is_not_claimed_and_any_other_status_stays(
@@ -258,15 +258,15 @@ def test_a_cell_takes_the_status_that_comes_first_in_cell_statuses(current: str,
 
 
 @pytest.mark.parametrize(("current", "new", "want"), [
-    ("passed", "error", "error"), ("none", "error", "error"),
-    ("failed", "error", "failed"), ("error", "failed", "error"), ("error", "passed", "error"),
+    ("pass", "error", "error"), ("none", "error", "error"),
+    ("fail", "error", "fail"), ("error", "fail", "error"), ("error", "pass", "error"),
 ])
 def test_an_unknown_cell_status_counts_as_a_failure(current: str, new: str, want: str) -> None:
     _check(f"worse_cell_status({current!r}, {new!r})", v.worse_cell_status(current, new), want)
 
 
 @pytest.mark.parametrize(("status", "want"), [
-    ("failed", True), ("expected", True), ("passed", True), ("xfailed", True),
+    ("fail", True), ("expected", True), ("pass", True), ("xfailed", True),
     ("skipped", True), ("error", True), ("not claimed", False), ("none", False),
 ])
 def test_a_cell_counts_as_checked_unless_not_claimed_or_without_a_test(status: str,
@@ -275,30 +275,30 @@ def test_a_cell_counts_as_checked_unless_not_claimed_or_without_a_test(status: s
 
 
 @pytest.mark.parametrize(("statuses", "claimed", "want"), [
-    (["passed", "failed"], True, "failed"), (["failed"], False, "failed"),
-    (["passed"], False, "not claimed"), (["skipped"], False, "not claimed"),
-    (["passed", "skipped"], True, "passed"), (["expected"], True, "passed"),
-    (["skipped"], True, "nothing checked"), ([], True, "nothing checked"),
+    (["pass", "fail"], True, "fail"), (["fail"], False, "fail"),
+    (["pass"], False, "not claimed"), (["skipped"], False, "not claimed"),
+    (["pass", "skipped"], True, "pass"), (["expected"], True, "pass"),
+    (["skipped"], True, "unjudged"), ([], True, "unjudged"),
 ])
-def test_a_mode_fails_on_any_failure_then_is_not_claimed_passed_or_nothing_checked(
+def test_a_mode_fails_on_any_failure_then_is_not_claimed_pass_or_unjudged(
         statuses: list[str], claimed: bool, want: str) -> None:
     props = [_prop(s, 0 if s == "skipped" else 2) for s in statuses]
     _check(f"mode_status({statuses}, claimed={claimed})", v.mode_status(props, claimed), want)
 
 
-def test_a_mode_with_only_empty_passes_has_nothing_checked() -> None:
-    props = [_prop("passed", 0), _prop("passed", 0)]
+def test_a_mode_with_only_empty_passes_is_unjudged() -> None:
+    props = [_prop("pass", 0), _prop("pass", 0)]
     _check("mode_status([passed(0), passed(0)], claimed=True)",
-           v.mode_status(props, True), "nothing checked")
+           v.mode_status(props, True), "unjudged")
     _check("mode_status([passed(0), passed(1)], claimed=True)",
-           v.mode_status([*props, _prop("passed", 1)], True), "passed")
+           v.mode_status([*props, _prop("pass", 1)], True), "pass")
 
 
 # --- 6. known failures ------------------------------------------------------------------
 
 @pytest.mark.parametrize(("verdict", "want"), [
     ("fail", "expected"), ("pass", "fixed"),
-    ("skipped", "not checked"), ("error", "not checked"), ("", "not checked"),
+    ("skipped", "unjudged"), ("error", "unjudged"), ("", "unjudged"),
 ])
 def test_a_vector_still_failing_is_expected_and_one_passing_now_is_fixed(verdict: str,
                                                                         want: str) -> None:
@@ -325,7 +325,7 @@ def _entry(**more: Any) -> Record:
     pytest.param(_entry(), _failed("law"), True, id="all match"),
     pytest.param(_entry(kind="raised"), _failed("raised", "raised"), True, id="its kind"),
     pytest.param(_entry(status="fixed"), _failed("law"), False, id="entry fixed"),
-    pytest.param(_entry(status="not checked"), _failed("law"), False, id="entry not checked"),
+    pytest.param(_entry(status="unjudged"), _failed("law"), False, id="entry not checked"),
     pytest.param(_entry(property="q"), _failed("law"), False, id="another property"),
     pytest.param(_entry(backend="other"), _failed("law"), False, id="another backend"),
     pytest.param(_entry(dtype="float32"), _failed("law"), False, id="another dtype"),
@@ -366,82 +366,36 @@ def test_a_claim_entry_is_expected_when_its_side_fails_of_its_kind_and_fixed_whe
     _check(f"settle_claim_side(kind='law', side={side})", v.settle_claim_side(entry, side), want)
 
 
-# --- 7. mutants -------------------------------------------------------------------------
+# --- 7. a vector, a group, and a property over its vectors ----------------------------
 
-@dataclass
-class _Suite:
-    """The data a mutant's verdict reads of a suite run."""
-
-    results: Sequence[Record] = field(default_factory=list)
-    exitstatus: int | None = 0
-    returncode: int | None = 0
-    finished: bool = True
-    refused: bool = False
-
-
-def _result(outcome: str, examples: int, kind: str | None = None, prop: str = "p",
-            message: str = "") -> Record:
-    return {"nodeid": f"t::test_{prop}", "outcome": outcome, "message": message,
-            "properties": {"property": prop, "dtype": "float64", "examples": examples,
-                           "failure_kind": kind}}
-
-
-def test_a_mutant_is_killed_by_its_first_failure_with_the_examples_until_then() -> None:
-    suite = _Suite([_result("passed", 5), _result("failed", 2, "law", "q", "wrong\n  value"),
-                    _result("failed", 7, "crash", "r")], exitstatus=1)
-    want = {"status": "killed", "property": "q", "dtype": "float64", "kind": "law",
-            "message": "wrong value", "examples": 7, "tests_run": 2}
-    _check("mutant_outcome(passed 5, failed q 2, failed r 7)", v.mutant_outcome(suite), want)
-
-
-@pytest.mark.parametrize(("kind", "status", "shown"), [
-    ("law", "killed", "law"), (None, "killed", "law"), ("crash", "killed", "crash"),
-    ("internal", "error", "internal"),
+@pytest.mark.parametrize(("judged", "want"), [
+    pytest.param(Judged(unclaimed="dtype not claimed", kind="law", message="x"),
+                 {"status": "skipped", "kind": None, "message": "dtype not claimed"},
+                 id="unclaimed before failed"),
+    pytest.param(Judged(kind="law", message="output[0]\n  misses"),
+                 {"status": "fail", "kind": "law", "message": "output[0] misses"}, id="failed"),
+    pytest.param(Judged(), {"status": "pass", "kind": None, "message": ""}, id="held"),
 ])
-def test_an_internal_failure_is_an_error_not_a_kill(kind: str | None, status: str,
-                                                    shown: str) -> None:
-    got = v.mutant_outcome(_Suite([_result("failed", 1, kind)], exitstatus=1))
-    _check(f"mutant_outcome(failed, kind={kind!r}) status, kind", (got["status"], got["kind"]),
-           (status, shown))
+def test_vector_status_is_skipped_before_failed_before_passed(judged: Judged,
+                                                              want: Record) -> None:
+    _check(f"vector_verdict({judged})", v.vector_verdict(judged), want)
+    _check(f"vector_status({judged})", v.vector_status(judged), want["status"])
 
 
-def test_a_mutant_message_is_one_line_of_at_most_300_characters() -> None:
-    got = v.mutant_outcome(_Suite([_result("failed", 1, "law", message="x " * 400)]))
-    _check("len(mutant_outcome(600-character message)['message'])", len(got["message"]), 300)
+def test_property_verdict_is_the_first_failure_else_the_first_pass_else_a_skip() -> None:
+    def row(ident: str, status: str, dtype: str = "float64") -> dict[str, Any]:
+        return {"id": ident, "property": "law", "dtype": dtype, "status": status}
+
+    rows = [row("1", "skipped"), row("2", "pass"), row("3", "fail"), row("4", "fail"),
+            row("5", "pass"), row("6", "skipped", "float16")]
+    chosen = v.property_verdicts(rows)
+    assert chosen[("law", "float64")]["id"] == "3", chosen
+    assert chosen[("law", "float16")]["id"] == "6", chosen
+    assert v.property_verdicts(rows[:2])[("law", "float64")]["id"] == "2", rows[:2]
+    assert v.property_verdicts(rows[:1])[("law", "float64")]["id"] == "1", rows[:1]
 
 
-@pytest.mark.parametrize(("suite", "status", "message"), [
-    pytest.param(_Suite([_result("passed", 3)]), "survived", None, id="finished, exit 0"),
-    pytest.param(_Suite([_result("passed", 3)], finished=False, exitstatus=2, returncode=2),
-                 "error", "the suite ended without a verdict (pytest exit 2, process exit 2, "
-                 "1 tests finished)", id="stopped early"),
-    pytest.param(_Suite([_result("passed", 3)], exitstatus=1, returncode=1), "error",
-                 "the suite ended without a verdict (pytest exit 1, process exit 1, "
-                 "1 tests finished)", id="exit 1 with no failure"),
-    pytest.param(_Suite([_result("passed", 3)], finished=False), "error",
-                 "the suite ended without a verdict (pytest exit 0, process exit 0, "
-                 "1 tests finished)", id="exit 0, not finished"),
-    pytest.param(_Suite([], finished=False, exitstatus=None, returncode=4, refused=True),
-                 "error", "pytest refused its command line (see pytest.log)", id="refused"),
-])
-def test_a_mutant_survives_only_a_finished_passing_suite(suite: _Suite, status: str,
-                                                         message: str | None) -> None:
-    got = v.mutant_outcome(suite)
-    _check(f"mutant_outcome({suite}) status, message", (got["status"], got["message"]),
-           (status, message))
-    _check(f"mutant_outcome({suite}) examples, tests_run", (got["examples"], got["tests_run"]),
-           (3 * len(suite.results), len(suite.results)))
-
-
-@pytest.mark.parametrize(("killed", "total", "want"), [
-    (3, 3, "passed"), (0, 0, "passed"), (2, 3, "failed"), (0, 1, "failed"),
-])
-def test_a_mutant_score_passes_only_when_every_mutant_was_killed(killed: int, total: int,
-                                                                 want: str) -> None:
-    _check(f"mutant_score_status({killed}, {total})", v.mutant_score_status(killed, total), want)
-
-
-# --- 9. residual blocks -----------------------------------------------------------------
+# --- 8. residual blocks -----------------------------------------------------------------
 
 @pytest.mark.parametrize(("outcome", "kind", "finding", "want"), [
     pytest.param("pass", None, None, "pass", id="a pass"),
@@ -496,10 +450,10 @@ def test_the_blocks_section_folds_its_blocks_and_is_not_a_pass_when_interrupted(
 
 
 @pytest.mark.parametrize(("complete", "blocks", "want"), [
-    (True, "pass", "passed"), (True, "expected", "passed"), (True, "fail", "failed"),
-    (True, "unjudged", "nothing checked"), (True, "partly judged", "partly checked"),
+    (True, "pass", "pass"), (True, "expected", "pass"), (True, "fail", "fail"),
+    (True, "unjudged", "unjudged"), (True, "partly judged", "partly judged"),
     (False, "pass", "incomplete"),
-    (True, None, "passed"),
+    (True, None, "pass"),
 ])
 def test_a_blocks_only_run_takes_its_status_from_the_blocks_section(
         complete: bool, blocks: str | None, want: str) -> None:
@@ -509,21 +463,21 @@ def test_a_blocks_only_run_takes_its_status_from_the_blocks_section(
 
 
 def test_a_failed_blocks_section_fails_a_run_whose_backends_passed() -> None:
-    got = v.run_status(complete=True, properties=["passed"], claims=["pass"], known=[],
-                       backends=["passed"], blocks="fail")
-    _check("run_status(properties passed, blocks='fail')", got, "failed")
+    got = v.run_status(complete=True, properties=["pass"], claims=["pass"], known=[],
+                       backends=["pass"], blocks="fail")
+    _check("run_status(properties passed, blocks='fail')", got, "fail")
 
 
-# --- 10. a joined report ----------------------------------------------------------------
+# --- 9. a joined report ----------------------------------------------------------------
 
 @pytest.mark.parametrize(("runs", "want"), [
-    (["passed", "passed"], "passed"),
-    (["passed", "nothing checked"], "nothing checked"),
-    (["nothing checked", "failed"], "failed"),
-    (["failed", "incomplete", "passed"], "incomplete"),
-    ([], "nothing checked"),
+    (["pass", "pass"], "pass"),
+    (["pass", "unjudged"], "unjudged"),
+    (["unjudged", "fail"], "fail"),
+    (["fail", "incomplete", "pass"], "incomplete"),
+    ([], "unjudged"),
 ])
-def test_a_joined_report_is_incomplete_then_failed_then_nothing_checked_then_passed(
+def test_a_joined_report_is_incomplete_then_fail_then_unjudged_then_pass(
         runs: list[str], want: str) -> None:
     _check(f"joined_status({runs})", v.joined_status(runs), want)
 
@@ -536,3 +490,73 @@ def test_a_joined_report_is_incomplete_then_failed_then_nothing_checked_then_pas
 def test_a_joined_claim_fails_on_one_machine_then_is_expected_then_skipped_then_passes(
         machines: list[str], want: str) -> None:
     _check(f"joined_claim_status({machines})", v.joined_claim_status(machines), want)
+
+
+# --- the one vocabulary -----------------------------------------------------------------
+
+def _status_fields(node: Any, path: str = "") -> dict[str, Any]:
+    """Every field of a JSON Schema named ``status``, ``exact_status`` or ``verdict``, by
+    its path, and every ``$defs`` entry that is one (``block_verdict``...)."""
+    found: dict[str, Any] = {}
+    if isinstance(node, dict):
+        for key, value in node.items():
+            here = f"{path}/{key}"
+            named = key in ("status", "exact_status", "verdict") and isinstance(value, dict) \
+                and "$ref" in value and not path.endswith("/$defs")
+            if named or (key.endswith("verdict") and path.endswith("/$defs")):
+                found[here] = value
+            found.update(_status_fields(value, here))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            found.update(_status_fields(value, f"{path}/{i}"))
+    return found
+
+
+SCHEMA_RECORDS = {
+    "/properties/status": "run",
+    "/properties/backends/items/properties/status": "backend",
+    "/properties/claims/items/properties/exact_status": "exact side",
+    "/properties/claims/items/properties/backends/items/properties/status": "claim side",
+    "/properties/claims/items/properties/status": "claim",
+    "/properties/properties/items/properties/status": "property",
+    "/properties/matrix/properties/rows/items/properties/cells/items/properties/status":
+        "matrix cell",
+    "/properties/matrix/properties/modes/items/properties/status": "mode",
+    "/properties/known_failures/properties/entries/items/properties/status": "known failure",
+    "/$defs/block_verdict": "block",
+    "/$defs/block_law_verdict": "block law",
+}
+"""Each status field of report.schema.json and the record whose statuses it holds."""
+
+
+def test_one_vocabulary_holds_every_record_s_statuses() -> None:
+    assert len(set(v.STATUSES)) == len(v.STATUSES), v.STATUSES
+    parts = {s for statuses in v.RECORD_STATUSES.values() for s in statuses}
+    _check("union of RECORD_STATUSES", sorted(parts), sorted(v.STATUSES))
+
+
+def test_every_status_field_of_the_schema_refers_to_the_one_vocabulary() -> None:
+    from resverify.reports.json_report import load_schema
+
+    schema = load_schema()
+    _check("$defs/status enum", schema["$defs"]["status"]["enum"], list(v.STATUSES))
+    fields = _status_fields(schema)
+    fields = {path: field for path, field in fields.items() if field.get("$ref") !=
+              "#/$defs/block_verdict" and field.get("$ref") != "#/$defs/block_law_verdict"}
+    _check("the schema's status fields", sorted(fields), sorted(SCHEMA_RECORDS))
+    for path, field in fields.items():
+        record = SCHEMA_RECORDS[path]
+        _check(f"{path} $ref", field.get("$ref"), "#/$defs/status")
+        _check(f"{path} enum", sorted(field["enum"]), sorted(v.RECORD_STATUSES[record]))
+
+
+def test_every_status_a_writer_renders_comes_from_the_vocabulary() -> None:
+    """report.md shows each status by its icon, report.html by its CSS class: each writer
+    knows exactly the vocabulary's words, no other (a word it knew and the schema does not
+    would be a second vocabulary)."""
+    from resverify.reports import html, markdown
+
+    _check("markdown.ICONS", sorted(markdown.ICONS), sorted(v.STATUSES))
+    classes = set(re.findall(r"\.([a-z][a-z-]*)", html.STYLE))
+    shown = {s.replace(" ", "-") for s in v.STATUSES}
+    _check("statuses report.html has no colour for", sorted(shown - classes), [])

@@ -77,7 +77,8 @@ from resverify.impl.backend import Backend
 from resverify.impl.numpy_backend import NumpyBackend
 from resverify.impl.tensor import Tensor
 from resverify.properties.cases import round_to_dtype
-from resverify.reports.judge import expected_from_spec, judge
+from resverify.properties.judge import expected_from_spec, judge
+from resverify.reports.verdicts import vector_verdict
 from resverify.spec.budget import Budget, error_budget
 from resverify.spec.codec import request_from_dict
 from resverify.spec.compare import cells
@@ -690,8 +691,9 @@ COMPOSED_PARTS = {"layer_norm": 6, "rms_norm": 3}
 
 def _judged(request: Request, backend: str = "numpy") -> tuple[str, str]:
     """The one comparison rule (as a known-failures vector is judged)."""
-    verdict = judge(installed_backend(backend), request, expected_from_spec(request))
-    return verdict.status, verdict.message
+    verdict = vector_verdict(judge(installed_backend(backend), request,
+                                   expected_from_spec(request)))
+    return verdict["status"], verdict["message"]
 
 
 def _verdict(backend: str) -> tuple[str, str]:

@@ -1,4 +1,4 @@
-"""One request, one backend, one verdict: the judgement shared by known failures and the corpus.
+"""One request, one backend, one judgement: the driver shared by known failures and the corpus.
 
 A saved vector (``resverify check --known-failures``) and a corpus entry (``resverify vectors
 run``) are both a request with what a correct backend must answer: exact values with a
@@ -8,8 +8,8 @@ classified), twice, and states the verdict with the suite's own assertion helper
 messages and failure kinds are the suite's, and "within budget" is
 :func:`resverify.spec.compare.within` and nothing else:
 
-* not claimed by the backend's capabilities: ``skipped`` (never sent);
-* raised, timed out, crashed, answered a non-result: that kind;
+* not claimed by the backend's capabilities: ``unclaimed``, with the reason (never sent);
+* raised, timed out, crashed, answered a non-result: a failure of that kind;
 
 and then each check asked for (:data:`CHECKS`; all of them by default, as ``resverify
 replay`` does; a corpus entry names the checks of its property's law):
@@ -34,13 +34,17 @@ judged by :func:`judge_group`: skipped unless the backend claims every request; 
 must be a value of the declared form (``refused``/``bad_result`` otherwise, as the law's
 own runs), and then every relation must hold (``law``), checked by the law's own
 :func:`resverify.properties.relations.check`.
+
+What comes back is a :class:`Judged`: what was found (not asked and why, or the first
+failure's kind and message), never a status word. The status those facts give (``pass``,
+``fail``, ``skipped``) is decided once, by :func:`resverify.reports.verdicts.vector_status`,
+with the report's other verdicts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -55,12 +59,11 @@ from resverify.properties.assertions import (
     send,
 )
 from resverify.properties.relations import Group
-from resverify.reports.verdicts import vector_status
 from resverify.spec.budget import error_budget
 from resverify.spec.exact import evaluate
 from resverify.spec.request import Request, Result, ResultError, Value
 
-__all__ = ["CHECKS", "Expected", "Verdict", "expected_from_spec", "judge", "judge_group"]
+__all__ = ["CHECKS", "Expected", "Judged", "expected_from_spec", "judge", "judge_group"]
 
 CHECKS = ("deterministic", "untouched", "error", "shapes", "state", "form", "output", "grads",
           "tangent")
@@ -85,16 +88,14 @@ class Expected:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """``status`` is ``pass``, ``fail`` or ``skipped``; a failure has its ``kind`` (one of
-    :data:`resverify.properties.assertions.KINDS`) and a one-line ``message``."""
+class Judged:
+    """What judging found: ``unclaimed``, why the backend was not asked (None: it was); a
+    failure's ``kind`` (one of :data:`resverify.properties.assertions.KINDS`; None: every
+    check held) and its ``message``. ``Judged()`` is a backend that held."""
 
-    status: str
+    unclaimed: str | None = None
     kind: str | None = None
     message: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "kind": self.kind, "message": self.message}
 
 
 def expected_from_spec(request: Request) -> Expected:
@@ -111,16 +112,16 @@ def expected_from_spec(request: Request) -> Expected:
 
 
 def judge(backend: Backend, request: Request, expected: Expected,
-          checks: Collection[str] = CHECKS) -> Verdict:
-    """The verdict on ``backend`` for ``request`` (see the module docstring)."""
+          checks: Collection[str] = CHECKS) -> Judged:
+    """What ``backend`` gives for ``request`` against ``expected`` (module docstring)."""
     unclaimed = backend.capabilities.covers(request)
     if unclaimed is not None:
-        return Verdict(*vector_status(f"backend {backend.name}: {unclaimed}", None))
+        return Judged(unclaimed=f"backend {backend.name}: {unclaimed}")
     try:
         _check(backend, request, expected, frozenset(checks))
     except PropertyFailure as failure:
-        return Verdict(*vector_status(None, (failure.kind, str(failure))))
-    return Verdict(*vector_status(None, None))
+        return Judged(kind=failure.kind, message=str(failure))
+    return Judged()
 
 
 def _check(backend: Backend, request: Request, expected: Expected,
@@ -193,18 +194,18 @@ def _sent_between_probes(backend: Backend, ctx: Context, request: Request,
     return sent
 
 
-def judge_group(backend: Backend, group: Group) -> Verdict:
-    """The verdict on ``backend`` for the vector group ``group`` (module docstring)."""
+def judge_group(backend: Backend, group: Group) -> Judged:
+    """What ``backend`` gives for the vector group ``group`` (module docstring)."""
     for request in group.requests:
         unclaimed = backend.capabilities.covers(request)
         if unclaimed is not None:
-            return Verdict(*vector_status(f"backend {backend.name}: {unclaimed}", None))
+            return Judged(unclaimed=f"backend {backend.name}: {unclaimed}")
     try:
         answers = [_answer(backend, request) for request in group.requests]
         relations.check(backend, group, answers)
     except PropertyFailure as failure:
-        return Verdict(*vector_status(None, (failure.kind, str(failure))))
-    return Verdict(*vector_status(None, None))
+        return Judged(kind=failure.kind, message=str(failure))
+    return Judged()
 
 
 def _answer(backend: Backend, request: Request) -> Value:

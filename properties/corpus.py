@@ -26,13 +26,13 @@ overflow). Where ``tanh``, ``sigmoid`` or a norm is involved the exact value is 
 rational: the entry's exact values are the midpoints of enclosures of half-width
 ``enclosure`` (text), which the budget already includes.
 
-A backend passes an entry (:func:`resverify.reports.judge.judge`) when it gives bitwise the
+A backend passes an entry (:func:`resverify.properties.judge.judge`) when it gives bitwise the
 same answer twice, leaves its inputs untouched, and every element is within its budget
 (:func:`resverify.spec.compare.within`), or it gives the expected error naming the expected
 shapes -- each as far as the entry's ``checks`` ask; a refused merge under the law that a
 refusal changes nothing also carries the law's ``probe``, a valid request that must give the
 same bits before and after it (the check ``state``); a group
-(:func:`resverify.reports.judge.judge_group`) when every answer is a value and every
+(:func:`resverify.properties.judge.judge_group`) when every answer is a value and every
 relation holds.
 """
 
@@ -56,11 +56,11 @@ from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 
 from resverify.impl.backend import Backend, Capabilities
+from resverify.properties import groups as group_files
+from resverify.properties.groups import rational
+from resverify.properties.judge import Expected, Judged, judge, judge_group
 from resverify.properties.laws_variance import check_sample_variance_identity
 from resverify.properties.relations import Group, digest, recording
-from resverify.reports import relations
-from resverify.reports.judge import Expected, Verdict, judge, judge_group
-from resverify.reports.relations import rational
 from resverify.spec.budget import error_budget
 from resverify.spec.codec import (
     packaged_schema,
@@ -113,7 +113,7 @@ LAW_CHECKS: Mapping[str, tuple[str, ...]] = {
     "tangent_and_gradients_satisfy_duality": ("form",),
     "tangent_is_linear_in_the_input_tangents": ("form",),
 }
-"""The checks (:data:`resverify.reports.judge.CHECKS`) of each property's law on one
+"""The checks (:data:`resverify.properties.judge.CHECKS`) of each property's law on one
 request; every other property checks a value (``VALUE``), a forward-mode property (marked
 ``jvp``) the output tangent (``TANGENT``: its laws read only the tangent). A law that
 relates several answers (affinity in α, the unrolled sum, the sample variance identity,
@@ -492,7 +492,7 @@ def entry_doc(case: CorpusCase | CorpusGroup, ident: str) -> Doc:
     if isinstance(case, CorpusGroup):
         requests = list(case.group.requests)
         return {**head, "kind": "group", "dtype": case.dtype, "ops": _ops(requests),
-                "mode": _mode(requests), **relations.to_doc(case.group)}
+                "mode": _mode(requests), **group_files.to_doc(case.group)}
     request = case.request
     expect = expectation(case)
     asked = checks(case, expect["kind"])
@@ -651,7 +651,7 @@ def load(folder: Path) -> Iterator[Entry | GroupEntry]:
         _validate(doc, where, "group" if grouped else "entry")
         try:
             if grouped:
-                yield GroupEntry(listing, relations.from_doc(doc, where))
+                yield GroupEntry(listing, group_files.from_doc(doc, where))
                 continue
             request = request_from_dict(doc["request"])
             expected = _expected(doc["expect"], where)
@@ -669,7 +669,7 @@ def load_group(path: Path) -> Group:
     where = f"vector group {str(path)!r}"
     _validate(doc, where, "group")
     try:
-        return relations.from_doc(doc, where)
+        return group_files.from_doc(doc, where)
     except (ResverifyError, ValueError, ZeroDivisionError) as exc:
         raise UsageError(f"{where}: {' '.join(str(exc).split())[:300]}") from None
 
@@ -712,7 +712,7 @@ def _law_group(prop: str, request: Request) -> Group:
     return groups[0]
 
 
-def run(folder: Path, backend: Backend) -> Iterator[tuple[Entry | GroupEntry, Verdict]]:
+def run(folder: Path, backend: Backend) -> Iterator[tuple[Entry | GroupEntry, Judged]]:
     """Each entry and group of the corpus with its verdict on ``backend``."""
     for entry in load(folder):
         if isinstance(entry, GroupEntry):

@@ -8,10 +8,10 @@ it exists (TOML, or JSON when the name ends in ``.json``; the schema is
 ``spec/schema/known-failures.schema.json``). Each entry names a backend, a property with
 its saved vector (or a claim), and a reason. For each entry, on each run:
 
-* its vector is judged on its backend (:func:`resverify.reports.judge.judge`, the one
+* its vector is judged on its backend (:func:`resverify.properties.judge.judge`, the one
   comparison rule): still failing, the entry is ``expected``; passing now, it is ``fixed``,
   and a fixed entry fails the run until it is removed (strict); an entry whose backend is
-  not part of the run is ``not checked``;
+  not part of the run is ``unjudged``;
 * a failed property test is ``expected`` when an expected entry names its backend, property
   and dtype, and every failure of the test has the entry's kind (default ``law``): a crash
   is never hidden by a known wrong value. Any other failure fails the run as before.
@@ -20,12 +20,13 @@ its saved vector (or a claim), and a reason. For each entry, on each run:
 A law that relates several answers (the sample variance identity reads the merge's output
 and the branch's, from two requests) cannot be reproduced by the one request the suite
 saves: its vector may instead be a *vector group* (``resverify vectors group VECTOR``
-writes it: every request the law sends and the relation, :mod:`resverify.reports.relations`),
-judged by :func:`resverify.reports.judge.judge_group` with the law's own rule.
+writes it: every request the law sends and the relation, :mod:`resverify.properties.groups`),
+judged by :func:`resverify.properties.judge.judge_group` with the law's own rule.
 
-This module reads the file and judges the vectors; the states above (``expected``,
-``fixed``, ``not checked``) and which failures an entry expects are decided in
-:mod:`resverify.reports.verdicts`, with the report's other verdicts.
+This module reads the file and judges the vectors (:func:`judge_entries`), and changes
+no record; the states above (``expected``, ``fixed``, ``unjudged``) and which failures
+an entry expects are decided in :mod:`resverify.reports.verdicts`, with the report's other
+verdicts, and the report's entries are written by :mod:`resverify.reports.json_report`.
 """
 
 from __future__ import annotations
@@ -39,20 +40,13 @@ from pathlib import Path
 from typing import Any
 
 from resverify.impl.backend import Backend
-from resverify.reports.judge import Verdict, expected_from_spec, judge, judge_group
-from resverify.reports.relations import Group
-from resverify.reports.verdicts import (
-    claim_expected,
-    expecting,
-    settle_claim_side,
-    vector_entry_state,
-)
+from resverify.properties.judge import Judged, expected_from_spec, judge, judge_group
+from resverify.properties.relations import Group
 from resverify.spec.codec import packaged_schema, parse_json, request_from_dict
 from resverify.spec.errors import ResverifyError, UsageError
 from resverify.spec.request import Request
 
-__all__ = ["DEFAULT_FILE", "KnownFailure", "apply", "check_entries", "expecting", "find_file",
-           "load"]
+__all__ = ["DEFAULT_FILE", "Checked", "KnownFailure", "find_file", "judge_entries", "load"]
 
 DEFAULT_FILE = Path("resverify-known-failures.toml")
 Doc = dict[str, Any]
@@ -147,7 +141,7 @@ def _vector(path: Path, number: int, raw: Mapping[str, Any],
     try:
         doc = parse_json(text)
         if isinstance(doc, dict) and doc.get("kind") == "group":
-            from resverify.reports.corpus import load_group
+            from resverify.properties.corpus import load_group
 
             return vector, load_group(vector)
         if isinstance(doc, dict):
@@ -183,30 +177,34 @@ def _backend(name: str, named: Mapping[str, Backend]) -> Backend | None:
     return named.get(name) or next((b for b in named.values() if b.name == name), None)
 
 
-def check_entries(entries: Sequence[KnownFailure], named: Mapping[str, Backend],
-                  base: Path) -> list[Doc]:
-    """Each entry as a report entry, with its vector judged on its backend (claim entries
-    are settled by :func:`apply`, from the claims of the run). ``base``: vector paths are
-    shown relative to it."""
+@dataclass(frozen=True)
+class Checked:
+    """A known-failures entry as this run found it: ``backend``, the name of the run's
+    backend the entry names (None: that backend is not part of the run), and ``judged``,
+    its vector or vector group judged on that backend (None: not judged; a claim entry is
+    settled from the run's claims instead)."""
+
+    entry: KnownFailure
+    backend: str | None = None
+    judged: Judged | None = None
+
+
+def judge_entries(entries: Sequence[KnownFailure],
+                  named: Mapping[str, Backend]) -> list[Checked]:
+    """Each entry with its vector (or vector group) judged on the backend it names, when
+    that backend is part of the run; the state this gives the entry (``expected``,
+    ``fixed``, ``unjudged``) is :mod:`resverify.reports.verdicts`' to decide."""
     checked = []
     for entry in entries:
         backend = _backend(entry.backend, named)
-        doc: Doc = {"entry": entry.number, "backend": backend.name if backend else entry.backend,
-                    "property": entry.prop, "claim": entry.claim, "dtype": entry.dtype,
-                    "kind": entry.kind, "reason": entry.reason,
-                    "vector": None if entry.vector is None else _shown(entry.vector, base),
-                    "status": "not checked", "detail": None}
-        if backend is None:
-            doc["detail"] = f"backend {entry.backend} is not checked in this run"
-        elif entry.request is not None or entry.group is not None:
-            verdict = _verdict(backend, entry)
-            doc["status"] = vector_entry_state(verdict.status)
-            doc["detail"] = verdict.message or "the vector passes now"
-        checked.append(doc)
+        judged = None
+        if backend is not None and (entry.request is not None or entry.group is not None):
+            judged = _judged(backend, entry)
+        checked.append(Checked(entry, None if backend is None else backend.name, judged))
     return checked
 
 
-def _verdict(backend: Backend, entry: KnownFailure) -> Verdict:
+def _judged(backend: Backend, entry: KnownFailure) -> Judged:
     """The entry's vector (or vector group) judged on ``backend``."""
     if entry.group is not None:
         return judge_group(backend, entry.group)
@@ -214,40 +212,3 @@ def _verdict(backend: Backend, entry: KnownFailure) -> Verdict:
     return judge(backend, entry.request, expected_from_spec(entry.request))
 
 
-def _shown(path: Path, base: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(base.resolve()))
-    except ValueError:
-        return str(path)
-
-
-def apply(entries: Sequence[Doc], properties: Sequence[Doc], claims: Sequence[Doc]) -> None:
-    """Mark the failed properties and claim sides that ``entries`` expect (in place), and
-    settle the claim entries from the claims' sides; every rule it applies is decided in
-    :mod:`resverify.reports.verdicts` (``expecting``, ``settle_claim_side``,
-    ``claim_expected``)."""
-    for prop in properties:
-        entry = expecting(entries, prop) if prop["status"] == "failed" else None
-        if entry is not None:
-            prop["status"] = "expected"
-            prop["known_failure"] = entry["entry"]
-    for entry in entries:
-        if entry["claim"] is not None and entry["detail"] is None:
-            _settle_claim(entry, claims)
-
-
-def _settle_claim(entry: Doc, claims: Sequence[Doc]) -> None:
-    """A claim entry settled by its backend's side of each claim it names (no side: it
-    stays ``not checked`` and says so)."""
-    sides = [(claim, side) for claim in claims if claim["id"] == entry["claim"]
-             for side in claim["backends"] if side["backend"] == entry["backend"]]
-    if not sides:
-        entry["detail"] = f"claim {entry['claim']} was not checked on {entry['backend']}"
-    for claim, side in sides:
-        settled = settle_claim_side(entry, side)
-        if settled.side_expected:
-            side["status"] = "expected"
-        entry["status"] = settled.status or entry["status"]
-        entry["detail"] = settled.detail
-        if claim_expected(claim):
-            claim["status"] = "expected"

@@ -28,9 +28,7 @@ from resverify.properties.relations import (
 from resverify.spec.codec import request_from_dict, request_to_dict
 from resverify.spec.errors import UsageError
 
-__all__ = ["Group", "from_doc", "rational", "relation_doc", "to_doc"]
-# Group is the law's (resverify.properties.relations), named here too for the readers of
-# group files that import it from this module (reports/known_failures.py)
+__all__ = ["from_doc", "rational", "relation_doc", "to_doc"]
 
 Doc = dict[str, Any]
 

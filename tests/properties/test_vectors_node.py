@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from resverify.reports import corpus
+from resverify.properties import corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSUMER = ROOT / "engines" / "node" / "run_corpus.mjs"

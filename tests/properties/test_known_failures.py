@@ -17,9 +17,9 @@ import pytest
 
 from resverify.impl.backend import Backend
 from resverify.impl.numpy_backend import NumpyBackend
+from resverify.properties import known_failures
 from resverify.properties.vectors import save_vector
-from resverify.reports import known_failures
-from resverify.reports.json_report import build_report, validate
+from resverify.reports.json_report import build_report, known_entries, validate
 from resverify.spec.errors import UsageError
 from resverify.spec.fixtures import linear_block_request
 from tests.mutants import DroppedIdentityGrad
@@ -54,7 +54,7 @@ def _failed(backend: str, prop: str = PROPERTY, kind: str = "law",
     """A failed property test as report.json holds it."""
     return {"id": f"test_{prop}[{backend}-{dtype}]", "property": prop, "backend": backend,
             "mode": "vjp",
-            "dtype": dtype, "status": "failed", "examples": 3, "time_seconds": 0.1,
+            "dtype": dtype, "status": "fail", "examples": 3, "time_seconds": 0.1,
             "vector": None, "replay": None, "skip_reason": None, "message": "wrong",
             "examples_wanted": 25, "failure_kind": kind,
             "failures": [{"message": "wrong", "kind": kind, "vector": None, "replay": None,
@@ -65,7 +65,8 @@ def _failed(backend: str, prop: str = PROPERTY, kind: str = "law",
 def _report(path: Path, backends: list[Backend], props: list[dict[str, Any]],
             claims: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     entries = known_failures.load(path)
-    checked = known_failures.check_entries(entries, {b.name: b for b in backends}, path.parent)
+    checked = known_entries(known_failures.judge_entries(entries, {b.name: b for b in backends}),
+                            path.parent)
     doc = build_report(run={"seed": 0, "profile": "ci", "backends": [b.name for b in backends],
                             "pytest_args": [], "pytest_exit_code": 1},
                        backends=backends, claims=claims or [], properties=props, complete=True,
@@ -82,19 +83,19 @@ def test_listed_failure_that_reproduces_is_expected_and_the_run_passes(folder: P
     assert "grads['x']" in entry["detail"], entry["detail"]
     prop = doc["properties"][0]
     assert (prop["status"], prop["known_failure"]) == ("expected", 1), prop
-    assert doc["status"] == "passed", (doc["status"], doc["summary"])
+    assert doc["status"] == "pass", (doc["status"], doc["summary"])
     assert doc["summary"]["properties"]["expected"] == 1
-    assert doc["backends"][0]["status"] == "passed" and doc["backends"][0]["expected"] == 1
+    assert doc["backends"][0]["status"] == "pass" and doc["backends"][0]["expected"] == 1
 
 
 def test_listed_failure_that_passes_now_is_fixed_and_fails_the_run(folder: Path) -> None:
     path = _file(folder, _entry("numpy"))
-    passed = dict(_failed("numpy"), status="passed", failure_kind=None, failures=[])
+    passed = dict(_failed("numpy"), status="pass", failure_kind=None, failures=[])
     doc = _report(path, [NumpyBackend()], [passed])
     (entry,) = doc["known_failures"]["entries"]
     assert entry["status"] == "fixed", entry
-    assert doc["status"] == "failed" and doc["summary"]["known_failures"]["fixed"] == 1
-    assert doc["backends"][0]["status"] == "failed", doc["backends"][0]
+    assert doc["status"] == "fail" and doc["summary"]["known_failures"]["fixed"] == 1
+    assert doc["backends"][0]["status"] == "fail", doc["backends"][0]
 
 
 def test_unlisted_failure_and_a_failure_of_another_kind_still_fail(folder: Path) -> None:
@@ -104,15 +105,15 @@ def test_unlisted_failure_and_a_failure_of_another_kind_still_fail(folder: Path)
     for failed in (other, crashed, _failed(BROKEN, dtype="float32")):
         doc = _report(path, [DroppedIdentityGrad()], [failed])
         assert doc["known_failures"]["entries"][0]["status"] == "expected"
-        assert doc["properties"][0]["status"] == "failed", (failed["property"], failed["dtype"])
-        assert doc["status"] == "failed"
+        assert doc["properties"][0]["status"] == "fail", (failed["property"], failed["dtype"])
+        assert doc["status"] == "fail"
 
 
 def test_entry_for_a_backend_not_in_the_run_is_not_checked(folder: Path) -> None:
     path = _file(folder, _entry("jax"))
     doc = _report(path, [NumpyBackend()], [])
     entry = doc["known_failures"]["entries"][0]
-    assert (entry["status"], doc["status"]) == ("not checked", "nothing checked"), entry
+    assert (entry["status"], doc["status"]) == ("unjudged", "unjudged"), entry
 
 
 def _claim(backend: str, status: str) -> dict[str, Any]:
@@ -128,10 +129,10 @@ def test_claim_entry_is_expected_while_the_claim_fails_and_fixed_once_it_passes(
     path = _file(folder, '[[failure]]\nbackend = "numpy"\nclaim = "S06"\nreason = "r"\n')
     doc = _report(path, [NumpyBackend()], [], [_claim("numpy", "fail")])
     assert doc["known_failures"]["entries"][0]["status"] == "expected"
-    assert doc["claims"][0]["status"] == "expected" and doc["summary"]["claims"]["failed"] == 0
+    assert doc["claims"][0]["status"] == "expected" and doc["summary"]["claims"]["fail"] == 0
     doc = _report(path, [NumpyBackend()], [], [_claim("numpy", "pass")])
     assert doc["known_failures"]["entries"][0]["status"] == "fixed"
-    assert doc["status"] == "failed"
+    assert doc["status"] == "fail"
 
 
 @pytest.mark.parametrize(("body", "said"), [
@@ -182,7 +183,8 @@ def test_shipped_example_entries_reproduce_on_jax() -> None:
     path = ROOT / "examples" / "known-failures.toml"
     entries = known_failures.load(path)
     assert entries and {e.backend for e in entries} == {"jax"}
-    checked = known_failures.check_entries(entries, {"jax": resolve_backend("jax")}, ROOT)
+    checked = known_entries(known_failures.judge_entries(entries, {"jax": resolve_backend("jax")}),
+                            ROOT)
     statuses = {(e["property"], e["dtype"]): e["status"] for e in checked}
     assert set(statuses.values()) == {"expected"}, statuses
 
