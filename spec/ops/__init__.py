@@ -51,7 +51,8 @@ Two bases state what a family of ops shares, so an entry states each rule once:
 and the JVP from one slope; :class:`~resverify.spec.ops.linear_map.LinearMap` (add,
 residual_add, scale, sum) and :class:`~resverify.spec.ops.linear_map.Bilinear` (mul,
 linear) derive the exact, symbolic, reference and array forms from one value function and
-one transpose, and every forward-mode rule from the op's linear map.
+one transpose, and the forward-mode rules from the op's linear map (all but a bilinear op's
+budget, which is its own arithmetic).
 
 The reference NumPy rule sits here, in ``spec``, beside the exact rule it is checked
 against, because ``spec`` may not import ``impl``: an entry can only be whole on this side.

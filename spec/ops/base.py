@@ -3,7 +3,9 @@
 Each op of the IR is one subclass of :class:`Op` in its own module of this package, one
 instance of it in :data:`resverify.spec.ops.OP_TABLE`; the package's docstring lists what an
 entry holds. :class:`Elementwise` (in :mod:`resverify.spec.ops.elementwise`) is the base of a
-smooth unary op, whose reverse and forward rules follow from one slope.
+smooth unary op, whose reverse and forward rules follow from one slope; :class:`LinearMap`
+and :class:`Bilinear` (in :mod:`resverify.spec.ops.linear_map`) are the bases of the linear
+ops, whose forms and forward-mode rules follow from one value and one transpose.
 """
 
 from __future__ import annotations
