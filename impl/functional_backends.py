@@ -111,8 +111,7 @@ class JaxBackend(_Functional):
         self.jax = _load("jax", "jax")
         self.jax.config.update("jax_enable_x64", True)
         self.xp = _load("jax.numpy", "jax")
-        self.namespace = ArrayNamespace(relu=self.jax.nn.relu, tanh=self.xp.tanh, sum=self.xp.sum,
-                                        sigmoid=self.jax.nn.sigmoid, layer_norm=self.layer_norm,
+        self.namespace = ArrayNamespace(self.xp, self.jax.nn, layer_norm=self.layer_norm,
                                         rms_norm=self.rms_norm)
 
     def layer_norm(self, x: Any, eps: float) -> Any:
@@ -149,8 +148,7 @@ class AutogradBackend(_Functional):
     def __init__(self) -> None:
         self.autograd = _load("autograd", "autograd")
         self.xp = _load("autograd.numpy", "autograd")
-        self.namespace = ArrayNamespace(relu=self.relu, tanh=self.xp.tanh, sum=self.xp.sum,
-                                        sigmoid=_autograd_sigmoid())
+        self.namespace = ArrayNamespace(self.xp, relu=self.relu, sigmoid=_autograd_sigmoid())
 
     def relu(self, a: Any) -> Any:
         """autograd has no relu of its own: ``a`` times the mask ``a > 0``, derivative 0 at

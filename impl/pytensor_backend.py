@@ -73,8 +73,7 @@ class PytensorBackend:
             raise UsageError(
                 "the pytensor backend needs PyTensor: pip install 'resverify[pytensor]'"
             ) from None
-        self.xp = ArrayNamespace(relu=self.relu, tanh=self.pt.tanh, sum=self.pt.sum,
-                                 sigmoid=self.pt.sigmoid)
+        self.xp = ArrayNamespace(self.pt, relu=self.relu)
         self.cache: CompiledCache[Any] = CompiledCache()
 
     def about(self) -> dict[str, str]:

@@ -36,7 +36,7 @@ from resverify.impl.backend import Capabilities
 from resverify.impl.interpret import array_apply, interpret
 from resverify.spec.errors import ShapeMismatch, UsageError
 from resverify.spec.ir import Node
-from resverify.spec.ops import OP_TABLE, ArrayNamespace
+from resverify.spec.ops import ArrayNamespace
 from resverify.spec.request import Request, Result, ResultError, Value
 
 
@@ -61,9 +61,8 @@ class TensorflowBackend:
 
     def __init__(self) -> None:
         self.tf = _import_tensorflow()
-        self.xp = ArrayNamespace(relu=self.tf.nn.relu, tanh=self.tf.math.tanh,
-                                 sum=self.tf.reduce_sum, sigmoid=self.tf.math.sigmoid,
-                                 layer_norm=self.layer_norm,
+        self.xp = ArrayNamespace(self.tf.math, self.tf.nn, sum=self.tf.reduce_sum,
+                                 matmul=self.matmul, layer_norm=self.layer_norm,
                                  rms_norm=self.rms_norm)
 
     def about(self) -> dict[str, str]:
@@ -107,10 +106,12 @@ class TensorflowBackend:
             value = self.tf.cast(value, self.tf.float32)
         return np.array(value.numpy(), copy=True)
 
+    def matmul(self, x: Any, w: Any) -> Any:
+        """``linear``: ``tf.tensordot(x, w, axes=1)``, as ``keras.layers.Dense`` multiplies
+        (see the module docstring)."""
+        return self.tf.tensordot(x, w, axes=1)
+
     def _apply(self, node: Node, args: list[Any]) -> Any:
-        if node.op == "linear":
-            OP_TABLE["linear"].shape([tuple(a.shape) for a in args])
-            return self.tf.tensordot(args[0], args[1], axes=1)
         return array_apply(self.xp, node, args)
 
     def run(self, request: Request) -> Result:

@@ -66,9 +66,7 @@ class TinygradBackend:
                              "PATH (Debian: apt-get install clang)")
         self.Tensor = self.tinygrad.Tensor
         self.device = "CPU"
-        self.xp = ArrayNamespace(relu=self.Tensor.relu, tanh=self.Tensor.tanh,
-                                 sum=self.Tensor.sum, sigmoid=self.Tensor.sigmoid,
-                                 layer_norm=self.layer_norm,
+        self.xp = ArrayNamespace(self.Tensor, layer_norm=self.layer_norm,
                                  rms_norm=self.rms_norm)
 
     @staticmethod

@@ -30,7 +30,8 @@ module of this package), one instance per op in :data:`OP_TABLE`, holding side b
   Tensor graph of :mod:`resverify.impl.ops` calls it), and :meth:`Op.numpy_jvp`, its
   forward-mode rule (the output tangent from the argument tangents, in their dtype);
 * :meth:`Op.array`, the op in any array library with NumPy operators (torch, jax, HIPS
-  autograd), given the library's few functions as an :class:`ArrayNamespace`;
+  autograd), given the library's few functions as an :class:`ArrayNamespace`, which reads
+  each by its name (by default the op is the library's function of its own name);
 * what lists the op: ``families``, the branch families of the property suite's strategies
   it serves (:data:`resverify.properties.strategies.FAMILY_OPS`), and ``norm``, whether it
   is a normalisation (the built-in backends that lack norms claim every op but these);
@@ -44,6 +45,14 @@ fast oracle (:mod:`resverify.spec.enclosure`), the SymPy derivation
 the array-library adapters (:mod:`resverify.impl.interpret`), the backends' claims
 (:mod:`resverify.impl.registry`) and the strategies. Adding an op is one module here, its
 line in :data:`OP_TABLE`, and its sample line in the tests.
+
+Two bases state what a family of ops shares, so an entry states each rule once:
+:class:`~resverify.spec.ops.elementwise.Elementwise`, for a smooth unary op, derives the VJP
+and the JVP from one slope; :class:`~resverify.spec.ops.linear_map.LinearMap` (add,
+residual_add, scale, sum) and :class:`~resverify.spec.ops.linear_map.Bilinear` (mul,
+linear) derive the exact, symbolic, reference and array forms from one value function and
+one transpose, and the forward-mode rules from the op's linear map (all but a bilinear op's
+budget, which is its own arithmetic).
 
 The reference NumPy rule sits here, in ``spec``, beside the exact rule it is checked
 against, because ``spec`` may not import ``impl``: an entry can only be whole on this side.

@@ -6,36 +6,23 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, ClassVar
 
-import numpy as np
-
 from resverify.spec import ball
-from resverify.spec.ball import (
-    Ball,
-)
+from resverify.spec.ball import Ball
 from resverify.spec.errors import Shape
 from resverify.spec.ops.base import (
     ArrayNamespace,
-    Op,
-    Pullback,
     Site,
     broadcast_copies,
     broadcast_shapes,
-    cast,
     sum_back,
-    symbolic_pairs,
     unbroadcast,
 )
-from resverify.spec.rational import (
-    Arr,
-    obj,
-)
-from resverify.spec.rounding import (
-    Bound,
-    Ctx,
-)
+from resverify.spec.ops.linear_map import LinearMap
+from resverify.spec.rational import Arr
+from resverify.spec.rounding import Bound, Ctx
 
 
-class Add(Op):
+class Add(LinearMap):
     """``add(a, b)``: elementwise sum, NumPy broadcasting allowed. d(a+b) = da + db."""
 
     name, arity = "add", 2
@@ -46,14 +33,13 @@ class Add(Op):
     def shape(self, shapes: Sequence[Shape]) -> Shape:
         return broadcast_shapes(self.name, shapes[0], shapes[1])
 
-    def exact(self, args: Sequence[Arr], alpha: Any) -> Arr:
-        return obj(args[0] + args[1])
+    def value(self, xp: ArrayNamespace, args: Sequence[Any], k: Any) -> Any:
+        return args[0] + args[1]
 
-    def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
+    def transpose(self, xp: ArrayNamespace, g: Any, args: Sequence[Any], k: Any
+                  ) -> tuple[Any, ...]:
+        """The cotangent summed back over what broadcasting added."""
         return unbroadcast(g, args[0].shape), unbroadcast(g, args[1].shape)
-
-    def exact_jvp(self, ts: Sequence[Arr], args: Sequence[Arr], out: Arr, alpha: Any) -> Arr:
-        return obj(ts[0] + ts[1])
 
     def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
               alpha: Fraction | None) -> Fraction:
@@ -61,9 +47,6 @@ class Add(Op):
 
     def error_vjp(self, at: Site, g: Arr, g_err: Fraction) -> tuple[Fraction, ...]:
         return tuple(g_err * broadcast_copies(g, a) for a in at.args)
-
-    def error_jvp(self, at: Site, ts: Sequence[Arr], t_errs: Sequence[Fraction]) -> Fraction:
-        return t_errs[0] + t_errs[1]
 
     def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
         """``e_a + e_b + u (hat_a + hat_b)``."""
@@ -73,26 +56,6 @@ class Add(Op):
                    ) -> list[Bound]:
         """Un-broadcasting N cotangent copies: gamma_{N-1} times the sum of their sizes."""
         return [sum_back(c, g, arg.mag.shape) for arg in a]
-
-    def budget_jvp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, ts: Sequence[Bound]
-                   ) -> Bound:
-        """The tangents are added as the values are."""
-        return self.budget(c, at, ts)
-
-    def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
-        return symbolic_pairs(sp.Add, self.shape([a.shape for a in args]), args)
-
-    def numpy(self, args: Sequence[np.ndarray], alpha: Fraction | float | None
-              ) -> tuple[np.ndarray, Pullback]:
-        a, b = args
-        return cast(a + b, a), lambda g: (unbroadcast(g, a.shape), unbroadcast(g, b.shape))
-
-    def numpy_jvp(self, ts: Sequence[np.ndarray], args: Sequence[np.ndarray], out: np.ndarray,
-                  alpha: Fraction | float | None) -> np.ndarray:
-        return cast(ts[0] + ts[1], args[0])
-
-    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
-        return args[0] + args[1]
 
     # the fast oracle's rules on balls
 

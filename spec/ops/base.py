@@ -3,7 +3,9 @@
 Each op of the IR is one subclass of :class:`Op` in its own module of this package, one
 instance of it in :data:`resverify.spec.ops.OP_TABLE`; the package's docstring lists what an
 entry holds. :class:`Elementwise` (in :mod:`resverify.spec.ops.elementwise`) is the base of a
-smooth unary op, whose reverse and forward rules follow from one slope.
+smooth unary op, whose reverse and forward rules follow from one slope; :class:`LinearMap`
+and :class:`Bilinear` (in :mod:`resverify.spec.ops.linear_map`) are the bases of the linear
+ops, whose forms and forward-mode rules follow from one value and one transpose.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from resverify.spec.ball import Ball, NotEnclosed
-from resverify.spec.errors import Shape, ShapeMismatch
+from resverify.spec.errors import Shape, ShapeMismatch, UsageError
 from resverify.spec.rational import Arr
 from resverify.spec.rounding import Bound, Ctx
 
@@ -64,12 +66,13 @@ def same_shape(op: str, left: Shape, right: Shape) -> Shape:
     return left
 
 
-def unbroadcast(grad: np.ndarray, shape: Shape) -> np.ndarray:
+def unbroadcast(grad: Any, shape: Shape) -> np.ndarray:
     """Sum ``grad`` over the axes broadcasting added or stretched to go from ``shape``.
 
     Keeps the dtype of ``grad``: object arrays of numbers, float bounds, or a reference
-    gradient in its own dtype.
+    gradient in its own dtype (a rank-0 product, which NumPy returns as a scalar, too).
     """
+    grad = np.asarray(grad)
     extra = grad.ndim - len(shape)
     out = grad.sum(axis=tuple(range(extra))) if extra else grad
     stretched = tuple(i for i, n in enumerate(shape) if n == 1 and out.shape[i] != 1)
@@ -93,22 +96,51 @@ class Site:
     err: Fraction
 
 
-@dataclass(frozen=True)
 class ArrayNamespace:
-    """The functions of an array library that the ops use beyond ``+``, ``*`` and ``@``.
+    """An array library as the ops' ``array`` forms see it: every function they call beyond
+    the operators ``+``, ``*`` and ``/``, read by its name.
 
-    ``layer_norm`` and ``rms_norm`` (called with the array and ε as a float) are the
-    library's own normalization over the last axis where it has one; left at None, the
-    op entries compose them from ``.mean(axis=-1, keepdims=True)``, ``-``, ``*``, ``/``
-    and ``** 0.5``, which every library here supports.
+    A unary op calls the function named after it (``relu``, ``tanh``, ``sigmoid``,
+    ``sum``), ``linear`` calls ``matmul``. Each name is looked up in the adapter's ``own``
+    functions first, then in the library's ``modules`` in their order, so an adapter lists
+    only where its library differs: ``ArrayNamespace(torch, torch.nn.functional)`` serves
+    every op, TensorFlow gives its ``reduce_sum`` as ``sum=``, autograd its relu.
+
+    ``layer_norm`` and ``rms_norm`` (called with the array and ε as a float) are read from
+    ``own`` alone (:meth:`own_norm`): a library function of that name need not take those
+    arguments (torch's takes the normalised shape). Without one, the op entries compose
+    them from ``.mean(axis=-1, keepdims=True)``, ``-``, ``*``, ``/`` and ``** 0.5``, which
+    every library here supports.
     """
 
-    relu: Callable[[Any], Any]
-    tanh: Callable[[Any], Any]
-    sum: Callable[[Any], Any]
-    sigmoid: Callable[[Any], Any]
-    layer_norm: Callable[[Any, float], Any] | None = None
-    rms_norm: Callable[[Any, float], Any] | None = None
+    __slots__ = ("modules", "own")
+
+    def __init__(self, *modules: Any, **own: Callable[..., Any]) -> None:
+        self.modules = modules
+        self.own = own
+
+    def function(self, name: str) -> Callable[..., Any]:
+        """The library's function ``name``: the adapter's own, else the first module's that
+        has it; UsageError when none has."""
+        if name in self.own:
+            return self.own[name]
+        for module in self.modules:
+            found = getattr(module, name, None)
+            if found is not None:
+                return found
+        libraries = ", ".join(getattr(m, "__name__", repr(m)) for m in self.modules)
+        raise UsageError(f"the array library ({libraries or 'no module'}) has no function "
+                         f"{name!r}: give it as ArrayNamespace(..., {name}=...)")
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        """``xp.tanh`` is :meth:`function` ``("tanh")``."""
+        if name.startswith("_") or name in self.__slots__:
+            raise AttributeError(name)  # copy and pickle probe these before __init__ ran
+        return self.function(name)
+
+    def own_norm(self, name: str) -> Callable[[Any, float], Any] | None:
+        """The adapter's own normalisation ``name`` (``layer_norm``, ``rms_norm``), or None."""
+        return self.own.get(name)
 
 
 class Op(ABC):
@@ -203,9 +235,10 @@ class Op(ABC):
         """The reference output tangent in the arguments' dtype (``out``: :meth:`numpy`'s
         value), the NumPy form of :meth:`exact_jvp`."""
 
-    @abstractmethod
     def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
-        """The forward in an array library (its autodiff gives the VJP)."""
+        """The forward in an array library (its autodiff gives the VJP): by default the
+        library's function named after the op (``xp.tanh`` for tanh)."""
+        return xp.function(self.name)(*args)
 
     # the fast oracle (resverify.spec.enclosure): optional; without them, a request with
     # the op goes to the exact interpreter

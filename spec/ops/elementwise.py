@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from resverify.spec.errors import Shape
-from resverify.spec.ops.base import Op, Pullback, Site, cast
+from resverify.spec.ops.base import Op, Pullback, Site, cast, elementwise
 from resverify.spec.rational import Arr, obj
 from resverify.spec.rounding import Bound, Ctx
 
@@ -26,9 +26,12 @@ __all__ = ["Elementwise"]
 
 
 class Elementwise(Op):
-    """A smooth unary elementwise op: a subclass gives its value in each form (exact,
-    SymPy, NumPy, array library), its slope (exact and NumPy), and the error and budget
-    rules of the value and of the VJP; the rest is derived here."""
+    """A smooth unary elementwise op: a subclass gives its exact value, its slope (exact
+    and NumPy), and the error and budget rules of the value and of the VJP; the rest is
+    derived here. The SymPy, NumPy and array-library values are each library's function
+    named after the op (``sympy.tanh``, ``np.tanh``, ``xp.tanh``): an op overrides
+    :meth:`symbolic` or :meth:`numpy_value` only where its library has no such function
+    (sigmoid), and an adapter names the function only where its library differs."""
 
     arity = 1
     samples = (((3,),), ((),))
@@ -37,9 +40,14 @@ class Elementwise(Op):
     def exact_slope(self, args: Sequence[Arr], out: Arr) -> Arr:
         """``f'(a)`` exactly, from the argument or the carried output ``out``."""
 
-    @abstractmethod
     def numpy_value(self, a: np.ndarray) -> np.ndarray:
-        """The reference value ``f(a)`` (cast to ``a``'s dtype by the caller)."""
+        """The reference value ``f(a)`` (cast to ``a``'s dtype by the caller): by default
+        NumPy's function named after the op (``np.tanh``)."""
+        return getattr(np, self.name)(a)
+
+    def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
+        """By default SymPy's function named after the op (``sympy.tanh``), elementwise."""
+        return elementwise(getattr(sp, self.name), args[0])
 
     @abstractmethod
     def numpy_slope(self, a: np.ndarray, out: np.ndarray) -> np.ndarray:

@@ -10,9 +10,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from resverify.spec.ball import (
-    INF as BALL_INF,
-)
+from resverify.spec.ball import INF as BALL_INF
 from resverify.spec.ball import (
     Ball,
     NotEnclosed,
@@ -25,31 +23,9 @@ from resverify.spec.ball import (
     next_up,
 )
 from resverify.spec.errors import Shape, ShapeMismatch
-from resverify.spec.ops.base import (
-    ArrayNamespace,
-    Op,
-    Pullback,
-    Site,
-    cast,
-)
-from resverify.spec.rational import (
-    TANH_PRECISION_BITS,
-    ZERO,
-    Arr,
-    exact_rsqrt,
-    mag,
-    obj,
-    objects,
-)
-from resverify.spec.rounding import (
-    INF,
-    LARGEST,
-    Bound,
-    Ctx,
-    Parts,
-    inflate,
-    up,
-)
+from resverify.spec.ops.base import ArrayNamespace, Op, Pullback, Site, cast
+from resverify.spec.rational import TANH_PRECISION_BITS, ZERO, Arr, exact_rsqrt, mag, obj, objects
+from resverify.spec.rounding import INF, LARGEST, Bound, Ctx, Parts, inflate, up
 
 SQRT_ULPS = 2
 """Error allowed for a backend's square root or reciprocal square root, in ulps.
@@ -354,7 +330,7 @@ class LayerNorm(Op):
         x = args[0]
         if not x.shape[-1]:
             return x  # empty rows: nothing to normalise (a mean over none would be NaN)
-        own = xp.layer_norm if self.centred else xp.rms_norm
+        own = xp.own_norm(self.name)
         if own is not None:
             return own(x, float(alpha))
         c = x - x.mean(axis=-1, keepdims=True) if self.centred else x

@@ -10,39 +10,19 @@ from typing import Any
 import numpy as np
 
 from resverify.spec import ball
-from resverify.spec.ball import (
-    Ball,
-)
+from resverify.spec.ball import Ball
 from resverify.spec.errors import Shape, ShapeMismatch
-from resverify.spec.ops.base import (
-    ArrayNamespace,
-    Op,
-    Pullback,
-    Site,
-    cast,
-)
-from resverify.spec.rational import (
-    ZERO,
-    Arr,
-    mag,
-    matmul,
-    obj,
-    times,
-)
-from resverify.spec.rounding import (
-    Bound,
-    Ctx,
-    dot,
-    rows,
-    transposed,
-)
+from resverify.spec.ops.base import ArrayNamespace, Site
+from resverify.spec.ops.linear_map import Bilinear
+from resverify.spec.rational import ZERO, Arr, mag, times
+from resverify.spec.rounding import Bound, Ctx, dot, rows, transposed
 
 
-class Linear(Op):
+class Linear(Bilinear):
     """``linear(x, w)``: ``x @ w``, x of shape (..., d_in), w of shape (d_in, d_out), no bias.
     VJP: x̄ = ȳ wᵀ, w̄ = Σ over leading axes of xᵀ ȳ."""
 
-    name, arity = "linear", 2
+    name = "linear"
     families = ("linear",)  # F = xW
     samples = (((3,), (3, 2)), ((2, 3), (3, 2)), ((2, 1, 2), (2, 3)), ((0, 2), (2, 3)))
 
@@ -52,19 +32,17 @@ class Linear(Op):
             raise ShapeMismatch(self.name, x, w)
         return (*x[:-1], w[1])
 
-    def exact(self, args: Sequence[Arr], alpha: Any) -> Arr:
-        return matmul(args[0], args[1]).reshape(args[0].shape[:-1] + args[1].shape[1:])
+    def value(self, xp: ArrayNamespace, args: Sequence[Any], k: Any) -> Any:
+        return xp.matmul(args[0], args[1])
 
-    def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
+    def transpose(self, xp: ArrayNamespace, g: Any, args: Sequence[Any], k: Any
+                  ) -> tuple[Any, ...]:
+        """``ḡ wᵀ`` and ``xᵀ ḡ`` summed over the leading axes."""
         x, w = args
         d_in, d_out = w.shape
         count = math.prod(x.shape[:-1])  # not reshape(-1, d_in): d_in may be 0
-        gw = matmul(x.reshape(count, d_in).T, g.reshape(count, d_out)).reshape(w.shape)
-        return matmul(g, w.T).reshape(x.shape), gw
-
-    def exact_jvp(self, ts: Sequence[Arr], args: Sequence[Arr], out: Arr, alpha: Any) -> Arr:
-        """``t_x w + x t_w``."""
-        return obj(self.exact((ts[0], args[1]), alpha) + self.exact((args[0], ts[1]), alpha))
+        gw = xp.matmul(x.reshape(count, d_in).T, g.reshape(count, d_out)).reshape(w.shape)
+        return xp.matmul(g, w.T).reshape(x.shape), gw
 
     def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
               alpha: Fraction | None) -> Fraction:
@@ -76,12 +54,6 @@ class Linear(Op):
         mg, (x, w), (ex, ew) = mag(g), at.args, at.errs
         count = math.prod(x.shape[:-1])
         return (w.shape[1] * times(mg, g_err, mag(w), ew), count * times(mg, g_err, mag(x), ex))
-
-    def error_jvp(self, at: Site, ts: Sequence[Arr], t_errs: Sequence[Fraction]) -> Fraction:
-        """Two dot products of length d_in, each term's error as for mul."""
-        (x, w), (ex, ew) = at.args, at.errs
-        return w.shape[0] * (times(mag(ts[0]), t_errs[0], mag(w), ew)
-                             + times(mag(x), ex, mag(ts[1]), t_errs[1]))
 
     def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
         """A dot product of length n: the propagated part as for mul summed over n terms,
@@ -114,34 +86,6 @@ class Linear(Op):
         shape = x.mag.shape[:-1] + w.mag.shape[1:]
         out = c.done(np.asarray(mag), np.asarray(err), 2 * n)
         return Bound(out.mag.reshape(shape), out.err.reshape(shape))
-
-    def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
-        x, w = args
-        out = np.empty(x.shape[:-1] + w.shape[1:], dtype=object)
-        for index in np.ndindex(*out.shape):
-            *lead, j = index
-            out[index] = sp.Add(*(x[(*lead, k)] * w[k, j] for k in range(w.shape[0])))
-        return out
-
-    def numpy(self, args: Sequence[np.ndarray], alpha: Fraction | float | None
-              ) -> tuple[np.ndarray, Pullback]:
-        x, w = args
-
-        def vjp(g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            d_in, d_out = w.shape
-            count = math.prod(x.shape[:-1])
-            gw = x.reshape(count, d_in).T @ g.reshape(count, d_out)
-            return cast(g @ w.T, x), cast(gw, w)
-
-        return cast(x @ w, x), vjp
-
-    def numpy_jvp(self, ts: Sequence[np.ndarray], args: Sequence[np.ndarray], out: np.ndarray,
-                  alpha: Fraction | float | None) -> np.ndarray:
-        x, w = args
-        return cast(cast(ts[0] @ w, x) + cast(x @ ts[1], x), x)
-
-    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
-        return args[0] @ args[1]
 
     # the fast oracle's rules on balls
 

@@ -6,57 +6,39 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-import numpy as np
-
 from resverify.spec import ball
-from resverify.spec.ball import (
-    Ball,
-)
+from resverify.spec.ball import Ball
 from resverify.spec.errors import Shape
 from resverify.spec.ops.base import (
     ArrayNamespace,
-    Op,
-    Pullback,
     Site,
     broadcast_copies,
     broadcast_shapes,
-    cast,
-    symbolic_pairs,
     unbroadcast,
 )
-from resverify.spec.rational import (
-    ZERO,
-    Arr,
-    mag,
-    obj,
-    times,
-)
-from resverify.spec.rounding import (
-    Bound,
-    Ctx,
-    product,
-)
+from resverify.spec.ops.linear_map import Bilinear
+from resverify.spec.rational import ZERO, Arr, mag, times
+from resverify.spec.rounding import Bound, Ctx, product
 
 
-class Mul(Op):
+class Mul(Bilinear):
     """``mul(a, b)``: elementwise product, broadcasting as add. d(ab) = b da + a db."""
 
-    name, arity = "mul", 2
+    name = "mul"
     families = ("gate", "silu")  # F = x ⊙ g, F = x ⊙ σ(x)
     samples = (((2, 3), (2, 3)), ((2, 1), (1, 3)), ((3,), ()))
 
     def shape(self, shapes: Sequence[Shape]) -> Shape:
         return broadcast_shapes(self.name, shapes[0], shapes[1])
 
-    def exact(self, args: Sequence[Arr], alpha: Any) -> Arr:
-        return obj(args[0] * args[1])
+    def value(self, xp: ArrayNamespace, args: Sequence[Any], k: Any) -> Any:
+        return args[0] * args[1]
 
-    def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
-        return (unbroadcast(obj(g * args[1]), args[0].shape),
-                unbroadcast(obj(g * args[0]), args[1].shape))
-
-    def exact_jvp(self, ts: Sequence[Arr], args: Sequence[Arr], out: Arr, alpha: Any) -> Arr:
-        return obj(ts[0] * args[1] + args[0] * ts[1])
+    def transpose(self, xp: ArrayNamespace, g: Any, args: Sequence[Any], k: Any
+                  ) -> tuple[Any, ...]:
+        """``ḡ b`` and ``ḡ a``, each summed back over what broadcasting added."""
+        a, b = args
+        return unbroadcast(g * b, a.shape), unbroadcast(g * a, b.shape)
 
     def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
               alpha: Fraction | None) -> Fraction:
@@ -68,12 +50,6 @@ class Mul(Op):
         mg, (a, b), (ea, eb) = mag(g), at.args, at.errs
         return (broadcast_copies(g, a) * times(mg, g_err, mag(b), eb),
                 broadcast_copies(g, b) * times(mg, g_err, mag(a), ea))
-
-    def error_jvp(self, at: Site, ts: Sequence[Arr], t_errs: Sequence[Fraction]) -> Fraction:
-        """``t_a b + a t_b``, each product's error as for the forward."""
-        (a, b), (ea, eb) = at.args, at.errs
-        return (times(mag(ts[0]), t_errs[0], mag(b), eb)
-                + times(mag(a), ea, mag(ts[1]), t_errs[1]))
 
     def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
         """``|a| e_b + |b| e_a + e_a e_b + u hat_a hat_b``."""
@@ -98,23 +74,6 @@ class Mul(Op):
         m1, e1 = product(c, ts[0], a[1])
         m2, e2 = product(c, a[0], ts[1])
         return c.done(m1 + m2, e1 + e2 + c.u * (m1 + e1 + m2 + e2))
-
-    def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
-        return symbolic_pairs(sp.Mul, self.shape([a.shape for a in args]), args)
-
-    def numpy(self, args: Sequence[np.ndarray], alpha: Fraction | float | None
-              ) -> tuple[np.ndarray, Pullback]:
-        a, b = args
-        return cast(a * b, a), lambda g: (unbroadcast(g * b, a.shape),
-                                           unbroadcast(g * a, b.shape))
-
-    def numpy_jvp(self, ts: Sequence[np.ndarray], args: Sequence[np.ndarray], out: np.ndarray,
-                  alpha: Fraction | float | None) -> np.ndarray:
-        a, b = args
-        return cast(ts[0] * b + a * ts[1], a)
-
-    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
-        return args[0] * args[1]
 
     # the fast oracle's rules on balls
 

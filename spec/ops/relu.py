@@ -8,34 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from resverify.spec.ball import (
-    Ball,
-    add_up,
-    half_ulp,
-)
+from resverify.spec.ball import Ball, add_up, half_ulp
 from resverify.spec.errors import Shape
-from resverify.spec.ops.base import (
-    ArrayNamespace,
-    Op,
-    Pullback,
-    Site,
-    cast,
-    elementwise,
-)
-from resverify.spec.rational import (
-    ZERO,
-    ZERO_OBJ,
-    Arr,
-    mag,
-    obj,
-)
-from resverify.spec.rounding import (
-    INF,
-    Bound,
-    Ctx,
-    inflate,
-    up,
-)
+from resverify.spec.ops.base import Op, Pullback, Site, cast, elementwise
+from resverify.spec.rational import ZERO, ZERO_OBJ, Arr, mag, obj
+from resverify.spec.rounding import INF, Bound, Ctx, inflate, up
 
 
 def _signs(a: Ball) -> tuple[np.ndarray, np.ndarray]:
@@ -130,9 +107,6 @@ class Relu(Op):
     def numpy_jvp(self, ts: Sequence[np.ndarray], args: Sequence[np.ndarray], out: np.ndarray,
                   alpha: Fraction | float | None) -> np.ndarray:
         return np.where(args[0] > 0, ts[0], cast(0, args[0]))
-
-    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
-        return xp.relu(args[0])
 
     # the fast oracle's rules on balls
 

@@ -3,29 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from fractions import Fraction
 from typing import Any
 
-import numpy as np
-
-from resverify.spec.ball import (
-    Ball,
-)
+from resverify.spec.ball import Ball
 from resverify.spec.errors import Shape
 from resverify.spec.ops.add import Add
-from resverify.spec.ops.base import (
-    Pullback,
-    Site,
-    cast,
-    same_shape,
-)
-from resverify.spec.rational import (
-    Arr,
-)
-from resverify.spec.rounding import (
-    Bound,
-    Ctx,
-)
+from resverify.spec.ops.base import ArrayNamespace, Site, same_shape
+from resverify.spec.rounding import Bound, Ctx
 
 
 class ResidualAdd(Add):
@@ -40,17 +24,15 @@ class ResidualAdd(Add):
     def shape(self, shapes: Sequence[Shape]) -> Shape:
         return same_shape(self.name, shapes[0], shapes[1])
 
-    def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
+    def transpose(self, xp: ArrayNamespace, g: Any, args: Sequence[Any], k: Any
+                  ) -> tuple[Any, ...]:
+        """The cotangent itself, on both edges."""
         return g, g
 
     def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
                    ) -> list[Bound]:
         """The cotangent itself, on both edges: no rounding."""
         return [g, g]
-
-    def numpy(self, args: Sequence[np.ndarray], alpha: Fraction | float | None
-              ) -> tuple[np.ndarray, Pullback]:
-        return cast(args[0] + args[1], args[0]), lambda g: (g, g)
 
     def enclose_vjp(self, g: Ball, args: Sequence[Ball], out: Ball, alpha: Any
                     ) -> tuple[Ball, ...]:

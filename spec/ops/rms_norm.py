@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from resverify.spec.ops.base import (
-    Op,
-)
+from resverify.spec.ops.base import Op
 from resverify.spec.ops.layer_norm import LayerNorm, StandInLayerNorm
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from resverify.spec import ball
 from resverify.spec.ball import Ball, add_up, half_ulp
-from resverify.spec.ops.base import ArrayNamespace, Site, cast, elementwise
+from resverify.spec.ops.base import Site, cast, elementwise
 from resverify.spec.ops.elementwise import Elementwise
 from resverify.spec.rational import Arr, exact_sigmoid, fraction, mag, objects, sigmoid_error
 from resverify.spec.rounding import Bound, Ctx, up
@@ -91,9 +91,6 @@ class Sigmoid(Elementwise):
 
     def numpy_slope(self, a: np.ndarray, out: np.ndarray) -> np.ndarray:
         return out * (cast(1, a) - out)
-
-    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
-        return xp.sigmoid(args[0])
 
     # the fast oracle's rules on balls
 

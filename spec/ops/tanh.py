@@ -9,35 +9,11 @@ from typing import Any
 import numpy as np
 
 from resverify.spec import ball
-from resverify.spec.ball import (
-    Ball,
-    add_up,
-    half_ulp,
-    mul_up,
-    sum_rounded,
-    two_product,
-    two_sum,
-)
-from resverify.spec.ops.base import (
-    ArrayNamespace,
-    Site,
-    cast,
-    elementwise,
-)
+from resverify.spec.ball import Ball, add_up, half_ulp, mul_up, sum_rounded, two_product, two_sum
+from resverify.spec.ops.base import Site, cast
 from resverify.spec.ops.elementwise import Elementwise
-from resverify.spec.rational import (
-    Arr,
-    exact_tanh,
-    fraction,
-    mag,
-    objects,
-    tanh_error,
-)
-from resverify.spec.rounding import (
-    Bound,
-    Ctx,
-    up,
-)
+from resverify.spec.rational import Arr, exact_tanh, fraction, mag, objects, tanh_error
+from resverify.spec.rounding import Bound, Ctx, up
 
 TANH_ULPS = 4
 """Error allowed for a backend's tanh, in ulps of the result.
@@ -92,17 +68,8 @@ class Tanh(Elementwise):
                + c.u * g.hat * (slope + slope_err) + c.tiny)
         return [c.done(g.mag * slope, err)]
 
-    def symbolic(self, sp: Any, args: Sequence[np.ndarray], alpha: Any) -> np.ndarray:
-        return elementwise(sp.tanh, args[0])
-
-    def numpy_value(self, a: np.ndarray) -> np.ndarray:
-        return np.tanh(a)
-
     def numpy_slope(self, a: np.ndarray, out: np.ndarray) -> np.ndarray:
         return cast(1, a) - out * out
-
-    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
-        return xp.tanh(args[0])
 
     # the fast oracle's rules on balls
 

@@ -51,7 +51,7 @@ def one_op_request(name: str, shapes: tuple[Shape, ...], seed: int = 0) -> Reque
 
 
 def test_every_op_has_every_part() -> None:
-    expected = ["array", "budget", "budget_jvp", "budget_vjp", "error", "error_jvp",
+    expected = ["budget", "budget_jvp", "budget_vjp", "error", "error_jvp",
                 "error_vjp", "exact", "exact_jvp", "exact_vjp", "numpy", "numpy_jvp", "shape",
                 "symbolic"]
     assert expected == PARTS
