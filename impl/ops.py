@@ -18,21 +18,9 @@ from fractions import Fraction
 import numpy as np
 
 from resverify.impl.tensor import Tensor
-from resverify.spec.ops import OP_TABLE, unbroadcast
+from resverify.spec.ops import OP_TABLE
 
-__all__ = [
-    "add",
-    "apply_op",
-    "linear",
-    "mul",
-    "relu",
-    "residual_add",
-    "scale",
-    "sigmoid",
-    "sum_all",
-    "tanh",
-    "unbroadcast",
-]
+__all__ = ["residual_add", "scale"]
 
 
 def apply_op(name: str, args: Sequence[Tensor], alpha: Fraction | float | None = None

@@ -25,21 +25,7 @@ from resverify.spec.compare import Cell, cells, decimal
 from resverify.spec.errors import BackendFault, BadResult, ResverifyError, UsageError
 from resverify.spec.request import Request, Result, ResultError, Value, check_form
 
-__all__ = [
-    "KINDS",
-    "Context",
-    "Element",
-    "PropertyFailure",
-    "Sent",
-    "differences",
-    "element_index",
-    "guarded_run",
-    "mutation",
-    "num",
-    "private_copy",
-    "run_ok",
-    "send",
-]
+__all__ = ["PropertyFailure", "differences", "element_index", "send"]
 
 KINDS = ("law", "refused", "raised", "timeout", "crash", "bad_result", "internal")
 """``PropertyFailure.kind``: ``law`` a law violated or a wrong value (the default);

@@ -25,7 +25,7 @@ import numpy as np
 from resverify.spec.ir import Node, Program
 from resverify.spec.request import Request, storage_dtype
 
-__all__ = ["Case", "numpy_dtype", "round_to_dtype"]
+__all__ = ["Case"]
 
 
 def numpy_dtype(dtype: str) -> np.dtype[Any]:

@@ -75,8 +75,7 @@ from resverify.spec.ir import DTYPES
 from resverify.spec.ops import OP_TABLE
 from resverify.spec.request import Request, ResultError, Value, storage_dtype
 
-__all__ = ["EXACT", "FORMAT", "Entry", "GroupEntry", "Oracle", "export", "group_from_vector",
-           "load", "load_group", "run"]
+__all__ = []
 
 FORMAT = 1
 MANIFEST = "manifest.json"

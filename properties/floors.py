@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from resverify.properties.strategies import FAMILY_OPS, SMOOTH_FAMILIES
 
-__all__ = ["BRANCHES", "FORWARD", "NORM_STACKS", "ORACLE", "RESIDUAL", "SHARED", "SMOOTH",
-           "SMOOTH_DIFFERENCES", "STACKS", "TANGENT", "UNROLLED"]
+__all__ = []
 
 BRANCHES = tuple(sorted({f"op:{op}" for ops in FAMILY_OPS.values() for op in ops}))
 """Every op of every branch family, each on a path to the output with α ≠ 0."""

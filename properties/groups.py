@@ -28,7 +28,7 @@ from resverify.properties.relations import (
 from resverify.spec.codec import request_from_dict, request_to_dict
 from resverify.spec.errors import UsageError
 
-__all__ = ["from_doc", "rational", "relation_doc", "to_doc"]
+__all__ = []
 
 Doc = dict[str, Any]
 

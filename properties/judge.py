@@ -63,7 +63,7 @@ from resverify.spec.budget import error_budget
 from resverify.spec.exact import evaluate
 from resverify.spec.request import Request, Result, ResultError, Value
 
-__all__ = ["CHECKS", "Expected", "Judged", "expected_from_spec", "judge", "judge_group"]
+__all__ = ["Judged"]
 
 CHECKS = ("deterministic", "untouched", "error", "shapes", "state", "form", "output", "grads",
           "tangent")

@@ -46,7 +46,7 @@ from resverify.spec.codec import packaged_schema, parse_json, request_from_dict
 from resverify.spec.errors import ResverifyError, UsageError
 from resverify.spec.request import Request
 
-__all__ = ["DEFAULT_FILE", "Checked", "KnownFailure", "find_file", "judge_entries", "load"]
+__all__ = ["Checked"]
 
 DEFAULT_FILE = Path("resverify-known-failures.toml")
 Doc = dict[str, Any]

@@ -40,7 +40,6 @@ from resverify.properties.relations import (
     INF,
     Group,
     Linear,
-    Pairing,
     Term,
     distinct,
     exact_array,
@@ -51,19 +50,7 @@ from resverify.spec.budget import Budget, error_budget
 from resverify.spec.exact import as_fractions, evaluate
 from resverify.spec.request import Request, Value
 
-__all__ = [
-    "Pairing",
-    "check_alpha_zero_tangent_is_input_tangent",
-    "check_duality",
-    "check_shared_operand_tangent",
-    "check_tangent_is_linear",
-    "check_tangent_matches_spec",
-    "duality",
-    "linearity_factors",
-    "pairing",
-    "scaled_tangents",
-    "tangent_linearity",
-]
+__all__ = []
 
 
 def forward_value(backend: Backend, request: Request) -> tuple[Context, Value, np.ndarray]:

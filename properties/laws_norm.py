@@ -45,23 +45,7 @@ from resverify.spec.rational import exact_rsqrt
 from resverify.spec.request import Request, ResultError, Value
 from resverify.spec.rounding import up
 
-__all__ = [
-    "check_gradient_orthogonal_to_constants",
-    "check_norm_statistics",
-    "check_post_norm_gradient_passes_through_norms",
-    "check_post_norm_stream_stays_normalized",
-    "check_post_norm_zero_branch",
-    "check_pre_norm_gradient_highway",
-    "check_pre_norm_zero_branch_identity",
-    "check_projection_gradient_splits",
-    "check_scale_moves_into_eps",
-    "check_shift_invariance",
-    "check_width_change_refused",
-    "norm_blocks",
-    "norm_depth_case",
-    "norm_node",
-    "with_input",
-]
+__all__ = []
 
 
 def norm_node(request: Request) -> Node:

@@ -61,18 +61,7 @@ from resverify.spec.exact import evaluate_exact
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.request import Request
 
-__all__ = [
-    "DEPENDENT_SAMPLES",
-    "STREAM_SAMPLES",
-    "check_dependent_branch_variance",
-    "check_independent_updates_variance",
-    "check_post_norm_stream_variance",
-    "check_pre_norm_stream_variance",
-    "check_sample_variance_identity",
-    "noise_stack",
-    "norm_stream",
-    "sample_variance_identity",
-]
+__all__ = []
 
 STREAM_SAMPLES = 768  # the width of seed S26
 DEPENDENT_SAMPLES = 4096

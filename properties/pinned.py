@@ -26,8 +26,7 @@ from resverify.properties.strategies import merge_case
 from resverify.spec import fixtures
 from resverify.spec.errors import UsageError
 
-__all__ = ["ALONG_ROWS", "PINNED", "S06", "S07", "S10", "S11_PLAIN", "S11_RESIDUAL", "S17",
-           "S17_AT_ZERO", "Pinned", "example", "pinned_examples"]
+__all__ = []
 
 Test = TypeVar("Test", bound=Callable[..., Any])
 

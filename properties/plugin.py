@@ -75,7 +75,7 @@ from resverify.spec.ir import OPS, Input, Node, Program
 from resverify.spec.ops import OP_TABLE
 from resverify.spec.request import Request
 
-__all__ = ["INTERNAL_PREFIX", "PropertyRun", "capability_reason", "failure_kind", "property_mode"]
+__all__ = []
 
 INTERNAL_PREFIX = "resverify's own check failed (not charged to the backend; please report it): "
 """How the message of a failure of kind ``internal`` begins."""

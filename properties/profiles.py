@@ -52,9 +52,7 @@ from hypothesis import HealthCheck, Phase, settings
 
 from resverify.spec.errors import UsageError
 
-__all__ = ["CI_SEED", "DEFAULT", "EXTREME_PROFILES", "PROFILES", "SEEDED", "SHRINK_LIMITS",
-           "SPLIT_FACTOR", "active_profile", "default_profile", "load_profile", "share",
-           "shrink_limit", "split_examples"]
+__all__ = ["CI_SEED", "PROFILES", "active_profile", "shrink_limit"]
 
 # Health checks stay on, except this one, which fires on every property test by design:
 # ``prop`` (and ``backend``) are function-scoped fixtures shared by all the examples of a

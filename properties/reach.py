@@ -41,7 +41,7 @@ from resverify.spec.errors import ResverifyError
 from resverify.spec.ir import Program, infer_shapes
 from resverify.spec.request import Request
 
-__all__ = ["NARROW", "alpha_class", "claimable", "live_nodes", "reached"]
+__all__ = []
 
 NARROW = 4
 """The widest last axis of a ``size:small`` input (the strategies' ``Sizes.narrow``)."""

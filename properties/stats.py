@@ -23,7 +23,7 @@ from fractions import Fraction
 
 import mpmath
 
-__all__ = ["FALSE_ALARM", "acceptance", "miss_probability", "shifted_acceptance"]
+__all__ = []
 
 FALSE_ALARM = Fraction(1, 10**9)
 

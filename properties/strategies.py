@@ -65,50 +65,7 @@ from resverify.spec.errors import Shape, UsageError
 from resverify.spec.ir import OPS, Input, Node, Program, broadcast_shapes
 from resverify.spec.ops import OP_TABLE
 
-__all__ = [
-    "ELEMENTWISE_FAMILIES",
-    "EXTREMES",
-    "FAMILIES",
-    "FAMILY_OPS",
-    "SENSIBLE",
-    "SIZES",
-    "SMOOTH_FAMILIES",
-    "Sizes",
-    "ValueRange",
-    "alphas",
-    "broadcast_cases",
-    "claimed_ops",
-    "claiming",
-    "cotangents",
-    "drawing",
-    "drawn_dtype",
-    "drawn_range",
-    "dyadic_arrays",
-    "dyadics",
-    "epsilons",
-    "equal_size_mismatch_cases",
-    "equal_size_pairs",
-    "feature_shapes",
-    "leading",
-    "merge_case",
-    "mismatched_shape_pairs",
-    "near_zero_relu_cases",
-    "norm_block_case",
-    "norm_cases",
-    "norm_stack_cases",
-    "one_family_stacks",
-    "projection_cases",
-    "relu_block",
-    "residual_cases",
-    "seeded_values",
-    "shapes",
-    "shifted_norm_cases",
-    "single_norm_case",
-    "tanh_stack",
-    "values",
-    "width_change_cases",
-    "with_tangents",
-]
+__all__ = []
 
 X_BOUND, W_BOUND = 8.0, 1.0
 TINY = 2.0**-10

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-__all__ = ["WARNING_LIMIT", "Traffic", "current", "hearing", "watching"]
+__all__ = []
 
 WARNING_LIMIT = 300
 """The characters of a warning's message kept in the record."""

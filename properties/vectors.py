@@ -21,8 +21,7 @@ from pathlib import Path
 from resverify.spec.codec import dumps, request_to_dict
 from resverify.spec.request import Request
 
-__all__ = ["DEFAULT_DIR", "REPLAY_BACKENDS", "backend_for", "replay_command", "save_vector",
-           "vector_dir"]
+__all__ = ["backend_for", "replay_command", "save_vector", "vector_dir"]
 
 DEFAULT_DIR = "resverify-vectors"
 REPLAY_BACKENDS = ("numpy", "torch")

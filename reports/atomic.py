@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["write_bytes", "write_text"]
+__all__ = ["write_text"]
 
 
 def write_bytes(path: Path, data: bytes) -> None:

@@ -48,10 +48,7 @@ if TYPE_CHECKING:
     from resverify.blocks.check import LawRecord
     from resverify.blocks.recipe import Recipe
 
-__all__ = ["PLOT_CAPTIONS", "BlockRun", "count", "counts_text", "declared_lines",
-           "declares", "examples_count", "examples_text", "figure_text", "headroom",
-           "library_text", "plot_names", "plots", "replay_lines", "section", "site_text",
-           "stopped_text", "swamped"]
+__all__ = ["BlockRun"]
 
 Doc = dict[str, Any]
 

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["build_coverage", "heard", "short_cells"]
+__all__ = []
 
 
 def build_coverage(properties: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

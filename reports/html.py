@@ -21,8 +21,7 @@ from resverify.reports.coverage import heard
 from resverify.reports.markdown import blocks_only, citation, short_note
 from resverify.reports.matrix import cell_text, column_name
 
-__all__ = ["CSP", "MODE_TITLES", "PLOTS_INTRO", "esc", "page", "render_html",
-           "render_joined_html"]
+__all__ = ["render_joined_html"]
 
 CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
        "form-action 'none'")

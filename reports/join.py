@@ -36,8 +36,7 @@ from resverify.reports.verdicts import joined_claim_status, joined_status
 from resverify.spec.codec import packaged_schema
 from resverify.spec.errors import UsageError
 
-__all__ = ["JOINED_SCHEMA_VERSION", "Run", "check_catalogs", "default_labels", "flat_view",
-           "join", "joined_schema", "read_run", "validate_joined"]
+__all__ = []
 
 JOINED_SCHEMA_VERSION = 2
 _REPORT_URI = "https://resverify.invalid/schema/report.schema.json"

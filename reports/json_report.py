@@ -26,7 +26,6 @@ from resverify.reports.coverage import build_coverage
 from resverify.reports.matrix import build_matrix
 from resverify.reports.verdicts import (
     backend_status,
-    charged,
     claim_side_failure_kind,
     claim_side_status,
     claim_status,
@@ -41,24 +40,7 @@ from resverify.reports.verdicts import (
 )
 from resverify.spec.codec import packaged_schema
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "backend_entry",
-    "blocks_report",
-    "build_report",
-    "charged",
-    "claim_entry",
-    "dumps_report",
-    "environment",
-    "known_entries",
-    "load_schema",
-    "property_entry",
-    "strip_timings",
-    "summarize",
-    "tool_version",
-    "validate",
-    "write_report",
-]
+__all__ = ["blocks_report", "claim_entry", "write_report"]
 
 SCHEMA_VERSION = 8
 DEPENDENCIES = ("numpy", "sympy", "mpmath", "hypothesis", "pytest",

@@ -23,8 +23,7 @@ from resverify.reports.coverage import heard, short_cells
 from resverify.reports.matrix import column_name, fold_row
 from resverify.reports.verdicts import cell_checked, short_of_examples
 
-__all__ = ["ICONS", "append_step_summary", "blocks_only", "citation", "render_joined_markdown",
-           "render_markdown"]
+__all__ = ["append_step_summary", "citation", "render_joined_markdown"]
 
 DETAILED_FAILURES = 20  # a job summary must stay small (GitHub caps it at 1 MiB)
 MESSAGE_CHARS = 2000

@@ -35,7 +35,6 @@ from typing import Any
 from resverify.impl.backend import MODES
 from resverify.reports.verdicts import (
     ANY_DTYPE,
-    CELL_STATUSES,
     cell_status,
     mode_status,
     ran,
@@ -43,8 +42,7 @@ from resverify.reports.verdicts import (
 )
 from resverify.spec.ir import DTYPES
 
-__all__ = ["ANY_DTYPE", "CELL_STATUSES", "build_matrix", "cell_text", "column_name",
-           "fold_row", "mode_summary"]
+__all__ = []
 
 _EMPTY: Mapping[str, Any] = {"status": "none", "examples": 0, "examples_wanted": 0,
                              "failed_after": None}

@@ -21,7 +21,7 @@ from pathlib import Path
 from resverify.impl.registry import resolve_backend
 from resverify.reports.plots import plot_data, series_document
 
-__all__ = ["main"]
+__all__ = []
 
 _NICENESS = 10
 

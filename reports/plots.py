@@ -80,11 +80,7 @@ from resverify.spec.fixtures import STACK_W
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.request import Request, ResultError, Value, check_form, storage_dtype
 
-__all__ = ["DEPTH_LAW_TANGENT", "FIGURES", "OFF_LINES", "PLOT_MODES", "PLOT_NAMES",
-           "SECONDS_PER_BACKEND", "STREAM_CHUNK", "Curve", "Departure", "PlotData", "add_series",
-           "departure", "norm_gradient_curve", "norm_stack", "plot_data", "plot_ops",
-           "plot_summary", "png", "render_plots", "retention_curve", "scaled_finals",
-           "series_document", "tapped_stack", "variance_path"]
+__all__ = ["SECONDS_PER_BACKEND", "add_series", "plot_data", "plot_summary", "render_plots"]
 
 PLOT_NAMES = ("gradient_retention", "depth_law", "depth_law_jvp", "variance_growth",
               "norm_depth")

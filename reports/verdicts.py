@@ -49,35 +49,7 @@ from resverify.spec.claims import overall_status
 if TYPE_CHECKING:
     from resverify.properties.judge import Judged
 
-__all__ = [
-    "ANY_DTYPE",
-    "CELL_STATUSES",
-    "FAILURE_KINDS",
-    "PROPERTY_OUTCOMES",
-    "ClaimSettlement",
-    "backend_status",
-    "cell_checked",
-    "cell_status",
-    "charged",
-    "claim_expected",
-    "claim_side_failure_kind",
-    "claim_side_status",
-    "claim_status",
-    "claims_column",
-    "could_not_run",
-    "exact_status",
-    "expecting",
-    "expects",
-    "failure_kinds",
-    "mode_status",
-    "property_status",
-    "ran",
-    "run_status",
-    "settle_claim_side",
-    "short_of_examples",
-    "vector_entry_state",
-    "worse_cell_status",
-]
+__all__ = []
 
 Record = Mapping[str, Any]
 

@@ -27,28 +27,7 @@ import numpy as np
 
 from resverify.spec.errors import ResverifyError
 
-__all__ = [
-    "INF",
-    "Ball",
-    "NotEnclosed",
-    "add",
-    "add_up",
-    "clean",
-    "constant",
-    "dot",
-    "fractions_of",
-    "from_fractions",
-    "half_ulp",
-    "matmul_up",
-    "mul",
-    "mul_up",
-    "next_up",
-    "reduce_sum",
-    "sum_rounded",
-    "two_product",
-    "two_sum",
-    "unbroadcast",
-]
+__all__ = []
 
 INF = math.inf
 _SPLIT = 134217729.0  # 2**27 + 1, Dekker's splitter

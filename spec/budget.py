@@ -48,18 +48,11 @@ from resverify.spec.compare import cells, decimal
 from resverify.spec.errors import InvalidRequest
 from resverify.spec.exact import ExactResult, Trace, evaluate
 from resverify.spec.ir import DTYPES, Node
-from resverify.spec.ops import OP_TABLE, TANH_ULPS, Site
+from resverify.spec.ops import OP_TABLE, Site
 from resverify.spec.request import Request
-from resverify.spec.rounding import INF, TINY, UNIT_ROUNDOFF, Bound, Ctx, Parts, gamma, up
+from resverify.spec.rounding import INF, TINY, UNIT_ROUNDOFF, Bound, Ctx, Parts, up
 
-__all__ = [
-    "TANH_ULPS",
-    "UNIT_ROUNDOFF",
-    "Budget",
-    "Miss",
-    "error_budget",
-    "gamma",
-]
+__all__ = ["UNIT_ROUNDOFF", "Budget", "error_budget"]
 
 
 def _final(x: np.ndarray) -> np.ndarray:

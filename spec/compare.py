@@ -36,7 +36,7 @@ import numpy as np
 
 from resverify.spec.errors import BadResult
 
-__all__ = ["Cell", "cells", "decimal", "within"]
+__all__ = ["Cell", "cells", "decimal"]
 
 INF = float("inf")
 

@@ -35,18 +35,7 @@ from resverify.spec.errors import InvalidProgram, Shape
 from resverify.spec.ir import OPS
 from resverify.spec.ops import OP_TABLE
 
-__all__ = [
-    "ALPHA",
-    "EPS",
-    "RELU_DERIVATIVE_AT_ZERO",
-    "Derived",
-    "attribute_symbol",
-    "derived",
-    "derived_jvp",
-    "derived_vjp",
-    "local_jacobian",
-    "relu_derivative",
-]
+__all__ = []
 
 RELU_DERIVATIVE_AT_ZERO = sympy.Integer(0)
 """The declared value of relu'(0); SymPy's ``Heaviside(0)`` alone would say 1/2."""

@@ -32,22 +32,13 @@ from resverify.spec.rational import (
     ZERO,
     Arr,
     as_fractions,
-    exact_tanh,
     normalize,
     obj,
     objects,
 )
 from resverify.spec.request import Request, ResultError
 
-__all__ = [
-    "TANH_PRECISION_BITS",
-    "ExactResult",
-    "Trace",
-    "as_fractions",
-    "evaluate",
-    "evaluate_exact",
-    "exact_tanh",
-]
+__all__ = ["TANH_PRECISION_BITS", "ExactResult", "as_fractions", "evaluate", "evaluate_exact"]
 
 
 # ----------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["format_hex", "parse_hex"]
+__all__ = []
 
 _DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 _MANT_BITS, _EXP_MASK, _MANT_MASK = 52, 0x7FF, (1 << 52) - 1

@@ -25,20 +25,7 @@ from fractions import Fraction
 from resverify.spec.errors import InvalidProgram, Shape
 from resverify.spec.ops import OP_TABLE, broadcast_shapes
 
-__all__ = [
-    "ATTRIBUTES",
-    "DTYPES",
-    "OPS",
-    "Input",
-    "Node",
-    "Program",
-    "as_alpha",
-    "as_exact",
-    "as_shape",
-    "broadcast_shapes",
-    "infer_shapes",
-    "node_shape",
-]
+__all__ = ["DTYPES", "OPS", "Input", "Node", "Program", "broadcast_shapes", "infer_shapes"]
 
 OPS: Mapping[str, int] = {name: op.arity for name, op in OP_TABLE.items()}
 """Op name -> number of tensor arguments (the entries are in :mod:`resverify.spec.ops`)."""

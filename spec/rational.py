@@ -31,24 +31,7 @@ from mpmath import libmp
 
 from resverify.spec.errors import InvalidRequest, Shape
 
-__all__ = [
-    "TANH_PRECISION_BITS",
-    "ZERO",
-    "Arr",
-    "as_fractions",
-    "exact_rsqrt",
-    "exact_sigmoid",
-    "exact_tanh",
-    "fraction",
-    "mag",
-    "matmul",
-    "normalize",
-    "obj",
-    "objects",
-    "sigmoid_error",
-    "tanh_error",
-    "times",
-]
+__all__ = ["exact_rsqrt"]
 
 TANH_PRECISION_BITS = 200
 """Each tanh element is enclosed to within ``2**-200`` of its own magnitude (relative)."""

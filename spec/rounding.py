@@ -17,22 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = [
-    "INF",
-    "LARGEST",
-    "TINY",
-    "UNIT_ROUNDOFF",
-    "Bound",
-    "Ctx",
-    "Parts",
-    "dot",
-    "gamma",
-    "inflate",
-    "product",
-    "rows",
-    "transposed",
-    "up",
-]
+__all__ = ["up"]
 
 UNIT_ROUNDOFF: Mapping[str, Fraction] = {
     "float64": Fraction(1, 2**53),

@@ -33,50 +33,7 @@ from sympy import stats
 
 from resverify.spec.errors import UsageError
 
-__all__ = [
-    "ALPHA",
-    "DEPTH",
-    "FAMILIES",
-    "RELU_DERIVATIVE_AT_ZERO",
-    "SLOPE",
-    "Branch",
-    "Induction",
-    "Refutation",
-    "binomial_induction",
-    "block_jacobian",
-    "block_output",
-    "block_vjp",
-    "cotangent",
-    "depth_induction",
-    "depth_law",
-    "depth_product_bound",
-    "expansion",
-    "expansion_sweep",
-    "geometric_sum",
-    "independent_sum_induction",
-    "jacobian_law_difference",
-    "linear_branch",
-    "linear_vjp_difference",
-    "linear_weights",
-    "noise_variance",
-    "refute_geometric_sum",
-    "relu",
-    "relu_branch",
-    "relu_derivative",
-    "rescaled_variance",
-    "rounded_depth_product",
-    "sample_covariance",
-    "sample_identity_gap",
-    "sample_variance",
-    "scale_branch",
-    "stack_derivative",
-    "symbolic_branch",
-    "tanh_branch",
-    "unrolled_sum_difference",
-    "unrolled_sum_induction",
-    "variance_identity",
-    "vjp_law_difference",
-]
+__all__ = ["SLOPE", "depth_law"]
 
 ALPHA = sp.Symbol("alpha", real=True)
 SLOPE = sp.Symbol("a", real=True)

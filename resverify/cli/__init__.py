@@ -9,4 +9,7 @@ that child); ``evidence`` holds the records and the one pure function that makes
 document of them; ``plots_run`` is the one drawing process; ``stop_signals`` turns Ctrl-C and
 SIGTERM into an orderly stop; ``summary`` prints the closing lines. The commands decide no
 verdict themselves: those come from :mod:`resverify.reports.verdicts`.
+
+Public API: the ``resverify`` command (``resverify.cli.main:main``, its options in
+docs/commands.md) and its exit codes; nothing here is promised to importers.
 """

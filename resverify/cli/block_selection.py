@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from resverify.blocks.recipe import Recipe
 
-__all__ = ["CATALOG", "Selected", "select", "source_of", "user_recipes"]
+__all__ = []
 
 CATALOG = "resverify.blocks.catalog."
 

@@ -19,7 +19,7 @@ from typing import Any
 from resverify.reports.json_report import claim_entry
 from resverify.spec.claims import overall_status
 
-__all__ = ["ClaimRun", "find_checker", "merge_claims", "run_claims"]
+__all__ = []
 
 Checker = Callable[..., list[dict[str, Any]]]
 """``checker(name)``; one with an ``on_claim`` parameter is also told of each claim as it

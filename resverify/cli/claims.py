@@ -21,7 +21,7 @@ from resverify.impl import Backend, resolve_backend
 from resverify.reports.markdown import citation
 from resverify.spec.claims import Claim, check_claim, outcome_dict
 
-__all__ = ["HELP", "NAME", "add_arguments", "collect_claims", "run"]
+__all__ = []
 
 NAME = "claims"
 HELP = "check the claims of the seed documents (exact spec, symbolic laws, backends)"

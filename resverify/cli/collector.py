@@ -33,8 +33,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["COLLECTED", "CRASH_MESSAGE", "MESSAGE_LIMIT", "interrupted_while_shrinking",
-           "summarize"]
+__all__ = []
 
 MESSAGE_LIMIT = 4000
 COLLECTED = "resverify_collected"

@@ -28,7 +28,7 @@ from resverify.cli.request import Request
 from resverify.cli.runner import SuiteRun
 from resverify.reports import json_report
 
-__all__ = ["PYTEST_LOG", "Evidence", "document", "stop_message", "suite_warnings"]
+__all__ = []
 
 PYTEST_LOG = "pytest.log"  # pytest's own output, in the report folder
 _PYTEST_ENDINGS = {2: "the property suite was interrupted", 3: "pytest hit an internal error",

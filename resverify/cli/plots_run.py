@@ -33,7 +33,7 @@ from typing import Any
 from resverify.cli.runner import stop_group
 from resverify.impl import Backend
 
-__all__ = ["PLOT_LOG", "WAIT_SECONDS", "Drawn", "PlotProcess", "gap_notes", "main"]
+__all__ = []
 
 PLOT_LOG = "plots.log"  # the output of the plot processes, in the report folder
 WAIT_SECONDS = 300.0  # after the suite: a backend that hangs in a plot cannot hang the report

@@ -20,7 +20,7 @@ from resverify.properties import known_failures
 from resverify.properties.profiles import PROFILES
 from resverify.spec import UsageError
 
-__all__ = ["Request", "read_request"]
+__all__ = []
 
 
 @dataclass(frozen=True)

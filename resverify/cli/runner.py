@@ -55,9 +55,7 @@ from typing import IO, Any
 
 from resverify.cli.collector import COLLECTED, interrupted_while_shrinking, summarize
 
-__all__ = ["Interrupted", "Progress", "RecordTail", "SuiteChild", "SuiteRun", "keep_shrinking",
-           "pytest_command", "read_states", "signal_name", "stop_group", "suite_configuration",
-           "suite_environment"]
+__all__ = []
 
 DEFAULT_TARGET = ("--pyargs", "resverify.properties")
 # loaded explicitly: a root conftest.py is not seen from another working directory

@@ -16,7 +16,7 @@ from typing import Any
 
 from resverify.cli.runner import Interrupted
 
-__all__ = ["StopSignals"]
+__all__ = []
 
 
 class StopSignals:

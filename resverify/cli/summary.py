@@ -17,7 +17,7 @@ from typing import Any
 
 from resverify.properties.profiles import shrink_limit
 
-__all__ = ["REPLAYS_SHOWN", "print_summary", "shrink_summary"]
+__all__ = []
 
 REPLAYS_SHOWN = 5
 

@@ -17,14 +17,7 @@ from resverify.spec.errors import Shape
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.request import Request
 
-__all__ = [
-    "frac",
-    "fracs",
-    "is_zero",
-    "make_program",
-    "make_request",
-    "residual_pair",
-]
+__all__ = []
 
 
 def make_program(shapes: Mapping[str, Shape], nodes: list[tuple[Any, ...]], output: str

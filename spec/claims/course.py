@@ -37,7 +37,7 @@ from resverify.spec.errors import Shape
 from resverify.spec.ir import Program
 from resverify.spec.request import Request, Result, Value
 
-__all__ = ["CLAIMS", "COURSE"]
+__all__ = []
 
 COURSE = "000_0ed21ebc8dc36f9a.txt"
 SEED = SeedClaims(COURSE)

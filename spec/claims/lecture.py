@@ -31,7 +31,7 @@ from resverify.spec.claims.register import SeedClaims
 from resverify.spec.ir import Program
 from resverify.spec.request import Request
 
-__all__ = ["CLAIMS", "LECTURE"]
+__all__ = []
 
 LECTURE = "001_47336aab8f275adc.txt"
 SEED = SeedClaims(LECTURE)

@@ -26,25 +26,8 @@ from resverify.spec import exact
 from resverify.spec.errors import BackendFault, BadResult, InvalidRequest, ResverifyError, Shape
 from resverify.spec.request import Request, Result, ResultError, Value, check_form
 
-__all__ = [
-    "BackendRaised",
-    "BackendSide",
-    "Claim",
-    "ClaimOutcome",
-    "Guard",
-    "Interpreter",
-    "NotClaimed",
-    "Refused",
-    "Run",
-    "Runner",
-    "Section",
-    "Target",
-    "backend_interpreter",
-    "exact_run",
-    "flat",
-    "overall_status",
-    "value_of",
-]
+__all__ = ["BackendSide", "Claim", "ClaimOutcome", "Guard", "Run", "Section", "Target",
+           "overall_status"]
 
 Runner = Callable[[Request], Result]
 

@@ -34,7 +34,7 @@ from resverify.spec.claims.register import SeedClaims
 from resverify.spec.ir import Program
 from resverify.spec.request import Request
 
-__all__ = ["CLAIMS", "NOTES"]
+__all__ = []
 
 NOTES = "004_d56be5c065187336.txt"
 SEED = SeedClaims(NOTES)

@@ -41,7 +41,7 @@ from resverify.spec.claims.model import (
     exact_run,
 )
 
-__all__ = ["SeedClaims"]
+__all__ = []
 
 Observe = Callable[[Interpreter], object]
 Law = TypeVar("Law", bound=Callable[[], object])

@@ -24,20 +24,8 @@ from resverify.spec.errors import Shape, ShapeMismatch, UsageError
 from resverify.spec.rational import Arr
 from resverify.spec.rounding import Bound, Ctx
 
-__all__ = [
-    "ArrayNamespace",
-    "Op",
-    "Pullback",
-    "Site",
-    "broadcast_copies",
-    "broadcast_shapes",
-    "cast",
-    "elementwise",
-    "same_shape",
-    "sum_back",
-    "symbolic_pairs",
-    "unbroadcast",
-]
+__all__ = ["ArrayNamespace", "Op", "Pullback", "Site", "broadcast_shapes", "same_shape",
+           "unbroadcast"]
 
 Pullback = Callable[[np.ndarray], tuple[np.ndarray, ...]]
 """A reference op's local VJP: the output's cotangent to one gradient per argument."""

@@ -22,7 +22,7 @@ from resverify.spec.ops.base import Op, Pullback, Site, cast, elementwise
 from resverify.spec.rational import Arr, obj
 from resverify.spec.rounding import Bound, Ctx
 
-__all__ = ["Elementwise"]
+__all__ = []
 
 
 class Elementwise(Op):

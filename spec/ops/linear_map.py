@@ -34,7 +34,7 @@ from resverify.spec.ops.base import ArrayNamespace, Op, Pullback, Site, cast
 from resverify.spec.rational import Arr, obj
 from resverify.spec.rounding import Bound, Ctx
 
-__all__ = ["NUMPY", "OBJECTS", "Bilinear", "LinearMap"]
+__all__ = []
 
 OBJECTS = ArrayNamespace(np, matmul=rational.matmul)
 """The exact and symbolic forms' functions: NumPy's on object arrays, with the product of

@@ -20,7 +20,8 @@ from resverify.cli.main import main
 from resverify.cli.runner import SuiteRun
 from resverify.properties.assertions import PropertyFailure
 from resverify.properties.plugin import INTERNAL_PREFIX, ExampleTimeout, failure_kind
-from resverify.reports.json_report import charged, validate
+from resverify.reports.json_report import validate
+from resverify.reports.verdicts import charged
 from resverify.spec.errors import BackendCrash
 from resverify.spec.fixtures import linear_block_request
 from tools.mutant_runs import outcome

@@ -38,11 +38,11 @@ from resverify.spec.exact import (
     as_fractions,
     evaluate,
     evaluate_exact,
-    exact_tanh,
 )
 from resverify.spec.fixtures import seed_cases
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.ops import OP_TABLE, Linear
+from resverify.spec.rational import exact_tanh
 from resverify.spec.request import Request
 
 F = Fraction

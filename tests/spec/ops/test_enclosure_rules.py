@@ -13,7 +13,7 @@ alone, on balls with radii and low parts, against Fractions:
 * tightness, where the docstring promises it: a double-double keeps about 106 bits, so a
   ball of exact arguments is within ``2**-100`` of its value; a ball of enclosed
   arguments is at most twice as wide as their image; tanh adds the ulps of
-  :data:`~resverify.spec.enclosure.LIBM_TANH_ULPS` and one of the spec's; Dot2 at most
+  :data:`~resverify.spec.tanh_rules.LIBM_TANH_ULPS` and one of the spec's; Dot2 at most
   ``u|aᵀb| + γ_k² |a|ᵀ|b|``.
 
 The rules are read from the op entries (``OP_TABLE[name].enclose`` and ``enclose_vjp``)
@@ -59,10 +59,10 @@ import numpy as np
 import pytest
 
 from resverify.spec import ball as ball_ops
-from resverify.spec import enclosure
 from resverify.spec.enclosure import Ball
 from resverify.spec.ops import OP_TABLE, LayerNorm
 from resverify.spec.ops import layer_norm as norm_rules
+from resverify.spec.ops import tanh as tanh_rules
 from resverify.spec.rational import TANH_PRECISION_BITS, exact_rsqrt, exact_tanh
 
 TANH, RELU = OP_TABLE["tanh"], OP_TABLE["relu"]
@@ -245,7 +245,7 @@ def test_a_tanh_ball_holds_the_spec_tanh_of_its_argument_ball(case: str) -> None
     for i in np.ndindex(*a.mid.shape):  # 1-Lipschitz: the argument's radius passes through
         allowed = (1 + Fraction(1, 2**40)) * (
             _q(a.rad[i]) + _q(np.spacing(abs(value[i]))) / 2
-            + (enclosure.LIBM_TANH_ULPS + 1) * Fraction(np.spacing(abs(out.mid[i])))) + TINY
+            + (tanh_rules.LIBM_TANH_ULPS + 1) * Fraction(np.spacing(abs(out.mid[i])))) + TINY
         assert _q(out.rad[i]) <= allowed, (
             f"tanh({case})[{i}]: radius {out.rad[i]!r}, allowed {float(allowed)!r}")
 
@@ -253,12 +253,12 @@ def test_a_tanh_ball_holds_the_spec_tanh_of_its_argument_ball(case: str) -> None
 def test_np_tanh_is_within_the_ulps_the_tanh_ball_allows() -> None:
     """``LIBM_TANH_ULPS`` covers the platform's tanh, measured against the spec's, and is
     at least the 2 ulps glibc documents."""
-    assert enclosure.LIBM_TANH_ULPS >= 2, enclosure.LIBM_TANH_ULPS
+    assert tanh_rules.LIBM_TANH_ULPS >= 2, tanh_rules.LIBM_TANH_ULPS
     x = np.linspace(-20, 20, 2001) + 2.0**-40
     got = np.tanh(x)
     worst = max(abs(Fraction(float(t)) - _spec_tanh(Fraction(float(v)))) / Fraction(
         float(np.spacing(abs(t)))) for v, t in zip(x, got, strict=True))
-    assert worst <= enclosure.LIBM_TANH_ULPS, f"np.tanh off by {float(worst)} ulps"
+    assert worst <= tanh_rules.LIBM_TANH_ULPS, f"np.tanh off by {float(worst)} ulps"
 
 
 RELU_ARGS = {
