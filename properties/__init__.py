@@ -21,6 +21,10 @@ corpus (:mod:`~resverify.properties.corpus`, its vector groups' file form in
 :mod:`resverify.reports.verdicts` decides every status. A failing law raises
 :class:`PropertyFailure` with the request; the plugin saves it as a JSON vector and prints
 ``resverify replay PATH --backend NAME``.
+
+Public API: :class:`Case` (a program with its input values, cotangent and tangents),
+:class:`PropertyFailure` (a law's failure, with its request) and the pytest plugin
+``resverify.properties.plugin`` with its options; the laws run through ``resverify check``.
 """
 
 from resverify.properties.assertions import PropertyFailure
