@@ -67,7 +67,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from hypothesis.extra.numpy import arrays
@@ -623,6 +623,7 @@ def test_largest_error_to_budget_ratio_over_many_runs(backend: str,
 
 
 @settings(max_examples=40, deadline=None)
+@example(op="layer_norm", dtype="float16", seed=2048, where="x", sign=1, pick=0)  # inf budget
 @given(op=st.sampled_from(NORMS), dtype=st.sampled_from(["float64", "float32", "float16"]),
        seed=st.integers(0, 2**16), where=st.sampled_from(["output", "x"]),
        sign=st.sampled_from([-1, 1]), pick=st.integers(0, 2**16))
@@ -638,6 +639,8 @@ def test_a_norm_result_just_beyond_its_budget_is_a_miss(op: str, dtype: str, see
     bound = (budget.output if where == "output" else budget.grads["x"]).reshape(-1)
     moved = (output if where == "output" else grads["x"]).reshape(-1)
     flat = pick % moved.size
+    # a float16 row whose variance overflows has an infinite budget: nothing lies beyond it
+    assume(np.isfinite(bound[flat]))
     moved[flat] = beyond(want.reshape(-1)[flat], float(bound[flat]), sign)
     label = "output" if where == "output" else "grad[x]"
     assert any(m.where == label for m in budget.misses(exact, output, grads)), (
