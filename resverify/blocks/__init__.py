@@ -16,9 +16,9 @@ law's line; :func:`replay_example` judges a law again on a failure's one example
 
 from __future__ import annotations
 
-from resverify.blocks.check import Draw, LawRecord, check_block, pytest_check
+from resverify.blocks.check import check_block, pytest_check, replay_example
 from resverify.blocks.recipe import Recipe, Site, validate
-from resverify.blocks.replay import replay_example
+from resverify.blocks.records import Draw, LawRecord
 
 __all__ = ["Draw", "LawRecord", "Recipe", "Site", "check_block", "pytest_check",
            "replay_example", "validate"]

@@ -13,6 +13,11 @@ Every answer is a torch tensor holding the block's values exactly, in the block'
 :meth:`BlockAdapter.value` is what a value law compares (a torch block: the tensor itself, so
 a stream in another dtype is another value; a JAX block: its values in float64, its dtype
 being :func:`~.laws_stream.stream_dtype`'s alone).
+
+An adapter answers questions and never calls back: the one driver of the block laws
+(:mod:`resverify.blocks.check`) asks it to build the block, an example's :class:`Case` and the
+scope judging runs in, and runs the same example loop for every library; the laws find it
+with :func:`resverify.blocks.adapters.ask`.
 """
 
 from __future__ import annotations
@@ -22,16 +27,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from contextlib import AbstractContextManager
     from typing import Any
 
     import torch
 
-    from resverify.blocks.check import Draw, LawRecord
     from resverify.blocks.recipe import Recipe
+    from resverify.blocks.records import Draw
     from resverify.blocks.trace import Case, Observed
 
-__all__ = ["BlockAdapter", "BlockVjp", "ask"]
+__all__ = ["BlockAdapter", "BlockVjp"]
 
 
 @dataclass(frozen=True)
@@ -108,34 +113,24 @@ class BlockAdapter(Protocol):
         """What a value law compares of an answer (see the module doc)."""
         ...
 
-    # -- the driver's questions: which laws, one check, one example, the probes --
-
-    def laws(self, recipe: Recipe, paths: Iterable[str] = ()) -> list[str]:
-        """The laws with something to judge on ``recipe``'s block, in table order."""
-        ...
+    # -- the driver's questions: build a block, an example, judge it, say what it raised --
 
     def validate(self, recipe: Recipe, dtype: str, seed: int) -> Any:
         """Build ``recipe``'s block once, refusing a recipe the block contradicts with one
         line (a UsageError); the block built (None where it is no Python object to name)."""
         ...
 
-    def run_law(self, recipe: Recipe, law: str, dtype: str, mode: str, *,
-                max_examples: int | None = None, seed: int = 0, shrink: bool = True,
-                paths: Iterable[str] = ()) -> LawRecord:
-        """One law on ``recipe``'s block in ``dtype`` and ``mode`` over drawn examples."""
+    def case(self, recipe: Recipe, dtype: str, mode: str, draw: Draw,
+             paths: tuple[str, ...] = ()) -> Case:
+        """The law's question for one drawn example (call inside :meth:`judging`)."""
         ...
 
-    def judge_example(self, recipe: Recipe, law: str, dtype: str, mode: str, draw: Draw,
-                      paths: Iterable[str] = ()) -> dict[str, float]:
-        """One law on one example: its figures, its failure, or Unjudged."""
+    def judging(self, dtype: str) -> AbstractContextManager[None]:
+        """Where examples in ``dtype`` are built and judged (one torch thread; JAX's float64
+        switched on for a float64 example)."""
         ...
 
-    def probes(self, recipe: Recipe, dtypes: list[str], seed: int
-               ) -> dict[str, list[dict[str, Any]]]:
-        """The figures a report plots for ``recipe``'s block in ``dtypes``."""
+    def raised(self, case: Case, exc: Exception) -> str | None:
+        """The law's words for ``exc`` when the block itself raised it (the example then
+        fails), None when it is not the block's (a failure, an unjudged example: re-raised)."""
         ...
-
-
-def ask(case: Case) -> BlockAdapter:
-    """The adapter that answers for ``case``'s block: the one its recipe names."""
-    return case.recipe.adapter

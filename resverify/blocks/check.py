@@ -1,5 +1,10 @@
 """Checking a block: Hypothesis draws the examples, each law judges them, records come back.
 
+Why one driver: a torch block and a Haiku block differ only in how an example is built and
+asked, which their adapter answers (:mod:`resverify.blocks.adapter`, found by
+:func:`~.adapters.adapter_of`); the example loop here (the examples counted, the shrunk
+failure kept with its draw, the unjudged examples' reasons) is the same for both.
+
 Why the parameters are perturbed: a factory's initial weights are special (LayerNorm's
 weight all ones and bias all zeros, so ``norm1`` and ``norm2`` are the same function and a
 block that reuses one for the other is invisible). Every example therefore adds
@@ -20,88 +25,37 @@ whatever the machine's core count.
 
 from __future__ import annotations
 
-import contextlib
-import copy
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
-import torch
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
-from hypothesis import strategies as st
-from torch import nn
 
-from resverify.blocks.laws import LAWS, Law
+from resverify.blocks.adapter import BlockAdapter
+from resverify.blocks.adapters import adapter_of
+from resverify.blocks.laws import LAWS, Law, applicable
 from resverify.blocks.laws_paths import PATHS
-from resverify.blocks.recipe import Recipe, validate
-from resverify.blocks.trace import TORCH_DTYPES, BlockFailure, Case, Inputs, Unjudged
+from resverify.blocks.recipe import Recipe
+from resverify.blocks.records import (
+    Draw,
+    FailedDraw,
+    LawRecord,
+    draws,
+    examples_count,
+    examples_text,
+)
+from resverify.blocks.replay import command, python_call, recipe_ref
+from resverify.blocks.torch_adapter import build, make_case
+from resverify.blocks.trace import BlockFailure, Case, Unjudged
 from resverify.properties.assertions import PropertyFailure
 from resverify.properties.profiles import PROFILES, active_profile
 from resverify.properties.vectors import backend_for, replay_command, save_vector, vector_dir
-from resverify.spec.errors import NotJudged, ResverifyError, UsageError
+from resverify.spec.errors import NotJudged, UsageError
 
 __all__ = ["Draw", "FailedDraw", "LawRecord", "build", "check_block", "draws", "examples_count",
-           "examples_text", "judge_example", "judged_record", "make_case", "plan", "pytest_check",
-           "run_law", "settled"]
-
-NOISE = 0.05
-WEIGHT_EXPONENTS = (-12, -4, 0, 1)
-INPUT_EXPONENTS = (-2, 0, 3)
-
-
-@dataclass(frozen=True)
-class Draw:
-    """One example's choices."""
-
-    batch: int
-    seq: int
-    seed: int
-    weight_exp: int
-    input_exp: int
-
-
-def draws() -> st.SearchStrategy[Draw]:
-    """Batch 1-3, sequence 1-4, a seed, the branch ends' and the inputs' scales."""
-    return st.builds(Draw, st.integers(1, 3), st.integers(1, 4), st.integers(0, 2**31 - 1),
-                     st.sampled_from(WEIGHT_EXPONENTS), st.sampled_from(INPUT_EXPONENTS))
-
-
-@dataclass(frozen=True)
-class LawRecord:
-    """One law on one block in one dtype and mode."""
-
-    block: str
-    law: str
-    dtype: str
-    mode: str
-    verdict: str
-    examples: int  # judged (pass), run until the failure and its shrinking (fail)
-    figures: Mapping[str, float] = field(default_factory=dict)
-    message: str = ""
-    failure: PropertyFailure | None = None
-    asked: int = 0
-    """The examples the law was asked to judge (0: not known)."""
-    draw: Draw | None = None
-    """A failure's example, as shrunk: the block, law, dtype, mode and this replay it
-    (:mod:`resverify.blocks.replay`); None for a pass, or where it is not known."""
-
-    def line(self) -> str:
-        tail = f": {self.message}" if self.message else ""
-        return (f"{self.block} {self.law} [{self.dtype}, {self.mode}] {self.verdict} "
-                f"({examples_text(self)}){tail}")
-
-
-def examples_count(verdict: str, examples: int, asked: int) -> str:
-    """``25``, or ``4 of 25`` for a pass on fewer examples than asked (``asked`` 0: not
-    known). The command, the pages and a record's line all say it so."""
-    short = verdict == "pass" and asked > 0 and examples < asked
-    return f"{examples} of {asked}" if short else str(examples)
-
-
-def examples_text(record: LawRecord) -> str:
-    """``25 examples``, or ``4 of 25 examples`` for a pass that judged fewer than asked."""
-    return f"{examples_count(record.verdict, record.examples, record.asked)} examples"
+           "examples_text", "judge_example", "judged_record", "laws_of", "make_case", "plan",
+           "pytest_check", "replay_example", "run_law", "settled", "validate_block"]
 
 
 def judged_record(names: tuple[str, str, str, str], asked: int, ran: int,
@@ -141,60 +95,23 @@ def settled(record: LawRecord, earlier: Iterable[LawRecord]) -> LawRecord:
                    f"{failed.message}")
 
 
-def build(recipe: Recipe, dtype: str, seed: int) -> nn.Module:
-    """The factory's module for ``dtype`` with torch's generator seeded, validated."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        module = recipe.factory(TORCH_DTYPES[dtype])
-    validate(recipe, module)
-    return module
-
-
-def _perturbed(recipe: Recipe, pristine: nn.Module, draw: Draw) -> nn.Module:
-    module = copy.deepcopy(pristine)
-    gen = torch.Generator().manual_seed(draw.seed + 1)
-    ends = {p for site in recipe.sites for p in site.zero}
-    with torch.no_grad():
-        for name, param in module.named_parameters():
-            noise = torch.randn(param.shape, generator=gen, dtype=torch.float64) * NOISE
-            param.add_(noise.to(param.dtype))
-            if name in ends:
-                param.mul_(2.0**draw.weight_exp)
-    return module
-
-
-def make_case(recipe: Recipe, dtype: str, mode: str, draw: Draw,
-              paths: tuple[str, ...] = ()) -> Case:
-    """The law's question for one drawn example; ``paths``: the paths law's paths."""
-    pristine = build(recipe, dtype, draw.seed).train(mode == "train")
-    module = _perturbed(recipe, pristine, draw).train(mode == "train")
-    stream = TORCH_DTYPES[recipe.stream_dtype or dtype]
-    inputs = Inputs.draw(recipe, stream, draw.batch, draw.seq, draw.seed, 2.0**draw.input_exp)
-    extra: dict[str, object] = {"paths": paths} if paths else {}
-    if recipe.zero_init is not None:  # as the library builds it: not perturbed
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(draw.seed)
-            extra["zero_init"] = recipe.zero_init(TORCH_DTYPES[dtype]).train(mode == "train")
-    return Case(recipe, dtype, mode, module, pristine, inputs, extra)
-
-
 def _settings(examples: int, shrink: bool) -> settings:
     phases = [Phase.explicit, Phase.reuse, Phase.generate, *([Phase.shrink] if shrink else [])]
     return settings(max_examples=examples, deadline=None, database=None, derandomize=False,
                     phases=phases, suppress_health_check=list(HealthCheck))
 
 
-def _judge(law: Law, case: Case) -> dict[str, float]:
+def _judge(adapter: BlockAdapter, law: Law, case: Case) -> dict[str, float]:
+    """The law's figures on ``case``; an exception the block itself raised (the adapter
+    says which) fails the example with its first line."""
     __tracebackhide__ = True
     try:
         return law.check(case)
-    except ResverifyError:  # a failure, an unjudged example, a recipe's one-line mistake
-        raise
-    except (RuntimeError, ValueError, TypeError) as exc:  # the block itself raised
-        first = (str(exc).strip().splitlines() or [""])[0]
-        case.fail(law.name, f"the block raised {type(exc).__name__}: {first}, expected a "
-                  f"result (input x {list(case.inputs.x.shape)}, {case.mode} mode; if the "
-                  "block cannot take sizes this small, fix them in the recipe's shape)")
+    except Exception as exc:
+        said = adapter.raised(case, exc)
+        if said is None:  # a failure, an unjudged example, a recipe's one-line mistake
+            raise
+        case.fail(law.name, said)
 
 
 def _combine(figures: list[dict[str, float]]) -> dict[str, float]:
@@ -224,38 +141,55 @@ def _paths(law: str, paths: Iterable[str]) -> tuple[str, ...]:
 def _asked(recipe: Recipe, law: str, dtype: str, mode: str, paths: Iterable[str]
            ) -> tuple[str, ...]:
     """The paths asked for, once the law, dtype and mode are shown to be the recipe's
-    (a UsageError, one line, otherwise)."""
+    (a UsageError, one line, otherwise); none for a law the recipe's adapter cannot judge."""
     if law not in LAWS:
         raise UsageError(f"unknown law {law!r}; known: {list(LAWS)}")
-    asked = _paths(law, paths)
+    asked = () if law in adapter_of(recipe).unjudged else _paths(law, paths)
     if dtype not in recipe.dtypes or mode not in recipe.modes:
         raise UsageError(f"recipe {recipe.name!r} claims dtypes {list(recipe.dtypes)} and modes "
                          f"{list(recipe.modes)}, not {dtype} {mode}")
     return asked
 
 
+def laws_of(recipe: Recipe, paths: Iterable[str] = ()) -> list[str]:
+    """The laws with something to judge on ``recipe``'s block, in table order
+    (:func:`~.laws.applicable`), less those its adapter cannot judge."""
+    unjudged = adapter_of(recipe).unjudged
+    return [name for name in applicable(recipe, paths) if name not in unjudged]
+
+
+def validate_block(recipe: Recipe, dtype: str, seed: int) -> object:
+    """Build ``recipe``'s block once through its adapter, refusing a recipe the block
+    contradicts with one line; the block built (None where it is no Python object)."""
+    return adapter_of(recipe).validate(recipe, dtype, seed)
+
+
 def judge_example(recipe: Recipe, law: str, dtype: str, mode: str, draw: Draw,
                   paths: Iterable[str] = ()) -> dict[str, float]:
-    """One example of one law, on one thread: its figures, or the law's
-    :class:`PropertyFailure`, or :class:`~.trace.Unjudged` with the reason."""
+    """One example of one law, as the adapter judges it (one torch thread, JAX's float64
+    for a float64 example): its figures, or the law's :class:`PropertyFailure`, or
+    :class:`~.trace.Unjudged` with the reason (a law the adapter cannot judge too)."""
     __tracebackhide__ = True
     asked = _asked(recipe, law, dtype, mode, paths)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return _judge(LAWS[law], make_case(recipe, dtype, mode, draw, asked))
-    finally:
-        torch.set_num_threads(threads)
+    adapter = adapter_of(recipe)
+    if law in adapter.unjudged:
+        raise Unjudged(adapter.unjudged[law])
+    with adapter.judging(dtype):
+        return _judge(adapter, LAWS[law], adapter.case(recipe, dtype, mode, draw, asked))
 
 
 def run_law(recipe: Recipe, law: str, dtype: str, mode: str, *, max_examples: int | None = None,
             seed: int = 0, shrink: bool = True, paths: Iterable[str] = ()) -> LawRecord:
-    """Judge one law on ``recipe``'s block in ``dtype`` and ``mode`` over drawn examples;
-    ``paths`` (``"compile"``, ``"fastpath"``) are the paths the ``paths`` law judges. A
-    failure's record keeps its shrunk example (``draw``), which replays it."""
+    """Judge one law on ``recipe``'s block in ``dtype`` and ``mode`` over drawn examples,
+    whichever library built it (its adapter builds each example); ``paths``
+    (``"compile"``, ``"fastpath"``) are the paths the ``paths`` law judges. A failure's
+    record keeps its shrunk example (``draw``), which replays it; a law the adapter cannot
+    judge is ``unjudged`` with its reason."""
     asked = _asked(recipe, law, dtype, mode, paths)
-    entry = LAWS[law]
-    build(recipe, dtype, seed)  # a recipe's mistake is its one-line error, before any example
+    adapter, names = adapter_of(recipe), (recipe.name, law, dtype, mode)
+    if law in adapter.unjudged:
+        return LawRecord(*names, "unjudged", 0, message=adapter.unjudged[law])
+    adapter.validate(recipe, dtype, seed)  # a recipe's mistake is its one line, first
     examples = max_examples or PROFILES.get(active_profile(), PROFILES["ci"]).max_examples
     judged: list[dict[str, float]] = []
     reasons: list[str] = []
@@ -269,41 +203,38 @@ def run_law(recipe: Recipe, law: str, dtype: str, mode: str, *, max_examples: in
         ran[0] += 1
         try:
             with last.kept(draw):
-                judged.append(_judge(entry, make_case(recipe, dtype, mode, draw, asked)))
+                case = adapter.case(recipe, dtype, mode, draw, asked)
+                judged.append(_judge(adapter, LAWS[law], case))
         except Unjudged as exc:
             reasons.append(str(exc))
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     try:
-        prop()
+        with adapter.judging(dtype):
+            prop()
     except PropertyFailure as exc:
-        return LawRecord(recipe.name, law, dtype, mode, "fail", ran[0],
-                         message=str(exc).splitlines()[0], failure=exc, asked=examples,
-                         draw=last.of(exc))
-    finally:
-        torch.set_num_threads(threads)
-    return judged_record((recipe.name, law, dtype, mode), examples, ran[0], judged, reasons)
+        return LawRecord(*names, "fail", ran[0], message=str(exc).splitlines()[0],
+                         failure=exc, asked=examples, draw=last.of(exc))
+    return judged_record(names, examples, ran[0], judged, reasons)
 
 
-class FailedDraw:
-    """The example whose failure Hypothesis raised at the end: the draw of the last
-    failing call, kept only when it is that very failure (Hypothesis reruns the shrunk
-    example last), else unknown."""
+def replay_example(recipe: Recipe, law: str, dtype: str, mode: str, draw: Draw,
+                   paths: Iterable[str] = ()) -> LawRecord:
+    """``law`` judged on the one example ``draw`` of ``recipe``'s block in ``dtype`` and
+    ``mode`` (:mod:`resverify.blocks.replay`): a record of one example, ``fail`` (the
+    failure again, with its message), ``pass``, or ``unjudged`` with the reason.
 
-    def __init__(self) -> None:
-        self._last: tuple[PropertyFailure, Draw] | None = None
-
-    @contextlib.contextmanager
-    def kept(self, draw: Draw) -> Iterator[None]:
-        try:
-            yield
-        except PropertyFailure as exc:
-            self._last = (exc, draw)
-            raise
-
-    def of(self, failure: PropertyFailure) -> Draw | None:
-        return self._last[1] if self._last is not None and self._last[0] is failure else None
+    >>> again = replay_example(RECIPE, "zero_branch", "float32", "eval", r.draw)  # doctest: +SKIP
+    >>> again.verdict, again.message  # doctest: +SKIP
+    """
+    names = (recipe.name, law, dtype, mode)
+    try:
+        figures = judge_example(recipe, law, dtype, mode, draw, paths)
+    except Unjudged as exc:
+        return LawRecord(*names, "unjudged", 0, message=str(exc), asked=1, draw=draw)
+    except PropertyFailure as exc:
+        return LawRecord(*names, "fail", 1, message=str(exc).splitlines()[0], failure=exc,
+                         asked=1, draw=draw)
+    return LawRecord(*names, "pass", 1, figures, asked=1, draw=draw)
 
 
 def plan(recipe: Recipe, dtypes: Iterable[str] | None = None,
@@ -311,10 +242,10 @@ def plan(recipe: Recipe, dtypes: Iterable[str] | None = None,
          ) -> list[tuple[str, str, str]]:
     """``(law, dtype, mode)`` of every record a check makes, law by law in table order (a
     law whose failure explains others first, :data:`~.laws.LAWS`), then dtype, then mode:
-    ``laws`` (default: those its adapter's :meth:`~.adapter.BlockAdapter.laws` gives, the
+    ``laws`` (default: :func:`laws_of`, the
     paths law when ``paths`` names some, as the command judges) in ``dtypes`` (default:
     every one claimed)."""
-    chosen = set(recipe.adapter.laws(recipe, paths) if laws is None else laws)
+    chosen = set(laws_of(recipe, paths) if laws is None else laws)
     unknown = sorted(chosen - set(LAWS))
     if unknown:
         raise UsageError(f"unknown law {unknown[0]!r}; known: {list(LAWS)}")
@@ -338,8 +269,8 @@ def check_block(recipe: Recipe, dtypes: Iterable[str] | None = None,
     asked = tuple(paths)
     records: list[LawRecord] = []
     for name, dtype, mode in plan(recipe, list(dtypes or ()) or None, laws, asked):
-        record = recipe.adapter.run_law(recipe, name, dtype, mode, max_examples=max_examples,
-                                        seed=seed, shrink=shrink, paths=asked)
+        record = run_law(recipe, name, dtype, mode, max_examples=max_examples, seed=seed,
+                         shrink=shrink, paths=asked)
         records.append(settled(record, records))
     return records
 
@@ -390,8 +321,6 @@ def _saved(recipe: Recipe, record: LawRecord, folder: Path, paths: tuple[str, ..
     """The record's line, the command that replays its example (or the Python call, for
     a recipe no ``module:attr`` reaches), and for a failure at a merge its vector, saved
     under ``folder``, with the command that replays it on a backend that claims its dtype."""
-    from resverify.blocks.replay import command, python_call, recipe_ref
-
     ref = recipe_ref(recipe)
     again = command(ref[0], record, paths, ref[1]) if ref else python_call(record)
     lines = [record.line(), *([f"  replay: {again}"] if again else [])]

@@ -17,8 +17,9 @@ divide by ``sqrt(eps)``).
 Why no ``jit``: the block and the composition ``act(shortcut(x) + F(x))`` then run the same
 primitives one by one, so their sums are the same float (judged bitwise); under ``jit`` XLA
 may fuse the sum into the BatchNorm differently in the two programs. Float64 runs inside
-``jax.enable_x64(True)``, scoped to the example (:func:`precision`). A JAX block's value laws
-compare values (:meth:`HaikuAdapter.value`, float64), its dtype being ``stream_dtype``'s.
+``jax.enable_x64(True)``, scoped to a float64 law's run or example (:func:`precision`). A
+JAX block's value laws compare values (:meth:`HaikuAdapter.value`, float64), its dtype being
+``stream_dtype``'s.
 
 Laws that do not apply (:data:`UNJUDGED`): ``no_aliasing`` (a JAX array is immutable: no
 block can write into its input), ``drop_path`` and ``affine_in_gamma`` (no Haiku ResNet block
@@ -29,9 +30,9 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -39,11 +40,10 @@ from torch import nn
 
 from resverify.blocks.adapter import BlockVjp
 from resverify.blocks.recipe import Recipe
-from resverify.blocks.trace import TORCH_DTYPES, Case, Inputs, Observed
+from resverify.blocks.records import Draw
+from resverify.blocks.trace import TORCH_DTYPES, Case, Inputs, Observed, Unjudged
+from resverify.properties.assertions import PropertyFailure
 from resverify.spec.errors import UsageError
-
-if TYPE_CHECKING:
-    from resverify.blocks.check import Draw, LawRecord
 
 __all__ = ["BLOCK", "HAIKU", "UNJUDGED", "HaikuAdapter", "HaikuBlock", "JaxRecipe",
            "import_haiku", "make_case", "no_torch", "precision", "transforms", "validate_jax"]
@@ -67,7 +67,7 @@ UNJUDGED: Mapping[str, str] = {
 def no_torch(dtype: torch.dtype) -> nn.Module:
     """A JAX recipe's ``factory``: there is no torch module to build."""
     raise UsageError("a JAX block has no torch module; check it with "
-                     "resverify.blocks.jax_laws.check_jax_block")
+                     "resverify.blocks.check_block")
 
 
 @dataclass(frozen=True)
@@ -82,10 +82,8 @@ class JaxRecipe(Recipe):
     block: Callable[[], Any] | None = None
     parts: Parts | None = None
 
-    @property
-    def adapter(self) -> HaikuAdapter:
-        """A Haiku block answers through :data:`HAIKU`."""
-        return HAIKU
+    adapter: ClassVar[str] = "haiku"
+    """A Haiku block answers through :data:`HAIKU`."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -143,7 +141,7 @@ def transforms(recipe: JaxRecipe) -> tuple[Any, Any]:
 
 @contextlib.contextmanager
 def precision(dtype: str) -> Iterator[None]:
-    """JAX's float64 switched on for a float64 example, and only for it."""
+    """JAX's float64 switched on for a float64 check, and only for it."""
     if dtype == "float64":
         with _jax().enable_x64(True):
             yield
@@ -185,7 +183,7 @@ def _torch(a: Any) -> torch.Tensor:
     return values.to(TORCH_DTYPES.get(str(a.dtype), torch.float64))
 
 
-def make_case(recipe: JaxRecipe, dtype: str, mode: str, draw: Any) -> Case:
+def make_case(recipe: JaxRecipe, dtype: str, mode: str, draw: Draw) -> Case:
     """The law's question for one drawn example (call inside :func:`precision`)."""
     jax = _jax()
     inputs = Inputs.draw(recipe, TORCH_DTYPES[recipe.stream_dtype or dtype], draw.batch,
@@ -215,8 +213,6 @@ def make_case(recipe: JaxRecipe, dtype: str, mode: str, draw: Any) -> Case:
 
 def validate_jax(recipe: JaxRecipe, dtype: str = "float32", seed: int = 0) -> None:
     """Refuse a recipe whose ``zero`` names a parameter the block lacks, with one line."""
-    from resverify.blocks.check import Draw
-
     with precision(dtype):
         case = make_case(recipe, dtype, "eval", Draw(1, 1, seed, 0, 0))
     params = case.handle.params
@@ -339,35 +335,25 @@ class HaikuAdapter:
     def value(self, t: torch.Tensor) -> torch.Tensor:
         return t.to(torch.float64)
 
-    def laws(self, recipe: Recipe, paths: Iterable[str] = ()) -> list[str]:
-        from resverify.blocks.laws import LAWS
-
-        return [name for name in LAWS if name not in UNJUDGED]
-
     def validate(self, recipe: Recipe, dtype: str, seed: int) -> Any:
         assert isinstance(recipe, JaxRecipe)
         validate_jax(recipe, dtype, seed)
         return None
 
-    def run_law(self, recipe: Recipe, law: str, dtype: str, mode: str, *,
-                max_examples: int | None = None, seed: int = 0, shrink: bool = True,
-                paths: Iterable[str] = ()) -> LawRecord:
-        from resverify.blocks.jax_laws import run_jax_law
-
+    def case(self, recipe: Recipe, dtype: str, mode: str, draw: Draw,
+             paths: tuple[str, ...] = ()) -> Case:
         assert isinstance(recipe, JaxRecipe)
-        return run_jax_law(recipe, law, dtype, mode, max_examples=max_examples, seed=seed,
-                           shrink=shrink)
+        return make_case(recipe, dtype, mode, draw)
 
-    def judge_example(self, recipe: Recipe, law: str, dtype: str, mode: str, draw: Draw,
-                      paths: Iterable[str] = ()) -> dict[str, float]:
-        from resverify.blocks.jax_laws import judge_jax_example
+    def judging(self, dtype: str) -> contextlib.AbstractContextManager[None]:
+        return precision(dtype)
 
-        assert isinstance(recipe, JaxRecipe)
-        return judge_jax_example(recipe, law, dtype, mode, draw)
-
-    def probes(self, recipe: Recipe, dtypes: list[str], seed: int
-               ) -> dict[str, list[dict[str, Any]]]:
-        return {"zero_branch": [], "layerscale": []}  # the probes build torch cases
+    def raised(self, case: Case, exc: Exception) -> str | None:
+        if isinstance(exc, PropertyFailure | Unjudged) or \
+                not isinstance(exc, TypeError | ValueError):  # a shape, a dtype
+            return None
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return f"the block raised {type(exc).__name__}: {first}, expected a result"
 
 
 HAIKU = HaikuAdapter()

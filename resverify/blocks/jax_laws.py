@@ -1,30 +1,17 @@
-"""The driver of the laws on a JAX block: examples drawn for a Haiku block, judged by the
-same law objects as a torch block's.
+"""The block laws on a JAX block, by the names the Haiku tests and callers use.
 
-The laws are :data:`~.laws.LAWS`', written once against the block adapter
-(:mod:`resverify.blocks.adapter`); a Haiku block answers them through
-:class:`~.haiku_adapter.HaikuAdapter` (its recipe, :class:`~.haiku_adapter.JaxRecipe`, and
-how its examples are drawn are there). What stays here is the loop that draws the examples
-inside :func:`~.haiku_adapter.precision` (float64 switched on for a float64 example only),
-which :mod:`resverify.blocks.check` will run for every adapter.
+A Haiku block is checked by the one driver (:mod:`resverify.blocks.check`), which asks its
+adapter (:class:`~.haiku_adapter.HaikuAdapter`) for each example; what stays here is the
+JAX-block view of it: :data:`JUDGED` (the laws judged on a JAX block), :func:`plan`, and
+:func:`check_jax_block`, which also returns the laws that do not apply (:data:`UNJUDGED`)
+as ``unjudged`` records with their reason.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from hypothesis import given
-from hypothesis import seed as hypothesis_seed
-
-from resverify.blocks.check import (
-    Draw,
-    FailedDraw,
-    LawRecord,
-    _settings,
-    draws,
-    judged_record,
-    settled,
-)
+from resverify.blocks.check import check_block, judge_example, run_law
 from resverify.blocks.haiku_adapter import (
     BLOCK,
     UNJUDGED,
@@ -32,14 +19,10 @@ from resverify.blocks.haiku_adapter import (
     import_haiku,
     make_case,
     no_torch,
-    precision,
     validate_jax,
 )
 from resverify.blocks.laws import LAWS
-from resverify.blocks.trace import Case, Unjudged
-from resverify.properties.assertions import PropertyFailure
-from resverify.properties.profiles import PROFILES, active_profile
-from resverify.spec.errors import UsageError
+from resverify.blocks.records import LawRecord
 
 __all__ = ["BLOCK", "JUDGED", "UNJUDGED", "JaxRecipe", "check_jax_block", "import_haiku",
            "judge_jax_example", "make_case", "no_torch", "plan", "run_jax_law", "validate_jax"]
@@ -47,6 +30,9 @@ __all__ = ["BLOCK", "JUDGED", "UNJUDGED", "JaxRecipe", "check_jax_block", "impor
 JUDGED = tuple(name for name in LAWS if name not in UNJUDGED)
 """The laws judged on a JAX block, in table order (:data:`~.laws.LAWS`), each in the modes
 the table gives it."""
+
+judge_jax_example = judge_example
+"""One example of one law on a JAX block: :func:`~.check.judge_example`."""
 
 
 def plan(recipe: JaxRecipe, dtypes: Iterable[str] = ()) -> Iterator[tuple[str, str, str]]:
@@ -58,74 +44,12 @@ def plan(recipe: JaxRecipe, dtypes: Iterable[str] = ()) -> Iterator[tuple[str, s
                 yield law, dtype, mode
 
 
-def _judge(law: str, case: Case) -> dict[str, float]:
-    __tracebackhide__ = True
-    try:
-        return LAWS[law].check(case)
-    except (PropertyFailure, Unjudged):
-        raise
-    except (TypeError, ValueError) as exc:  # the block itself raised (a shape, a dtype)
-        first = (str(exc).strip().splitlines() or [""])[0]
-        case.fail(law, f"the block raised {type(exc).__name__}: {first}, expected a result")
-
-
-def _claimed(recipe: JaxRecipe, law: str, dtype: str, mode: str) -> None:
-    if law not in LAWS:
-        raise UsageError(f"unknown law {law!r}; known: {list(LAWS)}")
-    if dtype not in recipe.dtypes or mode not in recipe.modes:
-        raise UsageError(f"recipe {recipe.name!r} claims dtypes {list(recipe.dtypes)} and modes "
-                         f"{list(recipe.modes)}, not {dtype} {mode}")
-
-
-def judge_jax_example(recipe: JaxRecipe, law: str, dtype: str, mode: str, draw: Draw
-                      ) -> dict[str, float]:
-    """One example of one law on a JAX block (:func:`~.check.judge_example`'s twin): its
-    figures, the law's failure, or :class:`~.trace.Unjudged` (a law this driver does not
-    judge, with why)."""
-    __tracebackhide__ = True
-    _claimed(recipe, law, dtype, mode)
-    if law not in JUDGED:
-        raise Unjudged(UNJUDGED.get(law, "a law of torch modules only; not defined for a JAX "
-                                    "block"))
-    with precision(dtype):
-        return _judge(law, make_case(recipe, dtype, mode, draw))
-
-
 def run_jax_law(recipe: JaxRecipe, law: str, dtype: str, mode: str, *,
                 max_examples: int | None = None, seed: int = 0,
                 shrink: bool = True) -> LawRecord:
-    """Judge one law on a JAX block in ``dtype`` and ``mode``, as
-    :func:`~.check.run_law` does for a torch block."""
-    _claimed(recipe, law, dtype, mode)
-    if law not in JUDGED:
-        why = UNJUDGED.get(law, "a law of torch modules only; not defined for a JAX block")
-        return LawRecord(recipe.name, law, dtype, mode, "unjudged", 0, message=why)
-    validate_jax(recipe, dtype, seed)  # a recipe's mistake is its one line, before examples
-    examples = max_examples or PROFILES.get(active_profile(), PROFILES["ci"]).max_examples
-    judged: list[dict[str, float]] = []
-    reasons: list[str] = []
-    ran = [0]
-    last = FailedDraw()
-
-    @hypothesis_seed(seed)
-    @_settings(examples, shrink)
-    @given(draws())
-    def prop(draw: Draw) -> None:
-        ran[0] += 1
-        with precision(dtype):
-            try:
-                with last.kept(draw):
-                    judged.append(_judge(law, make_case(recipe, dtype, mode, draw)))
-            except Unjudged as exc:
-                reasons.append(str(exc))
-
-    try:
-        prop()
-    except PropertyFailure as exc:
-        return LawRecord(recipe.name, law, dtype, mode, "fail", ran[0],
-                         message=str(exc).splitlines()[0], failure=exc, asked=examples,
-                         draw=last.of(exc))
-    return judged_record((recipe.name, law, dtype, mode), examples, ran[0], judged, reasons)
+    """Judge one law on a JAX block in ``dtype`` and ``mode``: :func:`~.check.run_law`."""
+    return run_law(recipe, law, dtype, mode, max_examples=max_examples, seed=seed,
+                   shrink=shrink)
 
 
 def check_jax_block(recipe: JaxRecipe, dtypes: Iterable[str] | None = None,
@@ -133,17 +57,10 @@ def check_jax_block(recipe: JaxRecipe, dtypes: Iterable[str] | None = None,
                     seed: int = 0) -> list[LawRecord]:
     """Every law (or ``laws``) on a JAX block in each claimed dtype (or ``dtypes``) and mode,
     as :func:`~.check.check_block`: the laws of :data:`UNJUDGED` come back unjudged, with
-    their reason (a law of :data:`~.laws.LAWS` that neither lists is run only when asked).
+    their reason.
 
     >>> from resverify.blocks.catalog import recipe  # doctest: +SKIP
     >>> check_jax_block(recipe("haiku.BlockV1"), ["float32"], max_examples=5)  # doctest: +SKIP
     """
-    chosen = set(laws or (n for n in LAWS if n in JUDGED or n in UNJUDGED))
-    records: list[LawRecord] = []
-    for name in (n for n in LAWS if n in chosen):
-        for dtype in dtypes or recipe.dtypes:
-            for mode in (m for m in LAWS[name].modes if m in recipe.modes):
-                records.append(settled(run_jax_law(recipe, name, dtype, mode,
-                                                   max_examples=max_examples, seed=seed),
-                                       records))
-    return records
+    return check_block(recipe, dtypes, list(LAWS) if laws is None else laws,
+                       max_examples=max_examples, seed=seed)

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import torch
 
-from resverify.blocks.adapter import ask
+from resverify.blocks.adapters import ask
 from resverify.blocks.laws_forward import decomposition, sum_budget
 from resverify.blocks.trace import Case, Unjudged, first_difference
 from resverify.properties.assertions import PropertyFailure

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import torch
 
-from resverify.blocks.adapter import ask
+from resverify.blocks.adapters import ask
 from resverify.blocks.recipe import Site
 from resverify.blocks.trace import (
     TORCH_DTYPES,

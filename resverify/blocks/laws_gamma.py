@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from resverify.blocks.adapter import ask
+from resverify.blocks.adapters import ask
 from resverify.blocks.laws_forward import observed, site_budget
 from resverify.blocks.trace import (
     UNIT_ROUNDOFF,

@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from resverify.blocks.adapter import ask
+from resverify.blocks.adapters import ask
 from resverify.blocks.trace import Case, Observed, first_difference, no_drop
 
 __all__ = ["no_aliasing", "stream_dtype"]

@@ -23,7 +23,7 @@ from dataclasses import replace
 
 import torch
 
-from resverify.blocks.adapter import ask
+from resverify.blocks.adapters import ask
 from resverify.blocks.laws_forward import inexact, loose, site_budget
 from resverify.blocks.trace import (
     TORCH_DTYPES,

@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from resverify.blocks.recipe import Recipe
+from resverify.blocks.records import Draw
+from resverify.blocks.torch_adapter import make_case
 
 __all__ = ["GAMMAS", "probes"]
 
@@ -20,14 +22,15 @@ GAMMAS = (1e-6, 1e-4, 1e-2, 1.0)
 
 def probes(recipe: Recipe, dtypes: list[str], seed: int) -> dict[str, list[dict[str, Any]]]:
     """The report's probe rows of a torch block in each of ``dtypes``: ``zero_branch`` (per
-    site, its branch zeroed) and ``layerscale`` (per LayerScale site and γ)."""
+    site, its branch zeroed) and ``layerscale`` (per LayerScale site and γ); none for a
+    block of another library (the probes read a torch module's hooks)."""
+    if recipe.adapter != "torch":
+        return {"zero_branch": [], "layerscale": []}
     return {"zero_branch": [row for d in dtypes for row in _zero_probe(recipe, d, seed)],
             "layerscale": [row for d in dtypes for row in _gamma_probe(recipe, d, seed)]}
 
 
 def _case(recipe: Recipe, dtype: str, seed: int) -> Any:
-    from resverify.blocks.check import Draw, make_case
-
     return make_case(recipe, dtype, "eval", Draw(3, 4, seed, 0, 0))
 
 

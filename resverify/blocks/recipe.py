@@ -105,15 +105,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 from resverify.spec.errors import UsageError
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
-
-    from resverify.blocks.adapter import BlockAdapter
 
 __all__ = [
     "ACTIVATIONS",
@@ -307,14 +305,10 @@ class Recipe:
                 raise UsageError(f"{where}: shape {list(dims)} must start with 'batch' and hold "
                                  "positive sizes or 'seq'")
 
-    @property
-    def adapter(self) -> BlockAdapter:
-        """The adapter that answers the laws for this recipe's block (a torch module's:
-        :data:`~resverify.blocks.torch_adapter.TORCH`); a recipe of another library names
-        its own."""
-        from resverify.blocks.torch_adapter import TORCH
-
-        return TORCH
+    adapter: ClassVar[str] = "torch"
+    """The block adapter that answers the laws for this recipe's block, by its library
+    (:data:`resverify.blocks.adapters.ADAPTERS`): a torch module's, ``"torch"``; a recipe of
+    another library names its own."""
 
     def run(self, module: nn.Module, x: torch.Tensor,
             context: Mapping[str, torch.Tensor]) -> torch.Tensor:

@@ -9,8 +9,9 @@ length, the seed that builds and perturbs the block and draws its inputs, and th
 scales), so the recipe, the law, the dtype, the mode and that draw rebuild the same block on
 the same inputs and judge the law again on them: one command,
 ``resverify blocks replay NAME --law L --dtype D --mode M --example batch=1,seq=2,...``
-(:func:`command`), or :func:`replay_example` from Python. A replay that judges nothing (the law's
-precondition fails on the example) is ``unjudged``, which the command exits 1 for.
+(:func:`command`), or :func:`~.check.replay_example` from Python. A replay that judges
+nothing (the law's precondition fails on the example) is ``unjudged``, which the command
+exits 1 for.
 """
 
 from __future__ import annotations
@@ -21,15 +22,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any
 
-from resverify.blocks.check import Draw, LawRecord
 from resverify.blocks.laws import LAWS
 from resverify.blocks.recipe import Recipe, maker
-from resverify.blocks.trace import Unjudged
-from resverify.properties.assertions import PropertyFailure
+from resverify.blocks.records import Draw, LawRecord
 from resverify.spec.errors import UsageError
 
-__all__ = ["FIELDS", "command", "example_text", "parse_example", "python_call", "recipe_ref",
-           "replay_example"]
+__all__ = ["FIELDS", "command", "example_text", "parse_example", "python_call", "recipe_ref"]
 
 FIELDS = tuple(f.name for f in fields(Draw))
 """The example's fields, in the order ``--example`` writes them."""
@@ -60,26 +58,6 @@ def parse_example(text: str) -> Draw:
     if values["batch"] < 1 or values["seq"] < 1 or values["seed"] < 0:
         raise UsageError(f"--example {text!r}: batch and seq are at least 1, seed at least 0")
     return Draw(**values)
-
-
-def replay_example(recipe: Recipe, law: str, dtype: str, mode: str, draw: Draw,
-                   paths: Iterable[str] = ()) -> LawRecord:
-    """``law`` judged on the one example ``draw`` of ``recipe``'s block in ``dtype`` and
-    ``mode``: a record of one example, ``fail`` (the failure again, with its message),
-    ``pass``, or ``unjudged`` with the reason.
-
-    >>> again = replay_example(RECIPE, "zero_branch", "float32", "eval", r.draw)  # doctest: +SKIP
-    >>> again.verdict, again.message  # doctest: +SKIP
-    """
-    names = (recipe.name, law, dtype, mode)
-    try:
-        figures = recipe.adapter.judge_example(recipe, law, dtype, mode, draw, paths)
-    except Unjudged as exc:
-        return LawRecord(*names, "unjudged", 0, message=str(exc), asked=1, draw=draw)
-    except PropertyFailure as exc:
-        return LawRecord(*names, "fail", 1, message=str(exc).splitlines()[0], failure=exc,
-                         asked=1, draw=draw)
-    return LawRecord(*names, "pass", 1, figures, asked=1, draw=draw)
 
 
 def command(selector: str, record: LawRecord, paths: Iterable[str] = (),

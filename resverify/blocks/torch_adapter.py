@@ -12,16 +12,22 @@ on the Hugging Face layers in float32).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+import copy
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
+from torch import nn
 
 from resverify.blocks.adapter import BlockVjp
-from resverify.blocks.recipe import Recipe, apply_branch
+from resverify.blocks.recipe import Recipe, apply_branch, validate
+from resverify.blocks.records import Draw
 from resverify.blocks.trace import (
+    TORCH_DTYPES,
     Case,
+    Inputs,
     Observed,
     no_drop,
     observe,
@@ -32,11 +38,59 @@ from resverify.blocks.trace import (
     skip_scale,
     zeroed,
 )
+from resverify.spec.errors import ResverifyError
 
-if TYPE_CHECKING:
-    from resverify.blocks.check import Draw, LawRecord
+__all__ = ["NOISE", "TORCH", "TorchAdapter", "build", "make_case"]
 
-__all__ = ["TORCH", "TorchAdapter"]
+NOISE = 0.05
+
+
+def build(recipe: Recipe, dtype: str, seed: int) -> nn.Module:
+    """The factory's module for ``dtype`` with torch's generator seeded, validated."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        module = recipe.factory(TORCH_DTYPES[dtype])
+    validate(recipe, module)
+    return module
+
+
+def _perturbed(recipe: Recipe, pristine: nn.Module, draw: Draw) -> nn.Module:
+    module = copy.deepcopy(pristine)
+    gen = torch.Generator().manual_seed(draw.seed + 1)
+    ends = {p for site in recipe.sites for p in site.zero}
+    with torch.no_grad():
+        for name, param in module.named_parameters():
+            noise = torch.randn(param.shape, generator=gen, dtype=torch.float64) * NOISE
+            param.add_(noise.to(param.dtype))
+            if name in ends:
+                param.mul_(2.0**draw.weight_exp)
+    return module
+
+
+def make_case(recipe: Recipe, dtype: str, mode: str, draw: Draw,
+              paths: tuple[str, ...] = ()) -> Case:
+    """The law's question for one drawn example; ``paths``: the paths law's paths."""
+    pristine = build(recipe, dtype, draw.seed).train(mode == "train")
+    module = _perturbed(recipe, pristine, draw).train(mode == "train")
+    stream = TORCH_DTYPES[recipe.stream_dtype or dtype]
+    inputs = Inputs.draw(recipe, stream, draw.batch, draw.seq, draw.seed, 2.0**draw.input_exp)
+    extra: dict[str, object] = {"paths": paths} if paths else {}
+    if recipe.zero_init is not None:  # as the library builds it: not perturbed
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(draw.seed)
+            extra["zero_init"] = recipe.zero_init(TORCH_DTYPES[dtype]).train(mode == "train")
+    return Case(recipe, dtype, mode, module, pristine, inputs, extra)
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Torch on one thread (the driver's doc, :mod:`resverify.blocks.check`)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 class TorchAdapter:
@@ -137,35 +191,24 @@ class TorchAdapter:
     def value(self, t: torch.Tensor) -> torch.Tensor:
         return t
 
-    def laws(self, recipe: Recipe, paths: Iterable[str] = ()) -> list[str]:
-        from resverify.blocks.laws import applicable
-
-        return applicable(recipe, paths)
-
     def validate(self, recipe: Recipe, dtype: str, seed: int) -> Any:
-        from resverify.blocks.check import build
-
         return build(recipe, dtype, seed)
 
-    def run_law(self, recipe: Recipe, law: str, dtype: str, mode: str, *,
-                max_examples: int | None = None, seed: int = 0, shrink: bool = True,
-                paths: Iterable[str] = ()) -> LawRecord:
-        from resverify.blocks.check import run_law
+    def case(self, recipe: Recipe, dtype: str, mode: str, draw: Draw,
+             paths: tuple[str, ...] = ()) -> Case:
+        return make_case(recipe, dtype, mode, draw, paths)
 
-        return run_law(recipe, law, dtype, mode, max_examples=max_examples, seed=seed,
-                       shrink=shrink, paths=paths)
+    def judging(self, dtype: str) -> contextlib.AbstractContextManager[None]:
+        return one_thread()
 
-    def judge_example(self, recipe: Recipe, law: str, dtype: str, mode: str, draw: Draw,
-                      paths: Iterable[str] = ()) -> dict[str, float]:
-        from resverify.blocks.check import judge_example
-
-        return judge_example(recipe, law, dtype, mode, draw, paths)
-
-    def probes(self, recipe: Recipe, dtypes: list[str], seed: int
-               ) -> dict[str, list[dict[str, Any]]]:
-        from resverify.blocks.probes import probes
-
-        return probes(recipe, dtypes, seed)
+    def raised(self, case: Case, exc: Exception) -> str | None:
+        if isinstance(exc, ResverifyError) or \
+                not isinstance(exc, RuntimeError | ValueError | TypeError):
+            return None
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return (f"the block raised {type(exc).__name__}: {first}, expected a result (input x "
+                f"{list(case.inputs.x.shape)}, {case.mode} mode; if the block cannot take "
+                "sizes this small, fix them in the recipe's shape)")
 
 
 TORCH = TorchAdapter()

@@ -26,9 +26,10 @@ law's merge is saved as a vector under ``vectors/`` there, with its ``resverify 
 command.
 
 Every recipe names its block adapter (:attr:`resverify.blocks.recipe.Recipe.adapter`: a torch
-module's, or a Haiku block's), which says the laws that apply, validates and checks the
-block and gives the report's probes (:mod:`resverify.blocks.probes`; none for a Haiku
-block): the command never asks which library a block comes from.
+module's, or a Haiku block's), through which the one driver (:mod:`resverify.blocks.check`)
+says the laws that apply, validates and checks the block, and the report's probes are
+measured (:mod:`resverify.blocks.probes`; none for a Haiku block): the command never asks
+which library a block comes from.
 
 A law that the block's recipe documents as failing (its ``findings``: a library's choice
 written up in ``docs/findings/``) is reported ``expected`` when it fails as written up, and
@@ -200,6 +201,7 @@ def _installed_from(module: str) -> tuple[str, str] | None:
 
 def _list() -> int:
     from resverify.blocks.catalog import catalog, skipped
+    from resverify.blocks.check import laws_of
     from resverify.blocks.recipe import describe
 
     for recipe in catalog().values():
@@ -207,7 +209,7 @@ def _list() -> int:
         stream = "" if recipe.stream_dtype else "; the stream in the dtype checked"
         print("\n".join(describe(recipe)))
         print(f"  {library} {version or 'version unknown'}{stream}; laws "
-              f"{' '.join(recipe.adapter.laws(recipe))}")
+              f"{' '.join(laws_of(recipe))}")
     for source, reason in skipped().items():
         print(f"{source}: skipped ({LIBRARIES.get(source, source)} missing: {reason})")
     return 0
@@ -283,8 +285,9 @@ def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
     it comes; a failure's example kept with the command that replays it (naming the recipe
     as ``named`` says, else by its name), and a failure at a merge saved as a vector under
     ``vectors``; then the probes."""
-    from resverify.blocks.check import settled
+    from resverify.blocks.check import run_law, settled, validate_block
     from resverify.blocks.laws import LAWS
+    from resverify.blocks.probes import probes as probed
     from resverify.blocks.replay import command
     from resverify.blocks.trace import BlockFailure
     from resverify.properties.vectors import save_vector
@@ -297,9 +300,8 @@ def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
     replays: dict[int, str] = {}
     for law, dtype, mode in plan(recipe, dtypes, paths, laws):
         began = time.perf_counter()
-        record = recipe.adapter.run_law(recipe, law, dtype, mode, max_examples=examples,
-                                        seed=seed,
-                                        paths=paths if LAWS[law].needs_paths else ())
+        record = run_law(recipe, law, dtype, mode, max_examples=examples, seed=seed,
+                         paths=paths if LAWS[law].needs_paths else ())
         record = settled(record, records)
         seconds.append(time.perf_counter() - began)
         failure = record.failure
@@ -313,9 +315,9 @@ def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
         records.append(record)
         say(_progress(record, seconds[-1], recipe))
     checked = list(dict.fromkeys(r.dtype for r in records))
-    built = recipe.adapter.validate(recipe, checked[0], seed) if checked else None
+    built = validate_block(recipe, checked[0], seed) if checked else None
     library, version = library_of(recipe, built)
-    probes = recipe.adapter.probes(recipe, checked, seed)
+    probes = probed(recipe, checked, seed)
     return BlockRun(recipe, chosen.source, library, version, records, seconds, saved,
                     probes, replays)
 
@@ -367,6 +369,7 @@ def _write(doc: dict[str, Any], out: dict[str, Path], with_plots: bool) -> list[
 
 def _check(args: argparse.Namespace) -> int:
     from resverify.blocks.catalog import skipped
+    from resverify.blocks.check import validate_block
     from resverify.cli.runner import signal_name
     from resverify.cli.stop_signals import StopSignals
     from resverify.reports import blocks as report
@@ -379,7 +382,7 @@ def _check(args: argparse.Namespace) -> int:
     for recipe in recipes:  # a recipe's mistake is one line before anything runs
         first = next(iter(d for d in recipe.dtypes if not dtypes or d in dtypes),
                      recipe.dtypes[0])
-        recipe.adapter.validate(recipe, first, seed)
+        validate_block(recipe, first, seed)
     runs: list[BlockRun] = []
     interrupted = None
     with StopSignals() as signals:

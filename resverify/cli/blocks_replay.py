@@ -57,7 +57,8 @@ def _recipe(name: str, block: str | None) -> Recipe:
 
 
 def run(args: argparse.Namespace) -> int:
-    from resverify.blocks.replay import example_text, parse_example, replay_example
+    from resverify.blocks.check import replay_example
+    from resverify.blocks.replay import example_text, parse_example
 
     draw = parse_example(args.example)
     recipe = _recipe(args.name, args.block)

@@ -103,7 +103,7 @@ def test_detached_skip_is_named_in_the_gradient_message() -> None:
 def test_a_jax_failure_replays_on_its_example_and_only_a_merge_keeps_a_vector() -> None:
     """The shrunk example a JAX failure keeps judges the law again (the same message); the
     dropped skip's zero branch is no merge (no vector), its decomposition is."""
-    from resverify.blocks.replay import replay_example
+    from resverify.blocks.check import replay_example
 
     cls, base, dtype, laws = BUGS["dropped skip"]
     recipe = _buggy("dropped skip", cls, base)
@@ -176,10 +176,11 @@ def test_check_block_judges_a_haiku_block_through_its_adapter() -> None:
     blocks' entry) judges it too, the laws its adapter says apply (before: ``check_block`` on
     a JAX recipe built no block, ``no_torch`` raised)."""
     from resverify.blocks import check_block
+    from resverify.blocks.adapters import adapter_of
     from resverify.blocks.haiku_adapter import HAIKU
 
     recipe = catalog.recipe("haiku.BlockV2")
-    assert recipe.adapter is HAIKU, recipe.adapter
+    assert adapter_of(recipe) is HAIKU, (recipe.adapter, adapter_of(recipe))
     records = check_block(recipe, ["float32"], ["stream_dtype", "decomposition"],
                           max_examples=2)
     assert [(r.law, r.verdict) for r in records] == [("stream_dtype", "pass"),

@@ -6,8 +6,8 @@ cost its own entries only, reported as a skip reason, never the catalog. A sourc
 module ``resverify.blocks.catalog.<name>`` defining ``RECIPES``, a tuple of
 :class:`~resverify.blocks.recipe.Recipe`; it is imported only when the catalog is first
 read. To add a library, write its module and add its name to :data:`_SOURCES`. The
-``haiku`` source's recipes are :class:`~resverify.blocks.jax_laws.JaxRecipe` s (JAX blocks,
-checked by :func:`~resverify.blocks.jax_laws.check_jax_block`).
+``haiku`` source's recipes are :class:`~resverify.blocks.haiku_adapter.JaxRecipe` s (JAX
+blocks, checked by :func:`~resverify.blocks.check.check_block` through the Haiku adapter).
 """
 
 from __future__ import annotations

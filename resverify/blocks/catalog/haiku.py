@@ -5,7 +5,7 @@ second TensorFlow; ``haiku.nets.ResNet.BlockV1`` (post-activation, ``relu(shortc
 F(x))``, the shortcut a 1x1 conv and a BatchNorm when projecting) and ``BlockV2``
 (pre-activation, ``shortcut(x) + F(x)``, where the projecting shortcut reads the branch's
 ``relu(batchnorm_0(x))``) are library blocks, installed with the ``blocks-jax`` extra. The
-recipes are checked by :mod:`resverify.blocks.jax_laws`.
+recipes are checked through :mod:`resverify.blocks.haiku_adapter`.
 
 The zeroing parameters: BlockV1's branch ends in ``batchnorm_1``, whose scale *and* offset
 must be 0 for F to be 0; BlockV2's ends in the conv ``conv_1`` (no BatchNorm after it), whose
@@ -19,7 +19,7 @@ import importlib.metadata
 import importlib.util
 from typing import Any
 
-from resverify.blocks.jax_laws import BLOCK, JaxRecipe, import_haiku, no_torch
+from resverify.blocks.haiku_adapter import BLOCK, JaxRecipe, import_haiku, no_torch
 from resverify.blocks.recipe import Site
 
 if importlib.util.find_spec("haiku") is None:
@@ -89,7 +89,7 @@ def _recipe(name: str, version: int, projection: bool) -> JaxRecipe:
         dtypes=("float64", "float32", "bfloat16", "float16"),
         block=lambda: make(projection),
         parts=v1_parts if version == 1 else v2_parts,
-        notes=f"dm-haiku {VERSION}, JAX, NHWC; checked by resverify.blocks.jax_laws")
+        notes=f"dm-haiku {VERSION}, JAX, NHWC; checked through resverify.blocks.haiku_adapter")
 
 
 RECIPES = (
