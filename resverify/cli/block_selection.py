@@ -12,23 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from resverify.blocks.recipe import Recipe
 
-__all__ = ["CATALOG", "Selected", "select", "source_of", "user_recipes"]
-
-CATALOG = "resverify.blocks.catalog."
-
-
-def source_of(recipe: Recipe) -> str:
-    """Where a recipe comes from: a catalog recipe's source (``hf``, read off its factory's
-    module, or a JAX recipe's block's); another's module, where its factory (a
-    ``functools.partial`` unwrapped) was written. ``resverify blocks check`` says the
-    ``module:RECIPE`` it was named by instead."""
-    from resverify.blocks.recipe import maker
-
-    module = getattr(maker(recipe), "__module__", "") or ""
-    if module.startswith(CATALOG):
-        return module.rsplit(".", 1)[-1]
-    return module or "unknown"
-
+__all__ = ["Selected", "select", "user_recipes"]
 
 @dataclass(frozen=True)
 class Selected:
@@ -48,6 +32,7 @@ def select(names: Sequence[str], every: bool) -> list[Selected]:
     catalog lacks. The catalog is imported only when a catalog name or ``every`` asks."""
     import difflib
 
+    from resverify.blocks.library import source_of
     from resverify.spec.errors import UsageError
 
     if every == bool(names):
