@@ -25,8 +25,9 @@ whatever the machine's core count.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import replace
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, given, settings
@@ -53,9 +54,10 @@ from resverify.properties.profiles import PROFILES, active_profile
 from resverify.properties.vectors import backend_for, replay_command, save_vector, vector_dir
 from resverify.spec.errors import NotJudged, UsageError
 
-__all__ = ["Draw", "FailedDraw", "LawRecord", "build", "check_block", "draws", "examples_count",
-           "examples_text", "judge_example", "judged_record", "laws_of", "make_case", "plan",
-           "pytest_check", "replay_example", "run_law", "settled", "validate_block"]
+__all__ = ["Draw", "FailedDraw", "LawRecord", "LawRun", "build", "check_block", "draws",
+           "examples_count", "examples_text", "judge_example", "judged_record", "laws_of",
+           "make_case", "plan", "pytest_check", "replay_example", "run_law", "run_laws",
+           "settled", "validate_block"]
 
 
 def judged_record(names: tuple[str, str, str, str], asked: int, ran: int,
@@ -273,6 +275,48 @@ def check_block(recipe: Recipe, dtypes: Iterable[str] | None = None,
                          shrink=shrink, paths=asked)
         records.append(settled(record, records))
     return records
+
+
+@dataclass(frozen=True)
+class LawRun:
+    """One block's records in order, each one's seconds, and by record index the vector
+    saved for a failure at a merge and the command that replays a failure's example."""
+
+    records: list[LawRecord] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+    saved: dict[int, str] = field(default_factory=dict)
+    replays: dict[int, str] = field(default_factory=dict)
+
+
+def run_laws(recipe: Recipe, steps: Iterable[tuple[str, str, str]], *, examples: int,
+             seed: int, vectors: Path, paths: Iterable[str] = (),
+             named: tuple[str, str | None] | None = None,
+             said: Callable[[LawRecord, float], None] | None = None) -> LawRun:
+    """Each ``(law, dtype, mode)`` of ``steps`` on ``recipe``'s block, as :func:`run_law`
+    judges it and :func:`settled` settles it, ``said`` with its seconds as it comes; a
+    failure at a merge saved as a vector under ``vectors``, a failure's example kept with
+    the command that replays it (naming the recipe as ``named``, ``(selector, block)``,
+    says; else by its name)."""
+    asked = tuple(paths)
+    selector, block = named or (recipe.name, None)
+    run = LawRun()
+    for law, dtype, mode in steps:
+        began = time.perf_counter()
+        record = settled(run_law(recipe, law, dtype, mode, max_examples=examples, seed=seed,
+                                 paths=asked if LAWS[law].needs_paths else ()), run.records)
+        run.seconds.append(time.perf_counter() - began)
+        failure = record.failure
+        if isinstance(failure, BlockFailure) and failure.merged:
+            run.saved[len(run.records)] = str(save_vector(
+                failure.request, vectors, f"{law}[{dtype},{mode}]", recipe.name,
+                record.message, failure.kind))
+        again = command(selector, record, asked, block)
+        if again is not None:
+            run.replays[len(run.records)] = again
+        run.records.append(record)
+        if said is not None:
+            said(record, run.seconds[-1])
+    return run
 
 
 def pytest_check(recipe: Recipe, dtypes: Iterable[str] | None = None,

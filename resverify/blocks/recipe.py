@@ -43,7 +43,7 @@ catalog's tests hold it as a strict xfail; both read this one declaration.
 ``library`` names the distribution the block comes from (``"x-transformers"``), whose
 installed version the report shows; None lets ``resverify blocks check`` read it off the
 factory (a ``functools.partial`` unwrapped) or, where that is the recipe's own module, the
-built block's class (:func:`resverify.cli.blocks.library_of`).
+built block's class (:func:`resverify.blocks.library.library_of`).
 
 One :class:`Site` per residual sum, in the order the block computes them. The stream
 entering site ``i`` is ``s``; the site computes ``z = (β·shortcut(s) + alpha * D(F(s))) / c``

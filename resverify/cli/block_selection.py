@@ -14,22 +14,6 @@ if TYPE_CHECKING:
 
 __all__ = []
 
-CATALOG = "resverify.blocks.catalog."
-
-
-def source_of(recipe: Recipe) -> str:
-    """Where a recipe comes from: a catalog recipe's source (``hf``, read off its factory's
-    module, or a JAX recipe's block's); another's module, where its factory (a
-    ``functools.partial`` unwrapped) was written. ``resverify blocks check`` says the
-    ``module:RECIPE`` it was named by instead."""
-    from resverify.blocks.recipe import maker
-
-    module = getattr(maker(recipe), "__module__", "") or ""
-    if module.startswith(CATALOG):
-        return module.rsplit(".", 1)[-1]
-    return module or "unknown"
-
-
 @dataclass(frozen=True)
 class Selected:
     """A recipe to check and how the command line named it: ``source`` is the catalog's
@@ -48,6 +32,7 @@ def select(names: Sequence[str], every: bool) -> list[Selected]:
     catalog lacks. The catalog is imported only when a catalog name or ``every`` asks."""
     import difflib
 
+    from resverify.blocks.library import source_of
     from resverify.spec.errors import UsageError
 
     if every == bool(names):

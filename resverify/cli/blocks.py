@@ -21,7 +21,7 @@ report goes into ``--report-dir`` (default ``resverify-report/blocks``): the rep
 (:func:`resverify.reports.json_report.blocks_report`): ``report.json``
 (``reports/schema/report.schema.json``), ``report.md``, ``report.html`` (or the paths of
 ``--json``, ``--md``, ``--html``) and the PNGs under ``plots/`` (``--no-plots`` leaves them
-out), each file written atomically (:func:`resverify.reports.blocks.write`). A failing
+out), each file written atomically (:func:`resverify.cli.blocks_output.write`). A failing
 law's merge is saved as a vector under ``vectors/`` there, with its ``resverify replay``
 command.
 
@@ -54,12 +54,11 @@ that cannot be written.
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from resverify.cli.block_selection import CATALOG, Selected, select, source_of
+from resverify.cli.block_selection import Selected, select
 
 if TYPE_CHECKING:
     from resverify.blocks.check import LawRecord
@@ -69,9 +68,6 @@ if TYPE_CHECKING:
 NAME = "blocks"
 HELP = "list the catalog of shipped residual blocks, or check blocks against the residual laws"
 DEFAULT_DIR = Path("resverify-report") / "blocks"
-LIBRARIES = {"torch_nn": "torch", "hf": "transformers", "timm": "timm",
-             "torchvision": "torchvision", "haiku": "dm-haiku"}
-"""Catalog source -> the distribution whose version a block of it reports."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -138,70 +134,10 @@ def _require_torch() -> None:
 
 # -- the catalog ---------------------------------------------------------------------------
 
-def library_of(recipe: Recipe, block: object | None = None) -> tuple[str, str | None]:
-    """The library a block belongs to and its installed version (None if unknown): the
-    recipe's ``library``; a catalog source's (:data:`LIBRARIES`); else the installed
-    distribution of the top-level package of the factory (a ``functools.partial``
-    unwrapped) or, where that is not one (a lambda in the recipe's own module), of the
-    ``block`` built's class; else that package's name, version unknown."""
-    from resverify.blocks.recipe import maker
-
-    if recipe.library:
-        return _distribution(recipe.library)
-    module = getattr(maker(recipe), "__module__", "") or ""
-    if module.startswith(CATALOG):
-        return _distribution(LIBRARIES.get(source_of(recipe), "torch"))
-    modules = [m for m in (module, type(block).__module__ if block is not None else "") if m]
-    for name in modules:
-        found = _installed_from(name)
-        if found is not None:
-            return found
-    return (modules[-1].split(".")[0] if modules else "unknown"), None
-
-
-def _distribution(name: str) -> tuple[str, str | None]:
-    """``(distribution, version)`` of an installed distribution named ``name`` or holding
-    the top-level package ``name``; ``(name, None)`` when none is installed."""
-    from importlib import metadata
-
-    for dist in (name, *metadata.packages_distributions().get(name, ())):
-        try:
-            return dist, metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return name, None
-
-
-def _installed_from(module: str) -> tuple[str, str] | None:
-    """``(distribution, version)`` of the installed distribution whose files hold the
-    imported ``module`` (or whose editable install's folder does); None when none does.
-    A top-level name alone is not enough: distributions ship stray top-level ``examples``
-    or ``docs`` packages, and a user's own ``examples`` is not theirs."""
-    import json
-    import sys
-    from importlib import metadata
-    from urllib.parse import unquote, urlparse
-
-    top = module.split(".")[0]
-    file = getattr(sys.modules.get(module) or sys.modules.get(top), "__file__", None)
-    if file is None:
-        return None
-    path = Path(file).resolve()
-    for name in metadata.packages_distributions().get(top, ()):
-        dist = metadata.distribution(name)
-        if any(f.parts[:1] == (top,) and Path(str(dist.locate_file(f))).resolve() == path
-               for f in dist.files or ()):
-            return name, dist.version
-        url = json.loads(dist.read_text("direct_url.json") or "{}")
-        if url.get("dir_info", {}).get("editable") and \
-                path.is_relative_to(Path(unquote(urlparse(url["url"]).path)).resolve()):
-            return name, dist.version
-    return None
-
-
 def _list() -> int:
     from resverify.blocks.catalog import catalog, skipped
     from resverify.blocks.check import laws_of
+    from resverify.blocks.library import LIBRARIES, library_of
     from resverify.blocks.recipe import describe
 
     for recipe in catalog().values():
@@ -285,91 +221,26 @@ def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
     it comes; a failure's example kept with the command that replays it (naming the recipe
     as ``named`` says, else by its name), and a failure at a merge saved as a vector under
     ``vectors``; then the probes."""
-    from resverify.blocks.check import run_law, settled, validate_block
-    from resverify.blocks.laws import LAWS
-    from resverify.blocks.probes import probes as probed
-    from resverify.blocks.replay import command
-    from resverify.blocks.trace import BlockFailure
-    from resverify.properties.vectors import save_vector
+    from resverify.blocks.check import run_laws, validate_block
+    from resverify.blocks.library import library_of, source_of
+    from resverify.blocks.probes import probes
     from resverify.reports.blocks import BlockRun
 
     chosen = named or Selected(recipe, source_of(recipe), recipe.name)
-    records: list[LawRecord] = []
-    seconds: list[float] = []
-    saved: dict[int, str] = {}
-    replays: dict[int, str] = {}
-    for law, dtype, mode in plan(recipe, dtypes, paths, laws):
-        began = time.perf_counter()
-        record = run_law(recipe, law, dtype, mode, max_examples=examples, seed=seed,
-                         paths=paths if LAWS[law].needs_paths else ())
-        record = settled(record, records)
-        seconds.append(time.perf_counter() - began)
-        failure = record.failure
-        if isinstance(failure, BlockFailure) and failure.merged:
-            saved[len(records)] = str(save_vector(failure.request, vectors,
-                                                  f"{law}[{dtype},{mode}]", recipe.name,
-                                                  record.message, failure.kind))
-        again = command(chosen.selector, record, paths, chosen.block)
-        if again is not None:
-            replays[len(records)] = again
-        records.append(record)
-        say(_progress(record, seconds[-1], recipe))
-    checked = list(dict.fromkeys(r.dtype for r in records))
+    run = run_laws(recipe, plan(recipe, dtypes, paths, laws), examples=examples, seed=seed,
+                   vectors=vectors, paths=paths, named=(chosen.selector, chosen.block),
+                   said=lambda record, seconds: say(_progress(record, seconds, recipe)))
+    checked = list(dict.fromkeys(r.dtype for r in run.records))
     built = validate_block(recipe, checked[0], seed) if checked else None
     library, version = library_of(recipe, built)
-    probes = probed(recipe, checked, seed)
-    return BlockRun(recipe, chosen.source, library, version, records, seconds, saved,
-                    probes, replays)
-
-
-def _writable(path: Path, what: str, folder: bool = False) -> Path:
-    """``path`` (a file, or a ``folder``), once the folder exists and takes a file; a
-    UsageError (one line) when it cannot be written."""
-    import os
-    import tempfile
-
-    from resverify.spec.errors import UsageError
-
-    where = path if folder else path.parent
-    try:
-        if not folder and path.is_dir():
-            raise IsADirectoryError(21, "is a folder")
-        where.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=where, prefix=".probe.")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise UsageError(f"cannot write {what} {str(path)!r}: {exc.strerror or exc}") from None
-    return path
-
-
-def _outputs(args: argparse.Namespace) -> dict[str, Path]:
-    """Where each file goes: ``json``, ``md``, ``html`` and the ``folder`` (the vectors,
-    the plots), every one writable, checked before a law runs."""
-    folder: Path = args.report_dir
-    out = {"folder": _writable(folder, "to report folder", folder=True)}
-    for suffix in ("json", "md", "html"):
-        given = getattr(args, suffix)
-        out[suffix] = _writable(given if given is not None else folder / f"report.{suffix}",
-                                f"the --{suffix} report")
-    return out
-
-
-def _write(doc: dict[str, Any], out: dict[str, Path], with_plots: bool) -> list[Path]:
-    from resverify.reports.writer import PLOTS_DIR, write_files
-    from resverify.spec.errors import UsageError
-
-    try:
-        return write_files(doc, json_path=out["json"], md_path=out["md"], html_path=out["html"],
-                           plots_dir=out["folder"] / PLOTS_DIR if with_plots else None)
-    except OSError as exc:
-        raise UsageError(f"cannot write the report: {exc.strerror or exc} "
-                         f"({exc.filename or out['folder']})") from None
+    return BlockRun(recipe, chosen.source, library, version, run.records, run.seconds,
+                    run.saved, probes(recipe, checked, seed), run.replays)
 
 
 def _check(args: argparse.Namespace) -> int:
     from resverify.blocks.catalog import skipped
     from resverify.blocks.check import validate_block
+    from resverify.cli.blocks_output import outputs, write
     from resverify.cli.runner import signal_name
     from resverify.cli.stop_signals import StopSignals
     from resverify.reports import blocks as report
@@ -378,7 +249,7 @@ def _check(args: argparse.Namespace) -> int:
     chosen = select(args.names, args.all)
     recipes = [c.recipe for c in chosen]
     examples, seed, dtypes, paths = _settings(args)
-    out = _outputs(args)
+    out = outputs(args)
     for recipe in recipes:  # a recipe's mistake is one line before anything runs
         first = next(iter(d for d in recipe.dtypes if not dtypes or d in dtypes),
                      recipe.dtypes[0])
@@ -403,7 +274,7 @@ def _check(args: argparse.Namespace) -> int:
                                      skipped=skipped() if args.all else {},
                                      interrupted=interrupted)
             doc = blocks_report(section, seconds=sum(sum(r.seconds) for r in runs))
-            written = _write(doc, out, not args.no_plots)
+            written = write(doc, out, not args.no_plots)
     counts = section["counts"]
     stopped = f"interrupted ({interrupted}) after " if interrupted else ""
     print(f"{stopped}{report.count(len(runs), 'block')}, {sum(counts.values())} law records: "
