@@ -37,7 +37,7 @@ BATCH, SEQ = 3, 4
 def _forward_backward(recipe: Recipe) -> Callable[[], object]:
     import torch
 
-    from resverify.blocks.check import build
+    from resverify.blocks.torch_adapter import build
     from resverify.blocks.trace import TORCH_DTYPES, Inputs
 
     module = build(recipe, DTYPE, 0).eval()

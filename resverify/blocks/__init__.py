@@ -12,6 +12,12 @@ law's line; :func:`replay_example` judges a law again on a failure's one example
 
     from resverify.blocks import Recipe, Site, check_block
     records = check_block(my_recipe, ["float32"])
+
+Public API: the names above (``Recipe``, ``Site``, ``validate``, ``check_block``,
+``pytest_check``, ``replay_example``, ``Draw``, ``LawRecord``), a :class:`Finding` for a
+recipe's documented failures (:mod:`resverify.blocks.recipe`), the catalog's ``catalog()``
+and ``recipe(name)``, and the two adapters a recipe names (``"torch"``, ``"haiku"``, a
+Haiku block described by :class:`~resverify.blocks.haiku_adapter.JaxRecipe`).
 """
 
 from __future__ import annotations

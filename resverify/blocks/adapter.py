@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from resverify.blocks.records import Draw
     from resverify.blocks.trace import Case, Observed
 
-__all__ = ["BlockAdapter", "BlockVjp"]
+__all__ = []
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from resverify.blocks.recipe import Recipe
     from resverify.blocks.trace import Case
 
-__all__ = ["ADAPTERS", "adapter_of", "ask"]
+__all__ = []
 
 ADAPTERS: Mapping[str, BlockAdapter] = {a.library: a for a in (TORCH, HAIKU)}
 """Every block adapter by the library it answers for."""

@@ -47,17 +47,14 @@ from resverify.blocks.records import (
     examples_text,
 )
 from resverify.blocks.replay import command, python_call, recipe_ref
-from resverify.blocks.torch_adapter import build, make_case
 from resverify.blocks.trace import BlockFailure, Case, Unjudged
 from resverify.properties.assertions import PropertyFailure
 from resverify.properties.profiles import PROFILES, active_profile
 from resverify.properties.vectors import backend_for, replay_command, save_vector, vector_dir
 from resverify.spec.errors import NotJudged, UsageError
 
-__all__ = ["Draw", "FailedDraw", "LawRecord", "LawRun", "build", "check_block", "draws",
-           "examples_count", "examples_text", "judge_example", "judged_record", "laws_of",
-           "make_case", "plan", "pytest_check", "replay_example", "run_law", "run_laws",
-           "settled", "validate_block"]
+__all__ = ["LawRecord", "check_block", "examples_count", "examples_text", "laws_of",
+           "pytest_check", "replay_example", "run_laws", "validate_block"]
 
 
 def judged_record(names: tuple[str, str, str, str], asked: int, ran: int,

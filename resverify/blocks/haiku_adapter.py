@@ -45,8 +45,7 @@ from resverify.blocks.trace import TORCH_DTYPES, Case, Inputs, Observed, Unjudge
 from resverify.properties.assertions import PropertyFailure
 from resverify.spec.errors import UsageError
 
-__all__ = ["BLOCK", "HAIKU", "UNJUDGED", "HaikuAdapter", "HaikuBlock", "JaxRecipe",
-           "import_haiku", "make_case", "no_torch", "precision", "transforms", "validate_jax"]
+__all__ = []
 
 NOISE = 0.05
 BLOCK = "block"

@@ -13,19 +13,13 @@ from collections.abc import Iterable, Iterator
 
 from resverify.blocks.check import check_block, judge_example, run_law
 from resverify.blocks.haiku_adapter import (
-    BLOCK,
     UNJUDGED,
     JaxRecipe,
-    import_haiku,
-    make_case,
-    no_torch,
-    validate_jax,
 )
 from resverify.blocks.laws import LAWS
 from resverify.blocks.records import LawRecord
 
-__all__ = ["BLOCK", "JUDGED", "UNJUDGED", "JaxRecipe", "check_jax_block", "import_haiku",
-           "judge_jax_example", "make_case", "no_torch", "plan", "run_jax_law", "validate_jax"]
+__all__ = []
 
 JUDGED = tuple(name for name in LAWS if name not in UNJUDGED)
 """The laws judged on a JAX block, in table order (:data:`~.laws.LAWS`), each in the modes

@@ -23,7 +23,7 @@ from resverify.blocks.laws_zero import zero_branch
 from resverify.blocks.recipe import Recipe
 from resverify.blocks.trace import Case
 
-__all__ = ["LAWS", "Law", "applicable"]
+__all__ = ["LAWS"]
 
 
 @dataclass(frozen=True)

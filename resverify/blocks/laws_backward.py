@@ -28,7 +28,7 @@ from resverify.blocks.laws_forward import decomposition, sum_budget
 from resverify.blocks.trace import Case, Unjudged, first_difference
 from resverify.properties.assertions import PropertyFailure
 
-__all__ = ["gradient_skip"]
+__all__ = []
 
 
 def _params_finite(case: Case, grads: Sequence[tuple[str, torch.Tensor | None]]) -> None:

@@ -48,8 +48,7 @@ from resverify.blocks.trace import (
     site_exit,
 )
 
-__all__ = ["APART", "CALLS", "FALSE_ALARM", "MIDDLE", "ROWS", "binomial_pmf", "binomial_tail",
-           "drop_path"]
+__all__ = []
 
 FALSE_ALARM = Fraction(1, 10**9)
 MIDDLE = 0.25

@@ -33,8 +33,7 @@ from resverify.blocks.trace import (
     first_difference,
 )
 
-__all__ = ["decomposition", "formula", "inexact", "loose", "merge_budget", "observed",
-           "site_budget", "sum_budget"]
+__all__ = []
 
 _NAMES = {t: name for name, t in TORCH_DTYPES.items()}
 

@@ -31,7 +31,7 @@ from resverify.blocks.trace import (
 )
 from resverify.spec.errors import UsageError
 
-__all__ = ["GATE_ONE", "affine_in_gamma", "gamma_along"]
+__all__ = []
 
 GATE_ONE = 20.0
 """Where ``tanh`` rounds to 1 in every dtype (``1 - tanh(20) < 2**-57``): a tanh gate set

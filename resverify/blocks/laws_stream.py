@@ -19,7 +19,7 @@ import torch
 from resverify.blocks.adapters import ask
 from resverify.blocks.trace import Case, Observed, first_difference, no_drop
 
-__all__ = ["no_aliasing", "stream_dtype"]
+__all__ = []
 
 
 def no_aliasing(case: Case) -> dict[str, float]:

@@ -33,7 +33,7 @@ from resverify.blocks.trace import (
     first_difference,
 )
 
-__all__ = ["backward_budget", "zero_branch"]
+__all__ = []
 
 _NAMES = {t: name for name, t in TORCH_DTYPES.items()}
 

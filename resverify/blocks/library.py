@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from resverify.blocks.recipe import Recipe
 
-__all__ = ["CATALOG", "LIBRARIES", "library_of", "source_of"]
+__all__ = ["LIBRARIES", "library_of", "source_of"]
 
 CATALOG = "resverify.blocks.catalog."
 LIBRARIES = {"torch_nn": "torch", "hf": "transformers", "timm": "timm",

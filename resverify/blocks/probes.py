@@ -14,7 +14,7 @@ from resverify.blocks.recipe import Recipe
 from resverify.blocks.records import Draw
 from resverify.blocks.torch_adapter import make_case
 
-__all__ = ["GAMMAS", "probes"]
+__all__ = ["probes"]
 
 GAMMAS = (1e-6, 1e-4, 1e-2, 1.0)
 """The LayerScale values of the swamped-fraction probe."""

@@ -113,22 +113,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-__all__ = [
-    "ACTIVATIONS",
-    "DTYPES",
-    "GATES",
-    "MODES",
-    "NORMS",
-    "READS",
-    "Branch",
-    "Finding",
-    "Recipe",
-    "Site",
-    "apply_branch",
-    "describe",
-    "maker",
-    "validate",
-]
+__all__ = ["DTYPES", "Recipe", "Site", "describe", "validate"]
 
 DTYPES = ("float64", "float32", "bfloat16", "float16")
 """The dtypes a block may claim, widest first."""

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from resverify.properties.assertions import PropertyFailure
 
-__all__ = ["Draw", "FailedDraw", "LawRecord", "draws", "examples_count", "examples_text"]
+__all__ = ["Draw", "LawRecord"]
 
 WEIGHT_EXPONENTS = (-12, -4, 0, 1)
 INPUT_EXPONENTS = (-2, 0, 3)

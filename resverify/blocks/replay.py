@@ -27,7 +27,7 @@ from resverify.blocks.recipe import Recipe, maker
 from resverify.blocks.records import Draw, LawRecord
 from resverify.spec.errors import UsageError
 
-__all__ = ["FIELDS", "command", "example_text", "parse_example", "python_call", "recipe_ref"]
+__all__ = ["example_text", "parse_example"]
 
 FIELDS = tuple(f.name for f in fields(Draw))
 """The example's fields, in the order ``--example`` writes them."""

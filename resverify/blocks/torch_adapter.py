@@ -40,7 +40,7 @@ from resverify.blocks.trace import (
 )
 from resverify.spec.errors import ResverifyError
 
-__all__ = ["NOISE", "TORCH", "TorchAdapter", "build", "make_case"]
+__all__ = []
 
 NOISE = 0.05
 

@@ -37,28 +37,7 @@ from resverify.spec.errors import ResverifyError
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.request import Request
 
-__all__ = [
-    "TORCH_DTYPES",
-    "UNIT_ROUNDOFF",
-    "BlockFailure",
-    "Case",
-    "Inputs",
-    "Observed",
-    "Unjudged",
-    "Unobserved",
-    "drop_prob",
-    "first_difference",
-    "merge_program",
-    "no_drop",
-    "observe",
-    "shortcut",
-    "site_exit",
-    "site_post",
-    "site_sum",
-    "skip_scale",
-    "with_parameter",
-    "zeroed",
-]
+__all__ = []
 
 TORCH_DTYPES: Mapping[str, torch.dtype] = {
     "float64": torch.float64, "float32": torch.float32,

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-__all__ = ["outputs", "write"]
+__all__ = []
 
 
 def _writable(path: Path, what: str, folder: bool = False) -> Path:

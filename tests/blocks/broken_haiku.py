@@ -14,7 +14,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from resverify.blocks.jax_laws import import_haiku
+from resverify.blocks.haiku_adapter import import_haiku
 
 import_haiku()  # haiku's flax stand-in out of sys.modules, as the catalog does
 

@@ -11,9 +11,10 @@ import pytest
 import torch
 from torch import nn
 
-from resverify.blocks.check import Draw, build, make_case, run_law
+from resverify.blocks.check import Draw, run_law
 from resverify.blocks.laws import LAWS, applicable
 from resverify.blocks.recipe import Recipe, validate
+from resverify.blocks.torch_adapter import build, make_case
 
 DRAW = Draw(batch=2, seq=4, seed=7, weight_exp=0, input_exp=0)
 """One fixed example: the perturbed block, batch 2, length 4, unit scales."""

@@ -20,13 +20,12 @@ pytest.importorskip("haiku", reason="dm-haiku is not installed (make blocks)")
 
 from resverify.blocks import catalog
 from resverify.blocks.catalog.haiku import BN, CHANNELS, RECIPES
+from resverify.blocks.haiku_adapter import BLOCK, no_torch
 from resverify.blocks.jax_laws import (
-    BLOCK,
     JUDGED,
     UNJUDGED,
     JaxRecipe,
     check_jax_block,
-    no_torch,
     plan,
     run_jax_law,
 )

@@ -18,8 +18,9 @@ import pytest
 import torch
 from torch import nn
 
-from resverify.blocks.check import Draw, build, make_case, run_law
+from resverify.blocks.check import Draw, run_law
 from resverify.blocks.recipe import Recipe, validate
+from resverify.blocks.torch_adapter import build, make_case
 
 # the skip reason is the ImportError the catalog module raises, naming the library
 hf = pytest.importorskip("resverify.blocks.catalog.hf", exc_type=ImportError)

@@ -12,8 +12,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from resverify.blocks.check import Draw, build, make_case, run_law
+from resverify.blocks.check import Draw, run_law
 from resverify.blocks.recipe import Recipe, Site, validate
+from resverify.blocks.torch_adapter import build, make_case
 from resverify.spec.errors import UsageError
 
 # the skip reason is the ImportError the catalog module raises, naming the library

@@ -18,7 +18,8 @@ import dataclasses
 import pytest
 import torch
 
-from resverify.blocks.check import build, run_law
+from resverify.blocks.check import run_law
+from resverify.blocks.torch_adapter import build
 from tests.blocks.catalog_checks import DRAW, catalog_tests, max_diff, zeroed
 
 # the skip reason is the ImportError the catalog module raises, naming the library

@@ -15,9 +15,10 @@ import pytest
 import torch
 from torch import nn
 
-from resverify.blocks.check import Draw, build, make_case, run_law
+from resverify.blocks.check import Draw, run_law
 from resverify.blocks.laws_zero import zero_branch
 from resverify.blocks.recipe import Recipe, validate
+from resverify.blocks.torch_adapter import build, make_case
 from resverify.properties.assertions import PropertyFailure
 
 # the skip reason is the ImportError the catalog module raises, naming the library

@@ -11,9 +11,10 @@ from torch import nn
 
 from resverify.blocks.catalog import catalog
 from resverify.blocks.catalog.torch_nn import encoder
-from resverify.blocks.check import Draw, make_case
+from resverify.blocks.check import Draw
 from resverify.blocks.jax_laws import JaxRecipe
 from resverify.blocks.laws_backward import gradient_skip
+from resverify.blocks.torch_adapter import make_case
 from resverify.blocks.trace import Unjudged
 from resverify.properties.assertions import PropertyFailure
 from tests.blocks.broken_blocks import BUGS

@@ -17,7 +17,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resverify.blocks.check import Draw, make_case
+from resverify.blocks.check import Draw
 from resverify.blocks.laws_drop import (
     CALLS,
     FALSE_ALARM,
@@ -26,6 +26,7 @@ from resverify.blocks.laws_drop import (
     binomial_tail,
     drop_path,
 )
+from resverify.blocks.torch_adapter import make_case
 from resverify.blocks.trace import Unjudged
 from resverify.properties.assertions import PropertyFailure
 from tests.blocks.broken_blocks import CORRECT, DROP, DropPath, ScaledEncoderLayer, scaled_recipe

@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from resverify.blocks.catalog.torch_nn import encoder
-from resverify.blocks.check import Draw, build, make_case
+from resverify.blocks.check import Draw
 from resverify.blocks.laws_forward import decomposition, merge_budget
 from resverify.blocks.laws_gamma import affine_in_gamma
+from resverify.blocks.torch_adapter import build, make_case
 from resverify.blocks.trace import TORCH_DTYPES, UNIT_ROUNDOFF, Unjudged
 from resverify.properties.assertions import PropertyFailure
 from tests.blocks.broken_blocks import CORRECT, LayerScale, ScaledEncoderLayer, scaled_recipe

@@ -15,9 +15,10 @@ from torch import nn
 
 from resverify.blocks import check_block, pytest_check
 from resverify.blocks.catalog.torch_nn import D_MODEL, FF, HEADS, RECIPES, encoder
-from resverify.blocks.check import Draw, make_case, run_law
+from resverify.blocks.check import Draw, run_law
 from resverify.blocks.laws import applicable
 from resverify.blocks.laws_paths import fused_calls
+from resverify.blocks.torch_adapter import make_case
 from resverify.properties.assertions import PropertyFailure
 from resverify.spec.errors import UsageError
 from tests.blocks.broken_blocks import BUGS, CORRECT

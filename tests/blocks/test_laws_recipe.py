@@ -12,8 +12,8 @@ from torch import nn
 from resverify.blocks import Recipe, Site, validate
 from resverify.blocks.catalog import catalog, recipe
 from resverify.blocks.catalog.torch_nn import encoder
-from resverify.blocks.check import build
 from resverify.blocks.recipe import describe
+from resverify.blocks.torch_adapter import build
 from resverify.spec.errors import UsageError
 
 
@@ -122,7 +122,8 @@ def test_catalog_names_the_known_recipes_for_an_unknown_one() -> None:
 def test_catalog_recipe_validates_against_its_module(name: str) -> None:
     """A torch recipe against the module its factory builds; a JAX recipe (no torch module)
     against the Haiku block's parameter tree."""
-    from resverify.blocks.jax_laws import JaxRecipe, validate_jax
+    from resverify.blocks.haiku_adapter import validate_jax
+    from resverify.blocks.jax_laws import JaxRecipe
 
     r = catalog()[name]
     for dtype in r.dtypes:

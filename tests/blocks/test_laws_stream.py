@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from resverify.blocks.catalog.torch_nn import decoder, encoder
-from resverify.blocks.check import Draw, make_case
+from resverify.blocks.check import Draw
 from resverify.blocks.laws_stream import no_aliasing, stream_dtype
+from resverify.blocks.torch_adapter import make_case
 from resverify.properties.assertions import PropertyFailure
 
 TINY_BRANCH = Draw(batch=3, seq=4, seed=5, weight_exp=-12, input_exp=0)

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from resverify.blocks.catalog.torch_nn import encoder
-from resverify.blocks.check import Draw, make_case
+from resverify.blocks.check import Draw
 from resverify.blocks.laws_forward import decomposition
+from resverify.blocks.torch_adapter import make_case
 from resverify.blocks.trace import first_difference, observe, with_parameter
 from resverify.properties.assertions import PropertyFailure
 from resverify.spec.exact import evaluate

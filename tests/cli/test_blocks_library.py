@@ -25,9 +25,9 @@ from torch import nn
 
 from examples import custom_block
 from resverify.blocks.catalog.torch_nn import encoder
-from resverify.blocks.check import build
 from resverify.blocks.library import library_of, source_of
 from resverify.blocks.recipe import Recipe, Site
+from resverify.blocks.torch_adapter import build
 from tests.cli.test_blocks_command import check, use_catalog
 
 SITE = Site("ff", ("linear2",), ("linear2.weight",), norm="none")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["built_in"]
+__all__ = []
 
 T = TypeVar("T")
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-__all__ = ["CHANNELS", "LIBRARY", "RECIPES", "SCALE", "TEMB", "VERSION"]
+__all__ = []
 
 LIBRARY = "diffusers"
 CHANNELS, TEMB = 8, 8

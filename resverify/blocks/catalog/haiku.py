@@ -30,7 +30,7 @@ import jax
 
 hk = import_haiku()
 
-__all__ = ["RECIPES", "VERSION"]
+__all__ = []
 
 VERSION = importlib.metadata.version("dm-haiku")
 """The installed dm-haiku version."""

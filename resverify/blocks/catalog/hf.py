@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-__all__ = ["HIDDEN", "LIBRARY", "RECIPES", "VERSION", "causal_mask"]
+__all__ = []
 
 LIBRARY = "transformers"
 HIDDEN = 16

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-__all__ = ["LIBRARY", "RECIPES", "VERSION", "WIDTH"]
+__all__ = []
 
 LIBRARY = "litgpt"
 WIDTH = 16

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-__all__ = ["DIM", "DROP_PATH", "LAYER_SCALE", "RECIPES", "VERSION", "import_problem"]
+__all__ = []
 
 DIM = 16
 """The ViT block's width; ConvNeXt's maps have ``DIM // 2`` channels."""

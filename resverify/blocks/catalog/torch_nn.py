@@ -19,7 +19,7 @@ from torch import nn
 
 from resverify.blocks.recipe import Recipe, Site
 
-__all__ = ["D_MODEL", "FF", "HEADS", "RECIPES", "activation", "decoder", "encoder"]
+__all__ = []
 
 D_MODEL, HEADS, FF = 16, 2, 32
 _Ctx = Mapping[str, torch.Tensor]

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-__all__ = ["DIM", "LIBRARY", "RECIPES", "VERSION", "import_problem"]
+__all__ = []
 
 LIBRARY = "torchtune"
 DIM, HEAD_DIM, HIDDEN = 16, 8, 32

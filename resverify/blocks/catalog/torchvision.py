@@ -38,7 +38,7 @@ from resverify.blocks.recipe import Recipe, Site
 if TYPE_CHECKING:
     from torch import nn
 
-__all__ = ["RECIPES", "VERSION", "import_problem"]
+__all__ = []
 
 SPATIAL = 4
 

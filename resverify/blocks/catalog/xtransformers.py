@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-__all__ = ["DIM", "LAYER_SCALE", "LIBRARY", "RECIPES", "VERSION", "built_in", "encoder_class"]
+__all__ = []
 
 LIBRARY = "x-transformers"
 DIM = 16
