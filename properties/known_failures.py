@@ -87,12 +87,17 @@ def find_file(option: Path | None, cwd: Path | None = None) -> Path | None:
     return default if default.is_file() else None
 
 
-def _read(path: Path) -> Any:
+def _text(path: Path, what: str) -> str:
+    """``path``'s text; a UsageError ``what: reason`` where it cannot be read."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
-        raise UsageError(f"cannot read known failures {str(path)!r}: {reason}") from None
+        raise UsageError(f"{what}: {reason}") from None
+
+
+def _read(path: Path) -> Any:
+    text = _text(path, f"cannot read known failures {str(path)!r}")
     try:
         return json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except (ValueError, tomllib.TOMLDecodeError) as exc:
@@ -133,11 +138,7 @@ def _vector(path: Path, number: int, raw: Mapping[str, Any],
             base: Path) -> tuple[Path, Request | Group]:
     where = f"known failures {str(path)!r}: entry {number}"
     vector = base / str(raw["vector"])
-    try:
-        text = vector.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise UsageError(f"{where}: cannot read vector {str(vector)!r}: {reason}") from None
+    text = _text(vector, f"{where}: cannot read vector {str(vector)!r}")
     try:
         doc = parse_json(text)
         if isinstance(doc, dict) and doc.get("kind") == "group":

@@ -25,17 +25,14 @@ import torch
 from resverify.blocks.adapters import ask
 from resverify.blocks.recipe import Site
 from resverify.blocks.trace import (
-    TORCH_DTYPES,
-    UNIT_ROUNDOFF,
     Case,
     Observed,
     Unobserved,
     first_difference,
+    unit_roundoff,
 )
 
 __all__ = []
-
-_NAMES = {t: name for name, t in TORCH_DTYPES.items()}
 
 
 def inexact(scale: torch.Tensor | float) -> bool:
@@ -60,7 +57,7 @@ def sum_budget(dtype: torch.dtype, terms: Sequence[tuple[torch.Tensor, bool]],
     inflated by ``(1 + 2 (r + 1) u)`` for the second order (r roundings) and one smallest
     subnormal per rounding for underflow. For k = 2 with the second term a product this is
     :func:`merge_budget`'s ``2 u (|s| + 2 |alpha F|)``."""
-    u = UNIT_ROUNDOFF[_NAMES[dtype]]
+    u = unit_roundoff(dtype)
     tiny = torch.finfo(torch.float64).tiny if dtype == torch.float64 else \
         float(torch.finfo(dtype).smallest_normal) * u * 2
     mags = [t.detach().to(torch.float64).abs() for t, _ in terms]

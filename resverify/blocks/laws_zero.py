@@ -26,16 +26,13 @@ import torch
 from resverify.blocks.adapters import ask
 from resverify.blocks.laws_forward import inexact, loose, site_budget
 from resverify.blocks.trace import (
-    TORCH_DTYPES,
-    UNIT_ROUNDOFF,
     Case,
     Observed,
     first_difference,
+    unit_roundoff,
 )
 
 __all__ = []
-
-_NAMES = {t: name for name, t in TORCH_DTYPES.items()}
 
 
 def backward_budget(dtype: torch.dtype, e_bar: torch.Tensor, roundings: int
@@ -45,7 +42,7 @@ def backward_budget(dtype: torch.dtype, e_bar: torch.Tensor, roundings: int
     :func:`~.laws_forward.sum_budget`."""
     if not roundings:
         return None
-    u = UNIT_ROUNDOFF[_NAMES[dtype]]
+    u = unit_roundoff(dtype)
     mag = e_bar.detach().to(torch.float64).abs()
     return 2 * roundings * u * (1 + 2 * (roundings + 1) * u) * mag + \
         (roundings + 1) * float(torch.finfo(dtype).smallest_normal) * 2 * u

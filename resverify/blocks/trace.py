@@ -47,6 +47,11 @@ UNIT_ROUNDOFF: Mapping[str, float] = {
 """Half an ulp of 1: the largest relative error of one rounding to nearest."""
 
 
+def unit_roundoff(dtype: torch.dtype) -> float:
+    """:data:`UNIT_ROUNDOFF` of a torch dtype."""
+    return UNIT_ROUNDOFF[next(n for n, t in TORCH_DTYPES.items() if t == dtype)]
+
+
 class Unjudged(ResverifyError):
     """A law cannot judge this example: its precondition does not hold (the reason). Never
     leaves resverify.blocks: the law's driver counts the example as not judged."""
