@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import nn
 
-from resverify.blocks.recipe import Recipe, Site
+from resverify.blocks.recipe import Branch, Recipe, Site
 from tests.blocks.broken_blocks import GAMMA_INIT, Bug
 
 __all__ = ["FORMS", "FORM_BUGS"]
@@ -130,10 +131,13 @@ def _feed(m: nn.Module, s: torch.Tensor, ctx: _Ctx) -> torch.Tensor:
     return m.feed(s)
 
 
-def parallel_recipe(name: str, cls: type[ParallelBlock]) -> Recipe:
-    site = Site("attention+mlp", _attend, ("attn.out_proj.weight", "attn.out_proj.bias",
-                                            "mlp.fc2.weight", "mlp.fc2.bias"),
-                norms=("norm_1",), parallel=(_feed,), exact=False)
+def parallel_recipe(name: str, cls: type[ParallelBlock], branch: Branch = _attend,
+                    **fields: Any) -> Recipe:
+    """One site, ``branch`` (the attention) beside ``_feed``, summed in any order; ``fields``
+    add to the site (a LayerScale on the attention)."""
+    site = Site("attention+mlp", branch, ("attn.out_proj.weight", "attn.out_proj.bias",
+                                          "mlp.fc2.weight", "mlp.fc2.bias"),
+                norms=("norm_1",), parallel=(_feed,), exact=False, **fields)
     return Recipe(name, cls, (site,), shape=("batch", "seq", DIM))
 
 
@@ -340,11 +344,7 @@ def _scaled_attend(m: nn.Module, s: torch.Tensor, ctx: _Ctx) -> torch.Tensor:
 
 
 def parallel_scaled_recipe(name: str, cls: type[ParallelScaledBlock]) -> Recipe:
-    site = Site("attention+mlp", _scaled_attend, ("attn.out_proj.weight", "attn.out_proj.bias",
-                                                   "mlp.fc2.weight", "mlp.fc2.bias"),
-                norms=("norm_1",), parallel=(_feed,), scale="gamma", scale_init=GAMMA_INIT,
-                exact=False)
-    return Recipe(name, cls, (site,), shape=("batch", "seq", DIM))
+    return parallel_recipe(name, cls, _scaled_attend, scale="gamma", scale_init=GAMMA_INIT)
 
 
 # ------------------------------------------------------------------------------------------
