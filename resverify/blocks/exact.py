@@ -28,13 +28,14 @@ import torch
 from torch import nn
 
 from resverify.blocks.lower import Lowered, lower
+from resverify.blocks.recipe import Recipe
 from resverify.blocks.trace import TORCH_DTYPES
 from resverify.spec.budget import Budget, Miss
 from resverify.spec.enclosure import verify
 from resverify.spec.ir import Program
 from resverify.spec.request import Request
 
-__all__ = ["judge_module"]
+__all__ = ["judge_module", "judge_recipe"]
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,35 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     seconds = {"trace": traced - started, "module": ran - traced, "judge": judged - ran}
     return Judgement(dtype, lowered.program, tuple(verdict.misses), ratios.size,
                      Tightness.of(ratios), verdict.decided_exactly, seconds)
+
+
+SIZES = {"batch": 2, "seq": 4}
+"""The sizes a recipe's ``"batch"`` and ``"seq"`` take when its block is judged."""
+
+
+class _Called(nn.Module):
+    """A recipe's block called as the recipe calls it, its context inputs positional."""
+
+    def __init__(self, recipe: Recipe, block: nn.Module) -> None:
+        super().__init__()
+        self.block = block
+        self.recipe = recipe
+
+    def forward(self, x: torch.Tensor, *context: torch.Tensor) -> torch.Tensor:
+        return self.recipe.run(self.block, x, dict(zip(self.recipe.context, context,
+                                                       strict=True)))
+
+
+def judge_recipe(recipe: Recipe, dtype: str, seed: int = 0) -> Judgement:
+    """:func:`judge_module` on a recipe's block, built in ``dtype`` under ``seed`` and put in
+    eval mode, called as the recipe calls it (its parameters named ``block.<name>``), at
+    batch 2 and sequence 4."""
+    torch.manual_seed(seed)
+    block = recipe.factory(TORCH_DTYPES[dtype]).eval()
+    shapes = [recipe.shape, *recipe.context.values()]
+    examples = [torch.zeros([d if isinstance(d, int) else SIZES[d] for d in dims])
+                for dims in shapes]
+    return judge_module(_Called(recipe, block), examples, dtype, seed)
 
 
 def _leaves(model: nn.Module, args: Sequence[torch.Tensor], lowered: Lowered

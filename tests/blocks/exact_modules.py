@@ -17,6 +17,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from resverify.blocks import Recipe, Site
+
 Activation = Callable[[torch.Tensor], torch.Tensor]
 
 GELU_K = math.sqrt(2 / math.pi)
@@ -83,3 +85,24 @@ def gelu_tanh_with_constant(k: float) -> Activation:
 
     apply: Activation = Gelu.apply
     return apply
+
+
+def branch(module: nn.Module, s: torch.Tensor, context: object) -> torch.Tensor:
+    """The residual MLP's branch alone (before its ½), for a recipe's site."""
+    assert isinstance(module, ResidualMLP)
+    return torch.matmul(module.act(torch.matmul(s, module.w1)), module.w2)
+
+
+def mlp_recipe(name: str, act: Activation = torch.tanh, width: int = 16) -> Recipe:
+    """A recipe of :class:`ResidualMLP` (2-D input, one site with α = ½, eval mode)."""
+    return Recipe(name=name, factory=lambda dtype: ResidualMLP(width, act).to(dtype),
+                  sites=(Site("mlp", branch, zero=("w2",), norm="none", alpha=0.5),),
+                  shape=("batch", width), dtypes=("float64", "float32"), modes=("eval",))
+
+
+RECIPES = {
+    "ResidualMLP": mlp_recipe("ResidualMLP"),
+    "ResidualMLP(backward off)": mlp_recipe("ResidualMLP(backward off)",
+                                            tanh_with_backward(1 + 2.0**-10)),
+}
+"""For ``resverify blocks check --exact tests.blocks.exact_modules:RECIPES``."""

@@ -11,13 +11,14 @@ import pytest
 import torch
 from torch import nn
 
-from resverify.blocks import Recipe, Site, check_block
+from resverify.blocks import check_block
 from resverify.blocks.exact import judge_module
 from tests.blocks.exact_modules import (
     GELU_K,
     Activation,
     ResidualMLP,
     gelu_tanh_with_constant,
+    mlp_recipe,
     tanh_with_backward,
 )
 
@@ -70,11 +71,6 @@ def test_a_forward_constant_its_backward_does_not_share_is_caught(dtype: str) ->
     assert not bug.passed, str(bug)
 
 
-def _branch(module: nn.Module, s: torch.Tensor, context: object) -> torch.Tensor:
-    assert isinstance(module, ResidualMLP)
-    return torch.matmul(module.act(torch.matmul(s, module.w1)), module.w2)
-
-
 PLANTED: dict[str, Activation] = {
     "backward": tanh_with_backward(1 + OFF["float32"]),
     "forward constant": gelu_tanh_with_constant(GELU_K * (1 + OFF["float32"])),
@@ -84,10 +80,7 @@ PLANTED: dict[str, Activation] = {
 @pytest.mark.parametrize("bug", sorted(PLANTED))
 def test_the_structural_block_laws_miss_what_the_exact_judgement_catches(bug: str) -> None:
     act = PLANTED[bug]
-    recipe = Recipe(name=f"ResidualMLP({bug} bug)",
-                    factory=lambda dtype: ResidualMLP(WIDTH, act).to(dtype),
-                    sites=(Site("mlp", _branch, zero=("w2",), norm="none", alpha=0.5),),
-                    shape=("batch", WIDTH), dtypes=("float32",), modes=("eval",))
+    recipe = mlp_recipe(f"ResidualMLP({bug} bug)", act)
     records = check_block(recipe, ["float32"], max_examples=10)
     assert records and all(r.verdict == "pass" for r in records), [r.line() for r in records]
     assert not judge_module(ResidualMLP(WIDTH, act), X, "float32").passed
