@@ -81,12 +81,11 @@ def _add(g: Lowering, node: Any) -> str:
 def _sub(g: Lowering, node: Any) -> str:
     _unit_alpha(node)
     a, b = node.args
-    if _scalar(b) is not None:
+    if _scalar(a) is not None or _scalar(b) is not None:
         raise Unmapped("a Python number operand (no IR op adds a constant)")
-    if g.shape(a) != g.shape(b):
-        raise Unmapped("broadcast shapes (only equal shapes are mapped)")
     negated = g.emit("scale", [g.tensor(b)], alpha=Fraction(-1))
-    return g.emit("residual_add", [g.tensor(a), negated])
+    op = "residual_add" if g.shape(a) == g.shape(b) else "add"
+    return g.emit(op, [g.tensor(a), negated])
 
 
 def _mul(g: Lowering, node: Any) -> str:
@@ -148,7 +147,7 @@ def _to_copy(g: Lowering, node: Any) -> str:
 def _sum_all(g: Lowering, node: Any) -> str:
     dims = node.args[1] if len(node.args) > 1 else None
     rank = len(g.shape(node.args[0]))
-    if dims is not None and sorted(d % rank for d in dims) != list(range(rank)):
+    if dims and sorted(d % rank for d in dims) != list(range(rank)):  # [] is every dim
         raise Unmapped(f"a sum over dims {list(dims)} (only the sum of all elements is mapped)")
     if node.kwargs.get("dtype") is not None or (len(node.args) > 2 and node.args[2]):
         raise Unmapped("keepdim or a dtype (only the plain sum of all elements is mapped)")

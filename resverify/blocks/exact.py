@@ -71,6 +71,8 @@ class Judgement:
     """Elements the enclosures could not decide, decided by the exact interpreter."""
     seconds: Mapping[str, float]
     """``trace`` (export and lowering), ``module`` (its own forward and backward), ``judge``."""
+    matched: tuple[str, ...] = ()
+    """The composites the trace mapped to one IR op (``"rms_norm at mul"``)."""
 
     @property
     def passed(self) -> bool:
@@ -80,6 +82,8 @@ class Judgement:
         verdict = "pass" if self.passed else f"FAIL ({len(self.misses)} outside the budget)"
         head = (f"{self.dtype}: {verdict}, {self.elements} elements of the output and every "
                 f"gradient, {self.tightness} (pointwise: these inputs)")
+        if self.matched:
+            head += f"; matched {', '.join(self.matched)}"
         return "\n".join([head, *(f"  {m}" for m in self.misses[:5])])
 
 
@@ -118,7 +122,7 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     ratios = _ratios(actual, verdict.nearest, verdict.budget)
     seconds = {"trace": traced - started, "module": ran - traced, "judge": judged - ran}
     return Judgement(dtype, lowered.program, tuple(verdict.misses), ratios.size,
-                     Tightness.of(ratios), verdict.decided_exactly, seconds)
+                     Tightness.of(ratios), verdict.decided_exactly, seconds, lowered.matched)
 
 
 SIZES = {"batch": 2, "seq": 4}

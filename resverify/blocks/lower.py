@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from resverify.blocks.aten import ROWS, Unmapped
+from resverify.blocks.patterns import Match, find
 from resverify.spec.errors import ResverifyError
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.ops import OP_TABLE
@@ -61,6 +62,9 @@ class Lowered:
     """The IR names of the module's positional inputs, in order."""
     state: tuple[str, ...]
     """The IR names of the parameters and buffers read (their ``state_dict`` names)."""
+    matched: tuple[str, ...] = ()
+    """The composites mapped to one IR op (:mod:`resverify.blocks.patterns`), as
+    ``"rms_norm at mul_1"``."""
 
 
 class _Downstream(ResverifyError):
@@ -115,15 +119,17 @@ def _lower_graph(exported: Any, dtype: torch.dtype) -> Lowered:
     refused: list[tuple[str, str, str]] = []
     inputs, user, state = _inputs(exported, walk, refused)
     output = None
+    matches = find(exported.graph.nodes)
+    absorbed = {name for match in matches.values() for name in match.absorbed}
     for node in exported.graph.nodes:
-        if node.op == "call_function":
-            _visit(walk, node, refused)
+        if node.op == "call_function" and node.name not in absorbed:
+            _visit(walk, node, refused, matches.get(node.name))
         elif node.op == "output":
             output = _output(walk, node, refused)
     if refused or output is None:
         raise NotInIR(refused)
     return Lowered(Program(tuple(inputs), tuple(walk.nodes), output), tuple(user),
-                   tuple(state))
+                   tuple(state), tuple(f"{m.op} at {m.root}" for m in matches.values()))
 
 
 def _inputs(exported: Any, walk: _Walk, refused: list[tuple[str, str, str]]
@@ -158,15 +164,17 @@ def _inputs(exported: Any, walk: _Walk, refused: list[tuple[str, str, str]]
     return inputs, user, state
 
 
-def _visit(walk: _Walk, node: Any, refused: list[tuple[str, str, str]]) -> None:
-    """Map one call node through its row, recording a refusal instead of raising."""
+def _visit(walk: _Walk, node: Any, refused: list[tuple[str, str, str]],
+           match: Match | None) -> None:
+    """Map one call node through its row (a pattern's, where one is rooted at it),
+    recording a refusal instead of raising."""
     op = str(node.target)
     walk.current = node.name
     try:
         if node.target is operator.getitem:
             walk.names[node.name] = _item(walk, node)
             return
-        row = ROWS.get(op)
+        row = ROWS.get(op) if match is None else (lambda g, _: match.emit(g))
         if row is None:
             raise Unmapped("")
         value = row(walk, node)

@@ -30,10 +30,10 @@ float64 (1e-9), a thousandth in float32."""
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("norm", [None, "layer_norm"])
+@pytest.mark.parametrize("norm", [None, "layer_norm", "rms_norm"])
 def test_residual_mlp_is_within_budget_on_every_element(dtype: str, norm: str | None) -> None:
-    module = ResidualMLP(WIDTH, norm=nn.LayerNorm(WIDTH) if norm else None)
-    judgement = judge_module(module, X, dtype, seed=1)
+    norms = {None: None, "layer_norm": nn.LayerNorm(WIDTH), "rms_norm": nn.RMSNorm(WIDTH)}
+    judgement = judge_module(ResidualMLP(WIDTH, norm=norms[norm]), X, dtype, seed=1)
     assert judgement.passed, str(judgement)
     assert 0 < judgement.tightness.max <= 1, judgement.tightness
 

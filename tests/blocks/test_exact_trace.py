@@ -64,6 +64,27 @@ def test_layer_norm_maps_to_layer_norm_then_its_weight_and_bias() -> None:
     assert lowered.state == ("weight", "bias")
 
 
+def test_a_broadcast_subtraction_is_add_with_the_negated_operand() -> None:
+    program = lower(Lambda(lambda x: x - x.sum()), (X,)).program
+    assert program.describe() == "add(x, scale(sum(x), -1))"
+
+
+def test_the_rms_norm_composite_maps_to_one_rms_norm_and_is_reported() -> None:
+    lowered = lower(nn.RMSNorm(4, eps=1e-6).double(), (X,))
+    assert lowered.program.describe() == f"mul(rms_norm(x, eps={Fraction(1e-6)}), weight)"
+    assert lowered.matched == ("rms_norm at mul",)
+
+
+def test_a_composite_whose_parts_are_read_elsewhere_is_not_matched() -> None:
+    def shared(x: torch.Tensor) -> torch.Tensor:
+        r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return x * r + r
+
+    with pytest.raises(NotInIR) as caught:
+        lower(Lambda(shared), (X,))
+    assert "aten.rsqrt.default" in caught.value.ops
+
+
 def test_an_op_without_a_row_is_a_typed_refusal_naming_op_and_node() -> None:
     with pytest.raises(NotInIR) as caught:
         lower(Lambda(lambda x: torch.bmm(x[None], x.t()[None]) + torch.exp(x).sum()), (X,))
