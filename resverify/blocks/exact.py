@@ -32,6 +32,7 @@ from resverify.blocks.recipe import Recipe
 from resverify.blocks.trace import TORCH_DTYPES
 from resverify.spec.budget import Budget, Miss
 from resverify.spec.enclosure import verify
+from resverify.spec.errors import UsageError
 from resverify.spec.ir import Program
 from resverify.spec.request import Request
 
@@ -160,8 +161,8 @@ def _leaves(model: nn.Module, args: Sequence[torch.Tensor], lowered: Lowered
     program's order, each a leaf that records its gradient."""
     inputs = [a.detach().clone().requires_grad_(True) for a in args]
     if len(inputs) != len(lowered.user_inputs):
-        raise TypeError(f"the trace has {len(lowered.user_inputs)} tensor inputs, "
-                        f"{len(inputs)} were given")
+        raise UsageError(f"the trace has {len(lowered.user_inputs)} tensor inputs, "
+                         f"{len(inputs)} were given: pass every input as a tensor")
     state = dict(model.named_parameters()) | dict(model.named_buffers())
     for name in lowered.state:
         state[name].requires_grad_(True)

@@ -28,7 +28,7 @@ from torch import nn
 
 from resverify.blocks.aten import ROWS, Unmapped
 from resverify.blocks.patterns import Match, find
-from resverify.spec.errors import ResverifyError
+from resverify.spec.errors import InvalidProgram, ResverifyError
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.ops import OP_TABLE
 
@@ -79,6 +79,12 @@ class _Walk:
     names: dict[str, Any]
     nodes: list[Node]
     current: str = ""
+    emitted: int = 0
+    """IR nodes emitted for the current FX node: the first is named after it, the next
+    ``<name>.1``, ``<name>.2`` ..."""
+
+    def begin(self, name: str) -> None:
+        self.current, self.emitted = name, 0
 
     def tensor(self, arg: Any) -> str:
         if not isinstance(arg, torch.fx.Node):
@@ -96,10 +102,13 @@ class _Walk:
     def emit(self, op: str, args: Sequence[str], **attributes: Any) -> str:
         if op not in OP_TABLE:
             raise Unmapped(f"needs the IR op {op!r}")
-        count = sum(n.name == self.current or n.name.startswith(self.current + ".")
-                    for n in self.nodes)
-        name = self.current if count == 0 else f"{self.current}.{count}"
-        self.nodes.append(Node(name, op, tuple(args), **attributes))
+        name = self.current if self.emitted == 0 else f"{self.current}.{self.emitted}"
+        try:
+            node = Node(name, op, tuple(args), **attributes)
+        except (TypeError, InvalidProgram) as exc:  # a row's attributes the op does not take
+            raise Unmapped(f"the IR's {op} refuses attributes {attributes}: {exc}") from None
+        self.nodes.append(node)
+        self.emitted += 1
         return name
 
 
@@ -169,7 +178,7 @@ def _visit(walk: _Walk, node: Any, refused: list[tuple[str, str, str]],
     """Map one call node through its row (a pattern's, where one is rooted at it),
     recording a refusal instead of raising."""
     op = str(node.target)
-    walk.current = node.name
+    walk.begin(node.name)
     try:
         if node.target is operator.getitem:
             walk.names[node.name] = _item(walk, node)

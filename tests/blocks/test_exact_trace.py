@@ -13,8 +13,8 @@ import pytest
 import torch
 from torch import nn
 
-from resverify.blocks.aten import ROWS
-from resverify.blocks.lower import NotInIR, lower
+from resverify.blocks.aten import ROWS, Unmapped
+from resverify.blocks.lower import NotInIR, _Walk, lower
 from resverify.spec.errors import ResverifyError
 from resverify.spec.ops import OP_TABLE
 from tests.blocks.exact_modules import Activation, ResidualMLP
@@ -118,6 +118,14 @@ def test_a_row_whose_ir_op_is_missing_refuses_by_the_op_it_needs(ir_op: str,
     with pytest.raises(NotInIR) as caught:
         lower(Lambda(fn), (X,))
     assert f"(needs the IR op {ir_op!r})" in str(caught.value)
+
+
+def test_attributes_an_ir_op_does_not_take_are_a_refusal_not_a_crash() -> None:
+    walk = _Walk(torch.float64, {}, [])
+    walk.begin("permute")
+    with pytest.raises(Unmapped, match="the IR's scale refuses attributes"):
+        walk.emit("scale", ["x"], perm=(1, 0))
+    assert walk.nodes == []
 
 
 def test_a_computation_in_another_dtype_is_refused_as_a_cast() -> None:
