@@ -261,6 +261,10 @@ class Verdict:
     """Elements the balls could not decide, decided with the exact interpreter."""
     exact_path: bool
     """True when the whole request went to the exact interpreter (:class:`NotEnclosed`)."""
+    nearest: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    """A float64 value near the exact one per element of ``output`` and each ``grad[name]``
+    (the ball's ``mid + lo``, or the exact value rounded): for saying how much of its budget
+    an element used, never for the verdict itself."""
 
 
 def verify(request: Request, output: np.ndarray, grads: Mapping[str, np.ndarray],
@@ -279,7 +283,8 @@ def verify(request: Request, output: np.ndarray, grads: Mapping[str, np.ndarray]
     except NotEnclosed:
         exact = evaluate(request)
         budget = error_budget(request, exact=exact)
-        return Verdict(budget.misses(exact, output, grads, tangent), budget, 0, True)
+        return Verdict(budget.misses(exact, output, grads, tangent), budget, 0, True,
+                       _rounded(exact))
     budget = fast_budget(request, enclosed, with_spec_slack=False)
     misses, unsure = _judge(request, enclosed, budget, output, grads)
     if (misses or unsure) and not all(OP_TABLE[n.op].rational for n in request.program.nodes):
@@ -288,7 +293,18 @@ def verify(request: Request, output: np.ndarray, grads: Mapping[str, np.ndarray]
     count = sum(int(d.sum()) for *_, d in unsure)
     if unsure:
         misses += _decide_exactly(request, unsure)
-    return Verdict(misses, budget, count, False)
+    nearest = {"output": enclosed.output.mid + enclosed.output.lo}
+    nearest |= {f"grad[{n}]": b.mid + b.lo for n, b in enclosed.grads.items()}
+    return Verdict(misses, budget, count, False, nearest)
+
+
+def _rounded(exact: ExactResult) -> dict[str, np.ndarray]:
+    """The exact output and gradients rounded to float64 (none for an error answer)."""
+    if exact.output is None or exact.grads is None:
+        return {}
+    found = {"output": exact.output, **{f"grad[{n}]": g for n, g in exact.grads.items()}}
+    return {k: np.vectorize(float, otypes=[np.float64])(np.asarray(v, dtype=object))
+            for k, v in found.items()}
 
 
 Unsure = list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]

@@ -45,11 +45,13 @@ SECTIONS = {
     "startup": "tools.bench_startup",
     "suite": "tools.bench_suite",
     "blocks": "tools.bench_blocks",
+    "exact": "tools.bench_exact",
 }
 """Section name -> module with ``rows(quick) -> list[Row]``."""
 DEFAULT = ("example", "encoding", "oracle", "symbolic", "startup")
 """Sections run without ``--only`` (``suite`` runs the whole check several times, ``blocks``
-checks every catalog block: minutes each; ``make bench-blocks`` runs the latter)."""
+checks every catalog block: minutes each; ``make bench-blocks`` runs the latter; ``exact``
+traces and judges a residual MLP, about half a minute)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -31,6 +31,10 @@ says the laws that apply, validates and checks the block, and the report's probe
 measured (:mod:`resverify.blocks.probes`; none for a Haiku block): the command never asks
 which library a block comes from.
 
+``resverify blocks check --exact NAME... | --all`` traces each torch block into the IR and
+judges every element of its output and gradients against the exact oracle instead of the
+laws (:mod:`resverify.cli.blocks_exact`; no report files).
+
 A law that the block's recipe documents as failing (its ``findings``: a library's choice
 written up in ``docs/findings/``) is reported ``expected`` when it fails as written up, and
 ``fixed`` when it passes (the finding no longer holds: remove it from the recipe); the
@@ -95,6 +99,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            help=f"write report.{suffix} here instead (default: in "
                            "--report-dir)")
     check.add_argument("--no-plots", action="store_true", help="leave the PNG plots out")
+    check.add_argument("--exact", action="store_true",
+                       help="instead of the laws, trace each block into the IR and judge its "
+                       "output and every gradient against the exact oracle (pointwise: the "
+                       "inputs drawn); a block the IR cannot express is listed with the ATen "
+                       "ops it lacks")
     check.add_argument("--paths", default="", metavar="LIST",
                        help="also judge the paths law on these paths, comma-separated: "
                        "compile (torch.compile, inductor: a minute or more a block and dtype "
@@ -249,6 +258,10 @@ def _check(args: argparse.Namespace) -> int:
     chosen = select(args.names, args.all)
     recipes = [c.recipe for c in chosen]
     examples, seed, dtypes, paths = _settings(args)
+    if args.exact:
+        from resverify.cli.blocks_exact import check_exact
+
+        return check_exact(recipes, dtypes, seed)
     out = outputs(args)
     for recipe in recipes:  # a recipe's mistake is one line before anything runs
         first = next(iter(d for d in recipe.dtypes if not dtypes or d in dtypes),

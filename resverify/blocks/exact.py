@@ -1,0 +1,191 @@
+"""Judge what ran: a real module's own eager answers against the exact oracle of its trace.
+
+Why: the block laws check a module's *structure* from its own answers, so a module whose
+autodiff is consistent with its own mistakes (a backward off by a small factor, a forward
+constant that its hand-written backward does not share) passes them. Here the module is
+traced into the IR (:mod:`resverify.blocks.lower`), its parameters and a drawn input and
+cotangent are rounded to the dtype, the module runs eagerly (its output, the input's
+gradient and every parameter's gradient), and every element is judged against the exact
+value of the traced program within the budget the spec derives for the dtype
+(:func:`resverify.spec.enclosure.verify`: float64 enclosures, the exact interpreter only
+where they cannot decide).
+
+The claim is pointwise: the verdict is about *these* inputs, parameters and cotangent, not
+every input of a box. :class:`Judgement` says so when printed, and reports how tight the
+budgets were: the median, 99th percentile and maximum of ``|error| / bound`` over all the
+elements judged (1 is the edge of the budget).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from resverify.blocks.lower import Lowered, lower
+from resverify.blocks.recipe import Recipe
+from resverify.blocks.trace import TORCH_DTYPES
+from resverify.spec.budget import Budget, Miss
+from resverify.spec.enclosure import verify
+from resverify.spec.errors import UsageError
+from resverify.spec.ir import Program
+from resverify.spec.request import Request
+
+__all__ = ["judge_module", "judge_recipe"]
+
+
+@dataclass(frozen=True)
+class Tightness:
+    """The distribution of ``|error| / bound`` over the elements judged."""
+
+    median: float
+    p99: float
+    max: float
+
+    @staticmethod
+    def of(ratios: np.ndarray) -> Tightness:
+        if ratios.size == 0:
+            return Tightness(0.0, 0.0, 0.0)
+        median, p99 = np.percentile(ratios, [50, 99])
+        return Tightness(float(median), float(p99), float(ratios.max()))
+
+    def __str__(self) -> str:
+        return f"|error|/bound median {self.median:.3g}, p99 {self.p99:.3g}, max {self.max:.3g}"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The verdict on one module in one dtype, for one drawn input (pointwise)."""
+
+    dtype: str
+    program: Program
+    misses: tuple[Miss, ...]
+    elements: int
+    """Elements judged: the output's and every gradient's (input, parameters, buffers)."""
+    tightness: Tightness
+    decided_exactly: int
+    """Elements the enclosures could not decide, decided by the exact interpreter."""
+    seconds: Mapping[str, float]
+    """``trace`` (export and lowering), ``module`` (its own forward and backward), ``judge``."""
+    matched: tuple[str, ...] = ()
+    """The composites the trace mapped to one IR op (``"rms_norm at mul"``)."""
+
+    @property
+    def passed(self) -> bool:
+        return not self.misses
+
+    def __str__(self) -> str:
+        verdict = "pass" if self.passed else f"FAIL ({len(self.misses)} outside the budget)"
+        head = (f"{self.dtype}: {verdict}, {self.elements} elements of the output and every "
+                f"gradient, {self.tightness} (pointwise: these inputs)")
+        if self.matched:
+            head += f"; matched {', '.join(self.matched)}"
+        return "\n".join([head, *(f"  {m}" for m in self.misses[:5])])
+
+
+def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
+                 dtype: str = "float64", seed: int = 0) -> Judgement:
+    """Trace ``module`` (a copy of it, in ``dtype``), run it on inputs of ``example_args``'
+    shapes drawn from ``seed``, and judge its output and every gradient element by element
+    against the exact oracle (raises :class:`~resverify.blocks.lower.NotInIR` listing what
+    the IR cannot express).
+
+        >>> print(judge_module(block, (x,), "float32"))  # doctest: +SKIP
+        float32: pass, 8448 elements of the output and every gradient, |error|/bound ...
+    """
+    kind = TORCH_DTYPES[dtype]
+    generator = torch.Generator().manual_seed(seed)
+    model = copy.deepcopy(module).to(kind)
+    args = [torch.randn(tuple(a.shape), generator=generator, dtype=torch.float64).to(kind)
+            for a in example_args]
+    started = time.perf_counter()
+    lowered = lower(model, args)
+    traced = time.perf_counter()
+    leaves = _leaves(model, args, lowered)
+    output = model(*leaves[: len(args)])
+    cotangent = torch.randn(tuple(output.shape), generator=generator,
+                            dtype=torch.float64).to(kind)
+    output.backward(cotangent)
+    ran = time.perf_counter()
+    names = [*lowered.user_inputs, *lowered.state]
+    request = Request(lowered.program, {n: _numpy(t) for n, t in zip(names, leaves, strict=True)},
+                      dtype, _numpy(cotangent))
+    grads = {n: _numpy(t.grad if t.grad is not None else torch.zeros_like(t))
+             for n, t in zip(names, leaves, strict=True)}
+    verdict = verify(request, _numpy(output), grads)
+    judged = time.perf_counter()
+    actual = {"output": _numpy(output), **{f"grad[{n}]": g for n, g in grads.items()}}
+    ratios = _ratios(actual, verdict.nearest, verdict.budget)
+    seconds = {"trace": traced - started, "module": ran - traced, "judge": judged - ran}
+    return Judgement(dtype, lowered.program, tuple(verdict.misses), ratios.size,
+                     Tightness.of(ratios), verdict.decided_exactly, seconds, lowered.matched)
+
+
+SIZES = {"batch": 2, "seq": 4}
+"""The sizes a recipe's ``"batch"`` and ``"seq"`` take when its block is judged."""
+
+
+class _Called(nn.Module):
+    """A recipe's block called as the recipe calls it, its context inputs positional."""
+
+    def __init__(self, recipe: Recipe, block: nn.Module) -> None:
+        super().__init__()
+        self.block = block
+        self.recipe = recipe
+
+    def forward(self, x: torch.Tensor, *context: torch.Tensor) -> torch.Tensor:
+        return self.recipe.run(self.block, x, dict(zip(self.recipe.context, context,
+                                                       strict=True)))
+
+
+def judge_recipe(recipe: Recipe, dtype: str, seed: int = 0) -> Judgement:
+    """:func:`judge_module` on a recipe's block, built in ``dtype`` under ``seed`` and put in
+    eval mode, called as the recipe calls it (its parameters named ``block.<name>``), at
+    batch 2 and sequence 4."""
+    torch.manual_seed(seed)
+    block = recipe.factory(TORCH_DTYPES[dtype]).eval()
+    shapes = [recipe.shape, *recipe.context.values()]
+    examples = [torch.zeros([d if isinstance(d, int) else SIZES[d] for d in dims])
+                for dims in shapes]
+    return judge_module(_Called(recipe, block), examples, dtype, seed)
+
+
+def _leaves(model: nn.Module, args: Sequence[torch.Tensor], lowered: Lowered
+            ) -> list[torch.Tensor]:
+    """The module's inputs, then each parameter and buffer the program reads, in the
+    program's order, each a leaf that records its gradient."""
+    inputs = [a.detach().clone().requires_grad_(True) for a in args]
+    if len(inputs) != len(lowered.user_inputs):
+        raise UsageError(f"the trace has {len(lowered.user_inputs)} tensor inputs, "
+                         f"{len(inputs)} were given: pass every input as a tensor")
+    state = dict(model.named_parameters()) | dict(model.named_buffers())
+    for name in lowered.state:
+        state[name].requires_grad_(True)
+    return inputs + [state[name] for name in lowered.state]
+
+
+def _numpy(tensor: torch.Tensor) -> np.ndarray:
+    """The values of ``tensor`` in the NumPy dtype that stores its dtype exactly."""
+    held = tensor.detach()
+    return (held.float() if held.dtype == torch.bfloat16 else held).numpy()
+
+
+def _ratios(actual: Mapping[str, np.ndarray], nearest: Mapping[str, np.ndarray],
+            budget: Budget) -> np.ndarray:
+    """``|actual - exact| / bound`` for every element with a finite bound (0 where both
+    are 0, infinite for an error where the bound is 0); the exact value is the verdict's
+    float64 neighbour of it."""
+    found = []
+    for where, values in actual.items():
+        bound = budget.output if where == "output" else budget.grads[where[5:-1]]
+        bound = np.broadcast_to(np.asarray(bound, dtype=np.float64), values.shape)
+        error = np.abs(values.astype(np.float64) - nearest[where])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(error == 0, 0.0, error / bound)
+        found.append(ratio[np.isfinite(bound)].ravel())
+    return np.concatenate(found) if found else np.zeros(0)

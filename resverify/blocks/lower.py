@@ -1,0 +1,223 @@
+"""A torch module traced into the IR: ``torch.export``, core ATen, then one table row per op.
+
+Why ``torch.export.export(..., strict=False)`` and ``run_decompositions()``: it traces the
+shipped layers ``torch.fx.symbolic_trace`` cannot (data-dependent Python, HF's control
+flow) and leaves a graph of core ATen overloads, so the table of
+:mod:`resverify.blocks.aten` stays small. The program's inputs are the module's inputs
+(named after their placeholders, ``x``) *and* its parameters and buffers (named after their
+``state_dict`` names, ``ln.weight``), so the exact oracle judges every parameter's gradient
+too; each FX node becomes IR nodes named after it (``mm_1``, ``mm_1.1`` ...).
+
+Nothing is approximated: every node no row expresses exactly is collected, and the trace
+fails with one :class:`NotInIR` listing them all (``aten op aten.bmm.default at node bmm_1
+is not in the IR``); nodes that only read a refused one are not listed again. What was
+traced is what the module computes *for these example inputs' shapes and dtype*: the
+program is traced again for each dtype judged.
+"""
+
+from __future__ import annotations
+
+import operator
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from resverify.blocks.aten import ROWS, Unmapped
+from resverify.blocks.patterns import Match, find
+from resverify.spec.errors import InvalidProgram, ResverifyError
+from resverify.spec.ir import Input, Node, Program
+from resverify.spec.ops import OP_TABLE
+
+__all__ = ["NotInIR"]
+
+
+class NotInIR(ResverifyError, NotImplementedError):
+    """The traced module uses ATen ops (or forms of them) the IR cannot express exactly.
+
+    ``refused`` holds one ``(aten op, node, reason)`` per refused node, in graph order."""
+
+    def __init__(self, refused: Sequence[tuple[str, str, str]]) -> None:
+        self.refused = tuple(refused)
+        lines = [f"aten op {op} at node {node} is not in the IR" + (f" ({why})" if why else "")
+                 for op, node, why in self.refused]
+        super().__init__(f"{len(lines)} node(s) cannot be traced into the IR: "
+                         + "; ".join(lines))
+
+    @property
+    def ops(self) -> list[str]:
+        """The distinct ATen ops refused, sorted."""
+        return sorted({op for op, _, _ in self.refused})
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """The IR program of a traced module, and where each of its inputs comes from."""
+
+    program: Program
+    user_inputs: tuple[str, ...]
+    """The IR names of the module's positional inputs, in order."""
+    state: tuple[str, ...]
+    """The IR names of the parameters and buffers read (their ``state_dict`` names)."""
+    matched: tuple[str, ...] = ()
+    """The composites mapped to one IR op (:mod:`resverify.blocks.patterns`), as
+    ``"rms_norm at mul_1"``."""
+
+
+class _Downstream(ResverifyError):
+    """An argument was itself refused: the node is skipped, not listed again."""
+
+
+@dataclass
+class _Walk:
+    """The walk's state: each FX node's IR name(s), the nodes emitted, the dtype."""
+
+    dtype: torch.dtype
+    names: dict[str, Any]
+    nodes: list[Node]
+    current: str = ""
+    emitted: int = 0
+    """IR nodes emitted for the current FX node: the first is named after it, the next
+    ``<name>.1``, ``<name>.2`` ..."""
+
+    def begin(self, name: str) -> None:
+        self.current, self.emitted = name, 0
+
+    def tensor(self, arg: Any) -> str:
+        if not isinstance(arg, torch.fx.Node):
+            raise Unmapped(f"a non-tensor argument {arg!r} where a tensor is expected")
+        name = self.names.get(arg.name)
+        if name is None:
+            raise _Downstream
+        if not isinstance(name, str):
+            raise Unmapped(f"node {arg.name} has several outputs")
+        return name
+
+    def shape(self, arg: Any) -> tuple[int, ...]:
+        return tuple(int(n) for n in arg.meta["val"].shape)
+
+    def emit(self, op: str, args: Sequence[str], **attributes: Any) -> str:
+        if op not in OP_TABLE:
+            raise Unmapped(f"needs the IR op {op!r}")
+        name = self.current if self.emitted == 0 else f"{self.current}.{self.emitted}"
+        try:
+            node = Node(name, op, tuple(args), **attributes)
+        except (TypeError, InvalidProgram) as exc:  # a row's attributes the op does not take
+            raise Unmapped(f"the IR's {op} refuses attributes {attributes}: {exc}") from None
+        self.nodes.append(node)
+        self.emitted += 1
+        return name
+
+
+def lower(module: nn.Module, args: Sequence[torch.Tensor]) -> Lowered:
+    """Trace ``module(*args)`` into an IR program (raises :class:`NotInIR` listing every
+    node it cannot express). ``args`` are tensors of one floating dtype; the module's
+    parameters and floating buffers are in that dtype too."""
+    with warnings.catch_warnings():
+        # torch.export's own use of its deprecated LeafSpec (torch 2.13), not the caller's
+        warnings.filterwarnings("ignore", r"`isinstance\(treespec, LeafSpec\)`", FutureWarning)
+        exported = torch.export.export(module, tuple(args), strict=False).run_decompositions()
+    return _lower_graph(exported, args[0].dtype)
+
+
+def _lower_graph(exported: Any, dtype: torch.dtype) -> Lowered:
+    walk = _Walk(dtype, {}, [])
+    refused: list[tuple[str, str, str]] = []
+    inputs, user, state = _inputs(exported, walk, refused)
+    output = None
+    matches = find(exported.graph.nodes)
+    absorbed = {name for match in matches.values() for name in match.absorbed}
+    for node in exported.graph.nodes:
+        if node.op == "call_function" and node.name not in absorbed:
+            _visit(walk, node, refused, matches.get(node.name))
+        elif node.op == "output":
+            output = _output(walk, node, refused)
+    if refused or output is None:
+        raise NotInIR(refused)
+    return Lowered(Program(tuple(inputs), tuple(walk.nodes), output), tuple(user),
+                   tuple(state), tuple(f"{m.op} at {m.root}" for m in matches.values()))
+
+
+def _inputs(exported: Any, walk: _Walk, refused: list[tuple[str, str, str]]
+            ) -> tuple[list[Input], list[str], list[str]]:
+    """The program's inputs from the graph signature: user inputs by placeholder name,
+    parameters and buffers by ``state_dict`` name; a lifted constant is refused."""
+    kinds = torch.export.graph_signature.InputKind
+    inputs: list[Input] = []
+    user: list[str] = []
+    state: list[str] = []
+    placeholders = {n.name: n for n in exported.graph.nodes if n.op == "placeholder"}
+    for spec in exported.graph_signature.input_specs:
+        node = placeholders[spec.arg.name]
+        if spec.kind == kinds.USER_INPUT:
+            name, into = spec.arg.name, user
+        elif spec.kind in (kinds.PARAMETER, kinds.BUFFER):
+            name, into = spec.target, state
+        else:
+            refused.append((f"placeholder ({spec.kind.name})", node.name,
+                            "a lifted constant or token is not an input of the program"))
+            continue
+        value = node.meta.get("val")
+        if not isinstance(value, torch.Tensor) or value.dtype != walk.dtype:
+            if node.users:
+                what = getattr(value, "dtype", type(value).__name__)
+                refused.append(("placeholder", node.name, f"an input of {what}, the program "
+                                f"is {walk.dtype}"))
+            continue
+        walk.names[node.name] = name
+        into.append(name)
+        inputs.append(Input(name, tuple(int(n) for n in value.shape)))
+    return inputs, user, state
+
+
+def _visit(walk: _Walk, node: Any, refused: list[tuple[str, str, str]],
+           match: Match | None) -> None:
+    """Map one call node through its row (a pattern's, where one is rooted at it),
+    recording a refusal instead of raising."""
+    op = str(node.target)
+    walk.begin(node.name)
+    try:
+        if node.target is operator.getitem:
+            walk.names[node.name] = _item(walk, node)
+            return
+        row = ROWS.get(op) if match is None else (lambda g, _: match.emit(g))
+        if row is None:
+            raise Unmapped("")
+        value = row(walk, node)
+        _check_dtype(walk, node)
+        walk.names[node.name] = value
+    except _Downstream:
+        return
+    except Unmapped as why:
+        refused.append((op, node.name, str(why)))
+
+
+def _item(walk: _Walk, node: Any) -> str:
+    source, index = node.args
+    outputs = walk.names.get(source.name)
+    if outputs is None:
+        raise _Downstream
+    picked = outputs[index] if isinstance(outputs, tuple) else None
+    if picked is None:
+        raise Unmapped(f"output {index} of {source.name} is not expressed")
+    return str(picked)
+
+
+def _check_dtype(walk: _Walk, node: Any) -> None:
+    values = node.meta.get("val")
+    for value in values if isinstance(values, tuple | list) else (values,):
+        if isinstance(value, torch.Tensor) and value.dtype != walk.dtype:
+            raise Unmapped(f"computes in {value.dtype}, the program is {walk.dtype} "
+                           "(mixed precision is not in the IR)")
+
+
+def _output(walk: _Walk, node: Any, refused: list[tuple[str, str, str]]) -> str | None:
+    results = node.args[0]
+    if len(results) != 1:
+        refused.append(("output", node.name, f"the module returns {len(results)} values, "
+                        "a program has one output"))
+        return None
+    return walk.names.get(results[0].name) if isinstance(results[0], torch.fx.Node) else None

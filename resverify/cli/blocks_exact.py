@@ -1,0 +1,53 @@
+"""``resverify blocks check --exact NAME... | --all``: each block traced into the IR and judged
+against the exact oracle (:func:`resverify.blocks.exact.judge_recipe`).
+
+For each block and each dtype it claims (``--dtype`` keeps only those), one line: the
+verdict on every element of the output and of every gradient (the input's, each
+parameter's), the tightness of the budgets (median, 99th percentile and maximum of
+``|error| / bound``) and the seconds; the verdict is pointwise (the inputs drawn from
+``--seed``). A block the IR cannot express yet is one line listing the ATen ops that stop it
+(:class:`~resverify.blocks.lower.NotInIR`), and is not judged in its other dtypes.
+
+Exit status: 0 when every block judged passed (blocks that cannot be traced do not fail the
+run: they were not judged), 1 when an element of some block is outside its budget, 2 on a
+usage error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from resverify.blocks.recipe import Recipe
+
+__all__: list[str] = []
+
+
+def check_exact(recipes: Sequence[Recipe], dtypes: Sequence[str], seed: int,
+                say: Callable[[str], None] = print) -> int:
+    """Judge each recipe's block in each of its (chosen) dtypes; the exit status."""
+    from resverify.blocks.exact import judge_recipe
+    from resverify.blocks.lower import NotInIR
+
+    failed = traced = refused = 0
+    for recipe in recipes:
+        if recipe.adapter != "torch":
+            say(f"{recipe.name}: not traced, the exact judgement traces torch modules only")
+            refused += 1
+            continue
+        for dtype in [d for d in recipe.dtypes if not dtypes or d in dtypes]:
+            try:
+                judgement = judge_recipe(recipe, dtype, seed)
+            except NotInIR as exc:
+                say(f"{recipe.name}: not traced, the IR lacks {', '.join(exc.ops)} "
+                    f"({len(exc.refused)} nodes)")
+                refused += 1
+                break
+            traced += 1
+            failed += not judgement.passed
+            spent = sum(judgement.seconds.values())
+            say(f"{recipe.name}  {judgement} [{spent:.2f} s]")
+    say(f"exact: {traced} judged ({failed} fail), {refused} blocks not traced; "
+        "pointwise verdicts (the inputs drawn)")
+    return 1 if failed else 0

@@ -1,0 +1,108 @@
+"""Modules the exact judgement is proved on: a residual MLP the current IR ops cover, and
+planted numeric bugs inside it that the structural block laws cannot see.
+
+The bugs live in custom ``torch.autograd.Function`` s, as hand-written kernels do: the
+trace reads their forward (``torch.export`` inlines it), the eager backward runs their own
+``backward``. A backward off by a small factor keeps the forward bitwise; a forward constant
+off by a little, with a backward written for the right constant, keeps the module's own
+answers consistent with each other on every structural law.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from resverify.blocks import Recipe, Site
+
+Activation = Callable[[torch.Tensor], torch.Tensor]
+
+GELU_K = math.sqrt(2 / math.pi)
+"""The constant of the tanh form of GELU (``gelu_new``)."""
+
+
+class ResidualMLP(nn.Module):
+    """``y = x + ½·(act(n(x) @ w1) @ w2)`` on 2-D ``x``: ``torch.matmul``, the activation,
+    a scalar multiply and ``+``; ``n`` is an optional norm."""
+
+    def __init__(self, width: int, act: Activation = torch.tanh,
+                 norm: nn.Module | None = None, seed: int = 0) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(seed)
+        scale = width ** -0.5
+        self.w1 = nn.Parameter(torch.randn(width, width, generator=generator) * scale)
+        self.w2 = nn.Parameter(torch.randn(width, width, generator=generator) * scale)
+        self.act = act
+        self.norm = norm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x if self.norm is None else self.norm(x)
+        return x + 0.5 * torch.matmul(self.act(torch.matmul(h, self.w1)), self.w2)
+
+
+def tanh_with_backward(factor: float) -> Activation:
+    """tanh whose hand-written backward is ``ḡ·(1 - y²)·factor`` (1: right)."""
+
+    class Tanh(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+            y = torch.tanh(x)
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+            (y,) = ctx.saved_tensors
+            slope = 1 - y * y
+            return g * slope if factor == 1 else g * slope * factor
+
+    apply: Activation = Tanh.apply
+    return apply
+
+
+def gelu_tanh_with_constant(k: float) -> Activation:
+    """GELU's tanh form with ``k`` in the forward (:data:`GELU_K`: right) and a backward
+    written for :data:`GELU_K`: ``½x + ½x·tanh(k(x + 0.044715x³))``, written without adding
+    a constant (``½x(1 + t)`` expanded)."""
+
+    class Gelu(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+            ctx.save_for_backward(x)
+            t = torch.tanh(k * (x + 0.044715 * x * x * x))
+            return 0.5 * x + 0.5 * x * t
+
+        @staticmethod
+        def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+            (x,) = ctx.saved_tensors
+            t = torch.tanh(GELU_K * (x + 0.044715 * x * x * x))
+            inner = GELU_K * (x + 3 * 0.044715 * x * x * x)
+            return g * (0.5 + 0.5 * t + 0.5 * inner * (1 - t * t))
+
+    apply: Activation = Gelu.apply
+    return apply
+
+
+def branch(module: nn.Module, s: torch.Tensor, context: object) -> torch.Tensor:
+    """The residual MLP's branch alone (before its ½), for a recipe's site."""
+    assert isinstance(module, ResidualMLP)
+    return torch.matmul(module.act(torch.matmul(s, module.w1)), module.w2)
+
+
+def mlp_recipe(name: str, act: Activation = torch.tanh, width: int = 16) -> Recipe:
+    """A recipe of :class:`ResidualMLP` (2-D input, one site with α = ½, eval mode)."""
+    return Recipe(name=name, factory=lambda dtype: ResidualMLP(width, act).to(dtype),
+                  sites=(Site("mlp", branch, zero=("w2",), norm="none", alpha=0.5),),
+                  shape=("batch", width), dtypes=("float64", "float32"), modes=("eval",))
+
+
+RECIPES = {
+    "ResidualMLP": mlp_recipe("ResidualMLP"),
+    "ResidualMLP(backward off)": mlp_recipe("ResidualMLP(backward off)",
+                                            tanh_with_backward(1 + 2.0**-10)),
+}
+"""For ``resverify blocks check --exact tests.blocks.exact_modules:RECIPES``."""

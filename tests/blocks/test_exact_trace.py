@@ -1,0 +1,144 @@
+"""Tracing a torch module into the IR: what maps, exactly, and what is refused, listed.
+
+Each test names the law of :mod:`resverify.blocks.lower` it holds: the program's inputs are
+the module's inputs and its parameters by ``state_dict`` name, constants stay exact, and an
+ATen op with no row is one typed refusal listing every such node.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+import torch
+from torch import nn
+
+from resverify.blocks.aten import ROWS, Unmapped
+from resverify.blocks.lower import NotInIR, _Walk, lower
+from resverify.spec.errors import ResverifyError
+from resverify.spec.ops import OP_TABLE
+from tests.blocks.exact_modules import Activation, ResidualMLP
+
+X = torch.zeros(3, 4, dtype=torch.float64)
+
+
+class Lambda(nn.Module):
+    def __init__(self, fn: Activation) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x)
+
+
+def test_residual_mlp_traces_to_the_program_it_computes() -> None:
+    lowered = lower(ResidualMLP(4).double(), (X,))
+    assert lowered.program.describe() == \
+        "residual_add(x, scale(linear(tanh(linear(x, w1)), w2), 1/2))"
+    assert lowered.user_inputs == ("x",)
+    assert lowered.state == ("w1", "w2")
+    assert [i.name for i in lowered.program.inputs] == ["w1", "w2", "x"]
+
+
+def test_a_scalar_constant_is_kept_exact_as_the_float_it_is() -> None:
+    program = lower(Lambda(lambda x: x * 0.1), (X,)).program
+    (node,) = program.nodes
+    assert node.op == "scale" and node.alpha == Fraction(0.1) != Fraction(1, 10)
+
+
+def test_division_by_a_number_is_scale_by_its_exact_reciprocal() -> None:
+    (node,) = lower(Lambda(lambda x: x / 3.0), (X,)).program.nodes
+    assert node.op == "scale" and node.alpha == Fraction(1, 3)
+
+
+def test_subtraction_is_the_sum_with_the_negated_operand() -> None:
+    program = lower(Lambda(lambda x: x - torch.tanh(x)), (X,)).program
+    assert program.describe() == "residual_add(x, scale(tanh(x), -1))"
+
+
+def test_layer_norm_maps_to_layer_norm_then_its_weight_and_bias() -> None:
+    norm = nn.LayerNorm(4, eps=1e-5).double()
+    lowered = lower(norm, (X,))
+    assert lowered.program.describe() == \
+        f"add(mul(layer_norm(input, eps={Fraction(1e-5)}), weight), bias)"
+    assert lowered.state == ("weight", "bias")
+
+
+def test_a_broadcast_subtraction_is_add_with_the_negated_operand() -> None:
+    program = lower(Lambda(lambda x: x - x.sum()), (X,)).program
+    assert program.describe() == "add(x, scale(sum(x), -1))"
+
+
+def test_the_rms_norm_composite_maps_to_one_rms_norm_and_is_reported() -> None:
+    lowered = lower(nn.RMSNorm(4, eps=1e-6).double(), (X,))
+    assert lowered.program.describe() == f"mul(rms_norm(x, eps={Fraction(1e-6)}), weight)"
+    assert lowered.matched == ("rms_norm at mul",)
+
+
+def test_a_composite_whose_parts_are_read_elsewhere_is_not_matched() -> None:
+    def shared(x: torch.Tensor) -> torch.Tensor:
+        r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return x * r + r
+
+    with pytest.raises(NotInIR) as caught:
+        lower(Lambda(shared), (X,))
+    assert "aten.rsqrt.default" in caught.value.ops
+
+
+def test_an_op_without_a_row_is_a_typed_refusal_naming_op_and_node() -> None:
+    with pytest.raises(NotInIR) as caught:
+        lower(Lambda(lambda x: torch.bmm(x[None], x.t()[None]) + torch.exp(x).sum()), (X,))
+    assert isinstance(caught.value, ResverifyError)
+    assert "aten op aten.bmm.default at node bmm is not in the IR" in str(caught.value)
+    assert "aten.bmm.default" in caught.value.ops
+
+
+def test_every_refused_node_is_listed_in_one_error() -> None:
+    def two(x: torch.Tensor) -> torch.Tensor:
+        return torch.cumsum(x, 0) + torch.abs(x) + torch.cumsum(x, 1)
+
+    with pytest.raises(NotInIR) as caught:
+        lower(Lambda(two), (X,))
+    nodes = [node for _, node, _ in caught.value.refused]
+    assert nodes == ["cumsum", "abs_1", "cumsum_1"], caught.value.refused
+    assert caught.value.ops == ["aten.abs.default", "aten.cumsum.default"]
+
+
+@pytest.mark.parametrize(("ir_op", "fn"), [
+    ("permute", lambda x: x.t()),
+    ("reshape", lambda x: x.reshape(12)),
+    ("exp", torch.exp),
+    ("gelu_erf", nn.functional.gelu),
+])
+def test_a_row_whose_ir_op_is_missing_refuses_by_the_op_it_needs(ir_op: str,
+                                                                 fn: Activation) -> None:
+    if ir_op in OP_TABLE:
+        lower(Lambda(fn), (X,))  # the row lights up with its op
+        return
+    with pytest.raises(NotInIR) as caught:
+        lower(Lambda(fn), (X,))
+    assert f"(needs the IR op {ir_op!r})" in str(caught.value)
+
+
+def test_attributes_an_ir_op_does_not_take_are_a_refusal_not_a_crash() -> None:
+    walk = _Walk(torch.float64, {}, [])
+    walk.begin("permute")
+    with pytest.raises(Unmapped, match="the IR's scale refuses attributes"):
+        walk.emit("scale", ["x"], perm=(1, 0))
+    assert walk.nodes == []
+
+
+def test_a_computation_in_another_dtype_is_refused_as_a_cast() -> None:
+    with pytest.raises(NotInIR) as caught:
+        lower(Lambda(lambda x: torch.tanh(x.float()).double()), (X,))
+    assert "a cast to torch.float32" in str(caught.value)
+
+
+def test_transformer_encoder_layer_refusal_lists_the_ops_it_needs() -> None:
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True).double().eval()
+    with pytest.raises(NotInIR) as caught:
+        lower(layer, (torch.zeros(2, 3, 8, dtype=torch.float64),))
+    ops = set(caught.value.ops)
+    assert {"aten.bmm.default", "aten._softmax.default"} <= ops, ops
+    assert all(op not in ROWS or "needs the IR op" in why
+               for op, _, why in caught.value.refused if op.startswith("aten."))

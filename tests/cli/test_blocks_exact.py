@@ -1,0 +1,35 @@
+"""``resverify blocks check --exact``: a block that traces is judged per dtype, one that does
+not is one line naming the ATen ops it lacks, and only an element outside its budget fails
+the run."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.installed import skip_without_torch
+
+skip_without_torch()  # what follows imports torch (E402 allowed here: pyproject.toml)
+
+from resverify.cli.main import main
+
+RECIPES = "tests.blocks.exact_modules:RECIPES"
+
+
+def test_a_block_that_traces_is_judged_in_each_dtype_and_passes(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["blocks", "check", "--exact", RECIPES])
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("ResidualMLP  ")]
+    assert [line.split()[1] for line in lines] == ["float64:", "float32:"], out
+    assert all(" pass, " in line and "pointwise" in line for line in lines), out
+    assert "ResidualMLP(backward off)  float64: FAIL" in out, out
+    assert code == 1
+
+
+def test_a_block_the_ir_cannot_express_is_listed_and_does_not_fail_the_run(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("transformers")
+    code = main(["blocks", "check", "--exact", "hf.BertLayer", "--dtype", "float64"])
+    out = capsys.readouterr().out
+    assert "hf.BertLayer: not traced, the IR lacks " in out and "aten.bmm.default" in out, out
+    assert code == 0
