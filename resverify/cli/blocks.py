@@ -216,7 +216,8 @@ def _say(line: str) -> None:
 
 def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
               vectors: Path, say: Callable[[str], None] = _say, paths: Sequence[str] = (),
-              laws: Sequence[str] = (), named: Selected | None = None) -> BlockRun:
+              laws: Sequence[str] = (), named: Selected | None = None,
+              profile: str | None = None) -> BlockRun:
     """Every applicable law of ``recipe`` (or ``laws``) in each dtype, each record said as
     it comes; a failure's example kept with the command that replays it (naming the recipe
     as ``named`` says, else by its name), and a failure at a merge saved as a vector under
@@ -228,7 +229,8 @@ def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
 
     chosen = named or Selected(recipe, source_of(recipe), recipe.name)
     run = run_laws(recipe, plan(recipe, dtypes, paths, laws), examples=examples, seed=seed,
-                   vectors=vectors, paths=paths, named=(chosen.selector, chosen.block),
+                   vectors=vectors, paths=paths, profile=profile,
+                   named=(chosen.selector, chosen.block),
                    said=lambda record, seconds: say(_progress(record, seconds, recipe)))
     checked = list(dict.fromkeys(r.dtype for r in run.records))
     built = validate_block(recipe, checked[0], seed) if checked else None
@@ -266,7 +268,7 @@ def _check(args: argparse.Namespace) -> int:
                     continue
                 runs.append(check_one(one.recipe, dtypes, examples, seed,
                                       out["folder"] / "vectors", paths=paths, laws=args.law,
-                                      named=one))
+                                      named=one, profile=args.profile))
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: report what finished
             interrupted = signal_name(exc)
         with signals.held():
