@@ -56,7 +56,7 @@ from resverify.properties.vectors import backend_for, replay_command, save_vecto
 from resverify.spec.errors import NotJudged, UsageError
 
 __all__ = ["LawRecord", "check_block", "examples_count", "examples_text", "laws_of",
-           "pytest_check", "replay_example", "run_laws", "validate_block"]
+           "pytest_check", "replay_example"]
 
 
 def judged_record(names: tuple[str, str, str, str], asked: int, ran: int,
@@ -136,10 +136,15 @@ def _paths(law: str, paths: Iterable[str]) -> tuple[str, ...]:
 def _asked(recipe: Recipe, law: str, dtype: str, mode: str, paths: Iterable[str]
            ) -> tuple[str, ...]:
     """The paths asked for, once the law, dtype and mode are shown to be the recipe's
-    (a UsageError, one line, otherwise); none for a law the recipe's adapter cannot judge."""
+    and the law one with something to judge on the recipe's library (a UsageError, one
+    line, otherwise)."""
     if law not in LAWS:
         raise UsageError(f"unknown law {law!r}; known: {list(LAWS)}")
-    asked = () if law in adapter_of(recipe).unjudged else _paths(law, paths)
+    adapter = adapter_of(recipe)
+    if law in adapter.inapplicable:
+        raise UsageError(f"law {law!r} does not apply to {recipe.name!r}, a {adapter.library} "
+                         f"block: {adapter.inapplicable[law]}")
+    asked = _paths(law, paths)
     if dtype not in recipe.dtypes or mode not in recipe.modes:
         raise UsageError(f"recipe {recipe.name!r} claims dtypes {list(recipe.dtypes)} and modes "
                          f"{list(recipe.modes)}, not {dtype} {mode}")
@@ -148,9 +153,8 @@ def _asked(recipe: Recipe, law: str, dtype: str, mode: str, paths: Iterable[str]
 
 def laws_of(recipe: Recipe, paths: Iterable[str] = ()) -> list[str]:
     """The laws with something to judge on ``recipe``'s block, in table order
-    (:func:`~.laws.applicable`), less those its adapter cannot judge."""
-    unjudged = adapter_of(recipe).unjudged
-    return [name for name in applicable(recipe, paths) if name not in unjudged]
+    (:func:`~.laws.applicable`)."""
+    return applicable(recipe, paths)
 
 
 def validate_block(recipe: Recipe, dtype: str, seed: int) -> object:
@@ -163,12 +167,10 @@ def judge_example(recipe: Recipe, law: str, dtype: str, mode: str, draw: Draw,
                   paths: Iterable[str] = ()) -> dict[str, float]:
     """One example of one law, as the adapter judges it (one torch thread, JAX's float64
     for a float64 example): its figures, or the law's :class:`PropertyFailure`, or
-    :class:`~.trace.Unjudged` with the reason (a law the adapter cannot judge too)."""
+    :class:`~.trace.Unjudged` with the reason."""
     __tracebackhide__ = True
     asked = _asked(recipe, law, dtype, mode, paths)
     adapter = adapter_of(recipe)
-    if law in adapter.unjudged:
-        raise Unjudged(adapter.unjudged[law])
     with adapter.judging(dtype):
         return _judge(adapter, LAWS[law], adapter.case(recipe, dtype, mode, draw, asked))
 
@@ -183,11 +185,9 @@ def run_law(recipe: Recipe, law: str, dtype: str, mode: str, *, max_examples: in
     suite's driver (:func:`resverify.properties.driver.drive`): counted as an IR law's are,
     shrinking capped at ``profile``'s limit (:func:`~resverify.properties.profiles.
     shrink_limit`). A failure's record keeps its shrunk example (``draw``), which replays
-    it; a law the adapter cannot judge is ``unjudged`` with its reason."""
+    it; a law with nothing to judge on the block's library is a UsageError that says why."""
     asked = _asked(recipe, law, dtype, mode, paths)
     adapter, names = adapter_of(recipe), (recipe.name, law, dtype, mode)
-    if law in adapter.unjudged:
-        return LawRecord(*names, "unjudged", 0, message=adapter.unjudged[law])
     adapter.validate(recipe, dtype, seed)  # a recipe's mistake is its one line, first
     chosen = profile or active_profile()
     examples = max_examples or PROFILES.get(chosen, PROFILES["ci"]).max_examples
@@ -208,10 +208,16 @@ def run_law(recipe: Recipe, law: str, dtype: str, mode: str, *, max_examples: in
             drive(prop, run, seed=seed, shrink=shrink)
     except PropertyFailure as exc:
         example = run.failing_example(exc)
-        return LawRecord(*names, "fail", run.examples, message=str(exc).splitlines()[0],
-                         failure=exc, asked=examples,
+        return LawRecord(*names, "fail", run.examples, _failed_figures(exc),
+                         message=str(exc).splitlines()[0], failure=exc, asked=examples,
                          draw=None if example is None else _draw_of(example))
     return judged_record(names, examples, run.examples, judged, reasons)
+
+
+def _failed_figures(exc: PropertyFailure) -> dict[str, float]:
+    """What the law measured on its failing example before it failed (none for a failure
+    that is not the block's, :func:`~.trace.measured`)."""
+    return dict(exc.figures) if isinstance(exc, BlockFailure) else {}
 
 
 def _draw_of(example: tuple[Any, Any]) -> Draw | None:
@@ -235,8 +241,8 @@ def replay_example(recipe: Recipe, law: str, dtype: str, mode: str, draw: Draw,
     except Unjudged as exc:
         return LawRecord(*names, "unjudged", 0, message=str(exc), asked=1, draw=draw)
     except PropertyFailure as exc:
-        return LawRecord(*names, "fail", 1, message=str(exc).splitlines()[0], failure=exc,
-                         asked=1, draw=draw)
+        return LawRecord(*names, "fail", 1, _failed_figures(exc),
+                         message=str(exc).splitlines()[0], failure=exc, asked=1, draw=draw)
     return LawRecord(*names, "pass", 1, figures, asked=1, draw=draw)
 
 
