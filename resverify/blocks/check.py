@@ -181,7 +181,8 @@ def run_law(recipe: Recipe, law: str, dtype: str, mode: str, *, max_examples: in
     """Judge one law on ``recipe``'s block in ``dtype`` and ``mode`` over drawn examples,
     whichever library built it (its adapter builds each example); ``paths``
     (``"compile"``, ``"fastpath"``) are the paths the ``paths`` law judges. The examples are
-    ``max_examples``, else ``profile``'s (default: the active one), and they are run by the
+    ``max_examples``, else ``profile``'s (default: the active one, ``ci`` where the active
+    profile is none of the suite's, as outside pytest), and they are run by the
     suite's driver (:func:`resverify.properties.driver.drive`): counted as an IR law's are,
     shrinking capped at ``profile``'s limit (:func:`~resverify.properties.profiles.
     shrink_limit`). A failure's record keeps its shrunk example (``draw``), which replays
@@ -190,7 +191,8 @@ def run_law(recipe: Recipe, law: str, dtype: str, mode: str, *, max_examples: in
     adapter, names = adapter_of(recipe), (recipe.name, law, dtype, mode)
     adapter.validate(recipe, dtype, seed)  # a recipe's mistake is its one line, first
     chosen = profile or active_profile()
-    examples = max_examples or PROFILES.get(chosen, PROFILES["ci"]).max_examples
+    chosen = chosen if chosen in PROFILES else "ci"  # outside pytest: Hypothesis' default
+    examples = max_examples or PROFILES[chosen].max_examples
     run = ExampleRun(shrink_limit=shrink_limit(chosen), max_examples=examples)
     judged: list[dict[str, float]] = []
     reasons: list[str] = []
