@@ -22,17 +22,12 @@ can load it with ``-p resverify.properties.plugin``.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import re
 import signal
-import sys
 import threading
-import time
 from collections import Counter
-from collections.abc import Callable, Generator, Iterator
-from contextlib import contextmanager
+from collections.abc import Generator, Iterator
 from dataclasses import asdict
 from fractions import Fraction
 from pathlib import Path
@@ -40,13 +35,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import event, is_hypothesis_test, reject, settings
-from hypothesis.errors import HypothesisException
+from hypothesis import event, reject, settings
 
 from resverify.impl.backend import Backend
 from resverify.impl.registry import resolve_backend
 from resverify.properties.assertions import PropertyFailure
 from resverify.properties.cases import Case
+from resverify.properties.driver import ExampleRun
 from resverify.properties.pinned import pinned_examples
 from resverify.properties.profiles import (
     CI_SEED,
@@ -81,7 +76,6 @@ INTERNAL_PREFIX = "resverify's own check failed (not charged to the backend; ple
 """How the message of a failure of kind ``internal`` begins."""
 
 _MESSAGE_LIMIT = 4000
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # an object's address: not part of an example
 _BACKENDS = pytest.StashKey[list[tuple[str, Backend]]]()
 _RUN = pytest.StashKey["PropertyRun"]()
 _VALUES = pytest.StashKey[ValueRange]()
@@ -186,106 +180,33 @@ def property_mode(node: pytest.Item) -> str:
     return "jvp" if node.get_closest_marker("jvp") is not None else "vjp"
 
 
-def _example_key(args: Any, kwargs: Any) -> str:
-    """An example's arguments as text, every float of an array in full (two examples
-    Hypothesis drew alike read alike; an object's address is left out)."""
-    with np.printoptions(threshold=sys.maxsize, floatmode="unique"):
-        return _ADDRESS.sub("", repr((args, sorted(kwargs.items()))))
-
-
-@contextmanager
-def around_each_example(test: Any, around: Callable[[Any, Any, Any], Any]) -> Iterator[bool]:
-    """Within the block, each example of the Hypothesis test ``test`` runs as
-    ``around(inner, args, kwargs)``, ``inner`` being the function Hypothesis calls once per
-    example; yields False (and changes nothing) for a test that is not a Hypothesis test.
-
-    Why this hook: the example count, the first counterexample and the shrink cap need code
-    around every example, and Hypothesis has no other public way in. The ``prop`` fixture is
-    set up once per test, not per example; ``settings`` caps examples but not shrinking (its
-    ``phases`` can only leave shrinking out). ``test.hypothesis.inner_test`` is the one
-    attribute Hypothesis hands plugins for this: its ``HypothesisHandle`` says downstream
-    users may reassign it "to insert custom logic into the execution of each case"
-    (pytest-trio and pytest-asyncio do), checked on Hypothesis 6.170.17. It is reassigned
-    here only, and put back when the block ends.
-    """
-    handle = getattr(test, "hypothesis", None) if is_hypothesis_test(test) else None
-    if handle is None:
-        yield False
-        return
-    inner = handle.inner_test
-
-    @functools.wraps(inner)
-    def each(*args: Any, **kwargs: Any) -> Any:
-        return around(inner, args, kwargs)
-
-    handle.inner_test = each
-    try:
-        yield True
-    finally:
-        handle.inner_test = inner
-
-
-class PropertyRun:
+class PropertyRun(ExampleRun):
     """One property test against one backend: counts examples, filters unclaimed requests.
 
-    Examples are counted in one place, :meth:`counting`, which the ``prop`` fixture wraps
-    around every example the test runs (:func:`around_each_example`): a test body never
-    counts its own. ``max_examples`` is the test's own setting, read from Hypothesis's
-    ``settings()`` while an example runs (the profile's until one has). There
-    too the first counterexample is noticed: ``failed_after`` is the number of examples
-    run up to and including it (None while none failed), every example after it is one
-    Hypothesis runs to shrink it (``shrink_examples``, over ``shrink_seconds``), and
-    ``shrink_limit`` caps those (:data:`resverify.properties.profiles.SHRINK_LIMITS`). With
-    ``status_dir``, each counterexample found is written there for ``resverify check``'s
-    status line (:meth:`write_status`).
+    Its examples are counted, its first counterexample noticed and its shrinking capped as
+    every law's are (:class:`resverify.properties.driver.ExampleRun`, the block laws' too),
+    the ``prop`` fixture wrapping :meth:`counting` around every example the test runs; a
+    test body never counts its own. ``shrink_limit`` is the profile's
+    (:data:`resverify.properties.profiles.SHRINK_LIMITS`). With ``status_dir``, each
+    counterexample found is written there for ``resverify check``'s status line
+    (:meth:`write_status`).
     """
+
+    failures = (Exception, pytest.fail.Exception)
 
     def __init__(self, name: str, label: str, backend: Backend, *,
                  shrink_limit: int | None = None, status_dir: Path | None = None,
                  nodeid: str = "", max_examples: int | None = None) -> None:
+        super().__init__(shrink_limit=shrink_limit, max_examples=max_examples)
         self.name, self.label, self.backend = name, label, backend
-        self.shrink_limit, self.status_dir, self.nodeid = shrink_limit, status_dir, nodeid
-        self.max_examples = max_examples
-        self.examples = 0
+        self.status_dir, self.nodeid = status_dir, nodeid
         self.reached: Counter[str] = Counter()  # examples per tag reached (reach.reached)
         self.declared: tuple[str, ...] = ()  # the tags its marker ``reaches`` declares
         self.traffic = Traffic()  # its calls to the backend and their warnings
         self.pinned_elsewhere: tuple[Case, ...] = ()  # run in another test of its law
-        self.failed_after: int | None = None
-        self.shrink_seconds: float | None = None
-        self._shrink_began = self._found_at = 0.0
-        self._failing: set[str] = set()
 
-    @property
-    def shrink_examples(self) -> int:
-        """Examples run after the first counterexample (0 while none failed)."""
-        return 0 if self.failed_after is None else self.examples - self.failed_after
-
-    def _example(self, inner: Any, args: Any, kwargs: Any) -> Any:
-        """Run one example of ``inner``, noting a counterexample; past the shrink cap, an
-        example that is not one of the counterexamples already seen is rejected unrun, so
-        Hypothesis stops shrinking and reports the smallest counterexample it has (it runs
-        that one again, which runs, and fails, as before)."""
-        if (self.failed_after is not None and self.shrink_limit is not None
-                and self.shrink_examples >= self.shrink_limit
-                and _example_key(args, kwargs) not in self._failing):  # keyed only when
-            reject()  # shrinking: a passing test never prints its examples
-        self.max_examples = settings().max_examples  # the test's own, while it runs
-        self.examples += 1
-        try:
-            return inner(*args, **kwargs)
-        except HypothesisException:
-            raise
-        except (Exception, pytest.fail.Exception) as exc:  # a counterexample, to shrink
-            self._failing.add(_example_key(args, kwargs))
-            if self.failed_after is None:
-                self.failed_after, self._shrink_began = self.examples, time.monotonic()
-                self._found_at = time.time()
-            self.write_status(exc)
-            raise
-        finally:
-            if self.failed_after is not None:
-                self.shrink_seconds = round(time.monotonic() - self._shrink_began, 3)
+    def found(self, exc: BaseException) -> None:
+        self.write_status(exc)
 
     def write_status(self, exc: BaseException) -> None:
         """Leave the latest counterexample in ``status_dir/<pid>.json`` (replaced
@@ -313,15 +234,6 @@ class PropertyRun:
         """The test ended: its status file goes."""
         if self.status_dir is not None:
             (self.status_dir / f"{os.getpid()}.json").unlink(missing_ok=True)
-
-    @contextmanager
-    def counting(self, test: Any) -> Iterator[None]:
-        """Within the block, every example the Hypothesis test ``test`` runs is counted
-        (:func:`around_each_example`); a plain test counts as one example."""
-        with around_each_example(test, self._example) as wrapped:
-            if not wrapped:
-                self.examples += 1
-            yield
 
     def request(self, case: Case, dtype: str) -> Request:
         """``case`` as a request; examples using ops the backend does not claim are rejected.

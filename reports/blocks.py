@@ -16,11 +16,13 @@ What a block's entry holds: its library and version, what its recipe declares
 (:func:`declares`), one row per law, dtype and mode (verdict, examples, seconds, figures such
 as the swamped fraction per site and the overflow headroom, for a failure its message, the
 saved vector and the replay command, and the recipe's documented finding for the law), and
-two probes the command measures for the plots: ``zero_branch`` (per site and dtype, with
-that site's branch zeroed: how far the site's exit is from its entry, which is 0 for a
-pre-norm site and not for a post-norm or post-activation one, and how far it is from what
-the zero-branch law predicts, which is 0 on a correct block) and ``layerscale`` (the swamped
-fraction per site and dtype at several LayerScale values). The probes are figures, never
+the two probes the plots draw, read from the laws' own figures (:func:`probes`):
+``zero_branch`` (per site and dtype, with that site's branch zeroed: how far the site's exit
+is from its entry, which is 0 for a pre-norm site and not for a post-norm or post-activation
+one, and how far it is from what the zero-branch law predicts, which is 0 on a correct
+block; the zero_branch law's eval figures, :mod:`resverify.blocks.laws_zero`) and
+``layerscale`` (the swamped fraction per site and dtype at several LayerScale values; the
+affine_in_gamma law's, :mod:`resverify.blocks.laws_gamma`). The probes are figures, never
 verdicts; nothing in a verdict depends on the seconds, which sit in keys ending
 ``_seconds`` as in the rest of the report (``strip_timings`` drops them).
 """
@@ -57,8 +59,8 @@ Doc = dict[str, Any]
 class BlockRun:
     """One checked block: its recipe, where it came from (``source``: a catalog source or
     the ``module:RECIPE`` it was named by), its library, the records in the order they ran,
-    each record's seconds, the vector saved for a failure at a merge (by index), the
-    probes, and the command that replays a failing record's example (by index)."""
+    each record's seconds, the vector saved for a failure at a merge (by index), and the
+    command that replays a failing record's example (by index)."""
 
     recipe: Recipe
     source: str
@@ -67,7 +69,6 @@ class BlockRun:
     records: Sequence[LawRecord]
     seconds: Sequence[float] = ()
     vectors: Mapping[int, str] = field(default_factory=dict)
-    probes: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     replays: Mapping[int, str] = field(default_factory=dict)
 
 
@@ -131,11 +132,49 @@ def _law_row(run: BlockRun, i: int, record: LawRecord) -> Doc:
             "known": known}
 
 
-def _probes(run: BlockRun) -> Doc:
-    def clean(row: Mapping[str, Any]) -> Doc:
-        return {k: _number(v) if isinstance(v, float) else v for k, v in row.items()}
-    return {kind: [clean(r) for r in run.probes.get(kind, ())]
-            for kind in ("zero_branch", "layerscale")}
+_GAMMA_KEY = re.compile(r"swamped_at_gamma\[(.*?)\]\[(.*)\]")
+
+
+def _zero_rows(run: BlockRun) -> list[Doc]:
+    """Per dtype the zero_branch law judged in eval, and per site: its exit's distance from
+    its entry and from the law's prediction, that site's branch zeroed (the law's figures
+    ``max_from_identity[site]``, ``max_from_law[site]``), with a note where one is missing."""
+    rows = []
+    for record in run.records:
+        if (record.law, record.mode) != ("zero_branch", "eval"):
+            continue
+        for site in run.recipe.sites:
+            ident = record.figures.get(f"max_from_identity[{site.label}]")
+            law = record.figures.get(f"max_from_law[{site.label}]")
+            note = "" if ident is not None else "the site changes shape" if law is not None \
+                else f"not measured: zero_branch {record.verdict}"
+            rows.append({"dtype": record.dtype, "site": site.label,
+                         "from_identity": _number(ident), "from_law": _number(law),
+                         "note": note})
+    return rows
+
+
+def _gamma_rows(run: BlockRun) -> list[Doc]:
+    """Per dtype the affine_in_gamma law judged, LayerScale value and site: the swamped
+    fraction of the site's sum (the law's figures ``swamped_at_gamma[γ][site]``)."""
+    order = {s.label: i for i, s in enumerate(run.recipe.sites)}
+    rows = []
+    for record in run.records:
+        if record.law != "affine_in_gamma":
+            continue
+        found = [(float(m.group(1)), m.group(2), value) for key, value in record.figures.items()
+                 if (m := _GAMMA_KEY.fullmatch(key))]
+        rows += [{"dtype": record.dtype, "site": site, "gamma": gamma,
+                  "swamped": _number(value)}
+                 for gamma, site, value in sorted(found, key=lambda f: (f[0], order[f[1]]))]
+    return rows
+
+
+def probes(run: BlockRun) -> Doc:
+    """The probes the plots draw, from the laws' figures: ``zero_branch`` rows (dtype, site,
+    ``from_identity``, ``from_law``, ``note``) and ``layerscale`` rows (dtype, site,
+    ``gamma``, ``swamped``)."""
+    return {"zero_branch": _zero_rows(run), "layerscale": _gamma_rows(run)}
 
 
 def _block(run: BlockRun) -> Doc:
@@ -143,7 +182,7 @@ def _block(run: BlockRun) -> Doc:
     return {"name": run.recipe.name, "source": run.source, "library": run.library,
             "version": run.version, "verdict": block_verdict([r["verdict"] for r in laws]),
             "time_seconds": round(sum(run.seconds), 3), "declares": declares(run.recipe),
-            "laws": laws, "probes": _probes(run)}
+            "laws": laws, "probes": probes(run)}
 
 
 def section(runs: Sequence[BlockRun], *, profile: str, seed: int, examples: int,

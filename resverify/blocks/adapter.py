@@ -56,8 +56,10 @@ class BlockAdapter(Protocol):
 
     library: str
     """The library whose blocks this adapter answers for (``"torch"``, ``"haiku"``)."""
-    unjudged: Mapping[str, str]
-    """The laws that cannot apply to this library's blocks, each with why."""
+    inapplicable: Mapping[str, str]
+    """The laws with nothing to judge on this library's blocks, each with why: they never
+    apply to its blocks (:func:`~.laws.applicable`), and asking for one by name is a
+    UsageError that says why."""
 
     def observe(self, case: Case) -> Observed:
         """One call of the block on the case's input (drop paths at 0): the stream entering

@@ -2,8 +2,10 @@
 
 Why one driver: a torch block and a Haiku block differ only in how an example is built and
 asked, which their adapter answers (:mod:`resverify.blocks.adapter`, found by
-:func:`~.adapters.adapter_of`); the example loop here (the examples counted, the shrunk
-failure kept with its draw, the unjudged examples' reasons) is the same for both.
+:func:`~.adapters.adapter_of`); the example loop is the same for both, and it is the IR
+laws' own (:mod:`resverify.properties.driver`: the examples counted, the shrinking capped at
+the profile's limit, the failing example kept, so the shrunk failure keeps its draw); here
+only the unjudged examples' reasons are gathered.
 
 Why the parameters are perturbed: a factory's initial weights are special (LayerNorm's
 weight all ones and bias all zeros, so ``norm1`` and ``norm2`` are the same function and a
@@ -29,9 +31,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import seed as hypothesis_seed
+from hypothesis import given
 
 from resverify.blocks.adapter import BlockAdapter
 from resverify.blocks.adapters import adapter_of
@@ -40,7 +42,6 @@ from resverify.blocks.laws_paths import PATHS
 from resverify.blocks.recipe import Recipe
 from resverify.blocks.records import (
     Draw,
-    FailedDraw,
     LawRecord,
     draws,
     examples_count,
@@ -49,12 +50,13 @@ from resverify.blocks.records import (
 from resverify.blocks.replay import command, python_call, recipe_ref
 from resverify.blocks.trace import BlockFailure, Case, Unjudged
 from resverify.properties.assertions import PropertyFailure
-from resverify.properties.profiles import PROFILES, active_profile
+from resverify.properties.driver import ExampleRun, drive
+from resverify.properties.profiles import PROFILES, active_profile, shrink_limit
 from resverify.properties.vectors import backend_for, replay_command, save_vector, vector_dir
 from resverify.spec.errors import NotJudged, UsageError
 
 __all__ = ["LawRecord", "check_block", "examples_count", "examples_text", "laws_of",
-           "pytest_check", "replay_example", "run_laws", "validate_block"]
+           "pytest_check", "replay_example"]
 
 
 def judged_record(names: tuple[str, str, str, str], asked: int, ran: int,
@@ -92,12 +94,6 @@ def settled(record: LawRecord, earlier: Iterable[LawRecord]) -> LawRecord:
                    f"presumes (it judged {record.examples} of "
                    f"{record.asked or record.examples} examples, where that held): "
                    f"{failed.message}")
-
-
-def _settings(examples: int, shrink: bool) -> settings:
-    phases = [Phase.explicit, Phase.reuse, Phase.generate, *([Phase.shrink] if shrink else [])]
-    return settings(max_examples=examples, deadline=None, database=None, derandomize=False,
-                    phases=phases, suppress_health_check=list(HealthCheck))
 
 
 def _judge(adapter: BlockAdapter, law: Law, case: Case) -> dict[str, float]:
@@ -140,10 +136,15 @@ def _paths(law: str, paths: Iterable[str]) -> tuple[str, ...]:
 def _asked(recipe: Recipe, law: str, dtype: str, mode: str, paths: Iterable[str]
            ) -> tuple[str, ...]:
     """The paths asked for, once the law, dtype and mode are shown to be the recipe's
-    (a UsageError, one line, otherwise); none for a law the recipe's adapter cannot judge."""
+    and the law one with something to judge on the recipe's library (a UsageError, one
+    line, otherwise)."""
     if law not in LAWS:
         raise UsageError(f"unknown law {law!r}; known: {list(LAWS)}")
-    asked = () if law in adapter_of(recipe).unjudged else _paths(law, paths)
+    adapter = adapter_of(recipe)
+    if law in adapter.inapplicable:
+        raise UsageError(f"law {law!r} does not apply to {recipe.name!r}, a {adapter.library} "
+                         f"block: {adapter.inapplicable[law]}")
+    asked = _paths(law, paths)
     if dtype not in recipe.dtypes or mode not in recipe.modes:
         raise UsageError(f"recipe {recipe.name!r} claims dtypes {list(recipe.dtypes)} and modes "
                          f"{list(recipe.modes)}, not {dtype} {mode}")
@@ -152,9 +153,8 @@ def _asked(recipe: Recipe, law: str, dtype: str, mode: str, paths: Iterable[str]
 
 def laws_of(recipe: Recipe, paths: Iterable[str] = ()) -> list[str]:
     """The laws with something to judge on ``recipe``'s block, in table order
-    (:func:`~.laws.applicable`), less those its adapter cannot judge."""
-    unjudged = adapter_of(recipe).unjudged
-    return [name for name in applicable(recipe, paths) if name not in unjudged]
+    (:func:`~.laws.applicable`)."""
+    return applicable(recipe, paths)
 
 
 def validate_block(recipe: Recipe, dtype: str, seed: int) -> object:
@@ -167,53 +167,65 @@ def judge_example(recipe: Recipe, law: str, dtype: str, mode: str, draw: Draw,
                   paths: Iterable[str] = ()) -> dict[str, float]:
     """One example of one law, as the adapter judges it (one torch thread, JAX's float64
     for a float64 example): its figures, or the law's :class:`PropertyFailure`, or
-    :class:`~.trace.Unjudged` with the reason (a law the adapter cannot judge too)."""
+    :class:`~.trace.Unjudged` with the reason."""
     __tracebackhide__ = True
     asked = _asked(recipe, law, dtype, mode, paths)
     adapter = adapter_of(recipe)
-    if law in adapter.unjudged:
-        raise Unjudged(adapter.unjudged[law])
     with adapter.judging(dtype):
         return _judge(adapter, LAWS[law], adapter.case(recipe, dtype, mode, draw, asked))
 
 
 def run_law(recipe: Recipe, law: str, dtype: str, mode: str, *, max_examples: int | None = None,
-            seed: int = 0, shrink: bool = True, paths: Iterable[str] = ()) -> LawRecord:
+            seed: int = 0, shrink: bool = True, paths: Iterable[str] = (),
+            profile: str | None = None) -> LawRecord:
     """Judge one law on ``recipe``'s block in ``dtype`` and ``mode`` over drawn examples,
     whichever library built it (its adapter builds each example); ``paths``
-    (``"compile"``, ``"fastpath"``) are the paths the ``paths`` law judges. A failure's
-    record keeps its shrunk example (``draw``), which replays it; a law the adapter cannot
-    judge is ``unjudged`` with its reason."""
+    (``"compile"``, ``"fastpath"``) are the paths the ``paths`` law judges. The examples are
+    ``max_examples``, else ``profile``'s (default: the active one, ``ci`` where the active
+    profile is none of the suite's, as outside pytest), and they are run by the
+    suite's driver (:func:`resverify.properties.driver.drive`): counted as an IR law's are,
+    shrinking capped at ``profile``'s limit (:func:`~resverify.properties.profiles.
+    shrink_limit`). A failure's record keeps its shrunk example (``draw``), which replays
+    it; a law with nothing to judge on the block's library is a UsageError that says why."""
     asked = _asked(recipe, law, dtype, mode, paths)
     adapter, names = adapter_of(recipe), (recipe.name, law, dtype, mode)
-    if law in adapter.unjudged:
-        return LawRecord(*names, "unjudged", 0, message=adapter.unjudged[law])
     adapter.validate(recipe, dtype, seed)  # a recipe's mistake is its one line, first
-    examples = max_examples or PROFILES.get(active_profile(), PROFILES["ci"]).max_examples
+    chosen = profile or active_profile()
+    chosen = chosen if chosen in PROFILES else "ci"  # outside pytest: Hypothesis' default
+    examples = max_examples or PROFILES[chosen].max_examples
+    run = ExampleRun(shrink_limit=shrink_limit(chosen), max_examples=examples)
     judged: list[dict[str, float]] = []
     reasons: list[str] = []
-    ran = [0]
-    last = FailedDraw()
 
-    @hypothesis_seed(seed)
-    @_settings(examples, shrink)
     @given(draws())
     def prop(draw: Draw) -> None:
-        ran[0] += 1
         try:
-            with last.kept(draw):
-                case = adapter.case(recipe, dtype, mode, draw, asked)
-                judged.append(_judge(adapter, LAWS[law], case))
+            case = adapter.case(recipe, dtype, mode, draw, asked)
+            judged.append(_judge(adapter, LAWS[law], case))
         except Unjudged as exc:
             reasons.append(str(exc))
 
     try:
         with adapter.judging(dtype):
-            prop()
+            drive(prop, run, seed=seed, shrink=shrink)
     except PropertyFailure as exc:
-        return LawRecord(*names, "fail", ran[0], message=str(exc).splitlines()[0],
-                         failure=exc, asked=examples, draw=last.of(exc))
-    return judged_record(names, examples, ran[0], judged, reasons)
+        example = run.failing_example(exc)
+        return LawRecord(*names, "fail", run.examples, _failed_figures(exc),
+                         message=str(exc).splitlines()[0], failure=exc, asked=examples,
+                         draw=None if example is None else _draw_of(example))
+    return judged_record(names, examples, run.examples, judged, reasons)
+
+
+def _failed_figures(exc: PropertyFailure) -> dict[str, float]:
+    """What the law measured on its failing example before it failed (none for a failure
+    that is not the block's, :func:`~.trace.measured`)."""
+    return dict(exc.figures) if isinstance(exc, BlockFailure) else {}
+
+
+def _draw_of(example: tuple[Any, Any]) -> Draw | None:
+    """The draw among a failing example's arguments (the one :func:`run_law` draws)."""
+    args, kwargs = example
+    return next((a for a in (*args, *kwargs.values()) if isinstance(a, Draw)), None)
 
 
 def replay_example(recipe: Recipe, law: str, dtype: str, mode: str, draw: Draw,
@@ -231,8 +243,8 @@ def replay_example(recipe: Recipe, law: str, dtype: str, mode: str, draw: Draw,
     except Unjudged as exc:
         return LawRecord(*names, "unjudged", 0, message=str(exc), asked=1, draw=draw)
     except PropertyFailure as exc:
-        return LawRecord(*names, "fail", 1, message=str(exc).splitlines()[0], failure=exc,
-                         asked=1, draw=draw)
+        return LawRecord(*names, "fail", 1, _failed_figures(exc),
+                         message=str(exc).splitlines()[0], failure=exc, asked=1, draw=draw)
     return LawRecord(*names, "pass", 1, figures, asked=1, draw=draw)
 
 
@@ -255,12 +267,14 @@ def plan(recipe: Recipe, dtypes: Iterable[str] | None = None,
 
 def check_block(recipe: Recipe, dtypes: Iterable[str] | None = None,
                 laws: Iterable[str] | None = None, *, max_examples: int | None = None,
-                seed: int = 0, shrink: bool = True, paths: Iterable[str] = ()) -> list[LawRecord]:
+                seed: int = 0, shrink: bool = True, paths: Iterable[str] = (),
+                profile: str | None = None) -> list[LawRecord]:
     """The laws applicable to ``recipe``'s block (or ``laws``), in each claimed dtype (or
     ``dtypes``) and each mode the law and the recipe share, in :func:`plan`'s order.
     ``paths`` (``"compile"``, ``"fastpath"``) adds the ``paths`` law, judged on those paths;
-    without them it is not run. A pass whose presumed law failed alike is ``unjudged``
-    (:func:`settled`).
+    without them it is not run. ``profile`` (default: the active one) gives the examples,
+    unless ``max_examples`` does, and the shrink cap. A pass whose presumed law failed alike
+    is ``unjudged`` (:func:`settled`).
 
     >>> records = check_block(recipe, ["float32"])  # doctest: +SKIP
     >>> [r.line() for r in records if r.verdict == "fail"]  # doctest: +SKIP
@@ -269,7 +283,7 @@ def check_block(recipe: Recipe, dtypes: Iterable[str] | None = None,
     records: list[LawRecord] = []
     for name, dtype, mode in plan(recipe, list(dtypes or ()) or None, laws, asked):
         record = run_law(recipe, name, dtype, mode, max_examples=max_examples, seed=seed,
-                         shrink=shrink, paths=asked)
+                         shrink=shrink, paths=asked, profile=profile)
         records.append(settled(record, records))
     return records
 
@@ -286,12 +300,13 @@ class LawRun:
 
 
 def run_laws(recipe: Recipe, steps: Iterable[tuple[str, str, str]], *, examples: int,
-             seed: int, vectors: Path, paths: Iterable[str] = (),
+             seed: int, vectors: Path, paths: Iterable[str] = (), profile: str | None = None,
              named: tuple[str, str | None] | None = None,
              said: Callable[[LawRecord, float], None] | None = None) -> LawRun:
     """Each ``(law, dtype, mode)`` of ``steps`` on ``recipe``'s block, as :func:`run_law`
-    judges it and :func:`settled` settles it, ``said`` with its seconds as it comes; a
-    failure at a merge saved as a vector under ``vectors``, a failure's example kept with
+    judges it (``examples`` each, shrinking capped at ``profile``'s limit) and
+    :func:`settled` settles it, ``said`` with its seconds as it comes; a failure at a merge
+    saved as a vector under ``vectors``, a failure's example kept with
     the command that replays it (naming the recipe as ``named``, ``(selector, block)``,
     says; else by its name)."""
     asked = tuple(paths)
@@ -300,7 +315,8 @@ def run_laws(recipe: Recipe, steps: Iterable[tuple[str, str, str]], *, examples:
     for law, dtype, mode in steps:
         began = time.perf_counter()
         record = settled(run_law(recipe, law, dtype, mode, max_examples=examples, seed=seed,
-                                 paths=asked if LAWS[law].needs_paths else ()), run.records)
+                                 paths=asked if LAWS[law].needs_paths else (),
+                                 profile=profile), run.records)
         run.seconds.append(time.perf_counter() - began)
         failure = record.failure
         if isinstance(failure, BlockFailure) and failure.merged:

@@ -21,9 +21,12 @@ may fuse the sum into the BatchNorm differently in the two programs. Float64 run
 JAX block's value laws compare values (:meth:`HaikuAdapter.value`, float64), its dtype being
 ``stream_dtype``'s.
 
-Laws that do not apply (:data:`UNJUDGED`): ``no_aliasing`` (a JAX array is immutable: no
-block can write into its input), ``drop_path`` and ``affine_in_gamma`` (no Haiku ResNet block
-has a drop path or a LayerScale); they come back ``unjudged`` with that reason.
+Laws that do not apply to a Haiku block (:data:`INAPPLICABLE`, left out as a torch block's
+laws are where it lacks a feature, :func:`~.laws.applicable`): ``no_aliasing`` (a JAX array is
+immutable: no block can write into its input) and ``paths`` (torch.compile and torch's fast
+paths are torch's). A :class:`JaxRecipe` declares no LayerScale γ and no drop path (the
+adapter could not set either), so ``affine_in_gamma`` and ``drop_path`` have nothing to
+judge on it, as on a torch block without them.
 """
 
 from __future__ import annotations
@@ -54,13 +57,11 @@ BLOCK = "block"
 Parts = Callable[[Any, Any, bool], tuple[Any, Any]]
 """``parts(block, x, is_training) -> (shortcut(x), F(x))`` through the block's submodules."""
 
-UNJUDGED: Mapping[str, str] = {
-    "affine_in_gamma": "no Haiku ResNet block has a LayerScale γ",
-    "drop_path": "no Haiku ResNet block has a drop path",
+INAPPLICABLE: Mapping[str, str] = {
     "no_aliasing": "a JAX array is immutable: a block cannot write into its input",
     "paths": "torch.compile and torch's fast paths are torch's",
 }
-"""The laws that do not apply to a JAX block, and why."""
+"""The laws with nothing to judge on a JAX block, and why."""
 
 
 def no_torch(dtype: torch.dtype) -> nn.Module:
@@ -96,6 +97,11 @@ class JaxRecipe(Recipe):
             raise UsageError(f"recipe {self.name!r}: a JAX recipe's site takes no parallel "
                              "branches, skip_scale, post_scale, post_factor, scale_fn or reads "
                              "(its parts return shortcut(x) and F(x))")
+        if site.scale is not None or site.drop_path:
+            raise UsageError(f"recipe {self.name!r}: a JAX recipe's site declares no "
+                             "LayerScale (scale) or drop path (drop_path): the Haiku adapter "
+                             "cannot set either, so affine_in_gamma and drop_path would judge "
+                             "nothing")
 
 
 def _jax() -> Any:
@@ -228,7 +234,7 @@ class HaikuAdapter:
     """The block laws' questions, answered by a Haiku block (:class:`~.adapter.BlockAdapter`)."""
 
     library = "haiku"
-    unjudged = UNJUDGED
+    inapplicable = INAPPLICABLE
 
     @staticmethod
     def _block(case: Case) -> HaikuBlock:

@@ -3,8 +3,9 @@
 A Haiku block is checked by the one driver (:mod:`resverify.blocks.check`), which asks its
 adapter (:class:`~.haiku_adapter.HaikuAdapter`) for each example; what stays here is the
 JAX-block view of it: :data:`JUDGED` (the laws judged on a JAX block), :func:`plan`, and
-:func:`check_jax_block`, which also returns the laws that do not apply (:data:`UNJUDGED`)
-as ``unjudged`` records with their reason.
+:func:`check_jax_block`. The laws with nothing to judge on a JAX block
+(:data:`~.haiku_adapter.INAPPLICABLE`, and those of a LayerScale or a drop path, which a JAX
+recipe never declares) never apply to it.
 """
 
 from __future__ import annotations
@@ -12,16 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from resverify.blocks.check import check_block, judge_example, run_law
-from resverify.blocks.haiku_adapter import (
-    UNJUDGED,
-    JaxRecipe,
-)
+from resverify.blocks.haiku_adapter import INAPPLICABLE, JaxRecipe
 from resverify.blocks.laws import LAWS
 from resverify.blocks.records import LawRecord
 
 __all__ = []
 
-JUDGED = tuple(name for name in LAWS if name not in UNJUDGED)
+FEATURED = ("affine_in_gamma", "drop_path")
+"""The laws of a feature a JAX recipe never declares (a LayerScale γ, a drop path)."""
+JUDGED = tuple(name for name in LAWS if name not in INAPPLICABLE and name not in FEATURED)
 """The laws judged on a JAX block, in table order (:data:`~.laws.LAWS`), each in the modes
 the table gives it."""
 
@@ -49,12 +49,10 @@ def run_jax_law(recipe: JaxRecipe, law: str, dtype: str, mode: str, *,
 def check_jax_block(recipe: JaxRecipe, dtypes: Iterable[str] | None = None,
                     laws: Iterable[str] | None = None, *, max_examples: int | None = None,
                     seed: int = 0) -> list[LawRecord]:
-    """Every law (or ``laws``) on a JAX block in each claimed dtype (or ``dtypes``) and mode,
-    as :func:`~.check.check_block`: the laws of :data:`UNJUDGED` come back unjudged, with
-    their reason.
+    """Every law that applies (or ``laws``) on a JAX block in each claimed dtype (or
+    ``dtypes``) and mode, as :func:`~.check.check_block`.
 
     >>> from resverify.blocks.catalog import recipe  # doctest: +SKIP
     >>> check_jax_block(recipe("haiku.BlockV1"), ["float32"], max_examples=5)  # doctest: +SKIP
     """
-    return check_block(recipe, dtypes, list(LAWS) if laws is None else laws,
-                       max_examples=max_examples, seed=seed)
+    return check_block(recipe, dtypes, laws, max_examples=max_examples, seed=seed)

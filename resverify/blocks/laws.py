@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from resverify.blocks.adapters import adapter_of
 from resverify.blocks.laws_backward import gradient_skip
 from resverify.blocks.laws_drop import drop_path
 from resverify.blocks.laws_forward import decomposition
@@ -23,7 +24,7 @@ from resverify.blocks.laws_zero import zero_branch
 from resverify.blocks.recipe import Recipe
 from resverify.blocks.trace import Case
 
-__all__ = ["LAWS"]
+__all__ = []
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,11 @@ in the zero branch's backward), then the laws of single parts (γ, drop path, th
 
 
 def applicable(recipe: Recipe, paths: Iterable[str] = ()) -> list[str]:
-    """The laws with something to judge on ``recipe``, in table order; a law of the paths
+    """The laws with something to judge on ``recipe``, in table order: not one its library
+    has nothing to judge on (its adapter's :attr:`~.adapter.BlockAdapter.inapplicable`), nor
+    one whose feature the recipe lacks (:attr:`Law.needs`); a law of the paths
     (``needs_paths``) only when ``paths`` names some."""
     asked = bool(tuple(paths))
-    return [name for name, law in LAWS.items()
-            if law.needs(recipe) and (asked or not law.needs_paths)]
+    inapplicable = adapter_of(recipe).inapplicable
+    return [name for name, law in LAWS.items() if name not in inapplicable
+            and law.needs(recipe) and (asked or not law.needs_paths)]

@@ -11,9 +11,17 @@ sum is the site's sum with that branch 0, ``(β·shortcut(s) + alpha·(the other
 rounding of at most ``u |z|``; where the site has parallel branches or scales, each sum
 rounds as :func:`~.laws_forward.sum_budget` says, from the terms' own magnitudes (under
 cancellation between branches ``|z|`` alone would not bound it).
+
+The figures (the report's LayerScale plot): with every γ of the block set to each value of
+:data:`GAMMAS`, the fraction of each LayerScale site's sum bitwise equal to its entry
+(``swamped_at_gamma[γ][site]``, the mean over the judged examples: how much of the update a
+small γ leaves swamped). A failing record keeps those of its example
+(:func:`~.trace.measured`).
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 
@@ -24,6 +32,7 @@ from resverify.blocks.trace import (
     Case,
     Unjudged,
     first_difference,
+    measured,
     no_drop,
     shortcut,
     site_sum,
@@ -32,6 +41,9 @@ from resverify.blocks.trace import (
 from resverify.spec.errors import UsageError
 
 __all__ = []
+
+GAMMAS = (1e-6, 1e-4, 1e-2, 1.0)
+"""The LayerScale values of the swamped-fraction figures."""
 
 GATE_ONE = 20.0
 """Where ``tanh`` rounds to 1 in every dtype (``1 - tanh(20) < 2**-57``): a tanh gate set
@@ -204,6 +216,26 @@ def _gate(fn: str | None, g: torch.Tensor) -> torch.Tensor:
     return torch.tanh(g)
 
 
+def swamped_by_gamma(case: Case, scaled: list[tuple[int, str]]) -> dict[str, float]:
+    """Per value of :data:`GAMMAS` (every γ of the block set to it) and LayerScale site: the
+    fraction of the site's sum (its exit where the sum is not visible) bitwise equal to its
+    entry."""
+    figures = {}
+    for gamma in GAMMAS:
+        with contextlib.ExitStack() as stack:
+            for _, name in scaled:
+                stack.enter_context(with_parameter(case.module, name, gamma))
+            seen = observed(case)
+        for i, _ in scaled:
+            z = seen.exits[i] if seen.sums[i] is None else seen.sums[i]
+            assert z is not None
+            same = z.to(torch.float64) == seen.entries[i].to(torch.float64)
+            label = case.recipe.sites[i].label
+            figures[f"swamped_at_gamma[{gamma!r}][{label}]"] = float(
+                same.to(torch.float64).mean())
+    return figures
+
+
 def affine_in_gamma(case: Case) -> dict[str, float]:
     """Per site with a LayerScale γ or a gate: the constructor's value is the value held,
     y(γ) - shortcut(x) is zero at γ = 0, and linear in γ (``γ (y(1) - shortcut(x))`` within
@@ -215,7 +247,8 @@ def affine_in_gamma(case: Case) -> dict[str, float]:
     scaled = [(i, s.scale) for i, s in enumerate(case.recipe.sites) if s.scale]
     if not scaled:
         raise Unjudged("no site declares a LayerScale γ")
-    for i, name in scaled:
-        assert name is not None
-        _check_gamma(case, i, name)
-    return {}
+    figures = swamped_by_gamma(case, scaled)
+    with measured(figures):
+        for i, name in scaled:
+            _check_gamma(case, i, name)
+    return figures

@@ -64,7 +64,7 @@ from resverify.blocks.trace import (
     zeroed,
 )
 
-__all__ = ["PATHS"]
+__all__ = []
 
 FUSED_OPS = ("_transformer_encoder_layer_fwd", "_native_multi_head_attention")
 """torch's inference-only fused kernels: their dispatch is the evidence of the fast path."""

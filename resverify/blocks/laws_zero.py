@@ -15,6 +15,13 @@ block's own sums (so every norm's backward runs at the block's value), within th
 roundings (relative ``2 r u``, :func:`backward_budget`). A projection or post-norm that the
 cotangent passes *after* such a rounding can widen it under cancellation beyond that
 budget: the law then errs toward a false alarm, never toward a pass.
+
+The figures (eval only, the report's zero-branch plot): per site, that site's branch alone
+zeroed, the largest ``|exit - entry|`` (``max_from_identity[site]``: 0 for a pre-norm site,
+not for a post-norm or post-activation one; absent where the site changes the shape) and the
+largest ``|exit - post(act(β·shortcut(entry)/c))|`` (``max_from_law[site]``: 0 on a correct
+block), over the judged examples. A failing record keeps those of its example
+(:func:`~.trace.measured`).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from resverify.blocks.trace import (
     Case,
     Observed,
     first_difference,
+    measured,
     unit_roundoff,
 )
 
@@ -119,6 +127,32 @@ def _check_zero(case: Case, what: str) -> None:
                   f"{rule} (ȳ for the identity)")
 
 
+def _max_abs(a: torch.Tensor, b: torch.Tensor) -> float | None:
+    """``max |a - b|`` in float64; None where the shapes differ."""
+    if a.shape != b.shape:
+        return None
+    return float((a.to(torch.float64) - b.to(torch.float64)).abs().max())
+
+
+def site_figures(case: Case) -> dict[str, float]:
+    """Per site, its branch alone zeroed: how far its exit lies from its entry and from the
+    exit the law predicts (see the module doc); eval only, none in train."""
+    if case.mode != "eval":
+        return {}
+    adapter, figures = ask(case), {}
+    for i, site in enumerate(case.recipe.sites):
+        zeroed = adapter.zeroed(case, list(site.zero))
+        seen = adapter.observe(zeroed)
+        s, out = seen.entries[i], seen.exits[i]
+        skip = adapter.shortcut(zeroed, i, s)
+        expected = adapter.compose(zeroed, i, skip, torch.zeros((), dtype=skip.dtype))[1]
+        for key, value in (("max_from_identity", _max_abs(out, s)),
+                           ("max_from_law", _max_abs(out, expected))):
+            if value is not None:
+                figures[f"{key}[{site.label}]"] = value
+    return figures
+
+
 def zero_branch(case: Case) -> dict[str, float]:
     """Every branch's end zeroed: the block is exactly the map its shortcuts, scales,
     activations and post-norms make (the identity for pre-norm blocks), forward and
@@ -127,8 +161,10 @@ def zero_branch(case: Case) -> dict[str, float]:
     the module doc)."""
     __tracebackhide__ = True
     names = [p for site in case.recipe.sites for p in site.zero]
-    _check_zero(ask(case).zeroed(case, names), f"zeroing {', '.join(names)}")
-    zero_init = case.extra.get("zero_init")
-    if zero_init is not None:
-        _check_zero(replace(case, module=zero_init), "the library's zero-init option")
-    return {}
+    figures = site_figures(case)
+    with measured(figures):
+        _check_zero(ask(case).zeroed(case, names), f"zeroing {', '.join(names)}")
+        zero_init = case.extra.get("zero_init")
+        if zero_init is not None:
+            _check_zero(replace(case, module=zero_init), "the library's zero-init option")
+    return figures

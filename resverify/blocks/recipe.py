@@ -113,7 +113,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-__all__ = ["DTYPES", "Recipe", "Site", "describe", "validate"]
+__all__ = ["Recipe", "Site", "describe", "validate"]
 
 DTYPES = ("float64", "float32", "bfloat16", "float16")
 """The dtypes a block may claim, widest first."""

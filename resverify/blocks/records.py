@@ -8,8 +8,7 @@ record's command; each imports these types from here, so none of them imports an
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
@@ -74,23 +73,3 @@ def examples_count(verdict: str, examples: int, asked: int) -> str:
 def examples_text(record: LawRecord) -> str:
     """``25 examples``, or ``4 of 25 examples`` for a pass that judged fewer than asked."""
     return f"{examples_count(record.verdict, record.examples, record.asked)} examples"
-
-
-class FailedDraw:
-    """The example whose failure Hypothesis raised at the end: the draw of the last
-    failing call, kept only when it is that very failure (Hypothesis reruns the shrunk
-    example last), else unknown."""
-
-    def __init__(self) -> None:
-        self._last: tuple[PropertyFailure, Draw] | None = None
-
-    @contextlib.contextmanager
-    def kept(self, draw: Draw) -> Iterator[None]:
-        try:
-            yield
-        except PropertyFailure as exc:
-            self._last = (exc, draw)
-            raise
-
-    def of(self, failure: PropertyFailure) -> Draw | None:
-        return self._last[1] if self._last is not None and self._last[0] is failure else None

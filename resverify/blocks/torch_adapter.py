@@ -97,7 +97,7 @@ class TorchAdapter:
     """The block laws' questions, answered by a torch module (:class:`~.adapter.BlockAdapter`)."""
 
     library = "torch"
-    unjudged: Mapping[str, str] = {}
+    inapplicable: Mapping[str, str] = {}
 
     def observe(self, case: Case) -> Observed:
         with no_drop(case.module, case.recipe):

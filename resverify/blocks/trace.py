@@ -70,6 +70,9 @@ class BlockFailure(PropertyFailure):
     def __init__(self, message: str, request: Request, merged: bool) -> None:
         super().__init__(message, request)
         self.merged = merged
+        self.figures: dict[str, float] = {}
+        """What the law measured on the failing example before it failed (the figures a
+        report plots, :func:`measured`); its record keeps them."""
 
 
 @dataclass(frozen=True)
@@ -427,3 +430,15 @@ def first_difference(actual: torch.Tensor, expected: torch.Tensor,
     rule = "budget 0" if budget is None else f"budget {float(budget[index])!r}"
     return (f"{element_index(index)} = {float(a[index])!r}, expected {float(e[index])!r} "
             f"(|diff| {abs(float(a[index] - e[index]))!r}, {rule})")
+
+
+@contextlib.contextmanager
+def measured(figures: dict[str, float]) -> Iterator[None]:
+    """Within the block, a law's failure carries ``figures``, what it measured on that
+    example before it judged (:attr:`BlockFailure.figures`), so a failing record still
+    has the figures a report plots."""
+    try:
+        yield
+    except BlockFailure as exc:
+        exc.figures = {**figures, **exc.figures}
+        raise

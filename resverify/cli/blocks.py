@@ -10,12 +10,13 @@ is one line with the reason its blocks are skipped.
 ``resverify blocks check NAME... | --all`` judges every applicable law of each block (a
 NAME with a colon, ``module:RECIPE``, is a user's own :class:`~resverify.blocks.Recipe`
 imported from the working folder or the environment, :func:`user_recipes`)
-(:func:`resverify.blocks.check.run_law`) in each dtype it claims (``--dtype``, repeatable,
+(:func:`resverify.blocks.runs.check_recipe`, each law by :func:`resverify.blocks.check.run_law`)
+in each dtype it claims (``--dtype``, repeatable,
 keeps only those) under a Hypothesis profile of the suite (``--profile``, default ``ci``:
 its example count; ``--seed``, default the suite's CI seed; ``--paths compile,fastpath``
 adds the paths law on those paths, :mod:`resverify.blocks.laws_paths`), printing one line per block,
-law, dtype and mode as it goes (verdict, examples, seconds). Then two probes give the plots
-their figures (:func:`resverify.blocks.probes.probes`; figures, never verdicts), and the
+law, dtype and mode as it goes (verdict, examples, seconds). The plots draw the figures the
+zero_branch and affine_in_gamma laws return (figures, never verdicts), and the
 report goes into ``--report-dir`` (default ``resverify-report/blocks``): the report
 ``resverify check`` writes, with a blocks section and no backend
 (:func:`resverify.reports.json_report.blocks_report`): ``report.json``
@@ -27,8 +28,7 @@ command.
 
 Every recipe names its block adapter (:attr:`resverify.blocks.recipe.Recipe.adapter`: a torch
 module's, or a Haiku block's), through which the one driver (:mod:`resverify.blocks.check`)
-says the laws that apply, validates and checks the block, and the report's probes are
-measured (:mod:`resverify.blocks.probes`; none for a Haiku block): the command never asks
+says the laws that apply, validates and checks the block: the command never asks
 which library a block comes from.
 
 ``resverify blocks check --exact NAME... | --all`` traces each torch block into the IR and
@@ -58,7 +58,7 @@ that cannot be written.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -67,6 +67,7 @@ from resverify.cli.block_selection import Selected, select
 if TYPE_CHECKING:
     from resverify.blocks.check import LawRecord
     from resverify.blocks.recipe import Recipe
+    from resverify.blocks.runs import Options
     from resverify.reports.blocks import BlockRun
 
 NAME = "blocks"
@@ -87,7 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument("--law", action="append", default=[], metavar="LAW",
                        help="only this law (repeatable; default: every law that applies)")
     check.add_argument("--profile", default="ci", metavar="NAME",
-                       help="the suite's Hypothesis profile, for its example count "
+                       help="the suite's Hypothesis profile, for its example count and shrink cap "
                        "(dev 5, ci 25, extremes 100, thorough 400; default ci)")
     check.add_argument("--seed", type=int, default=None, metavar="N",
                        help="Hypothesis seed (default: the suite's CI seed, 0)")
@@ -160,45 +161,7 @@ def _list() -> int:
     return 0
 
 
-def _settings(args: argparse.Namespace) -> tuple[int, int, list[str], tuple[str, ...]]:
-    """The examples a law, the seed, the dtypes and the paths asked for; UsageError when
-    unknown (a law too)."""
-    from resverify.blocks.laws import LAWS
-    from resverify.blocks.laws_paths import PATHS
-    from resverify.blocks.recipe import DTYPES
-    from resverify.properties.profiles import CI_SEED, PROFILES
-    from resverify.spec.errors import UsageError
-
-    if args.profile not in PROFILES:
-        raise UsageError(f"unknown Hypothesis profile {args.profile!r}; use one of "
-                         f"{sorted(PROFILES)}")
-    bad = [d for d in args.dtype if d not in DTYPES]
-    if bad:
-        raise UsageError(f"unknown dtype {bad[0]!r}; use one of {list(DTYPES)}")
-    bad = [law for law in args.law if law not in LAWS]
-    if bad:
-        raise UsageError(f"unknown law {bad[0]!r}; use some of {list(LAWS)}")
-    paths = tuple(dict.fromkeys(p.strip() for p in args.paths.split(",") if p.strip()))
-    unknown = [p for p in paths if p not in PATHS]
-    if unknown:
-        raise UsageError(f"unknown path {unknown[0]!r} in --paths; use some of {list(PATHS)}")
-    examples = int(PROFILES[args.profile].max_examples)
-    return examples, CI_SEED if args.seed is None else args.seed, list(args.dtype), paths
-
-
 # -- checking ------------------------------------------------------------------------------
-
-def plan(recipe: Recipe, dtypes: Sequence[str], paths: Sequence[str] = (),
-         laws: Sequence[str] = ()) -> Iterator[tuple[str, str, str]]:
-    """``(law, dtype, mode)`` of every record a check of ``recipe`` makes, in order, law by
-    law, root causes first (:func:`resverify.blocks.check.plan`; the paths law only when
-    ``paths`` names some); only ``laws`` when it names some."""
-    from resverify.blocks import check
-
-    planned = check.plan(recipe, [d for d in recipe.dtypes if not dtypes or d in dtypes], None,
-                         paths)
-    yield from (step for step in planned if not laws or step[0] in laws)
-
 
 def _progress(record: LawRecord, seconds: float, recipe: Recipe) -> str:
     """A record's line: its verdict as the report decides it (a documented finding's failure
@@ -223,32 +186,26 @@ def _say(line: str) -> None:
     print(line, flush=True)  # as it comes, into a pipe (a CI log) too
 
 
-def check_one(recipe: Recipe, dtypes: Sequence[str], examples: int, seed: int,
-              vectors: Path, say: Callable[[str], None] = _say, paths: Sequence[str] = (),
-              laws: Sequence[str] = (), named: Selected | None = None) -> BlockRun:
-    """Every applicable law of ``recipe`` (or ``laws``) in each dtype, each record said as
-    it comes; a failure's example kept with the command that replays it (naming the recipe
-    as ``named`` says, else by its name), and a failure at a merge saved as a vector under
-    ``vectors``; then the probes."""
-    from resverify.blocks.check import run_laws, validate_block
-    from resverify.blocks.library import library_of, source_of
-    from resverify.blocks.probes import probes
+def check_one(recipe: Recipe, chosen: Options, vectors: Path, say: Callable[[str], None] = _say,
+              named: Selected | None = None) -> BlockRun:
+    """``recipe``'s check under ``chosen`` (:func:`resverify.blocks.runs.check_recipe`), each
+    record said as it comes; a failure's example kept with the command that replays it
+    (naming the recipe as ``named`` says, else by its name), and a failure at a merge saved
+    as a vector under ``vectors``."""
+    from resverify.blocks.library import source_of
+    from resverify.blocks.runs import check_recipe
     from resverify.reports.blocks import BlockRun
 
-    chosen = named or Selected(recipe, source_of(recipe), recipe.name)
-    run = run_laws(recipe, plan(recipe, dtypes, paths, laws), examples=examples, seed=seed,
-                   vectors=vectors, paths=paths, named=(chosen.selector, chosen.block),
-                   said=lambda record, seconds: say(_progress(record, seconds, recipe)))
-    checked = list(dict.fromkeys(r.dtype for r in run.records))
-    built = validate_block(recipe, checked[0], seed) if checked else None
-    library, version = library_of(recipe, built)
-    return BlockRun(recipe, chosen.source, library, version, run.records, run.seconds,
-                    run.saved, probes(recipe, checked, seed), run.replays)
+    one = named or Selected(recipe, source_of(recipe), recipe.name)
+    done = check_recipe(recipe, chosen, vectors, (one.selector, one.block),
+                        lambda record, seconds: say(_progress(record, seconds, recipe)))
+    return BlockRun(recipe, one.source, done.library, done.version, done.run.records,
+                    done.run.seconds, done.run.saved, done.run.replays)
 
 
 def _check(args: argparse.Namespace) -> int:
     from resverify.blocks.catalog import skipped
-    from resverify.blocks.check import validate_block
+    from resverify.blocks.runs import options, steps, validate_all
     from resverify.cli.blocks_output import outputs, write
     from resverify.cli.runner import signal_name
     from resverify.cli.stop_signals import StopSignals
@@ -256,34 +213,31 @@ def _check(args: argparse.Namespace) -> int:
     from resverify.reports.json_report import blocks_report
 
     chosen = select(args.names, args.all)
-    recipes = [c.recipe for c in chosen]
-    examples, seed, dtypes, paths = _settings(args)
+    asked = options(args.profile, args.seed, args.dtype, args.law, args.paths)
     if args.exact:
         from resverify.cli.blocks_exact import check_exact
 
-        return check_exact(recipes, dtypes, seed)
+        return check_exact([c.recipe for c in chosen], asked.dtypes, asked.seed)
     out = outputs(args)
-    for recipe in recipes:  # a recipe's mistake is one line before anything runs
-        first = next(iter(d for d in recipe.dtypes if not dtypes or d in dtypes),
-                     recipe.dtypes[0])
-        validate_block(recipe, first, seed)
+    validate_all((c.recipe for c in chosen), asked.dtypes, asked.seed)
     runs: list[BlockRun] = []
     interrupted = None
     with StopSignals() as signals:
         try:
             for one in chosen:
-                if not any(True for _ in plan(one.recipe, dtypes, paths, args.law)):
-                    laws = f" or laws {args.law}" if args.law else ""
-                    print(f"{one.recipe.name}: claims none of the dtypes {dtypes}{laws}; "
+                if not any(True for _ in steps(one.recipe, asked.dtypes, asked.paths,
+                                               asked.laws)):
+                    laws = f" or laws {asked.laws}" if asked.laws else ""
+                    print(f"{one.recipe.name}: claims none of the dtypes {asked.dtypes}{laws}; "
                           "not checked")
                     continue
-                runs.append(check_one(one.recipe, dtypes, examples, seed,
-                                      out["folder"] / "vectors", paths=paths, laws=args.law,
+                runs.append(check_one(one.recipe, asked, out["folder"] / "vectors",
                                       named=one))
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: report what finished
             interrupted = signal_name(exc)
         with signals.held():
-            section = report.section(runs, profile=args.profile, seed=seed, examples=examples,
+            section = report.section(runs, profile=asked.profile, seed=asked.seed,
+                                     examples=asked.examples,
                                      skipped=skipped() if args.all else {},
                                      interrupted=interrupted)
             doc = blocks_report(section, seconds=sum(sum(r.seconds) for r in runs))

@@ -2,8 +2,9 @@
 
 Every catalog Haiku block passes every judged law (float32 in the default run, every claimed
 dtype and both modes under ``-m slow``); each planted bug of :mod:`tests.blocks.broken_haiku`
-fails exactly the laws it breaks and passes the others; the laws that do not apply to a JAX
-block come back unjudged with their reason; a missing dm-haiku is the catalog's skip.
+fails exactly the laws it breaks and passes the others; the laws with nothing to judge on a
+JAX block do not apply to it (never planned; asked for by name, a one-line UsageError with
+the reason); a missing dm-haiku is the catalog's skip.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ pytest.importorskip("haiku", reason="dm-haiku is not installed (make blocks)")
 
 from resverify.blocks import catalog
 from resverify.blocks.catalog.haiku import BN, CHANNELS, RECIPES
-from resverify.blocks.haiku_adapter import BLOCK, no_torch
+from resverify.blocks.check import laws_of
+from resverify.blocks.haiku_adapter import BLOCK, INAPPLICABLE, no_torch
 from resverify.blocks.jax_laws import (
     JUDGED,
-    UNJUDGED,
     JaxRecipe,
     check_jax_block,
     plan,
@@ -116,12 +117,35 @@ def test_a_jax_failure_replays_on_its_example_and_only_a_merge_keeps_a_vector() 
         assert merged == (law == "decomposition"), (law, merged)
 
 
-@pytest.mark.parametrize("law", sorted(UNJUDGED))
-def test_laws_that_do_not_apply_are_unjudged_with_their_reason(law: str) -> None:
+@pytest.mark.parametrize("name", NAMES)
+def test_the_laws_that_apply_to_a_jax_block_are_the_judged_ones(name: str) -> None:
+    """No law with nothing to judge on a Haiku block is planned: not ``no_aliasing`` or
+    ``paths`` (the library's), not ``affine_in_gamma`` or ``drop_path`` (no γ or drop path
+    declared), even with paths asked for."""
+    recipe = catalog.recipe(name)
+    for paths in ((), ("compile", "fastpath")):
+        assert laws_of(recipe, paths) == list(JUDGED), (name, paths, laws_of(recipe, paths))
+
+
+@pytest.mark.parametrize("law", sorted(INAPPLICABLE))
+def test_a_law_that_does_not_apply_asked_for_by_name_is_one_line_usage_error(law: str) -> None:
     recipe = RECIPES[0]
-    record = run_jax_law(recipe, law, "float32", "eval", max_examples=1)
-    assert (record.verdict, record.examples, record.message) == \
-        ("unjudged", 0, UNJUDGED[law]), (record.line(), f"expected unjudged: {UNJUDGED[law]}")
+    expected = f"law {law!r} does not apply to {recipe.name!r}, a haiku block: " \
+        f"{INAPPLICABLE[law]}"
+    with pytest.raises(UsageError) as caught:
+        run_jax_law(recipe, law, "float32", "eval", max_examples=1)
+    assert str(caught.value) == expected, (str(caught.value), expected)
+
+
+@pytest.mark.parametrize("field", [{"scale": "layer_scale.gamma"}, {"drop_path": ("drop",)}])
+def test_a_jax_recipe_with_a_layerscale_or_drop_path_is_one_line_usage_error(
+        field: dict[str, Any]) -> None:
+    """The Haiku adapter can set neither, so a JAX recipe cannot declare them (their laws
+    would judge nothing)."""
+    site = dataclasses.replace(RECIPES[0].sites[0], **field)
+    with pytest.raises(UsageError, match=r"^recipe 'x': a JAX recipe's site declares no "
+                       r"LayerScale \(scale\) or drop path \(drop_path\)"):
+        dataclasses.replace(RECIPES[0], name="x", sites=(site,))
 
 
 def test_a_jax_recipe_without_its_parts_is_one_line_usage_error() -> None:

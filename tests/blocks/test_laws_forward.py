@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from resverify.blocks.catalog.torch_nn import encoder
 from resverify.blocks.check import Draw
 from resverify.blocks.laws_forward import decomposition, merge_budget
-from resverify.blocks.laws_gamma import affine_in_gamma
+from resverify.blocks.laws_gamma import GAMMAS, affine_in_gamma
 from resverify.blocks.torch_adapter import build, make_case
 from resverify.blocks.trace import TORCH_DTYPES, UNIT_ROUNDOFF, Unjudged
 from resverify.properties.assertions import PropertyFailure
@@ -101,7 +101,14 @@ def test_affine_in_gamma_refuses_a_quadratic_gamma() -> None:
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16", "float16"])
 def test_affine_in_gamma_holds_on_layer_scale(dtype: str) -> None:
-    assert affine_in_gamma(make_case(CORRECT["scaled"], dtype, "eval", DRAW)) == {}
+    """It holds, and its figures are the swamped fraction of each LayerScale site's sum at
+    each γ of the LayerScale plot, a fraction."""
+    recipe = CORRECT["scaled"]
+    figures = affine_in_gamma(make_case(recipe, dtype, "eval", DRAW))
+    expected = {f"swamped_at_gamma[{g!r}][{s.label}]" for g in GAMMAS for s in recipe.sites
+                if s.scale}
+    assert set(figures) == expected, (sorted(figures), sorted(expected))
+    assert all(0.0 <= v <= 1.0 for v in figures.values()), figures
 
 
 def test_affine_in_gamma_is_unjudged_without_gamma() -> None:

@@ -27,8 +27,9 @@ from resverify.blocks.catalog import catalog
 from resverify.blocks.catalog.torch_nn import encoder
 from resverify.blocks.check import LawRecord
 from resverify.blocks.laws import LAWS
-from resverify.blocks.probes import GAMMAS
+from resverify.blocks.laws_gamma import GAMMAS
 from resverify.blocks.recipe import Finding, Recipe, Site
+from resverify.blocks.runs import steps
 from resverify.cli import blocks as command
 from resverify.cli.main import main
 from resverify.reports import blocks as report
@@ -148,7 +149,7 @@ def test_checking_a_torch_block_prints_a_line_per_law_and_passes(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, doc = check(tmp_path, PRE, *FAST)
     out = capsys.readouterr().out.splitlines()
-    planned = list(command.plan(catalog()[PRE], ["float32"]))
+    planned = list(steps(catalog()[PRE], ["float32"]))
     assert code == 0, out
     assert len(out) == len(planned) + 1, out
     for line, (law, dtype, mode) in zip(out, planned, strict=False):
@@ -393,7 +394,7 @@ def test_paths_option_adds_the_paths_law_and_its_planted_bug_fails_only_that(
     fused-kernel bug passes every eager law and fails the paths law alone."""
     bug = BUGS["fused_norms_repeated"]
     use_catalog(monkeypatch, [bug.recipe])
-    plain = {law for law, _, _ in command.plan(bug.recipe, ["float32"])}
+    plain = {law for law, _, _ in steps(bug.recipe, ["float32"])}
     assert "paths" not in plain, f"planned without --paths: {sorted(plain)}"
     code, doc = check(tmp_path, bug.recipe.name, *FAST, "--paths", "fastpath")
     verdicts = {(r["law"], r["mode"]): r["verdict"] for r in doc["blocks"][0]["laws"]}

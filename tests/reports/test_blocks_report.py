@@ -43,6 +43,8 @@ def records(name: str) -> list[LawRecord]:
     return [
         LawRecord(name, "decomposition", "float32", "eval", "pass", 5),
         LawRecord(name, "zero_branch", "float32", "eval", "fail", 12,
+                  {f"max_{k}[{site}]": 0.0 for k in ("from_identity", "from_law")
+                   for site in ("self-attention", "feed-forward")},
                   message="zero_branch: y[0] = 1.0, expected 0.5 | <b>bold</b>"),
         LawRecord(name, "gradient_skip", "float32", "eval", "unjudged", 0,
                   message="the forward decomposition fails"),
@@ -57,21 +59,18 @@ def records(name: str) -> list[LawRecord]:
 
 def a_run(name: str = HOSTILE, vector: str = "out/vectors/v.json") -> report.BlockRun:
     recipe = dataclasses.replace(encoder(True), name=name)
-    zero = [{"dtype": "float32", "site": s.label, "from_identity": 0.0, "from_law": 0.0,
-             "note": ""} for s in recipe.sites]
     return report.BlockRun(recipe, "torch_nn", "torch", "2.13.0", records(name),
-                           [0.5, 1.0, 0.25, 0.125, 0.125], {1: vector},
-                           {"zero_branch": zero, "layerscale": []}, {1: REPLAY})
+                           [0.5, 1.0, 0.25, 0.125, 0.125], {1: vector}, {1: REPLAY})
 
 
 def scaled_run() -> report.BlockRun:
     recipe = CORRECT["scaled"]
-    gammas = [{"dtype": "bfloat16", "site": s.label, "gamma": g, "swamped": 1.0 - g / 2}
-              for s in recipe.sites for g in (1e-4, 1.0)]
+    gammas = {f"swamped_at_gamma[{g!r}][{s.label}]": 1.0 - g / 2
+              for s in recipe.sites for g in (1e-4, 1.0)}
     passing = [dataclasses.replace(r, block=recipe.name) for r in records(recipe.name)
                if r.verdict == "pass"]
-    return report.BlockRun(recipe, "broken_blocks", "torch", None, passing, (),
-                           probes={"layerscale": gammas})
+    gamma = LawRecord(recipe.name, "affine_in_gamma", "bfloat16", "eval", "pass", 5, gammas)
+    return report.BlockRun(recipe, "broken_blocks", "torch", None, [*passing, gamma], ())
 
 
 def document() -> dict[str, Any]:
@@ -99,7 +98,7 @@ def test_a_blocks_only_report_follows_the_main_schema_and_is_strict_json() -> No
     assert (whole["complete"], whole["status"]) == (True, "fail")
     first, second = doc["blocks"]
     assert (doc["verdict"], first["verdict"], second["verdict"]) == ("fail", "fail", "pass")
-    assert doc["counts"] == {"pass": 6, "fail": 1, "unjudged": 1, "expected": 0, "fixed": 0}
+    assert doc["counts"] == {"pass": 7, "fail": 1, "unjudged": 1, "expected": 0, "fixed": 0}
     assert first["laws"][3]["figures"]["headroom_log2"] == "inf"
     assert first["laws"][1]["failure"] == {  # a made-up record: no request for the vector
         "message": records(HOSTILE)[1].message, "kind": "law", "vector": "out/vectors/v.json",
@@ -185,7 +184,7 @@ def test_markdown_has_the_summary_a_section_per_block_and_escapes_cells() -> Non
     assert text.startswith("# resverify: FAIL\n\nResidual blocks · profile `dev` · seed 3")
     assert "\n## Residual blocks: ❌ fail\n" in text
     assert "| properties |" not in text and "## Backends" not in text  # a blocks-only run
-    assert "2 blocks, profile dev (5 examples a law), seed 3: 6 pass, 1 fail, 1 unjudged, " \
+    assert "2 blocks, profile dev (5 examples a law), seed 3: 7 pass, 1 fail, 1 unjudged, " \
         "0 expected (documented findings), 0 fixed." in text
     assert "### Enc&lt;script&gt;alert(1)&lt;/script&gt;\\|&amp;: ❌ fail" in text
     assert "### ScaledEncoderLayer: ✅ pass" in text
@@ -346,3 +345,22 @@ def test_a_check_report_with_a_blocks_section_renders_both_and_the_section_joins
     page = parse(render_html(failing, {}))
     assert "blocks" in page.ids and "Backends" in "".join(page.text)
     assert "blocks" not in parse(render_html(without, {})).ids
+
+
+def test_the_plotted_probes_are_the_laws_figures() -> None:
+    """The zero-branch rows are the zero_branch law's eval figures per dtype and site (a
+    failing record keeps those of its example), the LayerScale rows the affine_in_gamma
+    law's, by γ then site; a record without them is a row that says why."""
+    first, second = document()["blocks"]
+    assert first["probes"]["zero_branch"] == [
+        {"dtype": "float32", "site": site, "from_identity": 0.0, "from_law": 0.0, "note": ""}
+        for site in ("self-attention", "feed-forward")], first["probes"]
+    sites = [s.label for s in CORRECT["scaled"].sites]
+    assert second["probes"]["layerscale"] == [
+        {"dtype": "bfloat16", "site": site, "gamma": g, "swamped": 1.0 - g / 2}
+        for g in (1e-4, 1.0) for site in sites], second["probes"]
+    bare = dataclasses.replace(a_run(), records=[LawRecord(
+        "b", "zero_branch", "float64", "eval", "unjudged", 0, message="no example")])
+    rows = report.probes(bare)["zero_branch"]
+    assert [(r["from_identity"], r["from_law"], r["note"]) for r in rows] == [
+        (None, None, "not measured: zero_branch unjudged")] * 2, rows
