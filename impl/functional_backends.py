@@ -148,7 +148,10 @@ class AutogradBackend(_Functional):
     def __init__(self) -> None:
         self.autograd = _load("autograd", "autograd")
         self.xp = _load("autograd.numpy", "autograd")
-        self.namespace = ArrayNamespace(self.xp, relu=self.relu, sigmoid=_autograd_sigmoid())
+        self.namespace = ArrayNamespace(self.xp, relu=self.relu, sigmoid=_autograd_sigmoid(),
+                                        permute_dims=self.xp.transpose,
+                                        concat=self.xp.concatenate,
+                                        broadcast_to=self.broadcast_to)
 
     def relu(self, a: Any) -> Any:
         """autograd has no relu of its own: ``a`` times the mask ``a > 0``, derivative 0 at
@@ -156,6 +159,13 @@ class AutogradBackend(_Functional):
         ``0·a`` off the mask, NaN for -inf), but ``where``'s JVP in autograd 1.9 pads with
         ``anp.zeros(g.shape)``, float64, and would widen a float32 tangent to float64."""
         return a * (a > 0)
+
+    def broadcast_to(self, a: Any, shape: tuple[int, ...]) -> Any:
+        """``a`` times ones of ``shape`` in its dtype (each element times 1, exactly):
+        autograd's own ``broadcast_to`` has no VJP for added leading axes ("Can't handle
+        extra leading dims") nor for an axis stretched to length 0; its product's VJP
+        sums the copies back as add's does."""
+        return a * self.xp.ones(shape, dtype=a.dtype)
 
     def vjp(self, fn: Callable[..., Any], primals: list[Any]) -> tuple[Any, Pullback]:
         pullback, out = self.autograd.make_vjp(lambda values: fn(*values))(list(primals))

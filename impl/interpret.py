@@ -33,12 +33,12 @@ def interpret(program: Program, leaves: Mapping[str, T], apply: Callable[[Node, 
     return env[program.output]
 
 
-def node_alpha(node: Node) -> Fraction | None:
-    """The exact attribute the node's op takes (scale's α, a norm's ε), None for an op
-    without one; a missing one is an error, never a silent 0."""
+def node_alpha(node: Node) -> Any:
+    """The attribute the node's op takes (scale's α, a norm's ε, a layout op's integer
+    ones), None for an op without one; a missing α or ε is an error, never a silent 0."""
     attr = OP_TABLE[node.op].attribute
     if attr is None:
-        return None
+        return node.attribute
     return scale_alpha(node) if attr == "alpha" else node_attribute(node, attr)
 
 
@@ -55,5 +55,5 @@ def array_apply(xp: ArrayNamespace, node: Node, args: list[Any]) -> Any:
     """One node in an array library: the entry's shape rule, then its ``array`` form."""
     op = OP_TABLE[node.op]
     alpha = node_alpha(node)
-    op.shape([tuple(a.shape) for a in args])
+    op.shape([tuple(a.shape) for a in args], alpha)
     return op.array(xp, args, alpha)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -23,12 +24,12 @@ from resverify.spec.ops import OP_TABLE
 __all__ = ["residual_add", "scale"]
 
 
-def apply_op(name: str, args: Sequence[Tensor], alpha: Fraction | float | None = None
-             ) -> Tensor:
+def apply_op(name: str, args: Sequence[Tensor],
+             alpha: Any = None) -> Tensor:
     """The op ``name`` on tensors: its shape rule, then its reference forward and VJP, and
     its JVP when an argument carries a tangent."""
     op = OP_TABLE[name]
-    op.shape([a.shape for a in args])
+    op.shape([a.shape for a in args], alpha)
     values = [a.value for a in args]
     value, vjp = op.numpy(values, alpha)
     tangent = None

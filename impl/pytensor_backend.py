@@ -54,7 +54,7 @@ from resverify.spec.request import Request, Result, Value
 
 CLAIMED_OPS = ("add", "residual_add", "mul", "scale", "linear", "relu", "tanh", "sum",
                "layer_norm", "rms_norm", "sigmoid")
-"""Every op of the IR (checked in both claimed dtypes: docs/findings.md)."""
+"""Every op of the IR but the layout ops (checked in both claimed dtypes: docs/findings.md)."""
 
 NORMS = {"layer_norm": True, "rms_norm": False}
 """The normalization ops, and whether each centres its rows."""

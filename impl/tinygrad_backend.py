@@ -45,7 +45,7 @@ from resverify.spec.request import Request, Result, ResultError, Value
 
 CLAIMED_OPS = ("add", "residual_add", "mul", "scale", "linear", "relu", "tanh", "sum",
                "layer_norm", "rms_norm", "sigmoid")
-"""Every op of the IR (checked in every claimed dtype: docs/findings.md)."""
+"""Every op of the IR but the layout ops (checked in every claimed dtype: docs/findings.md)."""
 
 
 class TinygradBackend:

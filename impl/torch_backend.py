@@ -60,7 +60,7 @@ class TorchBackend:
             dtypes=("float64", "float32", "float16", "bfloat16"), device=device,
             modes=("vjp", "jvp"))
         self.xp = ArrayNamespace(
-            torch, torch.nn.functional,
+            torch, torch.nn.functional, permute_dims=torch.permute,
             layer_norm=lambda x, eps: torch.nn.functional.layer_norm(x, x.shape[-1:], eps=eps),
             rms_norm=lambda x, eps: torch.nn.functional.rms_norm(x, x.shape[-1:], eps=eps))
 

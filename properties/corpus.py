@@ -327,9 +327,11 @@ OP_ATTRIBUTES: Mapping[str, Fraction] = {"alpha": Fraction(3, 4), "eps": Fractio
 
 def _op_cases() -> Iterator[CorpusCase]:
     """Each op of :data:`resverify.spec.ops.OP_TABLE` alone on each of its sample shapes
-    (values k/4, |k| <= 8, from a seeded generator; α = 3/4, ε = 1/100), in every dtype:
+    (values k/4, |k| <= 8, from a seeded generator; α = 3/4, ε = 1/100, a layout op's
+    integer attributes from its sample), in every dtype:
     the entries that reach every op, tanh's enclosures included."""
     from resverify.spec.ir import Input, Node, Program
+    from resverify.spec.ops.attributes import sample_params
 
     for name, op in OP_TABLE.items():
         attr = getattr(op, "attribute", "alpha" if name == "scale" else None)
@@ -339,14 +341,17 @@ def _op_cases() -> Iterator[CorpusCase]:
         for number, shapes in enumerate(op.samples, 1):
             rng = np.random.default_rng(number)
             names = "ab"[:len(shapes)]
+            params = sample_params(shapes)  # a layout op's integer attributes
+            node = Node("y", name, tuple(names), **given, params=params)
             program = Program(tuple(Input(n, s) for n, s in zip(names, shapes, strict=True)),
-                              (Node("y", name, tuple(names), **given),), "y")
+                              (node,), "y")
             values = {n: rng.integers(-8, 9, size=s) / 4.0
                       for n, s in zip(names, shapes, strict=True)}
-            cot = rng.integers(-8, 9, size=op.shape(list(shapes))) / 4.0
+            cot = rng.integers(-8, 9, size=op.shape(list(shapes), node.attribute)) / 4.0
             tangents = {n: rng.integers(-8, 9, size=s) / 4.0
                         for n, s in zip(names, shapes, strict=True)}
-            where = f"{name} on sample shapes {[list(s) for s in shapes]}"
+            where = f"{name} on sample shapes {[list(s) for s in shapes]}" + (
+                f" with {params.text()}" if params else "")
             for dtype in DTYPES:
                 yield CorpusCase(f"op_{name}", "ops", where, Request(program, values, dtype, cot))
                 if "jvp" in modes():

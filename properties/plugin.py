@@ -68,6 +68,7 @@ from resverify.spec.codec import request_to_dict
 from resverify.spec.errors import BackendFault, UsageError
 from resverify.spec.ir import OPS, Input, Node, Program
 from resverify.spec.ops import OP_TABLE
+from resverify.spec.ops.attributes import sample_params
 from resverify.spec.request import Request
 
 __all__ = []
@@ -160,8 +161,12 @@ def _probe(dtype: str, ops: tuple[str, ...], mode: str = "vjp") -> Request:
     nodes = []
     for i, op in enumerate(ops):
         args = ("x", "w") if op == "linear" else ("x",) * OPS[op]
-        attr = OP_TABLE[op].attribute
-        nodes.append(Node(f"n{i}", op, args, **({attr: Fraction(1)} if attr else {})))
+        entry = OP_TABLE[op]
+        if entry.attribute is not None:  # α, ε: 1
+            exact: dict[str, Any] = {entry.attribute: Fraction(1)}
+            nodes.append(Node(f"n{i}", op, args, **exact))
+        else:  # a layout op's integer attributes: its first sample's
+            nodes.append(Node(f"n{i}", op, args, params=sample_params(entry.samples[0])))
     program = Program((Input("x", (1,)), Input("w", (1, 1))), tuple(nodes), "x")
     values = {"x": np.zeros(1), "w": np.zeros((1, 1))}
     return Request(program, values, dtype, np.zeros(1),

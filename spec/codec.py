@@ -40,7 +40,7 @@ import numpy as np
 
 from resverify.spec.errors import InvalidDocument, InvalidProgram
 from resverify.spec.hexfloat import format_hex, format_hex_json, parse_hex
-from resverify.spec.ir import ATTRIBUTES, Input, Node, Program, as_shape
+from resverify.spec.ir import ATTRIBUTES, KINDS, Input, Node, Program, as_shape
 from resverify.spec.ops import OP_TABLE
 from resverify.spec.request import (
     NO_OUTPUT,
@@ -209,6 +209,8 @@ def program_to_dict(program: Program) -> dict[str, Any]:
             value = getattr(node, attr)
             if value is not None:
                 entry[attr] = str(value)
+        for attr, value in node.params.items():  # a layout op's ints: numbers, lists
+            entry[attr] = list(value) if isinstance(value, tuple) else value
         nodes.append(entry)
     return {
         "inputs": [{"name": i.name, "shape": list(i.shape)} for i in program.inputs],
@@ -221,7 +223,8 @@ def program_from_dict(doc: Mapping[str, Any]) -> Program:
     try:
         inputs = tuple(Input(i["name"], i["shape"]) for i in doc["inputs"])
         nodes = tuple(
-            Node(n["name"], n["op"], tuple(n["args"]), **{a: n.get(a) for a in ATTRIBUTES})
+            Node(n["name"], n["op"], tuple(n["args"]), **{a: n.get(a) for a in ATTRIBUTES},
+                 params={a: n[a] for a in KINDS if a in n and a not in ATTRIBUTES})
             for n in doc["nodes"]
         )
         return Program(inputs, nodes, doc["output"])
@@ -333,10 +336,10 @@ def with_table_ops(schema: Mapping[str, Any]) -> dict[str, Any]:
     node["properties"]["args"].update(minItems=min(arities), maxItems=max(arities))
     takers: dict[str, list[str]] = {}
     for name, op in OP_TABLE.items():
-        if op.attribute is not None:
-            takers.setdefault(op.attribute, []).append(name)
+        for attribute in op.attributes:
+            takers.setdefault(attribute, []).append(name)
     for attribute in takers:
-        node["properties"][attribute] = {"$ref": "#/$defs/alpha"}
+        node["properties"][attribute] = dict(KINDS[attribute].schema)
     node["allOf"] = [
         {"if": {"properties": {"op": {"const": names[0]} if len(names) == 1
                                else {"enum": sorted(names)}}},

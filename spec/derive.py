@@ -19,7 +19,8 @@ whose value at 0 SymPy leaves as 1/2 by default. resverify declares the derivati
 be 0 (:data:`RELU_DERIVATIVE_AT_ZERO`), as PyTorch, JAX and our reference do; away from 0
 the derived and declared rules coincide.
 
-Derivations are cached per (op, shapes), so each is done once per process.
+Derivations are cached per (op, shapes), so each is done once per process; a layout op's
+sample shapes carry its integer attributes (:class:`~resverify.spec.ops.Sample`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ import sympy
 
 from resverify.spec.errors import InvalidProgram, Shape
 from resverify.spec.ir import OPS
-from resverify.spec.ops import OP_TABLE
+from resverify.spec.ops import OP_TABLE, Params
+from resverify.spec.ops.attributes import sample_params
 
 __all__ = []
 
@@ -49,10 +51,14 @@ EPS = sympy.Symbol("eps", positive=True)
 ATTRIBUTE_SYMBOLS = {"alpha": ALPHA, "eps": EPS}
 
 
-def attribute_symbol(op: str) -> sympy.Symbol | None:
-    """The symbol standing for ``op``'s attribute (None for an op without one)."""
+def attribute_symbol(op: str, shapes: tuple[Shape, ...] = ()) -> sympy.Symbol | Params | None:
+    """The symbol standing for ``op``'s exact attribute; for a layout op, the integer
+    attributes its sample ``shapes`` give (:class:`~resverify.spec.ops.Sample`); None for an
+    op without any."""
     attr = OP_TABLE[op].attribute
-    return None if attr is None else ATTRIBUTE_SYMBOLS[attr]
+    if attr is not None:
+        return ATTRIBUTE_SYMBOLS[attr]
+    return sample_params(shapes) if OP_TABLE[op].attributes else None
 
 
 @dataclass(frozen=True)
@@ -78,9 +84,10 @@ def symbols(prefix: str, shape: Shape) -> np.ndarray:
     return out
 
 
-def symbolic_forward(op: str, args: tuple[np.ndarray, ...]) -> np.ndarray:
+def symbolic_forward(op: str, args: tuple[np.ndarray, ...], shapes: tuple[Shape, ...] = ()
+                     ) -> np.ndarray:
     """The op's value on symbol arrays, from its SymPy form (not from its exact rule)."""
-    return OP_TABLE[op].symbolic(sympy, args, attribute_symbol(op))
+    return OP_TABLE[op].symbolic(sympy, args, attribute_symbol(op, shapes))
 
 
 def _jacobian(output: np.ndarray, arg: np.ndarray) -> sympy.Matrix:
@@ -116,7 +123,7 @@ def derived(op: str, shapes: tuple[Shape, ...]) -> Derived:
     if op not in OPS or len(shapes) != OPS[op]:
         raise InvalidProgram(f"{op!r} with {len(shapes)} argument shape(s) is not an op of the IR")
     args = tuple(symbols(name, shape) for name, shape in zip("ab", shapes, strict=False))
-    output = symbolic_forward(op, args)
+    output = symbolic_forward(op, args, shapes)
     cotangent = symbols("g", output.shape)
     jacobians = tuple(_jacobian(output, a) for a in args)
     vjp = tuple(_vjp(j, cotangent, a.shape) for j, a in zip(jacobians, args, strict=True))

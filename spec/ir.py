@@ -3,11 +3,13 @@
 The ops themselves (arity, attribute, shape rule and every other rule) are defined in
 :mod:`resverify.spec.ops`; :data:`OPS` here is their name and arity, read from there.
 
-A node carries at most one exact rational attribute, the one its op's entry names
-(:attr:`~resverify.spec.ops.Op.attribute`): ``alpha`` for ``scale``, ``eps`` for
-``layer_norm`` and ``rms_norm``. Each attribute name is a field of :class:`Node` and a key
-of the JSON wire format (:data:`ATTRIBUTES`); all are read by :func:`as_exact`, so an ε is
-as exact as an α. :attr:`Node.attribute` is the value of the node's own one.
+A node carries the attributes its op's entry declares
+(:attr:`~resverify.spec.ops.Op.attributes`, each with its kind): at most one exact
+rational, ``alpha`` for ``scale``, ``eps`` for ``layer_norm`` and ``rms_norm``, each a
+field of :class:`Node` (:data:`ATTRIBUTES`) read by :func:`as_exact`, so an ε is as exact
+as an α; or the integer ones of a layout op (``shape``, ``perm``, ``axis``, ...), held
+together in :attr:`Node.params`. Each is a key of the JSON wire format under its name
+(:data:`KINDS`). :attr:`Node.attribute` is what the op's rules receive.
 
 A program is validated once, when it is built (or loaded from JSON), so that no
 interpreter ever meets an unknown op, a dangling name or a cycle. Shape errors are
@@ -21,9 +23,11 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from resverify.spec.errors import InvalidProgram, Shape
-from resverify.spec.ops import OP_TABLE, broadcast_shapes
+from resverify.spec.ops import OP_TABLE, Params, broadcast_shapes
+from resverify.spec.ops.attributes import EXACT, IntValue, Kind, checked
 
 __all__ = ["DTYPES", "OPS", "Input", "Node", "Program", "broadcast_shapes", "infer_shapes"]
 
@@ -33,7 +37,11 @@ OPS: Mapping[str, int] = {name: op.arity for name, op in OP_TABLE.items()}
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 
 ATTRIBUTES = tuple(sorted({op.attribute for op in OP_TABLE.values() if op.attribute}))
-"""Every attribute name an op takes (``alpha``, ``eps``): a field of Node, a JSON key."""
+"""Every exact rational attribute an op takes (``alpha``, ``eps``): a field of Node."""
+
+KINDS: Mapping[str, Kind] = {name: kind for op in OP_TABLE.values()
+                             for name, kind in sorted(op.attributes.items())}
+"""Every attribute an op takes, by name, with its kind: each a JSON key of a node."""
 
 
 def as_exact(value: object, what: str = "alpha") -> Fraction:
@@ -88,14 +96,16 @@ class Input:
 
 @dataclass(frozen=True)
 class Node:
-    """One op applied to earlier names, with the exact attribute its op names, if any:
-    ``alpha`` for ``scale``, ``eps`` for ``layer_norm`` and ``rms_norm``."""
+    """One op applied to earlier names, with the attributes its op names, if any: the
+    exact rational ``alpha`` of ``scale``, ``eps`` of ``layer_norm`` and ``rms_norm``, or
+    the integer ones of a layout op in ``params`` (``{"perm": (1, 0)}``)."""
 
     name: str
     op: str
     args: tuple[str, ...]
     alpha: Fraction | None = None
     eps: Fraction | None = None
+    params: Mapping[str, object] = Params()
 
     def __post_init__(self) -> None:
         _check_name(self.name)
@@ -110,26 +120,55 @@ class Node:
             )
         object.__setattr__(self, "args", args)
         entry = OP_TABLE[self.op]
-        for attr in ATTRIBUTES:
-            value = getattr(self, attr)
-            if attr != entry.attribute:
-                if value is not None:
-                    takers = " and ".join(n for n, op in OP_TABLE.items() if op.attribute == attr)
-                    raise InvalidProgram(f"node {self.name!r}: only {takers} takes an {attr}")
-                continue
-            if value is None:
-                raise InvalidProgram(f"node {self.name!r}: {self.op} needs an {attr}")
-            exact = as_exact(value, attr)
-            refused = entry.refuses(exact)
-            if refused:
-                raise InvalidProgram(f"node {self.name!r}: {self.op}'s {attr} {refused}")
-            object.__setattr__(self, attr, exact)
+        for attr in ATTRIBUTES:  # the exact ones, fields of their own
+            value = self._given(attr, getattr(self, attr))
+            if value is not None:
+                object.__setattr__(self, attr, self._exact(attr, value))
+        for attr, value in self.params.items():
+            self._given(attr, value)
+        params: dict[str, IntValue] = {}
+        for attr, kind in entry.attributes.items():
+            if kind is not EXACT:
+                where = f"node {self.name!r}: {self.op}'s {attr}"
+                params[attr] = checked(kind, self._given(attr, self.params.get(attr)), where)
+        object.__setattr__(self, "params", Params(params))
+
+    def _given(self, attr: str, value: object) -> object:
+        """``value`` if the op takes ``attr`` and it is given; None if the op does not take
+        it and it is not given; else InvalidProgram."""
+        takes = attr in OP_TABLE[self.op].attributes
+        if takes and value is None:
+            raise InvalidProgram(f"node {self.name!r}: {self.op} needs {_an(attr)}")
+        if not takes and value is not None:
+            raise InvalidProgram(f"node {self.name!r}: {_takers(attr)} {_an(attr)}")
+        return value
+
+    def _exact(self, attr: str, value: object) -> Fraction:
+        exact = as_exact(value, attr)
+        refused = OP_TABLE[self.op].refuses(exact)
+        if refused:
+            raise InvalidProgram(f"node {self.name!r}: {self.op}'s {attr} {refused}")
+        return exact
 
     @property
-    def attribute(self) -> Fraction | None:
-        """The value of the attribute this node's op takes (None for an op without one)."""
-        attr = OP_TABLE[self.op].attribute
-        return None if attr is None else getattr(self, attr)
+    def attribute(self) -> Any:
+        """What the op's rules receive as its attribute: the exact one's value (α, ε), the
+        :class:`~resverify.spec.ops.Params` of integer ones, None for an op without any."""
+        entry = OP_TABLE[self.op]
+        if entry.attribute is not None:
+            return getattr(self, entry.attribute)
+        return self.params if entry.attributes else None
+
+
+def _an(attr: str) -> str:
+    """``an alpha``, ``a perm``."""
+    return f"{'an' if attr[0] in 'aeiou' else 'a'} {attr}"
+
+
+def _takers(attr: str) -> str:
+    """``only scale takes``, or ``no op takes`` for a name no op takes."""
+    takers = " and ".join(n for n, op in OP_TABLE.items() if attr in op.attributes)
+    return f"only {takers} takes" if takers else "no op takes"
 
 
 @dataclass(frozen=True)
@@ -180,6 +219,8 @@ class Program:
                 inner += f", {node.alpha}"
             if node.eps is not None:
                 inner += f", eps={node.eps}"
+            if node.params:
+                inner += "".join(f", {k}={v}" for k, v in node.params.items())
             return f"{node.op}({inner})"
 
         return text(self.output)
@@ -205,14 +246,15 @@ def _topological(inputs: tuple[Input, ...], nodes: tuple[Node, ...]) -> tuple[No
     return tuple(order)
 
 
-def node_shape(op: str, shapes: Iterable[Shape]) -> Shape:
-    """The output shape of one op from its argument shapes (raises ShapeMismatch)."""
-    return OP_TABLE[op].shape(list(shapes))
+def node_shape(op: str, shapes: Iterable[Shape], k: object = None) -> Shape:
+    """The output shape of one op from its argument shapes (and its node's integer
+    attributes ``k``; raises ShapeMismatch)."""
+    return OP_TABLE[op].shape(list(shapes), k)
 
 
 def infer_shapes(program: Program) -> dict[str, Shape]:
     """The shape of every name in ``program``; raises ShapeMismatch on the first bad node."""
     shapes: dict[str, Shape] = {i.name: i.shape for i in program.inputs}
     for node in program.order:
-        shapes[node.name] = node_shape(node.op, (shapes[a] for a in node.args))
+        shapes[node.name] = node_shape(node.op, (shapes[a] for a in node.args), node.attribute)
     return shapes

@@ -64,6 +64,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from resverify.spec.ops.add import Add
+from resverify.spec.ops.attributes import Params, Sample
 from resverify.spec.ops.base import (
     ArrayNamespace,
     Op,
@@ -73,14 +74,19 @@ from resverify.spec.ops.base import (
     same_shape,
     unbroadcast,
 )
+from resverify.spec.ops.cat import Cat
+from resverify.spec.ops.expand import Expand
 from resverify.spec.ops.layer_norm import SQRT_ULPS, LayerNorm
 from resverify.spec.ops.linear import Linear
 from resverify.spec.ops.mul import Mul
+from resverify.spec.ops.permute import Permute
 from resverify.spec.ops.relu import Relu
+from resverify.spec.ops.reshape import Reshape
 from resverify.spec.ops.residual_add import ResidualAdd
 from resverify.spec.ops.rms_norm import RmsNorm
 from resverify.spec.ops.scale import Scale
 from resverify.spec.ops.sigmoid import SIGMOID_ULPS, Sigmoid
+from resverify.spec.ops.slice import Slice
 from resverify.spec.ops.sum import Sum
 from resverify.spec.ops.tanh import TANH_ULPS, Tanh
 
@@ -91,17 +97,24 @@ __all__ = [
     "TANH_ULPS",
     "Add",
     "ArrayNamespace",
+    "Cat",
+    "Expand",
     "LayerNorm",
     "Linear",
     "Mul",
     "Op",
+    "Params",
+    "Permute",
     "Pullback",
     "Relu",
+    "Reshape",
     "ResidualAdd",
     "RmsNorm",
+    "Sample",
     "Scale",
     "Sigmoid",
     "Site",
+    "Slice",
     "Sum",
     "Tanh",
     "broadcast_shapes",
@@ -111,6 +124,7 @@ __all__ = [
 
 OP_TABLE: Mapping[str, Op] = {
     op.name: op for op in (Add(), ResidualAdd(), Mul(), Scale(), Linear(), Relu(), Tanh(), Sum(),
-                           LayerNorm(), RmsNorm(), Sigmoid())
+                           LayerNorm(), RmsNorm(), Sigmoid(),
+                           Reshape(), Permute(), Expand(), Slice(), Cat())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""

@@ -30,7 +30,7 @@ class Add(LinearMap):
     samples: ClassVar[tuple[tuple[Shape, ...], ...]] = (
         ((2, 3), (2, 3)), ((2, 1), (3,)), ((), (2,)), ((1,), (2, 2)), ((0, 2), (2,)))
 
-    def shape(self, shapes: Sequence[Shape]) -> Shape:
+    def shape(self, shapes: Sequence[Shape], k: Any = None) -> Shape:
         return broadcast_shapes(self.name, shapes[0], shapes[1])
 
     def value(self, xp: ArrayNamespace, args: Sequence[Any], k: Any) -> Any:

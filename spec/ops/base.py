@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, ClassVar
@@ -21,6 +21,7 @@ import numpy as np
 
 from resverify.spec.ball import Ball, NotEnclosed
 from resverify.spec.errors import Shape, ShapeMismatch, UsageError
+from resverify.spec.ops.attributes import EXACT, Kind
 from resverify.spec.rational import Arr
 from resverify.spec.rounding import Bound, Ctx
 
@@ -75,9 +76,10 @@ def unbroadcast(grad: Any, shape: Shape) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Site:
-    """The exact run at one node: α, the arguments' values and error bounds, the output's."""
+    """The exact run at one node: its attribute (α, ε, or the integer ones), the
+    arguments' values and error bounds, the output's."""
 
-    alpha: Fraction | None
+    alpha: Any
     args: Sequence[Arr]
     errs: Sequence[Fraction]
     out: Arr
@@ -136,10 +138,12 @@ class Op(ABC):
 
     name: ClassVar[str]
     arity: ClassVar[int]
-    attribute: ClassVar[str | None] = None
-    """The name of the op's exact rational attribute (a Node field and a JSON key), if any.
+    attributes: ClassVar[Mapping[str, Kind]] = {}
+    """The op's attributes by name, each with its kind (:mod:`.attributes`): one exact
+    rational (``{"alpha": EXACT}``) or integer ones (``{"perm": INTS}``), never both.
 
-    Every rule below receives its value as ``alpha`` (None for an op without one)."""
+    Every rule below receives the node's attribute as ``alpha``: the rational itself, the
+    :class:`~resverify.spec.ops.attributes.Params` of the integer ones, or None."""
     rational: ClassVar[bool] = True
     """Whether the exact rules map rationals to rationals (so SymPy can check the forward)."""
     smooth: ClassVar[bool] = True
@@ -154,6 +158,12 @@ class Op(ABC):
     (:data:`resverify.properties.strategies.FAMILY_OPS` is read from these)."""
 
     @property
+    def attribute(self) -> str | None:
+        """The name of the op's exact rational attribute (a Node field and a JSON key), if
+        it takes one (``alpha``, ``eps``)."""
+        return next((n for n, kind in self.attributes.items() if kind is EXACT), None)
+
+    @property
     def takes_alpha(self) -> bool:
         """Whether the op's attribute is ``alpha`` (scale's constant)."""
         return self.attribute == "alpha"
@@ -163,8 +173,9 @@ class Op(ABC):
         return None
 
     @abstractmethod
-    def shape(self, shapes: Sequence[Shape]) -> Shape:
-        """The output shape from the argument shapes, or ShapeMismatch."""
+    def shape(self, shapes: Sequence[Shape], k: Any = None) -> Shape:
+        """The output shape from the argument shapes (and the integer attributes ``k`` of
+        an op that takes them), or ShapeMismatch."""
 
     @abstractmethod
     def exact(self, args: Sequence[Arr], alpha: Any) -> Arr:

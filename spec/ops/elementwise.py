@@ -53,7 +53,7 @@ class Elementwise(Op):
     def numpy_slope(self, a: np.ndarray, out: np.ndarray) -> np.ndarray:
         """The reference slope in ``a``'s dtype, from the reference value ``out``."""
 
-    def shape(self, shapes: Sequence[Shape]) -> Shape:
+    def shape(self, shapes: Sequence[Shape], k: Any = None) -> Shape:
         return shapes[0]
 
     def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, ClassVar
@@ -23,6 +23,7 @@ from resverify.spec.ball import (
     next_up,
 )
 from resverify.spec.errors import Shape, ShapeMismatch
+from resverify.spec.ops.attributes import EXACT, Kind
 from resverify.spec.ops.base import ArrayNamespace, Op, Pullback, Site, cast
 from resverify.spec.rational import TANH_PRECISION_BITS, ZERO, Arr, exact_rsqrt, mag, obj, objects
 from resverify.spec.rounding import INF, LARGEST, Bound, Ctx, Parts, inflate, up
@@ -45,7 +46,8 @@ class LayerNorm(Op):
     one axis); a last axis of length 0 gives an empty output.
     """
 
-    name, arity, attribute, rational = "layer_norm", 1, "eps", False
+    name, arity, rational = "layer_norm", 1, False
+    attributes: ClassVar[Mapping[str, Kind]] = {"eps": EXACT}
     norm = True
     centred: ClassVar[bool] = True
     # Autodiff through the composition delivers the argument's gradient in parts: the
@@ -57,7 +59,7 @@ class LayerNorm(Op):
     def refuses(self, value: Fraction) -> str | None:
         return None if value > 0 else f"must be > 0, got {value}"
 
-    def shape(self, shapes: Sequence[Shape]) -> Shape:
+    def shape(self, shapes: Sequence[Shape], k: Any = None) -> Shape:
         if not shapes[0]:
             raise ShapeMismatch(self.name, shapes[0], (1,))
         return shapes[0]

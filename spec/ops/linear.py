@@ -26,7 +26,7 @@ class Linear(Bilinear):
     families = ("linear",)  # F = xW
     samples = (((3,), (3, 2)), ((2, 3), (3, 2)), ((2, 1, 2), (2, 3)), ((0, 2), (2, 3)))
 
-    def shape(self, shapes: Sequence[Shape]) -> Shape:
+    def shape(self, shapes: Sequence[Shape], k: Any = None) -> Shape:
         x, w = shapes
         if len(x) < 1 or len(w) != 2 or x[-1] != w[0]:
             raise ShapeMismatch(self.name, x, w)

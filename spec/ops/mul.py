@@ -28,7 +28,7 @@ class Mul(Bilinear):
     families = ("gate", "silu")  # F = x ⊙ g, F = x ⊙ σ(x)
     samples = (((2, 3), (2, 3)), ((2, 1), (1, 3)), ((3,), ()))
 
-    def shape(self, shapes: Sequence[Shape]) -> Shape:
+    def shape(self, shapes: Sequence[Shape], k: Any = None) -> Shape:
         return broadcast_shapes(self.name, shapes[0], shapes[1])
 
     def value(self, xp: ArrayNamespace, args: Sequence[Any], k: Any) -> Any:

@@ -33,7 +33,7 @@ class Relu(Op):
     families = ("relu",)  # F = g·relu(x)
     samples = (((3,),), ((),))
 
-    def shape(self, shapes: Sequence[Shape]) -> Shape:
+    def shape(self, shapes: Sequence[Shape], k: Any = None) -> Shape:
         return shapes[0]
 
     def exact(self, args: Sequence[Arr], alpha: Any) -> Arr:

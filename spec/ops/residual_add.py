@@ -21,7 +21,7 @@ class ResidualAdd(Add):
     families = ()  # the merge of every block, no branch
     samples = (((2,), (2,)), ((), ()), ((2, 2), (2, 2)), ((0, 3), (0, 3)))
 
-    def shape(self, shapes: Sequence[Shape]) -> Shape:
+    def shape(self, shapes: Sequence[Shape], k: Any = None) -> Shape:
         return same_shape(self.name, shapes[0], shapes[1])
 
     def transpose(self, xp: ArrayNamespace, g: Any, args: Sequence[Any], k: Any

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
 from resverify.spec import ball
 from resverify.spec.ball import Ball
 from resverify.spec.errors import Shape
+from resverify.spec.ops.attributes import EXACT, Kind
 from resverify.spec.ops.base import ArrayNamespace, Site
 from resverify.spec.ops.linear_map import LinearMap
 from resverify.spec.rational import Arr
@@ -18,11 +19,12 @@ from resverify.spec.rounding import Bound, Ctx
 class Scale(LinearMap):
     """``scale(a, alpha)``: multiply by a constant α (exact rational). d(αa) = α da."""
 
-    name, arity, attribute = "scale", 1, "alpha"
+    name, arity = "scale", 1
+    attributes: ClassVar[Mapping[str, Kind]] = {"alpha": EXACT}
     families = ("relu", "scale")  # F = g·relu(x), F = a·x
     samples = (((2, 2),), ((),))
 
-    def shape(self, shapes: Sequence[Shape]) -> Shape:
+    def shape(self, shapes: Sequence[Shape], k: Any = None) -> Shape:
         return shapes[0]
 
     def value(self, xp: ArrayNamespace, args: Sequence[Any], k: Any) -> Any:

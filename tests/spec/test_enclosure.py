@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
@@ -431,7 +432,7 @@ def test_least_is_a_lower_bound_of_every_magnitude_in_the_ball(case: str) -> Non
 
 
 def _single(op: str, x: np.ndarray, cotangent: np.ndarray, alpha: Fraction | None = None,
-            **attrs: Fraction) -> Request:
+            **attrs: Any) -> Request:
     program = Program((Input("x", x.shape),), (Node("y", op, ("x",), alpha, **attrs),), "y")
     return Request(program, {"x": x}, "float64", cotangent)
 

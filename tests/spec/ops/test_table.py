@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from resverify.spec.errors import Shape, ShapeMismatch
 from resverify.spec.exact import evaluate
 from resverify.spec.ir import OPS, Input, Node, Program
 from resverify.spec.ops import OP_TABLE, Op
+from resverify.spec.ops.attributes import sample_params
 from resverify.spec.request import Request, ResultError, Value
 
 PARTS = sorted(name for name, member in vars(Op).items()
@@ -36,16 +38,20 @@ ADAPTERS = [name for name, module in (("torch", "torch"), ("jax", "jax"),
             if importlib.util.find_spec(module) is not None]
 
 
+def attributes(name: str, shapes: tuple[Shape, ...]) -> dict[str, Any]:
+    """The op's attributes on a sample: α = 3/4, ε = 1/100, a layout op's from its sample."""
+    attr = OP_TABLE[name].attribute
+    return {attr: ATTRIBUTE_VALUES[attr]} if attr else {"params": sample_params(shapes)}
+
+
 def one_op_request(name: str, shapes: tuple[Shape, ...], seed: int = 0) -> Request:
-    """The op alone on inputs ``a``, ``b`` of ``shapes``, random dyadic values, α = 3/4,
-    ε = 1/100."""
+    """The op alone on inputs ``a``, ``b`` of ``shapes``, random dyadic values, and
+    :func:`attributes`."""
     rng = np.random.default_rng(seed)
     names = "ab"[: len(shapes)]
-    attr = OP_TABLE[name].attribute
-    given = {attr: ATTRIBUTE_VALUES[attr]} if attr else {}
     program = Program(tuple(Input(n, s) for n, s in zip(names, shapes, strict=True)),
-                      (Node("y", name, tuple(names), **given),), "y")
-    out_shape = OP_TABLE[name].shape(list(shapes))
+                      (Node("y", name, tuple(names), **attributes(name, shapes)),), "y")
+    out_shape = OP_TABLE[name].shape(list(shapes), sample_params(shapes))
     inputs = {n: rng.integers(-8, 9, size=s) / 4.0 for n, s in zip(names, shapes, strict=True)}
     return Request(program, inputs, "float64", rng.integers(-8, 9, size=out_shape) / 4.0)
 
@@ -83,7 +89,7 @@ def test_entry_vjp_equals_the_sympy_derivative_of_its_symbolic_form(
         name: str, shapes: tuple[Shape, ...]) -> None:
     """On symbols where the VJP is one formula; at random non-zero rationals otherwise."""
     op, case = OP_TABLE[name], derived(name, shapes)
-    alpha = attribute_symbol(name)
+    alpha = attribute_symbol(name, shapes)
     derived_parts = derived_vjp(name, shapes)
     if op.smooth:
         hand = op.exact_vjp(case.cotangent, case.args, case.output, alpha)
@@ -105,10 +111,14 @@ def at_point(array: np.ndarray, point: dict[sympy.Symbol, sympy.Expr]) -> np.nda
     return np.vectorize(lambda e: sympy.sympify(e).subs(point), otypes=[object])(array)
 
 
-def rational_point(arrays: list[np.ndarray], alpha: sympy.Symbol | None
+def rational_point(arrays: list[np.ndarray], alpha: object
                    ) -> tuple[dict[sympy.Symbol, sympy.Expr], list[np.ndarray], object]:
     """Random non-zero rationals for every symbol of ``arrays`` (and α): the point, each
-    array at it, and α's value (None for an op without an attribute)."""
+    array at it, and α's value (a layout op's integer attributes as they are, None for an
+    op without an attribute)."""
+    if alpha is not None and not isinstance(alpha, sympy.Symbol):
+        point, at, _ = rational_point(arrays, None)
+        return point, at, alpha
     rng = np.random.default_rng(1)
     symbols = [*arrays] + ([] if alpha is None else [np.array(alpha)])
     point = {s: sympy.Rational(int(rng.choice([-7, -3, -1, 1, 2, 5])), 4)
@@ -124,7 +134,7 @@ def test_entry_jvp_equals_the_sympy_jacobian_times_the_tangent(
     """``exact_jvp`` is ``Σ_i J_i t_i`` with SymPy's Jacobians: on symbols where the
     derivative is one formula, at random non-zero rationals where the op is rational."""
     op, case = OP_TABLE[name], derived(name, shapes)
-    alpha, want = attribute_symbol(name), derived_jvp(name, shapes)
+    alpha, want = attribute_symbol(name, shapes), derived_jvp(name, shapes)
     if op.smooth:
         mine = op.exact_jvp(case.tangents, case.args, case.output, alpha)
         wrong = nonzero_differences(np.asarray(mine, dtype=object), want)
@@ -188,10 +198,11 @@ def test_reference_and_adapters_run_each_op_tangent_within_its_budget(
 def test_reference_and_adapters_refuse_what_the_shape_rule_refuses(
         backend: str, name: str) -> None:
     shapes = ((2, 3), (2,))  # refused by every binary op of the table
+    given = attributes(name, OP_TABLE[name].samples[0])  # cat's axis
     with pytest.raises(ShapeMismatch, match=r"\[2, 3\] vs \[2\]"):
-        OP_TABLE[name].shape(list(shapes))
+        OP_TABLE[name].shape(list(shapes), given.get("params"))
     program = Program((Input("a", shapes[0]), Input("b", shapes[1])),
-                      (Node("y", name, ("a", "b")),), "y")
+                      (Node("y", name, ("a", "b"), **given),), "y")
     request = Request(program, {"a": np.ones(shapes[0]), "b": np.ones(shapes[1])}, "float64",
                       None)
     result = NumpyBackend().run(request) if backend == "numpy" else resolve_backend(
