@@ -28,6 +28,8 @@ from typing import Any
 
 from resverify.impl.backend import Backend, Capabilities
 from resverify.impl.numpy_backend import NumpyBackend
+from resverify.impl.pytensor_backend import CLAIMED_OPS as PYTENSOR_OPS
+from resverify.impl.tinygrad_backend import CLAIMED_OPS as TINYGRAD_OPS
 from resverify.spec.errors import UsageError
 from resverify.spec.ops import OP_TABLE
 
@@ -101,11 +103,11 @@ def _builtins() -> dict[str, Builtin]:
                 "tensorflow", "tensorflow-cpu", "tensorflow", every),
         Builtin("tinygrad", _lazy("tinygrad_backend", "TinygradBackend"),
                 "tinygrad", "tinygrad", "tinygrad",
-                Capabilities(dtypes=("float64", "float32", "float16"), ops=WITH_NORMS),
+                Capabilities(dtypes=("float64", "float32", "float16"), ops=TINYGRAD_OPS),
                 needs=("clang",)),
         Builtin("pytensor", _lazy("pytensor_backend", "PytensorBackend"),
                 "pytensor", "pytensor", "pytensor",
-                Capabilities(dtypes=("float64", "float32"), ops=WITH_NORMS)),
+                Capabilities(dtypes=("float64", "float32"), ops=PYTENSOR_OPS)),
     )
     return {b.name: b for b in table}
 

@@ -73,6 +73,7 @@ from resverify.spec.ops.base import (
     same_shape,
     unbroadcast,
 )
+from resverify.spec.ops.exp import EXP_ULPS, Exp
 from resverify.spec.ops.layer_norm import SQRT_ULPS, LayerNorm
 from resverify.spec.ops.linear import Linear
 from resverify.spec.ops.mul import Mul
@@ -85,12 +86,14 @@ from resverify.spec.ops.sum import Sum
 from resverify.spec.ops.tanh import TANH_ULPS, Tanh
 
 __all__ = [
+    "EXP_ULPS",
     "OP_TABLE",
     "SIGMOID_ULPS",
     "SQRT_ULPS",
     "TANH_ULPS",
     "Add",
     "ArrayNamespace",
+    "Exp",
     "LayerNorm",
     "Linear",
     "Mul",
@@ -111,6 +114,6 @@ __all__ = [
 
 OP_TABLE: Mapping[str, Op] = {
     op.name: op for op in (Add(), ResidualAdd(), Mul(), Scale(), Linear(), Relu(), Tanh(), Sum(),
-                           LayerNorm(), RmsNorm(), Sigmoid())
+                           LayerNorm(), RmsNorm(), Sigmoid(), Exp())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""
