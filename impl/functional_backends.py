@@ -148,7 +148,9 @@ class AutogradBackend(_Functional):
     def __init__(self) -> None:
         self.autograd = _load("autograd", "autograd")
         self.xp = _load("autograd.numpy", "autograd")
-        self.namespace = ArrayNamespace(self.xp, relu=self.relu, sigmoid=_autograd_sigmoid())
+        sigmoid = _autograd_sigmoid()
+        self.namespace = ArrayNamespace(self.xp, relu=self.relu, sigmoid=sigmoid,
+                                        silu=lambda a: a * sigmoid(a))
 
     def relu(self, a: Any) -> Any:
         """autograd has no relu of its own: ``a`` times the mask ``a > 0``, derivative 0 at

@@ -82,6 +82,7 @@ from resverify.spec.ops.residual_add import ResidualAdd
 from resverify.spec.ops.rms_norm import RmsNorm
 from resverify.spec.ops.scale import Scale
 from resverify.spec.ops.sigmoid import SIGMOID_ULPS, Sigmoid
+from resverify.spec.ops.silu import SILU_ULPS, Silu
 from resverify.spec.ops.sum import Sum
 from resverify.spec.ops.tanh import TANH_ULPS, Tanh
 
@@ -89,6 +90,7 @@ __all__ = [
     "EXP_ULPS",
     "OP_TABLE",
     "SIGMOID_ULPS",
+    "SILU_ULPS",
     "SQRT_ULPS",
     "TANH_ULPS",
     "Add",
@@ -104,6 +106,7 @@ __all__ = [
     "RmsNorm",
     "Scale",
     "Sigmoid",
+    "Silu",
     "Site",
     "Sum",
     "Tanh",
@@ -114,6 +117,6 @@ __all__ = [
 
 OP_TABLE: Mapping[str, Op] = {
     op.name: op for op in (Add(), ResidualAdd(), Mul(), Scale(), Linear(), Relu(), Tanh(), Sum(),
-                           LayerNorm(), RmsNorm(), Sigmoid(), Exp())
+                           LayerNorm(), RmsNorm(), Sigmoid(), Exp(), Silu())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""
