@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
+import mpmath
 import numpy as np
 from mpmath import libmp
 
@@ -269,6 +270,44 @@ def exp_error(out: Arr) -> Fraction:
     """The largest enclosure half-width among exp values just computed (:func:`exact_exp`)."""
     return max((abs(v) / 2**TANH_PRECISION_BITS if v else Fraction(1, 2**1100)
                 for v in out.reshape(-1).tolist()), default=ZERO)
+
+
+# ----------------------------------------------------------------------------------------
+# the normal distribution of GELU, enclosed
+
+GUARD_BITS = 64
+"""mpmath's ``erfc`` and ``pi`` are evaluated this many bits beyond the claimed width
+(not rounded outward as ``exp`` is: an estimate with a wide margin, checked in the tests
+against twice the precision)."""
+
+
+def _constant(value: Any) -> Fraction:
+    """A positive constant of mpmath's (a function of the working precision) as the Fraction
+    of its value at ``TANH_PRECISION_BITS + GUARD_BITS`` bits."""
+    with mpmath.workprec(TANH_PRECISION_BITS + GUARD_BITS):
+        p, q = mpmath.mpf(value()).man_exp
+    return Fraction(p) * Fraction(2) ** q
+
+
+SQRT_2_OVER_PI = _constant(lambda: mpmath.sqrt(2 / mpmath.pi))
+"""``√(2/π)`` (the tanh form's constant) within ``2**-TANH_PRECISION_BITS`` of itself."""
+INV_SQRT_2PI = _constant(lambda: 1 / mpmath.sqrt(2 * mpmath.pi))
+"""``1/√(2π)`` (the normal density's constant) within ``2**-TANH_PRECISION_BITS`` of itself."""
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def exact_normal_cdf(x: Fraction) -> Fraction:
+    """``Φ(x) = erfc(-x/√2)/2`` within ``Φ(x) 2**-TANH_PRECISION_BITS`` for ``|x| < 64``
+    (erfc never cancels, so the width is relative on both sides); 0 below (``Φ(x) <
+    2**-2900``) and 1 above (``1 - Φ(x) < 2**-2900``). Cached."""
+    if x <= -64:
+        return ZERO
+    if x >= 64:
+        return Fraction(1)
+    with mpmath.workprec(TANH_PRECISION_BITS + GUARD_BITS):
+        value = mpmath.erfc(-mpmath.mpf(x.numerator) / x.denominator / mpmath.sqrt(2)) / 2
+        p, q = value.man_exp
+    return Fraction(p) * Fraction(2) ** q
 
 
 # ----------------------------------------------------------------------------------------
