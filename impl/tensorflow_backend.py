@@ -63,7 +63,9 @@ class TensorflowBackend:
         self.tf = _import_tensorflow()
         self.xp = ArrayNamespace(self.tf.math, self.tf.nn, sum=self.tf.reduce_sum,
                                  matmul=self.matmul, layer_norm=self.layer_norm,
-                                 rms_norm=self.rms_norm)
+                                 rms_norm=self.rms_norm,
+                                 gelu_erf=lambda a: self.tf.nn.gelu(a, approximate=False),
+                                 gelu_tanh=lambda a: self.tf.nn.gelu(a, approximate=True))
 
     def about(self) -> dict[str, str]:
         tf = self.tf

@@ -74,6 +74,8 @@ from resverify.spec.ops.base import (
     unbroadcast,
 )
 from resverify.spec.ops.exp import EXP_ULPS, Exp
+from resverify.spec.ops.gelu_erf import GELU_ERF_ULPS, GeluErf
+from resverify.spec.ops.gelu_tanh import GELU_TANH_ULPS, GeluTanh
 from resverify.spec.ops.layer_norm import SQRT_ULPS, LayerNorm
 from resverify.spec.ops.linear import Linear
 from resverify.spec.ops.mul import Mul
@@ -88,6 +90,8 @@ from resverify.spec.ops.tanh import TANH_ULPS, Tanh
 
 __all__ = [
     "EXP_ULPS",
+    "GELU_ERF_ULPS",
+    "GELU_TANH_ULPS",
     "OP_TABLE",
     "SIGMOID_ULPS",
     "SILU_ULPS",
@@ -96,6 +100,8 @@ __all__ = [
     "Add",
     "ArrayNamespace",
     "Exp",
+    "GeluErf",
+    "GeluTanh",
     "LayerNorm",
     "Linear",
     "Mul",
@@ -117,6 +123,7 @@ __all__ = [
 
 OP_TABLE: Mapping[str, Op] = {
     op.name: op for op in (Add(), ResidualAdd(), Mul(), Scale(), Linear(), Relu(), Tanh(), Sum(),
-                           LayerNorm(), RmsNorm(), Sigmoid(), Exp(), Silu())
+                           LayerNorm(), RmsNorm(), Sigmoid(), Exp(), Silu(),
+                           GeluErf(), GeluTanh())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""

@@ -18,61 +18,29 @@ import mpmath
 import numpy as np
 import pytest
 
-from resverify.spec.ball import Ball
-from resverify.spec.budget import error_budget
-from resverify.spec.exact import evaluate
-from resverify.spec.ir import Input, Node, Program
-from resverify.spec.ops import OP_TABLE, SILU_ULPS
-from resverify.spec.ops.elementwise import Elementwise
+from resverify.spec.ops import SILU_ULPS
 from resverify.spec.ops.sigmoid import stable_sigmoid
-from resverify.spec.rational import objects
-from resverify.spec.request import Request
+from tests.spec.ops.gated_checks import (
+    check_balls,
+    check_stated_error,
+    entry,
+    one_op_budget,
+    spec_values,
+    units,
+)
 
-
-def _entry() -> Elementwise:
-    entry = OP_TABLE["silu"]
-    assert isinstance(entry, Elementwise), entry
-    return entry
-
-
-SILU = _entry()
+SILU = entry("silu")
 POINTS = [Fraction(0), Fraction(1, 3), Fraction(-7, 2), Fraction(1, 10**30), Fraction(-40),
           Fraction(36), Fraction(-745), Fraction(-1099), Fraction(-1100), Fraction(-10**6),
           Fraction(511), Fraction(512), Fraction(10**9), Fraction(-88, 1) - Fraction(3, 4)]
 
 
-def _mp(x: Fraction) -> mpmath.mpf:
-    return mpmath.mpf(x.numerator) / x.denominator
-
-
-def _spec(xs: list[Fraction]) -> list[Fraction]:
-    return SILU.exact([objects(xs, (len(xs),))], None).tolist()
-
-
 @pytest.mark.parametrize("x", POINTS, ids=str)
 def test_spec_silu_is_within_its_stated_error_of_the_true_value(x: Fraction) -> None:
-    (v,) = _spec([x])
-    bound = SILU.error([objects([x], (1,))], [Fraction(0)], objects([v], (1,)), None)
-    with mpmath.workprec(800):
-        true = _mp(x) / (1 + mpmath.exp(-_mp(x)))
-        miss = abs(_mp(v) - true)
-        assert miss <= _mp(bound), f"silu({x}): {v} ± {bound} misses by {miss}"
+    """Within ``2**-199`` of the value, or ``|x| 2**-700`` where σ is carried as 0 or 1."""
+    bound = check_stated_error(SILU, x, lambda v: v / (1 + mpmath.exp(-v)))
+    (v,) = spec_values(SILU, [x])
     assert bound <= abs(v) / 2**199 + abs(x) / 2**700, f"silu({x}): bound {bound} is wide"
-
-
-def _units(got: np.ndarray, x: np.ndarray) -> float:
-    """The largest error of ``got`` in units of ``u|x|`` (of twice the smallest normal,
-    counted as ``SILU_ULPS``, where that is larger)."""
-    info = np.finfo(x.dtype)
-    u, floor = Fraction(float(info.eps)) / 2, Fraction(float(info.tiny)) * 2
-    spec = _spec([Fraction(v) for v in x.tolist()])
-    worst = 0.0
-    for v, g, s in zip(x.tolist(), np.asarray(got, dtype=np.float64).tolist(), spec,
-                       strict=True):
-        miss = abs(Fraction(g) - s)
-        worst = max(worst, float(miss / (u * abs(Fraction(v))) if miss > floor else
-                                 miss / floor * SILU_ULPS))
-    return worst
 
 
 def _libraries() -> dict[str, Callable[[np.ndarray], np.ndarray]]:
@@ -101,7 +69,7 @@ def test_the_silu_allowance_covers_the_reference_and_the_libraries(
     x = np.concatenate([np.linspace(-12, 12, 601), np.linspace(LOWEST[dtype], -12, 200),
                         np.linspace(12, 50, 39)]).astype(dtype)
     with np.errstate(over="ignore"):
-        worst = _units(_libraries()[library](x), x)
+        worst = units(SILU, _libraries()[library](x), x)
     assert worst <= SILU_ULPS, f"{library} silu in {dtype}: {worst} units of u|x|"
 
 
@@ -111,17 +79,14 @@ def _quick_gelu(x: np.ndarray) -> np.ndarray:
 
 def test_the_allowance_refuses_the_sigmoid_form_of_gelu() -> None:
     x = np.linspace(-8, 8, 161)
-    worst = _units(_quick_gelu(x), x)
+    worst = units(SILU, _quick_gelu(x), x)
     assert worst > 10**10 * SILU_ULPS, f"x σ(1.702 x) is only {worst} units of u|x| off"
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
 def test_the_budget_holds_the_reference_and_refuses_a_different_gate(dtype: str) -> None:
     x = np.array([-30.0, -3.5, -0.25, 0.0, 0.5, 2.25, 9.0], dtype=dtype)
-    program = Program((Input("x", x.shape),), (Node("y", "silu", ("x",)),), "y")
-    request = Request(program, {"x": x.astype(np.float64)}, dtype, np.ones(x.shape))
-    exact = evaluate(request)
-    budget = error_budget(request, exact=exact)
+    budget, exact = one_op_budget(SILU, x)
     right = x * stable_sigmoid(x)
     slope = SILU.numpy_slope(x, right)
     assert not budget.misses(exact, right, {"x": slope}), budget.misses(exact, right,
@@ -131,18 +96,5 @@ def test_the_budget_holds_the_reference_and_refuses_a_different_gate(dtype: str)
 
 
 def test_silu_balls_hold_the_spec_value_and_slope_of_their_argument_ball() -> None:
-    """At both ends of each argument ball (``mid ± rad``, exactly), the spec's value is in
-    the value ball and its slope in the gradient ball of a unit cotangent."""
-    mid = np.array([0.0, -3.5, 2.0**-30, 20.0, -600.0, -800.0, 38.0, 1.5])
-    rad = np.array([0.0, 2.0**-50, 2.0**-80, 1e-10, 1e-300, 0.0, 0.0, 2.0**-20])
-    arg = Ball.of(mid, rad)
-    out = SILU.enclose([arg], None)
-    (grad,) = SILU.enclose_vjp(Ball.exact(np.ones_like(mid)), [arg], out, None)
-    for i, (m, r) in enumerate(zip(mid.tolist(), rad.tolist(), strict=True)):
-        for end in (Fraction(m) - Fraction(r), Fraction(m) + Fraction(r)):
-            (v,) = _spec([end])
-            (s,) = SILU.exact_slope([objects([end], (1,))], objects([v], (1,))).tolist()
-            for name, ball, want in (("value", out, v), ("slope", grad, s)):
-                assert abs(want - Fraction(ball.mid[i])) <= Fraction(ball.rad[i]), (
-                    f"silu {name} ball [{i}] = {ball.mid[i]!r} ± {ball.rad[i]!r} misses "
-                    f"{float(want)!r} at {float(end)}")
+    check_balls(SILU, np.array([0.0, -3.5, 2.0**-30, 20.0, -600.0, -800.0, 38.0, 1.5]),
+                np.array([0.0, 2.0**-50, 2.0**-80, 1e-10, 1e-300, 0.0, 0.0, 2.0**-20]))
