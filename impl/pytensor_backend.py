@@ -53,7 +53,7 @@ from resverify.spec.ops import OP_TABLE, ArrayNamespace
 from resverify.spec.request import Request, Result, Value
 
 CLAIMED_OPS = ("add", "residual_add", "mul", "scale", "linear", "relu", "tanh", "sum",
-               "layer_norm", "rms_norm", "sigmoid", "exp")
+               "layer_norm", "rms_norm", "sigmoid", "exp", "neg")
 """Every op of the IR (checked in both claimed dtypes: docs/findings.md)."""
 
 NORMS = {"layer_norm": True, "rms_norm": False}

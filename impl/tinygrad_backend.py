@@ -44,7 +44,7 @@ from resverify.spec.ops import ArrayNamespace
 from resverify.spec.request import Request, Result, ResultError, Value
 
 CLAIMED_OPS = ("add", "residual_add", "mul", "scale", "linear", "relu", "tanh", "sum",
-               "layer_norm", "rms_norm", "sigmoid", "silu", "gelu_tanh")
+               "layer_norm", "rms_norm", "sigmoid", "silu", "gelu_tanh", "neg")
 """Every op of the IR but exp and gelu_erf (checked in every claimed dtype: docs/findings.md):
 tinygrad's ``exp2(x log2 e)`` is off by ``|x|`` ulps, beyond ``EXP_ULPS`` (spec/ops/exp.py),
 and its float64 ``erf`` by about 100 units of ``u|x|`` in GELU (``GELU_ERF_ULPS`` is 8)."""

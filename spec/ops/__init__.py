@@ -79,6 +79,7 @@ from resverify.spec.ops.gelu_tanh import GELU_TANH_ULPS, GeluTanh
 from resverify.spec.ops.layer_norm import SQRT_ULPS, LayerNorm
 from resverify.spec.ops.linear import Linear
 from resverify.spec.ops.mul import Mul
+from resverify.spec.ops.neg import Neg
 from resverify.spec.ops.relu import Relu
 from resverify.spec.ops.residual_add import ResidualAdd
 from resverify.spec.ops.rms_norm import RmsNorm
@@ -105,6 +106,7 @@ __all__ = [
     "LayerNorm",
     "Linear",
     "Mul",
+    "Neg",
     "Op",
     "Pullback",
     "Relu",
@@ -124,6 +126,6 @@ __all__ = [
 OP_TABLE: Mapping[str, Op] = {
     op.name: op for op in (Add(), ResidualAdd(), Mul(), Scale(), Linear(), Relu(), Tanh(), Sum(),
                            LayerNorm(), RmsNorm(), Sigmoid(), Exp(), Silu(),
-                           GeluErf(), GeluTanh())
+                           GeluErf(), GeluTanh(), Neg())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""

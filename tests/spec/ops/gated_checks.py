@@ -63,12 +63,50 @@ def units(op: Gated, got: np.ndarray, x: np.ndarray) -> float:
     return worst
 
 
+def check_allowance(op: Gated, library: str, got: np.ndarray, x: np.ndarray) -> None:
+    """``got``, a library's ``op`` on ``x``, is within the op's allowance."""
+    worst = units(op, got, x)
+    assert worst <= op.ulps, f"{library} {op.name} in {x.dtype}: {worst} units of u|x|"
+
+
+def check_allowance_refuses(op: Gated, x: np.ndarray, wrong: dict[str, np.ndarray],
+                            factor: int) -> None:
+    """Each ``wrong`` value of ``op`` on ``x`` is more than ``factor`` allowances off."""
+    for what, got in wrong.items():
+        worst = units(op, got, x)
+        assert worst > factor * op.ulps, f"{op.name} with {what} is only {worst} units off"
+
+
 def one_op_budget(op: Gated, x: np.ndarray) -> tuple[Budget, ExactResult]:
     """The budget and exact result of ``op`` alone on ``x`` (in its dtype), cotangent 1."""
     program = Program((Input("x", x.shape),), (Node("y", op.name, ("x",)),), "y")
     request = Request(program, {"x": x.astype(np.float64)}, x.dtype.name, np.ones(x.shape))
     exact = evaluate(request)
     return error_budget(request, exact=exact), exact
+
+
+def check_budget_holds_the_reference(op: Gated, x: np.ndarray) -> None:
+    """The reference's value and slope are inside the budget of ``op`` on ``x``, and the
+    gate alone given as the slope (``Φ`` for ``Φ + aφ``) is not."""
+    budget, exact = one_op_budget(op, x)
+    with np.errstate(over="ignore"):
+        right = op.numpy_value(x)
+        slope = op.numpy_slope(x, right)
+        gate = op.numpy_gate(x)
+    missed = budget.misses(exact, right, {"x": slope})
+    assert not missed, f"{op.name} reference in {x.dtype}: {[str(m) for m in missed[:3]]}"
+    assert budget.misses(exact, right, {"x": gate}), f"{op.name}: the gate as the slope passes"
+
+
+def check_budget_refuses(op: Gated, x: np.ndarray, wrong: Callable[[np.ndarray], np.ndarray],
+                         what: str) -> None:
+    """``wrong`` (computed in float64, rounded to ``x``'s dtype) as the value of ``op`` on
+    ``x`` is outside the budget somewhere."""
+    budget, exact = one_op_budget(op, x)
+    with np.errstate(over="ignore"):
+        slope = op.numpy_slope(x, op.numpy_value(x))
+        got = wrong(x.astype(np.float64)).astype(x.dtype)
+    assert budget.misses(exact, got, {"x": slope}), f"{op.name} with {what} in {x.dtype} passes"
 
 
 def check_balls(op: Gated, mid: np.ndarray, rad: np.ndarray) -> None:

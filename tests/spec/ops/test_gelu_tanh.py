@@ -19,14 +19,16 @@ import mpmath
 import numpy as np
 import pytest
 
-from resverify.spec.ops import GELU_TANH_ULPS, OP_TABLE
+from resverify.spec.ops import OP_TABLE
 from tests.spec.ops.gated_checks import (
+    check_allowance,
+    check_allowance_refuses,
     check_balls,
+    check_budget_holds_the_reference,
+    check_budget_refuses,
     check_stated_error,
     entry,
-    one_op_budget,
     spec_values,
-    units,
 )
 
 GELU = entry("gelu_tanh")
@@ -79,16 +81,14 @@ def test_the_gelu_tanh_allowance_covers_the_reference_and_the_libraries(
     x = np.concatenate([np.linspace(-8, 8, 401), np.linspace(LOWEST[dtype], 10, 300)]
                        ).astype(dtype)
     with np.errstate(over="ignore"):
-        worst = units(GELU, _libraries()[library](x), x)
-    assert worst <= GELU_TANH_ULPS, f"{library} gelu_tanh in {dtype}: {worst} units of u|x|"
+        check_allowance(GELU, library, _libraries()[library](x), x)
 
 
 def test_the_allowance_refuses_a_wrong_constant_and_the_erf_form() -> None:
     x = np.linspace(-8, 8, 161)
     erf_form = OP_TABLE["gelu_erf"].numpy([x], None)[0]
-    for name, got in (("0.0447 for 0.044715", _wrong_constant(x)), ("the erf form", erf_form)):
-        worst = units(GELU, got, x)
-        assert worst > 10**6 * GELU_TANH_ULPS, f"gelu with {name} is only {worst} units off"
+    wrong = {"0.0447 for 0.044715": _wrong_constant(x), "the erf form": erf_form}
+    check_allowance_refuses(GELU, x, wrong, 10**6)
 
 
 X = [-30.0, -3.5, -0.25, 0.0, 0.5, 2.25, 9.0]
@@ -96,25 +96,14 @@ X = [-30.0, -3.5, -0.25, 0.0, 0.5, 2.25, 9.0]
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
 def test_the_budget_holds_the_reference_and_refuses_the_gate_as_the_slope(dtype: str) -> None:
-    x = np.array(X, dtype=dtype)
-    budget, exact = one_op_budget(GELU, x)
-    with np.errstate(over="ignore"):
-        right = GELU.numpy_value(x)
-        slope = GELU.numpy_slope(x, right)
-    assert not budget.misses(exact, right, {"x": slope}), budget.misses(exact, right,
-                                                                          {"x": slope})
-    assert budget.misses(exact, right, {"x": GELU.numpy_gate(x)}), f"σ(2z) as slope in {dtype}"
+    """The reference's value and slope pass; σ(2z) alone as the slope does not."""
+    check_budget_holds_the_reference(GELU, np.array(X, dtype=dtype))
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_the_budget_refuses_a_wrong_constant(dtype: str) -> None:
     """(A constant off by about 10⁻⁵ is below float16's resolution there.)"""
-    x = np.array(X, dtype=dtype)
-    budget, exact = one_op_budget(GELU, x)
-    with np.errstate(over="ignore"):
-        slope = GELU.numpy_slope(x, GELU.numpy_value(x))
-        wrong = _wrong_constant(x.astype(np.float64)).astype(dtype)
-    assert budget.misses(exact, wrong, {"x": slope}), f"0.0447 for 0.044715 in {dtype}"
+    check_budget_refuses(GELU, np.array(X, dtype=dtype), _wrong_constant, "0.0447 for 0.044715")
 
 
 def test_gelu_tanh_balls_hold_the_spec_value_and_slope_of_their_argument_ball() -> None:
