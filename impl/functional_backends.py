@@ -13,6 +13,7 @@ and, for autograd, the op entries' own composition.
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
@@ -47,6 +48,22 @@ def _autograd_sigmoid() -> Callable[[Any], Any]:
     extend.defvjp(sigmoid, lambda ans, x: lambda g: g * ans * (1 - ans))
     extend.defjvp(sigmoid, lambda g, ans, x: g * ans * (1 - ans))
     return sigmoid
+
+
+def _autograd_gelu_erf() -> Callable[[Any], Any]:
+    """autograd has no GELU, and its ``scipy.special.erf`` no JVP (autograd 1.9): SciPy's
+    ``a (1 + erf(a/√2))/2``, as torch writes it, as a primitive with both rules, the slope
+    ``(1 + erf(a/√2))/2 + a exp(-a²/2)/√(2π)`` times the cotangent or the tangent."""
+    extend = _load("autograd.extend", "autograd")
+    erf = _load("scipy.special", "autograd").erf
+    gelu = extend.primitive(lambda x: x * (1 + erf(x / math.sqrt(2))) / 2)
+
+    def slope(x: Any) -> Any:
+        return (1 + erf(x / math.sqrt(2))) / 2 + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+
+    extend.defvjp(gelu, lambda ans, x: lambda g: g * slope(x))
+    extend.defjvp(gelu, lambda g, ans, x: g * slope(x))
+    return gelu
 
 
 class _Functional:
@@ -111,8 +128,11 @@ class JaxBackend(_Functional):
         self.jax = _load("jax", "jax")
         self.jax.config.update("jax_enable_x64", True)
         self.xp = _load("jax.numpy", "jax")
+        gelu = self.jax.nn.gelu
         self.namespace = ArrayNamespace(self.xp, self.jax.nn, layer_norm=self.layer_norm,
-                                        rms_norm=self.rms_norm)
+                                        rms_norm=self.rms_norm,
+                                        gelu_erf=lambda a: gelu(a, approximate=False),
+                                        gelu_tanh=lambda a: gelu(a, approximate=True))
 
     def layer_norm(self, x: Any, eps: float) -> Any:
         return self._norm(x, eps, centred=True)
@@ -148,10 +168,18 @@ class AutogradBackend(_Functional):
     def __init__(self) -> None:
         self.autograd = _load("autograd", "autograd")
         self.xp = _load("autograd.numpy", "autograd")
-        self.namespace = ArrayNamespace(self.xp, relu=self.relu, sigmoid=_autograd_sigmoid(),
+        sigmoid = _autograd_sigmoid()
+        self.namespace = ArrayNamespace(self.xp, relu=self.relu, sigmoid=sigmoid,
+                                        silu=lambda a: a * sigmoid(a),
+                                        gelu_erf=_autograd_gelu_erf(),
+                                        gelu_tanh=self.gelu_tanh,
                                         permute_dims=self.xp.transpose,
                                         concat=self.xp.concatenate,
                                         broadcast_to=self.broadcast_to)
+
+    def gelu_tanh(self, a: Any) -> Any:
+        """``a (1 + tanh(√(2/π)(a + 0.044715 a³)))/2``, as torch writes it."""
+        return a * (1 + self.xp.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a**3))) / 2
 
     def relu(self, a: Any) -> Any:
         """autograd has no relu of its own: ``a`` times the mask ``a > 0``, derivative 0 at

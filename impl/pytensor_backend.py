@@ -53,8 +53,9 @@ from resverify.spec.ops import OP_TABLE, ArrayNamespace
 from resverify.spec.request import Request, Result, Value
 
 CLAIMED_OPS = ("add", "residual_add", "mul", "scale", "linear", "relu", "tanh", "sum",
-               "layer_norm", "rms_norm", "sigmoid")
-"""Every op of the IR but the layout ops (checked in both claimed dtypes: docs/findings.md)."""
+               "layer_norm", "rms_norm", "sigmoid", "exp", "neg")
+"""Every op of the IR but the layout ops, silu and the GELUs (checked in both claimed dtypes:
+docs/findings.md)."""
 
 NORMS = {"layer_norm": True, "rms_norm": False}
 """The normalization ops, and whether each centres its rows."""

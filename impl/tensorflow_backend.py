@@ -65,7 +65,9 @@ class TensorflowBackend:
                                  matmul=self.matmul, layer_norm=self.layer_norm,
                                  rms_norm=self.rms_norm, reshape=self.tf.reshape,
                                  permute_dims=self.tf.transpose,
-                                 broadcast_to=self.tf.broadcast_to, concat=self.tf.concat)
+                                 broadcast_to=self.tf.broadcast_to, concat=self.tf.concat,
+                                 gelu_erf=lambda a: self.tf.nn.gelu(a, approximate=False),
+                                 gelu_tanh=lambda a: self.tf.nn.gelu(a, approximate=True))
 
     def about(self) -> dict[str, str]:
         tf = self.tf

@@ -62,7 +62,9 @@ class TorchBackend:
         self.xp = ArrayNamespace(
             torch, torch.nn.functional, permute_dims=torch.permute,
             layer_norm=lambda x, eps: torch.nn.functional.layer_norm(x, x.shape[-1:], eps=eps),
-            rms_norm=lambda x, eps: torch.nn.functional.rms_norm(x, x.shape[-1:], eps=eps))
+            rms_norm=lambda x, eps: torch.nn.functional.rms_norm(x, x.shape[-1:], eps=eps),
+            gelu_erf=torch.nn.functional.gelu,
+            gelu_tanh=lambda x: torch.nn.functional.gelu(x, approximate="tanh"))
 
     def _tensor(self, values: np.ndarray, dtype: str, grad: bool) -> Any:
         t = torch.from_numpy(np.array(values, copy=True)).to(self.device)

@@ -1,4 +1,4 @@
-"""Exact arithmetic on NumPy object arrays of Fractions, tanh and sigmoid enclosed with mpmath.
+"""Exact arithmetic on NumPy object arrays of Fractions, tanh, sigmoid and exp enclosed with mpmath.
 
 The exact rules of every op (in :mod:`resverify.spec.ops`) are written with these
 helpers; :mod:`resverify.spec.exact` runs them. Every op except ``tanh`` maps rationals to
@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
+import mpmath
 import numpy as np
 from mpmath import libmp
 
@@ -228,6 +229,85 @@ def _sigmoid_value_error(s: Fraction) -> Fraction:
     if s == 1:
         return Fraction(1, 2**700)
     return abs(s) / 2**TANH_PRECISION_BITS
+
+
+# ----------------------------------------------------------------------------------------
+# exp, enclosed
+
+EXP_LIMIT = 1100
+"""exp is carried for ``-1100 < x < 1100``: below, ``exp(x) < 2**-1586``, far under every
+dtype's smallest subnormal, carried as 0; from 1100 on, ``exp(x) > 2**1586`` overflows every
+dtype and the interpreter refuses it (its value would be a Fraction of ``x/ln 2`` bits)."""
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def exact_exp(x: Fraction) -> tuple[Fraction, Fraction]:
+    """``(v, e)`` with ``|exp(x) - v| <= e``, ``e <= v * 2**-TANH_PRECISION_BITS`` for
+    ``-1100 < x < 1100`` (``v = 0``, ``e = 2**-1100`` below; InvalidRequest from 1100 on).
+
+    mpmath's ``exp`` rounded down at an argument rounded down, and up at one rounded up
+    (exp is increasing), redone at double the precision until narrow enough; cached.
+    """
+    if x == 0:
+        return Fraction(1), ZERO
+    if x <= -EXP_LIMIT:
+        return ZERO, Fraction(1, 2**1100)
+    if x >= EXP_LIMIT:
+        raise InvalidRequest(f"exp({float(x)!r}) exceeds 2**1586 and overflows every dtype: "
+                             f"the exact interpreter carries exp below {EXP_LIMIT} only")
+    prec = TANH_PRECISION_BITS + 40
+    while True:
+        lo, hi = (_to_fraction(libmp.mpf_exp(
+            libmp.from_rational(x.numerator, x.denominator, prec, rnd), prec, rnd))
+            for rnd in (libmp.round_floor, libmp.round_ceiling))
+        mid, half = (lo + hi) / 2, (hi - lo) / 2
+        if half <= mid / 2**TANH_PRECISION_BITS:
+            return mid, half
+        prec *= 2
+
+
+def exp_error(out: Arr) -> Fraction:
+    """The largest enclosure half-width among exp values just computed (:func:`exact_exp`)."""
+    return max((abs(v) / 2**TANH_PRECISION_BITS if v else Fraction(1, 2**1100)
+                for v in out.reshape(-1).tolist()), default=ZERO)
+
+
+# ----------------------------------------------------------------------------------------
+# the normal distribution of GELU, enclosed
+
+GUARD_BITS = 64
+"""mpmath's ``erfc`` and ``pi`` are evaluated this many bits beyond the claimed width
+(not rounded outward as ``exp`` is: an estimate with a wide margin, checked in the tests
+against twice the precision)."""
+
+
+def _constant(value: Any) -> Fraction:
+    """A positive constant of mpmath's (a function of the working precision) as the Fraction
+    of its value at ``TANH_PRECISION_BITS + GUARD_BITS`` bits."""
+    with mpmath.workprec(TANH_PRECISION_BITS + GUARD_BITS):
+        p, q = mpmath.mpf(value()).man_exp
+    return Fraction(p) * Fraction(2) ** q
+
+
+SQRT_2_OVER_PI = _constant(lambda: mpmath.sqrt(2 / mpmath.pi))
+"""``√(2/π)`` (the tanh form's constant) within ``2**-TANH_PRECISION_BITS`` of itself."""
+INV_SQRT_2PI = _constant(lambda: 1 / mpmath.sqrt(2 * mpmath.pi))
+"""``1/√(2π)`` (the normal density's constant) within ``2**-TANH_PRECISION_BITS`` of itself."""
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def exact_normal_cdf(x: Fraction) -> Fraction:
+    """``Φ(x) = erfc(-x/√2)/2`` within ``Φ(x) 2**-TANH_PRECISION_BITS`` for ``|x| < 64``
+    (erfc never cancels, so the width is relative on both sides); 0 below (``Φ(x) <
+    2**-2900``) and 1 above (``1 - Φ(x) < 2**-2900``). Cached."""
+    if x <= -64:
+        return ZERO
+    if x >= 64:
+        return Fraction(1)
+    with mpmath.workprec(TANH_PRECISION_BITS + GUARD_BITS):
+        value = mpmath.erfc(-mpmath.mpf(x.numerator) / x.denominator / mpmath.sqrt(2)) / 2
+        p, q = value.man_exp
+    return Fraction(p) * Fraction(2) ** q
 
 
 # ----------------------------------------------------------------------------------------

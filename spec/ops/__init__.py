@@ -75,10 +75,14 @@ from resverify.spec.ops.base import (
     unbroadcast,
 )
 from resverify.spec.ops.cat import Cat
+from resverify.spec.ops.exp import EXP_ULPS, Exp
 from resverify.spec.ops.expand import Expand
+from resverify.spec.ops.gelu_erf import GELU_ERF_ULPS, GeluErf
+from resverify.spec.ops.gelu_tanh import GELU_TANH_ULPS, GeluTanh
 from resverify.spec.ops.layer_norm import SQRT_ULPS, LayerNorm
 from resverify.spec.ops.linear import Linear
 from resverify.spec.ops.mul import Mul
+from resverify.spec.ops.neg import Neg
 from resverify.spec.ops.permute import Permute
 from resverify.spec.ops.relu import Relu
 from resverify.spec.ops.reshape import Reshape
@@ -86,22 +90,31 @@ from resverify.spec.ops.residual_add import ResidualAdd
 from resverify.spec.ops.rms_norm import RmsNorm
 from resverify.spec.ops.scale import Scale
 from resverify.spec.ops.sigmoid import SIGMOID_ULPS, Sigmoid
+from resverify.spec.ops.silu import SILU_ULPS, Silu
 from resverify.spec.ops.slice import Slice
 from resverify.spec.ops.sum import Sum
 from resverify.spec.ops.tanh import TANH_ULPS, Tanh
 
 __all__ = [
+    "EXP_ULPS",
+    "GELU_ERF_ULPS",
+    "GELU_TANH_ULPS",
     "OP_TABLE",
     "SIGMOID_ULPS",
+    "SILU_ULPS",
     "SQRT_ULPS",
     "TANH_ULPS",
     "Add",
     "ArrayNamespace",
     "Cat",
+    "Exp",
     "Expand",
+    "GeluErf",
+    "GeluTanh",
     "LayerNorm",
     "Linear",
     "Mul",
+    "Neg",
     "Op",
     "Params",
     "Permute",
@@ -113,6 +126,7 @@ __all__ = [
     "Sample",
     "Scale",
     "Sigmoid",
+    "Silu",
     "Site",
     "Slice",
     "Sum",
@@ -124,7 +138,8 @@ __all__ = [
 
 OP_TABLE: Mapping[str, Op] = {
     op.name: op for op in (Add(), ResidualAdd(), Mul(), Scale(), Linear(), Relu(), Tanh(), Sum(),
-                           LayerNorm(), RmsNorm(), Sigmoid(),
+                           LayerNorm(), RmsNorm(), Sigmoid(), Exp(), Silu(),
+                           GeluErf(), GeluTanh(), Neg(),
                            Reshape(), Permute(), Expand(), Slice(), Cat())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""
