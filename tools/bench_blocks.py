@@ -10,7 +10,7 @@ about 50 ms a round, the check runs once a round (it takes seconds). ``--quick``
 law with two examples on the first block only (a smoke run, its figure not meaningful).
 
 A JAX block (Haiku's ResNet blocks) is timed the same way with its own driver
-(:func:`resverify.blocks.jax_laws.check_jax_block`, the laws it judges) against one
+(:func:`resverify.blocks.check.check_block` through its Haiku adapter) against one
 ``jax.vjp`` of the block's call, eager as the driver runs it.
 
 Catalog sources that do not import here (timm and torchvision outside ``.venv-vision``)
@@ -91,18 +91,16 @@ def _one_thread(fn: Callable[[], object]) -> Callable[[], object]:
 
 def _row(recipe: Recipe, quick: bool) -> Row:
     from resverify.blocks.check import check_block
-    from resverify.blocks.jax_laws import JUDGED, JaxRecipe, check_jax_block
+    from resverify.blocks.haiku_adapter import JaxRecipe
 
     jax_side = isinstance(recipe, JaxRecipe)
     passes = _jax_forward_backward(recipe) if jax_side else _one_thread(_forward_backward(recipe))
     calls = calibrate(passes, 0.05)
     laws, examples = (["decomposition"], 2) if quick else (None, None)
-    run = check_jax_block if jax_side else check_block
-    laws = laws or (list(JUDGED) if jax_side else None)
     fwd, check = [], []
     for _ in range(1 if quick else 2):
         fwd.append(_seconds(passes, calls))
-        check.append(_seconds(lambda: run(recipe, [DTYPE], laws,  # type: ignore[arg-type]
+        check.append(_seconds(lambda: check_block(recipe, [DTYPE], laws,
                                           max_examples=examples), 1))
     fwd.append(_seconds(passes, calls))
     base, cost = statistics.median(fwd), statistics.median(check)

@@ -21,26 +21,23 @@ pytest.importorskip("haiku", reason="dm-haiku is not installed (make blocks)")
 
 from resverify.blocks import catalog
 from resverify.blocks.catalog.haiku import BN, CHANNELS, RECIPES
-from resverify.blocks.check import laws_of
-from resverify.blocks.haiku_adapter import BLOCK, INAPPLICABLE, no_torch
-from resverify.blocks.jax_laws import (
-    JUDGED,
-    JaxRecipe,
-    check_jax_block,
-    plan,
-    run_jax_law,
-)
+from resverify.blocks.check import check_block, laws_of, plan, run_law
+from resverify.blocks.haiku_adapter import BLOCK, INAPPLICABLE, JaxRecipe, no_torch
 from resverify.blocks.laws import LAWS
 from resverify.blocks.recipe import Site
 from resverify.spec.errors import UsageError
 from tests.blocks.broken_haiku import BUGS
 
 NAMES = [r.name for r in RECIPES]
+JUDGED = tuple(law for law in LAWS if law not in INAPPLICABLE
+               and law not in ("affine_in_gamma", "drop_path"))
+"""The laws a Haiku block is judged by: all but those its adapter finds nothing to judge
+for, and those of a LayerScale γ or a drop path, which no JAX recipe declares."""
 
 
 def _verdicts(recipe: JaxRecipe, dtype: str, mode: str, examples: int) -> dict[str, Any]:
     """Every judged law in ``mode`` (stream_dtype is judged in eval only), without shrinking."""
-    return {law: run_jax_law(recipe, law, dtype, mode, max_examples=examples, shrink=False)
+    return {law: run_law(recipe, law, dtype, mode, max_examples=examples, shrink=False)
             for law in JUDGED if mode in LAWS[law].modes}
 
 
@@ -57,7 +54,7 @@ def test_catalog_haiku_block_obeys_every_law_float32(name: str) -> None:
 def test_catalog_haiku_block_obeys_every_law_every_dtype_and_mode(name: str) -> None:
     recipe = catalog.recipe(name)
     assert isinstance(recipe, JaxRecipe)
-    records = check_jax_block(recipe, laws=JUDGED, max_examples=3)
+    records = check_block(recipe, laws=JUDGED, max_examples=3)
     bad = [r.line() for r in records if r.verdict != "pass"]
     assert not bad, f"{bad}, expected every law to pass [{name}, every dtype and mode]"
     assert len(records) == len(list(plan(recipe))), (len(records), list(plan(recipe)))
@@ -94,7 +91,7 @@ def test_planted_bug_fails_exactly_its_laws(bug: str) -> None:
 
 def test_detached_skip_is_named_in_the_gradient_message() -> None:
     cls, base, dtype, _ = BUGS["detached skip"]
-    record = run_jax_law(_buggy("detached skip", cls, base), "gradient_skip", dtype, "eval",
+    record = run_law(_buggy("detached skip", cls, base), "gradient_skip", dtype, "eval",
                          max_examples=3, shrink=False)
     assert "the skip's gradient is missing" in record.message, \
         (record.message, "expected the hint that x̄ is J_Fᵀz̄ alone")
@@ -108,7 +105,7 @@ def test_a_jax_failure_replays_on_its_example_and_only_a_merge_keeps_a_vector() 
     cls, base, dtype, laws = BUGS["dropped skip"]
     recipe = _buggy("dropped skip", cls, base)
     for law in sorted(laws):
-        record = run_jax_law(recipe, law, dtype, "eval", max_examples=3)
+        record = run_law(recipe, law, dtype, "eval", max_examples=3)
         assert record.verdict == "fail" and record.draw is not None, record.line()
         again = replay_example(recipe, law, dtype, "eval", record.draw)
         assert (again.verdict, again.message) == ("fail", record.message), \
@@ -133,7 +130,7 @@ def test_a_law_that_does_not_apply_asked_for_by_name_is_one_line_usage_error(law
     expected = f"law {law!r} does not apply to {recipe.name!r}, a haiku block: " \
         f"{INAPPLICABLE[law]}"
     with pytest.raises(UsageError) as caught:
-        run_jax_law(recipe, law, "float32", "eval", max_examples=1)
+        run_law(recipe, law, "float32", "eval", max_examples=1)
     assert str(caught.value) == expected, (str(caught.value), expected)
 
 
@@ -172,7 +169,7 @@ def test_a_zero_name_the_block_lacks_is_one_line_usage_error() -> None:
         RECIPES[2].sites[0], zero=("conv_1.kernel",)),))
     with pytest.raises(UsageError, match=r"^recipe 'haiku.BlockV2': site 0 names parameter "
                        r"'conv_1.kernel', which the block lacks \(it has .*conv_1.w"):
-        run_jax_law(recipe, "zero_branch", "float32", "eval", max_examples=1)
+        run_law(recipe, "zero_branch", "float32", "eval", max_examples=1)
 
 
 def test_importing_the_haiku_catalog_leaves_pickling_working() -> None:

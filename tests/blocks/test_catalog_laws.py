@@ -18,7 +18,7 @@ import pytest
 from resverify.blocks import check_block
 from resverify.blocks.catalog import catalog, skipped
 from resverify.blocks.check import run_law
-from resverify.blocks.jax_laws import JaxRecipe
+from resverify.blocks.haiku_adapter import JaxRecipe
 from resverify.blocks.laws import LAWS, applicable
 from tests.blocks.catalog_checks import library_marks
 

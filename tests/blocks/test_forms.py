@@ -187,8 +187,7 @@ def test_site_refuses_reads_cast_without_a_pre_norm() -> None:
                                     {"post_scale": 2.0}, {"scale": "g.w", "scale_fn": "tanh"},
                                     {"norm": "pre", "norms": ("n",), "reads": "cast"}])
 def test_a_jax_recipe_refuses_the_torch_only_forms(kwargs: dict[str, Any]) -> None:
-    from resverify.blocks.haiku_adapter import no_torch
-    from resverify.blocks.jax_laws import JaxRecipe
+    from resverify.blocks.haiku_adapter import JaxRecipe, no_torch
 
     fields: dict[str, Any] = {"norm": "none", **kwargs}
     site = Site("block", ("conv_1",), ("conv_1.w",), **fields)

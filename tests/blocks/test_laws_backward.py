@@ -12,7 +12,7 @@ from torch import nn
 from resverify.blocks.catalog import catalog
 from resverify.blocks.catalog.torch_nn import encoder
 from resverify.blocks.check import Draw
-from resverify.blocks.jax_laws import JaxRecipe
+from resverify.blocks.haiku_adapter import JaxRecipe
 from resverify.blocks.laws_backward import gradient_skip
 from resverify.blocks.torch_adapter import make_case
 from resverify.blocks.trace import Unjudged

@@ -122,8 +122,7 @@ def test_catalog_names_the_known_recipes_for_an_unknown_one() -> None:
 def test_catalog_recipe_validates_against_its_module(name: str) -> None:
     """A torch recipe against the module its factory builds; a JAX recipe (no torch module)
     against the Haiku block's parameter tree."""
-    from resverify.blocks.haiku_adapter import validate_jax
-    from resverify.blocks.jax_laws import JaxRecipe
+    from resverify.blocks.haiku_adapter import JaxRecipe, validate_jax
 
     r = catalog()[name]
     for dtype in r.dtypes:

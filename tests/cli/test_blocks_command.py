@@ -441,13 +441,12 @@ def test_an_unknown_path_is_one_line_and_exit_2(
 def test_a_jax_block_is_checked_by_its_own_laws_and_its_planted_bug_fails_them(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         tmp_path: Path) -> None:
-    """A Haiku block goes to :mod:`resverify.blocks.jax_laws` (the catalog's Haiku blocks
+    """A Haiku block goes through its adapter (the catalog's Haiku blocks
     passing every law is tests/blocks/test_catalog_haiku.py's): the laws it judges, and the
     dropped-skip bug fails exactly its declared laws."""
     pytest.importorskip("haiku")
-    from resverify.blocks.jax_laws import JUDGED
     from tests.blocks.broken_haiku import BUGS as JAX_BUGS
-    from tests.blocks.test_catalog_haiku import _buggy
+    from tests.blocks.test_catalog_haiku import JUDGED, _buggy
 
     cls, base, dtype, laws = JAX_BUGS["dropped skip"]
     buggy = _buggy(base, cls, base)
