@@ -41,9 +41,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from resverify.spec.budget import error_budget
 from resverify.spec.codec import request_from_dict, request_to_dict
 from resverify.spec.enclosure import Verdict, verify
-from resverify.spec.errors import InvalidRequest
+from resverify.spec.errors import InvalidDocument, InvalidRequest
+from resverify.spec.exact import evaluate
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.request import Request
 from resverify.spec.rounding import TINY, UNIT_ROUNDOFF, Ctx, gamma, up
@@ -217,3 +219,30 @@ def test_codec_carries_the_declaration_and_omits_it_when_absent() -> None:
     assert doc["accumulate"] == "float32", doc
     assert request_from_dict(doc).accumulate == "float32"
     assert {k: v for k, v in doc.items() if k != "accumulate"} == request_to_dict(plain)
+
+
+def test_the_exact_path_honours_the_declaration_as_the_fast_oracle_does() -> None:
+    """:func:`error_budget` on the exact interpreter's trace: the float32-accumulated answer
+    is inside, the bfloat16-accumulated one outside, and the verdicts are the fast
+    oracle's."""
+    rng = np.random.default_rng(5)
+    x, w = bf16(rng.standard_normal((2, 64))), bf16(rng.standard_normal((64, 64)) / 8)
+    g = bf16(rng.standard_normal((2, 64)))
+    program = Program((Input("x", x.shape), Input("w", w.shape)),
+                      (Node("y", "linear", ("x", "w")),), "y")
+    request = Request(program, {"x": x, "w": w}, "bfloat16", g, accumulate="float32")
+    exact = evaluate(request)
+    budget = error_budget(request, exact=exact)
+    for matmul, fails in ((wide_matmul, False), (narrow_matmul, True)):
+        out, grads = matmul(x, w), {"x": matmul(g, w.T), "w": matmul(x.T, g)}
+        misses = budget.misses(exact, out, grads)
+        fast = verify(request, out, grads).misses
+        assert bool(misses) is fails, (misses[:3], matmul.__name__)
+        assert {(m.where, m.index) for m in misses} == {(m.where, m.index) for m in fast}
+
+
+def test_the_schema_refuses_an_accumulation_dtype_it_does_not_know() -> None:
+    program = Program((Input("x", (2,)),), (Node("y", "sum", ("x",)),), "y")
+    doc = request_to_dict(Request(program, {"x": np.ones(2)}, "float32", np.float32(1.0)))
+    with pytest.raises(InvalidDocument, match="accumulate"):
+        request_from_dict({**doc, "accumulate": "float128"})
