@@ -141,6 +141,8 @@ class Ctx:
             return 0.0, 0.0
         assert self.accumulate is not None
         wide = gamma(n, self.accumulate)
+        if wide == INF:
+            return INF, self.tiny
         return up(Fraction(wide) + Fraction(self.u) * (1 + Fraction(wide))), self.tiny
 
     def done(self, mag: np.ndarray, err: np.ndarray, terms: int = 0) -> Bound:

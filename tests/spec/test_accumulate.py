@@ -198,6 +198,10 @@ def test_summed_charges_nothing_when_nothing_is_summed() -> None:
     assert _ctx("bfloat16", "float32").summed(0) == (0.0, 0.0)
 
 
+def test_summed_is_infinite_past_the_accumulation_gamma_range() -> None:
+    assert _ctx("bfloat16", "float32").summed(2**24) == (math.inf, float(TINY["bfloat16"]))
+
+
 @pytest.mark.parametrize(("dtype", "accumulate"), [("bfloat16", "float16"),
                                                    ("float32", "bfloat16"),
                                                    ("float64", "float32"),
