@@ -15,8 +15,11 @@ It is done element by element on NumPy float64 arrays:
   its rules (``budget`` and ``budget_vjp``) are in its entry in :mod:`resverify.spec.ops`,
   each with its formula. Dot products of length n and sums of N terms are charged
   ``gamma_n = n u / (1 - n u)``, which holds for any summation order (pairwise, blocked
-  BLAS, with or without FMA); a value used k times accumulates k gradient parts with
-  ``gamma_{k-1}`` (here), a norm's argument gradient counting as the several parts that
+  BLAS, with or without FMA), or, where the request declares an accumulation dtype
+  (``accumulate``), that dtype's gamma and one rounding to the request's dtype at the end
+  (:meth:`~resverify.spec.rounding.Ctx.summed`); a value used k times accumulates k
+  gradient parts with ``gamma_{k-1}`` (here, in the dtype: autodiff adds them one by one
+  in it), a norm's argument gradient counting as the several parts that
   autodiff through its composition delivers (a :class:`~resverify.spec.rounding.Parts`).
 * Every rounding that could land in the subnormal range adds one smallest subnormal per
   product (sums of floats are exact there). Flush-to-zero backends are not covered.
@@ -163,7 +166,9 @@ def error_budget(request: Request, dtype: str | None = None, *,
 
     Pass ``exact`` (from :func:`resverify.spec.exact.evaluate` of the same request) to reuse its
     forward trace. When ``dtype`` is narrower than the request's, rounding the inputs, the
-    cotangent and the tangents to it is charged too. A request with tangents (forward mode)
+    cotangent and the tangents to it is charged too. The request's declared accumulation
+    dtype (``request.accumulate``) holds for the request's own dtype only: a budget in
+    another dtype assumes every operation in that dtype. A request with tangents (forward mode)
     gets a tangent bound as well.
     """
     dtype = request.dtype if dtype is None else dtype
@@ -172,7 +177,8 @@ def error_budget(request: Request, dtype: str | None = None, *,
     exact = evaluate(request) if exact is None or exact.trace is None else exact
     if exact.error is not None or exact.trace is None or request.cotangent is None:
         raise InvalidRequest(f"no budget for a request the spec rejects: {exact.error}")
-    ctx = Ctx(dtype, float(UNIT_ROUNDOFF[dtype]), float(TINY[dtype]))
+    wide = request.accumulate if dtype == request.dtype else None
+    ctx = Ctx(dtype, float(UNIT_ROUNDOFF[dtype]), float(TINY[dtype]), wide)
     trace, rounds = exact.trace, dtype != request.dtype
     bounds = {n: _leaf(ctx, v, rounds) for n, v in request.inputs.items()}
     for node in request.program.order:

@@ -236,7 +236,9 @@ ArrayEncoder = Callable[[np.ndarray], dict[str, Any]]
 
 
 def request_to_dict(request: Request, encode: ArrayEncoder = encode_array) -> dict[str, Any]:
-    """The request document; ``"tangents"`` only for a forward-mode request."""
+    """The request document; ``"tangents"`` only for a forward-mode request and
+    ``"accumulate"`` only when the request declares an accumulation dtype, so a request
+    without either is written as before."""
     doc: dict[str, Any] = {
         "resverify": FORMAT_VERSION,
         "kind": "request",
@@ -247,6 +249,8 @@ def request_to_dict(request: Request, encode: ArrayEncoder = encode_array) -> di
     }
     if request.tangents is not None:
         doc["tangents"] = {k: encode(v) for k, v in request.tangents.items()}
+    if request.accumulate is not None:
+        doc["accumulate"] = request.accumulate
     return doc
 
 
@@ -266,7 +270,8 @@ def request_from_dict(doc: Mapping[str, Any]) -> Request:
         raise InvalidDocument(  # in the document's own spelling (Request says None)
             "a shape-invalid program has no output to take a cotangent: write "
             f'"cotangent": null (got shape {list(given)})')
-    return Request(program, inputs, dtype, cotangent, tangents)
+    return Request(program, inputs, dtype, cotangent, tangents,
+                   accumulate=doc.get("accumulate"))
 
 
 def result_to_dict(result: Result, dtype: str | None = None,

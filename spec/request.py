@@ -19,6 +19,7 @@ import numpy as np
 
 from resverify.spec.errors import BadResult, InvalidRequest, Shape, ShapeMismatch
 from resverify.spec.ir import DTYPES, Program, infer_shapes
+from resverify.spec.rounding import accumulation
 
 ErrorKind = Literal["shape_mismatch", "unsupported", "backend_error"]
 ERROR_KINDS: tuple[str, ...] = ("shape_mismatch", "unsupported", "backend_error")
@@ -75,6 +76,12 @@ class Request:
     and dtype as ``inputs``); the answer then carries the output tangent ``J·t`` in
     :attr:`Value.tangent` beside the output and the gradients. ``tangents=None`` (the default)
     is a reverse-mode-only request, the form every version-1 engine knows.
+
+    Mixed precision: ``accumulate``, when given, declares the dtype the backend carries out
+    its sums and dot products in before one rounding to ``dtype`` (``"float32"`` for torch's
+    bfloat16 and float16 matmuls and reductions on CPU); the budget then charges that
+    dtype's rounding for them (:meth:`resverify.spec.rounding.Ctx.summed`). None (the
+    default) declares every operation done in ``dtype``.
     """
 
     program: Program
@@ -82,11 +89,14 @@ class Request:
     dtype: str
     cotangent: np.ndarray
     tangents: Mapping[str, np.ndarray] | None
+    accumulate: str | None
 
     def __init__(self, program: Program, inputs: Mapping[str, object], dtype: str,
                  cotangent: object | None,
-                 tangents: Mapping[str, object] | None = None) -> None:
+                 tangents: Mapping[str, object] | None = None, *,
+                 accumulate: str | None = None) -> None:
         storage_dtype(dtype)
+        object.__setattr__(self, "accumulate", accumulation(dtype, accumulate))
         object.__setattr__(self, "program", program)
         object.__setattr__(self, "dtype", dtype)
         object.__setattr__(self, "inputs", _read_inputs(program, inputs, dtype))

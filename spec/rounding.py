@@ -4,7 +4,10 @@ A value in the budget analysis is a :class:`Bound`: ``mag``, an upper bound of t
 value's magnitude, and ``err``, an upper bound of ``|computed - true|`` (float64 arrays,
 elementwise). :class:`Ctx` knows the dtype being judged (its unit roundoff ``u`` and
 smallest subnormal) and rounds every new bound up (:meth:`Ctx.done`). :func:`product`
-and :func:`dot` are the rounded elementwise product and dot product. The rules that use
+and :func:`dot` are the rounded elementwise product and dot product. A context may declare
+the dtype its reductions and dot products accumulate in (``accumulate``; see
+:meth:`Ctx.summed`): torch on CPU, for one, sums bfloat16 and float16 values in float32
+and rounds once at the end. The rules that use
 them, one per op, are in :mod:`resverify.spec.ops`; :mod:`resverify.spec.budget` runs them.
 """
 
@@ -16,6 +19,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+
+from resverify.spec.errors import InvalidRequest
 
 __all__ = ["up"]
 
@@ -87,16 +92,58 @@ class Parts(Bound):
     size: np.ndarray
 
 
+def accumulation(dtype: str, accumulate: str | None) -> str | None:
+    """``accumulate`` checked against ``dtype``: None (no declaration: every operation in
+    ``dtype``), or a dtype at least as precise and of at least the range (a bfloat16 value
+    is exact in it, and no partial sum overflows that would not overflow ``dtype``)."""
+    if accumulate is None:
+        return None
+    if accumulate not in UNIT_ROUNDOFF:
+        raise InvalidRequest(f"unknown accumulation dtype {accumulate!r}; "
+                         f"known: {list(UNIT_ROUNDOFF)}")
+    if (UNIT_ROUNDOFF[accumulate] > UNIT_ROUNDOFF[dtype]
+            or LARGEST[accumulate] < LARGEST[dtype]):
+        raise InvalidRequest(f"a {dtype} request cannot accumulate in {accumulate}: it is less "
+                         f"precise or of a smaller range; use float32 or float64")
+    return accumulate
+
+
 @dataclass(frozen=True)
 class Ctx:
-    """The dtype a budget is for: its unit roundoff ``u`` and smallest subnormal ``tiny``."""
+    """The dtype a budget is for: its unit roundoff ``u`` and smallest subnormal ``tiny``;
+    ``accumulate``, when declared, the dtype sums and dot products are carried out in
+    before their one rounding to ``dtype`` (:meth:`summed`)."""
 
     dtype: str
     u: float
     tiny: float
+    accumulate: str | None = None
 
     def gamma(self, n: int) -> float:
         return gamma(n, self.dtype)
+
+    @property
+    def widened(self) -> bool:
+        """Whether reductions accumulate in a dtype other than ``dtype``."""
+        return self.accumulate not in (None, self.dtype)
+
+    def summed(self, n: int) -> tuple[float, float]:
+        """``(relative, absolute)`` bounds of the rounding error of a length-n sum or dot
+        product as the backend carries it out, to multiply with the sum of the terms'
+        magnitudes and to add: ``(gamma_n, 0)`` in ``dtype``; with a wider accumulation
+        dtype, ``gamma_n`` in it and one rounding to ``dtype`` at the end, ``gamma_n' + u
+        (1 + gamma_n')``, and one smallest subnormal for that rounding. Elementwise ops are
+        charged one rounding to ``dtype`` either way (an op computed in the wider dtype and
+        rounded once has no more error), so only the reductions read this."""
+        if not self.widened:
+            return self.gamma(n), 0.0
+        if n <= 0:  # nothing is summed: the value is passed on as it is
+            return 0.0, 0.0
+        assert self.accumulate is not None
+        wide = gamma(n, self.accumulate)
+        if wide == INF:
+            return INF, self.tiny
+        return up(Fraction(wide) + Fraction(self.u) * (1 + Fraction(wide))), self.tiny
 
     def done(self, mag: np.ndarray, err: np.ndarray, terms: int = 0) -> Bound:
         """The bound rounded up (``terms``: the longest sum involved); inf where the value
@@ -130,8 +177,9 @@ def product(c: Ctx, x: Bound, y: Bound) -> tuple[np.ndarray, np.ndarray]:
 def dot(c: Ctx, x: Bound, w: Bound) -> Bound:
     """``x @ w`` with 2-D operands: propagated error plus gamma_n of the magnitude product."""
     n = x.mag.shape[-1]
+    rel, last = c.summed(n)
     err = (x.mag @ w.err + x.err @ w.mag + x.err @ w.err
-           + c.gamma(n) * (x.hat @ w.hat) + n * c.tiny)
+           + rel * (x.hat @ w.hat) + n * c.tiny + last)
     return c.done(x.mag @ w.mag, err, n)
 
 

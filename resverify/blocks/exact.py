@@ -14,6 +14,17 @@ The claim is pointwise: the verdict is about *these* inputs, parameters and cota
 every input of a box. :class:`Judgement` says so when printed, and reports how tight the
 budgets were: the median, 99th percentile and maximum of ``|error| / bound`` over all the
 elements judged (1 is the edge of the budget).
+
+Mixed precision: torch on CPU carries out bfloat16 and float16 matmuls and reductions in
+float32 and rounds once at the end (ATen's CPU kernels accumulate in ``at::opmath_type``,
+float for both). On CUDA the notes ``docs/source/notes/numerical_accuracy.rst`` ("Reduced
+Precision Reduction in FP16 GEMMs", and its BF16 twin) say cuBLAS may reduce in the low
+dtype unless ``torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction`` or
+``allow_bf16_reduced_precision_reduction`` is False: there the declaration holds only with
+those set. The request declares float32 accumulation (:data:`ACCUMULATE`), so the budget
+charges float32's gamma and one rounding for each sum and dot product, and a kernel that
+accumulates in the low dtype is caught (without the declaration a bfloat16 dot of width 16
+was allowed 16·2⁻⁸ ≈ 6 % of its size).
 """
 
 from __future__ import annotations
@@ -37,6 +48,10 @@ from resverify.spec.ir import Program
 from resverify.spec.request import Request
 
 __all__ = ["judge_module", "judge_recipe"]
+
+ACCUMULATE = {"bfloat16": "float32", "float16": "float32"}
+"""The dtype torch on CPU accumulates each dtype's sums and dot products in, where it is
+not the dtype itself (the request's ``accumulate``)."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +89,8 @@ class Judgement:
     """``trace`` (export and lowering), ``module`` (its own forward and backward), ``judge``."""
     matched: tuple[str, ...] = ()
     """The composites the trace mapped to one IR op (``"rms_norm at mul"``)."""
+    accumulate: str | None = None
+    """The dtype the budget took sums and dot products to accumulate in (None: ``dtype``)."""
 
     @property
     def passed(self) -> bool:
@@ -81,7 +98,9 @@ class Judgement:
 
     def __str__(self) -> str:
         verdict = "pass" if self.passed else f"FAIL ({len(self.misses)} outside the budget)"
-        head = (f"{self.dtype}: {verdict}, {self.elements} elements of the output and every "
+        dtype = self.dtype if self.accumulate is None else \
+            f"{self.dtype} (sums in {self.accumulate})"
+        head = (f"{dtype}: {verdict}, {self.elements} elements of the output and every "
                 f"gradient, {self.tightness} (pointwise: these inputs)")
         if self.matched:
             head += f"; matched {', '.join(self.matched)}"
@@ -114,7 +133,7 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     ran = time.perf_counter()
     names = [*lowered.user_inputs, *lowered.state]
     request = Request(lowered.program, {n: _numpy(t) for n, t in zip(names, leaves, strict=True)},
-                      dtype, _numpy(cotangent))
+                      dtype, _numpy(cotangent), accumulate=ACCUMULATE.get(dtype))
     grads = {n: _numpy(t.grad if t.grad is not None else torch.zeros_like(t))
              for n, t in zip(names, leaves, strict=True)}
     verdict = verify(request, _numpy(output), grads)
@@ -123,7 +142,8 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     ratios = _ratios(actual, verdict.nearest, verdict.budget)
     seconds = {"trace": traced - started, "module": ran - traced, "judge": judged - ran}
     return Judgement(dtype, lowered.program, tuple(verdict.misses), ratios.size,
-                     Tightness.of(ratios), verdict.decided_exactly, seconds, lowered.matched)
+                     Tightness.of(ratios), verdict.decided_exactly, seconds, lowered.matched,
+                     request.accumulate)
 
 
 SIZES = {"batch": 2, "seq": 4}

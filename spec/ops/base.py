@@ -302,7 +302,9 @@ def elementwise(fn: Callable[[Any], Any], array: np.ndarray) -> np.ndarray:
 
 
 def sum_back(c: Ctx, g: Bound, shape: Shape) -> Bound:
-    """``g`` un-broadcast to ``shape``: its errors summed plus gamma of the copies' sizes."""
+    """``g`` un-broadcast to ``shape``: its errors summed plus gamma of the copies' sizes
+    (a reduction: in the declared accumulation dtype, :meth:`Ctx.summed`)."""
     copies = g.mag.size // max(1, math.prod(shape))
-    err = unbroadcast(g.err, shape) + c.gamma(copies - 1) * unbroadcast(g.hat, shape)
+    rel, last = c.summed(copies - 1)
+    err = unbroadcast(g.err, shape) + rel * unbroadcast(g.hat, shape) + last
     return c.done(unbroadcast(g.mag, shape), err, copies)

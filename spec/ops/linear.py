@@ -57,7 +57,8 @@ class Linear(Bilinear):
 
     def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
         """A dot product of length n: the propagated part as for mul summed over n terms,
-        plus ``gamma_n (|x̂| @ |ŵ|)`` (any summation order, with or without FMA)."""
+        plus ``gamma_n (|x̂| @ |ŵ|)`` (any summation order, with or without FMA), or the
+        declared accumulation's gamma and one final rounding (:meth:`Ctx.summed`)."""
         x, w = a
         out = dot(c, rows(x, w.mag.shape[0]), w)
         shape = x.mag.shape[:-1] + w.mag.shape[1:]
@@ -82,7 +83,8 @@ class Linear(Bilinear):
         pairs = [(rows(tx, n), w), (rows(x, n), tw)]
         mag = sum(p.mag @ q.mag for p, q in pairs)
         err = sum(p.mag @ q.err + p.err @ q.mag + p.err @ q.err for p, q in pairs)
-        err = err + c.gamma(2 * n) * sum(p.hat @ q.hat for p, q in pairs) + 2 * n * c.tiny
+        rel, last = c.summed(2 * n)
+        err = err + rel * sum(p.hat @ q.hat for p, q in pairs) + 2 * n * c.tiny + last
         shape = x.mag.shape[:-1] + w.mag.shape[1:]
         out = c.done(np.asarray(mag), np.asarray(err), 2 * n)
         return Bound(out.mag.reshape(shape), out.err.reshape(shape))

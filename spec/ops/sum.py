@@ -43,10 +43,12 @@ class Sum(LinearMap):
         return (g_err,)
 
     def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
-        """A sum of N elements: ``gamma_{N-1}`` times the sum of magnitudes."""
+        """A sum of N elements: ``gamma_{N-1}`` times the sum of magnitudes (in the
+        declared accumulation dtype, then one rounding: :meth:`Ctx.summed`)."""
         x = a[0]
         n = x.mag.size
-        err = x.err.sum() + c.gamma(n - 1) * x.hat.sum()
+        rel, last = c.summed(n - 1)
+        err = x.err.sum() + rel * x.hat.sum() + last
         return c.done(np.asarray(x.mag.sum()), np.asarray(err), n)
 
     def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound

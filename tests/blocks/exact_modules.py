@@ -20,17 +20,19 @@ from torch import nn
 from resverify.blocks import Recipe, Site
 
 Activation = Callable[[torch.Tensor], torch.Tensor]
+MatMul = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 GELU_K = math.sqrt(2 / math.pi)
 """The constant of the tanh form of GELU (``gelu_new``)."""
 
 
 class ResidualMLP(nn.Module):
-    """``y = x + ½·(act(n(x) @ w1) @ w2)`` on 2-D ``x``: ``torch.matmul``, the activation,
-    a scalar multiply and ``+``; ``n`` is an optional norm."""
+    """``y = x + ½·(act(n(x) @ w1) @ w2)`` on 2-D ``x``: ``matmul`` (``torch.matmul``), the
+    activation, a scalar multiply and ``+``; ``n`` is an optional norm."""
 
     def __init__(self, width: int, act: Activation = torch.tanh,
-                 norm: nn.Module | None = None, seed: int = 0) -> None:
+                 norm: nn.Module | None = None, seed: int = 0,
+                 matmul: MatMul = torch.matmul) -> None:
         super().__init__()
         generator = torch.Generator().manual_seed(seed)
         scale = width ** -0.5
@@ -38,10 +40,24 @@ class ResidualMLP(nn.Module):
         self.w2 = nn.Parameter(torch.randn(width, width, generator=generator) * scale)
         self.act = act
         self.norm = norm
+        self.matmul = matmul
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x if self.norm is None else self.norm(x)
-        return x + 0.5 * torch.matmul(self.act(torch.matmul(h, self.w1)), self.w2)
+        return x + 0.5 * self.matmul(self.act(self.matmul(h, self.w1)), self.w2)
+
+
+class ResidualLinear(nn.Module):
+    """``y = x + x @ w`` on 2-D ``x``, its product by ``matmul`` (``torch.matmul``)."""
+
+    def __init__(self, width: int, seed: int = 0, matmul: MatMul = torch.matmul) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(seed)
+        self.w = nn.Parameter(torch.randn(width, width, generator=generator) * width ** -0.5)
+        self.matmul = matmul
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.matmul(x, self.w)
 
 
 def tanh_with_backward(factor: float) -> Activation:
@@ -61,6 +77,35 @@ def tanh_with_backward(factor: float) -> Activation:
             return g * slope if factor == 1 else g * slope * factor
 
     apply: Activation = Tanh.apply
+    return apply
+
+
+def narrow_sum_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` for 2-D operands, each product in float32 and every partial sum rounded to
+    the operands' dtype: a kernel that accumulates in bfloat16."""
+    acc = torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype)
+    for k in range(a.shape[1]):
+        acc = (acc.float() + a[:, k:k + 1].float() * b[k:k + 1, :].float()).to(a.dtype)
+    return acc
+
+
+def matmul_with_backward(for_x: MatMul, for_w: MatMul = torch.matmul) -> MatMul:
+    """``torch.matmul`` whose hand-written backward computes ``ḡ wᵀ`` with ``for_x`` and
+    ``xᵀ ḡ`` with ``for_w`` (``torch.matmul``: right; :func:`narrow_sum_matmul`: a
+    precision bug)."""
+
+    class MatMulFn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+            ctx.save_for_backward(x, w)
+            return torch.matmul(x, w)
+
+        @staticmethod
+        def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            x, w = ctx.saved_tensors
+            return for_x(g, w.T), for_w(x.T, g)
+
+    apply: MatMul = MatMulFn.apply
     return apply
 
 
