@@ -29,7 +29,7 @@ from torch import nn
 from resverify.blocks.aten import ROWS, Unmapped
 from resverify.blocks.patterns import Match, find
 from resverify.spec.errors import InvalidProgram, ResverifyError
-from resverify.spec.ir import Input, Node, Program
+from resverify.spec.ir import ATTRIBUTES, Input, Node, Program
 from resverify.spec.ops import OP_TABLE
 
 __all__ = ["NotInIR"]
@@ -103,8 +103,10 @@ class _Walk:
         if op not in OP_TABLE:
             raise Unmapped(f"needs the IR op {op!r}")
         name = self.current if self.emitted == 0 else f"{self.current}.{self.emitted}"
+        exact = {k: v for k, v in attributes.items() if k in ATTRIBUTES}
+        params = {k: v for k, v in attributes.items() if k not in ATTRIBUTES}
         try:
-            node = Node(name, op, tuple(args), **attributes)
+            node = Node(name, op, tuple(args), **exact, params=params)
         except (TypeError, InvalidProgram) as exc:  # a row's attributes the op does not take
             raise Unmapped(f"the IR's {op} refuses attributes {attributes}: {exc}") from None
         self.nodes.append(node)
