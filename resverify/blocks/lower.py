@@ -118,11 +118,15 @@ def lower(module: nn.Module, args: Sequence[torch.Tensor]) -> Lowered:
     """Trace ``module(*args)`` into an IR program (raises :class:`NotInIR` listing every
     node it cannot express). ``args`` are tensors of one floating dtype; the module's
     parameters and floating buffers are in that dtype too."""
+    return _lower_graph(_export(module, args), args[0].dtype)
+
+
+def _export(module: nn.Module, args: Sequence[torch.Tensor]) -> Any:
+    """``module(*args)`` exported in core ATen (``torch.export`` then its decompositions)."""
     with warnings.catch_warnings():
         # torch.export's own use of its deprecated LeafSpec (torch 2.13), not the caller's
         warnings.filterwarnings("ignore", r"`isinstance\(treespec, LeafSpec\)`", FutureWarning)
-        exported = torch.export.export(module, tuple(args), strict=False).run_decompositions()
-    return _lower_graph(exported, args[0].dtype)
+        return torch.export.export(module, tuple(args), strict=False).run_decompositions()
 
 
 def _lower_graph(exported: Any, dtype: torch.dtype) -> Lowered:

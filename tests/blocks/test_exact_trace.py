@@ -142,3 +142,14 @@ def test_transformer_encoder_layer_refusal_lists_the_ops_it_needs() -> None:
     assert {"aten.bmm.default", "aten.where.self"} <= ops, ops  # _softmax reads bmm's value
     assert all(op not in ROWS or "needs the IR op" in why
                for op, _, why in caught.value.refused if op.startswith("aten."))
+
+
+def test_the_silu_composite_maps_to_one_silu_and_is_reported() -> None:
+    lowered = lower(nn.SiLU(), (X,))
+    assert lowered.program.describe() == "silu(input)"
+    assert lowered.matched == ("silu at mul",)
+
+
+def test_a_product_with_the_sigmoid_of_another_tensor_is_not_silu() -> None:
+    program = lower(Lambda(lambda x: x * torch.sigmoid(x * 2)), (X,)).program
+    assert program.describe() == "mul(x, sigmoid(scale(x, 2)))"
