@@ -87,8 +87,12 @@ def _plus(g: Lowering, a: str, b: str, same: bool) -> str:
 
 
 def _add(g: Lowering, node: Any) -> str:
+    """``a + b``; ``a + 0`` (x-transformers' ``gamma + float(unit_offset)``) is ``a`` itself,
+    which is exactly what torch computes."""
     _unit_alpha(node)
     a, b = node.args
+    if _scalar(b) == 0:
+        return g.tensor(a)
     _tensors(a, b)
     return _plus(g, g.tensor(a), g.tensor(b), g.shape(a) == g.shape(b))
 

@@ -42,6 +42,7 @@ CASES = {
     "transpose": case("permute.default", lambda x, w: x.transpose(0, 1), "permute"),
     "t": case("permute.default", lambda x, w: x.t() @ x, "permute", "linear"),
     "expand": case("expand.default", lambda x, w: x[:, :1].expand(3, 4), "expand"),
+    "add zero": case("add.Tensor", lambda x, w: (w + 0.0) @ x.t(), "permute", "linear"),
     "broadcast add": case("add.Tensor", lambda x, w: x + x[0], "add"),
     "slice": case("slice.Tensor", lambda x, w: x[:, 1:4:2], "slice"),
     "select": case("select.int", lambda x, w: x[1] * x, "slice", "reshape"),
@@ -106,6 +107,12 @@ def test_a_cast_to_another_dtype_stays_a_listed_refusal() -> None:
     with pytest.raises(NotInIR) as caught:
         lower(module.double(), (X,))
     assert "a cast to torch.float32 (no cast op in the IR)" in str(caught.value)
+
+
+def test_adding_zero_is_the_operand_itself_and_any_other_number_is_refused() -> None:
+    assert lower(Applied(lambda x, w: x + 0.0).double(), (X,)).program.describe() == "x"
+    with pytest.raises(NotInIR, match="a Python number operand"):
+        lower(Applied(lambda x, w: x + 1.0).double(), (X,))
 
 
 def test_a_power_other_than_two_is_refused_with_its_exponent() -> None:
