@@ -52,7 +52,9 @@ class Lowering(Protocol):
         """The shape of an FX argument that is a tensor."""
 
     def emit(self, op: str, args: Sequence[str], **attributes: Any) -> str:
-        """A new IR node (refused with :class:`Unmapped` while ``op`` is not in the IR)."""
+        """A new IR node (refused with :class:`Unmapped` while ``op`` is not in the IR),
+        its attributes by name: ``alpha``/``eps`` exact, integers (``perm=(1, 0)``) to its
+        ``params``."""
 
 
 Row = Callable[[Lowering, Any], "str | tuple[str | None, ...]"]
