@@ -6,10 +6,18 @@ function that reads the FX node and emits IR nodes through a :class:`Lowering`. 
 approximated: a row that cannot express its node exactly raises :class:`Unmapped` with the
 reason, and an overload with no row is refused by :mod:`resverify.blocks.lower`, which lists
 every such node. A row may name an IR op the table of :mod:`resverify.spec.ops` does not hold
-yet (the layout ops ``reshape``, ``permute``, ``expand``, ``slice``, ``cat``; the smooth ops
-``exp``, ``silu``, ``gelu_erf``, ``gelu_tanh``): :meth:`Lowering.emit` refuses it by name
-until the op lands, when the row lights up unchanged (its keyword attributes are then the
-op's own :class:`~resverify.spec.ir.Node` fields; a row whose guess differs is fixed there).
+yet (the batched ``matmul``, ``softmax`` over an ``axis``, ``sum_axes`` over ``axes`` with
+``keepdim``): :meth:`Lowering.emit` refuses it by name (``needs the IR op 'matmul'``) until
+the op lands, when the row lights up unchanged. A row passes an op's attributes by name as
+keywords: an exact rational (``alpha``, ``eps``) is a :class:`~resverify.spec.ir.Node` field,
+integers (``shape``, ``perm``, ``axis`` ...) go to the node's ``params``.
+
+The view and shape ops are exact moves: ``view``/``reshape``/``squeeze``/``unsqueeze`` are
+``reshape`` to the node's own shape, ``permute``/``transpose``/``t`` are ``permute``,
+``slice``/``select``/``split`` are ``slice`` s (``select`` then drops its axis by ``reshape``),
+an n-way ``cat`` is a chain of two-way ``cat`` s, and ``clone``, ``alias`` and a copy to the
+same dtype are the argument itself. ``sub`` is ``add`` of ``neg``, ``x ** 2`` is ``mul(x, x)``,
+``addmm(b, x, w)`` is ``linear`` then the bias added, broadcast as torch expands it.
 
 Constants are kept exact: a Python scalar ``c`` of ``x * c`` becomes ``scale`` by
 ``Fraction(c)``, the exact value of the float torch was given (the budget of ``scale``
@@ -18,6 +26,7 @@ covers its rounding to the dtype); ``x / c`` is ``scale`` by ``1 / Fraction(c)``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, Protocol
@@ -43,7 +52,9 @@ class Lowering(Protocol):
         """The shape of an FX argument that is a tensor."""
 
     def emit(self, op: str, args: Sequence[str], **attributes: Any) -> str:
-        """A new IR node (refused with :class:`Unmapped` while ``op`` is not in the IR)."""
+        """A new IR node (refused with :class:`Unmapped` while ``op`` is not in the IR),
+        its attributes by name: ``alpha``/``eps`` exact, integers (``perm=(1, 0)``) to its
+        ``params``."""
 
 
 Row = Callable[[Lowering, Any], "str | tuple[str | None, ...]"]
@@ -65,27 +76,37 @@ def _unit_alpha(node: Any) -> None:
             raise Unmapped(f"{key}={node.kwargs[key]} (only 1 is mapped)")
 
 
-def _sum(g: Lowering, a: Any, b: Any) -> str:
-    """``a + b`` of two tensors: ``residual_add`` for equal shapes, ``add`` when it broadcasts."""
-    if _scalar(a) is not None or _scalar(b) is not None:
+def _tensors(*args: Any) -> None:
+    """Refuse a Python number operand of an add or sub (no IR op adds a constant)."""
+    if any(_scalar(a) is not None for a in args):
         raise Unmapped("a Python number operand (no IR op adds a constant)")
-    op = "residual_add" if g.shape(a) == g.shape(b) else "add"
-    return g.emit(op, [g.tensor(a), g.tensor(b)])
+
+
+def _plus(g: Lowering, a: str, b: str, same: bool) -> str:
+    """``a + b`` of two IR names: ``residual_add`` for equal shapes, ``add`` (NumPy
+    broadcasting, which is torch's: an operand expanded to the other's shape) when not."""
+    return g.emit("residual_add" if same else "add", [a, b])
 
 
 def _add(g: Lowering, node: Any) -> str:
+    """``a + b``; ``a + 0`` (x-transformers' ``gamma + float(unit_offset)``) is ``a`` itself,
+    which is exactly what torch computes."""
     _unit_alpha(node)
-    return _sum(g, node.args[0], node.args[1])
+    a, b = node.args
+    if _scalar(b) == 0:
+        return g.tensor(a)
+    _tensors(a, b)
+    return _plus(g, g.tensor(a), g.tensor(b), g.shape(a) == g.shape(b))
 
 
 def _sub(g: Lowering, node: Any) -> str:
+    """``a - b`` is ``a + neg(b)``: the negation rounds nothing, so the sum rounds as the
+    difference does."""
     _unit_alpha(node)
     a, b = node.args
-    if _scalar(a) is not None or _scalar(b) is not None:
-        raise Unmapped("a Python number operand (no IR op adds a constant)")
-    negated = g.emit("scale", [g.tensor(b)], alpha=Fraction(-1))
-    op = "residual_add" if g.shape(a) == g.shape(b) else "add"
-    return g.emit(op, [g.tensor(a), negated])
+    _tensors(a, b)
+    negated = g.emit("neg", [g.tensor(b)])
+    return _plus(g, g.tensor(a), negated, g.shape(a) == g.shape(b))
 
 
 def _mul(g: Lowering, node: Any) -> str:
@@ -104,8 +125,13 @@ def _div(g: Lowering, node: Any) -> str:
     return g.emit("scale", [g.tensor(a)], alpha=1 / divisor)
 
 
-def _neg(g: Lowering, node: Any) -> str:
-    return g.emit("scale", [g.tensor(node.args[0])], alpha=Fraction(-1))
+def _square(g: Lowering, node: Any) -> str:
+    """``x ** 2`` is ``mul(x, x)`` (torch computes it as ``x * x``); no other exponent."""
+    x, exponent = node.args
+    if isinstance(exponent, bool) or exponent != 2:
+        raise Unmapped(f"exponent {exponent!r} (only 2 is mapped, as mul(x, x))")
+    name = g.tensor(x)
+    return g.emit("mul", [name, name])
 
 
 def _mm(g: Lowering, node: Any) -> str:
@@ -113,11 +139,23 @@ def _mm(g: Lowering, node: Any) -> str:
 
 
 def _addmm(g: Lowering, node: Any) -> str:
+    """``addmm(b, x, w) = b + x @ w``: ``linear`` (``nn.Linear``'s transposed weight is the
+    ``permute`` of its own ``t`` node), then the bias added, broadcast over the rows."""
     _unit_alpha(node)
     bias, x, w = node.args
     product = g.emit("linear", [g.tensor(x), g.tensor(w)])
-    op = "residual_add" if g.shape(bias) == g.shape(node) else "add"
-    return g.emit(op, [product, g.tensor(bias)])
+    return _plus(g, product, g.tensor(bias), g.shape(bias) == g.shape(node))
+
+
+def _bmm(g: Lowering, node: Any) -> str:
+    """A batched product (``bmm``, a 3-D+ ``matmul``): the IR's ``matmul``."""
+    return g.emit("matmul", [g.tensor(node.args[0]), g.tensor(node.args[1])])
+
+
+def _matmul(g: Lowering, node: Any) -> str:
+    """``matmul`` by a 2-D right operand is ``linear``; a batched one ``matmul``."""
+    a, b = node.args
+    return g.emit("linear" if len(g.shape(b)) == 2 else "matmul", [g.tensor(a), g.tensor(b)])
 
 
 def _unary(op: str) -> Row:
@@ -137,21 +175,47 @@ def _check_only(g: Lowering, node: Any) -> tuple[str | None, ...]:
 
 
 def _to_copy(g: Lowering, node: Any) -> str:
-    """A copy, as long as it keeps the dtype (a cast is not in the IR yet)."""
-    wanted = node.kwargs.get("dtype")
+    """``_to_copy`` / ``to.dtype``: a copy, as long as it keeps the dtype (a cast to another
+    dtype is not in the IR yet)."""
+    wanted = node.kwargs.get("dtype", node.args[1] if len(node.args) > 1 else None)
     if wanted is not None and wanted != node.args[0].meta["val"].dtype:
         raise Unmapped(f"a cast to {wanted} (no cast op in the IR)")
     return g.tensor(node.args[0])
 
 
-def _sum_all(g: Lowering, node: Any) -> str:
-    dims = node.args[1] if len(node.args) > 1 else None
-    rank = len(g.shape(node.args[0]))
-    if dims and sorted(d % rank for d in dims) != list(range(rank)):  # [] is every dim
-        raise Unmapped(f"a sum over dims {list(dims)} (only the sum of all elements is mapped)")
-    if node.kwargs.get("dtype") is not None or (len(node.args) > 2 and node.args[2]):
-        raise Unmapped("keepdim or a dtype (only the plain sum of all elements is mapped)")
-    return g.emit("sum", [g.tensor(node.args[0])])
+def _reduced(g: Lowering, node: Any) -> tuple[str, int]:
+    """``sum``/``mean`` over ``node.args[1]`` (none or ``[]``: every axis) with ``keepdim``:
+    ``sum`` for every element into shape (), else ``sum_axes``; and how many were summed."""
+    x, dims = node.args[0], node.args[1] if len(node.args) > 1 else None
+    keepdim = bool(node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False))
+    if node.kwargs.get("dtype") is not None:
+        raise Unmapped(f"a sum in dtype {node.kwargs['dtype']} (no cast op in the IR)")
+    shape = g.shape(x)
+    axes = tuple(sorted({int(d) % max(len(shape), 1) for d in dims or range(len(shape))}))
+    count = math.prod(shape[a] for a in axes)
+    if not keepdim and len(axes) == len(shape):
+        return g.emit("sum", [g.tensor(x)]), count
+    return g.emit("sum_axes", [g.tensor(x)], axes=axes, keepdim=int(keepdim)), count
+
+
+def _sum(g: Lowering, node: Any) -> str:
+    return _reduced(g, node)[0]
+
+
+def _mean(g: Lowering, node: Any) -> str:
+    """The sum, then ``scale`` by exactly ``1/n`` (its budget covers ``1/n``'s rounding)."""
+    total, count = _reduced(g, node)
+    if count == 0:
+        raise Unmapped("a mean of no elements")
+    return g.emit("scale", [total], alpha=Fraction(1, count))
+
+
+def _softmax(g: Lowering, node: Any) -> str:
+    """``_softmax(x, dim, half_to_float=False)``: ``softmax`` over ``axis``."""
+    x, dim, half_to_float = node.args
+    if half_to_float:
+        raise Unmapped("half_to_float=True (a cast; no cast op in the IR)")
+    return g.emit("softmax", [g.tensor(x)], axis=int(dim) % max(len(g.shape(x)), 1))
 
 
 def _layer_norm(g: Lowering, node: Any) -> tuple[str | None, ...]:
@@ -170,43 +234,93 @@ def _layer_norm(g: Lowering, node: Any) -> tuple[str | None, ...]:
 
 
 def _reshape(g: Lowering, node: Any) -> str:
+    """``view``, ``reshape``, ``squeeze``, ``unsqueeze``: ``reshape`` to the node's shape."""
     return g.emit("reshape", [g.tensor(node.args[0])], shape=g.shape(node))
 
 
+def _permuted(g: Lowering, x: Any, order: Sequence[int]) -> str:
+    return g.emit("permute", [g.tensor(x)], perm=tuple(order))
+
+
 def _permute(g: Lowering, node: Any) -> str:
-    rank = len(g.shape(node.args[0]))
-    if "transpose" in str(node.target):
-        order = list(range(rank))
-        i, j = (d % rank for d in node.args[1:3])
-        order[i], order[j] = order[j], order[i]
-    elif "permute" in str(node.target):
-        order = [d % rank for d in node.args[1]]
-    else:  # aten.t
-        order = list(range(rank))[::-1]
-    return g.emit("permute", [g.tensor(node.args[0])], perm=tuple(order))
+    x, dims = node.args
+    rank = len(g.shape(x))
+    return _permuted(g, x, [int(d) % rank for d in dims])
+
+
+def _transpose(g: Lowering, node: Any) -> str:
+    x, i, j = node.args
+    rank = len(g.shape(x))
+    order = list(range(rank))
+    order[int(i) % rank], order[int(j) % rank] = order[int(j) % rank], order[int(i) % rank]
+    return _permuted(g, x, order)
+
+
+def _t(g: Lowering, node: Any) -> str:
+    """``t``: the axes reversed (a 0-D or 1-D argument is its own transpose)."""
+    return _permuted(g, node.args[0], range(len(g.shape(node.args[0])))[::-1])
 
 
 def _expand(g: Lowering, node: Any) -> str:
     return g.emit("expand", [g.tensor(node.args[0])], shape=g.shape(node))
 
 
+def _taken(g: Lowering, x: Any, axis: int, start: int, stop: int) -> str:
+    """Elements ``start`` to before ``stop`` of ``x`` along ``axis`` (step 1)."""
+    return g.emit("slice", [g.tensor(x)], axis=axis, start=start, stop=stop, step=1)
+
+
 def _slice(g: Lowering, node: Any) -> str:
+    """``slice.Tensor(x, dim, start, end, step)``, its bounds as Python slices a list."""
     defaults: tuple[Any, ...] = (None, 0, None, None, 1)
     x, dim, start, stop, step = (*tuple(node.args), *defaults[len(node.args):])
     shape = g.shape(x)
     axis = int(dim) % len(shape)
     begin, end, stride = slice(start, stop, step).indices(shape[axis])
-    return g.emit("slice", [g.tensor(x)], dim=axis, start=begin, stop=end, step=stride)
+    if end < begin:  # an empty slice (Python's indices may end before it starts)
+        end = begin
+    return g.emit("slice", [g.tensor(x)], axis=axis, start=begin, stop=end, step=stride)
+
+
+def _select(g: Lowering, node: Any) -> str:
+    """``select.int(x, dim, index)``: the slice of length 1 there, reshaped without the axis."""
+    x, dim, index = node.args
+    shape = g.shape(x)
+    axis = int(dim) % len(shape)
+    at = int(index) % shape[axis]
+    taken = _taken(g, x, axis, at, at + 1)
+    return g.emit("reshape", [taken], shape=g.shape(node))
+
+
+def _split(g: Lowering, node: Any) -> tuple[str | None, ...]:
+    """``split`` / ``split_with_sizes``: one ``slice`` per piece (sizes read off the pieces)."""
+    x = node.args[0]
+    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
+    axis = int(dim) % len(g.shape(x))
+    pieces, start = [], 0
+    for size in (int(piece.shape[axis]) for piece in node.meta["val"]):
+        pieces.append(_taken(g, x, axis, start, start + size))
+        start += size
+    return tuple(pieces)
 
 
 def _cat(g: Lowering, node: Any) -> str:
+    """``cat`` of n tensors: a chain of n - 1 two-argument ``cat`` s (one tensor: itself)."""
     parts, dim = node.args[0], node.args[1] if len(node.args) > 1 else 0
     rank = len(g.shape(node))
-    return g.emit("cat", [g.tensor(p) for p in parts], dim=dim % rank)
+    if any(len(g.shape(p)) != rank for p in parts):
+        raise Unmapped("a part of another rank (torch's legacy empty 1-D tensor)")
+    out = g.tensor(parts[0])
+    for part in parts[1:]:
+        out = g.emit("cat", [out, g.tensor(part)], axis=int(dim) % rank)
+    return out
 
 
 def _gelu(g: Lowering, node: Any) -> str:
+    """``gelu``: ``approximate='none'`` is ``gelu_erf``, ``'tanh'`` is ``gelu_tanh``."""
     form = node.kwargs.get("approximate", "none")
+    if form not in ("none", "tanh"):
+        raise Unmapped(f"approximate={form!r}")
     return g.emit("gelu_tanh" if form == "tanh" else "gelu_erf", [g.tensor(node.args[0])])
 
 
@@ -217,33 +331,44 @@ ROWS: Mapping[str, Row] = {
     "aten.mul.Scalar": _mul,
     "aten.div.Tensor": _div,
     "aten.div.Scalar": _div,
-    "aten.neg.default": _neg,
+    "aten.neg.default": _unary("neg"),
+    "aten.pow.Tensor_Scalar": _square,
     "aten.mm.default": _mm,
     "aten.addmm.default": _addmm,
+    "aten.bmm.default": _bmm,
+    "aten.matmul.default": _matmul,
     "aten.relu.default": _unary("relu"),
     "aten.tanh.default": _unary("tanh"),
     "aten.sigmoid.default": _unary("sigmoid"),
-    "aten.sum.default": _sum_all,
-    "aten.sum.dim_IntList": _sum_all,
+    "aten.exp.default": _unary("exp"),
+    "aten.silu.default": _unary("silu"),
+    "aten.gelu.default": _gelu,
+    "aten._softmax.default": _softmax,
+    "aten.sum.default": _sum,
+    "aten.sum.dim_IntList": _sum,
+    "aten.mean.default": _mean,
+    "aten.mean.dim": _mean,
     "aten.native_layer_norm.default": _layer_norm,
     "aten.clone.default": _same,
     "aten.alias.default": _same,
     "aten._to_copy.default": _to_copy,
+    "aten.to.dtype": _to_copy,
     "aten._assert_tensor_metadata.default": _check_only,
     "aten.view.default": _reshape,
     "aten._unsafe_view.default": _reshape,
     "aten.reshape.default": _reshape,
+    "aten.squeeze.default": _reshape,
     "aten.squeeze.dims": _reshape,
     "aten.squeeze.dim": _reshape,
     "aten.unsqueeze.default": _reshape,
     "aten.permute.default": _permute,
-    "aten.t.default": _permute,
-    "aten.transpose.int": _permute,
+    "aten.t.default": _t,
+    "aten.transpose.int": _transpose,
     "aten.expand.default": _expand,
     "aten.slice.Tensor": _slice,
+    "aten.select.int": _select,
+    "aten.split.Tensor": _split,
+    "aten.split_with_sizes.default": _split,
     "aten.cat.default": _cat,
-    "aten.exp.default": _unary("exp"),
-    "aten.silu.default": _unary("silu"),
-    "aten.gelu.default": _gelu,
 }
 """ATen overload (``str(node.target)``) -> its row."""

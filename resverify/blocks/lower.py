@@ -29,7 +29,7 @@ from torch import nn
 from resverify.blocks.aten import ROWS, Unmapped
 from resverify.blocks.patterns import Match, find
 from resverify.spec.errors import InvalidProgram, ResverifyError
-from resverify.spec.ir import Input, Node, Program
+from resverify.spec.ir import ATTRIBUTES, Input, Node, Program
 from resverify.spec.ops import OP_TABLE
 
 __all__ = ["NotInIR"]
@@ -103,8 +103,10 @@ class _Walk:
         if op not in OP_TABLE:
             raise Unmapped(f"needs the IR op {op!r}")
         name = self.current if self.emitted == 0 else f"{self.current}.{self.emitted}"
+        exact = {k: v for k, v in attributes.items() if k in ATTRIBUTES}
+        params = {k: v for k, v in attributes.items() if k not in ATTRIBUTES}
         try:
-            node = Node(name, op, tuple(args), **attributes)
+            node = Node(name, op, tuple(args), **exact, params=params)
         except (TypeError, InvalidProgram) as exc:  # a row's attributes the op does not take
             raise Unmapped(f"the IR's {op} refuses attributes {attributes}: {exc}") from None
         self.nodes.append(node)
@@ -116,11 +118,15 @@ def lower(module: nn.Module, args: Sequence[torch.Tensor]) -> Lowered:
     """Trace ``module(*args)`` into an IR program (raises :class:`NotInIR` listing every
     node it cannot express). ``args`` are tensors of one floating dtype; the module's
     parameters and floating buffers are in that dtype too."""
+    return _lower_graph(_export(module, args), args[0].dtype)
+
+
+def _export(module: nn.Module, args: Sequence[torch.Tensor]) -> Any:
+    """``module(*args)`` exported in core ATen (``torch.export`` then its decompositions)."""
     with warnings.catch_warnings():
         # torch.export's own use of its deprecated LeafSpec (torch 2.13), not the caller's
         warnings.filterwarnings("ignore", r"`isinstance\(treespec, LeafSpec\)`", FutureWarning)
-        exported = torch.export.export(module, tuple(args), strict=False).run_decompositions()
-    return _lower_graph(exported, args[0].dtype)
+        return torch.export.export(module, tuple(args), strict=False).run_decompositions()
 
 
 def _lower_graph(exported: Any, dtype: torch.dtype) -> Lowered:

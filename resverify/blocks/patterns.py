@@ -3,7 +3,8 @@
 Why: ``run_decompositions()`` writes ``nn.RMSNorm`` (and Hugging Face's RMSNorm) as
 ``x * rsqrt(mean(x ** 2, -1, keepdim) + eps)``; ``pow``, ``mean`` and ``rsqrt`` have no IR
 op, but the whole is exactly the IR's ``rms_norm(x, eps)``, whose budget is also tighter
-than a chain of its parts would be. A pattern names the node its value ends at (the
+than a chain of its parts would be; ``x * sigmoid(x)`` is ``nn.SiLU``'s decomposition, the
+IR's ``silu``. A pattern names the node its value ends at (the
 *root*, here the ``mul``) and the nodes it absorbs; the walk of
 :mod:`resverify.blocks.lower` emits the pattern's row at the root and skips the absorbed
 nodes, and :class:`~resverify.blocks.lower.Lowered` lists what was matched. A node is
@@ -64,7 +65,21 @@ def _rms_norm(node: Any) -> Match | None:
     return None
 
 
-PATTERNS = (_rms_norm,)
+def _silu(node: Any) -> Match | None:
+    """``x * sigmoid(x)`` (either operand order), which ``run_decompositions()`` writes for
+    ``silu``: the IR's ``silu``, whose budget is that of the one fused kernel eager runs."""
+    if str(node.target) != "aten.mul.Tensor" or len(node.args) != 2:
+        return None
+    for x, s in (node.args, node.args[::-1]):
+        sigmoid = _single(s, "aten.sigmoid.default")
+        if sigmoid is not None and sigmoid.args[0] is x:
+            def emit(g: Lowering, x: Any = x) -> str:
+                return g.emit("silu", [g.tensor(x)])
+            return Match("silu", node.name, frozenset({sigmoid.name}), emit)
+    return None
+
+
+PATTERNS = (_rms_norm, _silu)
 """Each pattern: an FX node -> the :class:`Match` rooted there, or None."""
 
 

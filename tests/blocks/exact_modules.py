@@ -151,3 +151,35 @@ RECIPES = {
                                             tanh_with_backward(1 + 2.0**-10)),
 }
 """For ``resverify blocks check --exact tests.blocks.exact_modules:RECIPES``."""
+
+
+class LinearMLP(nn.Module):
+    """``y = x + fc2(act(fc1(n(x))))`` with ``nn.Linear`` layers (bias on, each weight
+    transposed by ``t`` and multiplied by ``addmm``; 3-D input through ``view``), ``n`` an
+    optional norm: the MLP of a ViT or BERT layer."""
+
+    def __init__(self, width: int, act: nn.Module, norm: nn.Module | None = None) -> None:
+        super().__init__()
+        self.norm = norm if norm is not None else nn.Identity()
+        self.fc1 = nn.Linear(width, 2 * width)
+        self.act = act
+        self.fc2 = nn.Linear(2 * width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.fc2(self.act(self.fc1(self.norm(x))))
+
+
+class GatedMLP(nn.Module):
+    """Llama's MLP as a residual block: ``y = x + (silu(h W1) ⊙ (h W2)) W3``, ``h = n(x)``
+    (``nn.RMSNorm`` by default, as Llama's pre-norm), bias-free ``nn.Linear`` layers."""
+
+    def __init__(self, width: int, norm: nn.Module | None = None) -> None:
+        super().__init__()
+        self.norm = norm if norm is not None else nn.RMSNorm(width, eps=1e-6)
+        self.gate = nn.Linear(width, 2 * width, bias=False)
+        self.up = nn.Linear(width, 2 * width, bias=False)
+        self.down = nn.Linear(2 * width, width, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm(x)
+        return x + self.down(nn.functional.silu(self.gate(h)) * self.up(h))

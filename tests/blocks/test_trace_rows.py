@@ -1,0 +1,131 @@
+"""Each row of the ATen table, on the smallest module that makes torch emit its overload: the
+overload is really in the traced graph, it maps to the IR ops the row names, and the module's
+own eager output and input gradient are within the exact oracle's budget, element by element,
+in float64 and float32 (a row that moved one element, or dropped a rounding the budget does
+not cover, fails here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+import torch
+from torch import nn
+
+from resverify.blocks.exact import judge_module
+from resverify.blocks.lower import NotInIR, _export, lower
+
+
+@dataclass(frozen=True)
+class Case:
+    aten: str
+    """The overload the module makes torch emit (after ``run_decompositions()``)."""
+    fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    """``fn(x, w)``: x of shape (3, 4), w a (4, 4) parameter."""
+    ops: frozenset[str]
+    """The IR ops the row emits."""
+
+
+def case(aten: str, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+         *ops: str) -> Case:
+    return Case(f"aten.{aten}", fn, frozenset(ops))
+
+
+CASES = {
+    "view": case("view.default", lambda x, w: x.view(2, 6), "reshape"),
+    "unsqueeze": case("unsqueeze.default", lambda x, w: x.unsqueeze(1) * x[None], "reshape"),
+    "squeeze": case("squeeze.dims", lambda x, w: (x @ w[:, :1]).squeeze(1), "reshape"),
+    "permute": case("permute.default", lambda x, w: x.reshape(3, 2, 2).permute(2, 0, 1),
+                    "permute"),
+    "transpose": case("permute.default", lambda x, w: x.transpose(0, 1), "permute"),
+    "t": case("permute.default", lambda x, w: x.t() @ x, "permute", "linear"),
+    "expand": case("expand.default", lambda x, w: x[:, :1].expand(3, 4), "expand"),
+    "add zero": case("add.Tensor", lambda x, w: (w + 0.0) @ x.t(), "permute", "linear"),
+    "broadcast add": case("add.Tensor", lambda x, w: x + x[0], "add"),
+    "slice": case("slice.Tensor", lambda x, w: x[:, 1:4:2], "slice"),
+    "select": case("select.int", lambda x, w: x[1] * x, "slice", "reshape"),
+    "split": case("split_with_sizes.default",
+                  lambda x, w: torch.cat(torch.split(x, [1, 3], 1)[::-1], 1), "slice", "cat"),
+    "split even": case("split_with_sizes.default",
+                       lambda x, w: torch.cat(torch.split(x, 2, 1)[::-1], 1), "slice", "cat"),
+    "cat of three": case("cat.default", lambda x, w: torch.cat([x, x * 2, x], 0), "cat"),
+    "clone": case("clone.default", lambda x, w: x.t().clone() * 2, "permute", "scale"),
+    "to the same dtype": case("mul.Tensor", lambda x, w: x.to(x.dtype, copy=True) * x, "mul"),
+    "addmm": case("addmm.default", lambda x, w: torch.addmm(w[0], x, w), "linear", "add"),
+    "nn.Linear": case("addmm.default", lambda x, w: nn.functional.linear(x, w, w[1]),
+                      "permute", "linear", "add"),
+    "square": case("pow.Tensor_Scalar", lambda x, w: x ** 2, "mul"),
+    "neg": case("neg.default", lambda x, w: -(x @ w), "neg"),
+    "sub": case("sub.Tensor", lambda x, w: x - torch.tanh(x @ w), "neg", "residual_add"),
+    "exp": case("exp.default", lambda x, w: torch.exp(x @ w), "exp"),
+    "silu": case("sigmoid.default", lambda x, w: nn.functional.silu(x @ w), "silu"),
+    "gelu erf": case("gelu.default", lambda x, w: nn.functional.gelu(x @ w), "gelu_erf"),
+    "gelu tanh": case("gelu.default", lambda x, w: nn.functional.gelu(x @ w, approximate="tanh"),
+                      "gelu_tanh"),
+    "mean of all": case("mean.default", lambda x, w: x.mean() * x, "sum", "scale"),
+}
+
+
+class Applied(nn.Module):
+    def __init__(self, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.fn = fn
+        self.w = nn.Parameter(torch.randn(4, 4, generator=torch.Generator().manual_seed(0)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x, self.w)
+
+
+X = torch.zeros(3, 4, dtype=torch.float64)
+
+
+def aten_ops(module: nn.Module, x: torch.Tensor) -> set[str]:
+    exported = _export(module, (x,))
+    return {str(n.target) for n in exported.graph.nodes if n.op == "call_function"}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_row_maps_its_overload_to_the_ir_ops_it_names(name: str) -> None:
+    case = CASES[name]
+    module = Applied(case.fn).double()
+    assert case.aten in aten_ops(module, X), f"{name}: torch no longer emits {case.aten}"
+    ops = {node.op for node in lower(module, (X,)).program.nodes}
+    assert case.ops <= ops, f"{name}: IR ops {sorted(ops)}, expected {sorted(case.ops)} among them"
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_row_is_within_budget_of_the_modules_own_answers(name: str, dtype: str) -> None:
+    judgement = judge_module(Applied(CASES[name].fn), (X,), dtype, seed=2)
+    assert judgement.passed, f"{name}: {judgement}"
+
+
+def test_a_cast_to_another_dtype_stays_a_listed_refusal() -> None:
+    module = Applied(lambda x, w: (x.float() * 2).double())
+    with pytest.raises(NotInIR) as caught:
+        lower(module.double(), (X,))
+    assert "a cast to torch.float32 (no cast op in the IR)" in str(caught.value)
+
+
+def test_adding_zero_is_the_operand_itself_and_any_other_number_is_refused() -> None:
+    assert lower(Applied(lambda x, w: x + 0.0).double(), (X,)).program.describe() == "x"
+    with pytest.raises(NotInIR, match="a Python number operand"):
+        lower(Applied(lambda x, w: x + 1.0).double(), (X,))
+
+
+def test_a_power_other_than_two_is_refused_with_its_exponent() -> None:
+    with pytest.raises(NotInIR, match=r"exponent 3 \(only 2 is mapped"):
+        lower(Applied(lambda x, w: x ** 3).double(), (X,))
+
+
+def test_select_at_a_negative_index_takes_the_element_python_would() -> None:
+    program = lower(Applied(lambda x, w: x[-1]).double(), (X,)).program
+    (taken,) = [n for n in program.nodes if n.op == "slice"]
+    assert dict(taken.params) == {"axis": 0, "start": 2, "stop": 3, "step": 1}
+
+
+def test_an_n_way_cat_is_a_chain_of_two_way_cats_along_its_axis() -> None:
+    program = lower(Applied(lambda x, w: torch.cat([x, x, x], -1)).double(), (X,)).program
+    assert program.describe() == "cat(cat(x, x, axis=1), x, axis=1)"
