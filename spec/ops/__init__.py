@@ -81,6 +81,7 @@ from resverify.spec.ops.gelu_erf import GELU_ERF_ULPS, GeluErf
 from resverify.spec.ops.gelu_tanh import GELU_TANH_ULPS, GeluTanh
 from resverify.spec.ops.layer_norm import SQRT_ULPS, LayerNorm
 from resverify.spec.ops.linear import Linear
+from resverify.spec.ops.matmul import Matmul
 from resverify.spec.ops.mul import Mul
 from resverify.spec.ops.neg import Neg
 from resverify.spec.ops.permute import Permute
@@ -113,6 +114,7 @@ __all__ = [
     "GeluTanh",
     "LayerNorm",
     "Linear",
+    "Matmul",
     "Mul",
     "Neg",
     "Op",
@@ -140,6 +142,6 @@ OP_TABLE: Mapping[str, Op] = {
     op.name: op for op in (Add(), ResidualAdd(), Mul(), Scale(), Linear(), Relu(), Tanh(), Sum(),
                            LayerNorm(), RmsNorm(), Sigmoid(), Exp(), Silu(),
                            GeluErf(), GeluTanh(), Neg(),
-                           Reshape(), Permute(), Expand(), Slice(), Cat())
+                           Reshape(), Permute(), Expand(), Slice(), Cat(), Matmul())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""
