@@ -93,6 +93,7 @@ from resverify.spec.ops.scale import Scale
 from resverify.spec.ops.sigmoid import SIGMOID_ULPS, Sigmoid
 from resverify.spec.ops.silu import SILU_ULPS, Silu
 from resverify.spec.ops.slice import Slice
+from resverify.spec.ops.softmax import SOFTMAX_EXP_ULPS, Softmax
 from resverify.spec.ops.sum import Sum
 from resverify.spec.ops.tanh import TANH_ULPS, Tanh
 
@@ -103,6 +104,7 @@ __all__ = [
     "OP_TABLE",
     "SIGMOID_ULPS",
     "SILU_ULPS",
+    "SOFTMAX_EXP_ULPS",
     "SQRT_ULPS",
     "TANH_ULPS",
     "Add",
@@ -131,6 +133,7 @@ __all__ = [
     "Silu",
     "Site",
     "Slice",
+    "Softmax",
     "Sum",
     "Tanh",
     "broadcast_shapes",
@@ -142,6 +145,6 @@ OP_TABLE: Mapping[str, Op] = {
     op.name: op for op in (Add(), ResidualAdd(), Mul(), Scale(), Linear(), Relu(), Tanh(), Sum(),
                            LayerNorm(), RmsNorm(), Sigmoid(), Exp(), Silu(),
                            GeluErf(), GeluTanh(), Neg(),
-                           Reshape(), Permute(), Expand(), Slice(), Cat(), Matmul())
+                           Reshape(), Permute(), Expand(), Slice(), Cat(), Matmul(), Softmax())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""
