@@ -95,6 +95,7 @@ from resverify.spec.ops.silu import SILU_ULPS, Silu
 from resverify.spec.ops.slice import Slice
 from resverify.spec.ops.softmax import SOFTMAX_EXP_ULPS, Softmax
 from resverify.spec.ops.sum import Sum
+from resverify.spec.ops.sum_axes import SumAxes
 from resverify.spec.ops.tanh import TANH_ULPS, Tanh
 
 __all__ = [
@@ -135,6 +136,7 @@ __all__ = [
     "Slice",
     "Softmax",
     "Sum",
+    "SumAxes",
     "Tanh",
     "broadcast_shapes",
     "same_shape",
@@ -145,6 +147,7 @@ OP_TABLE: Mapping[str, Op] = {
     op.name: op for op in (Add(), ResidualAdd(), Mul(), Scale(), Linear(), Relu(), Tanh(), Sum(),
                            LayerNorm(), RmsNorm(), Sigmoid(), Exp(), Silu(),
                            GeluErf(), GeluTanh(), Neg(),
-                           Reshape(), Permute(), Expand(), Slice(), Cat(), Matmul(), Softmax())
+                           Reshape(), Permute(), Expand(), Slice(), Cat(),
+                           Matmul(), Softmax(), SumAxes())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""
