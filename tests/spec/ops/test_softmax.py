@@ -31,6 +31,7 @@ from resverify.spec.ops.attributes import Params
 from resverify.spec.ops.base import Pullback
 from resverify.spec.request import Request
 from tests.spec.ops import test_table
+from tests.spec.ops.test_exp import _libraries as exp_libraries
 
 SOFTMAX = cast(Softmax, OP_TABLE["softmax"])
 ROWS = Sample(((2, 3),), axis=1)
@@ -60,32 +61,18 @@ def test_softmax_refuses_an_axis_past_the_last() -> None:
         SOFTMAX.shape([(2, 3)], Params({"axis": 2}))
 
 
-def _exp_libraries() -> dict[str, Callable[[np.ndarray], np.ndarray]]:
-    found: dict[str, Callable[[np.ndarray], np.ndarray]] = {"numpy (reference)": np.exp}
-    if importlib.util.find_spec("torch") is not None:
-        import torch
-
-        found["torch"] = lambda x: torch.exp(torch.from_numpy(x)).numpy()
-    if importlib.util.find_spec("jax") is not None:
-        import jax
-
-        jax.config.update("jax_enable_x64", True)
-        found["jax"] = lambda x: np.asarray(jax.numpy.exp(x))
-    return found
-
-
 LOWEST = {"float64": -745.0, "float32": -104.0}
 """From exp's last subnormal up to 0, the arguments softmax gives exp."""
 
 
 @pytest.mark.parametrize("dtype", sorted(LOWEST))
-@pytest.mark.parametrize("library", sorted(_exp_libraries()))
+@pytest.mark.parametrize("library", sorted(exp_libraries()))
 def test_the_softmax_exp_allowance_covers_the_reference_and_the_libraries(
         library: str, dtype: str) -> None:
     rng = np.random.default_rng(3)
     x = np.concatenate([rng.uniform(LOWEST[dtype], 0, 1500),
                         -np.abs(rng.standard_normal(500)) * 8]).astype(dtype)
-    got = _exp_libraries()[library](x).astype(np.float64).tolist()
+    got = exp_libraries()[library](x).astype(np.float64).tolist()
     tiny = float(np.finfo(dtype).tiny)
     worst = 0.0
     with mpmath.workprec(200):
