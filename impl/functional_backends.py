@@ -66,6 +66,26 @@ def _autograd_gelu_erf() -> Callable[[Any], Any]:
     return gelu
 
 
+def _autograd_softmax() -> Callable[[Any, int], Any]:
+    """autograd has no softmax: ``exp(x - max x) / Σ`` as libraries compute it, as a
+    primitive with both rules, ``ans (g - Σ g ans)`` over the axis (composed, the max's
+    path would add its own roundings to the gradient)."""
+    extend = _load("autograd.extend", "autograd")
+
+    def value(x: Any, axis: int) -> Any:
+        with np.errstate(under="ignore"):
+            e = np.exp(x - np.max(x, axis=axis, keepdims=True, initial=-np.inf))
+        return e / np.sum(e, axis=axis, keepdims=True)
+
+    def rule(g: Any, ans: Any, axis: int) -> Any:
+        return ans * (g - np.sum(g * ans, axis=axis, keepdims=True))
+
+    softmax = extend.primitive(value)
+    extend.defvjp(softmax, lambda ans, x, axis: lambda g: rule(g, ans, axis))
+    extend.defjvp(softmax, lambda g, ans, x, axis: rule(g, ans, axis))
+    return softmax
+
+
 class _Functional:
     """Interpret the program with ``xp`` (a NumPy-like module) and pull back with ``vjp``."""
 
@@ -173,6 +193,7 @@ class AutogradBackend(_Functional):
                                         silu=lambda a: a * sigmoid(a),
                                         gelu_erf=_autograd_gelu_erf(),
                                         gelu_tanh=self.gelu_tanh,
+                                        softmax=_autograd_softmax(),
                                         permute_dims=self.xp.transpose,
                                         concat=self.xp.concatenate,
                                         broadcast_to=self.broadcast_to)

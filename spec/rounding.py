@@ -183,6 +183,19 @@ def dot(c: Ctx, x: Bound, w: Bound) -> Bound:
     return c.done(x.mag @ w.mag, err, n)
 
 
+def dots(c: Ctx, pairs: list[tuple[Bound, Bound]]) -> Bound:
+    """``Σ p @ q`` over ``pairs`` (batched by ``@``), all their products summed in any order:
+    the propagated errors plus the length-n sum's rounding (:meth:`Ctx.summed`) of the
+    magnitude products, n every pair's length together (a bilinear op's tangent
+    ``f(t_a, b) + f(a, t_b)``)."""
+    n = sum(p.mag.shape[-1] for p, _ in pairs)
+    mag = sum(p.mag @ q.mag for p, q in pairs)
+    err = sum(p.mag @ q.err + p.err @ q.mag + p.err @ q.err for p, q in pairs)
+    rel, last = c.summed(n)
+    err = err + rel * sum(p.hat @ q.hat for p, q in pairs) + n * c.tiny + last
+    return c.done(np.asarray(mag), np.asarray(err), n)
+
+
 def rows(b: Bound, width: int) -> Bound:
     """As a 2-D (rows, width) matrix; not reshape(-1, width), which fails for width 0."""
     count = math.prod(b.mag.shape[:-1])
@@ -191,3 +204,8 @@ def rows(b: Bound, width: int) -> Bound:
 
 def transposed(b: Bound) -> Bound:
     return Bound(b.mag.T, b.err.T)
+
+
+def swapped(b: Bound) -> Bound:
+    """Each matrix of a batch transposed (the last two axes swapped)."""
+    return Bound(b.mag.swapaxes(-1, -2), b.err.swapaxes(-1, -2))

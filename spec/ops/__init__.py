@@ -81,6 +81,7 @@ from resverify.spec.ops.gelu_erf import GELU_ERF_ULPS, GeluErf
 from resverify.spec.ops.gelu_tanh import GELU_TANH_ULPS, GeluTanh
 from resverify.spec.ops.layer_norm import SQRT_ULPS, LayerNorm
 from resverify.spec.ops.linear import Linear
+from resverify.spec.ops.matmul import Matmul
 from resverify.spec.ops.mul import Mul
 from resverify.spec.ops.neg import Neg
 from resverify.spec.ops.permute import Permute
@@ -92,7 +93,9 @@ from resverify.spec.ops.scale import Scale
 from resverify.spec.ops.sigmoid import SIGMOID_ULPS, Sigmoid
 from resverify.spec.ops.silu import SILU_ULPS, Silu
 from resverify.spec.ops.slice import Slice
+from resverify.spec.ops.softmax import SOFTMAX_EXP_ULPS, Softmax
 from resverify.spec.ops.sum import Sum
+from resverify.spec.ops.sum_axes import SumAxes
 from resverify.spec.ops.tanh import TANH_ULPS, Tanh
 
 __all__ = [
@@ -102,6 +105,7 @@ __all__ = [
     "OP_TABLE",
     "SIGMOID_ULPS",
     "SILU_ULPS",
+    "SOFTMAX_EXP_ULPS",
     "SQRT_ULPS",
     "TANH_ULPS",
     "Add",
@@ -113,6 +117,7 @@ __all__ = [
     "GeluTanh",
     "LayerNorm",
     "Linear",
+    "Matmul",
     "Mul",
     "Neg",
     "Op",
@@ -129,7 +134,9 @@ __all__ = [
     "Silu",
     "Site",
     "Slice",
+    "Softmax",
     "Sum",
+    "SumAxes",
     "Tanh",
     "broadcast_shapes",
     "same_shape",
@@ -140,6 +147,7 @@ OP_TABLE: Mapping[str, Op] = {
     op.name: op for op in (Add(), ResidualAdd(), Mul(), Scale(), Linear(), Relu(), Tanh(), Sum(),
                            LayerNorm(), RmsNorm(), Sigmoid(), Exp(), Silu(),
                            GeluErf(), GeluTanh(), Neg(),
-                           Reshape(), Permute(), Expand(), Slice(), Cat())
+                           Reshape(), Permute(), Expand(), Slice(), Cat(),
+                           Matmul(), Softmax(), SumAxes())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""

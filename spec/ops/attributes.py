@@ -9,9 +9,9 @@ name, the protocol schema gives each its kind's :attr:`Kind.schema`, and
 Two families of kind. An exact rational (:data:`EXACT`: scale's ``alpha``, the norms'
 ``eps``) is a field of the node of its own name, as it always was, and the rules receive
 it as a Fraction. Integers (:data:`INT`, :data:`INTS`: a shape, a permutation, an axis,
-a slice's bounds) are held together in one :class:`Params`
-mapping, which the rules of a layout op receive in place of a rational. An op takes one
-or the other, never both (``tests/spec/ops/test_table.py`` holds it).
+a slice's bounds) and flags (:data:`BOOL`: a reduction's ``keepdim``) are held together in
+one :class:`Params` mapping, which the rules of such an op receive in place of a
+rational. An op takes one or the other, never both (``tests/spec/ops/test_table.py`` holds it).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from resverify.spec.errors import InvalidProgram, Shape
 __all__ = ["Params", "Sample", "sample_params"]
 
 IntValue = int | tuple[int, ...]
-"""An integer attribute's value: one int or a tuple of ints."""
+"""An integer attribute's value: one int (a bool for a flag) or a tuple of ints."""
 
 _NATURAL = {"type": "integer", "minimum": 0}
 
@@ -41,6 +41,7 @@ class Kind:
 EXACT = Kind("an exact rational", {"$ref": "#/$defs/alpha"})
 INT = Kind("a non-negative int", _NATURAL)
 INTS = Kind("a list of non-negative ints", {"type": "array", "items": _NATURAL})
+BOOL = Kind("a boolean", {"type": "boolean"})
 
 
 def _natural(value: object) -> bool:
@@ -55,6 +56,8 @@ def checked(kind: Kind, value: object, where: str) -> IntValue:
         return value
     if kind is INTS and isinstance(value, (list, tuple)) and all(map(_natural, value)):
         return tuple(value)
+    if kind is BOOL and isinstance(value, bool):
+        return value
     raise InvalidProgram(f"{where} must be {kind.name}, got {value!r}")
 
 
@@ -95,6 +98,11 @@ class Params(Mapping[str, IntValue]):
     def number(self, name: str) -> int:
         value = self[name]
         assert isinstance(value, int)
+        return value
+
+    def flag(self, name: str) -> bool:
+        value = self[name]
+        assert isinstance(value, bool)
         return value
 
     def ints(self, name: str) -> tuple[int, ...]:

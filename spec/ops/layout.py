@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from resverify.spec.ball import Ball
-from resverify.spec.ops.base import ArrayNamespace, Site
+from resverify.spec.ops.base import Site
 from resverify.spec.ops.linear_map import NUMPY, LinearMap
 from resverify.spec.rational import Arr
 from resverify.spec.rounding import Bound, Ctx
@@ -41,14 +41,6 @@ class Layout(LinearMap):
     """A linear op whose output elements are its arguments' elements, moved: a subclass
     gives its attributes, shape rule, ``value`` and ``transpose``; every error, budget and
     ball rule follows here (no rounding anywhere)."""
-
-    @staticmethod
-    def numpy_attribute(alpha: Any, like: np.ndarray) -> Any:
-        """The integer attributes, as they are."""
-        return alpha
-
-    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Any) -> Any:
-        return self.value(xp, args, alpha)
 
     def error(self, args: Sequence[Arr], errs: Sequence[Fraction], out: Arr,
               alpha: Any) -> Fraction:

@@ -7,15 +7,13 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-import numpy as np
-
 from resverify.spec import ball
 from resverify.spec.ball import Ball
 from resverify.spec.errors import Shape, ShapeMismatch
 from resverify.spec.ops.base import ArrayNamespace, Site
 from resverify.spec.ops.linear_map import Bilinear
 from resverify.spec.rational import ZERO, Arr, mag, times
-from resverify.spec.rounding import Bound, Ctx, dot, rows, transposed
+from resverify.spec.rounding import Bound, Ctx, dot, dots, rows, transposed
 
 
 class Linear(Bilinear):
@@ -80,13 +78,8 @@ class Linear(Bilinear):
         magnitude products."""
         (x, w), (tx, tw) = a, ts
         n = w.mag.shape[0]
-        pairs = [(rows(tx, n), w), (rows(x, n), tw)]
-        mag = sum(p.mag @ q.mag for p, q in pairs)
-        err = sum(p.mag @ q.err + p.err @ q.mag + p.err @ q.err for p, q in pairs)
-        rel, last = c.summed(2 * n)
-        err = err + rel * sum(p.hat @ q.hat for p, q in pairs) + 2 * n * c.tiny + last
+        out = dots(c, [(rows(tx, n), w), (rows(x, n), tw)])
         shape = x.mag.shape[:-1] + w.mag.shape[1:]
-        out = c.done(np.asarray(mag), np.asarray(err), 2 * n)
         return Bound(out.mag.reshape(shape), out.err.reshape(shape))
 
     # the fast oracle's rules on balls

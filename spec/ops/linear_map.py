@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from resverify.spec import rational
+from resverify.spec.ops.attributes import Params
 from resverify.spec.ops.base import ArrayNamespace, Op, Pullback, Site, cast
 from resverify.spec.rational import Arr, obj
 from resverify.spec.rounding import Bound, Ctx
@@ -61,9 +62,12 @@ class LinearMap(Op):
         """``Jᵀ g``, one gradient per argument, in any form (as :meth:`value`)."""
 
     @staticmethod
-    def numpy_attribute(alpha: Fraction | float | None, like: np.ndarray) -> Any:
-        """The attribute in the reference: rounded once to the dtype of ``like``."""
-        return None if alpha is None else cast(float(alpha), like)
+    def numpy_attribute(alpha: Fraction | float | Params | None, like: np.ndarray) -> Any:
+        """The attribute in the reference: an exact one rounded once to the dtype of
+        ``like``, integer ones as they are."""
+        if alpha is None or isinstance(alpha, Params):
+            return alpha
+        return cast(float(alpha), like)
 
     def exact(self, args: Sequence[Arr], alpha: Any) -> Arr:
         return obj(self.value(OBJECTS, args, alpha))
@@ -73,8 +77,12 @@ class LinearMap(Op):
         products)."""
         return self.exact(args, alpha)
 
-    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Fraction | None) -> Any:
-        return self.value(xp, args, None if alpha is None else float(alpha))
+    def array(self, xp: ArrayNamespace, args: Sequence[Any], alpha: Any) -> Any:
+        """The value in the library: an exact attribute as a Python float (the library
+        rounds it to the tensor's dtype), integer ones as they are."""
+        if alpha is None or isinstance(alpha, Params):
+            return self.value(xp, args, alpha)
+        return self.value(xp, args, float(alpha))
 
     def exact_vjp(self, g: Arr, args: Sequence[Arr], out: Arr, alpha: Any) -> tuple[Arr, ...]:
         return tuple(obj(d) for d in self.transpose(OBJECTS, g, args, alpha))

@@ -113,7 +113,7 @@ def test_a_layout_node_round_trips_through_json_and_the_published_schema() -> No
     ({"op": "slice", "params": {"axis": True, "start": 0, "stop": 1, "step": 1}},
      "slice's axis must be a non-negative int, got True"),
     ({"op": "relu", "params": {"perm": (0,)}}, "only permute takes a perm"),
-    ({"op": "reshape", "params": {"shape": (1,), "axes": (0,)}}, "no op takes an axes"),
+    ({"op": "reshape", "params": {"shape": (1,), "dims": (0,)}}, "no op takes a dims"),
     ({"op": "scale", "alpha": 1, "params": {"shape": (1,)}},
      "only reshape and expand takes a shape"),
 ])
