@@ -6,9 +6,8 @@ function that reads the FX node and emits IR nodes through a :class:`Lowering`. 
 approximated: a row that cannot express its node exactly raises :class:`Unmapped` with the
 reason, and an overload with no row is refused by :mod:`resverify.blocks.lower`, which lists
 every such node. A row may name an IR op the table of :mod:`resverify.spec.ops` does not hold
-yet (the batched ``matmul``, ``softmax`` over an ``axis``, ``sum_axes`` over ``axes`` with
-``keepdim``): :meth:`Lowering.emit` refuses it by name (``needs the IR op 'matmul'``) until
-the op lands, when the row lights up unchanged. A row passes an op's attributes by name as
+yet: :meth:`Lowering.emit` refuses it by name (``needs the IR op 'conv2d'``) until the op
+lands, when the row lights up unchanged. A row passes an op's attributes by name as
 keywords: an exact rational (``alpha``, ``eps``) is a :class:`~resverify.spec.ir.Node` field,
 integers (``shape``, ``perm``, ``axis`` ...) go to the node's ``params``.
 
@@ -195,7 +194,7 @@ def _reduced(g: Lowering, node: Any) -> tuple[str, int]:
     count = math.prod(shape[a] for a in axes)
     if not keepdim and len(axes) == len(shape):
         return g.emit("sum", [g.tensor(x)]), count
-    return g.emit("sum_axes", [g.tensor(x)], axes=axes, keepdim=int(keepdim)), count
+    return g.emit("sum_axes", [g.tensor(x)], axes=axes, keepdim=keepdim), count
 
 
 def _sum(g: Lowering, node: Any) -> str:

@@ -81,7 +81,8 @@ class Judgement:
     program: Program
     misses: tuple[Miss, ...]
     elements: int
-    """Elements judged: the output's and every gradient's (input, parameters, buffers)."""
+    """Elements judged (those with a finite bound) of the output and every gradient (input,
+    parameters, buffers)."""
     tightness: Tightness
     decided_exactly: int
     """Elements the enclosures could not decide, decided by the exact interpreter."""
@@ -91,16 +92,31 @@ class Judgement:
     """The composites the trace mapped to one IR op (``"rms_norm at mul"``)."""
     accumulate: str | None = None
     """The dtype the budget took sums and dot products to accumulate in (None: ``dtype``)."""
+    total: int = 0
+    """Elements of the output and every gradient; those beyond :attr:`elements` have an
+    infinite bound in this dtype (nothing is claimed of them)."""
 
     @property
     def passed(self) -> bool:
         return not self.misses
 
+    @property
+    def verdict(self) -> str:
+        """``fail`` (an element outside its budget), ``partly judged`` (none outside, but
+        some elements had no finite bound), or ``pass`` (every element judged, none outside)."""
+        if self.misses:
+            return "fail"
+        return "partly judged" if self.elements < self.total else "pass"
+
     def __str__(self) -> str:
-        verdict = "pass" if self.passed else f"FAIL ({len(self.misses)} outside the budget)"
+        verdict = {"fail": f"FAIL ({len(self.misses)} outside the budget)",
+                   "partly judged": "PARTLY JUDGED"}.get(self.verdict, self.verdict)
         dtype = self.dtype if self.accumulate is None else \
             f"{self.dtype} (sums in {self.accumulate})"
-        head = (f"{dtype}: {verdict}, {self.elements} elements of the output and every "
+        head = (f"{dtype}: {verdict}, {self.elements} of {self.total} elements of the output "
+                f"and every gradient judged (the rest have no finite bound), {self.tightness} "
+                "(pointwise: these inputs)") if self.elements < self.total else (
+                f"{dtype}: {verdict}, {self.elements} elements of the output and every "
                 f"gradient, {self.tightness} (pointwise: these inputs)")
         if self.matched:
             head += f"; matched {', '.join(self.matched)}"
@@ -141,9 +157,10 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     actual = {"output": _numpy(output), **{f"grad[{n}]": g for n, g in grads.items()}}
     ratios = _ratios(actual, verdict.nearest, verdict.budget)
     seconds = {"trace": traced - started, "module": ran - traced, "judge": judged - ran}
+    total = sum(values.size for values in actual.values())
     return Judgement(dtype, lowered.program, tuple(verdict.misses), ratios.size,
                      Tightness.of(ratios), verdict.decided_exactly, seconds, lowered.matched,
-                     request.accumulate)
+                     request.accumulate, total)
 
 
 SIZES = {"batch": 2, "seq": 4}

@@ -30,7 +30,7 @@ def check_exact(recipes: Sequence[Recipe], dtypes: Sequence[str], seed: int,
     from resverify.blocks.exact import judge_recipe
     from resverify.blocks.lower import NotInIR
 
-    failed = traced = refused = 0
+    failed = traced = refused = partly = 0
     for recipe in recipes:
         if recipe.adapter != "torch":
             say(f"{recipe.name}: not traced, the exact judgement traces torch modules only")
@@ -46,8 +46,10 @@ def check_exact(recipes: Sequence[Recipe], dtypes: Sequence[str], seed: int,
                 break
             traced += 1
             failed += not judgement.passed
+            partly += judgement.verdict == "partly judged"
             spent = sum(judgement.seconds.values())
             say(f"{recipe.name}  {judgement} [{spent:.2f} s]")
-    say(f"exact: {traced} judged ({failed} fail), {refused} blocks not traced; "
+    say(f"exact: {traced} judged ({failed} fail, {partly} partly judged), {refused} blocks "
+        "not traced; "
         "pointwise verdicts (the inputs drawn)")
     return 1 if failed else 0

@@ -16,7 +16,6 @@ from torch import nn
 from resverify.blocks.aten import ROWS, Unmapped
 from resverify.blocks.lower import NotInIR, _Walk, lower
 from resverify.spec.errors import ResverifyError
-from resverify.spec.ops import OP_TABLE
 from tests.blocks.exact_modules import Activation, ResidualMLP
 
 X = torch.zeros(3, 4, dtype=torch.float64)
@@ -87,10 +86,10 @@ def test_a_composite_whose_parts_are_read_elsewhere_is_not_matched() -> None:
 
 def test_an_op_without_a_row_is_a_typed_refusal_naming_op_and_node() -> None:
     with pytest.raises(NotInIR) as caught:
-        lower(Lambda(lambda x: torch.bmm(x[None], x.t()[None]) + torch.exp(x).sum()), (X,))
+        lower(Lambda(lambda x: torch.cumsum(x, 0) + torch.exp(x).sum()), (X,))
     assert isinstance(caught.value, ResverifyError)
-    assert "aten op aten.bmm.default at node bmm is not in the IR" in str(caught.value)
-    assert "aten.bmm.default" in caught.value.ops
+    assert "aten op aten.cumsum.default at node cumsum is not in the IR" in str(caught.value)
+    assert caught.value.ops == ["aten.cumsum.default"], caught.value.ops
 
 
 def test_every_refused_node_is_listed_in_one_error() -> None:
@@ -104,20 +103,26 @@ def test_every_refused_node_is_listed_in_one_error() -> None:
     assert caught.value.ops == ["aten.abs.default", "aten.cumsum.default"]
 
 
-@pytest.mark.parametrize(("ir_op", "fn"), [
-    ("matmul", lambda x: torch.bmm(x[None], x.t()[None])),
-    ("softmax", lambda x: torch.softmax(x, -1)),
-    ("sum_axes", lambda x: x.sum(-1)),
-    ("sum_axes", lambda x: x.mean(0, keepdim=True)),
+@pytest.mark.parametrize(("fn", "program"), [
+    (lambda x: torch.bmm(x[None], x.t()[None]),
+     "matmul(reshape(x, shape=(1, 3, 4)), reshape(permute(x, perm=(1, 0)), shape=(1, 4, 3)))"),
+    (lambda x: torch.softmax(x, -1), "softmax(x, axis=1)"),
+    (lambda x: x.sum(-1), "sum_axes(x, axes=(1,), keepdim=False)"),
+    (lambda x: x.mean(0, keepdim=True), "scale(sum_axes(x, axes=(0,), keepdim=True), 1/3)"),
 ])
-def test_a_row_whose_ir_op_is_missing_refuses_by_the_op_it_needs(ir_op: str,
-                                                                 fn: Activation) -> None:
-    if ir_op in OP_TABLE:
-        lower(Lambda(fn), (X,))  # the row lights up with its op
-        return
-    with pytest.raises(NotInIR) as caught:
-        lower(Lambda(fn), (X,))
-    assert f"(needs the IR op {ir_op!r})" in str(caught.value)
+def test_attention_rows_trace_to_their_ir_op(fn: Activation, program: str) -> None:
+    """bmm is the batched matmul, _softmax the softmax over its axis, a sum or mean over
+    some axes sum_axes (a mean then scaled by exactly 1/n)."""
+    described = lower(Lambda(fn), (X,)).program.describe()
+    assert described == program, f"traced {described}, expected {program}"
+
+
+def test_a_row_whose_ir_op_is_missing_refuses_by_the_op_it_needs() -> None:
+    walk = _Walk(torch.float64, {}, [])
+    walk.begin("convolution")
+    with pytest.raises(Unmapped, match="needs the IR op 'conv2d'"):
+        walk.emit("conv2d", ["x", "w"])
+    assert walk.nodes == []
 
 
 def test_attributes_an_ir_op_does_not_take_are_a_refusal_not_a_crash() -> None:
@@ -139,9 +144,10 @@ def test_transformer_encoder_layer_refusal_lists_the_ops_it_needs() -> None:
     with pytest.raises(NotInIR) as caught:
         lower(layer, (torch.zeros(2, 3, 8, dtype=torch.float64),))
     ops = set(caught.value.ops)
-    assert {"aten.bmm.default", "aten.where.self"} <= ops, ops  # _softmax reads bmm's value
-    assert all(op not in ROWS or "needs the IR op" in why
-               for op, _, why in caught.value.refused if op.startswith("aten."))
+    # the attention's fully-masked-row guard: every other op, bmm and _softmax included, maps
+    assert ops == {"aten.any.dim", "aten.eq.Scalar", "aten.full_like.default",
+                   "aten.logical_not.default", "aten.where.self"}, ops
+    assert not ops & set(ROWS), ops
 
 
 def test_the_silu_composite_maps_to_one_silu_and_is_reported() -> None:
