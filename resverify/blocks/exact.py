@@ -113,11 +113,11 @@ class Judgement:
                    "partly judged": "PARTLY JUDGED"}.get(self.verdict, self.verdict)
         dtype = self.dtype if self.accumulate is None else \
             f"{self.dtype} (sums in {self.accumulate})"
-        head = (f"{dtype}: {verdict}, {self.elements} of {self.total} elements of the output "
-                f"and every gradient judged (the rest have no finite bound), {self.tightness} "
-                "(pointwise: these inputs)") if self.elements < self.total else (
-                f"{dtype}: {verdict}, {self.elements} elements of the output and every "
-                f"gradient, {self.tightness} (pointwise: these inputs)")
+        counted = f"{self.elements} elements of the output and every gradient"
+        if self.elements < self.total:
+            counted = (f"{self.elements} of {self.total} elements of the output and every "
+                       "gradient judged (the rest have no finite bound)")
+        head = f"{dtype}: {verdict}, {counted}, {self.tightness} (pointwise: these inputs)"
         if self.matched:
             head += f"; matched {', '.join(self.matched)}"
         return "\n".join([head, *(f"  {m}" for m in self.misses[:5])])
