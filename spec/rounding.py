@@ -174,6 +174,16 @@ def product(c: Ctx, x: Bound, y: Bound) -> tuple[np.ndarray, np.ndarray]:
     return x.mag * y.mag, err
 
 
+def summed_over(c: Ctx, x: Bound, axes: tuple[int, ...]) -> Bound:
+    """``x`` summed over ``axes`` (sums of N, the axes' sizes multiplied): the propagated
+    errors plus the length-N sum's rounding (:meth:`Ctx.summed`) of the magnitudes; the
+    ``sum`` and ``sum_axes`` budgets."""
+    n = math.prod(x.mag.shape[i] for i in axes)
+    rel, last = c.summed(n - 1)
+    err = np.sum(x.err, axis=axes) + rel * np.sum(x.hat, axis=axes) + last
+    return c.done(np.asarray(np.sum(x.mag, axis=axes)), np.asarray(err), n)
+
+
 def dot(c: Ctx, x: Bound, w: Bound) -> Bound:
     """``x @ w`` with 2-D operands: propagated error plus gamma_n of the magnitude product."""
     n = x.mag.shape[-1]

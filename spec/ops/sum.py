@@ -14,7 +14,7 @@ from resverify.spec.errors import Shape
 from resverify.spec.ops.base import ArrayNamespace, Site
 from resverify.spec.ops.linear_map import LinearMap
 from resverify.spec.rational import Arr
-from resverify.spec.rounding import Bound, Ctx
+from resverify.spec.rounding import Bound, Ctx, summed_over
 
 
 class Sum(LinearMap):
@@ -45,11 +45,7 @@ class Sum(LinearMap):
     def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
         """A sum of N elements: ``gamma_{N-1}`` times the sum of magnitudes (in the
         declared accumulation dtype, then one rounding: :meth:`Ctx.summed`)."""
-        x = a[0]
-        n = x.mag.size
-        rel, last = c.summed(n - 1)
-        err = x.err.sum() + rel * x.hat.sum() + last
-        return c.done(np.asarray(x.mag.sum()), np.asarray(err), n)
+        return summed_over(c, a[0], tuple(range(a[0].mag.ndim)))
 
     def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
                    ) -> list[Bound]:

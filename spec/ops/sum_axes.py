@@ -3,7 +3,6 @@ in a norm's decomposition (torch's ``sum(x, dim, keepdim)``)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any, ClassVar
@@ -17,7 +16,7 @@ from resverify.spec.ops.attributes import BOOL, INTS, Kind, Sample
 from resverify.spec.ops.base import ArrayNamespace, Site
 from resverify.spec.ops.linear_map import LinearMap
 from resverify.spec.rational import Arr
-from resverify.spec.rounding import Bound, Ctx
+from resverify.spec.rounding import Bound, Ctx, summed_over
 
 
 def _kept(shape: Shape, k: Any) -> Shape:
@@ -84,12 +83,9 @@ class SumAxes(LinearMap):
         magnitudes, as ``sum``'s (in the declared accumulation dtype, then one rounding:
         :meth:`Ctx.summed`)."""
         x, k = a[0], at.alpha
-        axes, shape = k.ints("axes"), x.mag.shape
-        n = math.prod(shape[i] for i in axes)
-        out = _out(shape, k)
-        rel, last = c.summed(n - 1)
-        err = np.sum(x.err, axis=axes) + rel * np.sum(x.hat, axis=axes) + last
-        return c.done(np.sum(x.mag, axis=axes).reshape(out), np.asarray(err).reshape(out), n)
+        out = _out(x.mag.shape, k)
+        summed = summed_over(c, x, tuple(k.ints("axes")))
+        return Bound(summed.mag.reshape(out), summed.err.reshape(out))
 
     def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
                    ) -> list[Bound]:
