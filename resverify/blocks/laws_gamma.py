@@ -13,9 +13,9 @@ rounds as :func:`~.laws_forward.sum_budget` says, from the terms' own magnitudes
 cancellation between branches ``|z|`` alone would not bound it).
 
 The figures (the report's LayerScale plot): with every γ of the block set to each value of
-:data:`GAMMAS`, the fraction of each LayerScale site's sum bitwise equal to its entry
-(``swamped_at_gamma[γ][site]``, the mean over the judged examples: how much of the update a
-small γ leaves swamped). A failing record keeps those of its example
+:data:`GAMMAS`, the fraction of each LayerScale site's sum bitwise equal to the shortcut of
+its entry (``swamped_at_gamma[γ][site]``, the mean over the judged examples: how much of the
+update a small γ leaves swamped). A failing record keeps those of its example
 (:func:`~.trace.measured`).
 """
 
@@ -27,6 +27,7 @@ import torch
 
 from resverify.blocks.adapters import ask
 from resverify.blocks.laws_forward import observed, site_budget
+from resverify.blocks.laws_stream import swamped_fraction
 from resverify.blocks.trace import (
     UNIT_ROUNDOFF,
     Case,
@@ -219,7 +220,7 @@ def _gate(fn: str | None, g: torch.Tensor) -> torch.Tensor:
 def swamped_by_gamma(case: Case, scaled: list[tuple[int, str]]) -> dict[str, float]:
     """Per value of :data:`GAMMAS` (every γ of the block set to it) and LayerScale site: the
     fraction of the site's sum (its exit where the sum is not visible) bitwise equal to its
-    entry."""
+    shortcut of the entry (:func:`~.laws_stream.swamped_fraction`)."""
     figures = {}
     for gamma in GAMMAS:
         with contextlib.ExitStack() as stack:
@@ -229,10 +230,9 @@ def swamped_by_gamma(case: Case, scaled: list[tuple[int, str]]) -> dict[str, flo
         for i, _ in scaled:
             z = seen.exits[i] if seen.sums[i] is None else seen.sums[i]
             assert z is not None
-            same = z.to(torch.float64) == seen.entries[i].to(torch.float64)
             label = case.recipe.sites[i].label
-            figures[f"swamped_at_gamma[{gamma!r}][{label}]"] = float(
-                same.to(torch.float64).mean())
+            figures[f"swamped_at_gamma[{gamma!r}][{label}]"] = swamped_fraction(
+                case, i, seen, z)
     return figures
 
 

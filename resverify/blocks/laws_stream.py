@@ -40,16 +40,21 @@ def no_aliasing(case: Case) -> dict[str, float]:
     return {}
 
 
-def _swamped(case: Case, i: int, seen: Observed) -> float | None:
-    """The fraction of site ``i``'s sum bitwise equal to what its update was added to; None
-    where an activation hides the sum (after a ReLU, equal zeros would count as swamped)."""
-    s, z = seen.entries[i], seen.sums[i]
-    if z is None:
-        return None
-    base = ask(case).shortcut(case, i, s)
+def swamped_fraction(case: Case, i: int, seen: Observed, z: torch.Tensor) -> float:
+    """The fraction of ``z`` (site ``i``'s sum, or what stands for it) bitwise equal to what
+    the site's update was added to: the shortcut of its entry, NaN where that has another
+    shape than ``z``."""
+    base = ask(case).shortcut(case, i, seen.entries[i])
     if z.shape != base.shape:
         return math.nan
     return float((z.to(torch.float64) == base.to(torch.float64)).to(torch.float64).mean())
+
+
+def _swamped(case: Case, i: int, seen: Observed) -> float | None:
+    """The swamped fraction of site ``i``'s sum; None where an activation hides the sum
+    (after a ReLU, equal zeros would count as swamped)."""
+    z = seen.sums[i]
+    return None if z is None else swamped_fraction(case, i, seen, z)
 
 
 def _turned(got: torch.dtype, want: torch.dtype) -> str:

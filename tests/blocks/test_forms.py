@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from resverify.blocks import Site, validate
 from resverify.blocks.check import LawRecord, run_law
 from resverify.blocks.laws_forward import sum_budget
+from resverify.blocks.laws_gamma import GAMMAS
 from resverify.blocks.recipe import Recipe, describe
 from resverify.blocks.trace import TORCH_DTYPES, UNIT_ROUNDOFF
 from resverify.spec.errors import UsageError
@@ -281,3 +282,47 @@ def test_a_merge_vector_is_the_merge_the_site_declares(bug: str, expression: str
     gap = (exact - wide).abs().max()
     assert float(gap) <= 2.0**-48 * float(wide.abs().max()), (
         f"exact {program.describe()} vs its float64 composition: |diff| {float(gap)!r}")
+
+
+class _ProjectedScaledBlock(torch.nn.Module):
+    """``proj(x) + γ · fc(x)`` with a width change (8 to 12), as timm's ConvNeXt block with
+    ``conv_mlp`` and a new width writes it: the shortcut is not the entry."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 12, dtype=dtype)
+        self.proj = torch.nn.Linear(8, 12, bias=False, dtype=dtype)
+        self.gamma = torch.nn.Parameter(torch.full((12,), 1e-2, dtype=dtype))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x) + self.gamma * self.fc(x)
+
+
+def _scaled_fc(m: torch.nn.Module, s: torch.Tensor, ctx: object) -> torch.Tensor:
+    assert isinstance(m, _ProjectedScaledBlock)
+    return m.gamma * m.fc(s)
+
+
+def test_affine_in_gamma_judges_a_projecting_site() -> None:
+    """The swamped-fraction figures compare the sum with the shortcut of the entry, here its
+    projection (they compared with the entry itself, and the law raised ``The size of tensor
+    a (16) must match the size of tensor b (8)`` on timm's ConvNeXtBlock(8->16)); in float64
+    no γ of :data:`GAMMAS` swamps an update, and a γ that scales the shortcut too fails."""
+    site = Site("block", _scaled_fc, ("gamma",), norm="none",
+                scale="gamma", scale_init=1e-2, shortcut="proj")
+    recipe = Recipe("ProjectedScaled(8->12)", _ProjectedScaledBlock, (site,),
+                    shape=("batch", "seq", 8))
+    record = run_law(recipe, "affine_in_gamma", "float64", "eval", max_examples=4,
+                     shrink=False)
+    assert record.verdict == "pass", record.line()
+    swamped = {k: v for k, v in record.figures.items() if k.startswith("swamped_at_gamma")}
+    assert swamped == {f"swamped_at_gamma[{g!r}][block]": 0.0 for g in GAMMAS}, swamped
+
+    class _ScalesTheShortcutToo(_ProjectedScaledBlock):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.gamma * (self.proj(x) + self.fc(x))
+
+    broken = replace(recipe, name="ScalesTheShortcutToo", factory=_ScalesTheShortcutToo)
+    record = run_law(broken, "affine_in_gamma", "float64", "eval", max_examples=4,
+                     shrink=False)
+    assert record.verdict == "fail", record.line()
