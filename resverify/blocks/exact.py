@@ -95,6 +95,9 @@ class Judgement:
     total: int = 0
     """Elements of the output and every gradient; those beyond :attr:`elements` have an
     infinite bound in this dtype (nothing is claimed of them)."""
+    request: Request | None = None
+    """The request judged: the traced program with the module's parameters, the drawn input
+    and the cotangent, which any engine can answer as a vector (``resverify replay``)."""
 
     @property
     def passed(self) -> bool:
@@ -160,7 +163,7 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     total = sum(values.size for values in actual.values())
     return Judgement(dtype, lowered.program, tuple(verdict.misses), ratios.size,
                      Tightness.of(ratios), verdict.decided_exactly, seconds, lowered.matched,
-                     request.accumulate, total)
+                     request.accumulate, total, request)
 
 
 SIZES = {"batch": 2, "seq": 4}

@@ -33,7 +33,7 @@ which library a block comes from.
 
 ``resverify blocks check --exact NAME... | --all`` traces each torch block into the IR and
 judges every element of its output and gradients against the exact oracle instead of the
-laws (:mod:`resverify.cli.blocks_exact`; no report files).
+laws (:mod:`resverify.cli.blocks_exact`; no report files, each request judged a vector).
 
 A law that the block's recipe documents as failing (its ``findings``: a library's choice
 written up in ``docs/findings/``) is reported ``expected`` when it fails as written up, and
@@ -217,7 +217,8 @@ def _check(args: argparse.Namespace) -> int:
     if args.exact:
         from resverify.cli.blocks_exact import check_exact
 
-        return check_exact([c.recipe for c in chosen], asked.dtypes, asked.seed)
+        return check_exact([c.recipe for c in chosen], asked.dtypes, asked.seed,
+                           outputs(args)["folder"] / "vectors" / "exact")
     out = outputs(args)
     validate_all((c.recipe for c in chosen), asked.dtypes, asked.seed)
     runs: list[BlockRun] = []

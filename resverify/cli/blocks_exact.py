@@ -8,6 +8,13 @@ parameter's), the tightness of the budgets (median, 99th percentile and maximum 
 ``--seed``). A block the IR cannot express yet is one line listing the ATen ops that stop it
 (:class:`~resverify.blocks.lower.NotInIR`), and is not judged in its other dtypes.
 
+Each request judged (the traced program, the module's parameters, the drawn input and
+cotangent) is saved as a vector under ``<report-dir>/vectors/exact/``, so an engine in any
+language can be judged on the same real layer (``resverify replay PATH --backend NAME``, or
+``resverify vectors run`` style through the external protocol); a failing block's line is
+followed by its vector and that command. Its ``vector`` record names the block, the dtype
+and the verdict line.
+
 Exit status: 0 when every block judged passed (blocks that cannot be traced do not fail the
 run: they were not judged), 1 when an element of some block is outside its budget, 2 on a
 usage error.
@@ -16,17 +23,20 @@ usage error.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from resverify.blocks.exact import Judgement
     from resverify.blocks.recipe import Recipe
 
 __all__: list[str] = []
 
 
-def check_exact(recipes: Sequence[Recipe], dtypes: Sequence[str], seed: int,
+def check_exact(recipes: Sequence[Recipe], dtypes: Sequence[str], seed: int, folder: Path,
                 say: Callable[[str], None] = print) -> int:
-    """Judge each recipe's block in each of its (chosen) dtypes; the exit status."""
+    """Judge each recipe's block in each of its (chosen) dtypes, saving each request judged
+    under ``folder``; the exit status."""
     from resverify.blocks.exact import judge_recipe
     from resverify.blocks.lower import NotInIR
 
@@ -49,7 +59,21 @@ def check_exact(recipes: Sequence[Recipe], dtypes: Sequence[str], seed: int,
             partly += judgement.verdict == "partly judged"
             spent = sum(judgement.seconds.values())
             say(f"{recipe.name}  {judgement} [{spent:.2f} s]")
+            saved = _save(recipe.name, judgement, folder)
+            if not judgement.passed:
+                say(f"  vector {saved}; replay it on an engine: "
+                    f"resverify replay {saved} --backend numpy")
     say(f"exact: {traced} judged ({failed} fail, {partly} partly judged), {refused} blocks "
         "not traced; "
-        "pointwise verdicts (the inputs drawn)")
+        "pointwise verdicts (the inputs drawn)" + (f"; requests saved under {folder}"
+                                                   if traced else ""))
     return 1 if failed else 0
+
+
+def _save(block: str, judgement: Judgement, folder: Path) -> Path:
+    """The judged request as a vector, its record naming the block, dtype and verdict."""
+    from resverify.properties.vectors import save_vector
+
+    assert judgement.request is not None
+    return save_vector(judgement.request, folder, f"exact[{judgement.dtype}]", block,
+                       str(judgement).splitlines()[0], "exact")

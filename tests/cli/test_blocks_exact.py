@@ -4,6 +4,9 @@ the run."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from tests.installed import skip_without_torch
@@ -16,8 +19,8 @@ RECIPES = "tests.blocks.exact_modules:RECIPES"
 
 
 def test_a_block_that_traces_is_judged_in_each_dtype_and_passes(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["blocks", "check", "--exact", RECIPES])
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code = main(["blocks", "check", "--exact", RECIPES, "--report-dir", str(tmp_path)])
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if line.startswith("ResidualMLP  ")]
     assert [line.split()[1] for line in lines] == ["float64:", "float32:"], out
@@ -26,24 +29,46 @@ def test_a_block_that_traces_is_judged_in_each_dtype_and_passes(
     assert code == 1
 
 
+def test_each_judged_request_is_a_vector_an_engine_replays(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Every request judged is saved (the traced program, the module's parameters, the
+    drawn input and cotangent); a failing block's line names its vector and the replay
+    command, and the vector replayed on the NumPy reference passes: the failure is the
+    module's, not the traced program's."""
+    main(["blocks", "check", "--exact", RECIPES, "--report-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    saved = sorted((tmp_path / "vectors" / "exact").glob("*.json"))
+    judged = [line for line in out.splitlines() if "pointwise: these inputs" in line]
+    assert len(saved) == len(judged) > 0, (saved, out)
+    line = next(x for x in out.splitlines() if x.startswith("  vector "))
+    path = line.split()[1].rstrip(";")
+    assert line.endswith(f"resverify replay {path} --backend numpy"), line
+    record = json.loads(Path(path).read_text())["vector"]
+    assert record["backend"] == "ResidualMLP(backward off)" and \
+        record["property"] == "exact[float64]" and " FAIL " in record["message"], record
+    assert main(["replay", path, "--backend", "numpy", "--runs", "1"]) == 0, \
+        capsys.readouterr().out
+
+
 def test_a_block_the_ir_cannot_express_is_listed_and_does_not_fail_the_run(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     pytest.importorskip("transformers")
-    code = main(["blocks", "check", "--exact", "hf.GPT2Block", "--dtype", "float64"])
+    code = main(["blocks", "check", "--exact", "hf.GPT2Block", "--dtype", "float64",
+                 "--report-dir", str(tmp_path)])
     out = capsys.readouterr().out
     assert "hf.GPT2Block: not traced, the IR lacks " in out and "aten.where.self" in out, out
     assert code == 0
 
 
 def test_bert_layer_is_judged_whole_in_float64_and_partly_where_bounds_are_infinite(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """Hugging Face's BertLayer traces whole (matmul, softmax, affine LayerNorm, GELU): in
     float64 every element of its output and gradients is judged and passes; in bfloat16
     the elements whose bound is infinite are not claimed, so the verdict says PARTLY
     JUDGED with the count, never a bare pass."""
     pytest.importorskip("transformers")
     code = main(["blocks", "check", "--exact", "hf.BertLayer", "--dtype", "float64",
-                 "--dtype", "bfloat16"])
+                 "--dtype", "bfloat16", "--report-dir", str(tmp_path)])
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("hf.BertLayer  float64:"))
     assert " pass, " in line and " of " not in line.split("elements")[0], out
