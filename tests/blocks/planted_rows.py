@@ -58,6 +58,14 @@ def _placed(shape: torch.Size, g: torch.Tensor, index: tuple[Any, ...]) -> torch
     return out
 
 
+def _held(m: nn.Module, name: str) -> torch.Tensor:
+    """The tensor ``m`` holds as ``name``: its parameter, or what ``torch.func.functional_call``
+    put in its place (``get_parameter`` refuses that)."""
+    value = getattr(m, name)
+    assert isinstance(value, torch.Tensor), (name, type(value))
+    return value
+
+
 def _factor(right: bool, off: float) -> float:
     return 1.0 if right else 1 + off
 
@@ -116,7 +124,7 @@ KINDS: dict[str, Kind] = {
         lambda t: tuple(p.clone() for p in torch.split(t, [4, 4], 1)),
         lambda xs, gs, right, off: (torch.cat(gs if right else gs[::-1], 1),), "slice"),
     "addmm": Kind(
-        lambda f, h, m: f(m.get_parameter("b"), h, m.get_parameter("w3").t()),
+        lambda f, h, m: f(_held(m, "b"), h, _held(m, "w3").t()),
         lambda b, x, wt: torch.addmm(b, x, wt),
         lambda xs, gs, right, off: (
             gs[0].sum(0), gs[0] @ (xs[2].t() if right else xs[2]), xs[1].t() @ gs[0]),
