@@ -8,7 +8,8 @@ Hypothesis draws and returns one :class:`LawRecord` per law, dtype and mode.
 :func:`pytest_check` does the same inside a user's own test and fails it with every broken
 law's line; :func:`judge_module` traces a torch module into the IR and judges its output and
 every gradient element by element against the exact oracle (pointwise: the inputs drawn),
-refusing with :class:`NotInIR` what the IR cannot express; :func:`replay_example` judges a
+refusing with :class:`NotInIR` what the IR cannot express, and :func:`pytest_exact` does so
+for a recipe inside a user's own test; :func:`replay_example` judges a
 law again on a failure's one example (:class:`Draw`), as ``resverify blocks replay`` does.
 The known blocks are in :mod:`resverify.blocks.catalog`.
 
@@ -16,7 +17,7 @@ The known blocks are in :mod:`resverify.blocks.catalog`.
     records = check_block(my_recipe, ["float32"])
 
 Public API: the names above (``Recipe``, ``Site``, ``validate``, ``check_block``,
-``pytest_check``, ``replay_example``, ``Draw``, ``LawRecord``, ``judge_module``,
+``pytest_check``, ``replay_example``, ``Draw``, ``LawRecord``, ``judge_module``, ``pytest_exact``,
 ``NotInIR``), a :class:`Finding` for a recipe's documented failures
 (:mod:`resverify.blocks.recipe`), the catalog's ``catalog()`` and ``recipe(name)``, and the
 two adapters a recipe names (``"torch"``, ``"haiku"``, a Haiku block described by
@@ -27,9 +28,10 @@ from __future__ import annotations
 
 from resverify.blocks.check import check_block, pytest_check, replay_example
 from resverify.blocks.exact import judge_module
+from resverify.blocks.exact_check import pytest_exact
 from resverify.blocks.lower import NotInIR
 from resverify.blocks.recipe import Recipe, Site, validate
 from resverify.blocks.records import Draw, LawRecord
 
 __all__ = ["Draw", "LawRecord", "NotInIR", "Recipe", "Site", "check_block", "judge_module",
-           "pytest_check", "replay_example", "validate"]
+           "pytest_check", "pytest_exact", "replay_example", "validate"]

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from resverify.blocks.exact import Judgement
     from resverify.blocks.recipe import Recipe
 
 __all__: list[str] = []
@@ -38,6 +37,7 @@ def check_exact(recipes: Sequence[Recipe], dtypes: Sequence[str], seed: int, fol
     """Judge each recipe's block in each of its (chosen) dtypes, saving each request judged
     under ``folder``; the exit status."""
     from resverify.blocks.exact import judge_recipe
+    from resverify.blocks.exact_check import replayed, save_judgement
     from resverify.blocks.lower import NotInIR
 
     failed = traced = refused = partly = 0
@@ -59,21 +59,11 @@ def check_exact(recipes: Sequence[Recipe], dtypes: Sequence[str], seed: int, fol
             partly += judgement.verdict == "partly judged"
             spent = sum(judgement.seconds.values())
             say(f"{recipe.name}  {judgement} [{spent:.2f} s]")
-            saved = _save(recipe.name, judgement, folder)
+            saved = save_judgement(recipe.name, judgement, folder)
             if not judgement.passed:
-                say(f"  vector {saved}; replay it on an engine: "
-                    f"resverify replay {saved} --backend numpy")
+                say(f"  vector {saved}{replayed(saved, judgement)}")
     say(f"exact: {traced} judged ({failed} fail, {partly} partly judged), {refused} blocks "
         "not traced; "
         "pointwise verdicts (the inputs drawn)" + (f"; requests saved under {folder}"
                                                    if traced else ""))
     return 1 if failed else 0
-
-
-def _save(block: str, judgement: Judgement, folder: Path) -> Path:
-    """The judged request as a vector, its record naming the block, dtype and verdict."""
-    from resverify.properties.vectors import save_vector
-
-    assert judgement.request is not None
-    return save_vector(judgement.request, folder, f"exact[{judgement.dtype}]", block,
-                       str(judgement).splitlines()[0], "exact")

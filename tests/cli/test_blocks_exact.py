@@ -42,7 +42,7 @@ def test_each_judged_request_is_a_vector_an_engine_replays(
     assert len(saved) == len(judged) > 0, (saved, out)
     line = next(x for x in out.splitlines() if x.startswith("  vector "))
     path = line.split()[1].rstrip(";")
-    assert line.endswith(f"resverify replay {path} --backend numpy"), line
+    assert line.endswith(f"; replay it: resverify replay {path} --backend numpy"), line
     record = json.loads(Path(path).read_text())["vector"]
     assert record["backend"] == "ResidualMLP(backward off)" and \
         record["property"] == "exact[float64]" and " FAIL " in record["message"], record
