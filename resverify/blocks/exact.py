@@ -95,6 +95,9 @@ class Judgement:
     total: int = 0
     """Elements of the output and every gradient; those beyond :attr:`elements` have an
     infinite bound in this dtype (nothing is claimed of them)."""
+    constants: tuple[str, ...] = ()
+    """The constants lifted to inputs (their FX node names): given the module's value,
+    their gradients not judged."""
 
     @property
     def passed(self) -> bool:
@@ -120,6 +123,8 @@ class Judgement:
         head = f"{dtype}: {verdict}, {counted}, {self.tightness} (pointwise: these inputs)"
         if self.matched:
             head += f"; matched {', '.join(self.matched)}"
+        if self.constants:
+            head += f"; constants lifted: {', '.join(self.constants)}"
         return "\n".join([head, *(f"  {m}" for m in self.misses[:5])])
 
 
@@ -148,19 +153,23 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     output.backward(cotangent)
     ran = time.perf_counter()
     names = [*lowered.user_inputs, *lowered.state]
-    request = Request(lowered.program, {n: _numpy(t) for n, t in zip(names, leaves, strict=True)},
-                      dtype, _numpy(cotangent), accumulate=ACCUMULATE.get(dtype))
+    values = {n: _numpy(t) for n, t in zip(names, leaves, strict=True)}
+    values |= {n: _numpy(t) for n, t in lowered.constants.items()}
+    request = Request(lowered.program, values, dtype, _numpy(cotangent),
+                      accumulate=ACCUMULATE.get(dtype))
     grads = {n: _numpy(t.grad if t.grad is not None else torch.zeros_like(t))
              for n, t in zip(names, leaves, strict=True)}
     verdict = verify(request, _numpy(output), grads)
+    unjudged = {f"grad[{n}]{tail}" for n in lowered.constants for tail in (".shape", " missing")}
+    misses = tuple(m for m in verdict.misses if m.where not in unjudged)
     judged = time.perf_counter()
     actual = {"output": _numpy(output), **{f"grad[{n}]": g for n, g in grads.items()}}
     ratios = _ratios(actual, verdict.nearest, verdict.budget)
     seconds = {"trace": traced - started, "module": ran - traced, "judge": judged - ran}
     total = sum(values.size for values in actual.values())
-    return Judgement(dtype, lowered.program, tuple(verdict.misses), ratios.size,
+    return Judgement(dtype, lowered.program, misses, ratios.size,
                      Tightness.of(ratios), verdict.decided_exactly, seconds, lowered.matched,
-                     request.accumulate, total)
+                     request.accumulate, total, tuple(lowered.constants))
 
 
 SIZES = {"batch": 2, "seq": 4}
