@@ -196,7 +196,7 @@ class AutogradBackend(_Functional):
                                         softmax=_autograd_softmax(),
                                         permute_dims=self.xp.transpose,
                                         concat=self.xp.concatenate,
-                                        broadcast_to=self.broadcast_to)
+                                        broadcast_to=self.broadcast_to, where=self.where)
 
     def gelu_tanh(self, a: Any) -> Any:
         """``a (1 + tanh(√(2/π)(a + 0.044715 a³)))/2``, as torch writes it."""
@@ -215,6 +215,12 @@ class AutogradBackend(_Functional):
         extra leading dims") nor for an axis stretched to length 0; its product's VJP
         sums the copies back as add's does."""
         return a * self.xp.ones(shape, dtype=a.dtype)
+
+    def where(self, mask: Any, a: Any, b: Any) -> Any:
+        """``where`` with both sides broadcast first (:meth:`broadcast_to`): autograd's own
+        VJP of ``where`` does not sum a broadcast side's gradient back to its shape."""
+        shape = self.xp.broadcast(mask, a, b).shape
+        return self.xp.where(mask, self.broadcast_to(a, shape), self.broadcast_to(b, shape))
 
     def vjp(self, fn: Callable[..., Any], primals: list[Any]) -> tuple[Any, Pullback]:
         pullback, out = self.autograd.make_vjp(lambda values: fn(*values))(list(primals))

@@ -340,7 +340,7 @@ def _op_cases() -> Iterator[CorpusCase]:
         given = {attr: OP_ATTRIBUTES[attr]} if attr else {}
         for number, shapes in enumerate(op.samples, 1):
             rng = np.random.default_rng(number)
-            names = "ab"[:len(shapes)]
+            names = "abc"[:len(shapes)]
             params = sample_params(shapes)  # a layout op's integer attributes
             node = Node("y", name, tuple(names), **given, params=params)
             program = Program(tuple(Input(n, s) for n, s in zip(names, shapes, strict=True)),

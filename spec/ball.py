@@ -105,9 +105,14 @@ def mul_up(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def half_ulp(value: np.ndarray) -> np.ndarray:
-    """At least the error of the one rounding (to nearest) that produced ``value``."""
-    with np.errstate(invalid="ignore"):
-        return clean(np.maximum(np.spacing(np.abs(value)) / 2, 2.0**-1074))
+    """At least the error of the one rounding (to nearest) that produced ``value``; at the
+    largest finite magnitude (a causal mask's ``finfo.min``), half its binade's spacing."""
+    size = np.abs(value)
+    with np.errstate(invalid="ignore", over="ignore"):
+        spacing = np.spacing(size)
+        top = np.isinf(spacing) & np.isfinite(size)
+        spacing = np.where(top, np.spacing(np.nextafter(size, 0.0)), spacing)
+        return clean(np.maximum(spacing / 2, 2.0**-1074))
 
 
 def matmul_up(a: np.ndarray, b: np.ndarray) -> np.ndarray:

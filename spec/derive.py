@@ -122,12 +122,12 @@ def derived(op: str, shapes: tuple[Shape, ...]) -> Derived:
     """Derive ``op``'s Jacobians, VJP and JVP at argument ``shapes`` (cached)."""
     if op not in OPS or len(shapes) != OPS[op]:
         raise InvalidProgram(f"{op!r} with {len(shapes)} argument shape(s) is not an op of the IR")
-    args = tuple(symbols(name, shape) for name, shape in zip("ab", shapes, strict=False))
+    args = tuple(symbols(name, shape) for name, shape in zip("abc", shapes, strict=False))
     output = symbolic_forward(op, args, shapes)
     cotangent = symbols("g", output.shape)
     jacobians = tuple(_jacobian(output, a) for a in args)
     vjp = tuple(_vjp(j, cotangent, a.shape) for j, a in zip(jacobians, args, strict=True))
-    tangents = tuple(symbols(f"t{name}", shape) for name, shape in zip("ab", shapes,
+    tangents = tuple(symbols(f"t{name}", shape) for name, shape in zip("abc", shapes,
                                                                        strict=False))
     jvp = _jvp(jacobians, tangents, output.shape)
     return Derived(op, args, cotangent, output, jacobians, vjp, tangents, jvp)

@@ -15,12 +15,17 @@ The view and shape ops are exact moves: ``view``/``reshape``/``squeeze``/``unsqu
 ``reshape`` to the node's own shape, ``permute``/``transpose``/``t`` are ``permute``,
 ``slice``/``select``/``split`` are ``slice`` s (``select`` then drops its axis by ``reshape``),
 an n-way ``cat`` is a chain of two-way ``cat`` s, and ``clone``, ``alias`` and a copy to the
-same dtype are the argument itself. ``sub`` is ``add`` of ``neg``, ``x ** 2`` is ``mul(x, x)``,
-``addmm(b, x, w)`` is ``linear`` then the bias added, broadcast as torch expands it.
+same dtype are the argument itself. ``sub`` is ``add`` of ``neg``, ``x ** 2`` is ``mul(x, x)``
+(``x ** 3`` one more ``mul``), ``addmm(b, x, w)`` is ``linear`` then the bias added,
+broadcast as torch expands it.
 
 Constants are kept exact: a Python scalar ``c`` of ``x * c`` becomes ``scale`` by
 ``Fraction(c)``, the exact value of the float torch was given (the budget of ``scale``
-covers its rounding to the dtype); ``x / c`` is ``scale`` by ``1 / Fraction(c)``.
+covers its rounding to the dtype); ``x / c`` is ``scale`` by ``1 / Fraction(c)``; ``x + c``
+is ``add`` of ``c`` lifted as an input of shape () (exact in the dtype, or refused). A tensor
+that depends on no input, parameter or buffer (a causal mask, a rotary table) is never
+lowered op by op: it is lifted as an input holding its realised value
+(:mod:`resverify.blocks.constants`), and ``where`` takes such a mask as 0/1.
 """
 
 from __future__ import annotations
@@ -46,6 +51,14 @@ class Lowering(Protocol):
 
     def tensor(self, arg: Any) -> str:
         """The IR name holding an FX argument that is a tensor."""
+
+    def mask(self, arg: Any) -> str:
+        """The IR name of a constant mask (0/1 in the program's dtype); refused with
+        :class:`Unmapped` where the mask depends on the data."""
+
+    def number(self, value: float) -> str:
+        """The IR name of a Python number lifted as a constant of shape (); refused where
+        it is not exact in the program's dtype."""
 
     def shape(self, arg: Any) -> tuple[int, ...]:
         """The shape of an FX argument that is a tensor."""
@@ -76,9 +89,9 @@ def _unit_alpha(node: Any) -> None:
 
 
 def _tensors(*args: Any) -> None:
-    """Refuse a Python number operand of an add or sub (no IR op adds a constant)."""
+    """Refuse a Python number operand of a sub (no IR op subtracts a constant)."""
     if any(_scalar(a) is not None for a in args):
-        raise Unmapped("a Python number operand (no IR op adds a constant)")
+        raise Unmapped("a Python number operand (no IR op subtracts a constant)")
 
 
 def _plus(g: Lowering, a: str, b: str, same: bool) -> str:
@@ -89,12 +102,14 @@ def _plus(g: Lowering, a: str, b: str, same: bool) -> str:
 
 def _add(g: Lowering, node: Any) -> str:
     """``a + b``; ``a + 0`` (x-transformers' ``gamma + float(unit_offset)``) is ``a`` itself,
-    which is exactly what torch computes."""
+    which is exactly what torch computes; ``a + c`` for another Python number is ``add`` of
+    ``c`` lifted as a constant of shape () (refused where ``c`` is not exact in the dtype)."""
     _unit_alpha(node)
     a, b = node.args
     if _scalar(b) == 0:
         return g.tensor(a)
-    _tensors(a, b)
+    if _scalar(b) is not None:  # GPT-2's gelu_new: tanh(...) + 1.0
+        return g.emit("add", [g.tensor(a), g.number(float(b))])
     return _plus(g, g.tensor(a), g.tensor(b), g.shape(a) == g.shape(b))
 
 
@@ -124,13 +139,15 @@ def _div(g: Lowering, node: Any) -> str:
     return g.emit("scale", [g.tensor(a)], alpha=1 / divisor)
 
 
-def _square(g: Lowering, node: Any) -> str:
-    """``x ** 2`` is ``mul(x, x)`` (torch computes it as ``x * x``); no other exponent."""
+def _power(g: Lowering, node: Any) -> str:
+    """``x ** 2`` is ``mul(x, x)`` and ``x ** 3`` is ``mul(mul(x, x), x)``, as torch computes
+    them (ATen's ``pow`` kernel multiplies for these exponents); no other exponent."""
     x, exponent = node.args
-    if isinstance(exponent, bool) or exponent != 2:
-        raise Unmapped(f"exponent {exponent!r} (only 2 is mapped, as mul(x, x))")
+    if isinstance(exponent, bool) or exponent not in (2, 3):
+        raise Unmapped(f"exponent {exponent!r} (only 2 and 3 are mapped, as products)")
     name = g.tensor(x)
-    return g.emit("mul", [name, name])
+    square = g.emit("mul", [name, name])
+    return square if exponent == 2 else g.emit("mul", [square, name])
 
 
 def _mm(g: Lowering, node: Any) -> str:
@@ -315,6 +332,13 @@ def _cat(g: Lowering, node: Any) -> str:
     return out
 
 
+def _where(g: Lowering, node: Any) -> str:
+    """``where(mask, a, b)`` with a constant mask (a causal mask, a folded masked-row
+    guard): the IR's ``where``; a mask that depends on the data is refused."""
+    mask, a, b = node.args
+    return g.emit("where", [g.mask(mask), g.tensor(a), g.tensor(b)])
+
+
 def _gelu(g: Lowering, node: Any) -> str:
     """``gelu``: ``approximate='none'`` is ``gelu_erf``, ``'tanh'`` is ``gelu_tanh``."""
     form = node.kwargs.get("approximate", "none")
@@ -331,7 +355,7 @@ ROWS: Mapping[str, Row] = {
     "aten.div.Tensor": _div,
     "aten.div.Scalar": _div,
     "aten.neg.default": _unary("neg"),
-    "aten.pow.Tensor_Scalar": _square,
+    "aten.pow.Tensor_Scalar": _power,
     "aten.mm.default": _mm,
     "aten.addmm.default": _addmm,
     "aten.bmm.default": _bmm,
@@ -369,5 +393,6 @@ ROWS: Mapping[str, Row] = {
     "aten.split.Tensor": _split,
     "aten.split_with_sizes.default": _split,
     "aten.cat.default": _cat,
+    "aten.where.self": _where,
 }
 """ATen overload (``str(node.target)``) -> its row."""

@@ -98,6 +98,9 @@ class Judgement:
     request: Request | None = None
     """The request judged: the traced program with the module's parameters, the drawn input
     and the cotangent, which any engine can answer as a vector (``resverify replay``)."""
+    constants: tuple[str, ...] = ()
+    """The constants lifted to inputs (their FX node names): given the module's value,
+    their gradients not judged."""
 
     @property
     def passed(self) -> bool:
@@ -123,6 +126,8 @@ class Judgement:
         head = f"{dtype}: {verdict}, {counted}, {self.tightness} (pointwise: these inputs)"
         if self.matched:
             head += f"; matched {', '.join(self.matched)}"
+        if self.constants:
+            head += f"; constants lifted: {', '.join(self.constants)}"
         return "\n".join([head, *(f"  {m}" for m in self.misses[:5])])
 
 
@@ -151,19 +156,23 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     output.backward(cotangent)
     ran = time.perf_counter()
     names = [*lowered.user_inputs, *lowered.state]
-    request = Request(lowered.program, {n: _numpy(t) for n, t in zip(names, leaves, strict=True)},
-                      dtype, _numpy(cotangent), accumulate=ACCUMULATE.get(dtype))
+    values = {n: _numpy(t) for n, t in zip(names, leaves, strict=True)}
+    values |= {n: _numpy(t) for n, t in lowered.constants.items()}
+    request = Request(lowered.program, values, dtype, _numpy(cotangent),
+                      accumulate=ACCUMULATE.get(dtype))
     grads = {n: _numpy(t.grad if t.grad is not None else torch.zeros_like(t))
              for n, t in zip(names, leaves, strict=True)}
     verdict = verify(request, _numpy(output), grads)
+    unjudged = {f"grad[{n}]{tail}" for n in lowered.constants for tail in (".shape", " missing")}
+    misses = tuple(m for m in verdict.misses if m.where not in unjudged)
     judged = time.perf_counter()
     actual = {"output": _numpy(output), **{f"grad[{n}]": g for n, g in grads.items()}}
     ratios = _ratios(actual, verdict.nearest, verdict.budget)
     seconds = {"trace": traced - started, "module": ran - traced, "judge": judged - ran}
     total = sum(values.size for values in actual.values())
-    return Judgement(dtype, lowered.program, tuple(verdict.misses), ratios.size,
+    return Judgement(dtype, lowered.program, misses, ratios.size,
                      Tightness.of(ratios), verdict.decided_exactly, seconds, lowered.matched,
-                     request.accumulate, total, request)
+                     request.accumulate, total, request, tuple(lowered.constants))
 
 
 SIZES = {"batch": 2, "seq": 4}

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import operator
 import warnings
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
+from resverify.blocks import constants
 from resverify.blocks.aten import ROWS, Unmapped
 from resverify.blocks.patterns import Match, find
 from resverify.spec.errors import InvalidProgram, ResverifyError
@@ -65,6 +66,9 @@ class Lowered:
     matched: tuple[str, ...] = ()
     """The composites mapped to one IR op (:mod:`resverify.blocks.patterns`), as
     ``"rms_norm at mul_1"``."""
+    constants: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    """The constants lifted to inputs (:mod:`resverify.blocks.constants`), by IR name (the
+    FX node's), each its realised value in the program's dtype (a mask as 0/1)."""
 
 
 class _Downstream(ResverifyError):
@@ -78,6 +82,10 @@ class _Walk:
     dtype: torch.dtype
     names: dict[str, Any]
     nodes: list[Node]
+    folded: Mapping[str, torch.Tensor | None] = field(default_factory=dict)
+    """Every constant node's realised value (:func:`resverify.blocks.constants.fold`)."""
+    lifted: dict[str, torch.Tensor] = field(default_factory=dict)
+    """The constants read by the program so far, by IR name."""
     current: str = ""
     emitted: int = 0
     """IR nodes emitted for the current FX node: the first is named after it, the next
@@ -89,11 +97,39 @@ class _Walk:
     def tensor(self, arg: Any) -> str:
         if not isinstance(arg, torch.fx.Node):
             raise Unmapped(f"a non-tensor argument {arg!r} where a tensor is expected")
+        if arg.name in self.folded:
+            return self._lift(arg.name, self.folded[arg.name], mask=False)
         name = self.names.get(arg.name)
         if name is None:
             raise _Downstream
         if not isinstance(name, str):
             raise Unmapped(f"node {arg.name} has several outputs")
+        return name
+
+    def mask(self, arg: Any) -> str:
+        if not isinstance(arg, torch.fx.Node) or arg.name not in self.folded:
+            raise Unmapped(f"the mask {getattr(arg, 'name', arg)} depends on the data (only "
+                           "a constant mask is mapped)")
+        return self._lift(arg.name, self.folded[arg.name], mask=True)
+
+    def number(self, value: float) -> str:
+        held = torch.tensor(value, dtype=self.dtype)
+        if float(held) != value:
+            raise Unmapped(f"the number {value!r} is not exact in {self.dtype}")
+        return self._lift(f"{self.current}.number", held, mask=False)
+
+    def _lift(self, name: str, value: torch.Tensor | None, mask: bool) -> str:
+        """A constant as an input of the program: a mask as 0/1 in the program's dtype, a
+        floating value only in the program's dtype."""
+        if value is None:
+            raise Unmapped(f"the constant {name} has no tensor value")
+        if mask:
+            value = (value != 0).to(self.dtype)
+        elif value.dtype != self.dtype:
+            kind = "only a where mask may be" if not value.is_floating_point() else \
+                f"the program is {self.dtype}"
+            raise Unmapped(f"the constant {name} is {value.dtype} ({kind})")
+        self.lifted.setdefault(name, value)
         return name
 
     def shape(self, arg: Any) -> tuple[int, ...]:
@@ -130,12 +166,13 @@ def _export(module: nn.Module, args: Sequence[torch.Tensor]) -> Any:
 
 
 def _lower_graph(exported: Any, dtype: torch.dtype) -> Lowered:
-    walk = _Walk(dtype, {}, [])
+    walk = _Walk(dtype, {}, [], constants.fold(exported.graph.nodes, _tensor_constants(exported)))
     refused: list[tuple[str, str, str]] = []
     inputs, user, state = _inputs(exported, walk, refused)
     output = None
     matches = find(exported.graph.nodes)
     absorbed = {name for match in matches.values() for name in match.absorbed}
+    absorbed |= set(walk.folded)
     for node in exported.graph.nodes:
         if node.op == "call_function" and node.name not in absorbed:
             _visit(walk, node, refused, matches.get(node.name))
@@ -143,8 +180,19 @@ def _lower_graph(exported: Any, dtype: torch.dtype) -> Lowered:
             output = _output(walk, node, refused)
     if refused or output is None:
         raise NotInIR(refused)
+    inputs += [Input(name, tuple(value.shape)) for name, value in walk.lifted.items()]
     return Lowered(Program(tuple(inputs), tuple(walk.nodes), output), tuple(user),
-                   tuple(state), tuple(f"{m.op} at {m.root}" for m in matches.values()))
+                   tuple(state), tuple(f"{m.op} at {m.root}" for m in matches.values()),
+                   dict(walk.lifted))
+
+
+def _tensor_constants(exported: Any) -> dict[str, torch.Tensor]:
+    """The tensors ``torch.export`` lifted to placeholders (a ``torch.tensor(...)`` made in
+    ``forward``), by placeholder name: constants like any other."""
+    kinds = torch.export.graph_signature.InputKind
+    return {spec.arg.name: exported.constants[spec.target]
+            for spec in exported.graph_signature.input_specs
+            if spec.kind == kinds.CONSTANT_TENSOR}
 
 
 def _inputs(exported: Any, walk: _Walk, refused: list[tuple[str, str, str]]
@@ -162,6 +210,8 @@ def _inputs(exported: Any, walk: _Walk, refused: list[tuple[str, str, str]]
             name, into = spec.arg.name, user
         elif spec.kind in (kinds.PARAMETER, kinds.BUFFER):
             name, into = spec.target, state
+        elif spec.arg.name in walk.folded:
+            continue
         else:
             refused.append((f"placeholder ({spec.kind.name})", node.name,
                             "a lifted constant or token is not an input of the program"))

@@ -97,6 +97,7 @@ from resverify.spec.ops.softmax import SOFTMAX_EXP_ULPS, Softmax
 from resverify.spec.ops.sum import Sum
 from resverify.spec.ops.sum_axes import SumAxes
 from resverify.spec.ops.tanh import TANH_ULPS, Tanh
+from resverify.spec.ops.where import Where
 
 __all__ = [
     "EXP_ULPS",
@@ -138,6 +139,7 @@ __all__ = [
     "Sum",
     "SumAxes",
     "Tanh",
+    "Where",
     "broadcast_shapes",
     "same_shape",
     "unbroadcast",
@@ -148,6 +150,6 @@ OP_TABLE: Mapping[str, Op] = {
                            LayerNorm(), RmsNorm(), Sigmoid(), Exp(), Silu(),
                            GeluErf(), GeluTanh(), Neg(),
                            Reshape(), Permute(), Expand(), Slice(), Cat(),
-                           Matmul(), Softmax(), SumAxes())
+                           Matmul(), Softmax(), SumAxes(), Where())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""

@@ -68,19 +68,44 @@ def distances(x: Arr, axis: int) -> np.ndarray:
     return np.array(flat, dtype=np.float64).reshape(x.shape)
 
 
+def vanishing(c: Ctx, err: np.ndarray, dist: np.ndarray, axis: int) -> np.ndarray:
+    """Upper bounds of ``e^{d_i + D_i}`` (``D_i`` as in :func:`shift_relative`), which bound
+    both the exact ``y_i`` (``Σ_j e^{d_j} >= 1``: the max's term is 1) and ``y_i e^{D_i}``:
+    far below the max (a causal mask's ``finfo.min``) they are 0 where ``e^{D_i}`` is not
+    finite. ``dist`` is read as at least ``dist (1 - 2⁻⁴⁹)``, an infinite one (the distance
+    overflowed the analysis) as at least float64's largest value."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        low = np.where(np.isinf(dist), np.finfo(np.float64).max, dist * (1 - 2.0**-49))
+        moved = err + _max(err, axis)
+        gap = low * (1 - 2 * c.u) * (1 - 2.0**-50) - moved * (1 + c.u) * (1 + 2.0**-50)
+        return np.exp(-gap) * (1 + 2.0**-50)
+
+
 def shift_relative(c: Ctx, err: np.ndarray, dist: np.ndarray, weight: np.ndarray, axis: int
                    ) -> np.ndarray:
     """Relative error of softmax on the computed shifted arguments ``d̂ = fl(x̂ - max x̂)``,
     ``err`` the arguments' errors, ``dist`` bounds of ``max x - x``: ``|d̂_i - d_i| <= D_i
     = e_i + max e + u(dist_i + e_i + max e)``, and ``softmax(d̂)_i / softmax(d)_i =
     e^{Δ_i} / Σ_j y_j e^{Δ_j}`` is within ``e^{D_i} / (1 - W) - 1`` of 1, ``W = Σ_j y_j
-    (e^{D_j} - 1)`` (``weight`` bounds y)."""
+    (e^{D_j} - 1)`` (``weight`` bounds y), each term at most :func:`vanishing`'s."""
     with np.errstate(over="ignore", invalid="ignore"):
         moved = err + _max(err, axis)
         shift = moved + c.u * (dist + moved)
-        spread = _sum(weight * np.expm1(shift), axis)
+        terms = np.fmin(weight * np.expm1(shift), vanishing(c, err, dist, axis))
+        spread = _sum(terms, axis)
         rel = (np.expm1(shift) + spread) / (1 - spread)  # e^D / (1 - W) - 1, no cancelling
         return np.where(spread < 1, rel, np.inf)
+
+
+def absolute(c: Ctx, err: np.ndarray, dist: np.ndarray, size: np.ndarray, axis: int,
+             ulps: int) -> np.ndarray:
+    """``|ŷ_i - y_i| <= ŷ_i + y_i``: the computed ``ŷ_i`` is at most ``e^{d̂_i}`` with its
+    roundings (:func:`rounding_relative`; the computed sum is at least the max's term, 1
+    but for its roundings), ``size`` bounds ``y_i``. The bound where the relative one is
+    lost: an element many orders of magnitude below the row's max."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        grown = 1 + rounding_relative(c, ulps, size.shape[axis] if size.ndim else 1)
+        return vanishing(c, err, dist, axis) * grown * (1 + 2.0**-50) + size
 
 
 def rounding_relative(c: Ctx, ulps: int, n: int) -> float:
@@ -118,8 +143,10 @@ def _ball_radius(shift: tuple[np.ndarray, np.ndarray], mid: np.ndarray, weight: 
     c, n = Ctx("float64", 2.0**-53, 2.0**-1074), mid.shape[axis]
     rel_in = shift_relative(c, shift[0], shift[1], weight, axis)
     rel = inflate(compound(rel_in, rounding_relative(c, LIBM_EXP_ULPS, n)), n)
+    far = absolute(c, shift[0], shift[1], weight, axis, LIBM_EXP_ULPS)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        rad = np.where(rel < 1, inflate(mid * rel / (1 - rel), 4), np.inf)
+        rad = np.fmin(np.where(rel < 1, inflate(mid * rel / (1 - rel), 4), np.inf),
+                      inflate(far, 4))
     return add_up(rad, np.full_like(mid, (n + 2) * 2.0**-1021))
 
 
@@ -183,10 +210,12 @@ class Softmax(Op):
         x, axis = a[0], _axis(at.alpha)
         n = x.mag.shape[axis]
         size = _sizes(at.out, at.err)
-        rel_in = shift_relative(c, x.err, distances(at.args[0], axis), size, axis)
+        dist = distances(at.args[0], axis)
+        rel_in = shift_relative(c, x.err, dist, size, axis)
         rel = compound(rel_in, rounding_relative(c, SOFTMAX_EXP_ULPS, n))
+        far = absolute(c, x.err, dist, size, axis, SOFTMAX_EXP_ULPS)
         with np.errstate(invalid="ignore"):
-            err = size * rel + (n + 2) * c.tiny / c.u
+            err = np.fmin(size * rel, far) + (n + 2) * c.tiny / c.u
         return c.done(size, np.where(np.isnan(err), np.inf, err), n)
 
     def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
@@ -235,7 +264,10 @@ class Softmax(Op):
             top = np.max(value, axis=axis, keepdims=True, initial=-np.inf)
             e = np.exp(value - top)
             mid = e / _sum(e, axis)
-        dist = add_up(np.abs(value - top), half_ulp(value - top))
+        with np.errstate(over="ignore"):  # finfo.min - max overflows: a distance past float64
+            diff = np.abs(value - top)
+        finite = np.isfinite(diff)
+        dist = np.where(finite, add_up(diff, half_ulp(np.where(finite, diff, 0.0))), np.inf)
         shift = (add_up(x.rad, half_ulp(value)), dist)
         rad = _ball_radius(shift, mid, np.ones_like(value), axis)
         rad = _ball_radius(shift, mid, np.minimum(add_up(mid, rad), 1), axis)

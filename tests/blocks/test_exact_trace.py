@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from resverify.blocks.aten import ROWS, Unmapped
+from resverify.blocks.aten import Unmapped
 from resverify.blocks.lower import NotInIR, _Walk, lower
 from resverify.spec.errors import ResverifyError
 from tests.blocks.exact_modules import Activation, ResidualMLP
@@ -139,15 +139,16 @@ def test_a_computation_in_another_dtype_is_refused_as_a_cast() -> None:
     assert "a cast to torch.float32" in str(caught.value)
 
 
-def test_transformer_encoder_layer_refusal_lists_the_ops_it_needs() -> None:
+def test_transformer_encoder_layer_traces_whole_with_its_masked_row_guard_a_constant() -> None:
+    """The attention's fully-masked-row guard ``where(all(eq(scores, -inf)), 0, softmax)``:
+    no real score is -inf, so in the exact program the guard's mask is a constant (no row
+    masked) and the zeros it would select are one too; both are lifted, and ``where`` maps."""
     layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True).double().eval()
-    with pytest.raises(NotInIR) as caught:
-        lower(layer, (torch.zeros(2, 3, 8, dtype=torch.float64),))
-    ops = set(caught.value.ops)
-    # the attention's fully-masked-row guard: every other op, bmm and _softmax included, maps
-    assert ops == {"aten.any.dim", "aten.eq.Scalar", "aten.full_like.default",
-                   "aten.logical_not.default", "aten.where.self"}, ops
-    assert not ops & set(ROWS), ops
+    lowered = lower(layer, (torch.zeros(2, 3, 8, dtype=torch.float64),))
+    (where,) = [n for n in lowered.program.nodes if n.op == "where"]
+    mask, zeros, _ = where.args
+    assert set(lowered.constants) == {mask, zeros}, lowered.constants
+    assert not lowered.constants[mask].any() and not lowered.constants[zeros].any()
 
 
 def test_the_silu_composite_maps_to_one_silu_and_is_reported() -> None:

@@ -109,15 +109,24 @@ def test_a_cast_to_another_dtype_stays_a_listed_refusal() -> None:
     assert "a cast to torch.float32 (no cast op in the IR)" in str(caught.value)
 
 
-def test_adding_zero_is_the_operand_itself_and_any_other_number_is_refused() -> None:
+def test_adding_zero_is_the_operand_itself_and_another_number_is_a_lifted_constant() -> None:
     assert lower(Applied(lambda x, w: x + 0.0).double(), (X,)).program.describe() == "x"
-    with pytest.raises(NotInIR, match="a Python number operand"):
-        lower(Applied(lambda x, w: x + 1.0).double(), (X,))
+    lowered = lower(Applied(lambda x, w: x + 1.0).double(), (X,))
+    assert lowered.program.describe() == "add(x, add.number)", lowered.program.describe()
+    assert {n: float(v) for n, v in lowered.constants.items()} == {"add.number": 1.0}
 
 
-def test_a_power_other_than_two_is_refused_with_its_exponent() -> None:
-    with pytest.raises(NotInIR, match=r"exponent 3 \(only 2 is mapped"):
-        lower(Applied(lambda x, w: x ** 3).double(), (X,))
+def test_a_number_not_exact_in_the_dtype_is_refused_by_name() -> None:
+    with pytest.raises(NotInIR, match=r"the number 0.1 is not exact in torch.float32"):
+        lower(Applied(lambda x, w: x + 0.1).float(), (X.float(),))
+
+
+def test_a_cube_is_two_products_and_another_power_is_refused_with_its_exponent() -> None:
+    """ATen's ``pow`` kernel computes ``x ** 3`` as ``x * x * x``: two roundings."""
+    cube = lower(Applied(lambda x, w: x ** 3).double(), (X,)).program
+    assert cube.describe() == "mul(mul(x, x), x)", cube.describe()
+    with pytest.raises(NotInIR, match=r"exponent 4 \(only 2 and 3 are mapped"):
+        lower(Applied(lambda x, w: x ** 4).double(), (X,))
 
 
 def test_select_at_a_negative_index_takes_the_element_python_would() -> None:

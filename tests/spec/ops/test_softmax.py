@@ -6,7 +6,8 @@ JVP, the reference and each installed library within budget). Here: the exact va
 within its stated width of mpmath's at 600 bits; ``SOFTMAX_EXP_ULPS`` covers the exp of
 the reference and the installed libraries on the range softmax feeds it (arguments <= 0);
 the budget holds the reference and torch on drawn rows in float32 and float64 and refuses
-a softmax without the max subtraction (its exp overflows) and a VJP without the Σ term;
+a softmax without the max subtraction (its exp overflows) and a VJP without the Σ term; a
+row masked with ``finfo.min`` keeps a finite bound;
 the fast oracle's balls hold the spec's value and VJP.
 """
 
@@ -147,6 +148,26 @@ def test_the_budget_refuses_a_softmax_without_the_max_subtraction() -> None:
         e = np.exp(x)
         naive = e / e.sum(axis=1, keepdims=True)
     assert budget.misses(exact, naive, {"x": grad}), f"{naive} is inside the budget"
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_row_masked_with_the_dtypes_most_negative_value_keeps_a_finite_bound(
+        dtype: str) -> None:
+    """A causal mask writes ``finfo.min`` where a score is hidden: ``x - max x`` is then
+    near the dtype's largest magnitude, the relative analysis loses ``e^{u·dist}``, and the
+    absolute one (``ŷ_i + y_i``, both below ``e^{-dist}``) keeps every bound finite; the
+    right answer passes and one that ignores the mask is refused."""
+    low = float(np.finfo(dtype).min)
+    x = np.array([[0.5, low, low], [0.5, -1.25, low]], dtype=dtype)
+    g = np.array([[1.0, -2.0, 0.5], [0.25, 3.0, -1.0]], dtype=dtype)
+    request = _request(x, g, dtype)
+    exact = evaluate(request)
+    budget = error_budget(request, exact=exact)
+    assert np.isfinite(budget.output).all() and np.isfinite(budget.grads["x"]).all(), budget
+    right, grad = _reference(x, g)
+    assert not budget.misses(exact, right, {"x": grad}), budget.misses(exact, right, {"x": grad})
+    unmasked, _ = _reference(np.where(x == low, 0.0, x).astype(dtype), g)
+    assert budget.misses(exact, unmasked, {"x": grad}), f"{unmasked} is inside the budget"
 
 
 def test_the_budget_refuses_a_vjp_without_the_sum_term() -> None:

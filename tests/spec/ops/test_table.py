@@ -48,7 +48,7 @@ def one_op_request(name: str, shapes: tuple[Shape, ...], seed: int = 0) -> Reque
     """The op alone on inputs ``a``, ``b`` of ``shapes``, random dyadic values, and
     :func:`attributes`."""
     rng = np.random.default_rng(seed)
-    names = "ab"[: len(shapes)]
+    names = "abc"[: len(shapes)]
     program = Program(tuple(Input(n, s) for n, s in zip(names, shapes, strict=True)),
                       (Node("y", name, tuple(names), **attributes(name, shapes)),), "y")
     out_shape = OP_TABLE[name].shape(list(shapes), sample_params(shapes))

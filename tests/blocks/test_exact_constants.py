@@ -1,0 +1,96 @@
+"""Constants lifted to data: causal masks, additive masks and rotary tables are inputs of the
+traced program holding the module's own values, ``where`` selects by a constant mask, and the
+judgement passes the right modules and catches a ``where`` whose backward picks the wrong side.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from resverify.blocks.exact import judge_module
+from resverify.blocks.lower import NotInIR, lower
+from tests.blocks.constant_modules import CausalAttention, Rotary, WrongSideWhere
+
+X = (torch.zeros(2, 4, 8),)
+DTYPES = ["float64", "float32"]
+
+
+class Lambda(nn.Module):
+    def __init__(self, fn: object) -> None:
+        super().__init__()
+        self.fn = fn
+        self.w = nn.Parameter(torch.ones(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x, self.w)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_causal_where_mask_is_lifted_and_every_element_is_judged(dtype: str) -> None:
+    torch.manual_seed(0)
+    judgement = judge_module(CausalAttention(), X, dtype)
+    assert judgement.verdict == "pass", str(judgement)
+    # the output and x's gradient (64 each), q, k and v's weights (64) and biases (8)
+    assert judgement.elements == judgement.total == 2 * 64 + 3 * (64 + 8), str(judgement)
+    assert "where" in {n.op for n in judgement.program.nodes}
+    assert "constants lifted: " in str(judgement), str(judgement)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_an_additive_mask_is_a_lifted_constant_added(dtype: str) -> None:
+    torch.manual_seed(0)
+    judgement = judge_module(CausalAttention(additive=True, mask_value=-1e4), X, dtype)
+    assert judgement.verdict == "pass", str(judgement)
+    assert judgement.elements == judgement.total, str(judgement)
+
+
+def test_an_additive_mask_of_finfo_min_leaves_the_masked_rows_unbounded() -> None:
+    """``s + finfo.min`` reaches the dtype's largest magnitude, where the sum's rounding may
+    overflow: its bound is infinite, and so is every element it reaches. Judged, not passed."""
+    torch.manual_seed(0)
+    judgement = judge_module(CausalAttention(additive=True), X, "float32")
+    assert judgement.verdict == "partly judged", str(judgement)
+    assert judgement.elements < judgement.total, str(judgement)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rotary_tables_from_arange_cos_and_sin_are_lifted(dtype: str) -> None:
+    torch.manual_seed(0)
+    module = Rotary()
+    lowered = lower(module.to(getattr(torch, dtype)), [X[0].to(getattr(torch, dtype))])
+    assert {n.op for n in lowered.program.nodes} >= {"mul", "neg", "cat", "linear"}
+    assert len(lowered.constants) == 2, sorted(lowered.constants)  # the cos and sin tables
+    judgement = judge_module(module, X, dtype)
+    assert judgement.verdict == "pass", str(judgement)
+    assert judgement.elements == judgement.total, str(judgement)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_where_whose_backward_picks_the_wrong_side_is_caught(dtype: str) -> None:
+    torch.manual_seed(0)
+    wrong = judge_module(CausalAttention(select=WrongSideWhere.apply), X, dtype)
+    assert wrong.verdict == "fail", str(wrong)
+    assert {m.where for m in wrong.misses} & {"grad[x]", "grad[q.weight]", "grad[k.weight]"}
+    torch.manual_seed(0)
+    assert judge_module(CausalAttention(), X, dtype).passed
+
+
+def test_a_mask_that_depends_on_the_data_is_refused_by_name() -> None:
+    module = Lambda(lambda x, w: torch.where(x > 0, x * w, x))
+    with pytest.raises(NotInIR, match=r"at node where .*the mask gt depends on the data"):
+        lower(module.double(), (torch.zeros(3, 4, dtype=torch.float64),))
+
+
+def test_a_floating_constant_in_another_dtype_is_refused_by_name() -> None:
+    module = Lambda(lambda x, w: x * w * torch.arange(4, dtype=torch.float32))
+    with pytest.raises(NotInIR, match=r"the constant arange is torch.float32 \(the program is "
+                                      r"torch.float64\)"):
+        lower(module.double(), (torch.zeros(3, 4, dtype=torch.float64),))
+
+
+def test_a_boolean_constant_outside_a_where_mask_is_refused_by_name() -> None:
+    module = Lambda(lambda x, w: x * w * torch.ones(4, dtype=torch.bool))
+    with pytest.raises(NotInIR, match=r"the constant full is torch.bool \(only a where mask"):
+        lower(module.double(), (torch.zeros(3, 4, dtype=torch.float64),))
