@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import operator
 import warnings
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -65,6 +65,11 @@ class Lowered:
     matched: tuple[str, ...] = ()
     """The composites mapped to one IR op (:mod:`resverify.blocks.patterns`), as
     ``"rms_norm at mul_1"``."""
+    exported: Any = None
+    """The exported program the IR was lowered from (core ATen, the graph that was walked)."""
+    names: Mapping[str, str] = field(default_factory=dict)
+    """Each FX node's IR name (placeholders and call nodes whose value the IR holds), in
+    graph order: where the IR reads the value torch's run of that node gives."""
 
 
 class _Downstream(ResverifyError):
@@ -144,7 +149,8 @@ def _lower_graph(exported: Any, dtype: torch.dtype) -> Lowered:
     if refused or output is None:
         raise NotInIR(refused)
     return Lowered(Program(tuple(inputs), tuple(walk.nodes), output), tuple(user),
-                   tuple(state), tuple(f"{m.op} at {m.root}" for m in matches.values()))
+                   tuple(state), tuple(f"{m.op} at {m.root}" for m in matches.values()),
+                   exported, {k: v for k, v in walk.names.items() if isinstance(v, str)})
 
 
 def _inputs(exported: Any, walk: _Walk, refused: list[tuple[str, str, str]]
