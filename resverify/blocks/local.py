@@ -208,15 +208,18 @@ def _unit(program: Program, name: str, recorded: Mapping[str, Any]) -> Program:
 def _judge(program: Program, recorded: Mapping[str, torch.Tensor], dtype: str,
            accumulate: str | None) -> tuple[tuple[int, int, float], np.ndarray]:
     """``(elements with a finite bound, elements outside, worst ratio)`` of one unit's
-    recorded value against its exact value, and the ratios."""
+    recorded value against its exact value, and the ratios of the elements with a non-zero
+    bound (those of a value that must be exact are not a budget's tightness)."""
     actual = numpy_of(recorded[program.output])
     inputs = {i.name: numpy_of(recorded[i.name]) for i in program.inputs}
     request = Request(program, inputs, dtype, np.zeros(actual.shape, actual.dtype),
                       accumulate=accumulate)
     outside, bound, nearest = _outside(request, actual)
-    used = ratios(actual, nearest, bound)
-    worst = float(used.max()) if used.size else 0.0
-    return (int(used.size), int(outside.sum()), worst), used
+    rounds = bound > 0  # an exact move (reshape, permute ...) has no budget to use
+    used = ratios(actual[rounds], nearest[rounds], bound[rounds])
+    every = ratios(actual, nearest, bound)
+    worst = float(every.max()) if every.size else 0.0
+    return (int(np.isfinite(bound).sum()), int(outside.sum()), worst), used
 
 
 def _outside(request: Request, actual: np.ndarray

@@ -92,8 +92,22 @@ def narrow_layer_norm(x: torch.Tensor, shape: list[int], weight: torch.Tensor | 
     return y.to(x.dtype), mean, rstd
 
 
+def narrow_softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
+    """``_softmax`` with its exponentials rounded to bfloat16 and summed in bfloat16 (one
+    rounding per addition) before the division: the float32 intermediates lost."""
+    assert not half_to_float, "only the softmax that keeps its dtype is planted"
+    exps = torch.exp(x - x.amax(dim, keepdim=True))
+    total = exps.narrow(dim, 0, 1)
+    for k in range(1, exps.shape[dim]):
+        total = total + exps.narrow(dim, k, 1)
+    return exps / total
+
+
 NARROW_MM = {aten.mm.default: chunked_mm(4), aten.addmm.default: chunked_addmm(4)}
 """The matmul bug: products over four slices of the inner axis summed in bfloat16."""
 
 NARROW_NORM = {aten.native_layer_norm.default: narrow_layer_norm}
 """The norm bug: the mean and the centred row kept in bfloat16."""
+
+NARROW_SOFTMAX = {aten._softmax.default: narrow_softmax}
+"""The softmax bug: its exponentials and their sum kept in bfloat16."""
