@@ -70,7 +70,8 @@ class Judgement:
     decided_exactly: int
     """Elements the enclosures could not decide, decided by the exact interpreter."""
     seconds: Mapping[str, float]
-    """``trace`` (export and lowering), ``module`` (its own forward and backward), ``judge``."""
+    """``trace`` (export and lowering), ``module`` (its own forward and backward), ``judge``,
+    ``local`` (the graph's recorded run and each op judged alone)."""
     matched: tuple[str, ...] = ()
     """The composites the trace mapped to one IR op (``"rms_norm at mul"``)."""
     accumulate: str | None = None
@@ -120,7 +121,8 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     """Trace ``module`` (a copy of it, in ``dtype``), run it on inputs of ``example_args``'
     shapes drawn from ``seed``, and judge its output and every gradient element by element
     against the exact oracle (raises :class:`~resverify.blocks.lower.NotInIR` listing what
-    the IR cannot express).
+    the IR cannot express), and each op of its traced graph alone on the module's own
+    intermediate values (:attr:`Judgement.local`, :mod:`resverify.blocks.local`).
 
         >>> print(judge_module(block, (x,), "float32"))  # doctest: +SKIP
         float32: pass, 8448 elements of the output and every gradient, |error|/bound ...

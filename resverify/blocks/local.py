@@ -15,9 +15,18 @@ library declares). With exact inputs the budget is that op's own rounding alone:
 matmul that accumulates in bfloat16 where float32 is declared, or a norm computed in
 bfloat16, is outside it while the correct kernels are inside.
 
+The one-step budget: in float64 and float32 it is the spec's budget of the small program.
+In bfloat16 and float16, where the library declares float32 sums (torch's CPU kernels
+compute a low-dtype op in float32, ``at::opmath_type``, and round its result once), the
+spec's per-node budget charges each rounding to the dtype on a magnitude bound (``u·|x|@|w|``
+for a product, some ``√n`` times ``u·|x@w|``), which lets a kernel round three or four
+times; the bound used is the smaller of it and that of the declared kernel, ``e + u(|y| + e)``
+and one smallest subnormal (``e`` the unit's budget computed wholly in float32 on the same
+inputs, ``y`` the exact value): one rounding of the float32 result.
+
 Forward only: each small request carries a zero cotangent (no gradient is judged here;
 :func:`resverify.spec.enclosure.enclose` runs without its reverse pass), so the budget of
-its output is the one used.
+its output is the one used; the gradients are the whole-program judgement's.
 
 What is judged is the traced graph's run, kernel by kernel: a fused eager kernel that
 differs from the decomposed graph (``nn.TransformerEncoderLayer``'s fast path, an SDPA

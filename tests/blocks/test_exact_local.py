@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from resverify.blocks import local
 from resverify.blocks.exact import judge_module
 from tests.blocks.exact_modules import GatedMLP, LinearMLP
 from tests.blocks.planted_kernels import NARROW_MM, NARROW_NORM, NARROW_SOFTMAX, Kernels
@@ -68,6 +70,14 @@ def test_a_matmul_accumulating_in_bfloat16_is_caught_at_the_first_product() -> N
         assert not judgement.misses, "the whole-program budget was expected to allow it"
         assert judgement.verdict == "fail" and "first op out of budget: addmm " in \
             str(judgement), str(judgement)
+
+
+def test_the_matmul_bug_needs_the_one_rounding_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the declared kernel's one rounding (the spec's per-node budget alone, which
+    charges the rounding on ``u·|x|@|w|``) the four bfloat16 partial sums fit."""
+    monkeypatch.setattr(local, "_rounded_once", lambda request, enclosed: np.inf)
+    judgement = _judged(0, NARROW_MM)
+    assert judgement.local is not None and judgement.local.passed, str(judgement)
 
 
 def test_a_layer_norm_with_bfloat16_statistics_is_caught_at_the_norm() -> None:
