@@ -97,8 +97,11 @@ class Judgement:
         return "partly judged" if self.elements < self.total else "pass"
 
     def _failed(self) -> str:
-        ops = "" if self.local is None else f", {len(self.local.outside)} ops out of their own"
-        return f"FAIL ({len(self.misses)} outside the budget{ops})"
+        if self.local is None:
+            return f"FAIL ({len(self.misses)} outside the budget)"
+        ops = len(self.local.outside)
+        return (f"FAIL ({len(self.misses)} outside the budget, {ops} "
+                f"{'op' if ops == 1 else 'ops'} outside {'its' if ops == 1 else 'their'} own)")
 
     def __str__(self) -> str:
         verdict = {"fail": self._failed(),
