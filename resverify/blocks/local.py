@@ -52,6 +52,7 @@ from resverify.blocks.tightness import Tightness, numpy_of, ratios
 from resverify.spec.budget import error_budget
 from resverify.spec.compare import within
 from resverify.spec.enclosure import Enclosed, NotEnclosed, decide, enclose, fast_budget
+from resverify.spec.errors import InvalidRequest, UsageError
 from resverify.spec.exact import evaluate
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.request import Request
@@ -137,7 +138,8 @@ def record(lowered: Lowered, leaves: Mapping[str, torch.Tensor]) -> dict[str, to
     """Every tensor value of the exported graph's run on ``leaves``, by FX node name."""
     exported = lowered.exported
     if exported is None:
-        raise ValueError("a Lowered without its exported program cannot be run")
+        raise UsageError("a Lowered without its exported program cannot be run: lower the "
+                         "module with resverify.blocks.lower.lower")
     ir_of = lowered.names
     placeholders = [n for n in exported.graph.nodes if n.op == "placeholder"]
     args = [leaves[ir_of[n.name]] if n.name in ir_of else _constant(exported, spec)
@@ -274,7 +276,7 @@ def _outside_exactly(request: Request, actual: np.ndarray, asked: np.ndarray,
     ``bound`` is given)."""
     exact = evaluate(request)
     if exact.output is None:
-        raise ValueError(f"the exact interpreter rejects a unit of the trace: {exact.error}")
+        raise InvalidRequest(f"the exact interpreter rejects a unit of the trace: {exact.error}")
     if bound is None:
         bound = np.broadcast_to(error_budget(request, exact=exact).output, actual.shape)
     want = np.asarray(exact.output, dtype=object).reshape(actual.shape)
