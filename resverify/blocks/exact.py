@@ -32,14 +32,16 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 from torch import nn
 
+from resverify.blocks.local import Local, judge_ops
 from resverify.blocks.lower import Lowered, lower
 from resverify.blocks.recipe import Recipe
+from resverify.blocks.tightness import Tightness, numpy_of, ratios
 from resverify.blocks.trace import TORCH_DTYPES
 from resverify.spec.budget import Budget, Miss
 from resverify.spec.enclosure import verify
@@ -52,25 +54,6 @@ __all__ = ["judge_module", "judge_recipe"]
 ACCUMULATE = {"bfloat16": "float32", "float16": "float32"}
 """The dtype torch on CPU accumulates each dtype's sums and dot products in, where it is
 not the dtype itself (the request's ``accumulate``)."""
-
-
-@dataclass(frozen=True)
-class Tightness:
-    """The distribution of ``|error| / bound`` over the elements judged."""
-
-    median: float
-    p99: float
-    max: float
-
-    @staticmethod
-    def of(ratios: np.ndarray) -> Tightness:
-        if ratios.size == 0:
-            return Tightness(0.0, 0.0, 0.0)
-        median, p99 = np.percentile(ratios, [50, 99])
-        return Tightness(float(median), float(p99), float(ratios.max()))
-
-    def __str__(self) -> str:
-        return f"|error|/bound median {self.median:.3g}, p99 {self.p99:.3g}, max {self.max:.3g}"
 
 
 @dataclass(frozen=True)
@@ -87,7 +70,8 @@ class Judgement:
     decided_exactly: int
     """Elements the enclosures could not decide, decided by the exact interpreter."""
     seconds: Mapping[str, float]
-    """``trace`` (export and lowering), ``module`` (its own forward and backward), ``judge``."""
+    """``trace`` (export and lowering), ``module`` (its own forward and backward), ``judge``,
+    ``local`` (the graph's recorded run and each op judged alone)."""
     matched: tuple[str, ...] = ()
     """The composites the trace mapped to one IR op (``"rms_norm at mul"``)."""
     accumulate: str | None = None
@@ -101,21 +85,32 @@ class Judgement:
     constants: tuple[str, ...] = ()
     """The constants lifted to inputs (their FX node names): given the module's value,
     their gradients not judged."""
+    local: Local | None = None
+    """Each op judged alone on the module's own intermediate values, within its own one-step
+    budget (:mod:`resverify.blocks.local`); None where it was not run."""
 
     @property
     def passed(self) -> bool:
-        return not self.misses
+        """No element outside its whole-program budget and no op outside its own."""
+        return not self.misses and (self.local is None or self.local.passed)
 
     @property
     def verdict(self) -> str:
         """``fail`` (an element outside its budget), ``partly judged`` (none outside, but
         some elements had no finite bound), or ``pass`` (every element judged, none outside)."""
-        if self.misses:
+        if not self.passed:
             return "fail"
         return "partly judged" if self.elements < self.total else "pass"
 
+    def _failed(self) -> str:
+        if self.local is None:
+            return f"FAIL ({len(self.misses)} outside the budget)"
+        ops = len(self.local.outside)
+        return (f"FAIL ({len(self.misses)} outside the budget, {ops} "
+                f"{'op' if ops == 1 else 'ops'} outside {'its' if ops == 1 else 'their'} own)")
+
     def __str__(self) -> str:
-        verdict = {"fail": f"FAIL ({len(self.misses)} outside the budget)",
+        verdict = {"fail": self._failed(),
                    "partly judged": "PARTLY JUDGED"}.get(self.verdict, self.verdict)
         dtype = self.dtype if self.accumulate is None else \
             f"{self.dtype} (sums in {self.accumulate})"
@@ -128,7 +123,8 @@ class Judgement:
             head += f"; matched {', '.join(self.matched)}"
         if self.constants:
             head += f"; constants lifted: {', '.join(self.constants)}"
-        return "\n".join([head, *(f"  {m}" for m in self.misses[:5])])
+        local = [] if self.local is None else [f"  {self.local}"]
+        return "\n".join([head, *local, *(f"  {m}" for m in self.misses[:5])])
 
 
 def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
@@ -136,7 +132,8 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     """Trace ``module`` (a copy of it, in ``dtype``), run it on inputs of ``example_args``'
     shapes drawn from ``seed``, and judge its output and every gradient element by element
     against the exact oracle (raises :class:`~resverify.blocks.lower.NotInIR` listing what
-    the IR cannot express).
+    the IR cannot express), and each op of its traced graph alone on the module's own
+    intermediate values (:attr:`Judgement.local`, :mod:`resverify.blocks.local`).
 
         >>> print(judge_module(block, (x,), "float32"))  # doctest: +SKIP
         float32: pass, 8448 elements of the output and every gradient, |error|/bound ...
@@ -156,23 +153,39 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     output.backward(cotangent)
     ran = time.perf_counter()
     names = [*lowered.user_inputs, *lowered.state]
-    values = {n: _numpy(t) for n, t in zip(names, leaves, strict=True)}
-    values |= {n: _numpy(t) for n, t in lowered.constants.items()}
-    request = Request(lowered.program, values, dtype, _numpy(cotangent),
+    values = {n: numpy_of(t) for n, t in zip(names, leaves, strict=True)}
+    values |= {n: numpy_of(t) for n, t in lowered.constants.items()}
+    request = Request(lowered.program, values, dtype, numpy_of(cotangent),
                       accumulate=ACCUMULATE.get(dtype))
-    grads = {n: _numpy(t.grad if t.grad is not None else torch.zeros_like(t))
+    grads = {n: numpy_of(t.grad if t.grad is not None else torch.zeros_like(t))
              for n, t in zip(names, leaves, strict=True)}
-    verdict = verify(request, _numpy(output), grads)
+    verdict = verify(request, numpy_of(output), grads)
     unjudged = {f"grad[{n}]{tail}" for n in lowered.constants for tail in (".shape", " missing")}
     misses = tuple(m for m in verdict.misses if m.where not in unjudged)
     judged = time.perf_counter()
-    actual = {"output": _numpy(output), **{f"grad[{n}]": g for n, g in grads.items()}}
-    ratios = _ratios(actual, verdict.nearest, verdict.budget)
-    seconds = {"trace": traced - started, "module": ran - traced, "judge": judged - ran}
+    local, graph_output = judge_ops(lowered, dict(zip(names, leaves, strict=True)), dtype,
+                                    request.accumulate)
+    local = replace(local, faithful=_faithful(request, graph_output, output, grads))
+    actual = {"output": numpy_of(output), **{f"grad[{n}]": g for n, g in grads.items()}}
+    used = _ratios(actual, verdict.nearest, verdict.budget)
+    seconds = {"trace": traced - started, "module": ran - traced, "judge": judged - ran,
+               "local": time.perf_counter() - judged}
     total = sum(values.size for values in actual.values())
-    return Judgement(dtype, lowered.program, misses, ratios.size,
-                     Tightness.of(ratios), verdict.decided_exactly, seconds, lowered.matched,
-                     request.accumulate, total, request, tuple(lowered.constants))
+    return Judgement(dtype, lowered.program, misses, used.size, Tightness.of(used),
+                     verdict.decided_exactly, seconds, lowered.matched, request.accumulate,
+                     total, request=request, constants=tuple(lowered.constants), local=local)
+
+
+def _faithful(request: Request, graph: torch.Tensor, eager: torch.Tensor,
+              grads: Mapping[str, np.ndarray]) -> str:
+    """The traced graph's output against the module's eager output: ``bitwise``, or judged
+    against the whole program's budget like the eager one."""
+    if torch.equal(graph, eager.detach()):
+        return "bitwise"
+    outside = sum(m.where == "output" for m in verify(request, numpy_of(graph), grads).misses)
+    if outside:
+        return f"not bitwise, {outside} elements outside the whole-program budget"
+    return "not bitwise, within the whole-program budget"
 
 
 SIZES = {"batch": 2, "seq": 4}
@@ -218,23 +231,10 @@ def _leaves(model: nn.Module, args: Sequence[torch.Tensor], lowered: Lowered
     return inputs + [state[name] for name in lowered.state]
 
 
-def _numpy(tensor: torch.Tensor) -> np.ndarray:
-    """The values of ``tensor`` in the NumPy dtype that stores its dtype exactly."""
-    held = tensor.detach()
-    return (held.float() if held.dtype == torch.bfloat16 else held).numpy()
-
-
 def _ratios(actual: Mapping[str, np.ndarray], nearest: Mapping[str, np.ndarray],
             budget: Budget) -> np.ndarray:
-    """``|actual - exact| / bound`` for every element with a finite bound (0 where both
-    are 0, infinite for an error where the bound is 0); the exact value is the verdict's
-    float64 neighbour of it."""
-    found = []
-    for where, values in actual.items():
-        bound = budget.output if where == "output" else budget.grads[where[5:-1]]
-        bound = np.broadcast_to(np.asarray(bound, dtype=np.float64), values.shape)
-        error = np.abs(values.astype(np.float64) - nearest[where])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(error == 0, 0.0, error / bound)
-        found.append(ratio[np.isfinite(bound)].ravel())
+    """:func:`~resverify.blocks.tightness.ratios` of the output and every gradient."""
+    found = [ratios(values, nearest[where],
+                    budget.output if where == "output" else budget.grads[where[5:-1]])
+             for where, values in actual.items()]
     return np.concatenate(found) if found else np.zeros(0)

@@ -69,6 +69,11 @@ class Lowered:
     constants: Mapping[str, torch.Tensor] = field(default_factory=dict)
     """The constants lifted to inputs (:mod:`resverify.blocks.constants`), by IR name (the
     FX node's), each its realised value in the program's dtype (a mask as 0/1)."""
+    exported: Any = None
+    """The exported program the IR was lowered from (core ATen, the graph that was walked)."""
+    names: Mapping[str, str] = field(default_factory=dict)
+    """Each FX node's IR name (placeholders and call nodes whose value the IR holds), in
+    graph order: where the IR reads the value torch's run of that node gives."""
 
 
 class _Downstream(ResverifyError):
@@ -183,7 +188,8 @@ def _lower_graph(exported: Any, dtype: torch.dtype) -> Lowered:
     inputs += [Input(name, tuple(value.shape)) for name, value in walk.lifted.items()]
     return Lowered(Program(tuple(inputs), tuple(walk.nodes), output), tuple(user),
                    tuple(state), tuple(f"{m.op} at {m.root}" for m in matches.values()),
-                   dict(walk.lifted))
+                   dict(walk.lifted), exported,
+                   {k: v for k, v in walk.names.items() if isinstance(v, str)})
 
 
 def _tensor_constants(exported: Any) -> dict[str, torch.Tensor]:

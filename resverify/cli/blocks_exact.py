@@ -5,7 +5,12 @@ For each block and each dtype it claims (``--dtype`` keeps only those), one line
 verdict on every element of the output and of every gradient (the input's, each
 parameter's), the tightness of the budgets (median, 99th percentile and maximum of
 ``|error| / bound``) and the seconds; the verdict is pointwise (the inputs drawn from
-``--seed``). A block the IR cannot express yet is one line listing the ATen ops that stop it
+``--seed``). Under it, the local verdict (:mod:`resverify.blocks.local`): how many ops of
+the traced graph were judged alone on the module's own intermediate values, the tightness of
+their one-step budgets, the first op out of its budget (``first op out of budget: addmm
+(aten.addmm.default), 53 of 128 elements, |error|/bound max 29.6``), and whether the graph's
+run matched the eager one bitwise. A block fails when either verdict fails. A block the IR
+cannot express yet is one line listing the ATen ops that stop it
 (:class:`~resverify.blocks.lower.NotInIR`), and is not judged in its other dtypes.
 
 Each request judged (the traced program, the module's parameters, the drawn input and
@@ -16,8 +21,8 @@ followed by its vector and that command. Its ``vector`` record names the block, 
 and the verdict line.
 
 Exit status: 0 when every block judged passed (blocks that cannot be traced do not fail the
-run: they were not judged), 1 when an element of some block is outside its budget, 2 on a
-usage error.
+run: they were not judged), 1 when an element of some block is outside its budget or an op
+outside its own, 2 on a usage error.
 """
 
 from __future__ import annotations

@@ -65,7 +65,8 @@ def test_bert_layer_is_judged_whole_in_float64_and_partly_where_bounds_are_infin
     """Hugging Face's BertLayer traces whole (matmul, softmax, affine LayerNorm, GELU): in
     float64 every element of its output and gradients is judged and passes; in bfloat16
     the elements whose bound is infinite are not claimed, so the verdict says PARTLY
-    JUDGED with the count, never a bare pass."""
+    JUDGED with the count, never a bare pass; each of its 52 ops is judged alone on the
+    layer's own values, and none is out of its own budget."""
     pytest.importorskip("transformers")
     code = main(["blocks", "check", "--exact", "hf.BertLayer", "--dtype", "float64",
                  "--dtype", "bfloat16", "--report-dir", str(tmp_path)])
@@ -76,3 +77,6 @@ def test_bert_layer_is_judged_whole_in_float64_and_partly_where_bounds_are_infin
     assert "PARTLY JUDGED" in line and "elements of the output and every gradient judged" \
         in line, out
     assert "(0 fail, 1 partly judged)" in out and code == 0, out
+    local = out.splitlines()[out.splitlines().index(line) + 1]
+    assert local.startswith("  local: 52 ops judged on the module's own values") and \
+        "none out of budget; graph run vs eager: bitwise" in local, out

@@ -1,0 +1,51 @@
+"""How much of its budget a judged element used, and torch values as NumPy arrays.
+
+Shared by the whole-program judgement (:mod:`resverify.blocks.exact`) and the op-by-op one
+(:mod:`resverify.blocks.local`), which report their budgets' tightness the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+__all__: list[str] = []
+
+
+@dataclass(frozen=True)
+class Tightness:
+    """The distribution of ``|error| / bound`` over the elements judged."""
+
+    median: float
+    p99: float
+    max: float
+
+    @staticmethod
+    def of(ratios: np.ndarray) -> Tightness:
+        if ratios.size == 0:
+            return Tightness(0.0, 0.0, 0.0)
+        median, p99 = np.percentile(ratios, [50, 99])
+        return Tightness(float(median), float(p99), float(ratios.max()))
+
+    def __str__(self) -> str:
+        return f"|error|/bound median {self.median:.3g}, p99 {self.p99:.3g}, max {self.max:.3g}"
+
+
+def ratios(values: np.ndarray, nearest: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """``|values - nearest| / bound`` for every element with a finite bound, flattened (0
+    where the error is 0, infinite for an error where the bound is 0); ``nearest`` is a
+    float64 value near the exact one, for saying how much of its budget an element used,
+    never for a verdict."""
+    bound = np.broadcast_to(np.asarray(bound, dtype=np.float64), values.shape)
+    error = np.abs(values.astype(np.float64) - nearest)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(error == 0, 0.0, error / bound)
+    return ratio[np.isfinite(bound)].ravel()
+
+
+def numpy_of(tensor: torch.Tensor) -> np.ndarray:
+    """The values of ``tensor`` in the NumPy dtype that stores its dtype exactly."""
+    held = tensor.detach()
+    return (held.float() if held.dtype == torch.bfloat16 else held).numpy()
