@@ -75,6 +75,7 @@ from resverify.spec.ops.base import (
     unbroadcast,
 )
 from resverify.spec.ops.cat import Cat
+from resverify.spec.ops.conv2d import Conv2d
 from resverify.spec.ops.exp import EXP_ULPS, Exp
 from resverify.spec.ops.expand import Expand
 from resverify.spec.ops.gelu_erf import GELU_ERF_ULPS, GeluErf
@@ -111,6 +112,7 @@ __all__ = [
     "Add",
     "ArrayNamespace",
     "Cat",
+    "Conv2d",
     "Exp",
     "Expand",
     "GeluErf",
@@ -148,6 +150,6 @@ OP_TABLE: Mapping[str, Op] = {
                            LayerNorm(), RmsNorm(), Sigmoid(), Exp(), Silu(),
                            GeluErf(), GeluTanh(), Neg(),
                            Reshape(), Permute(), Expand(), Slice(), Cat(),
-                           Matmul(), Softmax(), SumAxes())
+                           Matmul(), Softmax(), SumAxes(), Conv2d())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""
