@@ -95,6 +95,9 @@ class Judgement:
     total: int = 0
     """Elements of the output and every gradient; those beyond :attr:`elements` have an
     infinite bound in this dtype (nothing is claimed of them)."""
+    untrained: tuple[str, ...] = ()
+    """Inputs whose gradient torch does not compute (batch norm's running statistics), so
+    none is judged."""
 
     @property
     def passed(self) -> bool:
@@ -120,6 +123,8 @@ class Judgement:
         head = f"{dtype}: {verdict}, {counted}, {self.tightness} (pointwise: these inputs)"
         if self.matched:
             head += f"; matched {', '.join(self.matched)}"
+        if self.untrained:
+            head += f"; no gradient judged of {', '.join(self.untrained)} (torch computes none)"
         return "\n".join([head, *(f"  {m}" for m in self.misses[:5])])
 
 
@@ -151,16 +156,18 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     request = Request(lowered.program, {n: _numpy(t) for n, t in zip(names, leaves, strict=True)},
                       dtype, _numpy(cotangent), accumulate=ACCUMULATE.get(dtype))
     grads = {n: _numpy(t.grad if t.grad is not None else torch.zeros_like(t))
-             for n, t in zip(names, leaves, strict=True)}
+             for n, t in zip(names, leaves, strict=True) if n not in lowered.untrained}
     verdict = verify(request, _numpy(output), grads)
+    misses = [m for m in verdict.misses  # torch computes no gradient of these to judge
+              if not any(m.where.startswith(f"grad[{n}]") for n in lowered.untrained)]
     judged = time.perf_counter()
     actual = {"output": _numpy(output), **{f"grad[{n}]": g for n, g in grads.items()}}
     ratios = _ratios(actual, verdict.nearest, verdict.budget)
     seconds = {"trace": traced - started, "module": ran - traced, "judge": judged - ran}
     total = sum(values.size for values in actual.values())
-    return Judgement(dtype, lowered.program, tuple(verdict.misses), ratios.size,
+    return Judgement(dtype, lowered.program, tuple(misses), ratios.size,
                      Tightness.of(ratios), verdict.decided_exactly, seconds, lowered.matched,
-                     request.accumulate, total)
+                     request.accumulate, total, lowered.untrained)
 
 
 SIZES = {"batch": 2, "seq": 4}
@@ -202,7 +209,7 @@ def _leaves(model: nn.Module, args: Sequence[torch.Tensor], lowered: Lowered
                          f"{len(inputs)} were given: pass every input as a tensor")
     state = dict(model.named_parameters()) | dict(model.named_buffers())
     for name in lowered.state:
-        state[name].requires_grad_(True)
+        state[name].requires_grad_(name not in lowered.untrained)
     return inputs + [state[name] for name in lowered.state]
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import operator
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -65,6 +65,9 @@ class Lowered:
     matched: tuple[str, ...] = ()
     """The composites mapped to one IR op (:mod:`resverify.blocks.patterns`), as
     ``"rms_norm at mul_1"``."""
+    untrained: tuple[str, ...] = ()
+    """The inputs torch's autograd does not differentiate (batch norm's running statistics):
+    the judge asks no gradient of them."""
 
 
 class _Downstream(ResverifyError):
@@ -79,6 +82,8 @@ class _Walk:
     names: dict[str, Any]
     nodes: list[Node]
     current: str = ""
+    frozen: set[str] = field(default_factory=set)
+    """The IR names of inputs torch's autograd does not differentiate."""
     emitted: int = 0
     """IR nodes emitted for the current FX node: the first is named after it, the next
     ``<name>.1``, ``<name>.2`` ..."""
@@ -98,6 +103,9 @@ class _Walk:
 
     def shape(self, arg: Any) -> tuple[int, ...]:
         return tuple(int(n) for n in arg.meta["val"].shape)
+
+    def untrained(self, arg: Any) -> None:
+        self.frozen.add(self.tensor(arg))
 
     def emit(self, op: str, args: Sequence[str], **attributes: Any) -> str:
         if op not in OP_TABLE:
@@ -144,7 +152,8 @@ def _lower_graph(exported: Any, dtype: torch.dtype) -> Lowered:
     if refused or output is None:
         raise NotInIR(refused)
     return Lowered(Program(tuple(inputs), tuple(walk.nodes), output), tuple(user),
-                   tuple(state), tuple(f"{m.op} at {m.root}" for m in matches.values()))
+                   tuple(state), tuple(f"{m.op} at {m.root}" for m in matches.values()),
+                   tuple(n for n in state if n in walk.frozen))
 
 
 def _inputs(exported: Any, walk: _Walk, refused: list[tuple[str, str, str]]

@@ -74,6 +74,7 @@ from resverify.spec.ops.base import (
     same_shape,
     unbroadcast,
 )
+from resverify.spec.ops.batch_norm import BatchNorm
 from resverify.spec.ops.cat import Cat
 from resverify.spec.ops.conv2d import Conv2d
 from resverify.spec.ops.exp import EXP_ULPS, Exp
@@ -111,6 +112,7 @@ __all__ = [
     "TANH_ULPS",
     "Add",
     "ArrayNamespace",
+    "BatchNorm",
     "Cat",
     "Conv2d",
     "Exp",
@@ -150,6 +152,6 @@ OP_TABLE: Mapping[str, Op] = {
                            LayerNorm(), RmsNorm(), Sigmoid(), Exp(), Silu(),
                            GeluErf(), GeluTanh(), Neg(),
                            Reshape(), Permute(), Expand(), Slice(), Cat(),
-                           Matmul(), Softmax(), SumAxes(), Conv2d())
+                           Matmul(), Softmax(), SumAxes(), Conv2d(), BatchNorm())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""
