@@ -277,6 +277,24 @@ def _batch_norm(g: Lowering, node: Any) -> tuple[str | None, ...]:
     return (g.emit("batch_norm", [g.tensor(x), stacked], eps=Fraction(eps)), None, None)
 
 
+def _group_norm(g: Lowering, node: Any) -> tuple[str | None, ...]:
+    """``native_group_norm(x, weight, bias, N, C, HxW, groups, eps)``: each group's
+    statistics are a row's, so ``layer_norm`` of x reshaped to (N, groups, C/groups·HxW),
+    reshaped back, then ``mul`` by the weight and ``add`` of the bias, each reshaped to
+    (C, 1, ...), where given. Its mean and 1/σ outputs are not expressed."""
+    x, weight, bias, n, c, hw, groups, eps = node.args
+    shape = g.shape(x)
+    rows = g.emit("reshape", [g.tensor(x)],
+                  shape=(int(n), int(groups), int(c) // int(groups) * int(hw)))
+    out = g.emit("reshape", [g.emit("layer_norm", [rows], eps=Fraction(eps))], shape=shape)
+    column = (int(c), *(1,) * (len(shape) - 2))
+    if weight is not None:
+        out = g.emit("mul", [out, g.emit("reshape", [g.tensor(weight)], shape=column)])
+    if bias is not None:
+        out = g.emit("add", [out, g.emit("reshape", [g.tensor(bias)], shape=column)])
+    return (out, None, None)
+
+
 def _reshape(g: Lowering, node: Any) -> str:
     """``view``, ``reshape``, ``squeeze``, ``unsqueeze``: ``reshape`` to the node's shape."""
     return g.emit("reshape", [g.tensor(node.args[0])], shape=g.shape(node))
@@ -395,6 +413,7 @@ ROWS: Mapping[str, Row] = {
     "aten.native_layer_norm.default": _layer_norm,
     "aten.convolution.default": _convolution,
     "aten._native_batch_norm_legit_no_training.default": _batch_norm,
+    "aten.native_group_norm.default": _group_norm,
     "aten.clone.default": _same,
     "aten.alias.default": _same,
     "aten._to_copy.default": _to_copy,

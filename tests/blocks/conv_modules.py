@@ -43,6 +43,23 @@ class ResidualConv(nn.Module):
         return x + self.conv(x)
 
 
+class GroupNormBranch(nn.Module):
+    """``y = x + conv(silu(gn(x)))``: diffusers' ResnetBlock2D branch at small size (an
+    affine ``nn.GroupNorm`` with drawn weight and bias, SiLU, a 3x3 convolution)."""
+
+    def __init__(self, channels: int, groups: int = 2, seed: int = 0) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(seed)
+        self.norm = nn.GroupNorm(groups, channels, eps=1e-6)
+        with torch.no_grad():
+            self.norm.weight.copy_(torch.randn(channels, generator=generator))
+            self.norm.bias.copy_(torch.randn(channels, generator=generator))
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv(nn.functional.silu(self.norm(x)))
+
+
 class Downsample(nn.Module):
     """A strided, grouped convolution that changes the shape (a ResNet downsampling path)."""
 

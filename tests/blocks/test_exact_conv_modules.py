@@ -18,6 +18,7 @@ from resverify.blocks.lower import lower
 from tests.blocks.conv_modules import (
     ConvBnBlock,
     Downsample,
+    GroupNormBranch,
     ResidualConv,
     conv_with_flipped_backward,
     eps_batch_norm,
@@ -36,6 +37,7 @@ def blocks() -> dict[str, nn.Module]:
         "conv depthwise 5x5": ResidualConv(CHANNELS, 5, padding=2, groups=CHANNELS),
         "downsample (stride 2, groups 2)": Downsample(CHANNELS),
         "conv, batch norm, relu block": ConvBnBlock(CHANNELS),
+        "group norm, silu, conv": GroupNormBranch(CHANNELS),
     }
 
 
@@ -64,6 +66,13 @@ def test_the_block_traces_to_conv2d_and_batch_norm_with_its_statistics_untrained
     assert ops.count("conv2d") == 2 and ops.count("batch_norm") == 2, ops
     assert sorted(lowered.untrained) == ["bn1.running_mean", "bn1.running_var",
                                          "bn2.running_mean", "bn2.running_var"]
+
+
+def test_group_norm_traces_to_layer_norm_over_each_groups_elements() -> None:
+    lowered = lower(GroupNormBranch(CHANNELS).double(), (X[0].double(),))
+    norm = next(n for n in lowered.program.nodes if n.op == "layer_norm")
+    rows = next(n for n in lowered.program.nodes if n.name == norm.args[0])
+    assert rows.op == "reshape" and rows.params == {"shape": (2, 2, 72)}, rows
 
 
 def test_a_bias_is_added_per_channel_after_the_convolution() -> None:
