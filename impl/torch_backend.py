@@ -64,7 +64,8 @@ class TorchBackend:
             layer_norm=lambda x, eps: torch.nn.functional.layer_norm(x, x.shape[-1:], eps=eps),
             rms_norm=lambda x, eps: torch.nn.functional.rms_norm(x, x.shape[-1:], eps=eps),
             gelu_erf=torch.nn.functional.gelu,
-            gelu_tanh=lambda x: torch.nn.functional.gelu(x, approximate="tanh"))
+            gelu_tanh=lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+            conv2d=lambda x, w, *geometry: torch.nn.functional.conv2d(x, w, None, *geometry))
 
     def _tensor(self, values: np.ndarray, dtype: str, grad: bool) -> Any:
         t = torch.from_numpy(np.array(values, copy=True)).to(self.device)

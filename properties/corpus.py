@@ -345,8 +345,7 @@ def _op_cases() -> Iterator[CorpusCase]:
             node = Node("y", name, tuple(names), **given, params=params)
             program = Program(tuple(Input(n, s) for n, s in zip(names, shapes, strict=True)),
                               (node,), "y")
-            values = {n: rng.integers(-8, 9, size=s) / 4.0
-                      for n, s in zip(names, shapes, strict=True)}
+            values = dict(zip(names, op.draw(rng, shapes), strict=True))
             cot = rng.integers(-8, 9, size=op.shape(list(shapes), node.attribute)) / 4.0
             tangents = {n: rng.integers(-8, 9, size=s) / 4.0
                         for n, s in zip(names, shapes, strict=True)}

@@ -251,6 +251,18 @@ def dot(a: Ball, b: Ball) -> Ball:
     return Ball(mid, np.where(safe & np.isfinite(mid), rad, INF), lo)
 
 
+def batched_dot(a: Ball, b: Ball) -> Ball:
+    """``a @ b`` by :func:`dot`, batch by batch over the leading axes (the same in both)."""
+    lead, (m, n) = a.mid.shape[:-2], (a.mid.shape[-2], b.mid.shape[-1])
+    count = math.prod(lead)
+    flat = [x.reshape((count, *x.mid.shape[-2:])) for x in (a, b)]
+    parts = [dot(*(Ball(x.mid[i], x.rad[i], x.lo[i]) for x in flat)) for i in range(count)]
+    if not parts:
+        return Ball.exact(np.zeros((*lead, m, n)))
+    return Ball(*(np.stack([getattr(p, f) for p in parts]).reshape((*lead, m, n))
+                  for f in ("mid", "rad", "lo")))
+
+
 def reduce_sum(x: Ball, axes: tuple[int, ...]) -> Ball:
     """Sum over ``axes`` (kept out of the result): exact sum of ``mid + lo`` rounded once."""
     if not axes:

@@ -6,7 +6,7 @@ function that reads the FX node and emits IR nodes through a :class:`Lowering`. 
 approximated: a row that cannot express its node exactly raises :class:`Unmapped` with the
 reason, and an overload with no row is refused by :mod:`resverify.blocks.lower`, which lists
 every such node. A row may name an IR op the table of :mod:`resverify.spec.ops` does not hold
-yet: :meth:`Lowering.emit` refuses it by name (``needs the IR op 'conv2d'``) until the op
+yet: :meth:`Lowering.emit` refuses it by name (``needs the IR op 'group_norm'``) until the op
 lands, when the row lights up unchanged. A row passes an op's attributes by name as
 keywords: an exact rational (``alpha``, ``eps``) is a :class:`~resverify.spec.ir.Node` field,
 integers (``shape``, ``perm``, ``axis`` ...) go to the node's ``params``.
@@ -67,6 +67,10 @@ class Lowering(Protocol):
         """A new IR node (refused with :class:`Unmapped` while ``op`` is not in the IR),
         its attributes by name: ``alpha``/``eps`` exact, integers (``perm=(1, 0)``) to its
         ``params``."""
+
+    def untrained(self, arg: Any) -> None:
+        """An input the library's autograd does not differentiate (batch norm's running
+        statistics): its gradient is not judged."""
 
 
 Row = Callable[[Lowering, Any], "str | tuple[str | None, ...]"]
@@ -249,6 +253,65 @@ def _layer_norm(g: Lowering, node: Any) -> tuple[str | None, ...]:
     return (out, None, None)
 
 
+def _pair(value: Sequence[int]) -> tuple[int, int]:
+    """A convolution's (height, width) pair from torch's one or two ints."""
+    both = [int(n) for n in value] * (2 if len(value) == 1 else 1)
+    return both[0], both[1]
+
+
+def _convolution(g: Lowering, node: Any) -> str:
+    """``convolution(x, w, bias, stride, padding, dilation, transposed, output_padding,
+    groups)``, 2-D and not transposed: ``conv2d``, then the bias reshaped to (O, 1, 1) and
+    added, broadcast as torch adds it (as ``addmm``'s)."""
+    x, w, bias, stride, padding, dilation, transposed, _, groups = node.args
+    if transposed:
+        raise Unmapped("a transposed convolution")
+    if len(g.shape(w)) != 4:
+        raise Unmapped(f"a {len(g.shape(w)) - 2}-D convolution (only 2-D is mapped)")
+    out = g.emit("conv2d", [g.tensor(x), g.tensor(w)], stride=_pair(stride),
+                 padding=_pair(padding), dilation=_pair(dilation), groups=int(groups))
+    if bias is None:
+        return out
+    column = g.emit("reshape", [g.tensor(bias)], shape=(g.shape(bias)[0], 1, 1))
+    return g.emit("add", [out, column])
+
+
+def _batch_norm(g: Lowering, node: Any) -> tuple[str | None, ...]:
+    """``_native_batch_norm_legit_no_training(x, weight, bias, running_mean, running_var,
+    momentum, eps)``: ``batch_norm`` of x and the four per-channel rows stacked (each
+    reshaped to (1, C), then ``cat``); the running statistics are inputs torch does not
+    differentiate. Its saved mean and 1/σ outputs are not expressed."""
+    x, weight, bias, mean, var, _, eps = node.args
+    if weight is None or bias is None:
+        raise Unmapped("a batch norm without weight or bias (the IR has no constant 1 or 0)")
+    for stat in (mean, var):
+        g.untrained(stat)
+    rows = [g.emit("reshape", [g.tensor(t)], shape=(1, g.shape(t)[0]))
+            for t in (weight, bias, mean, var)]
+    stacked = rows[0]
+    for row in rows[1:]:
+        stacked = g.emit("cat", [stacked, row], axis=0)
+    return (g.emit("batch_norm", [g.tensor(x), stacked], eps=Fraction(eps)), None, None)
+
+
+def _group_norm(g: Lowering, node: Any) -> tuple[str | None, ...]:
+    """``native_group_norm(x, weight, bias, N, C, HxW, groups, eps)``: each group's
+    statistics are a row's, so ``layer_norm`` of x reshaped to (N, groups, C/groups·HxW),
+    reshaped back, then ``mul`` by the weight and ``add`` of the bias, each reshaped to
+    (C, 1, ...), where given. Its mean and 1/σ outputs are not expressed."""
+    x, weight, bias, n, c, hw, groups, eps = node.args
+    shape = g.shape(x)
+    rows = g.emit("reshape", [g.tensor(x)],
+                  shape=(int(n), int(groups), int(c) // int(groups) * int(hw)))
+    out = g.emit("reshape", [g.emit("layer_norm", [rows], eps=Fraction(eps))], shape=shape)
+    column = (int(c), *(1,) * (len(shape) - 2))
+    if weight is not None:
+        out = g.emit("mul", [out, g.emit("reshape", [g.tensor(weight)], shape=column)])
+    if bias is not None:
+        out = g.emit("add", [out, g.emit("reshape", [g.tensor(bias)], shape=column)])
+    return (out, None, None)
+
+
 def _reshape(g: Lowering, node: Any) -> str:
     """``view``, ``reshape``, ``squeeze``, ``unsqueeze``: ``reshape`` to the node's shape."""
     return g.emit("reshape", [g.tensor(node.args[0])], shape=g.shape(node))
@@ -372,6 +435,9 @@ ROWS: Mapping[str, Row] = {
     "aten.mean.default": _mean,
     "aten.mean.dim": _mean,
     "aten.native_layer_norm.default": _layer_norm,
+    "aten.convolution.default": _convolution,
+    "aten._native_batch_norm_legit_no_training.default": _batch_norm,
+    "aten.native_group_norm.default": _group_norm,
     "aten.clone.default": _same,
     "aten.alias.default": _same,
     "aten._to_copy.default": _to_copy,

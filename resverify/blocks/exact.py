@@ -88,6 +88,9 @@ class Judgement:
     local: Local | None = None
     """Each op judged alone on the module's own intermediate values, within its own one-step
     budget (:mod:`resverify.blocks.local`); None where it was not run."""
+    untrained: tuple[str, ...] = ()
+    """Inputs whose gradient torch does not compute (batch norm's running statistics), so
+    none is judged."""
 
     @property
     def passed(self) -> bool:
@@ -123,6 +126,8 @@ class Judgement:
             head += f"; matched {', '.join(self.matched)}"
         if self.constants:
             head += f"; constants lifted: {', '.join(self.constants)}"
+        if self.untrained:
+            head += f"; no gradient judged of {', '.join(self.untrained)} (torch computes none)"
         local = [] if self.local is None else [f"  {self.local}"]
         return "\n".join([head, *local, *(f"  {m}" for m in self.misses[:5])])
 
@@ -158,10 +163,12 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     request = Request(lowered.program, values, dtype, numpy_of(cotangent),
                       accumulate=ACCUMULATE.get(dtype))
     grads = {n: numpy_of(t.grad if t.grad is not None else torch.zeros_like(t))
-             for n, t in zip(names, leaves, strict=True)}
+             for n, t in zip(names, leaves, strict=True) if n not in lowered.untrained}
     verdict = verify(request, numpy_of(output), grads)
-    unjudged = {f"grad[{n}]{tail}" for n in lowered.constants for tail in (".shape", " missing")}
-    misses = tuple(m for m in verdict.misses if m.where not in unjudged)
+    # no gradient to judge: of a lifted constant, or one torch computes none of
+    skipped = (*lowered.constants, *lowered.untrained)
+    misses = tuple(m for m in verdict.misses
+                   if not any(m.where.startswith(f"grad[{n}]") for n in skipped))
     judged = time.perf_counter()
     local, graph_output = judge_ops(lowered, dict(zip(names, leaves, strict=True)), dtype,
                                     request.accumulate)
@@ -173,7 +180,8 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     total = sum(values.size for values in actual.values())
     return Judgement(dtype, lowered.program, misses, used.size, Tightness.of(used),
                      verdict.decided_exactly, seconds, lowered.matched, request.accumulate,
-                     total, request=request, constants=tuple(lowered.constants), local=local)
+                     total, request=request, constants=tuple(lowered.constants), local=local,
+                     untrained=lowered.untrained)
 
 
 def _faithful(request: Request, graph: torch.Tensor, eager: torch.Tensor,
@@ -227,7 +235,7 @@ def _leaves(model: nn.Module, args: Sequence[torch.Tensor], lowered: Lowered
                          f"{len(inputs)} were given: pass every input as a tensor")
     state = dict(model.named_parameters()) | dict(model.named_buffers())
     for name in lowered.state:
-        state[name].requires_grad_(True)
+        state[name].requires_grad_(name not in lowered.untrained)
     return inputs + [state[name] for name in lowered.state]
 
 

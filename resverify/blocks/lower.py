@@ -74,6 +74,9 @@ class Lowered:
     names: Mapping[str, str] = field(default_factory=dict)
     """Each FX node's IR name (placeholders and call nodes whose value the IR holds), in
     graph order: where the IR reads the value torch's run of that node gives."""
+    untrained: tuple[str, ...] = ()
+    """The inputs torch's autograd does not differentiate (batch norm's running statistics):
+    the judge asks no gradient of them."""
 
 
 class _Downstream(ResverifyError):
@@ -92,6 +95,8 @@ class _Walk:
     lifted: dict[str, torch.Tensor] = field(default_factory=dict)
     """The constants read by the program so far, by IR name."""
     current: str = ""
+    frozen: set[str] = field(default_factory=set)
+    """The IR names of inputs torch's autograd does not differentiate."""
     emitted: int = 0
     """IR nodes emitted for the current FX node: the first is named after it, the next
     ``<name>.1``, ``<name>.2`` ..."""
@@ -139,6 +144,9 @@ class _Walk:
 
     def shape(self, arg: Any) -> tuple[int, ...]:
         return tuple(int(n) for n in arg.meta["val"].shape)
+
+    def untrained(self, arg: Any) -> None:
+        self.frozen.add(self.tensor(arg))
 
     def emit(self, op: str, args: Sequence[str], **attributes: Any) -> str:
         if op not in OP_TABLE:
@@ -189,7 +197,8 @@ def _lower_graph(exported: Any, dtype: torch.dtype) -> Lowered:
     return Lowered(Program(tuple(inputs), tuple(walk.nodes), output), tuple(user),
                    tuple(state), tuple(f"{m.op} at {m.root}" for m in matches.values()),
                    dict(walk.lifted), exported,
-                   {k: v for k, v in walk.names.items() if isinstance(v, str)})
+                   {k: v for k, v in walk.names.items() if isinstance(v, str)},
+                   tuple(n for n in state if n in walk.frozen))
 
 
 def _tensor_constants(exported: Any) -> dict[str, torch.Tensor]:

@@ -74,7 +74,9 @@ from resverify.spec.ops.base import (
     same_shape,
     unbroadcast,
 )
+from resverify.spec.ops.batch_norm import BatchNorm
 from resverify.spec.ops.cat import Cat
+from resverify.spec.ops.conv2d import Conv2d
 from resverify.spec.ops.exp import EXP_ULPS, Exp
 from resverify.spec.ops.expand import Expand
 from resverify.spec.ops.gelu_erf import GELU_ERF_ULPS, GeluErf
@@ -111,7 +113,9 @@ __all__ = [
     "TANH_ULPS",
     "Add",
     "ArrayNamespace",
+    "BatchNorm",
     "Cat",
+    "Conv2d",
     "Exp",
     "Expand",
     "GeluErf",
@@ -150,6 +154,6 @@ OP_TABLE: Mapping[str, Op] = {
                            LayerNorm(), RmsNorm(), Sigmoid(), Exp(), Silu(),
                            GeluErf(), GeluTanh(), Neg(),
                            Reshape(), Permute(), Expand(), Slice(), Cat(),
-                           Matmul(), Softmax(), SumAxes(), Where())
+                           Matmul(), Softmax(), SumAxes(), Where(), Conv2d(), BatchNorm())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""

@@ -172,6 +172,11 @@ class Op(ABC):
         """Why the attribute's ``value`` is refused (ends "<op>'s <attribute> ..."), or None."""
         return None
 
+    def draw(self, rng: np.random.Generator, shapes: Sequence[Shape]) -> list[np.ndarray]:
+        """Argument values for the generic op tests and the corpus on ``shapes``: ``k/4``,
+        ``|k| <= 8``; an op whose domain is narrower (batch_norm's variance) narrows them."""
+        return [rng.integers(-8, 9, size=s) / 4.0 for s in shapes]
+
     @abstractmethod
     def shape(self, shapes: Sequence[Shape], k: Any = None) -> Shape:
         """The output shape from the argument shapes (and the integer attributes ``k`` of

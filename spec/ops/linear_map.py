@@ -132,9 +132,9 @@ class Bilinear(LinearMap):
     def numpy_jvp(self, ts: Sequence[np.ndarray], args: Sequence[np.ndarray], out: np.ndarray,
                   alpha: Fraction | float | None) -> np.ndarray:
         """``f(t_a, b) + f(a, t_b)``, each rounded to the arguments' dtype, then their sum."""
-        (a, b), (ta, tb) = args, ts
-        return cast(cast(self.value(NUMPY, (ta, b), None), a)
-                    + cast(self.value(NUMPY, (a, tb), None), a), a)
+        (a, b), (ta, tb), k = args, ts, self.numpy_attribute(alpha, args[0])
+        return cast(cast(self.value(NUMPY, (ta, b), k), a)
+                    + cast(self.value(NUMPY, (a, tb), k), a), a)
 
     def error_jvp(self, at: Site, ts: Sequence[Arr], t_errs: Sequence[Fraction]) -> Fraction:
         """Each product's bound as for the forward: ``f(t_a, b)`` and ``f(a, t_b)``."""

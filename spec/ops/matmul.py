@@ -3,15 +3,11 @@ a 3-D or 4-D ``matmul`` once the batch dims are equal)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-import numpy as np
-
-from resverify.spec import ball
-from resverify.spec.ball import Ball
+from resverify.spec.ball import Ball, batched_dot
 from resverify.spec.errors import Shape, ShapeMismatch
 from resverify.spec.ops.base import ArrayNamespace, Site
 from resverify.spec.ops.linear_map import Bilinear
@@ -22,18 +18,6 @@ from resverify.spec.rounding import Bound, Ctx, dot, dots, swapped
 def _swap(m: Any) -> Any:
     """Each matrix of a batch transposed."""
     return m.swapaxes(-1, -2)
-
-
-def _batched(a: Ball, b: Ball) -> Ball:
-    """``a @ b`` by :func:`ball.dot`, batch by batch over the leading axes."""
-    lead, (m, n) = a.mid.shape[:-2], (a.mid.shape[-2], b.mid.shape[-1])
-    count = math.prod(lead)
-    flat = [x.reshape((count, *x.mid.shape[-2:])) for x in (a, b)]
-    parts = [ball.dot(*(Ball(x.mid[i], x.rad[i], x.lo[i]) for x in flat)) for i in range(count)]
-    if not parts:
-        return Ball.exact(np.zeros((*lead, m, n)))
-    return Ball(*(np.stack([getattr(p, f) for p in parts]).reshape((*lead, m, n))
-                  for f in ("mid", "rad", "lo")))
 
 
 def _swap_ball(x: Ball) -> Ball:
@@ -94,9 +78,9 @@ class Matmul(Bilinear):
     # the fast oracle's rules on balls
 
     def enclose(self, args: Sequence[Ball], alpha: Any) -> Ball:
-        return _batched(args[0], args[1])
+        return batched_dot(args[0], args[1])
 
     def enclose_vjp(self, g: Ball, args: Sequence[Ball], out: Ball, alpha: Any
                     ) -> tuple[Ball, ...]:
         a, b = args
-        return _batched(g, _swap_ball(b)), _batched(_swap_ball(a), g)
+        return batched_dot(g, _swap_ball(b)), batched_dot(_swap_ball(a), g)

@@ -283,7 +283,7 @@ def hello_engine(tmp_path: Path, capabilities: dict[str, object]) -> str:
     ("capabilities", "message"),
     [
         ({"dtypes": ["f64"], "ops": ["add"]}, "'f64' is not one of"),
-        ({"dtypes": ["float64"], "ops": ["add", "conv2d"]}, "'conv2d' is not one of"),
+        ({"dtypes": ["float64"], "ops": ["add", "group_norm"]}, "'group_norm' is not one of"),
         ({"dtypes": ["float64"]}, "'ops' is a required property"),
         ({"ops": ["add"]}, "'dtypes' is a required property"),
         ({"dtypes": [], "ops": ["add"]}, "should be non-empty"),

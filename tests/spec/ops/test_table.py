@@ -52,7 +52,7 @@ def one_op_request(name: str, shapes: tuple[Shape, ...], seed: int = 0) -> Reque
     program = Program(tuple(Input(n, s) for n, s in zip(names, shapes, strict=True)),
                       (Node("y", name, tuple(names), **attributes(name, shapes)),), "y")
     out_shape = OP_TABLE[name].shape(list(shapes), sample_params(shapes))
-    inputs = {n: rng.integers(-8, 9, size=s) / 4.0 for n, s in zip(names, shapes, strict=True)}
+    inputs = dict(zip(names, OP_TABLE[name].draw(rng, shapes), strict=True))
     return Request(program, inputs, "float64", rng.integers(-8, 9, size=out_shape) / 4.0)
 
 
