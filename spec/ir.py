@@ -29,7 +29,8 @@ from resverify.spec.errors import InvalidProgram, Shape
 from resverify.spec.ops import OP_TABLE, Params, broadcast_shapes
 from resverify.spec.ops.attributes import EXACT, IntValue, Kind, checked
 
-__all__ = ["DTYPES", "OPS", "Input", "Node", "Program", "broadcast_shapes", "infer_shapes"]
+__all__ = ["DTYPES", "OPS", "Input", "Node", "Program", "broadcast_shapes", "infer_dtypes",
+           "infer_shapes"]
 
 OPS: Mapping[str, int] = {name: op.arity for name, op in OP_TABLE.items()}
 """Op name -> number of tensor arguments (the entries are in :mod:`resverify.spec.ops`)."""
@@ -258,3 +259,18 @@ def infer_shapes(program: Program) -> dict[str, Shape]:
     for node in program.order:
         shapes[node.name] = node_shape(node.op, (shapes[a] for a in node.args), node.attribute)
     return shapes
+
+
+def infer_dtypes(program: Program, dtype: str) -> dict[str, str]:
+    """The dtype every name of ``program`` is computed in when its inputs are in ``dtype``:
+    a ``cast`` node its target, every other node its arguments' (each op's
+    :meth:`~resverify.spec.ops.Op.dtype`); InvalidProgram naming the first node whose
+    arguments disagree."""
+    dtypes = dict.fromkeys(program.input_names, dtype)
+    for node in program.order:
+        try:
+            dtypes[node.name] = OP_TABLE[node.op].dtype([dtypes[a] for a in node.args],
+                                                        node.attribute)
+        except InvalidProgram as exc:
+            raise InvalidProgram(f"node {node.name!r}: {exc}") from None
+    return dtypes

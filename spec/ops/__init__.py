@@ -74,6 +74,7 @@ from resverify.spec.ops.base import (
     same_shape,
     unbroadcast,
 )
+from resverify.spec.ops.cast import Cast
 from resverify.spec.ops.cat import Cat
 from resverify.spec.ops.exp import EXP_ULPS, Exp
 from resverify.spec.ops.expand import Expand
@@ -110,6 +111,7 @@ __all__ = [
     "TANH_ULPS",
     "Add",
     "ArrayNamespace",
+    "Cast",
     "Cat",
     "Exp",
     "Expand",
@@ -148,6 +150,6 @@ OP_TABLE: Mapping[str, Op] = {
                            LayerNorm(), RmsNorm(), Sigmoid(), Exp(), Silu(),
                            GeluErf(), GeluTanh(), Neg(),
                            Reshape(), Permute(), Expand(), Slice(), Cat(),
-                           Matmul(), Softmax(), SumAxes())
+                           Matmul(), Softmax(), SumAxes(), Cast())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""
