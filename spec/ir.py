@@ -29,8 +29,7 @@ from resverify.spec.errors import InvalidProgram, Shape
 from resverify.spec.ops import OP_TABLE, Params, broadcast_shapes
 from resverify.spec.ops.attributes import EXACT, IntValue, Kind, checked
 
-__all__ = ["DTYPES", "OPS", "Input", "Node", "Program", "broadcast_shapes", "infer_dtypes",
-           "infer_shapes"]
+__all__ = ["DTYPES", "OPS", "Input", "Node", "Program", "broadcast_shapes", "infer_shapes"]
 
 OPS: Mapping[str, int] = {name: op.arity for name, op in OP_TABLE.items()}
 """Op name -> number of tensor arguments (the entries are in :mod:`resverify.spec.ops`)."""
