@@ -25,6 +25,7 @@ from resverify.impl.interpret import array_apply, interpret
 from resverify.spec.errors import ShapeMismatch, UsageError
 from resverify.spec.ir import Node
 from resverify.spec.ops import ArrayNamespace
+from resverify.spec.ops.cast import rounded_to
 from resverify.spec.request import Request, Result, ResultError, Value
 
 Pullback = Callable[[Any], Sequence[Any]]
@@ -48,6 +49,17 @@ def _autograd_sigmoid() -> Callable[[Any], Any]:
     extend.defvjp(sigmoid, lambda ans, x: lambda g: g * ans * (1 - ans))
     extend.defjvp(sigmoid, lambda g, ans, x: g * ans * (1 - ans))
     return sigmoid
+
+
+def _autograd_cast() -> Callable[[Any, str], Any]:
+    """A cast as an autograd primitive (autograd 1.9's ``astype`` has no JVP): the value
+    rounded to the target dtype, the cotangent rounded back to the argument's, the tangent
+    rounded as the value."""
+    extend = _load("autograd.extend", "autograd")
+    cast = extend.primitive(lambda x, dtype: rounded_to(x, dtype))
+    extend.defvjp(cast, lambda ans, x, dtype: lambda g: np.asarray(g).astype(x.dtype))
+    extend.defjvp(cast, lambda g, ans, x, dtype: rounded_to(g, dtype))
+    return cast
 
 
 def _autograd_gelu_erf() -> Callable[[Any], Any]:
@@ -121,7 +133,8 @@ class _Functional:
             out, pullback = self.vjp(fn, primals)
         except ShapeMismatch as exc:
             return ResultError.mismatch(exc)
-        grads = pullback(self.array(request.cotangent, request.dtype))
+        # the cotangent in the output's dtype (a program may end in a cast)
+        grads = pullback(self.array(request.cotangent, request.dtype).astype(out.dtype))
         tangent = None
         if request.tangents is not None:
             tangents = [self.array(request.tangents[n], request.dtype) for n in names]
@@ -151,6 +164,7 @@ class JaxBackend(_Functional):
         gelu = self.jax.nn.gelu
         self.namespace = ArrayNamespace(self.xp, self.jax.nn, layer_norm=self.layer_norm,
                                         rms_norm=self.rms_norm,
+                                        cast=lambda a, dtype: a.astype(getattr(self.xp, dtype)),
                                         gelu_erf=lambda a: gelu(a, approximate=False),
                                         gelu_tanh=lambda a: gelu(a, approximate=True))
 
@@ -194,6 +208,7 @@ class AutogradBackend(_Functional):
                                         gelu_erf=_autograd_gelu_erf(),
                                         gelu_tanh=self.gelu_tanh,
                                         softmax=_autograd_softmax(),
+                                        cast=_autograd_cast(),
                                         permute_dims=self.xp.transpose,
                                         concat=self.xp.concatenate,
                                         broadcast_to=self.broadcast_to, where=self.where)

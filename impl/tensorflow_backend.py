@@ -66,6 +66,7 @@ class TensorflowBackend:
                                  rms_norm=self.rms_norm, reshape=self.tf.reshape,
                                  permute_dims=self.tf.transpose,
                                  broadcast_to=self.tf.broadcast_to, concat=self.tf.concat,
+                                 cast=lambda x, dtype: self.tf.cast(x, getattr(self.tf, dtype)),
                                  gelu_erf=lambda a: self.tf.nn.gelu(a, approximate=False),
                                  gelu_tanh=lambda a: self.tf.nn.gelu(a, approximate=True))
 

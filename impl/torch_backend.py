@@ -61,6 +61,7 @@ class TorchBackend:
             modes=("vjp", "jvp"))
         self.xp = ArrayNamespace(
             torch, torch.nn.functional, permute_dims=torch.permute,
+            cast=lambda x, dtype: x.to(getattr(torch, dtype)),
             layer_norm=lambda x, eps: torch.nn.functional.layer_norm(x, x.shape[-1:], eps=eps),
             rms_norm=lambda x, eps: torch.nn.functional.rms_norm(x, x.shape[-1:], eps=eps),
             gelu_erf=torch.nn.functional.gelu,

@@ -21,6 +21,10 @@ It is done element by element on NumPy float64 arrays:
   gradient parts with ``gamma_{k-1}`` (here, in the dtype: autodiff adds them one by one
   in it), a norm's argument gradient counting as the several parts that
   autodiff through its composition delivers (a :class:`~resverify.spec.rounding.Parts`).
+* Each value is computed in its own dtype (:func:`contexts`): the inputs in the
+  request's, a ``cast`` node in its target, every other node in its arguments' (they must
+  agree); each op's rules run with that dtype's ``u``, and the declared ``accumulate``
+  holds where that dtype is the request's own.
 * Every rounding that could land in the subnormal range adds one smallest subnormal per
   product (sums of floats are exact there). Flush-to-zero backends are not covered.
 * Forward mode: the output tangent ``J t`` is computed alongside the value, each op's
@@ -50,10 +54,10 @@ import numpy as np
 from resverify.spec.compare import cells, decimal
 from resverify.spec.errors import InvalidRequest
 from resverify.spec.exact import ExactResult, Trace, evaluate
-from resverify.spec.ir import DTYPES, Node
+from resverify.spec.ir import DTYPES, Node, infer_dtypes
 from resverify.spec.ops import OP_TABLE, Site
 from resverify.spec.request import Request
-from resverify.spec.rounding import INF, TINY, UNIT_ROUNDOFF, Bound, Ctx, Parts, up
+from resverify.spec.rounding import INF, UNIT_ROUNDOFF, Bound, Ctx, Parts, holds, up
 
 __all__ = ["UNIT_ROUNDOFF", "Budget", "error_budget"]
 
@@ -168,7 +172,8 @@ def error_budget(request: Request, dtype: str | None = None, *,
     forward trace. When ``dtype`` is narrower than the request's, rounding the inputs, the
     cotangent and the tangents to it is charged too. The request's declared accumulation
     dtype (``request.accumulate``) holds for the request's own dtype only: a budget in
-    another dtype assumes every operation in that dtype. A request with tangents (forward mode)
+    another dtype assumes every operation in that dtype, but for the casts (a cast's source
+    must then be that dtype: InvalidProgram otherwise). A request with tangents (forward mode)
     gets a tangent bound as well.
     """
     dtype = request.dtype if dtype is None else dtype
@@ -177,14 +182,15 @@ def error_budget(request: Request, dtype: str | None = None, *,
     exact = evaluate(request) if exact is None or exact.trace is None else exact
     if exact.error is not None or exact.trace is None or request.cotangent is None:
         raise InvalidRequest(f"no budget for a request the spec rejects: {exact.error}")
-    wide = request.accumulate if dtype == request.dtype else None
-    ctx = Ctx(dtype, float(UNIT_ROUNDOFF[dtype]), float(TINY[dtype]), wide)
+    ctx, leaf = contexts(request, dtype), Ctx.of(dtype)
     trace, rounds = exact.trace, dtype != request.dtype
-    bounds = {n: _leaf(ctx, v, rounds) for n, v in request.inputs.items()}
+    bounds = {n: _leaf(leaf, v, rounds) for n, v in request.inputs.items()}
     for node in request.program.order:
-        bounds[node.name] = OP_TABLE[node.op].budget(ctx, _site(trace, node),
+        bounds[node.name] = OP_TABLE[node.op].budget(ctx[node.name], _site(trace, node),
                                                      [bounds[a] for a in node.args])
-    grads = _reverse(ctx, request, trace, bounds, _leaf(ctx, request.cotangent, rounds))
+    last = ctx[request.program.output]  # the cotangent arrives in the output's dtype
+    cot = _leaf(last, request.cotangent, rounds or not holds(last.dtype, dtype))
+    grads = _reverse(ctx, request, trace, bounds, cot)
     slack, out = up(exact.slack), bounds[request.program.output]
     tangent = None if request.tangents is None else _tangent(ctx, request, trace, bounds, rounds)
     return Budget(output=_final(out.err + slack),
@@ -194,14 +200,27 @@ def error_budget(request: Request, dtype: str | None = None, *,
                   tangent_magnitude=None if tangent is None else tangent.mag)
 
 
-def _tangent(c: Ctx, request: Request, trace: Trace, bounds: Mapping[str, Bound],
-             rounds: bool) -> Bound:
+def contexts(request: Request, dtype: str) -> dict[str, Ctx]:
+    """Each name's :class:`Ctx`: the dtype it is computed in when the inputs are in ``dtype``
+    (:func:`~resverify.spec.ir.infer_dtypes`: a ``cast`` its target, any other node its
+    arguments'), with the request's declared accumulation where that is the request's own
+    dtype. Other dtypes accumulate in themselves: a float32 node of a bfloat16 layer (an
+    upcast norm, torch's float32 softmax) sums in float32 as torch on CPU does. A program
+    without casts has one context, today's."""
+    dtypes = infer_dtypes(request.program, dtype)
+    made = {own: Ctx.of(own, request.accumulate if own == dtype == request.dtype else None)
+            for own in set(dtypes.values())}
+    return {name: made[own] for name, own in dtypes.items()}
+
+
+def _tangent(c: Mapping[str, Ctx], request: Request, trace: Trace,
+             bounds: Mapping[str, Bound], rounds: bool) -> Bound:
     """The output tangent's bound: each op's ``budget_jvp`` along the forward order."""
     assert request.tangents is not None
-    tangents = {n: _leaf(c, v, rounds) for n, v in request.tangents.items()}
+    tangents = {n: _leaf(c[n], v, rounds) for n, v in request.tangents.items()}
     for node in request.program.order:
         tangents[node.name] = OP_TABLE[node.op].budget_jvp(
-            c, _site(trace, node), [bounds[a] for a in node.args], bounds[node.name],
+            c[node.name], _site(trace, node), [bounds[a] for a in node.args], bounds[node.name],
             [tangents[a] for a in node.args])
     return tangents[request.program.output]
 
@@ -211,21 +230,25 @@ def _leaf(c: Ctx, values: np.ndarray, rounds: bool) -> Bound:
     return c.done(mag, c.u * mag + c.tiny) if rounds else Bound(mag, np.zeros_like(mag))
 
 
-def _reverse(c: Ctx, request: Request, trace: Trace, bounds: Mapping[str, Bound],
-             cot: Bound) -> dict[str, Bound]:
+def _reverse(c: Mapping[str, Ctx], request: Request, trace: Trace,
+             bounds: Mapping[str, Bound], cot: Bound) -> dict[str, Bound]:
+    """Each input's gradient bound: each node's ``budget_vjp`` in its own dtype, the parts of
+    a value's gradient summed in the value's dtype."""
     parts: dict[str, list[Bound]] = {request.program.output: [cot]}
     for node in reversed(request.program.order):
         if node.name not in parts:
             continue
-        g = _accumulate(c, parts.pop(node.name))
+        own = c[node.name]
+        g = _accumulate(own, parts.pop(node.name))
         args = [bounds[a] for a in node.args]
-        op_parts = OP_TABLE[node.op].budget_vjp(c, _site(trace, node), args, bounds[node.name], g)
+        op_parts = OP_TABLE[node.op].budget_vjp(own, _site(trace, node), args,
+                                                bounds[node.name], g)
         for arg, part in zip(node.args, op_parts, strict=True):
             parts.setdefault(arg, []).append(part)
     out = {}
     for name, value in request.inputs.items():
         zero = np.zeros(np.shape(value))
-        out[name] = _accumulate(c, parts[name]) if name in parts else Bound(zero, zero)
+        out[name] = _accumulate(c[name], parts[name]) if name in parts else Bound(zero, zero)
     return out
 
 

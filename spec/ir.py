@@ -258,3 +258,18 @@ def infer_shapes(program: Program) -> dict[str, Shape]:
     for node in program.order:
         shapes[node.name] = node_shape(node.op, (shapes[a] for a in node.args), node.attribute)
     return shapes
+
+
+def infer_dtypes(program: Program, dtype: str) -> dict[str, str]:
+    """The dtype every name of ``program`` is computed in when its inputs are in ``dtype``:
+    a ``cast`` node its target, every other node its arguments' (each op's
+    :meth:`~resverify.spec.ops.Op.dtype`); InvalidProgram naming the first node whose
+    arguments disagree."""
+    dtypes = dict.fromkeys(program.input_names, dtype)
+    for node in program.order:
+        try:
+            dtypes[node.name] = OP_TABLE[node.op].dtype([dtypes[a] for a in node.args],
+                                                        node.attribute)
+        except InvalidProgram as exc:
+            raise InvalidProgram(f"node {node.name!r}: {exc}") from None
+    return dtypes

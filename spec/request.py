@@ -18,7 +18,7 @@ from typing import Final, Literal, TypeAlias
 import numpy as np
 
 from resverify.spec.errors import BadResult, InvalidRequest, Shape, ShapeMismatch
-from resverify.spec.ir import DTYPES, Program, infer_shapes
+from resverify.spec.ir import DTYPES, Program, infer_dtypes, infer_shapes
 from resverify.spec.rounding import accumulation
 
 ErrorKind = Literal["shape_mismatch", "unsupported", "backend_error"]
@@ -204,8 +204,9 @@ Result: TypeAlias = Value | ResultError
 def check_form(request: Request, value: Value) -> None:
     """Raise :class:`BadResult` unless ``value`` has the form ``request`` declares: the output
     and one gradient per input (no other key), plus the output tangent exactly when the
-    request carried tangents, each a NumPy array of the declared shape in the request's
-    storage dtype.
+    request carried tangents, each a NumPy array of the declared shape in the storage dtype
+    of its own dtype: the request's for the gradients, the output's for the output and the
+    tangent (the request's, unless the program ends in a ``cast``).
 
     The message names the array and both sides, e.g. ``grads['w']: gives shape [2], spec
     declares [2, 2]``; callers add who answered and the request.
@@ -225,12 +226,14 @@ def check_form(request: Request, value: Value) -> None:
     if not request.forward_mode and value.tangent is not None:
         raise BadResult("tangent: gives one, spec declares none (the request carried no "
                         "input tangents)")
-    want = storage_dtype(request.dtype)
-    declared = [("output", value.output, shape)] + [
-        (f"grads[{k!r}]", grads[k], request.inputs[k].shape) for k in sorted(grads)]
+    ends = infer_dtypes(request.program, request.dtype)[request.program.output]
+    declared = [("output", value.output, shape, ends)] + [
+        (f"grads[{k!r}]", grads[k], request.inputs[k].shape, request.dtype)
+        for k in sorted(grads)]
     if value.tangent is not None:
-        declared.append(("tangent", value.tangent, shape))
-    for what, raw, expected in declared:
+        declared.append(("tangent", value.tangent, shape, ends))
+    for what, raw, expected, dtype in declared:
+        want = storage_dtype(dtype)
         if not isinstance(raw, np.ndarray | np.generic):
             raise BadResult(f"{what}: gives a {type(raw).__name__}, spec declares an array")
         array = np.asarray(raw)
@@ -239,4 +242,4 @@ def check_form(request: Request, value: Value) -> None:
                             f"spec declares {list(expected)}")
         if array.dtype != want:
             raise BadResult(f"{what}: gives dtype {array.dtype}, spec declares {want} "
-                            f"(the storage dtype of {request.dtype})")
+                            f"(the storage dtype of {dtype})")

@@ -92,6 +92,13 @@ class Parts(Bound):
     size: np.ndarray
 
 
+def holds(wide: str, narrow: str) -> bool:
+    """Whether every ``narrow`` value is a ``wide`` value (precision, range and subnormals):
+    a cast from ``narrow`` to ``wide`` is exact."""
+    return (UNIT_ROUNDOFF[wide] <= UNIT_ROUNDOFF[narrow] and LARGEST[wide] >= LARGEST[narrow]
+            and TINY[wide] <= TINY[narrow])
+
+
 def accumulation(dtype: str, accumulate: str | None) -> str | None:
     """``accumulate`` checked against ``dtype``: None (no declaration: every operation in
     ``dtype``), or a dtype at least as precise and of at least the range (a bfloat16 value
@@ -118,6 +125,11 @@ class Ctx:
     u: float
     tiny: float
     accumulate: str | None = None
+
+    @staticmethod
+    def of(dtype: str, accumulate: str | None = None) -> Ctx:
+        """The context of ``dtype`` (its ``u`` and smallest subnormal as floats)."""
+        return Ctx(dtype, float(UNIT_ROUNDOFF[dtype]), float(TINY[dtype]), accumulate)
 
     def gamma(self, n: int) -> float:
         return gamma(n, self.dtype)

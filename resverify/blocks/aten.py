@@ -15,9 +15,9 @@ The view and shape ops are exact moves: ``view``/``reshape``/``squeeze``/``unsqu
 ``reshape`` to the node's own shape, ``permute``/``transpose``/``t`` are ``permute``,
 ``slice``/``select``/``split`` are ``slice`` s (``select`` then drops its axis by ``reshape``),
 an n-way ``cat`` is a chain of two-way ``cat`` s, and ``clone``, ``alias`` and a copy to the
-same dtype are the argument itself. ``sub`` is ``add`` of ``neg``, ``x ** 2`` is ``mul(x, x)``
-(``x ** 3`` one more ``mul``), ``addmm(b, x, w)`` is ``linear`` then the bias added,
-broadcast as torch expands it.
+same dtype are the argument itself; a copy to another floating dtype is a ``cast``.
+``sub`` is ``add`` of ``neg``, ``x ** 2`` is ``mul(x, x)`` (``x ** 3`` one more ``mul``),
+``addmm(b, x, w)`` is ``linear`` then the bias added, broadcast as torch expands it.
 
 Constants are kept exact: a Python scalar ``c`` of ``x * c`` becomes ``scale`` by
 ``Fraction(c)``, the exact value of the float torch was given (the budget of ``scale``
@@ -36,6 +36,7 @@ from fractions import Fraction
 from typing import Any, Protocol
 
 from resverify.spec.errors import ResverifyError
+from resverify.spec.ir import DTYPES
 
 __all__: list[str] = []
 
@@ -194,13 +195,25 @@ def _check_only(g: Lowering, node: Any) -> tuple[str | None, ...]:
     return ()
 
 
+def _dtype_name(dtype: Any) -> str | None:
+    """The IR's name of a floating torch dtype (``torch.bfloat16`` -> ``"bfloat16"``), None
+    for any other."""
+    name = str(dtype).removeprefix("torch.")
+    return name if name in DTYPES else None
+
+
 def _to_copy(g: Lowering, node: Any) -> str:
-    """``_to_copy`` / ``to.dtype``: a copy, as long as it keeps the dtype (a cast to another
-    dtype is not in the IR yet)."""
+    """``_to_copy`` / ``to.dtype``: the argument itself when the dtype stays, a ``cast`` to
+    another floating dtype (rounded once; exact when it widens)."""
+    x = node.args[0]
+    source = x.meta["val"].dtype
     wanted = node.kwargs.get("dtype", node.args[1] if len(node.args) > 1 else None)
-    if wanted is not None and wanted != node.args[0].meta["val"].dtype:
-        raise Unmapped(f"a cast to {wanted} (no cast op in the IR)")
-    return g.tensor(node.args[0])
+    if wanted is None or wanted == source:
+        return g.tensor(x)
+    target = _dtype_name(wanted)
+    if target is None or _dtype_name(source) is None:
+        raise Unmapped(f"a cast from {source} to {wanted} (only floating dtypes are cast)")
+    return g.emit("cast", [g.tensor(x)], source=_dtype_name(source), target=target)
 
 
 def _reduced(g: Lowering, node: Any) -> tuple[str, int]:

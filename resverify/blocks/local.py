@@ -55,7 +55,7 @@ from resverify.spec.compare import within
 from resverify.spec.enclosure import Enclosed, NotEnclosed, decide, enclose, fast_budget
 from resverify.spec.errors import InvalidRequest, UsageError
 from resverify.spec.exact import evaluate
-from resverify.spec.ir import Input, Node, Program
+from resverify.spec.ir import Input, Node, Program, infer_dtypes
 from resverify.spec.request import Request
 from resverify.spec.rounding import INF, LARGEST, TINY, UNIT_ROUNDOFF
 
@@ -124,12 +124,17 @@ def judge_ops(lowered: Lowered, leaves: Mapping[str, torch.Tensor], dtype: str,
     owner = _owners(lowered)
     units = []
     found: list[np.ndarray] = []
+    computed = infer_dtypes(lowered.program, dtype)
     for node in lowered.program.nodes:
         if owner.get(node.name) is None:
             continue
         program = _unit(lowered.program, node.name, values)
         fx, target = targets[owner[node.name]]
-        unit, used = _judge(program, values, dtype, accumulate, target in ROUNDS_ONCE)
+        # a unit is judged in the dtype its inputs are computed in (after a cast, float32
+        # in a bfloat16 layer: there it sums in float32 itself, nothing wider declared)
+        within = computed[program.inputs[0].name] if program.inputs else dtype
+        unit, used = _judge(program, values, within, accumulate if within == dtype else None,
+                            target in ROUNDS_ONCE)
         elements, outside, worst = unit
         units.append(Unit(fx, target, elements, outside, worst))
         found.append(used)

@@ -83,9 +83,16 @@ class _Downstream(ResverifyError):
     """An argument was itself refused: the node is skipped, not listed again."""
 
 
+_DTYPE_NAMES = {torch.float64: "float64", torch.float32: "float32",
+                torch.float16: "float16", torch.bfloat16: "bfloat16"}
+"""The IR's name of each floating torch dtype."""
+
+
 @dataclass
 class _Walk:
-    """The walk's state: each FX node's IR name(s), the nodes emitted, the dtype."""
+    """The walk's state: each FX node's IR name(s), the nodes emitted, the program's dtype
+    (its inputs'), and the dtype each IR value is computed in where it is not that one (a
+    ``cast`` and what follows it: :func:`~resverify.spec.ir.infer_dtypes`' rule)."""
 
     dtype: torch.dtype
     names: dict[str, Any]
@@ -94,6 +101,7 @@ class _Walk:
     """Every constant node's realised value (:func:`resverify.blocks.constants.fold`)."""
     lifted: dict[str, torch.Tensor] = field(default_factory=dict)
     """The constants read by the program so far, by IR name."""
+    dtypes: dict[str, str] = field(default_factory=dict)
     current: str = ""
     frozen: set[str] = field(default_factory=set)
     """The IR names of inputs torch's autograd does not differentiate."""
@@ -148,6 +156,10 @@ class _Walk:
     def untrained(self, arg: Any) -> None:
         self.frozen.add(self.tensor(arg))
 
+    def dtype_of(self, name: str) -> str:
+        """The dtype the IR value ``name`` is computed in."""
+        return self.dtypes.get(name, _DTYPE_NAMES[self.dtype])
+
     def emit(self, op: str, args: Sequence[str], **attributes: Any) -> str:
         if op not in OP_TABLE:
             raise Unmapped(f"needs the IR op {op!r}")
@@ -158,6 +170,11 @@ class _Walk:
             node = Node(name, op, tuple(args), **exact, params=params)
         except (TypeError, InvalidProgram) as exc:  # a row's attributes the op does not take
             raise Unmapped(f"the IR's {op} refuses attributes {attributes}: {exc}") from None
+        try:
+            self.dtypes[name] = OP_TABLE[op].dtype([self.dtype_of(a) for a in node.args],
+                                                   node.attribute)
+        except InvalidProgram as exc:  # torch promotes; the IR computes in one dtype
+            raise Unmapped(f"{exc} (torch promotes them)") from None
         self.nodes.append(node)
         self.emitted += 1
         return name
@@ -258,7 +275,7 @@ def _visit(walk: _Walk, node: Any, refused: list[tuple[str, str, str]],
         if row is None:
             raise Unmapped("")
         value = row(walk, node)
-        _check_dtype(walk, node)
+        _check_dtype(walk, node, value)
         walk.names[node.name] = value
     except _Downstream:
         return
@@ -277,12 +294,17 @@ def _item(walk: _Walk, node: Any) -> str:
     return str(picked)
 
 
-def _check_dtype(walk: _Walk, node: Any) -> None:
+def _check_dtype(walk: _Walk, node: Any, value: str | tuple[str | None, ...]) -> None:
+    """Refuse a node whose value torch computes in another dtype than its IR value (a
+    reduction with ``dtype=``, a promotion the row does not cast for)."""
     values = node.meta.get("val")
-    for value in values if isinstance(values, tuple | list) else (values,):
-        if isinstance(value, torch.Tensor) and value.dtype != walk.dtype:
-            raise Unmapped(f"computes in {value.dtype}, the program is {walk.dtype} "
-                           "(mixed precision is not in the IR)")
+    tensors = values if isinstance(values, tuple | list) else (values,)
+    names = value if isinstance(value, tuple) else (value,)
+    for tensor, name in zip(tensors, names, strict=False):
+        if isinstance(tensor, torch.Tensor) and name is not None and \
+                _DTYPE_NAMES.get(tensor.dtype) != walk.dtype_of(name):
+            raise Unmapped(f"computes in {tensor.dtype}, its IR value in "
+                           f"{walk.dtype_of(name)}")
 
 
 def _output(walk: _Walk, node: Any, refused: list[tuple[str, str, str]]) -> str | None:

@@ -75,6 +75,7 @@ from resverify.spec.ops.base import (
     unbroadcast,
 )
 from resverify.spec.ops.batch_norm import BatchNorm
+from resverify.spec.ops.cast import Cast
 from resverify.spec.ops.cat import Cat
 from resverify.spec.ops.conv2d import Conv2d
 from resverify.spec.ops.exp import EXP_ULPS, Exp
@@ -114,6 +115,7 @@ __all__ = [
     "Add",
     "ArrayNamespace",
     "BatchNorm",
+    "Cast",
     "Cat",
     "Conv2d",
     "Exp",
@@ -154,6 +156,6 @@ OP_TABLE: Mapping[str, Op] = {
                            LayerNorm(), RmsNorm(), Sigmoid(), Exp(), Silu(),
                            GeluErf(), GeluTanh(), Neg(),
                            Reshape(), Permute(), Expand(), Slice(), Cat(),
-                           Matmul(), Softmax(), SumAxes(), Where(), Conv2d(), BatchNorm())
+                           Matmul(), Softmax(), SumAxes(), Where(), Conv2d(), BatchNorm(), Cast())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""

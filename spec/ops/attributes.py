@@ -9,8 +9,9 @@ name, the protocol schema gives each its kind's :attr:`Kind.schema`, and
 Two families of kind. An exact rational (:data:`EXACT`: scale's ``alpha``, the norms'
 ``eps``) is a field of the node of its own name, as it always was, and the rules receive
 it as a Fraction. Integers (:data:`INT`, :data:`INTS`: a shape, a permutation, an axis,
-a slice's bounds) and flags (:data:`BOOL`: a reduction's ``keepdim``) are held together in
-one :class:`Params` mapping, which the rules of such an op receive in place of a
+a slice's bounds), flags (:data:`BOOL`: a reduction's ``keepdim``) and dtype names
+(:data:`DTYPE`: a cast's ``target`` and ``source``) are held together in one
+:class:`Params` mapping, which the rules of such an op receive in place of a
 rational. An op takes one or the other, never both (``tests/spec/ops/test_table.py`` holds it).
 """
 
@@ -21,11 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from resverify.spec.errors import InvalidProgram, Shape
+from resverify.spec.rounding import UNIT_ROUNDOFF
 
 __all__ = ["Params", "Sample", "sample_params"]
 
-IntValue = int | tuple[int, ...]
-"""An integer attribute's value: one int (a bool for a flag) or a tuple of ints."""
+IntValue = int | tuple[int, ...] | str
+"""A :class:`Params` attribute's value: one int (a bool for a flag), a tuple of ints, or a
+dtype name."""
 
 _NATURAL = {"type": "integer", "minimum": 0}
 
@@ -42,6 +45,7 @@ EXACT = Kind("an exact rational", {"$ref": "#/$defs/alpha"})
 INT = Kind("a non-negative int", _NATURAL)
 INTS = Kind("a list of non-negative ints", {"type": "array", "items": _NATURAL})
 BOOL = Kind("a boolean", {"type": "boolean"})
+DTYPE = Kind(f"a dtype name ({', '.join(UNIT_ROUNDOFF)})", {"enum": list(UNIT_ROUNDOFF)})
 
 
 def _natural(value: object) -> bool:
@@ -49,7 +53,7 @@ def _natural(value: object) -> bool:
 
 
 def checked(kind: Kind, value: object, where: str) -> IntValue:
-    """``value`` as an integer attribute of ``kind`` (a list becomes a tuple), or
+    """``value`` as a Params attribute of ``kind`` (a list becomes a tuple), or
     InvalidProgram naming ``where`` and the value."""
     if kind is INT and _natural(value):
         assert isinstance(value, int)
@@ -57,6 +61,8 @@ def checked(kind: Kind, value: object, where: str) -> IntValue:
     if kind is INTS and isinstance(value, (list, tuple)) and all(map(_natural, value)):
         return tuple(value)
     if kind is BOOL and isinstance(value, bool):
+        return value
+    if kind is DTYPE and isinstance(value, str) and value in UNIT_ROUNDOFF:
         return value
     raise InvalidProgram(f"{where} must be {kind.name}, got {value!r}")
 
@@ -108,6 +114,11 @@ class Params(Mapping[str, IntValue]):
     def ints(self, name: str) -> tuple[int, ...]:
         value = self[name]
         assert isinstance(value, tuple)
+        return value
+
+    def dtype(self, name: str) -> str:
+        value = self[name]
+        assert isinstance(value, str)
         return value
 
 

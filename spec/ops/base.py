@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from resverify.spec.ball import Ball, NotEnclosed
-from resverify.spec.errors import Shape, ShapeMismatch, UsageError
+from resverify.spec.errors import InvalidProgram, Shape, ShapeMismatch, UsageError
 from resverify.spec.ops.attributes import EXACT, Kind
 from resverify.spec.rational import Arr
 from resverify.spec.rounding import Bound, Ctx
@@ -181,6 +181,14 @@ class Op(ABC):
     def shape(self, shapes: Sequence[Shape], k: Any = None) -> Shape:
         """The output shape from the argument shapes (and the integer attributes ``k`` of
         an op that takes them), or ShapeMismatch."""
+
+    def dtype(self, dtypes: Sequence[str], k: Any = None) -> str:
+        """The dtype the op computes in from its arguments' (``cast`` alone changes it): the
+        arguments' one dtype, or InvalidProgram when they disagree."""
+        if len(set(dtypes)) > 1:
+            raise InvalidProgram(f"{self.name}'s arguments are in {' and '.join(dtypes)}: a "
+                                 "node computes in one dtype (cast an argument)")
+        return dtypes[0]
 
     @abstractmethod
     def exact(self, args: Sequence[Arr], alpha: Any) -> Arr:

@@ -183,3 +183,31 @@ class GatedMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.norm(x)
         return x + self.down(nn.functional.silu(self.gate(h)) * self.up(h))
+
+
+class HFRMSNorm(nn.Module):
+    """Hugging Face's ``LlamaRMSNorm``, written as it is: the row upcast to float32, its mean
+    square and ``rsqrt`` in float32, the normalised row cast back to the input's dtype and
+    then scaled by the weight (``upcast=False``: all of it in the input's dtype)."""
+
+    def __init__(self, width: int, eps: float = 1e-6, upcast: bool = True) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(5)
+        self.weight = nn.Parameter(1 + 0.1 * torch.randn(width, generator=generator))
+        self.eps = eps
+        self.upcast = upcast
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.to(torch.float32) if self.upcast else x
+        variance = h.pow(2).mean(-1, keepdim=True)
+        h = h * torch.rsqrt(variance + self.eps)
+        return self.weight * h.to(x.dtype)
+
+
+class UpcastOnlyWhenTraced(HFRMSNorm):
+    """A planted precision bug: the trace sees the upcast (what the layer documents), the
+    eager run computes the norm in the input's dtype, as a kernel that dropped the upcast."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.upcast = torch.compiler.is_exporting()
+        return super().forward(x)

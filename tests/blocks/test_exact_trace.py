@@ -133,10 +133,18 @@ def test_attributes_an_ir_op_does_not_take_are_a_refusal_not_a_crash() -> None:
     assert walk.nodes == []
 
 
-def test_a_computation_in_another_dtype_is_refused_as_a_cast() -> None:
-    with pytest.raises(NotInIR) as caught:
-        lower(Lambda(lambda x: torch.tanh(x.float()).double()), (X,))
-    assert "a cast to torch.float32" in str(caught.value)
+def test_a_computation_in_another_dtype_is_traced_between_two_casts() -> None:
+    lowered = lower(Lambda(lambda x: torch.tanh(x.float()).double()), (X,))
+    assert lowered.program.describe() == ("cast(tanh(cast(x, source=float64, target=float32)), "
+                                          "source=float32, target=float64)")
+
+
+def test_a_cast_to_a_non_floating_dtype_and_a_promotion_are_listed_refusals() -> None:
+    with pytest.raises(NotInIR, match="only floating dtypes are cast"):
+        lower(Lambda(lambda x: x.to(torch.int64).double()), (X,))
+    with pytest.raises(NotInIR, match=r"mul's arguments are in float64 and float32: .*"
+                                      r"\(torch promotes them\)"):
+        lower(Lambda(lambda x: x * x.float()), (X,))
 
 
 def test_transformer_encoder_layer_traces_whole_with_its_masked_row_guard_a_constant() -> None:
