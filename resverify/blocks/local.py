@@ -89,6 +89,9 @@ class Local:
     faithful: str = ""
     """How the graph's recorded output compares with the module's eager output:
     ``bitwise``, or against the whole-program budget (filled in by the caller)."""
+    unjudged: tuple[str, ...] = ()
+    """The units not judged: an input the module computed is infinite or NaN (a ``-inf``
+    mask), which no exact value of the IR's real arithmetic stands for."""
 
     @property
     def outside(self) -> tuple[Unit, ...]:
@@ -106,6 +109,10 @@ class Local:
     def __str__(self) -> str:
         head = f"local: {len(self.units)} ops judged on the module's own values, {self.tightness}"
         tail = f"; graph run vs eager: {self.faithful}" if self.faithful else ""
+        if self.unjudged:
+            tail = (f"; {len(self.unjudged)} not judged (an infinite input: "
+                    f"{', '.join(self.unjudged[:3])}{' ...' if len(self.unjudged) > 3 else ''})"
+                    + tail)
         if self.first is None:
             return f"{head}, none out of budget{tail}"
         return (f"{head}; {len(self.outside)} out of budget, first op out of budget: "
@@ -123,6 +130,7 @@ def judge_ops(lowered: Lowered, leaves: Mapping[str, torch.Tensor], dtype: str,
     targets = _targets(lowered)
     owner = _owners(lowered)
     units = []
+    skipped: list[str] = []
     found: list[np.ndarray] = []
     computed = infer_dtypes(lowered.program, dtype)
     for node in lowered.program.nodes:
@@ -130,6 +138,9 @@ def judge_ops(lowered: Lowered, leaves: Mapping[str, torch.Tensor], dtype: str,
             continue
         program = _unit(lowered.program, node.name, values)
         fx, target = targets[owner[node.name]]
+        if not all(bool(torch.isfinite(values[i.name]).all()) for i in program.inputs):
+            skipped.append(fx)  # an infinity the module computed (a -inf mask): no real input
+            continue
         # a unit is judged in the dtype its inputs are computed in (after a cast, float32
         # in a bfloat16 layer: there it sums in float32 itself, nothing wider declared)
         within = computed[program.inputs[0].name] if program.inputs else dtype
@@ -139,7 +150,8 @@ def judge_ops(lowered: Lowered, leaves: Mapping[str, torch.Tensor], dtype: str,
         units.append(Unit(fx, target, elements, outside, worst))
         found.append(used)
     spread = np.concatenate(found) if found else np.zeros(0)
-    return Local(tuple(units), Tightness.of(spread)), values[lowered.program.output]
+    return (Local(tuple(units), Tightness.of(spread), unjudged=tuple(skipped)),
+            values[lowered.program.output])
 
 
 def record(lowered: Lowered, leaves: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -17,6 +17,7 @@ program is traced again for each dtype judged.
 
 from __future__ import annotations
 
+import math
 import operator
 import warnings
 from collections.abc import Mapping, Sequence
@@ -132,6 +133,8 @@ class _Walk:
 
     def number(self, value: float) -> str:
         held = torch.tensor(value, dtype=self.dtype)
+        if not math.isfinite(value):
+            raise Unmapped(f"the number {value!r} is not a real number")
         if float(held) != value:
             raise Unmapped(f"the number {value!r} is not exact in {self.dtype}")
         return self._lift(f"{self.current}.number", held, mask=False)
@@ -147,6 +150,9 @@ class _Walk:
             kind = "only a where mask may be" if not value.is_floating_point() else \
                 f"the program is {self.dtype}"
             raise Unmapped(f"the constant {name} is {value.dtype} ({kind})")
+        elif not bool(torch.isfinite(value).all()):
+            raise Unmapped(f"the constant {name} holds an infinity or NaN (an input of the "
+                           "program is a real number; a mask of -inf applied by where is mapped)")
         self.lifted.setdefault(name, value)
         return name
 
