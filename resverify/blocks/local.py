@@ -40,6 +40,7 @@ points at the layer and the kernel (``first op out of budget: addmm (aten.addmm.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -314,7 +315,15 @@ def _outside_exactly(request: Request, actual: np.ndarray, asked: np.ndarray,
     outside = np.zeros(actual.shape, dtype=bool)
     for index in zip(*np.nonzero(asked), strict=True):
         outside[index] = not within(float(actual[index]), want[index], float(bound[index]))
-    nearest = np.vectorize(float, otypes=[np.float64])(want) if want.size else \
+    nearest = np.vectorize(_near, otypes=[np.float64])(want) if want.size else \
         np.zeros(actual.shape)
     return outside, bound, nearest
+
+
+def _near(value: Any) -> float:
+    """A float64 near an exact value: the value rounded, infinite beyond float64's range."""
+    try:
+        return float(value)
+    except OverflowError:
+        return -math.inf if value < 0 else math.inf
 

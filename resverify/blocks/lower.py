@@ -152,7 +152,7 @@ class _Walk:
             raise Unmapped(f"the constant {name} is {value.dtype} ({kind})")
         elif not bool(torch.isfinite(value).all()):
             raise Unmapped(f"the constant {name} holds an infinity or NaN (an input of the "
-                           "program is a real number; a mask of -inf applied by where is mapped)")
+                           "program is a real number: a fill of finfo.min is mapped, -inf is not)")
         self.lifted.setdefault(name, value)
         return name
 

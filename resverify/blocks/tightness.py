@@ -39,8 +39,8 @@ def ratios(values: np.ndarray, nearest: np.ndarray, bound: np.ndarray) -> np.nda
     float64 value near the exact one, for saying how much of its budget an element used,
     never for a verdict."""
     bound = np.broadcast_to(np.asarray(bound, dtype=np.float64), values.shape)
-    error = np.abs(values.astype(np.float64) - nearest)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # inf - inf where overflowing
+        error = np.abs(values.astype(np.float64) - nearest)
         ratio = np.where(error == 0, 0.0, error / bound)
     return ratio[np.isfinite(bound)].ravel()
 

@@ -214,3 +214,43 @@ def test_a_kernel_that_rounds_per_product_keeps_the_per_node_budget(
     judged = judge_module(_Cube(), (torch.zeros(16, 32),), "bfloat16", seed=0)
     assert judged.local is not None and judged.local.first is not None \
         and judged.local.first.target == "aten.pow.Tensor_Scalar", str(judged)
+
+
+class _MaskedAttention(nn.Module):
+    """``x + softmax(2 · where(causal, x W xᵀ, finfo.min)) x``: the masked scores overflow to
+    ``-inf`` in the module's own run (as an additive ``finfo.min`` mask does when scores are
+    negative), a value the module computes, not a constant the program holds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8, 8, generator=torch.Generator().manual_seed(1)) / 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores = (x @ self.w) @ x.transpose(-1, -2)
+        causal = torch.ones(4, 4, dtype=torch.bool).tril()
+        masked = scores.masked_fill(~causal, torch.finfo(x.dtype).min) * 2
+        return x + torch.softmax(masked, dim=-1) @ x
+
+
+def test_a_unit_with_an_infinite_input_is_named_not_judged() -> None:
+    """The local units judge real numbers: the softmax, whose recorded input holds ``-inf``,
+    is listed as not judged (before, the exact interpreter raised and the whole judgement
+    with it), and the other units are judged."""
+    judged = judge_module(_MaskedAttention(), (torch.zeros(2, 4, 8),), "float64", seed=0)
+    assert judged.local is not None and judged.local.unjudged == ("_softmax",), str(judged)
+    assert len(judged.local.units) > 0 and "1 not judged (an infinite input: _softmax)" in \
+        str(judged), str(judged)
+
+
+def test_an_infinite_constant_is_a_listed_refusal() -> None:
+    """A fill of ``-inf`` is a constant no real input holds: refused by name."""
+    from resverify.blocks.lower import NotInIR
+
+    class _MinusInf(_MaskedAttention):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            scores = (x @ self.w) @ x.transpose(-1, -2)
+            causal = torch.ones(4, 4, dtype=torch.bool).tril()
+            return x + torch.softmax(scores.masked_fill(~causal, float("-inf")), -1) @ x
+
+    with pytest.raises(NotInIR, match="holds an infinity or NaN"):
+        judge_module(_MinusInf(), (torch.zeros(2, 4, 8),), "float64", seed=0)
