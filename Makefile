@@ -51,7 +51,7 @@ blocks-vision: pyproject.toml constraints.txt
 	$(VISION)/bin/python -m pip install --quiet --upgrade pip
 	grep -v '^torch==' constraints.txt > $(VISION)/constraints.txt
 	$(QUIET_INSTALL) $(VISION)/bin/python -m pip install --quiet -c $(VISION)/constraints.txt -e '.[dev]' torch==2.14.1 torchvision==0.29.1 timm==1.0.31
-	$(VISION)/bin/python -m pytest -n 2 -p no:cacheprovider tests/blocks/test_catalog_timm.py tests/blocks/test_catalog_torchvision.py
+	$(VISION)/bin/python -m pytest -n 2 -p no:cacheprovider tests/blocks/test_catalog_timm.py tests/blocks/test_catalog_torchvision.py tests/blocks/test_exact_catalog_conv.py
 
 ## blocks-check: resverify blocks on the whole installed catalog (every law and claimed dtype, profile ci; report in resverify-report/blocks): 22 blocks, 750 law records, about 11 min in .venv on 2 busy cores, 7 of them the four Haiku blocks (JAX runs them op by op); the x-transformers, diffusers, torchtune and litgpt blocks 9 to 24 s each (about 2 min together)
 blocks-check: $(STAMP)
