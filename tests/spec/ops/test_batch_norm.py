@@ -14,11 +14,12 @@ import pytest
 import torch
 
 from resverify.spec.budget import Miss
-from resverify.spec.enclosure import enclose, verify
+from resverify.spec.enclosure import verify
 from resverify.spec.exact import evaluate
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.ops import OP_TABLE
 from resverify.spec.request import Request
+from tests.spec.ops.ball_checks import assert_balls_hold_exact
 
 EPS = Fraction(1, 100000)
 KINDS = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -102,18 +103,7 @@ def test_torch_eval_batch_norm_is_inside_the_budget(dtype: str, near_mean: bool)
 
 
 def test_the_balls_hold_the_exact_value_and_gradients() -> None:
-    req = request("float64", seed=2)
-    exact, enclosed = evaluate(req), enclose(req)
-    assert exact.output is not None and exact.grads is not None
-    pairs = [("output", enclosed.output, exact.output)]
-    pairs += [(f"grad[{n}]", enclosed.grads[n], exact.grads[n]) for n in ("x", "p")]
-    for where, ball, value in pairs:
-        for index in np.ndindex(*value.shape):
-            centre = Fraction(float(ball.mid[index])) + Fraction(float(ball.lo[index]))
-            gap = abs(cast(Fraction, value[index]) - centre)
-            assert gap <= Fraction(float(ball.rad[index])), \
-                f"{where}[{index}] is {float(gap):.3g} from the ball's centre, radius " \
-                f"{float(ball.rad[index]):.3g}"
+    assert_balls_hold_exact(request("float64", seed=2))
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])

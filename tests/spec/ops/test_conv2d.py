@@ -6,20 +6,20 @@ from __future__ import annotations
 
 import itertools
 from fractions import Fraction
-from typing import cast
 
 import numpy as np
 import pytest
 
 from resverify.impl import resolve_backend
 from resverify.spec.budget import error_budget
-from resverify.spec.enclosure import enclose, verify
+from resverify.spec.enclosure import verify
 from resverify.spec.errors import ShapeMismatch
 from resverify.spec.exact import evaluate
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.ops import OP_TABLE, Params
 from resverify.spec.ops.attributes import IntValue
 from resverify.spec.request import Request, Value
+from tests.spec.ops.ball_checks import assert_balls_hold_exact
 
 GEOMETRIES = [  # x shape, w shape, stride, padding, dilation, groups
     ((2, 3, 5, 5), (4, 3, 3, 3), (1, 1), (1, 1), (1, 1), 1),
@@ -150,19 +150,7 @@ def test_the_exact_budget_and_the_fast_budget_agree_on_torch(geometry: tuple) ->
 
 @pytest.mark.parametrize("geometry", GEOMETRIES)
 def test_the_balls_hold_the_exact_value_and_gradients(geometry: tuple) -> None:
-    req = request(geometry, seed=3)
-    exact = evaluate(req)
-    enclosed = enclose(req)
-    assert exact.output is not None and exact.grads is not None
-    pairs = [("output", enclosed.output, exact.output)]
-    pairs += [(f"grad[{n}]", enclosed.grads[n], exact.grads[n]) for n in ("x", "w")]
-    for where, ball, value in pairs:
-        for index in np.ndindex(*value.shape):
-            centre = Fraction(float(ball.mid[index])) + Fraction(float(ball.lo[index]))
-            gap = abs(cast(Fraction, value[index]) - centre)
-            assert gap <= Fraction(float(ball.rad[index])), \
-                f"{where}[{index}] is {float(gap):.3g} from the ball's centre, radius " \
-                f"{float(ball.rad[index]):.3g} [{req.program.describe()}]"
+    assert_balls_hold_exact(request(geometry, seed=3))
 
 
 @pytest.mark.parametrize("geometry", GEOMETRIES)
