@@ -19,7 +19,7 @@ from resverify.spec.exact import evaluate
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.ops import OP_TABLE
 from resverify.spec.request import Request
-from tests.spec.ops.ball_checks import assert_balls_hold_exact
+from tests.spec.ops.op_checks import assert_balls_hold_exact
 
 EPS = Fraction(1, 100000)
 KINDS = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}

@@ -19,7 +19,7 @@ from resverify.spec.ir import Input, Node, Program
 from resverify.spec.ops import OP_TABLE, Params
 from resverify.spec.ops.attributes import IntValue
 from resverify.spec.request import Request, Value
-from tests.spec.ops.ball_checks import assert_balls_hold_exact
+from tests.spec.ops.op_checks import assert_balls_hold_exact
 
 GEOMETRIES = [  # x shape, w shape, stride, padding, dilation, groups
     ((2, 3, 5, 5), (4, 3, 3, 3), (1, 1), (1, 1), (1, 1), 1),
