@@ -80,9 +80,12 @@ several outputs, None where an output is not expressed)."""
 
 
 def _scalar(value: Any) -> Fraction | None:
-    """The exact value of a Python number argument, None for anything else."""
+    """The exact value of a Python number argument, None for anything else; an infinity or
+    NaN is refused (no real number stands for it)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
+    if not math.isfinite(value):
+        raise Unmapped(f"the number {value!r} is not a real number")
     return Fraction(value)
 
 

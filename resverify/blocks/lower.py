@@ -17,7 +17,6 @@ program is traced again for each dtype judged.
 
 from __future__ import annotations
 
-import math
 import operator
 import warnings
 from collections.abc import Mapping, Sequence
@@ -133,8 +132,6 @@ class _Walk:
 
     def number(self, value: float) -> str:
         held = torch.tensor(value, dtype=self.dtype)
-        if not math.isfinite(value):
-            raise Unmapped(f"the number {value!r} is not a real number")
         if float(held) != value:
             raise Unmapped(f"the number {value!r} is not exact in {self.dtype}")
         return self._lift(f"{self.current}.number", held, mask=False)

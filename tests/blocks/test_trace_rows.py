@@ -121,6 +121,17 @@ def test_a_number_not_exact_in_the_dtype_is_refused_by_name() -> None:
         lower(Applied(lambda x, w: x + 0.1).float(), (X.float(),))
 
 
+@pytest.mark.parametrize(("use", "shown"), [
+    (lambda x, w: x + float("inf"), "inf"), (lambda x, w: x * float("nan"), "nan"),
+    (lambda x, w: x / float("inf"), "inf")])
+def test_an_infinite_or_nan_number_is_refused_by_name(use: Callable[..., torch.Tensor],
+                                                       shown: str) -> None:
+    """A Python number no real number stands for is a listed refusal in every row that
+    reads one (``x * nan`` and ``x / inf`` raised Fraction's ValueError/OverflowError)."""
+    with pytest.raises(NotInIR, match=rf"the number {shown} is not a real number"):
+        lower(Applied(use).double(), (X,))
+
+
 def test_a_cube_is_two_products_and_another_power_is_refused_with_its_exponent() -> None:
     """ATen's ``pow`` kernel computes ``x ** 3`` as ``x * x * x``: two roundings."""
     cube = lower(Applied(lambda x, w: x ** 3).double(), (X,)).program
