@@ -166,9 +166,14 @@ def _an(attr: str) -> str:
 
 
 def _takers(attr: str) -> str:
-    """``only scale takes``, or ``no op takes`` for a name no op takes."""
-    takers = " and ".join(n for n, op in OP_TABLE.items() if attr in op.attributes)
-    return f"only {takers} takes" if takers else "no op takes"
+    """``only scale takes``, ``only layer_norm, rms_norm and batch_norm take``, or ``no op
+    takes`` for a name no op takes."""
+    takers = [n for n, op in OP_TABLE.items() if attr in op.attributes]
+    if not takers:
+        return "no op takes"
+    if len(takers) == 1:
+        return f"only {takers[0]} takes"
+    return f"only {', '.join(takers[:-1])} and {takers[-1]} take"
 
 
 @dataclass(frozen=True)

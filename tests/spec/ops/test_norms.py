@@ -45,7 +45,7 @@ def test_attributes_are_alpha_and_eps() -> None:
     (lambda: loose("layer_norm", eps="nan"), "eps must be finite"),
     (lambda: loose("layer_norm", eps=True), "eps must be a number"),
     (lambda: Node("s", "scale", ("x",), Fraction(1), EPS),
-     "only layer_norm and rms_norm and batch_norm takes an eps"),
+     "only layer_norm, rms_norm and batch_norm take an eps"),
     (lambda: Node("n", "layer_norm", ("x",), Fraction(1), EPS), "only scale takes an alpha"),
 ])
 def test_a_bad_eps_is_refused_with_one_line(node: object, message: str) -> None:
