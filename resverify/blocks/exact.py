@@ -217,12 +217,19 @@ def judge_recipe(recipe: Recipe, dtype: str, seed: int = 0) -> Judgement:
     """:func:`judge_module` on a recipe's block, built in ``dtype`` under ``seed`` and put in
     eval mode, called as the recipe calls it (its parameters named ``block.<name>``), at
     batch 2 and sequence 4."""
+    return judge_module(*recipe_module(recipe, dtype, seed), dtype, seed)
+
+
+def recipe_module(recipe: Recipe, dtype: str, seed: int = 0
+                  ) -> tuple[nn.Module, list[torch.Tensor]]:
+    """``recipe``'s block built in ``dtype`` under ``seed``, in eval mode, called as the
+    recipe calls it, and example inputs of its shapes (batch 2, sequence 4)."""
     torch.manual_seed(seed)
     block = recipe.factory(TORCH_DTYPES[dtype]).eval()
     shapes = [recipe.shape, *recipe.context.values()]
     examples = [torch.zeros([d if isinstance(d, int) else SIZES[d] for d in dims])
                 for dims in shapes]
-    return judge_module(_Called(recipe, block), examples, dtype, seed)
+    return _Called(recipe, block), examples
 
 
 def _leaves(model: nn.Module, args: Sequence[torch.Tensor], lowered: Lowered

@@ -46,7 +46,7 @@ from __future__ import annotations
 import copy
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,17 +70,19 @@ FUSED_OPS = ("_transformer_encoder_layer_fwd", "_native_multi_head_attention")
 """torch's inference-only fused kernels: their dispatch is the evidence of the fast path."""
 
 
-class _FusedCounter(TorchDispatchMode):
-    """Counts dispatches of :data:`FUSED_OPS`; runs every op as it came."""
+class Dispatched(TorchDispatchMode):
+    """Counts dispatches of the ops named (by overload packet, e.g. :data:`FUSED_OPS`); runs
+    every op as it came."""
 
-    def __init__(self) -> None:
+    def __init__(self, names: Collection[str]) -> None:
         super().__init__()
+        self.names = frozenset(names)
         self.calls: Counter[str] = Counter()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
         name = func.overloadpacket.__name__
-        if name in FUSED_OPS:
+        if name in self.names:
             self.calls[name] += 1
         return func(*args, **(kwargs or {}))
 
@@ -89,13 +91,13 @@ def fused_calls(recipe: Recipe, module: nn.Module, x: torch.Tensor,
                 context: dict[str, torch.Tensor]) -> tuple[torch.Tensor, Counter[str]]:
     """The block run as inference runs it (``inference_mode``), and the fused kernels that
     ran, by name."""
-    counter = _FusedCounter()
+    counter = Dispatched(FUSED_OPS)
     with torch.inference_mode(), counter:
         y = recipe.run(module, x, context)
     return y.clone(), counter.calls
 
 
-class _CountingInductor:
+class CountingInductor:
     """The inductor backend, counting the runs of the graphs it compiled."""
 
     def __init__(self) -> None:
@@ -123,7 +125,7 @@ class _Compiled:
     recipe: Recipe  # kept so the cache's id key is not reused
     template: nn.Module
     run: Callable[[torch.Tensor, dict[str, torch.Tensor]], torch.Tensor]
-    backend: _CountingInductor
+    backend: CountingInductor
 
 
 _COMPILED: dict[tuple[int, str, str], _Compiled] = {}
@@ -137,7 +139,7 @@ def _compiled(case: Case) -> _Compiled:
     entry = _COMPILED.get(key)
     if entry is None or entry.recipe is not case.recipe:
         template = copy.deepcopy(case.pristine)
-        backend = _CountingInductor()
+        backend = CountingInductor()
         recipe = case.recipe
 
         def run(x: torch.Tensor, context: dict[str, torch.Tensor]) -> torch.Tensor:
