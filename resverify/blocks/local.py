@@ -75,10 +75,14 @@ class Unit:
     outside: int
     worst: float
     """The largest ``|error| / bound`` of its elements (1: the edge of the budget)."""
+    module: str = ""
+    """The submodule that called it (``block.layers.1.mlp``: which layer), where the trace
+    recorded one."""
 
     def __str__(self) -> str:
-        return (f"{self.node} ({self.target}), {self.outside} of {self.elements} elements, "
-                f"|error|/bound max {self.worst:.3g}")
+        where = f" in {self.module}" if self.module else ""
+        return (f"{self.node} ({self.target}{where}), {self.outside} of {self.elements} "
+                f"elements, |error|/bound max {self.worst:.3g}")
 
 
 @dataclass(frozen=True)
@@ -138,7 +142,7 @@ def judge_ops(lowered: Lowered, leaves: Mapping[str, torch.Tensor], dtype: str,
         if owner.get(node.name) is None:
             continue
         program = _unit(lowered.program, node.name, values)
-        fx, target = targets[owner[node.name]]
+        fx, target, module = targets[owner[node.name]]
         if not all(bool(torch.isfinite(values[i.name]).all()) for i in program.inputs):
             skipped.append(fx)  # an infinity the module computed (a -inf mask): no real input
             continue
@@ -148,7 +152,7 @@ def judge_ops(lowered: Lowered, leaves: Mapping[str, torch.Tensor], dtype: str,
         unit, used = _judge(program, values, within, accumulate if within == dtype else None,
                             target in ROUNDS_ONCE)
         elements, outside, worst = unit
-        units.append(Unit(fx, target, elements, outside, worst))
+        units.append(Unit(fx, target, elements, outside, worst, module))
         found.append(used)
     spread = np.concatenate(found) if found else np.zeros(0)
     return (Local(tuple(units), Tightness.of(spread), unjudged=tuple(skipped)),
@@ -205,18 +209,25 @@ class _Recorder(torch.fx.Interpreter):
         return value
 
 
-def _targets(lowered: Lowered) -> dict[str, tuple[str, str]]:
-    """Each call node's name and ATen overload as a unit is named: an output picked from a
-    node of several outputs (``native_layer_norm``'s) by that node, a pattern's root as
-    ``<op> pattern``."""
+def _targets(lowered: Lowered) -> dict[str, tuple[str, str, str]]:
+    """Each call node's name, ATen overload and calling submodule as a unit is named: an
+    output picked from a node of several outputs (``native_layer_norm``'s) by that node, a
+    pattern's root as ``<op> pattern``."""
     found = {}
     for node in lowered.exported.graph.nodes:
         source = node.args[0] if node.target is operator.getitem else node
-        found[node.name] = (source.name, str(source.target))
+        found[node.name] = (source.name, str(source.target), _module(source))
     for match in lowered.matched:
         op, _, root = match.partition(" at ")
-        found[root] = (root, f"{op} pattern")
+        found[root] = (root, f"{op} pattern", found.get(root, ("", "", ""))[2])
     return found
+
+
+def _module(node: Any) -> str:
+    """The innermost submodule an exported node was called from (its ``state_dict`` path),
+    or ``""`` where the trace recorded none."""
+    stack = node.meta.get("nn_module_stack") or {}
+    return str(list(stack.values())[-1][0]) if stack else ""
 
 
 def _owners(lowered: Lowered) -> dict[str, str]:

@@ -64,12 +64,12 @@ def test_a_matmul_accumulating_in_bfloat16_is_caught_at_the_first_product() -> N
         judgement = _judged(seed, NARROW_MM)
         local = judgement.local
         assert local is not None and local.first is not None, str(judgement)
-        assert (local.first.node, local.first.target) == ("addmm", "aten.addmm.default"), \
-            str(local)
+        assert (local.first.node, local.first.target, local.first.module) == (
+            "addmm", "aten.addmm.default", "fc1"), str(local)
         assert {u.target for u in local.outside} == {"aten.addmm.default"}, str(local)
         assert not judgement.misses, "the whole-program budget was expected to allow it"
-        assert judgement.verdict == "fail" and "first op out of budget: addmm " in \
-            str(judgement), str(judgement)
+        assert judgement.verdict == "fail" and "first op out of budget: addmm " \
+            "(aten.addmm.default in fc1)" in str(judgement), str(judgement)
 
 
 def test_the_matmul_bug_needs_the_one_rounding_bound(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -85,7 +85,8 @@ def test_a_layer_norm_with_bfloat16_statistics_is_caught_at_the_norm() -> None:
         judgement = _judged(seed, NARROW_NORM)
         local = judgement.local
         assert local is not None and local.first is not None, str(judgement)
-        assert local.first.target == "aten.native_layer_norm.default", str(local)
+        assert (local.first.target, local.first.module) == (
+            "aten.native_layer_norm.default", "norm"), str(local)
         assert len(local.outside) == 1 and not judgement.passed, str(judgement)
 
 
