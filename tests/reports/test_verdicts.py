@@ -468,6 +468,19 @@ def test_a_failed_blocks_section_fails_a_run_whose_backends_passed() -> None:
     _check("run_status(properties passed, blocks='fail')", got, "fail")
 
 
+@pytest.mark.parametrize(("complete", "exact", "blocks", "want"), [
+    (True, "pass", None, "pass"), (True, "fail", None, "fail"),
+    (True, "unjudged", None, "unjudged"), (True, "partly judged", None, "partly judged"),
+    (False, "pass", None, "incomplete"), (True, "pass", "fail", "fail"),
+    (True, "fail", "pass", "fail"), (True, "partly judged", "unjudged", "unjudged"),
+])
+def test_an_exact_run_takes_its_status_from_the_exact_section_as_from_the_blocks_one(
+        complete: bool, exact: str, blocks: str | None, want: str) -> None:
+    got = v.run_status(complete=complete, properties=[], claims=[], known=[], backends=[],
+                       blocks=blocks, exact=exact)
+    _check(f"run_status(complete={complete}, blocks={blocks!r}, exact={exact!r})", got, want)
+
+
 # --- 9. a joined report ----------------------------------------------------------------
 
 @pytest.mark.parametrize(("runs", "want"), [
