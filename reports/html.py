@@ -526,7 +526,7 @@ def _exact(doc: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
     exact = doc.get("exact")
     if exact is None:
         return ""
-    rows = [[_td(r[0]), _td(r[1], "nw"), _status(r[2]), *(_td(v, "nw") for v in r[3:7]),
+    rows = [[_td(r[0], "nw"), _td(r[1], "nw"), _status(r[2]), *(_td(v, "nw") for v in r[3:7]),
              _td(r[7], "timing nw"), _td(r[8], "msg")] for r in exact_text.table_rows(exact)]
     figure = (f'<figure><img alt="{exact_text.PLOT}" src="data:image/png;base64,'
               f'{base64.b64encode(images[exact_text.PLOT]).decode("ascii")}"><figcaption>'
