@@ -571,7 +571,8 @@ def render_html(doc: Mapping[str, Any], plots: Mapping[str, bytes],
                 block_plots: Mapping[str, bytes] | None = None) -> str:
     """The whole page for a report document and its plots (PNG bytes by name), and the
     blocks section's plots (``block_plots``, by file name) when it has one; a blocks-only
-    report (:func:`resverify.reports.markdown.blocks_only`) is its header and the section."""
+    report (:func:`resverify.reports.markdown.blocks_only`) is its header and the section
+    (the exact section's plot is among ``block_plots``, :data:`resverify.reports.exact.PLOT`)."""
     blocks = _blocks(doc, block_plots or {}) + _exact(doc, block_plots or {})
     if blocks_only(doc):
         return page("resverify report", _header(doc) + blocks + _timings(doc))

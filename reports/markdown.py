@@ -475,7 +475,8 @@ def _coverage(doc: Mapping[str, Any]) -> list[str]:
 
 def render_markdown(doc: Mapping[str, Any]) -> str:
     """The Markdown summary of a report document (see :mod:`resverify.reports.json_report`);
-    a blocks-only report (:func:`blocks_only`) is its header and its blocks section."""
+    a blocks-only report (:func:`blocks_only`) is its header and its blocks section (or its
+    exact section, :func:`_exact`)."""
     if blocks_only(doc):
         return "\n".join(_header(doc) + _blocks(doc) + _exact(doc)).rstrip() + "\n"
     parts = (_header(doc) + _failures(doc) + _matrix(doc) + _known_failures(doc)
