@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from resverify.reports import blocks as blocks_text
+from resverify.reports import exact as exact_text
 from resverify.reports.coverage import heard
 from resverify.reports.markdown import blocks_only, citation, short_note
 from resverify.reports.matrix import cell_text, column_name
@@ -95,7 +96,7 @@ table.element{width:auto}table.element td{font-family:ui-monospace,monospace}
 .skipped,.xfailed,.missing,.not-claimed,.none{color:#6e7781}.expected{color:#9a6700;font-weight:600}
 .fixed{color:#cf222e;font-weight:600}.badge{display:inline-block;padding:.15rem .6rem;
 border-radius:1rem;color:#fff;font-weight:700}.badge.pass{background:#1a7f37}
-.unjudged,.partly-judged,.incomplete{color:#9a6700;font-weight:600}
+.unjudged,.partly-judged,.incomplete,.not-traced{color:#9a6700;font-weight:600}
 .badge.fail{background:#cf222e}.badge.incomplete,.badge.unjudged,
 .badge.partly-judged{background:#9a6700;color:#fff}
 .warn{background:#fff8c5;border:1px solid #d4a72c;padding:.5rem;margin:.5rem 0}
@@ -506,6 +507,39 @@ def _blocks(doc: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
             + "</section>")
 
 
+def _exact_details(exact: Mapping[str, Any]) -> str:
+    """Each judgement's details (:func:`resverify.reports.exact.detail_lines`) in a fold."""
+    rows = [[_td(b["name"], "nw"), _td(exact_text.dtype_text(j), "nw"), _td(what, "nw"),
+             f"<td><code>{esc(said)}</code></td>" if what in ("vector", "replay")
+             else _td(said)]
+            for b in exact["blocks"] for j in b["judgements"]
+            for what, said in exact_text.detail_lines(j)]
+    return ("<details><summary>each judgement: patterns, constants, the local judgement, "
+            "graph vs eager, seconds, vector and replay</summary>"
+            + _table(["layer", "dtype", "", ""], rows) + "</details>") if rows else ""
+
+
+def _exact(doc: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
+    """The exact section (``resverify blocks check --exact``): its summary and claim, the
+    table "exact judgement" (a failure's vector beside its row), the plot of the
+    distribution of |error| / bound (``images``, PNG bytes by name) and the details."""
+    exact = doc.get("exact")
+    if exact is None:
+        return ""
+    rows = [[_td(r[0], "nw"), _td(r[1], "nw"), _status(r[2]), *(_td(v, "nw") for v in r[3:7]),
+             _td(r[7], "timing nw"), _td(r[8], "msg")] for r in exact_text.table_rows(exact)]
+    figure = (f'<figure><img alt="{exact_text.PLOT}" src="data:image/png;base64,'
+              f'{base64.b64encode(images[exact_text.PLOT]).decode("ascii")}"><figcaption>'
+              f"{esc(exact_text.CAPTION)}</figcaption></figure>"
+              if exact_text.PLOT in images else "")
+    return (f'<section id="exact"><h2>Exact judgement: <span class="{_css(exact["verdict"])}">'
+            f'{esc(exact["verdict"])}</span></h2><p>{esc(exact_text.counts_text(exact))}</p>'
+            "<h3>exact judgement</h3><p>median, p99 and max are of |error| / bound over every "
+            "element judged (1 is the edge of the budget).</p>"
+            + _table(exact_text.HEADERS, rows, "exact") + figure + _exact_details(exact)
+            + "</section>")
+
+
 def _reach_text(reached: Mapping[str, int]) -> str:
     return ", ".join(f"{tag} {count}" for tag, count in reached.items())
 
@@ -537,8 +571,9 @@ def render_html(doc: Mapping[str, Any], plots: Mapping[str, bytes],
                 block_plots: Mapping[str, bytes] | None = None) -> str:
     """The whole page for a report document and its plots (PNG bytes by name), and the
     blocks section's plots (``block_plots``, by file name) when it has one; a blocks-only
-    report (:func:`resverify.reports.markdown.blocks_only`) is its header and the section."""
-    blocks = _blocks(doc, block_plots or {})
+    report (:func:`resverify.reports.markdown.blocks_only`) is its header and the section
+    (the exact section's plot is among ``block_plots``, :data:`resverify.reports.exact.PLOT`)."""
+    blocks = _blocks(doc, block_plots or {}) + _exact(doc, block_plots or {})
     if blocks_only(doc):
         return page("resverify report", _header(doc) + blocks + _timings(doc))
     body = (_header(doc) + _summary(doc) + _failures(doc) + _matrix(doc) + _known_failures(doc)

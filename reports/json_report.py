@@ -40,9 +40,9 @@ from resverify.reports.verdicts import (
 )
 from resverify.spec.codec import packaged_schema
 
-__all__ = ["blocks_report", "claim_entry", "write_report"]
+__all__ = ["blocks_report", "claim_entry", "exact_report", "write_report"]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 DEPENDENCIES = ("numpy", "sympy", "mpmath", "hypothesis", "pytest",
                 "pytest-xdist", "pytest-timeout", "matplotlib", "jsonschema")
 NO_KNOWN_FAILURES: Mapping[str, Any] = {"file": None, "entries": []}
@@ -318,7 +318,8 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
                  complete: bool, warnings: Sequence[str], timings: Mapping[str, Any],
                  known: Mapping[str, Any] = NO_KNOWN_FAILURES,
                  plots: Mapping[str, Any] | None = None,
-                 blocks: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 blocks: Mapping[str, Any] | None = None,
+                 exact: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The whole report document (see the module docstring for what varies run to run).
 
     ``known`` is the known-failures file (``file``) and its checked ``entries``
@@ -341,7 +342,8 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
     plot_summary`) the plot's mode and the backends that do not claim it.
 
     ``blocks`` is the blocks section (:func:`resverify.reports.blocks.section`), attached as
-    it is; its ``verdict`` joins the run's ``status``.
+    it is; its ``verdict`` joins the run's ``status``; so does ``exact``'s, the exact section
+    (:func:`resverify.reports.exact.section`).
     """
     known_entries, properties, claims = known_failures_settled(
         copy.deepcopy(list(known["entries"])), copy.deepcopy(list(properties)),
@@ -354,7 +356,8 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
                         claims=[c["status"] for c in claims],
                         known=[e["status"] for e in known_entries],
                         backends=[b["status"] for b in entries],
-                        blocks=None if blocks is None else str(blocks["verdict"]))
+                        blocks=None if blocks is None else str(blocks["verdict"]),
+                        exact=None if exact is None else str(exact["verdict"]))
     doc = {
         "schema": "resverify-report",
         "schema_version": SCHEMA_VERSION,
@@ -377,6 +380,8 @@ def build_report(*, run: Mapping[str, Any], backends: Sequence[Backend],
         doc["plots"] = copy.deepcopy(dict(plots))
     if blocks is not None:
         doc["blocks"] = copy.deepcopy(dict(blocks))
+    if exact is not None:
+        doc["exact"] = copy.deepcopy(dict(exact))
     return doc
 
 
@@ -397,6 +402,19 @@ def blocks_report(blocks: Mapping[str, Any], *, seconds: float) -> dict[str, Any
     return build_report(run=run, backends=[], claims=[], properties=[],
                         complete=blocks["interrupted"] is None, warnings=[],
                         timings={"blocks_seconds": round(seconds, 3)}, blocks=blocks)
+
+
+def exact_report(exact: Mapping[str, Any], *, seconds: float) -> dict[str, Any]:
+    """The report of a ``resverify blocks check --exact`` run: the exact section
+    (:func:`resverify.reports.exact.section`) and no backend, its run-level fields as
+    :func:`blocks_report`'s (``run.profile`` is ``exact``: no Hypothesis profile drew the
+    inputs, the section's seed did); ``timings`` holds ``exact_seconds``, the seconds the
+    judgements took."""
+    run = {"seed": exact["seed"], "profile": "exact", "backends": [], "pytest_args": [],
+           "pytest_exit_code": None}
+    return build_report(run=run, backends=[], claims=[], properties=[],
+                        complete=exact["interrupted"] is None, warnings=[],
+                        timings={"exact_seconds": round(seconds, 3)}, exact=exact)
 
 
 def validate(doc: Mapping[str, Any]) -> None:

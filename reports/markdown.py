@@ -49,8 +49,9 @@ def fenced(text: str) -> str:
 
 
 def blocks_only(doc: Mapping[str, Any]) -> bool:
-    """A report of ``resverify blocks check``: a blocks section and no backend."""
-    return "blocks" in doc and not doc["backends"]
+    """A report of ``resverify blocks check``: a blocks section (or, with ``--exact``, an
+    exact section) and no backend."""
+    return ("blocks" in doc or "exact" in doc) and not doc["backends"]
 
 
 def _header(doc: Mapping[str, Any]) -> list[str]:
@@ -419,6 +420,44 @@ def _blocks(doc: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _exact_notes(exact: Mapping[str, Any]) -> list[str]:
+    """Per judgement its details (:func:`resverify.reports.exact.detail_lines`): what the
+    table has no column for, the vector and its replay command; a block not traced, what
+    stopped it."""
+    from resverify.reports.exact import detail_lines, dtype_text, not_traced_text
+
+    lines = []
+    for block in exact["blocks"]:
+        for j in block["judgements"]:
+            said = detail_lines(j)
+            lines.append(f"- **{cell(block['name'])}** [{cell(dtype_text(j))}] "
+                         f"{ICONS[j['verdict']]}: " + "; ".join(
+                             f"{what} {cell(text)}" for what, text in said
+                             if what not in ("vector", "replay")))
+            lines += [f"  - {what}: `{text}`" for what, text in said
+                      if what in ("vector", "replay")]
+        if block["not_traced"] is not None:
+            lines.append(f"- **{cell(block['name'])}**: "
+                         f"{cell(not_traced_text(block['not_traced']))}")
+    return lines
+
+
+def _exact(doc: Mapping[str, Any]) -> list[str]:
+    """The exact section (``resverify blocks check --exact``): its summary and claim, the
+    table "exact judgement" (a row per layer and dtype, a failure's vector beside it), then
+    each judgement's details."""
+    exact = doc.get("exact")
+    if exact is None:
+        return []
+    from resverify.reports.exact import HEADERS, counts_text, table_rows
+
+    rows = [(*row[:2], ICONS.get(row[2], f"⚠️ {row[2]}"), *row[3:]) for row in table_rows(exact)]
+    return [f"## Exact judgement: {ICONS[exact['verdict']]}", "", cell(counts_text(exact)), "",
+            "### exact judgement", "",
+            "median, p99 and max are of |error| / bound over every element judged (1 is the "
+            "edge of the budget).", "", *_table(HEADERS, rows), *_exact_notes(exact), ""]
+
+
 def _coverage(doc: Mapping[str, Any]) -> list[str]:
     """The cells that left part of their law's floor unreached (the whole table is in
     report.json and report.html), and the warnings the backends raised."""
@@ -436,11 +475,12 @@ def _coverage(doc: Mapping[str, Any]) -> list[str]:
 
 def render_markdown(doc: Mapping[str, Any]) -> str:
     """The Markdown summary of a report document (see :mod:`resverify.reports.json_report`);
-    a blocks-only report (:func:`blocks_only`) is its header and its blocks section."""
+    a blocks-only report (:func:`blocks_only`) is its header and its blocks section (or its
+    exact section, :func:`_exact`)."""
     if blocks_only(doc):
-        return "\n".join(_header(doc) + _blocks(doc)).rstrip() + "\n"
+        return "\n".join(_header(doc) + _blocks(doc) + _exact(doc)).rstrip() + "\n"
     parts = (_header(doc) + _failures(doc) + _matrix(doc) + _known_failures(doc)
-             + _blocks(doc)
+             + _blocks(doc) + _exact(doc)
              + _backend_table(doc)
              + _property_table(doc["properties"])
              + _coverage(doc)

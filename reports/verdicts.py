@@ -179,7 +179,8 @@ def _fixed_on(name: str, known: Sequence[Record]) -> bool:
 # --- 4. the run -------------------------------------------------------------------------
 
 def run_status(*, complete: bool, properties: Iterable[str], claims: Iterable[str],
-               known: Iterable[str], backends: Iterable[str], blocks: str | None = None) -> str:
+               known: Iterable[str], backends: Iterable[str], blocks: str | None = None,
+               exact: str | None = None) -> str:
     """The run's verdict from the statuses of its records: ``incomplete`` when it did not
     finish; else ``fail`` when a property test or a claim failed (``expected`` ones do
     not; an ``internal`` failure does: it is resverify's own), a known failure is
@@ -187,14 +188,16 @@ def run_status(*, complete: bool, properties: Iterable[str], claims: Iterable[st
     has none) is ``fail``; else ``unjudged`` when a backend had nothing checked or the
     blocks section judged nothing; else ``partly judged`` when the blocks section is
     (some law records judged nothing, others held: not a pass, and not "nothing"); else
-    ``pass``."""
+    ``pass``. The exact section (``exact``, its verdict; None: the run has none) counts as
+    the blocks section does."""
     if not complete:
         return "incomplete"
-    if "fail" in (*properties, *claims) or "fixed" in known or blocks == "fail":
+    sections = (blocks, exact)
+    if "fail" in (*properties, *claims, *sections) or "fixed" in known:
         return "fail"
-    if "unjudged" in backends or blocks == "unjudged":
+    if "unjudged" in (*backends, *sections):
         return "unjudged"
-    return "partly judged" if blocks == "partly judged" else "pass"
+    return "partly judged" if "partly judged" in sections else "pass"
 
 
 # --- 5. the conformance matrix ----------------------------------------------------------
@@ -437,8 +440,15 @@ def blocks_verdict(blocks: Sequence[str], interrupted: bool) -> str:
     return block_verdict([*blocks, *(["unjudged"] if interrupted else [])])
 
 
-__all__ += ["BLOCK_LAW_VERDICTS", "BLOCK_VERDICTS", "block_law_verdict", "block_verdict",
-            "blocks_verdict"]
+EXACT_JUDGEMENT_VERDICTS = ("pass", "fail", "partly judged")
+"""One exact judgement of a block in a dtype (:attr:`resverify.blocks.exact.Judgement.verdict`,
+decided there, on the elements)."""
+EXACT_VERDICTS = ("pass", "fail", "unjudged", "partly judged")
+"""A block's verdict over its exact judgements, and the exact section's: the rule of
+:func:`blocks_verdict`, a block not traced counting ``unjudged``."""
+
+__all__ += ["BLOCK_LAW_VERDICTS", "BLOCK_VERDICTS", "EXACT_JUDGEMENT_VERDICTS",
+            "EXACT_VERDICTS", "block_law_verdict", "block_verdict", "blocks_verdict"]
 
 
 # --- 9. a joined report ----------------------------------------------------------------
@@ -489,6 +499,8 @@ RECORD_STATUSES: Mapping[str, tuple[str, ...]] = {
     "vector": tuple(VECTOR_STATUS_RANK),
     "block law": BLOCK_LAW_VERDICTS,
     "block": BLOCK_VERDICTS,
+    "exact judgement": EXACT_JUDGEMENT_VERDICTS,
+    "exact": EXACT_VERDICTS,
 }
 """The part of :data:`STATUSES` each kind of record can take (a vector group's is a
 vector's); the report schema's field for each names the same words."""

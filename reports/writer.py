@@ -1,11 +1,13 @@
-"""The one writer of a report's files, for ``resverify check`` and ``resverify blocks check``.
+"""The one writer of a report's files, for ``resverify check`` and ``resverify blocks check``
+(``--exact`` too).
 
 Why one: both commands write the same document (``reports/schema/report.schema.json``), and
 a blocks section is data like any other part of it, which the Markdown and HTML writers
 render (:mod:`resverify.reports.markdown`, :mod:`resverify.reports.html`). So one function
 writes a document's files whatever it holds: the plots' PNGs (the ones drawn for the
-backends, given as bytes, and the blocks section's, drawn here from the section by
-:func:`resverify.reports.blocks.plots`), then report.json (validated first), report.md
+backends, given as bytes, and the blocks and exact sections', drawn here from the sections
+by :func:`resverify.reports.blocks.plots` and :func:`resverify.reports.exact.plots`), then
+report.json (validated first), report.md
 and report.html, each file atomically.
 """
 
@@ -16,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from resverify.reports import blocks
+from resverify.reports import blocks, exact
 from resverify.reports.atomic import write_bytes, write_text
 from resverify.reports.html import render_html
 from resverify.reports.json_report import dumps_report, validate
@@ -26,7 +28,7 @@ __all__ = ["PLOTS_DIR", "write_files"]
 
 PLOTS_DIR = "plots"
 """The plots' folder, beside the report's files."""
-_BLOCK_PLOT = re.compile(r"block\d+-(swamped|zero)\.png")
+_BLOCK_PLOT = re.compile(r"block\d+-(swamped|zero)\.png|exact-tightness\.png")
 
 
 def write_files(doc: Mapping[str, Any], *, json_path: Path | None, md_path: Path,
@@ -44,7 +46,7 @@ def write_files(doc: Mapping[str, Any], *, json_path: Path | None, md_path: Path
     if json_path is not None:
         validate(doc)
     drawn = dict(plots or {})
-    section = blocks.plots(doc["blocks"]) if plots_dir is not None and "blocks" in doc else None
+    section = _section_plots(doc) if plots_dir is not None else None
     written = [] if plots_dir is None else _write_plots(plots_dir, drawn, section)
     markdown = render_markdown(doc)
     pages = ((json_path, dumps_report(doc) if json_path is not None else ""),
@@ -61,6 +63,15 @@ def write_files(doc: Mapping[str, Any], *, json_path: Path | None, md_path: Path
     return written
 
 
+def _section_plots(doc: Mapping[str, Any]) -> dict[str, bytes] | None:
+    """The plots of the blocks section and of the exact section, by file name (None: the
+    report has neither)."""
+    if "blocks" not in doc and "exact" not in doc:
+        return None
+    drawn = blocks.plots(doc["blocks"]) if "blocks" in doc else {}
+    return drawn | (exact.plots(doc["exact"]) if "exact" in doc else {})
+
+
 def _write_plots(folder: Path, drawn: Mapping[str, bytes],
                  section: Mapping[str, bytes] | None) -> list[Path]:
     """The backends' plots (``drawn``, by name) and the blocks section's (``section``, by
@@ -68,7 +79,8 @@ def _write_plots(folder: Path, drawn: Mapping[str, bytes],
     run's plots of more blocks are removed."""
     folder.mkdir(parents=True, exist_ok=True)
     keep = section or {}
-    for stale in folder.glob("block*-*.png") if section is not None else ():
+    for stale in [*folder.glob("block*-*.png"), *folder.glob("exact-*.png")] \
+            if section is not None else ():
         if _BLOCK_PLOT.fullmatch(stale.name) and stale.name not in keep:
             stale.unlink()
     written = []

@@ -33,6 +33,7 @@ import copy
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -54,6 +55,10 @@ __all__ = ["judge_module", "judge_recipe"]
 ACCUMULATE = {"bfloat16": "float32", "float16": "float32"}
 """The dtype torch on CPU accumulates each dtype's sums and dot products in, where it is
 not the dtype itself (the request's ``accumulate``)."""
+
+
+MISSES_SHOWN = 5
+"""The elements outside their budget a judgement's line and report entry show."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,24 @@ class Judgement:
             return "fail"
         return "partly judged" if self.elements < self.total else "pass"
 
+    def as_doc(self) -> dict[str, Any]:
+        """The judgement as the report's ``exact`` section holds it (plain data): the
+        verdict, elements judged of ``total``, the tightness, ``decided_exactly``, the
+        patterns ``matched``, ``constants`` lifted, ``untrained`` inputs, the first
+        ``misses`` (at most :data:`MISSES_SHOWN`, with their count), the ``local`` judgement
+        (None where it was not run), the ``line`` printed, and the seconds of each stage
+        (keys ending ``_seconds``) and in all (``time_seconds``)."""
+        seconds = {f"{stage}_seconds": round(spent, 3) for stage, spent in self.seconds.items()}
+        return {"dtype": self.dtype, "accumulate": self.accumulate, "verdict": self.verdict,
+                "elements": self.elements, "total": self.total,
+                "tightness": self.tightness.as_doc(), "decided_exactly": self.decided_exactly,
+                "matched": list(self.matched), "constants": list(self.constants),
+                "untrained": list(self.untrained), "outside": len(self.misses),
+                "misses": [str(m) for m in self.misses[:MISSES_SHOWN]],
+                "local": None if self.local is None else self.local.as_doc(),
+                "line": str(self).splitlines()[0], "stage_seconds": seconds,
+                "time_seconds": round(sum(self.seconds.values()), 3)}
+
     def _failed(self) -> str:
         if self.local is None:
             return f"FAIL ({len(self.misses)} outside the budget)"
@@ -129,7 +152,7 @@ class Judgement:
         if self.untrained:
             head += f"; no gradient judged of {', '.join(self.untrained)} (torch computes none)"
         local = [] if self.local is None else [f"  {self.local}"]
-        return "\n".join([head, *local, *(f"  {m}" for m in self.misses[:5])])
+        return "\n".join([head, *local, *(f"  {m}" for m in self.misses[:MISSES_SHOWN])])
 
 
 def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],

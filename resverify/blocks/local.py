@@ -50,7 +50,7 @@ import numpy as np
 import torch
 
 from resverify.blocks.lower import Lowered
-from resverify.blocks.tightness import Tightness, numpy_of, ratios
+from resverify.blocks.tightness import Tightness, figure, numpy_of, ratios
 from resverify.spec.budget import error_budget
 from resverify.spec.compare import within
 from resverify.spec.enclosure import Enclosed, NotEnclosed, decide, enclose, fast_budget
@@ -84,6 +84,11 @@ class Unit:
         return (f"{self.node} ({self.target}{where}), {self.outside} of {self.elements} "
                 f"elements, |error|/bound max {self.worst:.3g}")
 
+    def as_doc(self) -> dict[str, Any]:
+        """As the report holds it (the worst ratio ``"inf"`` where a bound is 0)."""
+        return {"node": self.node, "target": self.target, "elements": self.elements,
+                "outside": self.outside, "worst": figure(self.worst)}
+
 
 @dataclass(frozen=True)
 class Local:
@@ -110,6 +115,15 @@ class Local:
     @property
     def passed(self) -> bool:
         return not self.outside
+
+    def as_doc(self) -> dict[str, Any]:
+        """As the report holds it: ``ops_judged``, ``out_of_budget`` (how many ops),
+        ``first`` (the first op out of its budget, :meth:`Unit.as_doc`, or None),
+        ``not_judged`` (the units not judged), ``tightness`` and ``faithful``."""
+        return {"ops_judged": len(self.units), "out_of_budget": len(self.outside),
+                "first": None if self.first is None else self.first.as_doc(),
+                "not_judged": list(self.unjudged), "tightness": self.tightness.as_doc(),
+                "faithful": self.faithful, "line": str(self)}
 
     def __str__(self) -> str:
         head = f"local: {len(self.units)} ops judged on the module's own values, {self.tightness}"

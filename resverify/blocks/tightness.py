@@ -6,12 +6,18 @@ Shared by the whole-program judgement (:mod:`resverify.blocks.exact`) and the op
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 
 __all__: list[str] = []
+
+QUANTILES = (0.0, 1.0, 5.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 100.0)
+"""The percentiles of ``|error| / bound`` a :class:`Tightness` keeps for the report's plot
+of the distribution (:attr:`Tightness.quantiles`)."""
 
 
 @dataclass(frozen=True)
@@ -21,16 +27,37 @@ class Tightness:
     median: float
     p99: float
     max: float
+    quantiles: tuple[float, ...] = field(default=(), compare=False)
+    """The ratio at each percentile of :data:`QUANTILES` (empty: no element judged)."""
 
     @staticmethod
     def of(ratios: np.ndarray) -> Tightness:
         if ratios.size == 0:
             return Tightness(0.0, 0.0, 0.0)
         median, p99 = np.percentile(ratios, [50, 99])
-        return Tightness(float(median), float(p99), float(ratios.max()))
+        spread = np.percentile(ratios, QUANTILES)
+        return Tightness(float(median), float(p99), float(ratios.max()),
+                         tuple(float(q) for q in spread))
+
+    def as_doc(self) -> dict[str, Any]:
+        """As the report holds it: ``median``, ``p99``, ``max`` and ``quantiles`` (each
+        ``{"percent", "ratio"}``), an infinite ratio (an error where the bound is 0) as the
+        text ``"inf"``."""
+        return {"median": figure(self.median), "p99": figure(self.p99),
+                "max": figure(self.max),
+                "quantiles": [{"percent": p, "ratio": figure(r)}
+                              for p, r in zip(QUANTILES, self.quantiles, strict=True)]
+                if self.quantiles else []}
 
     def __str__(self) -> str:
         return f"|error|/bound median {self.median:.3g}, p99 {self.p99:.3g}, max {self.max:.3g}"
+
+
+def figure(value: float) -> float | str:
+    """A ratio as JSON: a finite float, or ``"inf"``, ``"-inf"``, ``"nan"`` as text."""
+    if math.isfinite(value):
+        return value
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
 def ratios(values: np.ndarray, nearest: np.ndarray, bound: np.ndarray) -> np.ndarray:

@@ -33,7 +33,8 @@ which library a block comes from.
 
 ``resverify blocks check --exact NAME... | --all`` traces each torch block into the IR and
 judges every element of its output and gradients against the exact oracle instead of the
-laws (:mod:`resverify.cli.blocks_exact`; no report files, each request judged a vector).
+laws (:mod:`resverify.cli.blocks_exact`): the same report files, their ``exact`` section
+in place of the blocks section, each request judged saved as a vector.
 
 A law that the block's recipe documents as failing (its ``findings``: a library's choice
 written up in ``docs/findings/``) is reported ``expected`` when it fails as written up, and
@@ -214,12 +215,11 @@ def _check(args: argparse.Namespace) -> int:
 
     chosen = select(args.names, args.all)
     asked = options(args.profile, args.seed, args.dtype, args.law, args.paths)
+    out = outputs(args)
     if args.exact:
         from resverify.cli.blocks_exact import check_exact
 
-        return check_exact([c.recipe for c in chosen], asked.dtypes, asked.seed,
-                           outputs(args)["folder"] / "vectors" / "exact")
-    out = outputs(args)
+        return check_exact(chosen, asked.dtypes, asked.seed, out, not args.no_plots)
     validate_all((c.recipe for c in chosen), asked.dtypes, asked.seed)
     runs: list[BlockRun] = []
     interrupted = None

@@ -20,55 +20,123 @@ language can be judged on the same real layer (``resverify replay PATH --backend
 followed by its vector and that command. Its ``vector`` record names the block, the dtype
 and the verdict line.
 
+The report: the judgements go into the report ``resverify blocks check`` writes, as its
+``exact`` section (:func:`resverify.reports.exact.section`, in ``--report-dir`` or the paths
+of ``--json``, ``--md``, ``--html``; the plot of the distribution of ``|error| / bound``
+under ``plots/`` unless ``--no-plots``), written by the one writer of every report. Per
+block and dtype it holds the verdict, elements judged of the total, the tightness, the
+local judgement, graph vs eager, the seconds, the vector and its replay command; a block
+not traced is ``unjudged`` with the ops that stopped it. Ctrl-C (or SIGTERM) stops the
+judging and still writes the report of what finished, marked interrupted.
+
 Exit status: 0 when every block judged passed (blocks that cannot be traced do not fail the
-run: they were not judged), 1 when an element of some block is outside its budget or an op
-outside its own, 2 on a usage error.
+run: they were not judged; the report's status says ``partly judged`` then), 1 when an
+element of some block is outside its budget or an op outside its own, or the run was
+interrupted, 2 on a usage error.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from resverify.blocks.recipe import Recipe
+    from resverify.cli.block_selection import Selected
+    from resverify.reports.exact import ExactRun
 
 __all__: list[str] = []
 
 
-def check_exact(recipes: Sequence[Recipe], dtypes: Sequence[str], seed: int, folder: Path,
-                say: Callable[[str], None] = print) -> int:
-    """Judge each recipe's block in each of its (chosen) dtypes, saving each request judged
-    under ``folder``; the exit status."""
+def _judged(recipe: Recipe, dtype: str, seed: int, folder: Path, say: Callable[[str], None]
+            ) -> dict[str, Any]:
+    """One judgement, said as its lines, saved as a vector under ``folder``; as the report
+    holds it (with its ``vector`` and ``replay`` command). Raises NotInIR."""
     from resverify.blocks.exact import judge_recipe
     from resverify.blocks.exact_check import replayed, save_judgement
-    from resverify.blocks.lower import NotInIR
+    from resverify.properties.vectors import backend_for, replay_command
 
-    failed = traced = refused = partly = 0
-    for recipe in recipes:
-        if recipe.adapter != "torch":
-            say(f"{recipe.name}: not traced, the exact judgement traces torch modules only")
-            refused += 1
-            continue
-        for dtype in [d for d in recipe.dtypes if not dtypes or d in dtypes]:
-            try:
-                judgement = judge_recipe(recipe, dtype, seed)
-            except NotInIR as exc:
-                say(f"{recipe.name}: not traced, the IR lacks {', '.join(exc.ops)} "
-                    f"({len(exc.refused)} nodes)")
-                refused += 1
-                break
-            traced += 1
-            failed += not judgement.passed
-            partly += judgement.verdict == "partly judged"
-            spent = sum(judgement.seconds.values())
-            say(f"{recipe.name}  {judgement} [{spent:.2f} s]")
-            saved = save_judgement(recipe.name, judgement, folder)
-            if not judgement.passed:
-                say(f"  vector {saved}{replayed(saved, judgement)}")
-    say(f"exact: {traced} judged ({failed} fail, {partly} partly judged), {refused} blocks "
-        "not traced; "
-        "pointwise verdicts (the inputs drawn)" + (f"; requests saved under {folder}"
-                                                   if traced else ""))
-    return 1 if failed else 0
+    judgement = judge_recipe(recipe, dtype, seed)
+    say(f"{recipe.name}  {judgement} [{sum(judgement.seconds.values()):.2f} s]")
+    saved = save_judgement(recipe.name, judgement, folder)
+    if not judgement.passed:
+        say(f"  vector {saved}{replayed(saved, judgement)}")
+    assert judgement.request is not None
+    backend = backend_for(judgement.request)
+    return {**judgement.as_doc(), "vector": str(saved),
+            "replay": replay_command(saved, backend) if backend else None}
+
+
+def judge_block(one: Selected, dtypes: Sequence[str], seed: int, folder: Path,
+                say: Callable[[str], None] = print) -> ExactRun:
+    """``one``'s block judged in each of its (chosen) dtypes, each line said as it comes;
+    a block the IR cannot express (or not a torch module) is one line and ``not_traced``,
+    and is not tried in its other dtypes."""
+    from resverify.blocks.library import library_of
+    from resverify.blocks.lower import NotInIR
+    from resverify.reports.exact import ExactRun
+
+    recipe = one.recipe
+    library, version = library_of(recipe)
+    chosen = [d for d in recipe.dtypes if not dtypes or d in dtypes]
+    judged: list[dict[str, Any]] = []
+    refused: dict[str, Any] | None = None
+    if recipe.adapter != "torch":
+        refused = {"dtype": None, "ops": [], "nodes": 0,
+                   "reason": "the exact judgement traces torch modules only"}
+        say(f"{recipe.name}: not traced, {refused['reason']}")
+    for dtype in chosen if refused is None else ():
+        try:
+            judged.append(_judged(recipe, dtype, seed, folder, say))
+        except NotInIR as exc:
+            refused = {"dtype": dtype, "ops": exc.ops, "nodes": len(exc.refused),
+                       "reason": str(exc)}
+            say(f"{recipe.name}: not traced, the IR lacks {', '.join(exc.ops)} "
+                f"({len(exc.refused)} nodes)")
+            break
+    return ExactRun(recipe.name, one.source, library, version, judged, refused)
+
+
+def summary(runs: Sequence[ExactRun], folder: Path) -> str:
+    """The run's last line: judgements, failures, partial ones and blocks not traced."""
+    rows = [j["verdict"] for r in runs for j in r.judged]
+    refused = sum(r.not_traced is not None for r in runs)
+    saved = f"; requests saved under {folder}" if rows else ""
+    return (f"exact: {len(rows)} judged ({rows.count('fail')} fail, "
+            f"{rows.count('partly judged')} partly judged), {refused} blocks not traced; "
+            f"pointwise verdicts (the inputs drawn){saved}")
+
+
+def check_exact(chosen: Sequence[Selected], dtypes: Sequence[str], seed: int,
+                out: dict[str, Path], with_plots: bool, say: Callable[[str], None] = print
+                ) -> int:
+    """Judge each chosen block in each of its (chosen) dtypes, saving each request judged
+    under ``<folder>/vectors/exact``, and write the report (its ``exact`` section) where
+    ``out`` says (:func:`resverify.cli.blocks_output.outputs`); the exit status."""
+    from resverify.cli.blocks_output import write
+    from resverify.cli.runner import signal_name
+    from resverify.cli.stop_signals import StopSignals
+    from resverify.reports import exact as report
+    from resverify.reports.json_report import exact_report
+
+    folder = out["folder"] / "vectors" / "exact"
+    runs: list[ExactRun] = []
+    interrupted = None
+    began = time.perf_counter()
+    with StopSignals() as signals:
+        try:
+            for one in chosen:
+                runs.append(judge_block(one, dtypes, seed, folder, say))
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: report what finished
+            interrupted = signal_name(exc)
+        with signals.held():
+            section = report.section(runs, seed=seed, interrupted=interrupted)
+            doc = exact_report(section, seconds=time.perf_counter() - began)
+            written = write(doc, out, with_plots)
+    stopped = f"interrupted ({interrupted}) after " if interrupted else ""
+    say(f"{stopped}{summary(runs, folder)}; {doc['status']}; report: {out['html']} "
+        f"({len(written)} files)")
+    failed = any(j["verdict"] == "fail" for r in runs for j in r.judged)
+    return 1 if failed or interrupted else 0

@@ -468,6 +468,19 @@ def test_a_failed_blocks_section_fails_a_run_whose_backends_passed() -> None:
     _check("run_status(properties passed, blocks='fail')", got, "fail")
 
 
+@pytest.mark.parametrize(("complete", "exact", "blocks", "want"), [
+    (True, "pass", None, "pass"), (True, "fail", None, "fail"),
+    (True, "unjudged", None, "unjudged"), (True, "partly judged", None, "partly judged"),
+    (False, "pass", None, "incomplete"), (True, "pass", "fail", "fail"),
+    (True, "fail", "pass", "fail"), (True, "partly judged", "unjudged", "unjudged"),
+])
+def test_an_exact_run_takes_its_status_from_the_exact_section_as_from_the_blocks_one(
+        complete: bool, exact: str, blocks: str | None, want: str) -> None:
+    got = v.run_status(complete=complete, properties=[], claims=[], known=[], backends=[],
+                       blocks=blocks, exact=exact)
+    _check(f"run_status(complete={complete}, blocks={blocks!r}, exact={exact!r})", got, want)
+
+
 # --- 9. a joined report ----------------------------------------------------------------
 
 @pytest.mark.parametrize(("runs", "want"), [
@@ -525,6 +538,8 @@ SCHEMA_RECORDS = {
     "/properties/known_failures/properties/entries/items/properties/status": "known failure",
     "/$defs/block_verdict": "block",
     "/$defs/block_law_verdict": "block law",
+    "/$defs/exact_verdict": "exact",
+    "/$defs/exact_judgement_verdict": "exact judgement",
 }
 """Each status field of report.schema.json and the record whose statuses it holds."""
 
@@ -541,8 +556,9 @@ def test_every_status_field_of_the_schema_refers_to_the_one_vocabulary() -> None
     schema = load_schema()
     _check("$defs/status enum", schema["$defs"]["status"]["enum"], list(v.STATUSES))
     fields = _status_fields(schema)
-    fields = {path: field for path, field in fields.items() if field.get("$ref") !=
-              "#/$defs/block_verdict" and field.get("$ref") != "#/$defs/block_law_verdict"}
+    named = {f"#/$defs/{name}" for name in ("block_verdict", "block_law_verdict",
+                                            "exact_verdict", "exact_judgement_verdict")}
+    fields = {path: field for path, field in fields.items() if field.get("$ref") not in named}
     _check("the schema's status fields", sorted(fields), sorted(SCHEMA_RECORDS))
     for path, field in fields.items():
         record = SCHEMA_RECORDS[path]
