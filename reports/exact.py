@@ -127,7 +127,8 @@ def note_text(judgement: Mapping[str, Any]) -> str:
             if judgement["outside"] else []
         if local is not None and local["first"] is not None:
             first = local["first"]
-            said.append(f"first op out of budget: {first['node']} ({first['target']}), "
+            where = f" in {first['module']}" if first["module"] else ""
+            said.append(f"first op out of budget: {first['node']} ({first['target']}{where}), "
                         f"{first['outside']} of {first['elements']} elements, |error|/bound "
                         f"max {ratio_text(first['worst'])}")
         return "; ".join([*said, f"vector {judgement['vector']}"])
@@ -149,7 +150,8 @@ def detail_lines(judgement: Mapping[str, Any]) -> list[tuple[str, str]]:
     if local is not None:
         first = local["first"]
         rows += [("local", f"{local['ops_judged']} ops judged, {local['out_of_budget']} out of "
-                           "budget" + (f", first {first['node']} ({first['target']})"
+                           "budget" + (f", first {first['node']} ({first['target']}"
+                                       f"{' in ' + first['module'] if first['module'] else ''})"
                                        if first else "")
                   + (f"; not judged: {', '.join(local['not_judged'])}"
                      if local["not_judged"] else "")),

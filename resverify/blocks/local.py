@@ -86,8 +86,9 @@ class Unit:
 
     def as_doc(self) -> dict[str, Any]:
         """As the report holds it (the worst ratio ``"inf"`` where a bound is 0)."""
-        return {"node": self.node, "target": self.target, "elements": self.elements,
-                "outside": self.outside, "worst": figure(self.worst)}
+        return {"node": self.node, "target": self.target, "module": self.module,
+                "elements": self.elements, "outside": self.outside,
+                "worst": figure(self.worst)}
 
 
 @dataclass(frozen=True)

@@ -168,11 +168,11 @@ def test_a_planted_block_s_row_says_fail_with_the_first_op_and_the_vector(plante
     entry = _entry(planted["doc"], NORM_MLP.name, "bfloat16")
     first = entry["local"]["first"]
     assert planted["code"] == 1 and planted["doc"]["status"] == "fail", planted["md"]
-    assert (entry["verdict"], first["node"], first["target"]) == \
-        ("fail", "addmm", "aten.addmm.default"), entry
+    assert (entry["verdict"], first["node"], first["target"], first["module"]) == \
+        ("fail", "addmm", "aten.addmm.default", "block.fc1"), entry
     row = _row(planted["md"], NORM_MLP.name, "bfloat16 (sums in float32)")
     assert row[2] == "❌ fail", row
-    assert "first op out of budget: addmm (aten.addmm.default), " \
+    assert "first op out of budget: addmm (aten.addmm.default in block.fc1), " \
         f"{first['outside']} of {first['elements']} elements" in row[8], row
     assert row[8].endswith(f"vector {entry['vector']}") and Path(entry["vector"]).is_file(), row
 
@@ -243,7 +243,7 @@ def test_a_planted_block_s_html_row_names_the_first_op_and_the_vector(planted: R
     seen = _probed(planted, tmp_path)
     entry = _entry(planted["doc"], NORM_MLP.name, "bfloat16")
     (row,) = seen["rows"]
-    assert row[2] == "fail" and "first op out of budget: addmm (aten.addmm.default)" in row[8] \
+    assert row[2] == "fail" and "first op out of budget: addmm (aten.addmm.default in block.fc1)" in row[8] \
         and row[8].endswith(f"vector {entry['vector']}"), row
 
 
