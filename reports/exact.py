@@ -67,12 +67,18 @@ class ExactRun:
 
 
 def _block(run: ExactRun) -> Doc:
-    verdicts = [j["verdict"] for j in run.judged]
-    verdicts += ["unjudged"] if run.not_traced is not None else []
+    found = [v for j in run.judged for v in verdicts(j)]
+    found += ["unjudged"] if run.not_traced is not None else []
     return {"name": run.name, "source": run.source, "library": run.library,
-            "version": run.version, "verdict": blocks_verdict(verdicts, False),
+            "version": run.version, "verdict": blocks_verdict(found, False),
             "judgements": [dict(j) for j in run.judged],
             "not_traced": None if run.not_traced is None else dict(run.not_traced)}
+
+
+def verdicts(judgement: Mapping[str, Any]) -> list[str]:
+    """A judgement's verdict and those of its paths that were judged (``--paths``)."""
+    return [judgement["verdict"], *(p["verdict"] for p in judgement.get("paths", ())
+                                    if p["verdict"] != "unjudged")]
 
 
 def section(runs: Sequence[ExactRun], *, seed: int, interrupted: str | None = None) -> Doc:
@@ -82,7 +88,7 @@ def section(runs: Sequence[ExactRun], *, seed: int, interrupted: str | None = No
     judged`` when some judgement bounded only part of its elements, a block was not traced
     or the run was ``interrupted``; else ``pass``)."""
     blocks = [_block(run) for run in runs]
-    rows = [j["verdict"] for b in blocks for j in b["judgements"]]
+    rows = [v for b in blocks for j in b["judgements"] for v in verdicts(j)]
     refused = sum(b["not_traced"] is not None for b in blocks)
     verdict = blocks_verdict([*rows, *["unjudged"] * refused], interrupted is not None)
     return {"seed": seed, "claim": CLAIM, "interrupted": interrupted, "verdict": verdict,
@@ -188,11 +194,30 @@ def table_rows(exact: Mapping[str, Any]) -> list[tuple[str, ...]]:
             rows.append((block["name"], dtype_text(j), j["verdict"], judged_text(j),
                          ratio_text(t["median"]), ratio_text(t["p99"]), ratio_text(t["max"]),
                          f"{j['time_seconds']:.3g}", note_text(j)))
+            rows += [path_row(block["name"], j, p) for p in j.get("paths", ())]
         refused = block["not_traced"]
         if refused is not None:
             rows.append((block["name"], refused["dtype"] or "", NOT_TRACED, "", "", "", "",
                          "", not_traced_text(refused)))
     return rows
+
+
+def path_row(name: str, judgement: Mapping[str, Any], path: Mapping[str, Any]
+             ) -> tuple[str, ...]:
+    """A path's row under its judgement's: the dtype column ``float32 · path compile``, the
+    note its evidence and how often its output is not eager's (or why it did not run)."""
+    dtype = f"{dtype_text(judgement)} · path {path['path']}"
+    if path["verdict"] == "unjudged":
+        return (name, dtype, "unjudged", "", "", "", "", "", path["reason"])
+    t = path["tightness"]
+    what = "" if path["gradients"] else "the output only; "
+    note = (f"{what}{path['evidence']}; output not bitwise eager's on "
+            f"{path['differs']:.1%} of elements")
+    if path["outside"]:
+        note = f"{path['outside']} elements outside the budget; {note}"
+    return (name, dtype, path["verdict"], f"{path['elements']} of {path['total']}",
+            ratio_text(t["median"]), ratio_text(t["p99"]), ratio_text(t["max"]),
+            f"{path['time_seconds']:.3g}", note)
 
 
 HEADERS = ("layer", "dtype", "verdict", "judged/total", "median", "p99", "max", "s", "note")

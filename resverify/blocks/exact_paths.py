@@ -92,11 +92,29 @@ class PathJudgement:
     def passed(self) -> bool:
         return not self.misses
 
+    @property
+    def verdict(self) -> str:
+        """``unjudged`` (the path did not run here), ``fail``, ``partly judged`` or ``pass``."""
+        if self.unjudged:
+            return "unjudged"
+        if self.misses:
+            return "fail"
+        return "partly judged" if self.elements < self.total else "pass"
+
+    def as_doc(self) -> dict[str, Any]:
+        """As the report holds it (an exact judgement's ``paths``)."""
+        return {"path": self.path, "verdict": self.verdict, "reason": self.unjudged,
+                "evidence": self.evidence, "elements": self.elements, "total": self.total,
+                "gradients": self.gradients, "differs": self.differs,
+                "tightness": self.tightness.as_doc(), "outside": len(self.misses),
+                "misses": [str(m) for m in self.misses[:5]], "time_seconds": self.seconds,
+                "line": str(self).splitlines()[0]}
+
     def __str__(self) -> str:
         if self.unjudged:
             return f"path {self.path}: not judged, {self.unjudged}"
-        verdict = f"FAIL ({len(self.misses)} outside the budget)" if self.misses else \
-            "PARTLY JUDGED" if self.elements < self.total else "pass"
+        verdict = {"fail": f"FAIL ({len(self.misses)} outside the budget)",
+                   "partly judged": "PARTLY JUDGED"}.get(self.verdict, self.verdict)
         what = "the output and every gradient" if self.gradients else "the output"
         counted = f"{self.elements}" if self.elements == self.total else \
             f"{self.elements} of {self.total}"

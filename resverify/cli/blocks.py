@@ -34,7 +34,9 @@ which library a block comes from.
 ``resverify blocks check --exact NAME... | --all`` traces each torch block into the IR and
 judges every element of its output and gradients against the exact oracle instead of the
 laws (:mod:`resverify.cli.blocks_exact`): the same report files, their ``exact`` section
-in place of the blocks section, each request judged saved as a vector.
+in place of the blocks section, each request judged saved as a vector; ``--paths`` with it
+runs each path named on the same inputs and judges it against the same exact answer
+(:mod:`resverify.blocks.exact_paths`).
 
 A law that the block's recipe documents as failing (its ``findings``: a library's choice
 written up in ``docs/findings/``) is reported ``expected`` when it fails as written up, and
@@ -109,8 +111,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument("--paths", default="", metavar="LIST",
                        help="also judge the paths law on these paths, comma-separated: "
                        "compile (torch.compile, inductor: a minute or more a block and dtype "
-                       "the first time), fastpath (torch's fused inference kernels); default "
-                       "none")
+                       "the first time), fastpath (torch's fused inference kernels); with "
+                       "--exact, each path is judged against the same exact answer, and "
+                       "sdpa-math, sdpa-flash (scaled-dot-product attention's backends) and "
+                       "hf-sdpa (Hugging Face's attn_implementation='sdpa') may be named too; "
+                       "default none")
     from resverify.cli import blocks_replay
 
     blocks_replay.add_arguments(actions.add_parser(
@@ -214,12 +219,14 @@ def _check(args: argparse.Namespace) -> int:
     from resverify.reports.json_report import blocks_report
 
     chosen = select(args.names, args.all)
-    asked = options(args.profile, args.seed, args.dtype, args.law, args.paths)
+    asked = options(args.profile, args.seed, args.dtype, args.law,
+                    "" if args.exact else args.paths)
     out = outputs(args)
     if args.exact:
-        from resverify.cli.blocks_exact import check_exact
+        from resverify.cli.blocks_exact import check_exact, exact_paths
 
-        return check_exact(chosen, asked.dtypes, asked.seed, out, not args.no_plots)
+        return check_exact(chosen, asked.dtypes, asked.seed, out, not args.no_plots,
+                           paths=exact_paths(args.paths))
     validate_all((c.recipe for c in chosen), asked.dtypes, asked.seed)
     runs: list[BlockRun] = []
     interrupted = None

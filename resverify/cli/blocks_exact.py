@@ -50,27 +50,35 @@ if TYPE_CHECKING:
 __all__: list[str] = []
 
 
-def _judged(recipe: Recipe, dtype: str, seed: int, folder: Path, say: Callable[[str], None]
-            ) -> dict[str, Any]:
+def _judged(recipe: Recipe, dtype: str, seed: int, folder: Path, say: Callable[[str], None],
+            paths: Sequence[str] = ()) -> dict[str, Any]:
     """One judgement, said as its lines, saved as a vector under ``folder``; as the report
-    holds it (with its ``vector`` and ``replay`` command). Raises NotInIR."""
+    holds it (with its ``vector`` and ``replay`` command, and each of ``paths`` judged
+    against the same exact answer). Raises NotInIR."""
     from resverify.blocks.exact import judge_recipe
     from resverify.blocks.exact_check import replayed, save_judgement
+    from resverify.blocks.exact_paths import judge_recipe_paths
     from resverify.properties.vectors import backend_for, replay_command
 
-    judgement = judge_recipe(recipe, dtype, seed)
+    found = judge_recipe_paths(recipe, paths, dtype, seed) if paths else None
+    judgement = judge_recipe(recipe, dtype, seed) if found is None else found.eager
     say(f"{recipe.name}  {judgement} [{sum(judgement.seconds.values()):.2f} s]")
+    for path in () if found is None else found.paths:
+        say(f"  {path}")
     saved = save_judgement(recipe.name, judgement, folder)
     if not judgement.passed:
         say(f"  vector {saved}{replayed(saved, judgement)}")
     assert judgement.request is not None
     backend = backend_for(judgement.request)
-    return {**judgement.as_doc(), "vector": str(saved),
-            "replay": replay_command(saved, backend) if backend else None}
+    doc = {**judgement.as_doc(), "vector": str(saved),
+           "replay": replay_command(saved, backend) if backend else None}
+    if found is not None:
+        doc["paths"] = [p.as_doc() for p in found.paths]
+    return doc
 
 
 def judge_block(one: Selected, dtypes: Sequence[str], seed: int, folder: Path,
-                say: Callable[[str], None] = print) -> ExactRun:
+                say: Callable[[str], None] = print, paths: Sequence[str] = ()) -> ExactRun:
     """``one``'s block judged in each of its (chosen) dtypes, each line said as it comes;
     a block the IR cannot express (or not a torch module) is one line and ``not_traced``,
     and is not tried in its other dtypes."""
@@ -89,7 +97,7 @@ def judge_block(one: Selected, dtypes: Sequence[str], seed: int, folder: Path,
         say(f"{recipe.name}: not traced, {refused['reason']}")
     for dtype in chosen if refused is None else ():
         try:
-            judged.append(_judged(recipe, dtype, seed, folder, say))
+            judged.append(_judged(recipe, dtype, seed, folder, say, paths))
         except NotInIR as exc:
             refused = {"dtype": dtype, "ops": exc.ops, "nodes": len(exc.refused),
                        "reason": str(exc)}
@@ -97,6 +105,20 @@ def judge_block(one: Selected, dtypes: Sequence[str], seed: int, folder: Path,
                 f"({len(exc.refused)} nodes)")
             break
     return ExactRun(recipe.name, one.source, library, version, judged, refused)
+
+
+def exact_paths(listed: str) -> list[str]:
+    """``--paths`` under ``--exact``: the comma-separated paths, each one
+    :mod:`resverify.blocks.exact_paths` runs (a UsageError names an unknown one)."""
+    from resverify.blocks.exact_paths import PATHS
+    from resverify.spec.errors import UsageError
+
+    paths = [p.strip() for p in listed.split(",") if p.strip()]
+    unknown = [p for p in paths if p not in PATHS]
+    if unknown:
+        raise UsageError(f"--paths: unknown path(s) {', '.join(unknown)} under --exact; "
+                         f"choose from {', '.join(PATHS)}")
+    return paths
 
 
 def summary(runs: Sequence[ExactRun], folder: Path) -> str:
@@ -110,8 +132,8 @@ def summary(runs: Sequence[ExactRun], folder: Path) -> str:
 
 
 def check_exact(chosen: Sequence[Selected], dtypes: Sequence[str], seed: int,
-                out: dict[str, Path], with_plots: bool, say: Callable[[str], None] = print
-                ) -> int:
+                out: dict[str, Path], with_plots: bool, say: Callable[[str], None] = print,
+                paths: Sequence[str] = ()) -> int:
     """Judge each chosen block in each of its (chosen) dtypes, saving each request judged
     under ``<folder>/vectors/exact``, and write the report (its ``exact`` section) where
     ``out`` says (:func:`resverify.cli.blocks_output.outputs`); the exit status."""
@@ -128,7 +150,7 @@ def check_exact(chosen: Sequence[Selected], dtypes: Sequence[str], seed: int,
     with StopSignals() as signals:
         try:
             for one in chosen:
-                runs.append(judge_block(one, dtypes, seed, folder, say))
+                runs.append(judge_block(one, dtypes, seed, folder, say, paths))
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: report what finished
             interrupted = signal_name(exc)
         with signals.held():
@@ -138,5 +160,5 @@ def check_exact(chosen: Sequence[Selected], dtypes: Sequence[str], seed: int,
     stopped = f"interrupted ({interrupted}) after " if interrupted else ""
     say(f"{stopped}{summary(runs, folder)}; {doc['status']}; report: {out['html']} "
         f"({len(written)} files)")
-    failed = any(j["verdict"] == "fail" for r in runs for j in r.judged)
+    failed = any(v == "fail" for r in runs for j in r.judged for v in report.verdicts(j))
     return 1 if failed or interrupted else 0

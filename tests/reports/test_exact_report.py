@@ -243,8 +243,8 @@ def test_a_planted_block_s_html_row_names_the_first_op_and_the_vector(planted: R
     seen = _probed(planted, tmp_path)
     entry = _entry(planted["doc"], NORM_MLP.name, "bfloat16")
     (row,) = seen["rows"]
-    assert row[2] == "fail" and "first op out of budget: addmm (aten.addmm.default in block.fc1)" in row[8] \
-        and row[8].endswith(f"vector {entry['vector']}"), row
+    assert row[2] == "fail" and "first op out of budget: addmm (aten.addmm.default in " \
+        "block.fc1)" in row[8] and row[8].endswith(f"vector {entry['vector']}"), row
 
 
 # -- the plot --------------------------------------------------------------------------------

@@ -1,0 +1,89 @@
+"""The paths of an exact run in the report: ``resverify blocks check --exact --paths ...``
+writes each path's judgement under its layer and dtype (report.json's ``paths``, a row of
+the table "exact judgement" per path), and a path outside its budget fails the run.
+
+The figures are compared with the :class:`~resverify.blocks.exact_paths.Paths` the same
+recipe gives when judged here directly (deterministic for the seed), never with numbers
+written into the test.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.installed import skip_without_torch
+
+skip_without_torch()  # what follows imports torch (E402 allowed here: pyproject.toml)
+
+import torch
+
+from resverify.blocks import exact_paths
+from resverify.blocks.exact_paths import judge_recipe_paths
+from resverify.cli.block_selection import select
+from resverify.cli.main import main
+from resverify.reports.json_report import validate
+from tests.blocks.test_exact_paths import _planted
+
+ENCODER = "torch.TransformerEncoderLayer(post)"
+PATHS = ["fastpath", "hf-sdpa"]
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def _run(folder: Path, *args: str) -> dict[str, Any]:
+    code = main(["blocks", "check", "--exact", ENCODER, *args, "--report-dir", str(folder)])
+    return {"code": code, "doc": json.loads((folder / "report.json").read_text("utf-8")),
+            "md": (folder / "report.md").read_text("utf-8")}
+
+
+def _rows(md: str, dtype: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip("|").split(" | ")] for line in md.splitlines()
+            if line.startswith(f"| {ENCODER} | {dtype}")]
+
+
+def test_each_path_is_a_row_with_the_figures_of_its_judgement(tmp_path: Path) -> None:
+    run = _run(tmp_path, "--dtype", "float64", "--paths", ",".join(PATHS))
+    validate(run["doc"])
+    (judgement,) = run["doc"]["exact"]["blocks"][0]["judgements"]
+    expected = judge_recipe_paths(select([ENCODER], False)[0].recipe, PATHS, "float64", 0)
+    assert [p["path"] for p in judgement["paths"]] == PATHS, judgement["paths"]
+    fast, hf = judgement["paths"]
+    want = expected.paths[0]
+    assert (fast["verdict"], fast["elements"], fast["gradients"], fast["differs"]) == \
+        ("pass", want.elements, False, want.differs), (fast, str(want))
+    assert (hf["verdict"], hf["reason"]) == ("unjudged", expected.paths[1].unjudged), hf
+    rows = _rows(run["md"], "float64")
+    assert [r[1] for r in rows] == ["float64", "float64 · path fastpath",
+                                    "float64 · path hf-sdpa"], rows
+    assert rows[1][2:4] == ["✅ pass", f"{want.elements} of {want.total}"], rows[1]
+    assert rows[1][6] == f"{want.tightness.max:.3g}", (rows[1], str(want))
+    assert rows[1][8].startswith("the output only; 1 fused kernel call;"), rows[1]
+    assert rows[2][8] == expected.paths[1].unjudged, rows[2]
+    assert run["code"] == 0 and run["doc"]["exact"]["verdict"] == "pass", run["doc"]["status"]
+
+
+def test_a_path_outside_its_budget_fails_the_run_and_its_row(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    op = torch.ops.aten._transformer_encoder_layer_fwd.default
+    monkeypatch.setitem(exact_paths.RUNS, "fastpath",
+                        _planted(exact_paths.RUNS["fastpath"], op, 1 + 2**-20))
+    run = _run(tmp_path, "--dtype", "float64", "--paths", "fastpath")
+    validate(run["doc"])
+    (judgement,) = run["doc"]["exact"]["blocks"][0]["judgements"]
+    assert judgement["verdict"] == "pass", "eager is right: its own verdict stands"
+    assert judgement["paths"][0]["verdict"] == "fail", judgement["paths"]
+    assert run["code"] == 1 and run["doc"]["exact"]["verdict"] == "fail", run["doc"]["status"]
+    row = _rows(run["md"], "float64 · path fastpath")[0]
+    assert row[2] == "❌ fail" and "elements outside the budget" in row[8], row
+
+
+def test_an_unknown_path_under_exact_is_refused_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["blocks", "check", "--exact", ENCODER, "--paths", "fused",
+                 "--report-dir", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "unknown path(s) fused" in err[0], (code, err)
