@@ -32,7 +32,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -96,6 +96,9 @@ class Judgement:
     untrained: tuple[str, ...] = ()
     """Inputs whose gradient torch does not compute (batch norm's running statistics), so
     none is judged."""
+    lowered: Lowered | None = field(default=None, repr=False, compare=False)
+    """The trace judged: pass it back to :func:`judge_module` (``lowered=``) to judge the
+    same module with other parameters or inputs without tracing it again."""
 
     @property
     def passed(self) -> bool:
@@ -156,12 +159,16 @@ class Judgement:
 
 
 def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
-                 dtype: str = "float64", seed: int = 0) -> Judgement:
+                 dtype: str = "float64", seed: int = 0, lowered: Lowered | None = None
+                 ) -> Judgement:
     """Trace ``module`` (a copy of it, in ``dtype``), run it on inputs of ``example_args``'
     shapes drawn from ``seed``, and judge its output and every gradient element by element
     against the exact oracle (raises :class:`~resverify.blocks.lower.NotInIR` listing what
     the IR cannot express), and each op of its traced graph alone on the module's own
     intermediate values (:attr:`Judgement.local`, :mod:`resverify.blocks.local`).
+    ``lowered``: a trace of the same module class and shapes in ``dtype`` (a judgement's
+    :attr:`Judgement.lowered`), reused instead of tracing again: the program reads the
+    parameters as inputs and the lifted constants read none, so only they change.
 
         >>> print(judge_module(block, (x,), "float32"))  # doctest: +SKIP
         float32: pass, 8448 elements of the output and every gradient, |error|/bound ...
@@ -172,7 +179,8 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     args = [torch.randn(tuple(a.shape), generator=generator, dtype=torch.float64).to(kind)
             for a in example_args]
     started = time.perf_counter()
-    lowered = lower(model, args)
+    if lowered is None:
+        lowered = lower(model, args)
     traced = time.perf_counter()
     leaves = _leaves(model, args, lowered)
     output = model(*leaves[: len(args)])
@@ -204,7 +212,7 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     return Judgement(dtype, lowered.program, misses, used.size, Tightness.of(used),
                      verdict.decided_exactly, seconds, lowered.matched, request.accumulate,
                      total, request=request, constants=tuple(lowered.constants), local=local,
-                     untrained=lowered.untrained)
+                     untrained=lowered.untrained, lowered=lowered)
 
 
 def _faithful(request: Request, graph: torch.Tensor, eager: torch.Tensor,
@@ -236,11 +244,12 @@ class _Called(nn.Module):
                                                        strict=True)))
 
 
-def judge_recipe(recipe: Recipe, dtype: str, seed: int = 0) -> Judgement:
+def judge_recipe(recipe: Recipe, dtype: str, seed: int = 0, lowered: Lowered | None = None
+                 ) -> Judgement:
     """:func:`judge_module` on a recipe's block, built in ``dtype`` under ``seed`` and put in
     eval mode, called as the recipe calls it (its parameters named ``block.<name>``), at
-    batch 2 and sequence 4."""
-    return judge_module(*recipe_module(recipe, dtype, seed), dtype, seed)
+    batch 2 and sequence 4 (``lowered``: an earlier judgement's trace of it, reused)."""
+    return judge_module(*recipe_module(recipe, dtype, seed), dtype, seed, lowered)
 
 
 def recipe_module(recipe: Recipe, dtype: str, seed: int = 0

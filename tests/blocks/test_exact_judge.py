@@ -51,6 +51,25 @@ def test_every_element_of_output_and_each_gradient_is_judged() -> None:
     assert "pointwise: these inputs" in str(judgement)
 
 
+def test_a_reused_trace_judges_other_parameters_as_a_fresh_trace_does() -> None:
+    """``lowered=``: the trace of one module judges another of the same class and shapes
+    (new parameters, a new seed) exactly as tracing it again would."""
+    first = judge_module(ResidualMLP(WIDTH, norm=nn.LayerNorm(WIDTH)), X, "float32", seed=0)
+    other = ResidualMLP(WIDTH, norm=nn.LayerNorm(WIDTH), seed=7)
+    fresh = judge_module(other, X, "float32", seed=3)
+    reused = judge_module(other, X, "float32", seed=3, lowered=first.lowered)
+    assert reused.lowered is first.lowered and fresh.lowered is not first.lowered
+    assert str(reused).splitlines()[0] == str(fresh).splitlines()[0], (str(reused),
+                                                                       str(fresh))
+    assert reused.request is not None and fresh.request is not None and first.request is not None
+    for name, values in fresh.request.inputs.items():
+        assert (reused.request.inputs[name] == values).all(), name
+    assert (reused.request.inputs["w1"] != first.request.inputs["w1"]).any(), "new weights"
+    planted = ResidualMLP(WIDTH, tanh_with_backward(1 + OFF["float32"]), nn.LayerNorm(WIDTH))
+    bug = judge_module(planted, X, "float32", lowered=first.lowered)
+    assert not bug.passed, "a reused trace still judges the module's own backward"
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_a_backward_off_by_a_small_factor_is_caught(dtype: str) -> None:
     twin = judge_module(ResidualMLP(WIDTH, tanh_with_backward(1.0)), X, dtype)
