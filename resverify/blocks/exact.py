@@ -96,6 +96,9 @@ class Judgement:
     untrained: tuple[str, ...] = ()
     """Inputs whose gradient torch does not compute (batch norm's running statistics), so
     none is judged."""
+    tied: Mapping[str, str] = field(default_factory=dict)
+    """Parameters that are one tensor under two names (tied embeddings), each to the name
+    judged: one input, its gradient the sum over every use."""
     lowered: Lowered | None = field(default=None, repr=False, compare=False)
     """The trace judged: pass it back to :func:`judge_module` (``lowered=``) to judge the
     same module with other parameters or inputs without tracing it again."""
@@ -154,6 +157,8 @@ class Judgement:
             head += f"; constants lifted: {', '.join(self.constants)}"
         if self.untrained:
             head += f"; no gradient judged of {', '.join(self.untrained)} (torch computes none)"
+        if self.tied:
+            head += "; tied: " + ", ".join(f"{a} is {b}" for a, b in self.tied.items())
         local = [] if self.local is None else [f"  {self.local}"]
         return "\n".join([head, *local, *(f"  {m}" for m in self.misses[:MISSES_SHOWN])])
 
@@ -212,7 +217,7 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     return Judgement(dtype, lowered.program, misses, used.size, Tightness.of(used),
                      verdict.decided_exactly, seconds, lowered.matched, request.accumulate,
                      total, request=request, constants=tuple(lowered.constants), local=local,
-                     untrained=lowered.untrained, lowered=lowered)
+                     untrained=lowered.untrained, tied=lowered.tied, lowered=lowered)
 
 
 def _faithful(request: Request, graph: torch.Tensor, eager: torch.Tensor,
@@ -272,7 +277,8 @@ def _leaves(model: nn.Module, args: Sequence[torch.Tensor], lowered: Lowered
     if len(inputs) != len(lowered.user_inputs):
         raise UsageError(f"the trace has {len(lowered.user_inputs)} tensor inputs, "
                          f"{len(inputs)} were given: pass every input as a tensor")
-    state = dict(model.named_parameters()) | dict(model.named_buffers())
+    state = dict(model.named_parameters(remove_duplicate=False)) | dict(
+        model.named_buffers(remove_duplicate=False))
     for name in lowered.state:
         state[name].requires_grad_(name not in lowered.untrained)
     return inputs + [state[name] for name in lowered.state]

@@ -156,7 +156,8 @@ def _leaves(setup: _Setup, model: nn.Module) -> tuple[list[torch.Tensor], list[s
     """Fresh input leaves and ``model``'s state the program reads, recording gradients,
     with their names."""
     inputs = [t.detach().clone().requires_grad_(True) for t in setup.inputs]
-    held = dict(model.named_parameters()) | dict(model.named_buffers())
+    held = dict(model.named_parameters(remove_duplicate=False)) | dict(
+        model.named_buffers(remove_duplicate=False))
     for name in setup.state:
         held[name].requires_grad_(name not in setup.untrained)
     return inputs + [held[n] for n in setup.state], [*setup.user, *setup.state]
@@ -287,7 +288,8 @@ def _setup(module: nn.Module, judgement: Judgement, n_inputs: int) -> _Setup:
     assert request is not None
     kind = TORCH_DTYPES[judgement.dtype]
     model = copy.deepcopy(module).to(kind)
-    held = {*dict(model.named_parameters()), *dict(model.named_buffers())}
+    held = {*dict(model.named_parameters(remove_duplicate=False)),
+            *dict(model.named_buffers(remove_duplicate=False))}
     names = [n for n in request.program.input_names if n not in judgement.constants]
     # the program names a parameter or buffer by its state_dict name, an input by its own
     state = tuple(n for n in names if n in held)

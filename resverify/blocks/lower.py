@@ -77,6 +77,10 @@ class Lowered:
     untrained: tuple[str, ...] = ()
     """The inputs torch's autograd does not differentiate (batch norm's running statistics):
     the judge asks no gradient of them."""
+    tied: Mapping[str, str] = field(default_factory=dict)
+    """Parameters that are one tensor under two names (tied embeddings: ``lm_head.weight``
+    is ``embed_tokens.weight``), each later name to the first: one input of the program,
+    read at every use, so its gradient is the sum over the uses, as torch's is."""
 
 
 class _Downstream(ResverifyError):
@@ -201,7 +205,7 @@ def _export(module: nn.Module, args: Sequence[torch.Tensor]) -> Any:
 def _lower_graph(exported: Any, dtype: torch.dtype) -> Lowered:
     walk = _Walk(dtype, {}, [], constants.fold(exported.graph.nodes, _tensor_constants(exported)))
     refused: list[tuple[str, str, str]] = []
-    inputs, user, state = _inputs(exported, walk, refused)
+    inputs, user, state, tied = _inputs(exported, walk, refused)
     output = None
     matches = find(exported.graph.nodes)
     absorbed = {name for match in matches.values() for name in match.absorbed}
@@ -218,35 +222,47 @@ def _lower_graph(exported: Any, dtype: torch.dtype) -> Lowered:
                    tuple(state), tuple(f"{m.op} at {m.root}" for m in matches.values()),
                    dict(walk.lifted), exported,
                    {k: v for k, v in walk.names.items() if isinstance(v, str)},
-                   tuple(n for n in state if n in walk.frozen))
+                   tuple(n for n in state if n in walk.frozen), tied)
 
 
 def _tensor_constants(exported: Any) -> dict[str, torch.Tensor]:
     """The tensors ``torch.export`` lifted to placeholders (a ``torch.tensor(...)`` made in
-    ``forward``), by placeholder name: constants like any other."""
+    ``forward``), and the non-persistent buffers (a rotary embedding's ``inv_freq``: a table
+    the module derives from its config, not state it saves or trains), by placeholder name:
+    constants like any other."""
     kinds = torch.export.graph_signature.InputKind
     return {spec.arg.name: exported.constants[spec.target]
             for spec in exported.graph_signature.input_specs
-            if spec.kind == kinds.CONSTANT_TENSOR}
+            if spec.kind == kinds.CONSTANT_TENSOR
+            or (spec.kind == kinds.BUFFER and spec.persistent is False)}
 
 
 def _inputs(exported: Any, walk: _Walk, refused: list[tuple[str, str, str]]
-            ) -> tuple[list[Input], list[str], list[str]]:
+            ) -> tuple[list[Input], list[str], list[str], dict[str, str]]:
     """The program's inputs from the graph signature: user inputs by placeholder name,
-    parameters and buffers by ``state_dict`` name; a lifted constant is refused."""
+    parameters and buffers by ``state_dict`` name (a tensor held under two names, tied
+    weights, is one input under its first: the last item maps the others to it); a lifted
+    constant is refused."""
     kinds = torch.export.graph_signature.InputKind
     inputs: list[Input] = []
     user: list[str] = []
     state: list[str] = []
+    first: dict[int, str] = {}
+    tied: dict[str, str] = {}
     placeholders = {n.name: n for n in exported.graph.nodes if n.op == "placeholder"}
     for spec in exported.graph_signature.input_specs:
         node = placeholders[spec.arg.name]
+        if spec.kind != kinds.USER_INPUT and spec.arg.name in walk.folded:
+            continue  # a lifted tensor or a non-persistent buffer: a constant
         if spec.kind == kinds.USER_INPUT:
             name, into = spec.arg.name, user
         elif spec.kind in (kinds.PARAMETER, kinds.BUFFER):
             name, into = spec.target, state
-        elif spec.arg.name in walk.folded:
-            continue
+            held = id(exported.state_dict.get(name, node))
+            if held in first:
+                tied[name] = walk.names[node.name] = first[held]
+                continue
+            first[held] = name
         else:
             refused.append((f"placeholder ({spec.kind.name})", node.name,
                             "a lifted constant or token is not an input of the program"))
@@ -261,7 +277,7 @@ def _inputs(exported: Any, walk: _Walk, refused: list[tuple[str, str, str]]
         walk.names[node.name] = name
         into.append(name)
         inputs.append(Input(name, tuple(int(n) for n in value.shape)))
-    return inputs, user, state
+    return inputs, user, state, tied
 
 
 def _visit(walk: _Walk, node: Any, refused: list[tuple[str, str, str]],

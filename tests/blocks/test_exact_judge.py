@@ -70,6 +70,28 @@ def test_a_reused_trace_judges_other_parameters_as_a_fresh_trace_does() -> None:
     assert not bug.passed, "a reused trace still judges the module's own backward"
 
 
+class _Tied(nn.Module):
+    """``x + b(tanh(a(x)))`` with ``b.weight`` the very tensor ``a.weight`` (tied)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b = nn.Linear(WIDTH, WIDTH), nn.Linear(WIDTH, WIDTH)
+        self.b.weight = self.a.weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.b(torch.tanh(self.a(x)))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_tied_weight_is_one_input_whose_gradient_sums_both_uses(dtype: str) -> None:
+    judgement = judge_module(_Tied(), X, dtype)
+    assert judgement.passed and judgement.verdict == "pass", str(judgement)
+    assert dict(judgement.tied) == {"b.weight": "a.weight"}, judgement.tied
+    assert "b.weight" not in judgement.program.input_names, judgement.program.input_names
+    assert "tied: b.weight is a.weight" in str(judgement), str(judgement)
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_a_backward_off_by_a_small_factor_is_caught(dtype: str) -> None:
     twin = judge_module(ResidualMLP(WIDTH, tanh_with_backward(1.0)), X, dtype)
