@@ -42,6 +42,18 @@ LARGEST: Mapping[str, float] = {
     "float16": 65504.0,
     "bfloat16": float((2 - Fraction(1, 2**7)) * 2**127),
 }
+OVERFLOW: Mapping[str, float] = {
+    "float64": LARGEST["float64"],
+    "float32": 2.0**128 * (1 - 2.0**-25),
+    "float16": 65520.0 - 2.0**-9,
+    "bfloat16": 2.0**128 * (1 - 2.0**-9 - 2.0**-25),
+}
+"""A magnitude from which a value may round to infinity: the largest finite value plus half
+its spacing, ``2^(emax+1) (1 - u/2)``, where rounding to nearest (ties to even) first goes
+to infinity; for float16 and bfloat16 less half a float32 spacing there, as a value computed
+in float32 and rounded again may first land on that midpoint. Below it a value rounds to a
+finite one with an error at most ``u`` times its magnitude (it is below ``2^(emax+1)``).
+float64's is its largest value, the analysis' own limit."""
 INF = float("inf")
 
 
@@ -170,6 +182,15 @@ class Ctx:
         mag, err = inflate(mag, terms), inflate(err, terms)
         overflow = (mag + err) >= LARGEST[self.dtype]
         return Bound(mag, np.where(overflow, INF, err))
+
+    def rounded(self, mag: np.ndarray, err: np.ndarray, size: np.ndarray) -> Bound:
+        """The bound of a value rounded once from a computed value of magnitude at most
+        ``size`` (``err`` its error, that rounding's included), rounded up as :meth:`done`
+        does; inf where ``size`` may reach :data:`OVERFLOW` (the value may round to ±inf),
+        finite below it, even where ``mag`` passes the largest finite value (a sum that
+        rounds down to it)."""
+        over = inflate(size, 0) >= OVERFLOW[self.dtype]
+        return Bound(inflate(mag, 0), np.where(over, INF, inflate(err, 0)))
 
     def alpha(self, alpha: Fraction) -> tuple[float, float]:
         """``(|α|, bound on |α̂ - α|)`` where α̂ is α rounded to the dtype."""
