@@ -209,9 +209,20 @@ ZERO = _bound(np.zeros((2, 3)), np.zeros((2, 3)))
 
 
 @pytest.mark.parametrize(("x", "y"), [(A, B), (B, A), (ZERO, B), (ZERO, ZERO)])
-def test_mul_budget_is_the_product_rule(x: Bound, y: Bound) -> None:
-    got = OP_TABLE["mul"].budget(_ctx(), _site(), [x, y])
-    _assert_bound(got, *_product(x, y), 0, "mul budget")
+def test_mul_budget_is_the_product_rule_charged_on_the_computed_products_size(
+        x: Bound, y: Bound) -> None:
+    """``P + u z + tiny``, ``P = |a| e_b + |b| e_a + e_a e_b``, ``z = min(hat_a hat_b, |v| +
+    P)`` with ``v`` the exact product (here half the magnitudes' product, its slack added):
+    the rounding of the computed product, which is within ``P`` of ``v``; the magnitude
+    ``min(|a| |b|, |v|)``. With ``v`` the magnitudes' product it is the plain product rule."""
+    slack = F(1, 4096)
+    for exact, call in ((_m(x) * _m(y) / 2, "at v = |a||b|/2"), (_m(x) * _m(y), "at |a||b|")):
+        got = OP_TABLE["mul"].budget(_ctx(), _site(out=exact, out_slack=slack), [x, y])
+        carried = _m(x) * _e(y) + _m(y) * _e(x) + _e(x) * _e(y)
+        least = np.vectorize(min, otypes=[object])
+        size = least(_hat(x) * _hat(y), abs(exact) + slack + carried)
+        mag = least(_m(x) * _m(y), abs(exact) + slack)
+        _assert_bound(got, mag, carried + U * size + SUB, 0, f"mul budget {call}")
 
 
 def test_mul_jvp_is_two_products_and_their_rounded_sum() -> None:
