@@ -99,9 +99,11 @@ class Budget:
     in forward mode, the output tangent (``tangent``: None when the request carried no
     tangents).
 
-    ``magnitude``, ``grad_magnitudes`` and ``tangent_magnitude`` are the absolute-value
-    interpretation the bounds were scaled from (upper bounds of the true values' sizes):
-    ``output / (u * magnitude)`` says how many units of roundoff the budget allows.
+    ``magnitude``, ``grad_magnitudes`` and ``tangent_magnitude`` are the upper bounds of the
+    true values' sizes the bounds were scaled from: the absolute-value interpretation, or the
+    exact value's size where an op's rule reads it from the trace and it is smaller (add,
+    mul, a declared linear or matmul), so ``output / (u * magnitude)`` says how many units
+    of roundoff the budget allows, and is large where the exact value cancels.
     """
 
     output: np.ndarray

@@ -42,6 +42,18 @@ LARGEST: Mapping[str, float] = {
     "float16": 65504.0,
     "bfloat16": float((2 - Fraction(1, 2**7)) * 2**127),
 }
+OVERFLOW: Mapping[str, float] = {
+    "float64": LARGEST["float64"],
+    "float32": 2.0**128 * (1 - 2.0**-25),
+    "float16": 65520.0 - 2.0**-9,
+    "bfloat16": 2.0**128 * (1 - 2.0**-9 - 2.0**-25),
+}
+"""A magnitude from which a value may round to infinity: the largest finite value plus half
+its spacing, ``2^(emax+1) (1 - u/2)``, where rounding to nearest (ties to even) first goes
+to infinity; for float16 and bfloat16 less half a float32 spacing there, as a value computed
+in float32 and rounded again may first land on that midpoint. Below it a value rounds to a
+finite one with an error at most ``u`` times its magnitude (it is below ``2^(emax+1)``).
+float64's is its largest value, the analysis' own limit."""
 INF = float("inf")
 
 
@@ -171,6 +183,15 @@ class Ctx:
         overflow = (mag + err) >= LARGEST[self.dtype]
         return Bound(mag, np.where(overflow, INF, err))
 
+    def rounded(self, mag: np.ndarray, err: np.ndarray, size: np.ndarray) -> Bound:
+        """The bound of a value rounded once from a computed value of magnitude at most
+        ``size`` (``err`` its error, that rounding's included), rounded up as :meth:`done`
+        does; inf where ``size`` may reach :data:`OVERFLOW` (the value may round to ±inf),
+        finite below it, even where ``mag`` passes the largest finite value (a sum that
+        rounds down to it)."""
+        over = inflate(size, 0) >= OVERFLOW[self.dtype]
+        return Bound(inflate(mag, 0), np.where(over, INF, inflate(err, 0)))
+
     def alpha(self, alpha: Fraction) -> tuple[float, float]:
         """``(|α|, bound on |α̂ - α|)`` where α̂ is α rounded to the dtype."""
         size = abs(alpha)
@@ -196,13 +217,50 @@ def summed_over(c: Ctx, x: Bound, axes: tuple[int, ...]) -> Bound:
     return c.done(np.asarray(np.sum(x.mag, axis=axes)), np.asarray(err), n)
 
 
-def dot(c: Ctx, x: Bound, w: Bound) -> Bound:
-    """``x @ w`` with 2-D operands: propagated error plus gamma_n of the magnitude product."""
+def dot(c: Ctx, x: Bound, w: Bound, exact: np.ndarray | None = None) -> Bound:
+    """``x @ w`` with 2-D operands: propagated error plus gamma_n of the magnitude product.
+
+    With a declared wider accumulation and ``exact`` (upper bounds of the exact result's
+    magnitudes, from the trace), the final rounding to the dtype is charged on the size of
+    the accumulated value instead (:func:`accumulated_dot`)."""
+    if exact is not None and c.widened:
+        return accumulated_dot(c, x, w, exact)
     n = x.mag.shape[-1]
     rel, last = c.summed(n)
     err = (x.mag @ w.err + x.err @ w.mag + x.err @ w.err
            + rel * (x.hat @ w.hat) + n * c.tiny + last)
     return c.done(x.mag @ w.mag, err, n)
+
+
+def accumulated_dot(c: Ctx, x: Bound, w: Bound, exact: np.ndarray) -> Bound:
+    """``x @ w`` summed in the declared accumulation dtype and rounded once to the dtype,
+    ``exact`` bounding the exact result's magnitudes: the propagated part ``P = |x| e_w +
+    e_x |w| + e_x e_w`` and the accumulation's ``A = gamma'_n (x̂ @ ŵ) + n tiny`` put the
+    accumulated value within ``P + A`` of the exact one, so its size is at most ``z =
+    min((1 + gamma'_n)(x̂ @ ŵ), |v| + P + A)`` and its one rounding at most ``u z`` plus a
+    smallest subnormal: a proven tightening of ``(gamma'_n + u (1 + gamma'_n)) (x̂ @ ŵ)``
+    (:meth:`Ctx.summed`). Infinite where a partial sum may reach the accumulation dtype's
+    largest value or ``z`` the dtype's :data:`OVERFLOW`."""
+    assert c.accumulate is not None
+    n = x.mag.shape[-1]
+    wide, both = gamma(n, c.accumulate), x.hat @ w.hat
+    carried = x.mag @ w.err + x.err @ w.mag + x.err @ w.err + wide * both + n * c.tiny
+    size = np.fmin((1 + wide) * both, exact + carried)
+    mag = np.fmin(x.mag @ w.mag, exact)
+    out = c.rounded(inflate(mag, n), inflate(carried + c.u * size + c.tiny, n),
+                    inflate(size, n))
+    partial = inflate((1 + wide) * both, n) >= LARGEST[c.accumulate]
+    return Bound(out.mag, np.where(partial | (wide == INF), INF, out.err))
+
+
+def exact_product(c: Ctx, x: Bound, y: Bound, exact: np.ndarray) -> Bound:
+    """One rounded elementwise product, ``exact`` bounding the exact product's magnitudes:
+    the computed ``x̂ ŷ`` is within ``P = |x| e_y + |y| e_x + e_x e_y`` of it, so its one
+    rounding is at most ``u min(x̂ ŷ, |v| + P)`` (a proven tightening of :func:`product`'s
+    ``u x̂ ŷ``), plus a smallest subnormal; the magnitude ``min(|x| |y|, |v|)``."""
+    carried = x.mag * y.err + y.mag * x.err + x.err * y.err
+    size = np.fmin(x.hat * y.hat, exact + carried)
+    return c.done(np.fmin(x.mag * y.mag, exact), carried + c.u * size + c.tiny)
 
 
 def dots(c: Ctx, pairs: list[tuple[Bound, Bound]]) -> Bound:

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, ClassVar
 
+import numpy as np
+
 from resverify.spec import ball
 from resverify.spec.ball import Ball
 from resverify.spec.errors import Shape
@@ -14,6 +16,7 @@ from resverify.spec.ops.base import (
     Site,
     broadcast_copies,
     broadcast_shapes,
+    exact_sizes,
     sum_back,
     unbroadcast,
 )
@@ -49,8 +52,22 @@ class Add(LinearMap):
         return tuple(g_err * broadcast_copies(g, a) for a in at.args)
 
     def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
-        """``e_a + e_b + u (hat_a + hat_b)``."""
-        return c.done(a[0].mag + a[1].mag, a[0].err + a[1].err + c.u * (a[0].hat + a[1].hat))
+        """``e_a + e_b + u z``: the computed sum before its one rounding, ``â + b̂``, is
+        within ``e_a + e_b`` of the exact ``v`` (read from the trace, its slack added) and at
+        most ``hat_a + hat_b``, so ``z = min(hat_a + hat_b, |v| + e_a + e_b)`` bounds it,
+        ``min(|a| + |b|, |v|)`` the true value; infinite only where ``z`` may reach the
+        magnitude that rounds to infinity (:meth:`Ctx.rounded`: a score plus a causal mask's
+        ``finfo.min`` rounds to ``finfo.min``, not to -inf)."""
+        before, exact = a[0].err + a[1].err, exact_sizes(at)
+        size = np.fmin(a[0].hat + a[1].hat, exact + before)
+        return c.rounded(np.fmin(a[0].mag + a[1].mag, exact), before + c.u * size, size)
+
+    def budget_jvp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, ts: Sequence[Bound]
+                   ) -> Bound:
+        """``e_a + e_b + u (hat_a + hat_b)`` on the tangents (the trace holds no exact
+        tangent to read a smaller size from)."""
+        return c.done(ts[0].mag + ts[1].mag,
+                      ts[0].err + ts[1].err + c.u * (ts[0].hat + ts[1].hat))
 
     def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
                    ) -> list[Bound]:

@@ -23,7 +23,7 @@ from resverify.spec.ball import Ball, NotEnclosed
 from resverify.spec.errors import InvalidProgram, Shape, ShapeMismatch, UsageError
 from resverify.spec.ops.attributes import EXACT, Kind
 from resverify.spec.rational import Arr
-from resverify.spec.rounding import Bound, Ctx
+from resverify.spec.rounding import Bound, Ctx, up
 
 __all__ = ["ArrayNamespace", "Op", "Pullback", "Site", "broadcast_shapes", "same_shape",
            "unbroadcast"]
@@ -312,6 +312,26 @@ def elementwise(fn: Callable[[Any], Any], array: np.ndarray) -> np.ndarray:
     for index in np.ndindex(*array.shape):
         out[index] = fn(array[index])
     return out
+
+
+def _magnitude(value: object) -> float:
+    try:
+        return abs(float(value))  # type: ignore[arg-type]
+    except OverflowError:
+        return math.inf
+
+
+def exact_sizes(at: Site) -> np.ndarray:
+    """Upper bounds of the true value's magnitudes at a node (float64, elementwise): the
+    trace's exact value rounded to float64 (to nearest: within half an ulp), one step up,
+    plus its slack rounded up; inf past float64's range."""
+    out = np.asarray(at.out)
+    try:
+        near = np.abs(out.astype(np.float64))
+    except OverflowError:
+        near = np.array([_magnitude(v) for v in out.reshape(-1).tolist()]).reshape(out.shape)
+    with np.errstate(over="ignore"):
+        return np.nextafter(np.nextafter(near, np.inf) + up(at.err), np.inf)
 
 
 def sum_back(c: Ctx, g: Bound, shape: Shape) -> Bound:

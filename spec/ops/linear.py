@@ -10,7 +10,7 @@ from typing import Any
 from resverify.spec import ball
 from resverify.spec.ball import Ball
 from resverify.spec.errors import Shape, ShapeMismatch
-from resverify.spec.ops.base import ArrayNamespace, Site
+from resverify.spec.ops.base import ArrayNamespace, Site, exact_sizes
 from resverify.spec.ops.linear_map import Bilinear
 from resverify.spec.rational import ZERO, Arr, mag, times
 from resverify.spec.rounding import Bound, Ctx, dot, dots, rows, transposed
@@ -58,8 +58,10 @@ class Linear(Bilinear):
         plus ``gamma_n (|x̂| @ |ŵ|)`` (any summation order, with or without FMA), or the
         declared accumulation's gamma and one final rounding (:meth:`Ctx.summed`)."""
         x, w = a
-        out = dot(c, rows(x, w.mag.shape[0]), w)
         shape = x.mag.shape[:-1] + w.mag.shape[1:]
+        exact = (exact_sizes(at).reshape(math.prod(shape[:-1]), *shape[-1:]) if c.widened
+                 else None)
+        out = dot(c, rows(x, w.mag.shape[0]), w, exact)
         return Bound(out.mag.reshape(shape), out.err.reshape(shape))
 
     def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound

@@ -9,7 +9,7 @@ from typing import Any
 
 from resverify.spec.ball import Ball, batched_dot
 from resverify.spec.errors import Shape, ShapeMismatch
-from resverify.spec.ops.base import ArrayNamespace, Site
+from resverify.spec.ops.base import ArrayNamespace, Site, exact_sizes
 from resverify.spec.ops.linear_map import Bilinear
 from resverify.spec.rational import ZERO, Arr, mag, times
 from resverify.spec.rounding import Bound, Ctx, dot, dots, swapped
@@ -61,8 +61,10 @@ class Matmul(Bilinear):
 
     def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
         """Dot products of length k, batch by batch: the propagated part plus ``gamma_k
-        (|â| @ |b̂|)`` (any summation order, with or without FMA)."""
-        return dot(c, a[0], a[1])
+        (|â| @ |b̂|)`` (any summation order, with or without FMA); with a declared wider
+        accumulation, its gamma and one rounding on the exact result's size
+        (:func:`~resverify.spec.rounding.accumulated_dot`)."""
+        return dot(c, a[0], a[1], exact_sizes(at) if c.widened else None)
 
     def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
                    ) -> list[Bound]:

@@ -14,11 +14,12 @@ from resverify.spec.ops.base import (
     Site,
     broadcast_copies,
     broadcast_shapes,
+    exact_sizes,
     unbroadcast,
 )
 from resverify.spec.ops.linear_map import Bilinear
 from resverify.spec.rational import ZERO, Arr, mag, times
-from resverify.spec.rounding import Bound, Ctx, product
+from resverify.spec.rounding import Bound, Ctx, exact_product, product
 
 
 class Mul(Bilinear):
@@ -52,8 +53,10 @@ class Mul(Bilinear):
                 broadcast_copies(g, b) * times(mg, g_err, mag(a), ea))
 
     def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
-        """``|a| e_b + |b| e_a + e_a e_b + u hat_a hat_b``."""
-        return c.done(*product(c, a[0], a[1]))
+        """``|a| e_b + |b| e_a + e_a e_b + u z``, ``z = min(hat_a hat_b, |v| + |a| e_b + |b|
+        e_a + e_a e_b)`` the computed product's size before its rounding, ``v`` the exact
+        product read from the trace (:func:`~resverify.spec.rounding.exact_product`)."""
+        return exact_product(c, a[0], a[1], exact_sizes(at))
 
     def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
                    ) -> list[Bound]:

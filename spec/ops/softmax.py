@@ -68,44 +68,71 @@ def distances(x: Arr, axis: int) -> np.ndarray:
     return np.array(flat, dtype=np.float64).reshape(x.shape)
 
 
+def shifts(c: Ctx, err: np.ndarray, dist: np.ndarray, axis: int) -> np.ndarray:
+    """Upper bounds ``D_i`` of ``|Δ_i|``, where the computed ``d̂_i = fl(x̂_i - max x̂)`` is
+    ``x̂_i - max x̂ + r_i`` and ``Δ_i = x̂_i - x_i + r_i``: ``D_i = e_i + u (dist_i + e_i +
+    M)``. The computed max ``m̂`` cancels in ``softmax(d̂)`` (every term is shifted by it),
+    so its error enters only the rounding ``r_i`` of the subtraction, ``|r_i| <= u |x̂_i -
+    m̂|``, ``|x̂_i - m̂| <= dist_i + e_i + M``. ``M`` bounds ``|m̂ - m|``: ``m̂ >= x̂_t >=
+    m - e_t`` at an exact argmax t, and ``m̂ = x̂_k <= m + e_k`` for a k that can reach it,
+    ``dist_k <= e_k + e_t``, so ``M`` is the largest ``e_k`` of those candidates. An element
+    far below the max (a causal mask's ``finfo.min``, whose own error is huge) is not one,
+    so its error does not spread to the row."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        top = _max(np.where(dist == 0, err, 0.0), axis)  # e at the exact argmax(es)
+        low = np.where(np.isinf(dist), np.finfo(np.float64).max, dist * (1 - 2.0**-49))
+        can = low <= (err + top) * (1 + 2.0**-49)
+        reach = _max(np.where(can, err, 0.0), axis)
+        return (err + c.u * (dist + err + reach) * (1 + 2.0**-50)) * (1 + 2.0**-50)
+
+
 def vanishing(c: Ctx, err: np.ndarray, dist: np.ndarray, axis: int) -> np.ndarray:
-    """Upper bounds of ``e^{d_i + D_i}`` (``D_i`` as in :func:`shift_relative`), which bound
+    """Upper bounds of ``e^{d_i + D_i}`` (``D_i`` as in :func:`shifts`), which bound
     both the exact ``y_i`` (``Σ_j e^{d_j} >= 1``: the max's term is 1) and ``y_i e^{D_i}``:
     far below the max (a causal mask's ``finfo.min``) they are 0 where ``e^{D_i}`` is not
     finite. ``dist`` is read as at least ``dist (1 - 2⁻⁴⁹)``, an infinite one (the distance
     overflowed the analysis) as at least float64's largest value."""
     with np.errstate(over="ignore", invalid="ignore"):
         low = np.where(np.isinf(dist), np.finfo(np.float64).max, dist * (1 - 2.0**-49))
-        moved = err + _max(err, axis)
-        gap = low * (1 - 2 * c.u) * (1 - 2.0**-50) - moved * (1 + c.u) * (1 + 2.0**-50)
+        top = _max(np.where(dist == 0, err, 0.0), axis)
+        can = low <= (err + top) * (1 + 2.0**-49)
+        own = err + c.u * _max(np.where(can, err, 0.0), axis)
+        gap = low * (1 - 2 * c.u) * (1 - 2.0**-50) - own * (1 + c.u) * (1 + 2.0**-50)
         return np.exp(-gap) * (1 + 2.0**-50)
 
 
 def shift_relative(c: Ctx, err: np.ndarray, dist: np.ndarray, weight: np.ndarray, axis: int
                    ) -> np.ndarray:
-    """Relative error of softmax on the computed shifted arguments ``d̂ = fl(x̂ - max x̂)``,
-    ``err`` the arguments' errors, ``dist`` bounds of ``max x - x``: ``|d̂_i - d_i| <= D_i
-    = e_i + max e + u(dist_i + e_i + max e)``, and ``softmax(d̂)_i / softmax(d)_i =
-    e^{Δ_i} / Σ_j y_j e^{Δ_j}`` is within ``e^{D_i} / (1 - W) - 1`` of 1, ``W = Σ_j y_j
-    (e^{D_j} - 1)`` (``weight`` bounds y), each term at most :func:`vanishing`'s."""
+    """Relative error of softmax on the computed shifted arguments ``d̂`` (``err`` the
+    arguments' errors, ``dist`` bounds of ``max x - x``, ``weight`` bounds of y):
+    ``softmax(d̂)_i / softmax(d)_i = e^{Δ_i} / Σ_j y_j e^{Δ_j}``, ``|Δ_j| <= D_j``
+    (:func:`shifts`). The sum is at least ``Σ y_j e^{-D_j} = 1 - W⁻``, ``W⁻ = Σ_j y_j (1 -
+    e^{-D_j})``, and at most ``1 + W``, ``W = Σ_j y_j (e^{D_j} - 1)``, so the ratio is
+    within ``[e^{-D_i} / (1 + W), e^{D_i} / (1 - W⁻)]``: the relative error is the larger of
+    ``(e^{D_i} - 1 + W⁻) / (1 - W⁻)`` and ``(W + 1 - e^{-D_i}) / (1 + W)``. Each term of W
+    (and of W⁻, which is also at most ``y_j``) is at most :func:`vanishing`'s."""
     with np.errstate(over="ignore", invalid="ignore"):
-        moved = err + _max(err, axis)
-        shift = moved + c.u * (dist + moved)
-        terms = np.fmin(weight * np.expm1(shift), vanishing(c, err, dist, axis))
-        spread = _sum(terms, axis)
-        rel = (np.expm1(shift) + spread) / (1 - spread)  # e^D / (1 - W) - 1, no cancelling
-        return np.where(spread < 1, rel, np.inf)
+        shift = shifts(c, err, dist, axis)
+        far = vanishing(c, err, dist, axis)
+        spread = _sum(np.fmin(weight * np.expm1(shift), far), axis)
+        below = _sum(np.fmin(np.fmin(weight, far) * -np.expm1(-shift), far), axis)
+        upper = (np.expm1(shift) + below) / (1 - below)  # e^D / (1 - W⁻) - 1, no cancelling
+        lower = np.fmin((spread - np.expm1(-shift)) / (1 + spread), 1.0)  # 1 - e^-D/(1 + W)
+        return np.where(below < 1, np.fmax(upper, lower), np.inf)
 
 
 def absolute(c: Ctx, err: np.ndarray, dist: np.ndarray, size: np.ndarray, axis: int,
              ulps: int) -> np.ndarray:
     """``|ŷ_i - y_i| <= ŷ_i + y_i``: the computed ``ŷ_i`` is at most ``e^{d̂_i}`` with its
     roundings (:func:`rounding_relative`; the computed sum is at least the max's term, 1
-    but for its roundings), ``size`` bounds ``y_i``. The bound where the relative one is
-    lost: an element many orders of magnitude below the row's max."""
+    but for its roundings), ``y_i`` at most ``size`` and at most :func:`vanishing`'s
+    ``e^{d_i + D_i}`` (which also bounds ``e^{d_i}``). The bound where the relative one is
+    lost: an element many orders of magnitude below the row's max (where the enclosure's
+    ``size`` is 1, its first guess, the second keeps its radius near 0)."""
     with np.errstate(over="ignore", invalid="ignore"):
         grown = 1 + rounding_relative(c, ulps, size.shape[axis] if size.ndim else 1)
-        return vanishing(c, err, dist, axis) * grown * (1 + 2.0**-50) + size
+        far = vanishing(c, err, dist, axis)
+        return far * grown * (1 + 2.0**-50) + np.fmin(size, far)
 
 
 def rounding_relative(c: Ctx, ulps: int, n: int) -> float:

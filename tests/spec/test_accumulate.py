@@ -250,3 +250,30 @@ def test_the_schema_refuses_an_accumulation_dtype_it_does_not_know() -> None:
     doc = request_to_dict(Request(program, {"x": np.ones(2)}, "float32", np.float32(1.0)))
     with pytest.raises(InvalidDocument, match="accumulate"):
         request_from_dict({**doc, "accumulate": "float128"})
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_last_rounding_is_charged_on_the_exact_sum_and_holds_where_rows_cancel(
+        seed: int) -> None:
+    """A declared linear charges its one rounding to bfloat16 on the accumulated value's size
+    (``min((1 + γ') x̂@ŵ, |v| + P + A)``): never above the rule that charged it on ``|x|@|w|``,
+    far below it where a row cancels (``w``'s last column makes ``x @ w`` nearly 0), and the
+    float32-accumulated answer rounded once stays inside."""
+    rng = np.random.default_rng(seed)
+    x = bf16(rng.standard_normal((8, 32)))
+    w = bf16(rng.standard_normal((32, 4)) / math.sqrt(32))
+    w[:, 3] = bf16(np.concatenate([w[:16, 0], -w[:16, 0]]))  # columns that cancel
+    x[:, 16:] = x[:, :16]
+    g = bf16(rng.standard_normal((8, 4)))
+    program = Program((Input("x", x.shape), Input("w", w.shape)),
+                      (Node("y", "linear", ("x", "w")),), "y")
+    request = Request(program, {"x": x, "w": w}, "bfloat16", g, accumulate="float32")
+    budget = error_budget(request)
+    u, wide = float(UNIT_ROUNDOFF["bfloat16"]), gamma(32, "float32")
+    earlier = (wide + u * (1 + wide)) * (np.abs(x) @ np.abs(w))  # the old rule's rounding
+    assert np.all(budget.output[:, 3] < 0.01 * earlier[:, 3]), (budget.output[:, 3], earlier)
+    grads = {"x": wide_matmul(g, w.T), "w": wide_matmul(x.T, g)}
+    verdict = verify(request, wide_matmul(x, w), grads)
+    assert not verdict.misses, f"{verdict.misses[:3]}, but should be none [seed {seed}]"
+    plain = Request(program, {"x": x, "w": w}, "bfloat16", g)
+    assert np.all(budget.output <= error_budget(plain).output), "tighter than bfloat16's rule"

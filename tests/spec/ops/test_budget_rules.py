@@ -124,10 +124,19 @@ A = _bound([[1, 2, 4], [F(1, 2), 3, 0]], [[F(1, 16), F(1, 4), 0], [F(1, 8), F(1,
 B = _bound([F(3, 4), 5, 2], [F(1, 64), F(1, 2), F(1, 8)])
 
 
-def test_add_budget_is_both_errors_plus_u_times_both_computed_sizes() -> None:
-    """``e_a + e_b + u (hat_a + hat_b)``, b broadcast along the rows."""
-    got = OP_TABLE["add"].budget(_ctx(), _site(), [A, B])
-    _assert_bound(got, _m(A) + _m(B), _e(A) + _e(B) + U * (_hat(A) + _hat(B)), 0, "add(A, B)")
+def test_add_budget_is_both_errors_plus_u_times_the_computed_sums_size() -> None:
+    """``e_a + e_b + u z``, ``z = min(hat_a + hat_b, |v| + e_a + e_b)`` with ``v`` the exact
+    sum (its slack added), b broadcast along the rows; the magnitude ``min(|a| + |b|, |v|)``.
+    On the exact ``|a| - |b|`` (cancelling) the second term binds where the errors are
+    small, and ``hat_a + hat_b`` where they are not."""
+    slack = F(1, 1024)
+    exact = _m(A) - _m(B)
+    got = OP_TABLE["add"].budget(_ctx(), _site(out=exact, out_slack=slack), [A, B])
+    size = np.vectorize(min, otypes=[object])(
+        _hat(A) + _hat(B), abs(exact) + slack + _e(A) + _e(B))
+    mag = np.vectorize(min, otypes=[object])(_m(A) + _m(B), abs(exact) + slack)
+    _assert_bound(got, mag, _e(A) + _e(B) + U * size, 0, "add(A, B) at v = |a| - |b|")
+    assert (size < _hat(A) + _hat(B)).any() and (size == _hat(A) + _hat(B)).any(), size
     got = OP_TABLE["add"].budget_jvp(_ctx(), _site(), [A, A], A, [B, A])
     _assert_bound(got, _m(B) + _m(A), _e(B) + _e(A) + U * (_hat(B) + _hat(A)), 0,
                   "add jvp(t=(B, A))")
@@ -200,9 +209,20 @@ ZERO = _bound(np.zeros((2, 3)), np.zeros((2, 3)))
 
 
 @pytest.mark.parametrize(("x", "y"), [(A, B), (B, A), (ZERO, B), (ZERO, ZERO)])
-def test_mul_budget_is_the_product_rule(x: Bound, y: Bound) -> None:
-    got = OP_TABLE["mul"].budget(_ctx(), _site(), [x, y])
-    _assert_bound(got, *_product(x, y), 0, "mul budget")
+def test_mul_budget_is_the_product_rule_charged_on_the_computed_products_size(
+        x: Bound, y: Bound) -> None:
+    """``P + u z + tiny``, ``P = |a| e_b + |b| e_a + e_a e_b``, ``z = min(hat_a hat_b, |v| +
+    P)`` with ``v`` the exact product (here half the magnitudes' product, its slack added):
+    the rounding of the computed product, which is within ``P`` of ``v``; the magnitude
+    ``min(|a| |b|, |v|)``. With ``v`` the magnitudes' product it is the plain product rule."""
+    slack = F(1, 4096)
+    for exact, call in ((_m(x) * _m(y) / 2, "at v = |a||b|/2"), (_m(x) * _m(y), "at |a||b|")):
+        got = OP_TABLE["mul"].budget(_ctx(), _site(out=exact, out_slack=slack), [x, y])
+        carried = _m(x) * _e(y) + _m(y) * _e(x) + _e(x) * _e(y)
+        least = np.vectorize(min, otypes=[object])
+        size = least(_hat(x) * _hat(y), abs(exact) + slack + carried)
+        mag = least(_m(x) * _m(y), abs(exact) + slack)
+        _assert_bound(got, mag, carried + U * size + SUB, 0, f"mul budget {call}")
 
 
 def test_mul_jvp_is_two_products_and_their_rounded_sum() -> None:
@@ -441,7 +461,7 @@ def test_rounded_once_float16_results_lie_inside_and_reach_half_the_bound(name: 
         out16 = a16 + b16 if name == "add" else a16 * b16
         exact = [p + q if name == "add" else p * q for p, q in zip(a, b, strict=True)]
     assert out16.dtype == np.float16
-    bound = OP_TABLE[name].budget(_ctx("float16"), _site(alpha=alpha), args).err
+    bound = OP_TABLE[name].budget(_ctx("float16"), _site(alpha=alpha, out=exact), args).err
     ratios = [abs(F(float(o)) - e) / F(float(m))
               for o, e, m in zip(out16, exact, bound.tolist(), strict=True)]
     worst = max(ratios)
@@ -824,3 +844,30 @@ def test_norm_rows_bound_the_true_variance_and_reciprocal_tightly(
         want = abs(v) + 2 * slack  # rounded up, then one float64 addition (half an ulp)
         assert want * (1 - F(1, 2**52)) <= F(got) <= want * (1 + close), (
             f"{name} rows: |c|={got!r}, but should be {float(want)!r}")
+
+
+@pytest.mark.parametrize(("dtype", "emax", "bits"), [("bfloat16", 127, 8), ("float16", 15, 11),
+                                                    ("float32", 127, 24)])
+def test_add_overflows_only_from_the_magnitude_that_rounds_to_infinity(
+        dtype: str, emax: int, bits: int) -> None:
+    """A causal mask's ``finfo.min`` plus a negative score lies beyond the largest finite
+    value, yet rounds to it: the bound stays finite and holds torch's sum. Half a spacing
+    beyond, the sum rounds to -inf (ties to even) and the bound is inf; a quarter beyond,
+    finite again."""
+    torch = pytest.importorskip("torch")
+    kind = getattr(torch, dtype)
+    largest = F(LARGEST[dtype])
+    for beyond, finite in ((F(2) ** (emax - bits - 1), True), (F(2) ** (emax - bits), False),
+                           (F(3), True)):
+        a, b = _bound([float(largest)], [0]), _bound([float(beyond)], [0])
+        exact = _obj([-(largest + beyond)])
+        got = OP_TABLE["add"].budget(_ctx(dtype), _site(out=exact), [a, b])
+        ran = (torch.tensor([-float(largest)], dtype=kind)
+               + torch.tensor([-float(beyond)], dtype=kind)).double().item()
+        call = f"add(-{float(largest)!r}, -{float(beyond)!r}) in {dtype}"
+        assert np.isfinite(got.err[0]) == finite, f"{call}: bound {got.err[0]}, finite={finite}"
+        assert math.isfinite(ran) == finite, f"{call}: torch gave {ran}, finite={finite}"
+        if finite:
+            assert abs(F(ran) - exact[0]) <= F(float(got.err[0])), (
+                f"{call}: torch gave {ran}, off by {float(abs(F(ran) - exact[0]))!r}, "
+                f"but the bound is {got.err[0]!r}")

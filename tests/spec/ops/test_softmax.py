@@ -30,7 +30,9 @@ from resverify.spec.ir import Input, Node, Program
 from resverify.spec.ops import OP_TABLE, SOFTMAX_EXP_ULPS, Sample, Softmax
 from resverify.spec.ops.attributes import Params
 from resverify.spec.ops.base import Pullback
+from resverify.spec.ops.softmax import shift_relative
 from resverify.spec.request import Request
+from resverify.spec.rounding import Ctx, up
 from tests.spec.ops.op_checks import budget_check_catches, derivative_check_catches
 from tests.spec.ops.test_exp import _libraries as exp_libraries
 
@@ -223,3 +225,64 @@ def test_a_softmax_ball_holds_the_spec_value_and_vjp_of_its_argument_ball(radius
     assert np.isfinite(out.rad).all() and np.isfinite(back.rad[:2]).all()
     relative = out.rad[:2] / out.mid[:2]
     assert float(relative.max()) <= 128 * 2.0**-53 + 64 * radius, f"radius {out.rad.max()}"
+
+
+def _earlier_relative(c: Ctx, err: np.ndarray, dist: np.ndarray, weight: np.ndarray
+                      ) -> np.ndarray:
+    """The rule before the shift's cancelling was used: ``e^D / (1 - W) - 1`` with ``D_i =
+    e_i + max e + u(dist_i + e_i + max e)`` (rows along the last axis)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        moved = err + err.max(axis=-1, keepdims=True)
+        shift = moved + c.u * (dist + moved)
+        spread = np.sum(weight * np.expm1(shift), axis=-1, keepdims=True)
+        return np.where(spread < 1, (np.expm1(shift) + spread) / (1 - spread), np.inf)
+
+
+def _softmax_mp(x: Sequence[float]) -> list[mpmath.mpf]:
+    with mpmath.workdps(60):
+        e = [mpmath.exp(mpmath.mpf(v)) for v in x]
+        total = mpmath.fsum(e)
+        return [v / total for v in e]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_relative_bound_holds_at_the_worst_shifts_and_is_below_the_earlier_rule(
+        seed: int) -> None:
+    """Each argument moved by its whole error, the element judged up and every other down
+    (and the reverse), the corners where ``e^{Δ_i} / Σ_j y_j e^{Δ_j}`` is largest and
+    smallest: the exact softmax there stays within ``shift_relative`` of the true one
+    (bfloat16's u, errors up to 0.6); and the rule is never above the earlier one."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 7))
+    x = rng.normal(0, 3, n)
+    err = rng.uniform(0, 0.6, n) * (rng.random(n) < 0.8)
+    c = Ctx.of("bfloat16")
+    dist = np.array([float(up(Fraction(float(x.max())) - Fraction(float(v)))) for v in x])
+    y = _softmax_mp(x.tolist())
+    weight = np.array([float(v) * (1 + 2.0**-50) for v in y])
+    rel = shift_relative(c, err[None], dist[None], weight[None], 1)[0]
+    for i in range(n):
+        for sign in (1, -1):
+            moved = [v - sign * e for v, e in zip(x.tolist(), err.tolist(), strict=True)]
+            moved[i] = float(x[i]) + sign * float(err[i])
+            got = _softmax_mp(moved)[i]
+            assert abs(got - y[i]) <= rel[i] * y[i], (
+                f"softmax{moved}[{i}] = {got}, but should be within {rel[i]} of {y[i]} "
+                f"relative; call: shift_relative(err={err}, dist={dist})")
+    earlier = _earlier_relative(c, err[None], dist[None], weight[None])[0]
+    assert (rel <= earlier).all(), f"{rel} above the earlier rule's {earlier}"
+
+
+def test_a_masked_element_with_a_large_error_does_not_spread_it_over_its_row() -> None:
+    """``scores + finfo.min`` in bfloat16 carries an error of ``u`` times the dtype's largest
+    value on the masked element; the row's max is an unmasked score, so its error is not a
+    candidate for the max's and the unmasked elements keep a small relative bound."""
+    c = Ctx.of("bfloat16")
+    big = 3.3895313892515355e38
+    err = np.array([[0.01, 0.02, big * 2.0**-8]])
+    dist = np.array([[0.0, 0.5, big]])
+    weight = np.array([[0.63, 0.38, 0.0]])
+    rel = shift_relative(c, err, dist, weight, 1)
+    assert (rel[0, :2] < 0.1).all(), f"unmasked relative bounds {rel[0, :2]}, expected < 0.1"
+    earlier = _earlier_relative(c, err, dist, weight)
+    assert np.isinf(earlier[0, :2]).all(), f"the earlier rule gave {earlier[0, :2]}"
