@@ -12,9 +12,10 @@ twin, judged three ways.
   ``resverify blocks check NAME`` runs) in the bug's dtype with the bug planted; "yes" if
   any law fails.
 - **gradcheck** (``torch.autograd.gradcheck``, its defaults, full Jacobian, the input and
-  every parameter) on the layer in float64 with the bug planted, and its seconds; a kernel
-  planted only on bfloat16 or float32 tensors runs in a float64 layer only where the layer
-  itself computes in that dtype (Llama's RMSNorm computes in float32 in every dtype).
+  every parameter) on the layer in float64 with the bug planted (on float64 tensors too),
+  and its seconds; a precision bug's kernel, planted on bfloat16 or float32 tensors only,
+  runs in a float64 layer only where the layer itself computes in that dtype (Llama's
+  RMSNorm computes in float32 in every dtype).
 
 The size column: the catching judgement's largest ``|error| / bound`` at seed 0 (1 is the
 edge of the budget, which is a few roundings of the dtype), against the twin's on the same
@@ -86,7 +87,8 @@ def _size(bug: Any, planted: Any, twin: Any) -> str:
         if unit is None:
             return f"local max {planted.local.tightness.max:.3g} vs {twin.local.tightness.max:.3g}"
         same = next((u for u in twin.local.units if u.node == unit.node), None)
-        return (f"{unit.target.split('.')[1]} {unit.worst:.3g} vs "
+        op = unit.target.split(".")[1] if unit.target.startswith("aten.") else unit.target
+        return (f"{op} {unit.worst:.3g} vs "
                 f"{same.worst if same else 0:.2g}")
     return f"whole {planted.tightness.max:.3g} vs {twin.tightness.max:.2g}"
 
@@ -167,15 +169,28 @@ def _gradcheck(bug: Any, layer: Any) -> str:
         out: torch.Tensor = functional_call(module, dict(zip(names, ps, strict=True)), (h,))
         return out
 
-    probe = bug.mode(True)
+    probe = _in_float64(bug)
     with probe:
         f(x, *params).sum().backward()
     if not probe.calls:  # gradcheck would judge the correct layer
         return "no (the kernel never runs in float64)"
     start = time.perf_counter()
-    with bug.mode(True):
+    with _in_float64(bug):
         passed = torch.autograd.gradcheck(f, (x, *params), raise_exception=False)
     return f"{'no' if passed else 'yes'} ({time.perf_counter() - start:.0f} s)"
+
+
+def _in_float64(bug: Any) -> Any:
+    """The bug's mode for the float64 layer: its kernels planted on float64 tensors too,
+    except a precision bug's (rounding to a narrower dtype is no bug of a float64 kernel),
+    which run only where the float64 layer computes in the bug's own dtype."""
+    import torch
+
+    from tests.blocks.planted_kernels import Kernels
+
+    if bug.kind.startswith("precision"):
+        return bug.mode(True)
+    return Kernels(bug.kernels(True), bug.fires_on | {torch.float64})
 
 
 def _row(bug: Any, seeds: int, examples: int, gradcheck: bool) -> str:
