@@ -19,29 +19,36 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.fake_tensor import is_fake
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 aten = torch.ops.aten
 Kernel = Callable[..., Any]
 
 
 class Kernels(TorchDispatchMode):
-    """ATen overloads run by substitute kernels where every tensor argument is a real
-    bfloat16 tensor; every other call runs torch's own kernel."""
+    """ATen overloads run by substitute kernels where every tensor argument (a list's
+    included) is a real tensor of one of ``dtypes`` (bfloat16 unless told); every other
+    call runs torch's own kernel."""
 
-    def __init__(self, kernels: Mapping[Any, Kernel]) -> None:
+    def __init__(self, kernels: Mapping[Any, Kernel],
+                 dtypes: frozenset[torch.dtype] = frozenset({torch.bfloat16})) -> None:
         super().__init__()
         self.kernels = dict(kernels)
+        self.dtypes = dtypes
+        self.calls = 0
+        """Calls the substitute kernels took (0: nothing planted ran)."""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         kernel = self.kernels.get(func)
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        if kernel is None or not all(t.dtype == torch.bfloat16 and not isinstance(t, FakeTensor)
+        tensors = [a for a in tree_leaves(args) if isinstance(a, torch.Tensor)]
+        if kernel is None or not all(t.dtype in self.dtypes and not is_fake(t)
                                      for t in tensors):
             return func(*args, **kwargs)
+        self.calls += 1
         return kernel(*args, **kwargs)
 
 
