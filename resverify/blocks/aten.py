@@ -16,6 +16,9 @@ The view and shape ops are exact moves: ``view``/``reshape``/``squeeze``/``unsqu
 ``slice``/``select``/``split`` are ``slice`` s (``select`` then drops its axis by ``reshape``),
 an n-way ``cat`` is a chain of two-way ``cat`` s, and ``clone``, ``alias`` and a copy to the
 same dtype are the argument itself; a copy to another floating dtype is a ``cast``.
+An elementwise op whose operands' floating dtypes differ (a bfloat16 weight times a float32
+row inside ``torch.rms_norm``) casts the narrower ones to its result dtype first, as torch
+promotes them.
 ``sub`` is ``add`` of ``neg``, ``x ** 2`` is ``mul(x, x)`` (``x ** 3`` one more ``mul``),
 ``addmm(b, x, w)`` is ``linear`` then the bias added, broadcast as torch expands it.
 
@@ -37,6 +40,7 @@ from typing import Any, Protocol
 
 from resverify.spec.errors import ResverifyError
 from resverify.spec.ir import DTYPES
+from resverify.spec.rounding import holds
 
 __all__: list[str] = []
 
@@ -73,6 +77,9 @@ class Lowering(Protocol):
         """An input the library's autograd does not differentiate (batch norm's running
         statistics): its gradient is not judged."""
 
+    def dtype_of(self, name: str) -> str:
+        """The dtype the IR value ``name`` is computed in."""
+
 
 Row = Callable[[Lowering, Any], "str | tuple[str | None, ...]"]
 """A row: the walk and the FX node -> the IR name of its value (a tuple for an op with
@@ -102,6 +109,28 @@ def _tensors(*args: Any) -> None:
         raise Unmapped("a Python number operand (no IR op subtracts a constant)")
 
 
+def _promoted(g: Lowering, node: Any, names: Sequence[str]) -> list[str]:
+    """The operands of an elementwise ``node`` in the dtype torch computes it in: each
+    operand of a narrower floating dtype is ``cast`` to the node's result dtype (torch's
+    type promotion, ``node.meta["val"]``), which is exact (it widens). Torch's CPU kernels
+    do the same: TensorIterator casts every operand to the common dtype, then the op
+    rounds once in it (``bf16 + f32`` is ``f32(a) + b`` rounded to float32, checked
+    bitwise in tests/blocks/test_exact_promotion.py)."""
+    result = _dtype_name(getattr(node.meta.get("val"), "dtype", None))
+    if result is None:
+        return list(names)
+    out = []
+    for name in names:
+        source = g.dtype_of(name)
+        if source != result:
+            if not holds(result, source):
+                raise Unmapped(f"an operand in {source} of a {result} result (torch narrows "
+                               "it; only a widening promotion is mapped)")
+            name = g.emit("cast", [name], source=source, target=result)
+        out.append(name)
+    return out
+
+
 def _plus(g: Lowering, a: str, b: str, same: bool) -> str:
     """``a + b`` of two IR names: ``residual_add`` for equal shapes, ``add`` (NumPy
     broadcasting, which is torch's: an operand expanded to the other's shape) when not."""
@@ -118,7 +147,8 @@ def _add(g: Lowering, node: Any) -> str:
         return g.tensor(a)
     if _scalar(b) is not None:  # GPT-2's gelu_new: tanh(...) + 1.0
         return g.emit("add", [g.tensor(a), g.number(float(b))])
-    return _plus(g, g.tensor(a), g.tensor(b), g.shape(a) == g.shape(b))
+    left, right = _promoted(g, node, [g.tensor(a), g.tensor(b)])
+    return _plus(g, left, right, g.shape(a) == g.shape(b))
 
 
 def _sub(g: Lowering, node: Any) -> str:
@@ -127,8 +157,8 @@ def _sub(g: Lowering, node: Any) -> str:
     _unit_alpha(node)
     a, b = node.args
     _tensors(a, b)
-    negated = g.emit("neg", [g.tensor(b)])
-    return _plus(g, g.tensor(a), negated, g.shape(a) == g.shape(b))
+    left, right = _promoted(g, node, [g.tensor(a), g.tensor(b)])
+    return _plus(g, left, g.emit("neg", [right]), g.shape(a) == g.shape(b))
 
 
 def _mul(g: Lowering, node: Any) -> str:
@@ -136,7 +166,7 @@ def _mul(g: Lowering, node: Any) -> str:
     for tensor, number in ((a, b), (b, a)):
         if _scalar(number) is not None:
             return g.emit("scale", [g.tensor(tensor)], alpha=_scalar(number))
-    return g.emit("mul", [g.tensor(a), g.tensor(b)])
+    return g.emit("mul", _promoted(g, node, [g.tensor(a), g.tensor(b)]))
 
 
 def _div(g: Lowering, node: Any) -> str:
@@ -413,9 +443,10 @@ def _cat(g: Lowering, node: Any) -> str:
 
 def _where(g: Lowering, node: Any) -> str:
     """``where(mask, a, b)`` with a constant mask (a causal mask, a folded masked-row
-    guard): the IR's ``where``; a mask that depends on the data is refused."""
+    guard): the IR's ``where``; a mask that depends on the data is refused. The 0/1 mask,
+    lifted in the program's dtype, is cast with the operands where they are wider."""
     mask, a, b = node.args
-    return g.emit("where", [g.mask(mask), g.tensor(a), g.tensor(b)])
+    return g.emit("where", _promoted(g, node, [g.mask(mask), g.tensor(a), g.tensor(b)]))
 
 
 def _gelu(g: Lowering, node: Any) -> str:

@@ -139,12 +139,16 @@ def test_a_computation_in_another_dtype_is_traced_between_two_casts() -> None:
                                           "source=float32, target=float64)")
 
 
-def test_a_cast_to_a_non_floating_dtype_and_a_promotion_are_listed_refusals() -> None:
+def test_a_cast_to_a_non_floating_dtype_is_a_listed_refusal() -> None:
     with pytest.raises(NotInIR, match="only floating dtypes are cast"):
         lower(Lambda(lambda x: x.to(torch.int64).double()), (X,))
-    with pytest.raises(NotInIR, match=r"mul's arguments are in float64 and float32: .*"
-                                      r"\(torch promotes them\)"):
-        lower(Lambda(lambda x: x * x.float()), (X,))
+
+
+def test_a_promotion_casts_the_narrower_operand_to_the_result_dtype_first() -> None:
+    """``x * x.float()`` of a float64 ``x`` is float64: torch widens the float32 operand."""
+    described = lower(Lambda(lambda x: x * x.float()), (X,)).program.describe()
+    assert described == ("mul(x, cast(cast(x, source=float64, target=float32), "
+                         "source=float32, target=float64))"), described
 
 
 def test_transformer_encoder_layer_traces_whole_with_its_masked_row_guard_a_constant() -> None:
