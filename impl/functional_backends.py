@@ -209,6 +209,7 @@ class AutogradBackend(_Functional):
                                         gelu_tanh=self.gelu_tanh,
                                         softmax=_autograd_softmax(),
                                         cast=_autograd_cast(),
+                                        take=lambda a, i, axis: a[(slice(None),) * axis + (i,)],
                                         permute_dims=self.xp.transpose,
                                         concat=self.xp.concatenate,
                                         broadcast_to=self.broadcast_to, where=self.where)

@@ -28,7 +28,8 @@ covers its rounding to the dtype); ``x / c`` is ``scale`` by ``1 / Fraction(c)``
 is ``add`` of ``c`` lifted as an input of shape () (exact in the dtype, or refused). A tensor
 that depends on no input, parameter or buffer (a causal mask, a rotary table) is never
 lowered op by op: it is lifted as an input holding its realised value
-(:mod:`resverify.blocks.constants`), and ``where`` takes such a mask as 0/1.
+(:mod:`resverify.blocks.constants`), ``where`` takes such a mask as 0/1, and ``embedding``
+such integer indices as its attribute.
 """
 
 from __future__ import annotations
@@ -60,6 +61,11 @@ class Lowering(Protocol):
     def mask(self, arg: Any) -> str:
         """The IR name of a constant mask (0/1 in the program's dtype); refused with
         :class:`Unmapped` where the mask depends on the data."""
+
+    def constant(self, arg: Any) -> Any:
+        """The realised value (a torch tensor) of a constant FX argument (one computed from
+        no input, parameter or buffer: T5's position buckets); refused with
+        :class:`Unmapped` where it depends on the data."""
 
     def number(self, value: float) -> str:
         """The IR name of a Python number lifted as a constant of shape (); refused where
@@ -449,6 +455,23 @@ def _where(g: Lowering, node: Any) -> str:
     return g.emit("where", _promoted(g, node, [g.mask(mask), g.tensor(a), g.tensor(b)]))
 
 
+def _embedding(g: Lowering, node: Any) -> str:
+    """``embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False,
+    sparse=False)`` with constant indices (T5's relative position buckets, computed from
+    ``arange``): the IR's ``embedding``, the weight's rows at those indices. A padding row
+    (whose gradient torch zeroes) or a gradient scaled by frequency is refused."""
+    weight, indices, *rest = node.args
+    if (rest and rest[0] != -1) or any(rest[1:]):
+        raise Unmapped(f"padding_idx, scale_grad_by_freq or sparse set ({rest}); only the "
+                       "plain gather is mapped")
+    value = g.constant(indices)
+    if value.is_floating_point() or bool((value < 0).any()):
+        raise Unmapped(f"indices of {value.dtype} or negative (non-negative integers only)")
+    return g.emit("embedding", [g.tensor(weight)],
+                  indices=tuple(int(i) for i in value.reshape(-1).tolist()),
+                  index_shape=tuple(int(n) for n in value.shape))
+
+
 def _gelu(g: Lowering, node: Any) -> str:
     """``gelu``: ``approximate='none'`` is ``gelu_erf``, ``'tanh'`` is ``gelu_tanh``."""
     form = node.kwargs.get("approximate", "none")
@@ -507,5 +530,6 @@ ROWS: Mapping[str, Row] = {
     "aten.split_with_sizes.default": _split,
     "aten.cat.default": _cat,
     "aten.where.self": _where,
+    "aten.embedding.default": _embedding,
 }
 """ATen overload (``str(node.target)``) -> its row."""

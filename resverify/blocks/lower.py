@@ -130,6 +130,13 @@ class _Walk:
                            "a constant mask is mapped)")
         return self._lift(arg.name, self.folded[arg.name], mask=True)
 
+    def constant(self, arg: Any) -> torch.Tensor:
+        value = self.folded.get(arg.name) if isinstance(arg, torch.fx.Node) else None
+        if value is None:
+            raise Unmapped(f"{getattr(arg, 'name', arg)} depends on the data (only a constant "
+                           "is mapped)")
+        return value
+
     def number(self, value: float) -> str:
         held = torch.tensor(value, dtype=self.dtype)
         if float(held) != value:

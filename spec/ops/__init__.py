@@ -78,6 +78,7 @@ from resverify.spec.ops.batch_norm import BatchNorm
 from resverify.spec.ops.cast import Cast
 from resverify.spec.ops.cat import Cat
 from resverify.spec.ops.conv2d import Conv2d
+from resverify.spec.ops.embedding import Embedding
 from resverify.spec.ops.exp import EXP_ULPS, Exp
 from resverify.spec.ops.expand import Expand
 from resverify.spec.ops.gelu_erf import GELU_ERF_ULPS, GeluErf
@@ -118,6 +119,7 @@ __all__ = [
     "Cast",
     "Cat",
     "Conv2d",
+    "Embedding",
     "Exp",
     "Expand",
     "GeluErf",
@@ -156,6 +158,7 @@ OP_TABLE: Mapping[str, Op] = {
                            LayerNorm(), RmsNorm(), Sigmoid(), Exp(), Silu(),
                            GeluErf(), GeluTanh(), Neg(),
                            Reshape(), Permute(), Expand(), Slice(), Cat(),
-                           Matmul(), Softmax(), SumAxes(), Where(), Conv2d(), BatchNorm(), Cast())
+                           Matmul(), Softmax(), SumAxes(), Where(), Conv2d(), BatchNorm(), Cast(),
+                           Embedding())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""

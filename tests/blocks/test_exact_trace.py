@@ -12,6 +12,7 @@ from fractions import Fraction
 import pytest
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from resverify.blocks.aten import Unmapped
 from resverify.blocks.lower import NotInIR, _Walk, lower
@@ -172,3 +173,16 @@ def test_the_silu_composite_maps_to_one_silu_and_is_reported() -> None:
 def test_a_product_with_the_sigmoid_of_another_tensor_is_not_silu() -> None:
     program = lower(Lambda(lambda x: x * torch.sigmoid(x * 2)), (X,)).program
     assert program.describe() == "mul(x, sigmoid(scale(x, 2)))"
+
+
+def test_an_embedding_at_constant_indices_traces_to_embedding_and_others_are_refused() -> None:
+    """Indices computed from nothing but shapes are the node's attribute; indices read from
+    the data, or a padding row (whose gradient torch zeroes), are listed refusals."""
+    table = torch.zeros(3, 2, dtype=torch.float64)
+    lowered = lower(Lambda(lambda w: F.embedding(torch.arange(4).reshape(2, 2) % 3, w)),
+                    (table,))
+    assert lowered.program.describe() == "embedding(x, index_shape=(2, 2), indices=(0, 1, 2, 0))"
+    with pytest.raises(NotInIR, match="depends on the data"):
+        lower(Lambda(lambda w: F.embedding((w[:, 0] > 0).long(), w)), (table,))
+    with pytest.raises(NotInIR, match="padding_idx"):
+        lower(Lambda(lambda w: F.embedding(torch.arange(2), w, padding_idx=0)), (table,))
