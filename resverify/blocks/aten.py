@@ -497,6 +497,7 @@ ROWS: Mapping[str, Row] = {
     "aten.tanh.default": _unary("tanh"),
     "aten.sigmoid.default": _unary("sigmoid"),
     "aten.exp.default": _unary("exp"),
+    "aten.rsqrt.default": _unary("rsqrt"),
     "aten.silu.default": _unary("silu"),
     "aten.gelu.default": _gelu,
     "aten._softmax.default": _softmax,

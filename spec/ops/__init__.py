@@ -93,6 +93,7 @@ from resverify.spec.ops.relu import Relu
 from resverify.spec.ops.reshape import Reshape
 from resverify.spec.ops.residual_add import ResidualAdd
 from resverify.spec.ops.rms_norm import RmsNorm
+from resverify.spec.ops.rsqrt import Rsqrt
 from resverify.spec.ops.scale import Scale
 from resverify.spec.ops.sigmoid import SIGMOID_ULPS, Sigmoid
 from resverify.spec.ops.silu import SILU_ULPS, Silu
@@ -137,6 +138,7 @@ __all__ = [
     "Reshape",
     "ResidualAdd",
     "RmsNorm",
+    "Rsqrt",
     "Sample",
     "Scale",
     "Sigmoid",
@@ -159,6 +161,6 @@ OP_TABLE: Mapping[str, Op] = {
                            GeluErf(), GeluTanh(), Neg(),
                            Reshape(), Permute(), Expand(), Slice(), Cat(),
                            Matmul(), Softmax(), SumAxes(), Where(), Conv2d(), BatchNorm(), Cast(),
-                           Embedding())
+                           Embedding(), Rsqrt())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""

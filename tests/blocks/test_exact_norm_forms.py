@@ -82,3 +82,25 @@ def test_the_matched_norm_forms_are_within_budget_on_every_element(form: type[nn
     judgement = judge_module(form(), (torch.zeros(2, 3, WIDTH),), dtype, seed=5)
     assert judgement.passed, str(judgement)
     assert judgement.elements == judgement.total == 2 * 2 * 3 * WIDTH + WIDTH, str(judgement)
+
+
+class Rescaled(nn.Module):
+    """``x + x * rsqrt(x * x + 1)``: an ``rsqrt`` no norm composite absorbs."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + x * torch.rsqrt(x * x + 1.0)
+
+
+def test_an_rsqrt_outside_the_norm_composite_is_the_irs_rsqrt() -> None:
+    lowered = lower(Rescaled(), (torch.zeros(2, WIDTH),))
+    assert lowered.program.describe() == (
+        "residual_add(x, mul(x, rsqrt(add(mul(x, x), add.number))))"), \
+        lowered.program.describe()
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16"])
+def test_an_rsqrt_outside_the_norm_composite_is_within_budget_on_every_element(
+        dtype: str) -> None:
+    judgement = judge_module(Rescaled(), (torch.zeros(2, 3, WIDTH),), dtype, seed=6)
+    assert judgement.passed, str(judgement)
+    assert judgement.elements == judgement.total == 2 * 2 * 3 * WIDTH, str(judgement)
