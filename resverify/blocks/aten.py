@@ -260,14 +260,25 @@ def _reduced(g: Lowering, node: Any) -> tuple[str, int]:
     ``sum`` for every element into shape (), else ``sum_axes``; and how many were summed."""
     x, dims = node.args[0], node.args[1] if len(node.args) > 1 else None
     keepdim = bool(node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False))
-    if node.kwargs.get("dtype") is not None:
-        raise Unmapped(f"a sum in dtype {node.kwargs['dtype']} (no cast op in the IR)")
     shape = g.shape(x)
     axes = tuple(sorted({int(d) % max(len(shape), 1) for d in dims or range(len(shape))}))
     count = math.prod(shape[a] for a in axes)
+    name = _in_dtype(g, g.tensor(x), node.kwargs.get("dtype"))
     if not keepdim and len(axes) == len(shape):
-        return g.emit("sum", [g.tensor(x)]), count
-    return g.emit("sum_axes", [g.tensor(x)], axes=axes, keepdim=keepdim), count
+        return g.emit("sum", [name]), count
+    return g.emit("sum_axes", [name], axes=axes, keepdim=keepdim), count
+
+
+def _in_dtype(g: Lowering, name: str, dtype: Any) -> str:
+    """``name`` cast to ``dtype`` (a torch dtype or its name) where it is another (a
+    reduction's ``dtype=``, which torch applies to the input before the op); itself for
+    None."""
+    target = _dtype_name(dtype) if dtype is not None else g.dtype_of(name)
+    if target is None:
+        raise Unmapped(f"a result in dtype {dtype} (only floating dtypes are mapped)")
+    if target == g.dtype_of(name):
+        return name
+    return g.emit("cast", [name], source=g.dtype_of(name), target=target)
 
 
 def _sum(g: Lowering, node: Any) -> str:
@@ -283,11 +294,12 @@ def _mean(g: Lowering, node: Any) -> str:
 
 
 def _softmax(g: Lowering, node: Any) -> str:
-    """``_softmax(x, dim, half_to_float=False)``: ``softmax`` over ``axis``."""
+    """``_softmax(x, dim, half_to_float)``: ``softmax`` over ``axis``; with
+    ``half_to_float`` a half-precision ``x`` is cast to float32 first (exact) and the
+    softmax computed there, the flag's meaning (its result is float32)."""
     x, dim, half_to_float = node.args
-    if half_to_float:
-        raise Unmapped("half_to_float=True (a cast; no cast op in the IR)")
-    return g.emit("softmax", [g.tensor(x)], axis=int(dim) % max(len(g.shape(x)), 1))
+    name = _in_dtype(g, g.tensor(x), "float32" if half_to_float else None)
+    return g.emit("softmax", [name], axis=int(dim) % max(len(g.shape(x)), 1))
 
 
 def _layer_norm(g: Lowering, node: Any) -> tuple[str | None, ...]:

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from resverify.blocks.aten import Unmapped
+from resverify.blocks.aten import ROWS, Unmapped
 from resverify.blocks.lower import NotInIR, _Walk, lower
 from resverify.spec.errors import ResverifyError
 from tests.blocks.exact_modules import Activation, ResidualMLP
@@ -186,3 +186,19 @@ def test_an_embedding_at_constant_indices_traces_to_embedding_and_others_are_ref
         lower(Lambda(lambda w: F.embedding((w[:, 0] > 0).long(), w)), (table,))
     with pytest.raises(NotInIR, match="padding_idx"):
         lower(Lambda(lambda w: F.embedding(torch.arange(2), w, padding_idx=0)), (table,))
+
+
+def test_a_half_to_float_softmax_casts_its_argument_to_float32_first() -> None:
+    """``_softmax(x, -1, half_to_float=True)`` of a bfloat16 ``x``: the softmax of ``x``
+    widened to float32, a float32 result (the CPU export writes a ``_to_copy`` instead, so
+    the row is checked on a graph built by hand)."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    x.meta["val"] = torch.zeros(2, 3, dtype=torch.bfloat16)
+    node = graph.call_function(torch.ops.aten._softmax.default, (x, -1, True))
+    node.meta["val"] = torch.zeros(2, 3)
+    walk = _Walk(torch.bfloat16, {"x": "x"}, [])
+    walk.begin(node.name)
+    out = ROWS["aten._softmax.default"](walk, node)
+    assert [(n.op, n.args) for n in walk.nodes] == [("cast", ("x",)), ("softmax", (node.name,))]
+    assert walk.dtype_of(str(out)) == "float32"
