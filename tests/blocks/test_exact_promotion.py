@@ -112,3 +112,12 @@ def test_low_precision_torch_transformer_layers_trace_and_none_is_outside_its_bu
     casts = [n for n in judgement.program.nodes if n.op == "cast"
              and n.args[0] in judgement.program.input_names and n.args[0] != "x"]
     assert casts, f"{name}: no constant was lifted and cast"
+
+
+def test_timm_vit_block_in_bfloat16_traces_and_none_is_outside_its_budget() -> None:
+    """timm's ViT block: the same float32 masked-row guard as torch's layers (skips where
+    timm cannot be imported: docs/blocks-install.md, ``.venv-vision``)."""
+    pytest.importorskip("timm", exc_type=ImportError)
+    judgement = judge_recipe(catalog()["timm.vit.Block"], "bfloat16")
+    assert judgement.verdict in ("pass", "partly judged"), str(judgement)
+    assert judgement.elements > 0 and not judgement.misses, str(judgement)
