@@ -165,6 +165,7 @@ class JaxBackend(_Functional):
         self.namespace = ArrayNamespace(self.xp, self.jax.nn, layer_norm=self.layer_norm,
                                         rms_norm=self.rms_norm,
                                         cast=lambda a, dtype: a.astype(getattr(self.xp, dtype)),
+                                        rsqrt=self.jax.lax.rsqrt,
                                         gelu_erf=lambda a: gelu(a, approximate=False),
                                         gelu_tanh=lambda a: gelu(a, approximate=True))
 
@@ -209,6 +210,8 @@ class AutogradBackend(_Functional):
                                         gelu_tanh=self.gelu_tanh,
                                         softmax=_autograd_softmax(),
                                         cast=_autograd_cast(),
+                                        take=lambda a, i, axis: a[(slice(None),) * axis + (i,)],
+                                        rsqrt=lambda a: 1 / self.xp.sqrt(a),
                                         permute_dims=self.xp.transpose,
                                         concat=self.xp.concatenate,
                                         broadcast_to=self.broadcast_to, where=self.where)

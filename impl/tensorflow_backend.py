@@ -67,6 +67,7 @@ class TensorflowBackend:
                                  permute_dims=self.tf.transpose,
                                  broadcast_to=self.tf.broadcast_to, concat=self.tf.concat,
                                  cast=lambda x, dtype: self.tf.cast(x, getattr(self.tf, dtype)),
+                                 take=lambda x, i, axis: self.tf.gather(x, i, axis=axis),
                                  gelu_erf=lambda a: self.tf.nn.gelu(a, approximate=False),
                                  gelu_tanh=lambda a: self.tf.nn.gelu(a, approximate=True))
 

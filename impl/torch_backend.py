@@ -62,6 +62,7 @@ class TorchBackend:
         self.xp = ArrayNamespace(
             torch, torch.nn.functional, permute_dims=torch.permute,
             cast=lambda x, dtype: x.to(getattr(torch, dtype)),
+            take=lambda x, i, axis: torch.index_select(x, axis, torch.as_tensor(i)),
             layer_norm=lambda x, eps: torch.nn.functional.layer_norm(x, x.shape[-1:], eps=eps),
             rms_norm=lambda x, eps: torch.nn.functional.rms_norm(x, x.shape[-1:], eps=eps),
             gelu_erf=torch.nn.functional.gelu,

@@ -16,6 +16,9 @@ The view and shape ops are exact moves: ``view``/``reshape``/``squeeze``/``unsqu
 ``slice``/``select``/``split`` are ``slice`` s (``select`` then drops its axis by ``reshape``),
 an n-way ``cat`` is a chain of two-way ``cat`` s, and ``clone``, ``alias`` and a copy to the
 same dtype are the argument itself; a copy to another floating dtype is a ``cast``.
+An elementwise op whose operands' floating dtypes differ (a bfloat16 weight times a float32
+row inside ``torch.rms_norm``) casts the narrower ones to its result dtype first, as torch
+promotes them.
 ``sub`` is ``add`` of ``neg``, ``x ** 2`` is ``mul(x, x)`` (``x ** 3`` one more ``mul``),
 ``addmm(b, x, w)`` is ``linear`` then the bias added, broadcast as torch expands it.
 
@@ -25,7 +28,8 @@ covers its rounding to the dtype); ``x / c`` is ``scale`` by ``1 / Fraction(c)``
 is ``add`` of ``c`` lifted as an input of shape () (exact in the dtype, or refused). A tensor
 that depends on no input, parameter or buffer (a causal mask, a rotary table) is never
 lowered op by op: it is lifted as an input holding its realised value
-(:mod:`resverify.blocks.constants`), and ``where`` takes such a mask as 0/1.
+(:mod:`resverify.blocks.constants`), ``where`` takes such a mask as 0/1, and ``embedding``
+such integer indices as its attribute.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from typing import Any, Protocol
 
 from resverify.spec.errors import ResverifyError
 from resverify.spec.ir import DTYPES
+from resverify.spec.rounding import holds
 
 __all__: list[str] = []
 
@@ -57,6 +62,11 @@ class Lowering(Protocol):
         """The IR name of a constant mask (0/1 in the program's dtype); refused with
         :class:`Unmapped` where the mask depends on the data."""
 
+    def constant(self, arg: Any) -> Any:
+        """The realised value (a torch tensor) of a constant FX argument (one computed from
+        no input, parameter or buffer: T5's position buckets); refused with
+        :class:`Unmapped` where it depends on the data."""
+
     def number(self, value: float) -> str:
         """The IR name of a Python number lifted as a constant of shape (); refused where
         it is not exact in the program's dtype."""
@@ -72,6 +82,9 @@ class Lowering(Protocol):
     def untrained(self, arg: Any) -> None:
         """An input the library's autograd does not differentiate (batch norm's running
         statistics): its gradient is not judged."""
+
+    def dtype_of(self, name: str) -> str:
+        """The dtype the IR value ``name`` is computed in."""
 
 
 Row = Callable[[Lowering, Any], "str | tuple[str | None, ...]"]
@@ -102,6 +115,28 @@ def _tensors(*args: Any) -> None:
         raise Unmapped("a Python number operand (no IR op subtracts a constant)")
 
 
+def _promoted(g: Lowering, node: Any, names: Sequence[str]) -> list[str]:
+    """The operands of an elementwise ``node`` in the dtype torch computes it in: each
+    operand of a narrower floating dtype is ``cast`` to the node's result dtype (torch's
+    type promotion, ``node.meta["val"]``), which is exact (it widens). Torch's CPU kernels
+    do the same: TensorIterator casts every operand to the common dtype, then the op
+    rounds once in it (``bf16 + f32`` is ``f32(a) + b`` rounded to float32, checked
+    bitwise in tests/blocks/test_exact_promotion.py)."""
+    result = _dtype_name(getattr(node.meta.get("val"), "dtype", None))
+    if result is None:
+        return list(names)
+    out = []
+    for name in names:
+        source = g.dtype_of(name)
+        if source != result:
+            if not holds(result, source):
+                raise Unmapped(f"an operand in {source} of a {result} result (torch narrows "
+                               "it; only a widening promotion is mapped)")
+            name = g.emit("cast", [name], source=source, target=result)
+        out.append(name)
+    return out
+
+
 def _plus(g: Lowering, a: str, b: str, same: bool) -> str:
     """``a + b`` of two IR names: ``residual_add`` for equal shapes, ``add`` (NumPy
     broadcasting, which is torch's: an operand expanded to the other's shape) when not."""
@@ -118,7 +153,8 @@ def _add(g: Lowering, node: Any) -> str:
         return g.tensor(a)
     if _scalar(b) is not None:  # GPT-2's gelu_new: tanh(...) + 1.0
         return g.emit("add", [g.tensor(a), g.number(float(b))])
-    return _plus(g, g.tensor(a), g.tensor(b), g.shape(a) == g.shape(b))
+    left, right = _promoted(g, node, [g.tensor(a), g.tensor(b)])
+    return _plus(g, left, right, g.shape(a) == g.shape(b))
 
 
 def _sub(g: Lowering, node: Any) -> str:
@@ -127,8 +163,8 @@ def _sub(g: Lowering, node: Any) -> str:
     _unit_alpha(node)
     a, b = node.args
     _tensors(a, b)
-    negated = g.emit("neg", [g.tensor(b)])
-    return _plus(g, g.tensor(a), negated, g.shape(a) == g.shape(b))
+    left, right = _promoted(g, node, [g.tensor(a), g.tensor(b)])
+    return _plus(g, left, g.emit("neg", [right]), g.shape(a) == g.shape(b))
 
 
 def _mul(g: Lowering, node: Any) -> str:
@@ -136,7 +172,7 @@ def _mul(g: Lowering, node: Any) -> str:
     for tensor, number in ((a, b), (b, a)):
         if _scalar(number) is not None:
             return g.emit("scale", [g.tensor(tensor)], alpha=_scalar(number))
-    return g.emit("mul", [g.tensor(a), g.tensor(b)])
+    return g.emit("mul", _promoted(g, node, [g.tensor(a), g.tensor(b)]))
 
 
 def _div(g: Lowering, node: Any) -> str:
@@ -224,14 +260,25 @@ def _reduced(g: Lowering, node: Any) -> tuple[str, int]:
     ``sum`` for every element into shape (), else ``sum_axes``; and how many were summed."""
     x, dims = node.args[0], node.args[1] if len(node.args) > 1 else None
     keepdim = bool(node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False))
-    if node.kwargs.get("dtype") is not None:
-        raise Unmapped(f"a sum in dtype {node.kwargs['dtype']} (no cast op in the IR)")
     shape = g.shape(x)
     axes = tuple(sorted({int(d) % max(len(shape), 1) for d in dims or range(len(shape))}))
     count = math.prod(shape[a] for a in axes)
+    name = _in_dtype(g, g.tensor(x), node.kwargs.get("dtype"))
     if not keepdim and len(axes) == len(shape):
-        return g.emit("sum", [g.tensor(x)]), count
-    return g.emit("sum_axes", [g.tensor(x)], axes=axes, keepdim=keepdim), count
+        return g.emit("sum", [name]), count
+    return g.emit("sum_axes", [name], axes=axes, keepdim=keepdim), count
+
+
+def _in_dtype(g: Lowering, name: str, dtype: Any) -> str:
+    """``name`` cast to ``dtype`` (a torch dtype or its name) where it is another (a
+    reduction's ``dtype=``, which torch applies to the input before the op); itself for
+    None."""
+    target = _dtype_name(dtype) if dtype is not None else g.dtype_of(name)
+    if target is None:
+        raise Unmapped(f"a result in dtype {dtype} (only floating dtypes are mapped)")
+    if target == g.dtype_of(name):
+        return name
+    return g.emit("cast", [name], source=g.dtype_of(name), target=target)
 
 
 def _sum(g: Lowering, node: Any) -> str:
@@ -247,11 +294,12 @@ def _mean(g: Lowering, node: Any) -> str:
 
 
 def _softmax(g: Lowering, node: Any) -> str:
-    """``_softmax(x, dim, half_to_float=False)``: ``softmax`` over ``axis``."""
+    """``_softmax(x, dim, half_to_float)``: ``softmax`` over ``axis``; with
+    ``half_to_float`` a half-precision ``x`` is cast to float32 first (exact) and the
+    softmax computed there, the flag's meaning (its result is float32)."""
     x, dim, half_to_float = node.args
-    if half_to_float:
-        raise Unmapped("half_to_float=True (a cast; no cast op in the IR)")
-    return g.emit("softmax", [g.tensor(x)], axis=int(dim) % max(len(g.shape(x)), 1))
+    name = _in_dtype(g, g.tensor(x), "float32" if half_to_float else None)
+    return g.emit("softmax", [name], axis=int(dim) % max(len(g.shape(x)), 1))
 
 
 def _layer_norm(g: Lowering, node: Any) -> tuple[str | None, ...]:
@@ -413,9 +461,27 @@ def _cat(g: Lowering, node: Any) -> str:
 
 def _where(g: Lowering, node: Any) -> str:
     """``where(mask, a, b)`` with a constant mask (a causal mask, a folded masked-row
-    guard): the IR's ``where``; a mask that depends on the data is refused."""
+    guard): the IR's ``where``; a mask that depends on the data is refused. The 0/1 mask,
+    lifted in the program's dtype, is cast with the operands where they are wider."""
     mask, a, b = node.args
-    return g.emit("where", [g.mask(mask), g.tensor(a), g.tensor(b)])
+    return g.emit("where", _promoted(g, node, [g.mask(mask), g.tensor(a), g.tensor(b)]))
+
+
+def _embedding(g: Lowering, node: Any) -> str:
+    """``embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False,
+    sparse=False)`` with constant indices (T5's relative position buckets, computed from
+    ``arange``): the IR's ``embedding``, the weight's rows at those indices. A padding row
+    (whose gradient torch zeroes) or a gradient scaled by frequency is refused."""
+    weight, indices, *rest = node.args
+    if (rest and rest[0] != -1) or any(rest[1:]):
+        raise Unmapped(f"padding_idx, scale_grad_by_freq or sparse set ({rest}); only the "
+                       "plain gather is mapped")
+    value = g.constant(indices)
+    if value.is_floating_point() or bool((value < 0).any()):
+        raise Unmapped(f"indices of {value.dtype} or negative (non-negative integers only)")
+    return g.emit("embedding", [g.tensor(weight)],
+                  indices=tuple(int(i) for i in value.reshape(-1).tolist()),
+                  index_shape=tuple(int(n) for n in value.shape))
 
 
 def _gelu(g: Lowering, node: Any) -> str:
@@ -443,6 +509,7 @@ ROWS: Mapping[str, Row] = {
     "aten.tanh.default": _unary("tanh"),
     "aten.sigmoid.default": _unary("sigmoid"),
     "aten.exp.default": _unary("exp"),
+    "aten.rsqrt.default": _unary("rsqrt"),
     "aten.silu.default": _unary("silu"),
     "aten.gelu.default": _gelu,
     "aten._softmax.default": _softmax,
@@ -476,5 +543,6 @@ ROWS: Mapping[str, Row] = {
     "aten.split_with_sizes.default": _split,
     "aten.cat.default": _cat,
     "aten.where.self": _where,
+    "aten.embedding.default": _embedding,
 }
 """ATen overload (``str(node.target)``) -> its row."""

@@ -51,6 +51,7 @@ import torch
 
 from resverify.blocks.lower import Lowered
 from resverify.blocks.tightness import Tightness, figure, numpy_of, ratios
+from resverify.blocks.trace import TORCH_DTYPES
 from resverify.spec.budget import error_budget
 from resverify.spec.compare import within
 from resverify.spec.enclosure import Enclosed, NotEnclosed, decide, enclose, fast_budget
@@ -58,7 +59,7 @@ from resverify.spec.errors import InvalidRequest, UsageError
 from resverify.spec.exact import evaluate
 from resverify.spec.ir import Input, Node, Program, infer_dtypes
 from resverify.spec.request import Request
-from resverify.spec.rounding import INF, LARGEST, TINY, UNIT_ROUNDOFF
+from resverify.spec.rounding import INF, LARGEST, TINY, UNIT_ROUNDOFF, holds
 
 __all__: list[str] = []
 
@@ -147,6 +148,7 @@ def judge_ops(lowered: Lowered, leaves: Mapping[str, torch.Tensor], dtype: str,
     recorded = record(lowered, leaves)
     values = {ir: recorded[fx] for fx, ir in lowered.names.items() if fx in recorded}
     values |= lowered.constants  # lifted to inputs: as the program holds them (a mask 0/1)
+    values |= _widened(lowered.program, values)
     targets = _targets(lowered)
     owner = _owners(lowered)
     units = []
@@ -172,6 +174,19 @@ def judge_ops(lowered: Lowered, leaves: Mapping[str, torch.Tensor], dtype: str,
     spread = np.concatenate(found) if found else np.zeros(0)
     return (Local(tuple(units), Tightness.of(spread), unjudged=tuple(skipped)),
             values[lowered.program.output])
+
+
+def _widened(program: Program, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The value of each widening ``cast`` the trace added with no node of torch's own (an
+    operand promoted, a constant of another dtype): its argument's value widened, which is
+    exact. A unit then starts at it, and every input of a unit is in one dtype."""
+    known = dict(values)
+    for node in program.nodes:
+        source, target = node.params.get("source"), node.params.get("target")
+        if node.op == "cast" and node.name not in known and node.args[0] in known and \
+                holds(str(target), str(source)):
+            known[node.name] = known[node.args[0]].to(TORCH_DTYPES[str(target)])
+    return {name: value for name, value in known.items() if name not in values}
 
 
 def record(lowered: Lowered, leaves: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -134,6 +134,13 @@ class _Walk:
                            "a constant mask is mapped)")
         return self._lift(arg.name, self.folded[arg.name], mask=True)
 
+    def constant(self, arg: Any) -> torch.Tensor:
+        value = self.folded.get(arg.name) if isinstance(arg, torch.fx.Node) else None
+        if value is None:
+            raise Unmapped(f"{getattr(arg, 'name', arg)} depends on the data (only a constant "
+                           "is mapped)")
+        return value
+
     def number(self, value: float) -> str:
         held = torch.tensor(value, dtype=self.dtype)
         if float(held) != value:
@@ -147,15 +154,28 @@ class _Walk:
             raise Unmapped(f"the constant {name} has no tensor value")
         if mask:
             value = (value != 0).to(self.dtype)
-        elif value.dtype != self.dtype:
-            kind = "only a where mask may be" if not value.is_floating_point() else \
-                f"the program is {self.dtype}"
-            raise Unmapped(f"the constant {name} is {value.dtype} ({kind})")
+        elif not value.is_floating_point() or value.dtype not in _DTYPE_NAMES:
+            raise Unmapped(f"the constant {name} is {value.dtype} (only a where mask may be)")
         elif not bool(torch.isfinite(value).all()):
             raise Unmapped(f"the constant {name} holds an infinity or NaN (an input of the "
                            "program is a real number: a fill of finfo.min is mapped, -inf is not)")
+        if value.dtype != self.dtype:
+            return self._widened(name, value)
         self.lifted.setdefault(name, value)
         return name
+
+    def _widened(self, name: str, value: torch.Tensor) -> str:
+        """A constant of another floating dtype (the float32 zeros of a bfloat16 layer's
+        masked-row guard): lifted in the program's dtype, then ``cast`` to its own, when
+        every value is exact in the program's dtype (so the cast gives it back exactly);
+        refused otherwise."""
+        held = value.to(self.dtype)
+        if not bool((held.to(value.dtype) == value).all()):
+            raise Unmapped(f"the constant {name} is {value.dtype} and not exact in the "
+                           f"program's {self.dtype}")
+        self.lifted.setdefault(name, held)
+        return self.emit("cast", [name], source=_DTYPE_NAMES[self.dtype],
+                         target=_DTYPE_NAMES[value.dtype])
 
     def shape(self, arg: Any) -> tuple[int, ...]:
         return tuple(int(n) for n in arg.meta["val"].shape)

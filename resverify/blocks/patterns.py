@@ -42,7 +42,8 @@ def _single(arg: Any, *targets: str) -> Any:
 
 
 def _rms_norm(node: Any) -> Match | None:
-    """``x * rsqrt(mean(x ** 2, [-1], keepdim=True) + eps)`` (either operand order)."""
+    """``x * rsqrt(mean(x ** 2, [-1], keepdim=True) + eps)`` (either operand order; ``x *
+    x`` for the square, and ``x`` widened before it is squared: :func:`_squared`)."""
     if str(node.target) != "aten.mul.Tensor" or len(node.args) != 2:
         return None
     for x, r in (node.args, node.args[::-1]):
@@ -56,12 +57,34 @@ def _rms_norm(node: Any) -> Match | None:
         if not mean or len(mean.args) < 3 or not mean.args[2] or mean.kwargs.get("dtype") or \
                 [d % max(rank, 1) for d in mean.args[1]] != [rank - 1]:
             continue
-        square = _single(mean.args[0], "aten.pow.Tensor_Scalar")
-        if square and square.args[0] is x and square.args[1] == 2:
-            def emit(g: Lowering, x: Any = x, eps: Fraction = Fraction(eps)) -> str:
-                return g.emit("rms_norm", [g.tensor(x)], eps=eps)
+        square = _single(mean.args[0], "aten.pow.Tensor_Scalar", "aten.mul.Tensor")
+        row = _squared(square, x, node)
+        if square and row is not None:
+            def emit(g: Lowering, row: Any = row, eps: Fraction = Fraction(eps)) -> str:
+                return g.emit("rms_norm", [g.tensor(row)], eps=eps)
             absorbed = frozenset(n.name for n in (rsqrt, add, mean, square))
             return Match("rms_norm", node.name, absorbed, emit)
+    return None
+
+
+def _squared(square: Any, x: Any, root: Any) -> Any:
+    """The row ``square`` squares, where it is ``x`` or ``x`` widened to the root's dtype
+    (T5's ``x.to(float32) ** 2`` of a bfloat16 ``x``, whose product with the float32
+    ``rsqrt`` torch promotes to float32: the norm of the widened row); None when ``square``
+    is not ``row ** 2`` or ``row * row`` (litgpt's) of such a row."""
+    if not square:
+        return None
+    row = square.args[0]
+    if str(square.target) == "aten.mul.Tensor" and square.args[1] is not row:
+        return None
+    if str(square.target) == "aten.pow.Tensor_Scalar" and square.args[1] != 2:
+        return None
+    if row is x:
+        return row
+    widened = str(getattr(row, "target", "")) in ("aten._to_copy.default", "aten.to.dtype")
+    dtype = getattr(root.meta.get("val"), "dtype", None)
+    if widened and row.args[0] is x and row.meta["val"].dtype == dtype:
+        return row
     return None
 
 

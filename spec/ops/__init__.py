@@ -78,6 +78,7 @@ from resverify.spec.ops.batch_norm import BatchNorm
 from resverify.spec.ops.cast import Cast
 from resverify.spec.ops.cat import Cat
 from resverify.spec.ops.conv2d import Conv2d
+from resverify.spec.ops.embedding import Embedding
 from resverify.spec.ops.exp import EXP_ULPS, Exp
 from resverify.spec.ops.expand import Expand
 from resverify.spec.ops.gelu_erf import GELU_ERF_ULPS, GeluErf
@@ -92,6 +93,7 @@ from resverify.spec.ops.relu import Relu
 from resverify.spec.ops.reshape import Reshape
 from resverify.spec.ops.residual_add import ResidualAdd
 from resverify.spec.ops.rms_norm import RmsNorm
+from resverify.spec.ops.rsqrt import Rsqrt
 from resverify.spec.ops.scale import Scale
 from resverify.spec.ops.sigmoid import SIGMOID_ULPS, Sigmoid
 from resverify.spec.ops.silu import SILU_ULPS, Silu
@@ -118,6 +120,7 @@ __all__ = [
     "Cast",
     "Cat",
     "Conv2d",
+    "Embedding",
     "Exp",
     "Expand",
     "GeluErf",
@@ -135,6 +138,7 @@ __all__ = [
     "Reshape",
     "ResidualAdd",
     "RmsNorm",
+    "Rsqrt",
     "Sample",
     "Scale",
     "Sigmoid",
@@ -156,6 +160,7 @@ OP_TABLE: Mapping[str, Op] = {
                            LayerNorm(), RmsNorm(), Sigmoid(), Exp(), Silu(),
                            GeluErf(), GeluTanh(), Neg(),
                            Reshape(), Permute(), Expand(), Slice(), Cat(),
-                           Matmul(), Softmax(), SumAxes(), Where(), Conv2d(), BatchNorm(), Cast())
+                           Matmul(), Softmax(), SumAxes(), Where(), Conv2d(), BatchNorm(), Cast(),
+                           Embedding(), Rsqrt())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""

@@ -102,11 +102,24 @@ def test_each_row_is_within_budget_of_the_modules_own_answers(name: str, dtype: 
     assert judgement.passed, f"{name}: {judgement}"
 
 
-def test_a_reduction_in_another_dtype_stays_a_listed_refusal() -> None:
+def test_a_reduction_in_another_dtype_casts_its_input_first() -> None:
+    """``sum(x, dtype=float32)`` of a float64 ``x`` sums in float32: torch casts the input
+    to ``dtype`` before the op; ``mean(dtype=...)`` the same, then ``scale``."""
     module = Applied(lambda x, w: x.sum(-1, dtype=torch.float32).double())
-    with pytest.raises(NotInIR) as caught:
-        lower(module.double(), (X,))
-    assert "a sum in dtype torch.float32" in str(caught.value)
+    described = lower(module.double(), (X,)).program.describe()
+    assert described == ("cast(sum_axes(cast(x, source=float64, target=float32), axes=(1,), "
+                         "keepdim=False), source=float32, target=float64)"), described
+    module = Applied(lambda x, w: x.mean(-1, dtype=torch.float32).double())
+    assert "scale(sum_axes(cast(x, source=float64, target=float32)" in \
+        lower(module.double(), (X,)).program.describe()
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_reduction_in_float32_is_within_budget_on_every_element(dtype: str) -> None:
+    module = Applied(lambda x, w: x + x.mean(-1, keepdim=True, dtype=torch.float32).to(x.dtype))
+    judgement = judge_module(module, (X,), dtype, seed=2)
+    assert judgement.passed, str(judgement)
+    assert judgement.elements == judgement.total, str(judgement)
 
 
 def test_adding_zero_is_the_operand_itself_and_another_number_is_a_lifted_constant() -> None:

@@ -30,8 +30,8 @@ LAYOUT = sorted(name for name, op in OP_TABLE.items() if isinstance(op, Layout))
 CASES = [(name, sample) for name in LAYOUT for sample in OP_TABLE[name].samples]
 
 
-def test_the_layout_ops_are_the_five_and_take_only_integer_attributes() -> None:
-    assert LAYOUT == ["cat", "expand", "permute", "reshape", "slice"]
+def test_the_layout_ops_are_the_six_and_take_only_integer_attributes() -> None:
+    assert LAYOUT == ["cat", "embedding", "expand", "permute", "reshape", "slice"]
     for name in LAYOUT:
         op = OP_TABLE[name]
         assert op.attribute is None and op.attributes and op.families == (), name
@@ -44,7 +44,8 @@ def test_the_layout_ops_are_the_five_and_take_only_integer_attributes() -> None:
 def test_layout_op_output_is_its_arguments_elements_bit_for_bit_with_a_zero_budget(
         name: str, sample: tuple[tuple[int, ...], ...], dtype: str) -> None:
     """Values k/4 are exact in every dtype, so the exact output is the reference's and its
-    budget is 0 everywhere: nothing rounds (expand's gradient aside, which sums)."""
+    budget is 0 everywhere: nothing rounds (expand's and embedding's gradients aside,
+    which sum)."""
     plain = one_op_request(name, sample)
     request = Request(plain.program, plain.inputs, dtype, plain.cotangent)
     exact = evaluate(request)
@@ -59,7 +60,7 @@ def test_layout_op_output_is_its_arguments_elements_bit_for_bit_with_a_zero_budg
     assert not np.any(budget.output), (
         f"output budget={budget.output.tolist()}, but should be 0 [{plain.program.describe()}, "
         f"{dtype}]")
-    if name != "expand":
+    if name not in ("expand", "embedding"):
         for input_name, bound in budget.grads.items():
             assert not np.any(np.asarray(bound)), (
                 f"grad[{input_name}] budget={np.asarray(bound).tolist()}, but should be 0 "
