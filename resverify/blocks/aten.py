@@ -57,6 +57,9 @@ class Lowering(Protocol):
         """The IR name of a constant mask (0/1 in the program's dtype); refused with
         :class:`Unmapped` where the mask depends on the data."""
 
+    def kept(self, arg: Any) -> str:
+        """The IR name of the 0/1 mask of where a constant additive mask is 0."""
+
     def number(self, value: float) -> str:
         """The IR name of a Python number lifted as a constant of shape (); refused where
         it is not exact in the program's dtype."""

@@ -84,6 +84,7 @@ from resverify.spec.ops.gelu_erf import GELU_ERF_ULPS, GeluErf
 from resverify.spec.ops.gelu_tanh import GELU_TANH_ULPS, GeluTanh
 from resverify.spec.ops.layer_norm import SQRT_ULPS, LayerNorm
 from resverify.spec.ops.linear import Linear
+from resverify.spec.ops.masked_softmax import MaskedSoftmax
 from resverify.spec.ops.matmul import Matmul
 from resverify.spec.ops.mul import Mul
 from resverify.spec.ops.neg import Neg
@@ -124,6 +125,7 @@ __all__ = [
     "GeluTanh",
     "LayerNorm",
     "Linear",
+    "MaskedSoftmax",
     "Matmul",
     "Mul",
     "Neg",
@@ -156,6 +158,7 @@ OP_TABLE: Mapping[str, Op] = {
                            LayerNorm(), RmsNorm(), Sigmoid(), Exp(), Silu(),
                            GeluErf(), GeluTanh(), Neg(),
                            Reshape(), Permute(), Expand(), Slice(), Cat(),
-                           Matmul(), Softmax(), SumAxes(), Where(), Conv2d(), BatchNorm(), Cast())
+                           Matmul(), Softmax(), SumAxes(), Where(), Conv2d(), BatchNorm(), Cast(),
+                           MaskedSoftmax())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""
