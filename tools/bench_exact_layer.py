@@ -45,10 +45,10 @@ def _layer(hidden: int) -> Any:
 
     from resverify.blocks.catalog import recipe
 
+    fields: dict[str, Any] = {"attn_implementation": "eager"}  # as the catalog pins it
     config = LlamaConfig(hidden_size=hidden, intermediate_size=2 * hidden,
                          num_attention_heads=HEADS, num_key_value_heads=HEADS,
-                         num_hidden_layers=1, vocab_size=32, attention_dropout=0.0,
-                         attn_implementation="eager")
+                         num_hidden_layers=1, vocab_size=32, attention_dropout=0.0, **fields)
     llama = recipe("hf.LlamaDecoderLayer")
 
     class Called(nn.Module):
