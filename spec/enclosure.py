@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -265,12 +265,16 @@ class Verdict:
     """A float64 value near the exact one per element of ``output`` and each ``grad[name]``
     (the ball's ``mid + lo``, or the exact value rounded): for saying how much of its budget
     an element used, never for the verdict itself."""
+    sizes: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    """Upper bounds of ``|exact value|`` of the forward values asked for by name
+    (:func:`verify`'s ``sizes``): what a caller's own condition on them reads."""
 
 
 def verify(request: Request, output: np.ndarray, grads: Mapping[str, np.ndarray],
-           tangent: np.ndarray | None = None) -> Verdict:
+           tangent: np.ndarray | None = None, sizes: Collection[str] = ()) -> Verdict:
     """Judge a backend's ``output`` and ``grads`` (and ``tangent``, for a forward-mode
-    request) for ``request`` against its budget.
+    request) for ``request`` against its budget; ``sizes`` names forward values whose
+    exact sizes the verdict reports (:attr:`Verdict.sizes`).
 
     The budget without the spec's slack is tried first (cheaper): when every element is
     inside it, every element is inside the full budget too. Forward-mode requests take the
@@ -283,8 +287,11 @@ def verify(request: Request, output: np.ndarray, grads: Mapping[str, np.ndarray]
     except NotEnclosed:
         exact = evaluate(request)
         budget = error_budget(request, exact=exact)
+        assert exact.trace is not None
+        held = {n: np.vectorize(lambda v: up(abs(Fraction(v))), otypes=[np.float64])(
+            np.asarray(exact.trace.values[n], dtype=object)) for n in sizes}
         return Verdict(budget.misses(exact, output, grads, tangent), budget, 0, True,
-                       _rounded(exact))
+                       _rounded(exact), held)
     budget = fast_budget(request, enclosed, with_spec_slack=False)
     misses, unsure = _judge(request, enclosed, budget, output, grads)
     if (misses or unsure) and not all(OP_TABLE[n.op].rational for n in request.program.nodes):
@@ -295,7 +302,8 @@ def verify(request: Request, output: np.ndarray, grads: Mapping[str, np.ndarray]
         misses += _decide_exactly(request, unsure)
     nearest = {"output": enclosed.output.mid + enclosed.output.lo}
     nearest |= {f"grad[{n}]": b.mid + b.lo for n, b in enclosed.grads.items()}
-    return Verdict(misses, budget, count, False, nearest)
+    return Verdict(misses, budget, count, False, nearest,
+                   {n: enclosed.values[n].size for n in sizes})
 
 
 def _rounded(exact: ExactResult) -> dict[str, np.ndarray]:

@@ -67,6 +67,9 @@ class Lowering(Protocol):
         no input, parameter or buffer: T5's position buckets); refused with
         :class:`Unmapped` where it depends on the data."""
 
+    def kept(self, arg: Any) -> str:
+        """The IR name of the 0/1 mask of where a constant additive mask is 0."""
+
     def number(self, value: float) -> str:
         """The IR name of a Python number lifted as a constant of shape (); refused where
         it is not exact in the program's dtype."""

@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from resverify.blocks.local import Local, judge_ops
-from resverify.blocks.lower import Lowered, lower
+from resverify.blocks.lower import Lowered, NotInIR, lower
 from resverify.blocks.recipe import Recipe
 from resverify.blocks.tightness import Tightness, numpy_of, ratios
 from resverify.blocks.trace import TORCH_DTYPES
@@ -200,7 +200,9 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
                       accumulate=ACCUMULATE.get(dtype))
     grads = {n: numpy_of(t.grad if t.grad is not None else torch.zeros_like(t))
              for n, t in zip(names, leaves, strict=True) if n not in lowered.untrained}
-    verdict = verify(request, numpy_of(output), grads)
+    scores = [lowered.names[c.scores] for c in lowered.conditions]
+    verdict = verify(request, numpy_of(output), grads, sizes=scores)
+    _check_masks(lowered, verdict.sizes)
     # no gradient to judge: of a lifted constant, or one torch computes none of
     skipped = (*lowered.constants, *lowered.untrained)
     misses = tuple(m for m in verdict.misses
@@ -218,6 +220,23 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
                      verdict.decided_exactly, seconds, lowered.matched, request.accumulate,
                      total, request=request, constants=tuple(lowered.constants), local=local,
                      untrained=lowered.untrained, tied=lowered.tied, lowered=lowered)
+
+
+def _check_masks(lowered: Lowered, sizes: Mapping[str, np.ndarray]) -> None:
+    """Refuse, by the ``add`` of its mask, a ``masked_softmax`` whose scores are not small
+    enough beside the mask for it to stand for ``softmax(s + m)``
+    (:class:`~resverify.blocks.patterns.MaskCondition`)."""
+    refused = []
+    for condition in lowered.conditions:
+        size = sizes[lowered.names[condition.scores]]
+        largest = float(size.max()) if size.size else 0.0
+        if not largest <= condition.limit:
+            refused.append(("aten.add.Tensor", condition.add,
+                            f"an additive mask read as masked_softmax while every score "
+                            f"is at most {condition.limit:.4g} in size; {condition.scores} "
+                            f"reaches {largest:.4g}"))
+    if refused:
+        raise NotInIR(refused)
 
 
 def _faithful(request: Request, graph: torch.Tensor, eager: torch.Tensor,

@@ -28,7 +28,7 @@ from torch import nn
 
 from resverify.blocks import constants
 from resverify.blocks.aten import ROWS, Unmapped
-from resverify.blocks.patterns import Match, find
+from resverify.blocks.patterns import MaskCondition, Match, find
 from resverify.spec.errors import InvalidProgram, ResverifyError
 from resverify.spec.ir import ATTRIBUTES, Input, Node, Program
 from resverify.spec.ops import OP_TABLE
@@ -81,6 +81,9 @@ class Lowered:
     """Parameters that are one tensor under two names (tied embeddings: ``lm_head.weight``
     is ``embed_tokens.weight``), each later name to the first: one input of the program,
     read at every use, so its gradient is the sum over the uses, as torch's is."""
+    conditions: tuple[MaskCondition, ...] = ()
+    """What the matches hold to on the judged inputs (an additive mask's scores small
+    enough for ``masked_softmax``): :mod:`resverify.blocks.exact` checks them."""
 
 
 class _Downstream(ResverifyError):
@@ -127,6 +130,13 @@ class _Walk:
         if not isinstance(name, str):
             raise Unmapped(f"node {arg.name} has several outputs")
         return name
+
+    def kept(self, arg: Any) -> str:
+        """The entries an additive mask keeps (its zeros) as a 0/1 mask, ``<node>.kept``."""
+        value = self.folded.get(getattr(arg, "name", ""))
+        if value is None:
+            raise Unmapped(f"the additive mask {getattr(arg, 'name', arg)} is not a constant")
+        return self._lift(f"{arg.name}.kept", value == 0, mask=True)
 
     def mask(self, arg: Any) -> str:
         if not isinstance(arg, torch.fx.Node) or arg.name not in self.folded:
@@ -227,7 +237,7 @@ def _lower_graph(exported: Any, dtype: torch.dtype) -> Lowered:
     refused: list[tuple[str, str, str]] = []
     inputs, user, state, tied = _inputs(exported, walk, refused)
     output = None
-    matches = find(exported.graph.nodes)
+    matches = find(exported.graph.nodes, walk.folded)
     absorbed = {name for match in matches.values() for name in match.absorbed}
     absorbed |= set(walk.folded)
     for node in exported.graph.nodes:
@@ -242,7 +252,8 @@ def _lower_graph(exported: Any, dtype: torch.dtype) -> Lowered:
                    tuple(state), tuple(f"{m.op} at {m.root}" for m in matches.values()),
                    dict(walk.lifted), exported,
                    {k: v for k, v in walk.names.items() if isinstance(v, str)},
-                   tuple(n for n in state if n in walk.frozen), tied)
+                   tuple(n for n in state if n in walk.frozen), tied,
+                   tuple(m.condition for m in matches.values() if m.condition is not None))
 
 
 def _tensor_constants(exported: Any) -> dict[str, torch.Tensor]:

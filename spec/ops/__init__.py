@@ -85,6 +85,7 @@ from resverify.spec.ops.gelu_erf import GELU_ERF_ULPS, GeluErf
 from resverify.spec.ops.gelu_tanh import GELU_TANH_ULPS, GeluTanh
 from resverify.spec.ops.layer_norm import SQRT_ULPS, LayerNorm
 from resverify.spec.ops.linear import Linear
+from resverify.spec.ops.masked_softmax import MaskedSoftmax
 from resverify.spec.ops.matmul import Matmul
 from resverify.spec.ops.mul import Mul
 from resverify.spec.ops.neg import Neg
@@ -127,6 +128,7 @@ __all__ = [
     "GeluTanh",
     "LayerNorm",
     "Linear",
+    "MaskedSoftmax",
     "Matmul",
     "Mul",
     "Neg",
@@ -161,6 +163,7 @@ OP_TABLE: Mapping[str, Op] = {
                            GeluErf(), GeluTanh(), Neg(),
                            Reshape(), Permute(), Expand(), Slice(), Cat(),
                            Matmul(), Softmax(), SumAxes(), Where(), Conv2d(), BatchNorm(), Cast(),
-                           Embedding(), Rsqrt())
+                           Embedding(), Rsqrt(),
+                           MaskedSoftmax())
 }
 """Every op of the IR by name; the order is the order the IR documents them in."""

@@ -34,27 +34,69 @@ def _where(mask: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor
     return torch.where(mask, a, b)
 
 
+def _softmax(scores: torch.Tensor) -> torch.Tensor:
+    return scores.softmax(-1)
+
+
 class CausalAttention(nn.Module):
     """``x + softmax(mask(q kᵀ/√d)) v``: the scores above the diagonal replaced by
     ``finfo.min`` with ``where`` (``additive=False``, through ``select``: ``torch.where`` or
-    the planted :class:`WrongSideWhere`), or ``mask_value`` added there (``additive=True``)."""
+    the planted :class:`WrongSideWhere`), or ``mask_value`` added there (``additive=True``,
+    through ``add``: ``torch.add`` or a planted one); the softmax through ``softmax``, the
+    scores times ``scale``."""
 
     def __init__(self, width: int = 8, additive: bool = False, mask_value: float | None = None,
-                 select: Any = _where) -> None:
+                 select: Any = _where, add: Any = torch.add, softmax: Any = _softmax,
+                 scale: float = 1.0) -> None:
         super().__init__()
         self.q, self.k, self.v = (nn.Linear(width, width) for _ in range(3))
         self.additive, self.mask_value, self.select = additive, mask_value, select
+        self.add, self.softmax, self.scale = add, softmax, scale
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n, width = x.shape[-2], x.shape[-1]
-        scores = self.q(x) @ self.k(x).transpose(-1, -2) / width ** 0.5
+        scores = self.q(x) @ self.k(x).transpose(-1, -2) * (self.scale / width ** 0.5)
         fill = torch.finfo(x.dtype).min if self.mask_value is None else self.mask_value
         hidden = torch.ones(n, n, dtype=torch.bool).triu(1)
         if self.additive:
-            scores = scores + torch.zeros(n, n, dtype=x.dtype).masked_fill(hidden, fill)
+            scores = self.add(scores, torch.zeros(n, n, dtype=x.dtype).masked_fill(hidden, fill))
         else:
             scores = self.select(~hidden, scores, torch.full((n, n), fill, dtype=x.dtype))
-        return x + scores.softmax(-1) @ self.v(x)
+        return x + self.softmax(scores) @ self.v(x)
+
+
+def leaky_mask_add(leak: float) -> Any:
+    """``s + mask`` whose backward sends ``leak`` more to every masked score (where the
+    softmax's gradient is exactly 0): a planted bug in the mask's gradient."""
+
+    class LeakyMaskAdd(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            ctx.save_for_backward(mask)
+            return scores + mask
+
+        @staticmethod
+        def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None]:
+            (mask,) = ctx.saved_tensors
+            return g + (mask != 0).to(g.dtype) * leak, None
+    return LeakyMaskAdd.apply
+
+
+def scaled_back_softmax(factor: float) -> Any:
+    """``softmax(x, -1)`` whose backward is ``factor`` times the right one."""
+
+    class ScaledBackSoftmax(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+            y = x.softmax(-1)
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+            (y,) = ctx.saved_tensors
+            return y * (g - (g * y).sum(-1, keepdim=True)) * factor
+    return ScaledBackSoftmax.apply
 
 
 class Rotary(nn.Module):

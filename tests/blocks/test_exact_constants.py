@@ -46,14 +46,17 @@ def test_an_additive_mask_is_a_lifted_constant_added(dtype: str) -> None:
     assert judgement.elements == judgement.total, str(judgement)
 
 
-def test_an_additive_mask_of_finfo_min_keeps_every_element_bounded() -> None:
-    """``s + finfo.min`` lies beyond the dtype's largest magnitude by ``|s|`` for a negative
-    score, yet rounds to ``finfo.min``, not to -inf (it is below the magnitude that rounds to
-    infinity, ``spec.rounding.OVERFLOW``): every bound is finite and the layer passes."""
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_an_additive_mask_of_finfo_min_is_a_masked_softmax_judged_on_every_element(
+        dtype: str) -> None:
+    """``s + finfo.min`` then softmax is a softmax over the kept scores, 0 on the masked
+    ones, in floating point: the trace reads it as ``masked_softmax`` and every element has
+    a finite bound (as ``add`` then ``softmax`` none of the masked rows had)."""
     torch.manual_seed(0)
-    judgement = judge_module(CausalAttention(additive=True), X, "float32")
+    judgement = judge_module(CausalAttention(additive=True), X, dtype)
     assert judgement.verdict == "pass", str(judgement)
     assert judgement.elements == judgement.total, str(judgement)
+    assert [m.split(" at ")[0] for m in judgement.matched] == ["masked_softmax"]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
