@@ -87,11 +87,24 @@ def test_a_mask_that_depends_on_the_data_is_refused_by_name() -> None:
         lower(module.double(), (torch.zeros(3, 4, dtype=torch.float64),))
 
 
-def test_a_floating_constant_in_another_dtype_is_refused_by_name() -> None:
+def test_a_floating_constant_in_another_dtype_is_lifted_and_cast_when_exact() -> None:
+    """A float32 constant in a float64 program is exact there: lifted in float64, cast to
+    its own float32 (giving it back exactly) and widened for the product, as torch
+    promotes; the layer passes."""
     module = Lambda(lambda x, w: x * w * torch.arange(4, dtype=torch.float32))
-    with pytest.raises(NotInIR, match=r"the constant arange is torch.float32 \(the program is "
-                                      r"torch.float64\)"):
-        lower(module.double(), (torch.zeros(3, 4, dtype=torch.float64),))
+    lowered = lower(module.double(), (torch.zeros(3, 4, dtype=torch.float64),))
+    casts = [(n.params["source"], n.params["target"]) for n in lowered.program.nodes
+             if n.op == "cast"]
+    assert casts == [("float64", "float32"), ("float32", "float64")], lowered.program
+    judgement = judge_module(module.double(), (torch.zeros(3, 4),), "float64")
+    assert judgement.verdict == "pass", str(judgement)
+
+
+def test_a_floating_constant_not_exact_in_the_program_s_dtype_is_refused_by_name() -> None:
+    module = Lambda(lambda x, w: x * w * torch.full((4,), 0.1, dtype=torch.float32))
+    with pytest.raises(NotInIR, match=r"the constant full is torch.float32 and not exact in "
+                                      r"the program's torch.bfloat16"):
+        lower(module.bfloat16(), (torch.zeros(3, 4, dtype=torch.bfloat16),))
 
 
 def test_a_boolean_constant_outside_a_where_mask_is_refused_by_name() -> None:
