@@ -72,7 +72,7 @@ def test_a_square_of_another_row_is_not_the_norm() -> None:
             return x * torch.rsqrt(torch.mean(y * y, dim=-1, keepdim=True) + EPS)
 
     graph = _export(Other(), (torch.zeros(2, WIDTH),)).graph
-    assert find(graph.nodes) == {}
+    assert find(graph.nodes, {}) == {}
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
