@@ -540,6 +540,7 @@ SCHEMA_RECORDS = {
     "/$defs/block_law_verdict": "block law",
     "/$defs/exact_verdict": "exact",
     "/$defs/exact_judgement_verdict": "exact judgement",
+    "/$defs/exact_path/properties/verdict": "exact path",
 }
 """Each status field of report.schema.json and the record whose statuses it holds."""
 
