@@ -164,8 +164,6 @@ class Bug:
 
 
 F32, BF16 = frozenset({torch.float32}), frozenset({torch.bfloat16})
-_MASKED = ("the additive causal mask's -3.4e38 makes the bounds downstream of the scores "
-           "infinite or loose (the layer is partly judged)")
 BUGS = {bug.name: bug for bug in (
     Bug("softmax backward ×(1+2⁻¹⁰)", "hf.BertLayer", "float64", "backward only, attention",
         scaled(aten._softmax_backward_data.default), "whole"),
@@ -185,16 +183,18 @@ BUGS = {bug.name: bug for bug in (
         precision(aten.addmm.default, chunked_addmm(4)), "local", BF16),
     Bug("softmax sums in bf16 (GPT-2)", "hf.GPT2Block", "bfloat16", "precision: attention",
         precision(aten._softmax.default, narrow_softmax), "", BF16,
-        why="the softmax's own bound is loose where a row holds the mask's -3.4e38 (the "
-        "unit used 7 % of it); " + _MASKED),
+        why="the mask and its softmax are one masked_softmax unit, judged within the "
+        "spec's per-node budget, not the one rounding of torch's softmax kernel (the "
+        "bug's largest |error|/bound equals the twin's, 0.49 at seed 0)"),
     Bug("rotate_half cat swapped", "hf.LlamaDecoderLayer", "float64", "attention (rotary)",
         swapped_cat, "local"),
     Bug("RMSNorm without its float32 upcast", "hf.LlamaDecoderLayer", "bfloat16",
         "precision: missing upcast", rms_without_upcast, "local", F32),
     Bug("SiLU backward ×(1+2⁻¹⁰)", "hf.LlamaDecoderLayer", "float64", "backward only",
         scaled(aten.silu_backward.default), "", why="a backward is judged by the whole "
-        "program only, and none of the 32 gradient elements with a finite bound reads the "
-        "MLP's; " + _MASKED),
+        "program only, and the float64 layer's gradient budget carries the float32 "
+        "roundings of its RMSNorms (the layer casts to float32 there): the bug uses 0.61 of "
+        "it at seed 0, the twin 3.3e-4, inside either way"),
     Bug("GELU erf computed in its tanh form", "timm.vit.Block", "float32",
         "forward formula (activation)", gelu_tanh_form, "local", F32),
     Bug("layer norm backward without mean(ĝ) (ViT)", "timm.vit.Block", "float64",
