@@ -187,7 +187,7 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     if lowered is None:
         lowered = lower(model, args)
     traced = time.perf_counter()
-    leaves = _leaves(model, args, lowered)
+    leaves = leaves_of(model, args, lowered)
     output = model(*leaves[: len(args)])
     cotangent = torch.randn(tuple(output.shape), generator=generator,
                             dtype=torch.float64).to(kind)
@@ -212,7 +212,7 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
                                     request.accumulate)
     local = replace(local, faithful=_faithful(request, graph_output, output, grads))
     actual = {"output": numpy_of(output), **{f"grad[{n}]": g for n, g in grads.items()}}
-    used = _ratios(actual, verdict.nearest, verdict.budget)
+    used = element_ratios(actual, verdict.nearest, verdict.budget)
     seconds = {"trace": traced - started, "module": ran - traced, "judge": judged - ran,
                "local": time.perf_counter() - judged}
     total = sum(values.size for values in actual.values())
@@ -255,7 +255,7 @@ SIZES = {"batch": 2, "seq": 4}
 """The sizes a recipe's ``"batch"`` and ``"seq"`` take when its block is judged."""
 
 
-class _Called(nn.Module):
+class Called(nn.Module):
     """A recipe's block called as the recipe calls it, its context inputs positional."""
 
     def __init__(self, recipe: Recipe, block: nn.Module) -> None:
@@ -285,11 +285,11 @@ def recipe_module(recipe: Recipe, dtype: str, seed: int = 0
     shapes = [recipe.shape, *recipe.context.values()]
     examples = [torch.zeros([d if isinstance(d, int) else SIZES[d] for d in dims])
                 for dims in shapes]
-    return _Called(recipe, block), examples
+    return Called(recipe, block), examples
 
 
-def _leaves(model: nn.Module, args: Sequence[torch.Tensor], lowered: Lowered
-            ) -> list[torch.Tensor]:
+def leaves_of(model: nn.Module, args: Sequence[torch.Tensor], lowered: Lowered
+              ) -> list[torch.Tensor]:
     """The module's inputs, then each parameter and buffer the program reads, in the
     program's order, each a leaf that records its gradient."""
     inputs = [a.detach().clone().requires_grad_(True) for a in args]
@@ -303,8 +303,8 @@ def _leaves(model: nn.Module, args: Sequence[torch.Tensor], lowered: Lowered
     return inputs + [state[name] for name in lowered.state]
 
 
-def _ratios(actual: Mapping[str, np.ndarray], nearest: Mapping[str, np.ndarray],
-            budget: Budget) -> np.ndarray:
+def element_ratios(actual: Mapping[str, np.ndarray], nearest: Mapping[str, np.ndarray],
+                   budget: Budget) -> np.ndarray:
     """:func:`~resverify.blocks.tightness.ratios` of the output and every gradient."""
     found = [ratios(values, nearest[where],
                     budget.output if where == "output" else budget.grads[where[5:-1]])

@@ -46,10 +46,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from resverify.blocks.exact import Judgement, judge_module, recipe_module
+from resverify.blocks.exact import (
+    Judgement,
+    element_ratios,
+    judge_module,
+    leaves_of,
+    recipe_module,
+)
 from resverify.blocks.laws_paths import FUSED_OPS, CountingInductor, Dispatched
+from resverify.blocks.lower import Lowered
 from resverify.blocks.recipe import Recipe
-from resverify.blocks.tightness import Tightness, numpy_of, ratios
+from resverify.blocks.tightness import Tightness, numpy_of
 from resverify.blocks.trace import TORCH_DTYPES, Unjudged
 from resverify.spec.budget import Miss
 from resverify.spec.enclosure import verify
@@ -142,35 +149,25 @@ class Paths:
 @dataclass(frozen=True)
 class _Setup:
     """What every path runs on: the block in the dtype, its inputs, the cotangent, and the
-    names the traced program gives the inputs and the state it reads."""
+    trace judged (which names the inputs and the state the program reads)."""
 
     model: nn.Module
     inputs: tuple[torch.Tensor, ...]
     cotangent: torch.Tensor
-    user: tuple[str, ...]
-    state: tuple[str, ...]
-    untrained: tuple[str, ...]
-
-
-def _leaves(setup: _Setup, model: nn.Module) -> tuple[list[torch.Tensor], list[str]]:
-    """Fresh input leaves and ``model``'s state the program reads, recording gradients,
-    with their names."""
-    inputs = [t.detach().clone().requires_grad_(True) for t in setup.inputs]
-    held = dict(model.named_parameters(remove_duplicate=False)) | dict(
-        model.named_buffers(remove_duplicate=False))
-    for name in setup.state:
-        held[name].requires_grad_(name not in setup.untrained)
-    return inputs + [held[n] for n in setup.state], [*setup.user, *setup.state]
+    lowered: Lowered
 
 
 def _backward(setup: _Setup, model: nn.Module, call: Callable[..., torch.Tensor]
               ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """``call`` on fresh leaves, its backward with the cotangent: output and gradients."""
-    leaves, names = _leaves(setup, model)
+    """``call`` on fresh leaves (:func:`~resverify.blocks.exact.leaves_of`), its backward
+    with the cotangent: output and gradients."""
+    lowered = setup.lowered
+    leaves = leaves_of(model, setup.inputs, lowered)
     output = call(*leaves[: len(setup.inputs)])
     output.backward(setup.cotangent)
+    names = [*lowered.user_inputs, *lowered.state]
     grads = {n: (t.grad if t.grad is not None else torch.zeros_like(t))
-             for n, t in zip(names, leaves, strict=True) if n not in setup.untrained}
+             for n, t in zip(names, leaves, strict=True) if n not in lowered.untrained}
     return output.detach(), grads
 
 
@@ -273,9 +270,7 @@ def _judge_ran(path: str, ran: Ran, request: Request, eager: torch.Tensor,
             or (ran.grads is not None
                 and not any(m.where.startswith(f"grad[{n}]") for n in skipped))]
     actual = {"output": output, **{f"grad[{n}]": g for n, g in grads.items()}}
-    found = [ratios(v, verdict.nearest[w], verdict.budget.output if w == "output"
-                    else verdict.budget.grads[w[5:-1]]) for w, v in actual.items()]
-    used = np.concatenate(found)
+    used = element_ratios(actual, verdict.nearest, verdict.budget)
     differs = float((ran.output != eager).float().mean()) if ran.output.shape == eager.shape \
         else 1.0
     total = sum(v.size for v in actual.values())
@@ -283,22 +278,13 @@ def _judge_ran(path: str, ran: Ran, request: Request, eager: torch.Tensor,
                          Tightness.of(used), ran.grads is not None, differs)
 
 
-def _setup(module: nn.Module, judgement: Judgement, n_inputs: int) -> _Setup:
-    request = judgement.request
-    assert request is not None
+def _setup(module: nn.Module, judgement: Judgement) -> _Setup:
+    request, lowered = judgement.request, judgement.lowered
+    assert request is not None and lowered is not None
     kind = TORCH_DTYPES[judgement.dtype]
-    model = copy.deepcopy(module).to(kind)
-    held = {*dict(model.named_parameters(remove_duplicate=False)),
-            *dict(model.named_buffers(remove_duplicate=False))}
-    names = [n for n in request.program.input_names if n not in judgement.constants]
-    # the program names a parameter or buffer by its state_dict name, an input by its own
-    state = tuple(n for n in names if n in held)
-    user = tuple(n for n in names if n not in held)
-    if len(user) != n_inputs:
-        raise UsageError(f"the trace has {len(user)} tensor inputs, {n_inputs} were given")
-    inputs = tuple(_tensor(request.inputs[n], kind) for n in user)
-    return _Setup(model, inputs, _tensor(request.cotangent, kind), user, state,
-                  judgement.untrained)
+    inputs = tuple(_tensor(request.inputs[n], kind) for n in lowered.user_inputs)
+    return _Setup(copy.deepcopy(module).to(kind), inputs, _tensor(request.cotangent, kind),
+                  lowered)
 
 
 def _tensor(values: np.ndarray, kind: torch.dtype) -> torch.Tensor:
@@ -317,7 +303,7 @@ def judge_paths(module: nn.Module, example_args: Sequence[torch.Tensor], paths: 
                          f"{', '.join(PATHS)}")
     eager = judge_module(module, example_args, dtype, seed)
     assert eager.request is not None
-    setup = _setup(module, eager, len(example_args))
+    setup = _setup(module, eager)
     with torch.enable_grad():  # grad mode on: eager, not the inference fast path
         eager_output = copy.deepcopy(setup.model)(*setup.inputs).detach()
     skipped = (*eager.constants, *eager.untrained)
