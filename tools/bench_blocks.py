@@ -20,11 +20,10 @@ are rows skipped with the reason.
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tools.bench_timing import Row, calibrate, skipped
+from tools.bench_timing import Row, calibrate, per_call, skipped
 
 if TYPE_CHECKING:
     from resverify.blocks.recipe import Recipe
@@ -68,13 +67,6 @@ def _jax_forward_backward(recipe: Recipe) -> Callable[[], object]:
     return once
 
 
-def _seconds(fn: Callable[[], object], calls: int) -> float:
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter() - start) / calls
-
-
 def _one_thread(fn: Callable[[], object]) -> Callable[[], object]:
     import torch
 
@@ -99,10 +91,10 @@ def _row(recipe: Recipe, quick: bool) -> Row:
     laws, examples = (["decomposition"], 2) if quick else (None, None)
     fwd, check = [], []
     for _ in range(1 if quick else 2):
-        fwd.append(_seconds(passes, calls))
-        check.append(_seconds(lambda: check_block(recipe, [DTYPE], laws,
+        fwd.append(per_call(passes, calls))
+        check.append(per_call(lambda: check_block(recipe, [DTYPE], laws,
                                           max_examples=examples), 1))
-    fwd.append(_seconds(passes, calls))
+    fwd.append(per_call(passes, calls))
     base, cost = statistics.median(fwd), statistics.median(check)
     return Row(SECTION, f"{recipe.name}, {DTYPE}", "forward+backward",
                "one law, 2 examples" if quick else "default check", base, cost,

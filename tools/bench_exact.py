@@ -15,10 +15,10 @@ calibrated repeats, timed between the rounds), torch on one thread throughout.
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
+from typing import Any
 
-from tools.bench_timing import Row, calibrate
+from tools.bench_timing import Row, calibrate, per_call
 
 SECTION = "exact"
 BATCH = 32
@@ -33,8 +33,12 @@ def _forward_backward(width: int, dtype: str) -> Callable[[], object]:
     from tests.blocks.exact_modules import ResidualMLP
 
     kind = TORCH_DTYPES[dtype]
-    module = ResidualMLP(width).to(kind)
-    x = torch.randn(BATCH, width, dtype=kind)
+    return forward_backward(ResidualMLP(width).to(kind), torch.randn(BATCH, width, dtype=kind))
+
+
+def forward_backward(module: Any, x: Any) -> Callable[[], object]:
+    """One forward and backward of ``module`` at ``x`` (a cotangent of ones), as a call."""
+    import torch
 
     def once() -> object:
         y = module(x.detach().requires_grad_(True))
@@ -42,13 +46,6 @@ def _forward_backward(width: int, dtype: str) -> Callable[[], object]:
         return y
 
     return once
-
-
-def _per_call(fn: Callable[[], object], calls: int) -> float:
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter() - start) / calls
 
 
 def _rows(width: int, dtype: str, rounds: int) -> list[Row]:
@@ -63,13 +60,13 @@ def _rows(width: int, dtype: str, rounds: int) -> list[Row]:
     base, trace, judge = [], [], []
     elements = 0
     for seed in range(rounds):
-        base.append(_per_call(passes, calls))
+        base.append(per_call(passes, calls))
         judged = judge_module(module, example, dtype, seed)
         assert judged.passed, str(judged)
         elements = judged.elements
         trace.append(judged.seconds["trace"])
         judge.append(judged.seconds["judge"])
-    base.append(_per_call(passes, calls))
+    base.append(per_call(passes, calls))
     fb = statistics.median(base)
     case = f"ResidualMLP width {width}, batch {BATCH}, {dtype}"
     note = f"{elements} elements judged (output and every gradient)"

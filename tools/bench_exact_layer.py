@@ -23,14 +23,14 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tools.* as a script
 
-from tools.bench_timing import calibrate
+from tools.bench_exact import forward_backward
+from tools.bench_timing import calibrate, per_call
 
 HEADS, BATCH = 4, 2
 DTYPES = ("float64", "float32", "bfloat16")
@@ -39,44 +39,18 @@ DTYPES = ("float64", "float32", "bfloat16")
 def _layer(hidden: int) -> Any:
     """The catalog's Llama recipe's layer at ``hidden`` (4 heads, MLP twice as wide), called
     as the recipe calls it (its parameters named ``block.<name>``)."""
-    from torch import nn
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
     from resverify.blocks.catalog import recipe
+    from resverify.blocks.exact import Called
 
     fields: dict[str, Any] = {"attn_implementation": "eager"}  # as the catalog pins it
     config = LlamaConfig(hidden_size=hidden, intermediate_size=2 * hidden,
                          num_attention_heads=HEADS, num_key_value_heads=HEADS,
                          num_hidden_layers=1, vocab_size=32, attention_dropout=0.0, **fields)
-    llama = recipe("hf.LlamaDecoderLayer")
-
-    class Called(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.block = LlamaDecoderLayer(config, layer_idx=0)
-
-        def forward(self, x: Any) -> Any:
-            return llama.run(self.block, x, {})
-
-    return Called().eval()
-
-
-def _forward_backward(module: Any, x: Any) -> Callable[[], object]:
-    import torch
-
-    def once() -> object:
-        y = module(x.detach().requires_grad_(True))
-        y.backward(torch.ones_like(y))
-        return y
-    return once
-
-
-def _per_call(fn: Callable[[], object], calls: int) -> float:
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter() - start) / calls
+    block = LlamaDecoderLayer(config, layer_idx=0)
+    return Called(recipe("hf.LlamaDecoderLayer"), block).eval()
 
 
 def _row(hidden: int, seq: int, dtype: str) -> str:
@@ -92,9 +66,9 @@ def _row(hidden: int, seq: int, dtype: str) -> str:
     judged = judge_module(module, (torch.zeros(BATCH, seq, hidden),), dtype, seed=0)
     eager = copy.deepcopy(module).to(TORCH_DTYPES[dtype])
     x = torch.randn(BATCH, seq, hidden).to(TORCH_DTYPES[dtype])
-    passes = _forward_backward(eager, x)
+    passes = forward_backward(eager, x)
     calls = calibrate(passes, 0.05)
-    fb = statistics.median(_per_call(passes, calls) for _ in range(3))
+    fb = statistics.median(per_call(passes, calls) for _ in range(3))
     s = judged.seconds
     return (f"| {dtype} | {judged.verdict} | {judged.elements} of {judged.total} | "
             f"{judged.tightness.median:.3g}, {judged.tightness.p99:.3g}, "
@@ -104,25 +78,16 @@ def _row(hidden: int, seq: int, dtype: str) -> str:
 
 def _gradcheck(hidden: int, seq: int) -> str:
     import torch
-    from torch.func import functional_call
 
     from resverify.blocks.exact import judge_module
+    from tools.gradcheck_side import full_gradcheck
 
     torch.manual_seed(0)
     module = _layer(hidden)
     judged = judge_module(module, (torch.zeros(BATCH, seq, hidden),), "float64", seed=0)
-    module = module.double()
-    names = [n for n, _ in module.named_parameters()]
-    params = tuple(p.detach().clone().requires_grad_(True) for _, p in module.named_parameters())
     x = torch.randn((BATCH, seq, hidden), generator=torch.Generator().manual_seed(0),
-                    dtype=torch.float64).requires_grad_(True)
-
-    def f(h: torch.Tensor, *ps: torch.Tensor) -> torch.Tensor:
-        return functional_call(module, dict(zip(names, ps, strict=True)), (h,))
-
-    start = time.perf_counter()
-    passed = torch.autograd.gradcheck(f, (x, *params), raise_exception=False)
-    spent = time.perf_counter() - start
+                    dtype=torch.float64)
+    passed, spent = full_gradcheck(module.double(), x)
     judge_s = judged.seconds["judge"]
     return (f"| {hidden} | {seq} | {judged.elements} | {judged.verdict} | {judge_s:.2f} | "
             f"{judged.seconds['trace']:.1f} | {'pass' if passed else 'FAIL'} | {spent:.0f} | "

@@ -37,6 +37,14 @@ def calibrate(fn: Callable[[], object], target: float) -> int:
     return max(1, int(target / once))
 
 
+def per_call(fn: Callable[[], object], calls: int) -> float:
+    """Seconds per call of ``fn``, over ``calls`` calls in a row."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls
+
+
 def interleaved(candidates: Mapping[str, Callable[[], object]], rounds: int = 5,
                 target: float = 0.02) -> Timing:
     """Time each candidate ``rounds`` times, alternating A, B, A, B, …; medians per call.

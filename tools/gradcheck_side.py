@@ -35,7 +35,7 @@ OFFS = (2.0**-30, 2.0**-10)
 """The slope bugs' relative sizes."""
 
 
-def _gradcheck(module: Any, x: Any) -> tuple[bool, float]:
+def full_gradcheck(module: Any, x: Any) -> tuple[bool, float]:
     """gradcheck of ``module`` over its input and every parameter (defaults), and seconds."""
     import torch
     from torch.func import functional_call
@@ -62,7 +62,7 @@ def _case(kind: str, right: bool, off: float) -> tuple[str, str, float, str, flo
     judged = judge_module(module, (torch.zeros(4, 8),), "float64", seed=4)
     # the judge's own draw of x, so both judge the same input
     x = torch.randn((4, 8), generator=torch.Generator().manual_seed(4), dtype=torch.float64)
-    passed, spent = _gradcheck(module, x)
+    passed, spent = full_gradcheck(module, x)
     caught = "caught" if not judged.passed else "passed"
     return (caught, f"{len(judged.misses)} elements" if not judged.passed else "",
             sum(judged.seconds.values()), "caught" if not passed else "passed", spent)
@@ -91,7 +91,7 @@ def _speed(width: int) -> str:
     judged = judge_module(module, (torch.zeros(32, width),), "float64", seed=0)
     x = torch.randn((32, width), generator=torch.Generator().manual_seed(0),
                     dtype=torch.float64)
-    passed, spent = _gradcheck(module, x)
+    passed, spent = full_gradcheck(module, x)
     judge_s = judged.seconds["judge"]
     return (f"| {width} | {judged.elements} | {judged.verdict} | {judge_s:.2f} | "
             f"{judged.seconds['trace']:.2f} | {'pass' if passed else 'FAIL'} | {spent:.1f} | "

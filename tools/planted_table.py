@@ -127,21 +127,6 @@ def _laws(bug: Any, layer: Any, examples: int) -> str:
     return f"yes ({', '.join(failed)})" if failed else f"no ({judged} law runs pass)"
 
 
-def _called(layer: Any, block: Any) -> Any:
-    """A recipe's block called as the recipe calls it, for gradcheck's functional call."""
-    from torch import nn
-
-    class Called(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.block = block
-
-        def forward(self, x: Any) -> Any:
-            return layer.run(self.block, x, {})
-
-    return Called()
-
-
 def _input(layer: Any, kind: Any) -> Any:
     """The layer's input at the judged sizes (:data:`resverify.blocks.exact.SIZES`), drawn
     from seed 0 in float64 and rounded to ``kind``."""
@@ -157,27 +142,20 @@ def _input(layer: Any, kind: Any) -> Any:
 def _gradcheck(bug: Any, layer: Any) -> str:
     """gradcheck's verdict on the float64 layer with the bug planted, and its seconds."""
     import torch
-    from torch.func import functional_call
 
-    torch.manual_seed(0)
-    module = _called(layer, layer.factory(torch.float64).eval())
-    names = [n for n, _ in module.named_parameters()]
-    params = tuple(p.detach().clone().requires_grad_(True) for _, p in module.named_parameters())
-    x = _input(layer, torch.float64).requires_grad_(True)
+    from resverify.blocks.exact import recipe_module
+    from tools.gradcheck_side import full_gradcheck
 
-    def f(h: torch.Tensor, *ps: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = functional_call(module, dict(zip(names, ps, strict=True)), (h,))
-        return out
-
+    module = recipe_module(layer, "float64", 0)[0]
+    x = _input(layer, torch.float64)
     probe = _in_float64(bug)
     with probe:
-        f(x, *params).sum().backward()
+        module(x.detach().requires_grad_(True)).sum().backward()
     if not probe.calls:  # gradcheck would judge the correct layer
         return "no (the kernel never runs in float64)"
-    start = time.perf_counter()
     with _in_float64(bug):
-        passed = torch.autograd.gradcheck(f, (x, *params), raise_exception=False)
-    return f"{'no' if passed else 'yes'} ({time.perf_counter() - start:.0f} s)"
+        passed, spent = full_gradcheck(module, x)
+    return f"{'no' if passed else 'yes'} ({spent:.0f} s)"
 
 
 def _in_float64(bug: Any) -> Any:
