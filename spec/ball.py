@@ -86,6 +86,19 @@ def next_up(x: np.ndarray) -> np.ndarray:
     return np.nextafter(clean(x), INF)
 
 
+def inverse_sqrt(low: np.ndarray, high: np.ndarray) -> Ball:
+    """A ball around ``1/sqrt(v)`` for every ``v`` in ``[low, high]`` (``low > 0``, checked
+    by the caller): ``1/sqrt`` at the two ends, each step rounded outward, a few ulps wide
+    (the spec's own enclosure of ``1/sqrt`` is 2**-199 from it); rsqrt's and batch norm's."""
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        top = np.nextafter(np.nextafter(1 / np.nextafter(np.sqrt(low), 0.0), INF), INF)
+        bottom = np.nextafter(np.nextafter(1 / np.nextafter(np.sqrt(high), INF), 0.0),
+                              0.0) * (1 - 2.0**-52)
+    mid = (top + bottom) / 2
+    rad = next_up(np.maximum(top - mid, mid - bottom) * (1 + 2.0**-50))
+    return Ball(mid, rad, np.zeros_like(mid))
+
+
 def add_up(*terms: np.ndarray) -> np.ndarray:
     """An upper bound of the sum of non-negative ``terms``: the float sum of j terms is at
     least ``(1 - u)^(j-1)`` of the exact one (sums of floats do not underflow), and a float

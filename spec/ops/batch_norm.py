@@ -339,13 +339,7 @@ def _ball_rows(p: Ball, eps: Fraction, rank: int) -> tuple[Ball, Ball, Ball, Bal
                             + float(eps) * (1 + 2.0**-52), BALL_INF)
         if not np.all(low > 0):
             raise NotEnclosed("batch_norm: σ² + ε may not be positive over its ball")
-        r_top = np.nextafter(np.nextafter(1 / np.nextafter(np.sqrt(low), 0.0), BALL_INF),
-                             BALL_INF)  # a few ulps wide: the spec's r is 2**-199 from it
-        r_bottom = np.nextafter(np.nextafter(1 / np.nextafter(np.sqrt(high), BALL_INF),
-                                             0.0), 0.0) * (1 - 2.0**-52)
-    mid = (r_top + r_bottom) / 2
-    rad = ball.next_up(np.maximum(r_top - mid, mid - r_bottom) * (1 + 2.0**-50))
-    return rows[GAMMA], rows[BETA], rows[MEAN], Ball(mid, rad, np.zeros_like(mid))
+    return rows[GAMMA], rows[BETA], rows[MEAN], ball.inverse_sqrt(low, high)
 
 
 @dataclass(frozen=True)

@@ -70,13 +70,7 @@ def rsqrt_ball(v: Ball) -> Ball:
         high = np.nextafter(centre + v.rad + abs(v.lo) * 2.0**-52, BALL_INF)
         if not np.all(low > 0):
             raise NotEnclosed("rsqrt: the argument may not be positive over its ball")
-        top = np.nextafter(np.nextafter(1 / np.nextafter(np.sqrt(low), 0.0), BALL_INF),
-                           BALL_INF)
-        bottom = np.nextafter(np.nextafter(1 / np.nextafter(np.sqrt(high), BALL_INF), 0.0),
-                              0.0) * (1 - 2.0**-52)
-    mid = (top + bottom) / 2
-    rad = ball.next_up(np.maximum(top - mid, mid - bottom) * (1 + 2.0**-50))
-    return Ball(mid, rad, np.zeros_like(mid))
+    return ball.inverse_sqrt(low, high)
 
 
 class Rsqrt(Elementwise):
