@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import copy
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -53,7 +52,7 @@ from resverify.blocks.exact import (
     leaves_of,
     recipe_module,
 )
-from resverify.blocks.laws_paths import FUSED_OPS, CountingInductor, Dispatched
+from resverify.blocks.laws_paths import FUSED_OPS, CountingInductor, Dispatched, compiling
 from resverify.blocks.lower import Lowered
 from resverify.blocks.recipe import Recipe
 from resverify.blocks.tightness import Tightness, numpy_of
@@ -187,14 +186,8 @@ def _run_compile(setup: _Setup) -> Ran:
     model = copy.deepcopy(setup.model)
     backend = CountingInductor()
     compiled = torch.compile(model, backend=backend)
-    try:
-        with warnings.catch_warnings():
-            for category in (DeprecationWarning, FutureWarning):
-                warnings.filterwarnings("ignore", category=category, module=r"torch(\.|$)")
-            output, grads = _backward(setup, model, compiled)
-    except Exception as exc:  # inductor's failures have no common root
-        said = " ".join([line.strip() for line in str(exc).splitlines() if line.strip()][:2])
-        raise Unjudged(f"torch.compile failed: {type(exc).__name__}: {said}") from exc
+    with compiling():
+        output, grads = _backward(setup, model, compiled)
     if not backend.runs:
         raise Unjudged("torch.compile ran no compiled graph (it fell back to eager)")
     return Ran(output, grads, f"{backend.graphs} graph{'s' * (backend.graphs != 1)} "

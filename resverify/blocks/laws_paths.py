@@ -43,10 +43,11 @@ a size of 1 a graph of its own: up to four for the drawn batch and length).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import warnings
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,6 +152,22 @@ def _compiled(case: Case) -> _Compiled:
     return entry
 
 
+@contextlib.contextmanager
+def compiling() -> Iterator[None]:
+    """Around a run of a compiled block: torch's deprecations of its own internals, raised
+    while inductor imports them, are not the block's (under -W error they would fail every
+    compile), and a failure of inductor (they have no common root) is :class:`Unjudged`
+    with its first two lines."""
+    try:
+        with warnings.catch_warnings():
+            for category in (DeprecationWarning, FutureWarning):
+                warnings.filterwarnings("ignore", category=category, module=r"torch(\.|$)")
+            yield
+    except Exception as exc:
+        said = " ".join([line.strip() for line in str(exc).splitlines() if line.strip()][:2])
+        raise Unjudged(f"torch.compile failed: {type(exc).__name__}: {said}") from exc
+
+
 def _run_compiled(case: Case, module: nn.Module) -> tuple[torch.Tensor, float]:
     """``module``'s parameters in the compiled copy, run with grad mode on (as training runs
     it, so torch's inference fast path is not what inductor compiles); with the number of
@@ -160,18 +177,9 @@ def _run_compiled(case: Case, module: nn.Module) -> tuple[torch.Tensor, float]:
     x = case.inputs.x.detach().clone()
     ctx = {k: v.detach().clone() for k, v in case.inputs.context.items()}
     before = entry.backend.runs
-    try:
-        with no_drop(entry.template, case.recipe), torch.enable_grad(), \
-                torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT), \
-                warnings.catch_warnings():
-            # torch's deprecations of its own internals, raised while inductor imports them,
-            # are not the block's: under -W error they would fail every compile
-            for category in (DeprecationWarning, FutureWarning):
-                warnings.filterwarnings("ignore", category=category, module=r"torch(\.|$)")
-            y = entry.run(x, ctx).detach()
-    except Exception as exc:  # inductor's failures have no common root
-        said = " ".join([line.strip() for line in str(exc).splitlines() if line.strip()][:2])
-        raise Unjudged(f"torch.compile failed: {type(exc).__name__}: {said}") from exc
+    with compiling(), no_drop(entry.template, case.recipe), torch.enable_grad(), \
+            torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+        y = entry.run(x, ctx).detach()
     if entry.backend.runs == before:
         raise Unjudged("torch.compile ran no compiled graph (it fell back to eager)")
     return y, float(entry.backend.graphs)
