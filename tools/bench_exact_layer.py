@@ -85,10 +85,17 @@ def _gradcheck(hidden: int, seq: int) -> str:
     torch.manual_seed(0)
     module = _layer(hidden)
     judged = judge_module(module, (torch.zeros(BATCH, seq, hidden),), "float64", seed=0)
+    # the whole verdict (the module's run, the whole-program and the op-by-op judgement),
+    # the trace reused and stated apart; the median of three runs
+    spans = []
+    for _ in range(3):
+        again = judge_module(module, (torch.zeros(BATCH, seq, hidden),), "float64", seed=0,
+                             lowered=judged.lowered)
+        spans.append(sum(s for k, s in again.seconds.items() if k != "trace"))
+    judge_s = statistics.median(spans)
     x = torch.randn((BATCH, seq, hidden), generator=torch.Generator().manual_seed(0),
                     dtype=torch.float64)
     passed, spent = full_gradcheck(module.double(), x)
-    judge_s = judged.seconds["judge"]
     return (f"| {hidden} | {seq} | {judged.elements} | {judged.verdict} | {judge_s:.2f} | "
             f"{judged.seconds['trace']:.1f} | {'pass' if passed else 'FAIL'} | {spent:.0f} | "
             f"{spent / judge_s:.0f}x |")
@@ -106,8 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     if args.gradcheck:
-        print("| hidden | seq | elements | exact judgement | judge s | trace s (one-off) | "
-              "gradcheck | gradcheck s | gradcheck / judge |")
+        print("| hidden | seq | elements | exact judgement | judgement s (median of 3) | "
+              "trace s (one-off) | gradcheck | gradcheck s | gradcheck / judgement |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for size in args.gradcheck.split(","):
             hidden, seq = (int(n) for n in size.split(":"))
