@@ -268,6 +268,9 @@ class Verdict:
     sizes: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
     """Upper bounds of ``|exact value|`` of the forward values asked for by name
     (:func:`verify`'s ``sizes``): what a caller's own condition on them reads."""
+    output_ball: Ball | None = None
+    """The enclosure of the exact output (None on the exact path): another run's output is
+    judged against the same budget with it (:func:`outside_output`)."""
 
 
 def verify(request: Request, output: np.ndarray, grads: Mapping[str, np.ndarray],
@@ -303,7 +306,20 @@ def verify(request: Request, output: np.ndarray, grads: Mapping[str, np.ndarray]
     nearest = {"output": enclosed.output.mid + enclosed.output.lo}
     nearest |= {f"grad[{n}]": b.mid + b.lo for n, b in enclosed.grads.items()}
     return Verdict(misses, budget, count, False, nearest,
-                   {n: enclosed.values[n].size for n in sizes})
+                   {n: enclosed.values[n].size for n in sizes}, enclosed.output)
+
+
+def outside_output(request: Request, verdict: Verdict, output: np.ndarray,
+                   grads: Mapping[str, np.ndarray]) -> int:
+    """How many elements of another run's ``output`` of ``request`` lie outside the budget
+    ``verdict`` judged with: decided by the verdict's own enclosure and budget where they
+    decide every element (no second enclosure), else by :func:`verify` again (``grads``:
+    the gradients that run judged, which the exact path needs)."""
+    if verdict.output_ball is not None:
+        inside, unsure = decide(output, verdict.output_ball, verdict.budget.output)
+        if not unsure.any():
+            return int((~inside).sum())
+    return sum(m.where == "output" for m in verify(request, output, grads).misses)
 
 
 def _rounded(exact: ExactResult) -> dict[str, np.ndarray]:

@@ -45,7 +45,7 @@ from resverify.blocks.recipe import Recipe
 from resverify.blocks.tightness import Tightness, numpy_of, ratios
 from resverify.blocks.trace import TORCH_DTYPES
 from resverify.spec.budget import Budget, Miss
-from resverify.spec.enclosure import verify
+from resverify.spec.enclosure import Verdict, outside_output, verify
 from resverify.spec.errors import UsageError
 from resverify.spec.ir import Program
 from resverify.spec.request import Request
@@ -210,7 +210,8 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     judged = time.perf_counter()
     local, graph_output = judge_ops(lowered, dict(zip(names, leaves, strict=True)), dtype,
                                     request.accumulate)
-    local = replace(local, faithful=_faithful(request, graph_output, output, grads))
+    local = replace(local, faithful=_faithful(request, verdict, graph_output, output,
+                                                grads))
     actual = {"output": numpy_of(output), **{f"grad[{n}]": g for n, g in grads.items()}}
     used = element_ratios(actual, verdict.nearest, verdict.budget)
     seconds = {"trace": traced - started, "module": ran - traced, "judge": judged - ran,
@@ -239,13 +240,13 @@ def _check_masks(lowered: Lowered, sizes: Mapping[str, np.ndarray]) -> None:
         raise NotInIR(refused)
 
 
-def _faithful(request: Request, graph: torch.Tensor, eager: torch.Tensor,
+def _faithful(request: Request, verdict: Verdict, graph: torch.Tensor, eager: torch.Tensor,
               grads: Mapping[str, np.ndarray]) -> str:
     """The traced graph's output against the module's eager output: ``bitwise``, or judged
-    against the whole program's budget like the eager one."""
+    against the whole program's budget like the eager one (``verdict``'s, reused)."""
     if torch.equal(graph, eager.detach()):
         return "bitwise"
-    outside = sum(m.where == "output" for m in verify(request, numpy_of(graph), grads).misses)
+    outside = outside_output(request, verdict, numpy_of(graph), grads)
     if outside:
         return f"not bitwise, {outside} elements outside the whole-program budget"
     return "not bitwise, within the whole-program budget"

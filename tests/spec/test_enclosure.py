@@ -238,6 +238,33 @@ def test_verify_finds_exactly_the_misses_the_exact_path_finds(case: Case, dtype:
         assert ("output", (0,) * output.ndim) in {(m.where, m.index) for m in verdict.misses}
 
 
+
+@settings(max_examples=30, deadline=None)
+@given(cases, dtypes, st.integers(0, 3), st.integers(0, 3))
+def test_another_output_is_judged_with_the_first_verdict_as_verify_judges_it(
+        case: Case, dtype: str, first_ulps: int, second_ulps: int) -> None:
+    request = case.request(dtype)
+    exact = evaluate(request)
+    assert exact.output is not None and exact.grads is not None
+    rounded = np.array([float(v) for v in exact.output.ravel()]).reshape(exact.output.shape)
+    bound = error_budget(request, exact=exact).output
+    grads = {n: np.array([float(v) for v in g.ravel()]).reshape(g.shape)
+             for n, g in exact.grads.items()}
+
+    def off(ulps: int) -> np.ndarray:  # every element `ulps` ulps off, the first far outside
+        flat = (rounded + ulps * np.abs(np.spacing(rounded))).reshape(-1)
+        if flat.size:
+            flat[0] += 2**20 * abs(np.spacing(flat[0])) + 2**-30 + 2 * float(bound.max())
+        return flat.reshape(rounded.shape)
+
+    verdict = verify(request, off(first_ulps), grads)
+    second = off(second_ulps)
+    counted = enclosure.outside_output(request, verdict, second, grads)
+    expected = sum(m.where == "output" for m in verify(request, second, grads).misses)
+    assert counted == expected, (
+        f"outside_output counted {counted}, verify finds {expected} outside "
+        f"[{request.program.describe()}, {dtype}, ulps {first_ulps} then {second_ulps}]")
+
 def _block(width: int, batch: int, tanh: bool) -> Request:
     rng = np.random.default_rng(width)
     branch = [Node("t", "tanh", ("zb",))] if tanh else []
