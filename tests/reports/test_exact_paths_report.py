@@ -10,6 +10,7 @@ written into the test.
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,9 @@ def _run(folder: Path, *args: str) -> dict[str, Any]:
 
 
 def _rows(md: str, dtype: str) -> list[list[str]]:
-    return [[c.strip() for c in line.strip("|").split(" | ")] for line in md.splitlines()
+    """The rows of the table "exact judgement" (before the table "paths") in ``dtype``."""
+    table = md.split("### paths", 1)[0]
+    return [[c.strip() for c in line.strip("|").split(" | ")] for line in table.splitlines()
             if line.startswith(f"| {ENCODER} | {dtype}")]
 
 
@@ -87,3 +90,42 @@ def test_an_unknown_path_under_exact_is_refused_in_one_line(
                  "--report-dir", str(tmp_path)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "unknown path(s) fused" in err[0], (code, err)
+
+
+@pytest.fixture
+def flash_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CPU flash kernel's output off by 1 + 2^-20 on the sdpa-flash path alone."""
+    op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+    monkeypatch.setitem(exact_paths.RUNS, "sdpa-flash",
+                        _planted(exact_paths.RUNS["sdpa-flash"], op, 1 + 2**-20))
+
+
+@pytest.mark.usefixtures("flash_off")
+def test_a_failing_path_is_listed_first_and_its_vector_replays_that_path(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _run(tmp_path / "first", "--dtype", "float64", "--paths", "eager,sdpa-math,sdpa-flash")
+    validate(run["doc"])
+    (judgement,) = run["doc"]["exact"]["blocks"][0]["judgements"]
+    math_, flash = judgement["paths"]
+    assert (math_["verdict"], flash["verdict"]) == ("pass", "fail"), judgement["paths"]
+    assert "vector" not in math_ and flash["replay"] == (
+        f"resverify blocks check --exact '{ENCODER}' --dtype float64 --seed 0 "
+        "--paths sdpa-flash"), flash
+    said = capsys.readouterr().out
+    assert f"vector {flash['vector']}; replay the path: {flash['replay']}" in said, said
+    record = json.loads(Path(flash["vector"]).read_text("utf-8"))["vector"]
+    assert (record["path"], record["path_replay"]) == ("sdpa-flash", flash["replay"]), record
+    assert record["message"] == flash["line"] and "path sdpa-flash" in record["property"], record
+    # the table "paths": the failing path first, then eager and the path that passed
+    paths = [[c.strip() for c in line.strip("|").split(" | ")] for line in
+             run["md"].split("### paths", 1)[1].splitlines() if line.startswith(f"| {ENCODER}")]
+    assert [(r[2], r[3]) for r in paths] == [("sdpa-flash", "❌ fail"), ("eager", "✅ pass"),
+                                             ("sdpa-math", "✅ pass")], paths
+    assert paths[0][10].startswith("output"), paths[0]
+    # the replay command judges the block on that path again: the same failure
+    replay = [*shlex.split(flash["replay"])[1:], "--report-dir", str(tmp_path / "again")]
+    assert main(replay) == 1
+    again = json.loads((tmp_path / "again" / "report.json").read_text("utf-8"))
+    (redone,) = again["exact"]["blocks"][0]["judgements"][0]["paths"]
+    assert (redone["path"], redone["verdict"], redone["misses"]) == \
+        ("sdpa-flash", "fail", flash["misses"]), redone
