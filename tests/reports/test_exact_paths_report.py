@@ -9,7 +9,9 @@ written into the test.
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from resverify.cli.block_selection import select
 from resverify.cli.main import main
 from resverify.reports.json_report import validate
 from tests.blocks.test_exact_paths import _planted
+from tests.reports.chromium import browse, console_lines, dom_tags, find_chromium
 
 ENCODER = "torch.TransformerEncoderLayer(post)"
 PATHS = ["fastpath", "hf-sdpa"]
@@ -129,3 +132,55 @@ def test_a_failing_path_is_listed_first_and_its_vector_replays_that_path(
     (redone,) = again["exact"]["blocks"][0]["judgements"][0]["paths"]
     assert (redone["path"], redone["verdict"], redone["misses"]) == \
         ("sdpa-flash", "fail", flash["misses"]), redone
+
+
+PATHS_PROBE = """<script>
+window.addEventListener("load", function () {
+  var rows = Array.prototype.map.call(
+    document.querySelectorAll("section#exact table.exact-paths tbody tr"), function (tr) {
+      return {cells: Array.prototype.map.call(tr.cells, function (c) { return c.textContent; }),
+              verdictColor: getComputedStyle(tr.cells[3]).color,
+              background: getComputedStyle(tr.cells[0]).backgroundColor,
+              top: tr.getBoundingClientRect().top};
+    });
+  var out = document.createElement("pre");
+  out.id = "rv-probe";
+  out.textContent = JSON.stringify(rows);
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+@pytest.mark.usefixtures("flash_off")
+def test_the_path_rows_render_in_chromium_with_their_verdicts_the_failing_one_first(
+        tmp_path: Path) -> None:
+    chromium = find_chromium()
+    run = _run(tmp_path / "out", "--dtype", "float64", "--paths", "sdpa-math,sdpa-flash,hf-sdpa")
+    page = tmp_path / "out" / "report.html"
+    done = browse(chromium, page, tmp_path / "profile", "--dump-dom")
+    assert done.returncode == 0 and console_lines(done.stderr) == [], done.stderr[-2000:]
+    assert [t for t, _ in dom_tags(done.stdout) if t == "script"] == [], "a script in the DOM"
+    text, removed = re.subn(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "",
+                            page.read_text(encoding="utf-8"))
+    assert removed == 1, "the report should carry exactly one CSP meta tag"
+    probe = tmp_path / "probe.html"
+    probe.write_text(text.replace("<head>", "<head>" + PATHS_PROBE, 1), encoding="utf-8")
+    done = browse(chromium, probe, tmp_path / "profile-probe", "--dump-dom",
+                  "--virtual-time-budget=10000")
+    found = re.search(r'<pre id="rv-probe">(.*?)</pre>', done.stdout, re.S)
+    assert found is not None, f"probe did not run: {done.stderr[-2000:]}"
+    rows = json.loads(html.unescape(found.group(1)))
+    (judgement,) = run["doc"]["exact"]["blocks"][0]["judgements"]
+    want = {p["path"]: p for p in judgement["paths"]}
+    assert [r["cells"][2:4] for r in rows] == [
+        ["sdpa-flash", "fail"], ["eager", judgement["verdict"]], ["sdpa-math", "pass"],
+        ["hf-sdpa", "unjudged"]], rows
+    assert rows[0]["cells"][4] == f"{want['sdpa-flash']['elements']} of " \
+        f"{want['sdpa-flash']['total']}", rows[0]
+    assert rows[3]["cells"][10] == want["hf-sdpa"]["reason"], rows[3]
+    assert [r["top"] for r in rows] == sorted(r["top"] for r in rows), "rows out of order"
+    red, green = rows[0]["verdictColor"], rows[2]["verdictColor"]
+    assert red == "rgb(207, 34, 46)" and green == "rgb(26, 127, 55)", (red, green)
+    marked = {r["cells"][2]: r["background"] for r in rows}
+    assert marked["sdpa-flash"] == "rgb(255, 235, 233)", marked
+    assert marked["sdpa-math"] != marked["sdpa-flash"], marked
