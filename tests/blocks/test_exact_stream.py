@@ -133,3 +133,33 @@ def test_llamas_sdpa_paths_observe_the_stream_between_its_sites() -> None:
         assert path.stream_sites == ("block.post_attention_layernorm", "output"), str(path)
         assert path.passed and "attn_implementation='sdpa'" in path.evidence, str(path)
         assert 0 < path.stream_differs < 1, str(path)
+
+
+class PreNormPair(nn.Module):
+    """``h = x + A·LN1(x)``, ``h + B·LN2(h)``: two pre-norm sites of plain torch modules."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.n1, self.n2 = nn.LayerNorm(WIDTH), nn.LayerNorm(WIDTH)
+        self.a, self.b = nn.Linear(WIDTH, WIDTH), nn.Linear(WIDTH, WIDTH)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x + self.a(self.n1(x))
+        return h + self.b(self.n2(h))
+
+
+@pytest.mark.slow
+def test_compiled_bfloat16_feeds_the_next_norm_a_stream_it_does_not_store() -> None:
+    """Inductor fuses the first site's sum into the second norm's kernel and, with
+    emulate_precision_casts off, the norm reads the float32 sum: storing the stream (the
+    hook's copy) changes the compiled output, so the compile path fails the stream law; the
+    figure of the output it changes is in its evidence."""
+    torch.manual_seed(0)
+    found = judge_paths(PreNormPair(), [torch.zeros(SHAPE)], ["compile"], "bfloat16",
+                        stream=Stream(("n2",), torch.bfloat16))
+    (compiled,) = found.paths
+    assert found.eager.passed and not compiled.misses, str(found)
+    assert compiled.verdict == "fail" and "input of the pre-norm n2" in \
+        compiled.stream_failure and "emulate_precision_casts" in compiled.stream_failure, \
+        str(compiled)
+    assert "storing the stream changes its output on" in compiled.evidence, compiled.evidence
