@@ -151,13 +151,18 @@ def exact_paths(listed: str) -> list[str]:
 
 
 def summary(runs: Sequence[ExactRun], folder: Path) -> str:
-    """The run's last line: judgements, failures, partial ones and blocks not traced."""
+    """The run's last line: judgements, failures, partial ones, blocks not traced, and the
+    paths judged and failed (``--paths``)."""
     rows = [j["verdict"] for r in runs for j in r.judged]
+    paths = [p["verdict"] for r in runs for j in r.judged for p in j.get("paths", ())]
     refused = sum(r.not_traced is not None for r in runs)
     saved = f"; requests saved under {folder}" if rows else ""
+    on_paths = (f"; {len(paths) - paths.count('unjudged')} paths judged "
+                f"({paths.count('fail')} fail, {paths.count('unjudged')} not run)"
+                if paths else "")
     return (f"exact: {len(rows)} judged ({rows.count('fail')} fail, "
-            f"{rows.count('partly judged')} partly judged), {refused} blocks not traced; "
-            f"pointwise verdicts (the inputs drawn){saved}")
+            f"{rows.count('partly judged')} partly judged), {refused} blocks not traced"
+            f"{on_paths}; pointwise verdicts (the inputs drawn){saved}")
 
 
 def check_exact(chosen: Sequence[Selected], dtypes: Sequence[str], seed: int,
