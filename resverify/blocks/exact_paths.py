@@ -27,18 +27,12 @@ The budget is the whole program's (:func:`resverify.spec.enclosure.verify`): it 
 each sum and dot product ``gamma_n`` of its terms' magnitudes, which holds for any order of
 summation, so a path that sums in another order (inductor's reductions) is held to the same
 bound; a path that accumulated in a narrower dtype than the request declares would be
-outside it. Reordering is not all a fused kernel does. The CPU flash kernel
-(``aten/src/ATen/native/cpu/FlashAttentionKernel.cpp``) takes the keys in blocks of
-:data:`FLASH_KV_BLOCK` with an online softmax: within one block it is the softmax the budget
-charges, the normalisation moved after the weighted sum (each term still carries one exp,
-the sum of exponentials, a reciprocal and a product: the factors the softmax's budget
-allows, and in bfloat16 one rounding of each weight to bfloat16, as eager's cast of the
-probabilities), but across blocks it rescales its running sums by ``exp(m_old - m_new)``,
-extra roundings no budget of the traced program charges. So the flash path's own rule: it
-is judged only where every flash call saw at most one key block; a call over more keys
-makes the path ``unjudged``, saying so. Its backward recomputes the weights from the
-logsumexp (``exp(x - lse)``), whose argument's rounding grows with ``|lse|``: judged here
-at the sizes drawn, not claimed for large logits.
+outside it. Reordering is not all a fused kernel does: the CPU flash kernel's online softmax
+rescales its running sums across blocks of keys, roundings no budget of the traced program
+charges, so the flash path has its own rule, judged only where each flash call took its
+keys in one block (:mod:`resverify.blocks.attention_kernels`). Its backward recomputes the
+weights from the logsumexp (``exp(x - lse)``), whose argument's rounding grows with
+``|lse|``: judged here at the sizes drawn, not claimed for large logits.
 
 Beside the verdict, each path reports the stream law (:mod:`.exact_stream`): the
 fraction of *stream* elements (the block's output and, where the recipe names them, the
@@ -53,7 +47,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -61,6 +55,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from resverify.blocks.attention_kernels import SDPA_KERNELS, Attention, hf_sdpa
 from resverify.blocks.exact import (
     Judgement,
     element_ratios,
@@ -276,66 +271,13 @@ def _stored(stream: Stream, deployed: torch.Tensor, seen: Seen) -> tuple[float, 
                    "a value the stream does not store")
 
 
-SDPA_KERNELS = {"MATH": "_safe_softmax",
-                "FLASH_ATTENTION": "_scaled_dot_product_flash_attention_for_cpu"}
-"""The op whose dispatch shows that ``scaled_dot_product_attention`` ran on each backend:
-the math backend's own softmax (its other ops are the usual matmuls), the CPU flash kernel."""
-
-FLASH = SDPA_KERNELS["FLASH_ATTENTION"]
-FLASH_KV_BLOCK = 512
-"""Keys the CPU flash kernel takes in one block (``kv_split_size`` in every instantiation
-of ``cpu_flash_attention`` in ``FlashAttentionKernel.cpp``): over more, its online softmax
-rescales its running sums, roundings the whole-program budget does not charge."""
-
-
-class _Attention(Dispatched):
-    """:class:`Dispatched` over the attention kernels, keeping the number of keys of each
-    CPU flash call."""
-
-    def __init__(self, names: Collection[str]) -> None:
-        super().__init__(names)
-        self.keys: list[int] = []
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
-                           kwargs: Any = None) -> Any:
-        if func.overloadpacket.__name__ == FLASH:
-            self.keys.append(int(args[1].shape[-2]))
-        return super().__torch_dispatch__(func, types, args, kwargs)
-
-    def flash_rule(self) -> None:
-        """The flash path's budget rule: Unjudged where a flash call took its keys in more
-        than one block of :data:`FLASH_KV_BLOCK` (the rescaling of the online softmax)."""
-        longest = max(self.keys, default=0)
-        if longest > FLASH_KV_BLOCK:
-            blocks = -(-longest // FLASH_KV_BLOCK)
-            raise Unjudged(f"the CPU flash kernel took {longest} keys in {blocks} blocks of "
-                           f"{FLASH_KV_BLOCK}: its online softmax rescaled its running sums "
-                           "by exp(m_old - m_new), roundings the budget does not charge")
-
-    def evidence(self) -> str:
-        return ", ".join(f"{n} {c}" for n, c in sorted(self.calls.items()))
-
-
-def _hf_sdpa(model: nn.Module) -> bool:
-    """A Hugging Face block's attention set to ``sdpa`` (every config in it); False where
-    the block has none."""
-    configs: dict[int, Any] = {}
-    for m in model.modules():
-        config = getattr(m, "config", None)
-        if hasattr(config, "_attn_implementation"):
-            configs[id(config)] = config
-    for config in configs.values():
-        config._attn_implementation = "sdpa"
-    return bool(configs)
-
-
 def _sdpa(backend_name: str) -> Callable[[_Setup], Ran]:
     def run(setup: _Setup) -> Ran:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         model = copy.deepcopy(setup.model)
-        hf = " (attn_implementation='sdpa')" if _hf_sdpa(model) else ""
-        counter = _Attention([SDPA_KERNELS[backend_name]])
+        hf = " (attn_implementation='sdpa')" if hf_sdpa(model) else ""
+        counter = Attention([SDPA_KERNELS[backend_name]])
         try:
             with sdpa_kernel([getattr(SDPBackend, backend_name)]), counter:
                 ran = _backward(setup, model, model)
@@ -355,9 +297,9 @@ def _sdpa(backend_name: str) -> Callable[[_Setup], Ran]:
 def _run_hf_sdpa(setup: _Setup) -> Ran:
     """The Hugging Face block with its config's attention implementation set to ``sdpa``."""
     model = copy.deepcopy(setup.model)
-    if not _hf_sdpa(model):
+    if not hf_sdpa(model):
         raise Unjudged("not a Hugging Face block (no config with an attention implementation)")
-    counter = _Attention(SDPA_KERNELS.values())
+    counter = Attention(SDPA_KERNELS.values())
     with counter:
         ran = _backward(setup, model, model)
     if not counter.calls:
