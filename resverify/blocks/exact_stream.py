@@ -11,14 +11,16 @@ must carry the declared stream dtype (a path whose norm consumes another dtype f
 message naming the site), and the fraction of stream elements not bitwise the eager (unfused)
 path's, at least one ulp apart in the dtype, is the path's figure.
 
-Where a path does not run the norm module (a fused inference kernel), only the output is
-observed; the sites observed are named. Under ``torch.compile`` the hook is traced into the
-graph, and its copy makes inductor store the stream: what the hook sees is stored, but the
-deployed graph (no hook) may fuse the sum into the norm's kernel and, with
-``emulate_precision_casts`` off (inductor's default), feed the norm the sum before its
-rounding to the stream dtype. The compile path therefore judges the deployed run and
-watches a second compile (:func:`resverify.blocks.exact_paths._stored`): storing the stream
-must not change the output.
+Where a path does not run the norm module (a fused inference kernel), or a hook would
+change the kernels it runs (a hook on a submodule takes ``nn.TransformerEncoderLayer`` off
+its whole-layer kernel), only the output is observed; the sites observed are named. Under
+``torch.compile`` the hook is traced into the graph, and its copy makes inductor store the
+stream: what the hook sees is stored, but the deployed graph (no hook) may fuse the sum
+into the norm's kernel and, with ``emulate_precision_casts`` off (inductor's default), feed
+the norm the sum before its rounding to the stream dtype. The compile path therefore
+judges the deployed run and watches a second compile
+(:func:`resverify.blocks.exact_paths._stored`): storing the stream must not change the
+output.
 """
 
 from __future__ import annotations

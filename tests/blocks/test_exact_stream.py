@@ -163,3 +163,17 @@ def test_compiled_bfloat16_feeds_the_next_norm_a_stream_it_does_not_store() -> N
         compiled.stream_failure and "emulate_precision_casts" in compiled.stream_failure, \
         str(compiled)
     assert "storing the stream changes its output on" in compiled.evidence, compiled.evidence
+
+
+def test_the_fast_path_is_judged_as_deployed_when_a_hook_would_change_its_kernels() -> None:
+    """A hook on norm2 takes nn.TransformerEncoderLayer off its whole-layer kernel: the
+    judged run has no hook (the whole-layer kernel ran), and the stream is the output."""
+    from resverify.blocks.catalog.torch_nn import RECIPES
+
+    pre = next(r for r in RECIPES if r.name == "torch.TransformerEncoderLayer(pre)")
+    (fast,) = judge_recipe_paths(pre, ["fastpath"], "float32").paths
+    assert fast.evidence.startswith("1 fused kernel call; a hook on the stream's norms "
+                                    "changes the fused kernels (_native_multi_head_attention 1)"), \
+        fast.evidence
+    assert fast.stream_sites == ("output",) and fast.stream_differs == fast.differs, str(fast)
+    assert fast.passed, str(fast)
