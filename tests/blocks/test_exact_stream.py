@@ -177,3 +177,22 @@ def test_the_fast_path_is_judged_as_deployed_when_a_hook_would_change_its_kernel
         fast.evidence
     assert fast.stream_sites == ("output",) and fast.stream_differs == fast.differs, str(fast)
     assert fast.passed, str(fast)
+
+
+@pytest.mark.parametrize(("dtype", "fails"), [(torch.bfloat16, True), (torch.float16, True),
+                                              (torch.float32, False)])
+def test_storing_the_stream_may_change_a_compiled_output_only_where_it_is_narrower_than_float32(
+        dtype: torch.dtype, fails: bool) -> None:
+    """Inductor computes in float32: a stream narrower than that, read before its rounding,
+    is a stream the norm consumed but never stored; in float32 a change is only a figure."""
+    from resverify.blocks.exact_paths import _stored
+    from resverify.blocks.exact_stream import seen_with
+
+    deployed = torch.ones(4, dtype=dtype)
+    stored = deployed.clone()
+    stored[0] = torch.nextafter(stored[:1], torch.full_like(stored[:1], 2.0))[0]
+    stream = Stream(("block.ln_2",), dtype)
+    moved, failure = _stored(stream, deployed, seen_with({}, stored))
+    assert moved == 0.25, moved
+    assert bool(failure) == fails and (not fails or "block.ln_2" in failure), failure
+    assert _stored(stream, deployed, seen_with({}, deployed.clone())) == (0.0, "")
