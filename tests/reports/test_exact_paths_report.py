@@ -116,6 +116,7 @@ def test_a_failing_path_is_listed_first_and_its_vector_replays_that_path(
         "--paths sdpa-flash"), flash
     said = capsys.readouterr().out
     assert f"vector {flash['vector']}; replay the path: {flash['replay']}" in said, said
+    assert "2 paths judged (1 fail, 0 not run)" in said.splitlines()[-1], said
     record = json.loads(Path(flash["vector"]).read_text("utf-8"))["vector"]
     assert (record["path"], record["path_replay"]) == ("sdpa-flash", flash["replay"]), record
     assert record["message"] == flash["line"] and "path sdpa-flash" in record["property"], record
