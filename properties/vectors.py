@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 
 from resverify.spec.codec import dumps, request_to_dict
@@ -39,13 +40,16 @@ def _slug(text: str) -> str:
 
 
 def save_vector(request: Request, folder: Path, prop: str, backend: str,
-                message: str | None = None, kind: str = "law") -> Path:
+                message: str | None = None, kind: str = "law",
+                extra: Mapping[str, str] | None = None) -> Path:
     """Write ``request`` as JSON into ``folder`` and return the path; with ``message``, the
-    file also records the property, the backend, the message and the failure ``kind``."""
+    file also records the property, the backend, the message and the failure ``kind``, and
+    ``extra`` (an exact path's ``path`` and its ``path_replay`` command)."""
     digest = hashlib.sha256(dumps(request).encode()).hexdigest()[:12]
     doc = request_to_dict(request)
     if message is not None:
-        doc["vector"] = {"property": prop, "backend": backend, "message": message, "kind": kind}
+        doc["vector"] = {"property": prop, "backend": backend, "message": message, "kind": kind,
+                         **(extra or {})}
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{_slug(prop)}-{_slug(backend)}-{digest}.json"
     partial = path.with_suffix(".json.tmp")

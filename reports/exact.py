@@ -211,10 +211,11 @@ def path_row(name: str, judgement: Mapping[str, Any], path: Mapping[str, Any]
         return (name, dtype, "unjudged", "", "", "", "", "", path["reason"])
     t = path["tightness"]
     what = "" if path["gradients"] else "the output only; "
-    note = (f"{what}{path['evidence']}; output not bitwise eager's on "
-            f"{path['differs']:.1%} of elements")
+    note = f"{what}{path['evidence']}; {_stream_text(path)}"
     if path["outside"]:
         note = f"{path['outside']} elements outside the budget; {note}"
+    if path.get("vector"):
+        note = f"{note}; vector {path['vector']}"
     return (name, dtype, path["verdict"], f"{path['elements']} of {path['total']}",
             ratio_text(t["median"]), ratio_text(t["p99"]), ratio_text(t["max"]),
             f"{path['time_seconds']:.3g}", note)
@@ -222,6 +223,67 @@ def path_row(name: str, judgement: Mapping[str, Any], path: Mapping[str, Any]
 
 HEADERS = ("layer", "dtype", "verdict", "judged/total", "median", "p99", "max", "s", "note")
 """The columns of the table "exact judgement"; median, p99 and max are of |error|/bound."""
+
+
+def _stream_text(path: Mapping[str, Any]) -> str:
+    """``stream not bitwise eager's on 12.5% of 256 elements (block.ln_2, output); output on
+    9.4%``, and the stream's failure where it has one."""
+    stream = path.get("stream")
+    if stream is None:  # a report written before the stream law
+        return f"output not bitwise eager's on {path['differs']:.1%} of elements"
+    said = (f"stream not bitwise eager's on {stream['differs']:.1%} of {stream['elements']} "
+            f"elements ({', '.join(stream['sites'])}); output on {path['differs']:.1%}")
+    return f"{said}; STREAM: {stream['failure']}" if stream["failure"] else said
+
+
+PATH_HEADERS = ("layer", "dtype", "path", "verdict", "judged/total", "median", "p99", "max",
+                "stream ≠ eager", "output ≠ eager", "first outside", "s")
+"""The columns of the table "paths": one row per layer, dtype and path (eager included)."""
+
+_FIRST = {"fail": 0, "partly judged": 1, "pass": 2, "unjudged": 3}
+"""The order of the table "paths": the failing paths first, those not judged last."""
+
+
+def _eager_first(judgement: Mapping[str, Any]) -> str:
+    """The eager judgement's first op out of its budget (the local judgement's), else its
+    first element outside."""
+    local = judgement["local"]
+    if local is not None and local["first"] is not None:
+        first = local["first"]
+        return f"op {first['node']} ({first['target']})"
+    return judgement["misses"][0] if judgement["misses"] else ""
+
+
+def _path_cells(path: Mapping[str, Any]) -> tuple[str, ...]:
+    """A path's cells from its verdict on: a fused path has no intermediate values, so its
+    first outside is an element (or its stream's failure), not an op."""
+    if path["verdict"] == "unjudged":
+        return (path["verdict"], "", "", "", "", "", "", path["reason"], "")
+    t, stream = path["tightness"], path.get("stream")
+    first = stream["failure"] if stream and stream["failure"] else \
+        (path["misses"][0] if path["misses"] else "")
+    return (path["verdict"], judged_text(path), ratio_text(t["median"]), ratio_text(t["p99"]),
+            ratio_text(t["max"]), f"{stream['differs']:.1%}" if stream else "",
+            f"{path['differs']:.1%}", first, f"{path['time_seconds']:.3g}")
+
+
+def path_table_rows(exact: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """The rows of the table "paths" (:data:`PATH_HEADERS`), for every judgement that was
+    run on paths (``--paths``): its eager row, then each path's; the failing rows first,
+    those not judged last, else in the order judged."""
+    rows: list[tuple[int, tuple[str, ...]]] = []
+    for block in exact["blocks"]:
+        for j in block["judgements"]:
+            if "paths" not in j:
+                continue
+            t = j["tightness"]
+            rows.append((_FIRST.get(j["verdict"], 2), (
+                block["name"], dtype_text(j), "eager", j["verdict"], judged_text(j),
+                ratio_text(t["median"]), ratio_text(t["p99"]), ratio_text(t["max"]), "", "",
+                _eager_first(j), f"{j['time_seconds']:.3g}")))
+            rows += [(_FIRST.get(p["verdict"], 2), (block["name"], dtype_text(j), p["path"],
+                                                     *_path_cells(p))) for p in j["paths"]]
+    return [row for _, row in sorted(rows, key=lambda r: r[0])]
 
 
 # -- the plot ------------------------------------------------------------------------------------

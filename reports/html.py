@@ -105,6 +105,7 @@ figcaption{font-size:.85rem;color:#57606a}code{font-size:.85em}
 .meta td:first-child{width:12rem;font-weight:600}.nw{white-space:nowrap;overflow-wrap:normal}
 tr.group th{background:#eaeef2;text-align:left}table.matrix th{text-align:center}
 td.short{color:#cf222e;font-weight:600}
+tr.path-row.fail td{background:#ffebe9}
 """
 
 
@@ -534,10 +535,30 @@ def _exact(doc: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
               if exact_text.PLOT in images else "")
     return (f'<section id="exact"><h2>Exact judgement: <span class="{_css(exact["verdict"])}">'
             f'{esc(exact["verdict"])}</span></h2><p>{esc(exact_text.counts_text(exact))}</p>'
-            "<h3>exact judgement</h3><p>median, p99 and max are of |error| / bound over every "
+            + _exact_paths(exact)
+            + "<h3>exact judgement</h3><p>median, p99 and max are of |error| / bound over every "
             "element judged (1 is the edge of the budget).</p>"
             + _table(exact_text.HEADERS, rows, "exact") + figure + _exact_details(exact)
             + "</section>")
+
+
+def _exact_paths(exact: Mapping[str, Any]) -> str:
+    """The table "paths" (:func:`resverify.reports.exact.path_table_rows`): a row per layer,
+    dtype and path, its verdict a column, the failing rows first and marked (``tr.fail``)."""
+    rows = exact_text.path_table_rows(exact)
+    if not rows:
+        return ""
+    body = "".join(
+        f'<tr class="path-row {_css(r[3])}" data-path="{esc(r[2])}" data-verdict="{esc(r[3])}">'
+        + _td(r[0], "nw") + _td(r[1], "nw") + _td(r[2], "nw") + _status(r[3])
+        + "".join(_td(v, "nw") for v in r[4:10]) + _td(r[10], "msg") + _td(r[11], "timing nw")
+        + "</tr>" for r in rows)
+    head = "".join(f"<th>{esc(h)}</th>" for h in exact_text.PATH_HEADERS)
+    return ('<h3 id="exact-paths">paths</h3><p>Each path against the same exact answer, the '
+            "failing first; stream ≠ eager: the fraction of stream elements (the output and "
+            "the input of each later pre-norm) not bitwise the eager path's.</p>"
+            f'<table class="exact-paths"><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
+            "</table>")
 
 
 def _reach_text(reached: Mapping[str, int]) -> str:

@@ -449,13 +449,26 @@ def _exact(doc: Mapping[str, Any]) -> list[str]:
     exact = doc.get("exact")
     if exact is None:
         return []
-    from resverify.reports.exact import HEADERS, counts_text, table_rows
+    from resverify.reports.exact import (
+        HEADERS,
+        PATH_HEADERS,
+        counts_text,
+        path_table_rows,
+        table_rows,
+    )
 
     rows = [(*row[:2], ICONS.get(row[2], f"⚠️ {row[2]}"), *row[3:]) for row in table_rows(exact)]
+    paths = [(*row[:3], ICONS.get(row[3], f"⚠️ {row[3]}"), *row[4:])
+             for row in path_table_rows(exact)]
+    by_path = ["", "### paths", "", "Each path against the same exact answer, the failing first; "
+               "stream ≠ eager: the fraction of stream elements (the output and the input of "
+               "each later pre-norm) not bitwise the eager path's.", "",
+               *_table(PATH_HEADERS, paths)] if paths else []
     return [f"## Exact judgement: {ICONS[exact['verdict']]}", "", cell(counts_text(exact)), "",
             "### exact judgement", "",
             "median, p99 and max are of |error| / bound over every element judged (1 is the "
-            "edge of the budget).", "", *_table(HEADERS, rows), *_exact_notes(exact), ""]
+            "edge of the budget).", "", *_table(HEADERS, rows), *by_path,
+            *_exact_notes(exact), ""]
 
 
 def _coverage(doc: Mapping[str, Any]) -> list[str]:

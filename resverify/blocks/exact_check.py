@@ -21,7 +21,7 @@ from resverify.properties.assertions import PropertyFailure
 from resverify.properties.vectors import backend_for, replay_command, save_vector, vector_dir
 from resverify.spec.errors import NotJudged, UsageError
 
-__all__ = ["pytest_exact", "replayed", "save_judgement"]
+__all__ = ["pytest_exact", "replayed", "save_judgement", "save_path"]
 
 
 def save_judgement(block: str, judgement: Judgement, folder: Path) -> Path:
@@ -30,6 +30,18 @@ def save_judgement(block: str, judgement: Judgement, folder: Path) -> Path:
     assert judgement.request is not None
     return save_vector(judgement.request, folder, f"exact[{judgement.dtype}]", block,
                        str(judgement).splitlines()[0], "exact")
+
+
+def save_path(block: str, judgement: Judgement, path: str, line: str, replay: str,
+              folder: Path) -> Path:
+    """The request a path was judged on (the judgement's own: the same parameters, input
+    and cotangent) as a vector under ``folder``, its record naming the block, the dtype and
+    the ``path``, the path's verdict line and ``path_replay``, the command that runs the
+    block on that path again (a backend's replay of the vector judges the traced program,
+    not the path)."""
+    assert judgement.request is not None
+    return save_vector(judgement.request, folder, f"exact[{judgement.dtype} · path {path}]",
+                       block, line, "exact", {"path": path, "path_replay": replay})
 
 
 def replayed(path: Path, judgement: Judgement) -> str:

@@ -17,18 +17,28 @@ The paths (:data:`PATHS`):
   the same cotangent: output and every gradient. Judged only when a compiled graph ran.
 - ``sdpa-math`` and ``sdpa-flash``: the block with ``torch.nn.attention.sdpa_kernel``
   forcing scaled-dot-product attention's math or flash backend (on CPU the flash kernel is
-  ``_scaled_dot_product_flash_attention_for_cpu``): output and every gradient. Judged only
+  ``_scaled_dot_product_flash_attention_for_cpu``), a Hugging Face block's attention set to
+  ``sdpa`` first (its default, ``eager``, calls none): output and every gradient. Judged only
   when the block called ``scaled_dot_product_attention``.
+- ``hf-sdpa``: a Hugging Face block with its attention set to ``sdpa``, the backend left to
+  torch (on CPU the flash kernel where it applies).
 
 The budget is the whole program's (:func:`resverify.spec.enclosure.verify`): it charges
 each sum and dot product ``gamma_n`` of its terms' magnitudes, which holds for any order of
-summation, so a path that sums in another order (fused attention, inductor's reductions)
-is held to the same bound and needs no allowance of its own; a path that accumulated in a
-narrower dtype than the request declares would be outside it.
+summation, so a path that sums in another order (inductor's reductions) is held to the same
+bound; a path that accumulated in a narrower dtype than the request declares would be
+outside it. Reordering is not all a fused kernel does: the CPU flash kernel's online softmax
+rescales its running sums across blocks of keys, roundings no budget of the traced program
+charges, so the flash path has its own rule, judged only where each flash call took its
+keys in one block (:mod:`resverify.blocks.attention_kernels`). Its backward recomputes the
+weights from the logsumexp (``exp(x - lse)``), whose argument's rounding grows with
+``|lse|``: judged here at the sizes drawn, not claimed for large logits.
 
-Beside the verdict, each path reports the fraction of output elements that differ from the
-eager output (a difference in the dtype is at least one ulp): where the output is the
-residual stream, that is how often the path's stream is not eager's.
+Beside the verdict, each path reports the stream law (:mod:`.exact_stream`): the
+fraction of *stream* elements (the block's output and, where the recipe names them, the
+inputs of the later sites' pre-norms) not bitwise the eager path's, and whether what each
+norm consumes is the declared stream dtype (the path fails otherwise, naming the site).
+The fraction of output elements not bitwise eager's is kept beside it.
 
 The claim is pointwise, as every exact verdict: these parameters, input and cotangent.
 """
@@ -37,6 +47,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -45,12 +56,22 @@ import numpy as np
 import torch
 from torch import nn
 
+from resverify.blocks.attention_kernels import SDPA_KERNELS, Attention, hf_sdpa
 from resverify.blocks.exact import (
     Judgement,
     element_ratios,
     judge_module,
     leaves_of,
     recipe_module,
+)
+from resverify.blocks.exact_stream import (
+    OUTPUT,
+    Seen,
+    Stream,
+    differs,
+    dtype_failure,
+    seen_with,
+    watched,
 )
 from resverify.blocks.laws_paths import FUSED_OPS, CountingInductor, Dispatched, compiling
 from resverify.blocks.lower import Lowered
@@ -73,6 +94,11 @@ class Ran:
     output: torch.Tensor
     grads: Mapping[str, torch.Tensor] | None
     evidence: str
+    stream: Seen
+    """The stream as the path stored it (:mod:`.exact_stream`)."""
+    consumed: str = ""
+    """Where the path's norm consumed a value its stream does not store, found by the run
+    (the compile path's); empty when none was."""
 
 
 @dataclass(frozen=True)
@@ -92,18 +118,26 @@ class PathJudgement:
     """Whether the path's gradients were judged (a forward-only path: the output only)."""
     differs: float = 0.0
     """The fraction of output elements not bitwise the eager output."""
+    stream_differs: float = 0.0
+    """The fraction of stream elements (:attr:`stream_sites`) not bitwise eager's."""
+    stream_elements: int = 0
+    stream_sites: tuple[str, ...] = ()
+    """Where the stream was observed on this path: the norms that ran, then ``output``."""
+    stream_failure: str = ""
+    """Where a norm consumed (or the block returned) another dtype than the declared
+    stream's; empty when none did. The path fails on it."""
     seconds: float = 0.0
 
     @property
     def passed(self) -> bool:
-        return not self.misses
+        return not self.misses and not self.stream_failure
 
     @property
     def verdict(self) -> str:
         """``unjudged`` (the path did not run here), ``fail``, ``partly judged`` or ``pass``."""
         if self.unjudged:
             return "unjudged"
-        if self.misses:
+        if self.misses or self.stream_failure:
             return "fail"
         return "partly judged" if self.elements < self.total else "pass"
 
@@ -112,6 +146,8 @@ class PathJudgement:
         return {"path": self.path, "verdict": self.verdict, "reason": self.unjudged,
                 "evidence": self.evidence, "elements": self.elements, "total": self.total,
                 "gradients": self.gradients, "differs": self.differs,
+                "stream": {"differs": self.stream_differs, "elements": self.stream_elements,
+                           "sites": list(self.stream_sites), "failure": self.stream_failure},
                 "tightness": self.tightness.as_doc(), "outside": len(self.misses),
                 "misses": [str(m) for m in self.misses[:5]], "time_seconds": self.seconds,
                 "line": str(self).splitlines()[0]}
@@ -119,15 +155,25 @@ class PathJudgement:
     def __str__(self) -> str:
         if self.unjudged:
             return f"path {self.path}: not judged, {self.unjudged}"
-        verdict = {"fail": f"FAIL ({len(self.misses)} outside the budget)",
+        outside = f"{len(self.misses)} outside the budget" if self.misses else \
+            "the stream law"
+        verdict = {"fail": f"FAIL ({outside})",
                    "partly judged": "PARTLY JUDGED"}.get(self.verdict, self.verdict)
         what = "the output and every gradient" if self.gradients else "the output"
         counted = f"{self.elements}" if self.elements == self.total else \
             f"{self.elements} of {self.total}"
         head = (f"path {self.path}: {verdict}, {counted} elements of {what}, "
-                f"{self.tightness}; {self.evidence}; output not bitwise eager's on "
-                f"{self.differs:.1%} of elements [{self.seconds:.2f} s]")
-        return "\n".join([head, *(f"  {m}" for m in self.misses[:3])])
+                f"{self.tightness}; {self.evidence}; {self.stream_text()} "
+                f"[{self.seconds:.2f} s]")
+        failed = [self.stream_failure] if self.stream_failure else []
+        return "\n".join([head, *(f"  {m}" for m in [*failed, *self.misses[:3]])])
+
+    def stream_text(self) -> str:
+        """``stream not bitwise eager's on 12.5% of 256 elements (block.ln_2, output);
+        output on 9.4%``."""
+        return (f"stream not bitwise eager's on {self.stream_differs:.1%} of "
+                f"{self.stream_elements} elements ({', '.join(self.stream_sites)}); output on "
+                f"{self.differs:.1%}")
 
 
 @dataclass(frozen=True)
@@ -154,50 +200,93 @@ class _Setup:
     inputs: tuple[torch.Tensor, ...]
     cotangent: torch.Tensor
     lowered: Lowered
+    stream: Stream
 
 
-def _backward(setup: _Setup, model: nn.Module, call: Callable[..., torch.Tensor]
-              ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """``call`` on fresh leaves (:func:`~resverify.blocks.exact.leaves_of`), its backward
-    with the cotangent: output and gradients."""
+def _backward(setup: _Setup, model: nn.Module, call: Callable[..., torch.Tensor],
+              evidence: str = "", watch: bool = True) -> Ran:
+    """``call`` on fresh leaves (:func:`~resverify.blocks.exact.leaves_of`), its stream
+    watched (``watch``; else the output alone), its backward with the cotangent: output,
+    gradients and stream."""
     lowered = setup.lowered
     leaves = leaves_of(model, setup.inputs, lowered)
-    output = call(*leaves[: len(setup.inputs)])
+    with watched(model, setup.stream if watch else replace(setup.stream, norms=())) as captured:
+        output = call(*leaves[: len(setup.inputs)])
     output.backward(setup.cotangent)
     names = [*lowered.user_inputs, *lowered.state]
     grads = {n: (t.grad if t.grad is not None else torch.zeros_like(t))
              for n, t in zip(names, leaves, strict=True) if n not in lowered.untrained}
-    return output.detach(), grads
+    return Ran(output.detach(), grads, evidence, seen_with(captured, output))
+
+
+def _fused(setup: _Setup, stream: Stream) -> tuple[Seen, Counter[str]]:
+    """The block in eval under ``inference_mode``, ``stream``'s norms watched: its stream
+    (the output last) and the fused kernels that ran, by name."""
+    model = copy.deepcopy(setup.model).eval()
+    counter = Dispatched(FUSED_OPS)
+    with torch.inference_mode(), counter, watched(model, stream) as captured:
+        output = model(*[t.clone() for t in setup.inputs])
+    return seen_with(captured, output.clone()), counter.calls
 
 
 def _run_fastpath(setup: _Setup) -> Ran:
-    model = copy.deepcopy(setup.model).eval()
-    counter = Dispatched(FUSED_OPS)
-    with torch.inference_mode(), counter:
-        output = model(*[t.clone() for t in setup.inputs])
-    calls = sum(counter.calls.values())
-    if not calls:
+    """The fused path as deployed, judged; its stream watched in a second run where the
+    hooks leave the same fused kernels running (a hook on a submodule takes
+    ``nn.TransformerEncoderLayer`` off its whole-layer kernel), else at the output only."""
+    seen, calls = _fused(setup, replace(setup.stream, norms=()))
+    count = sum(calls.values())
+    if not count:
         raise Unjudged(f"no fused inference kernel ({', '.join(FUSED_OPS)}) ran: the block "
                        "has no fast path, or its conditions are not met")
-    return Ran(output.clone(), None, f"{calls} fused kernel call{'s' * (calls != 1)}")
+    ran = Ran(seen.values[OUTPUT], None, f"{count} fused kernel call{'s' * (count != 1)}",
+              seen)
+    if not setup.stream.norms:
+        return ran
+    watched_seen, watched_calls = _fused(setup, setup.stream)
+    if watched_calls == calls:
+        return replace(ran, stream=watched_seen)
+    other = ", ".join(f"{n} {c}" for n, c in sorted(watched_calls.items())) or "none"
+    return replace(ran, evidence=f"{ran.evidence}; a hook on the stream's norms changes the "
+                   f"fused kernels ({other}), so the stream is observed at the output only")
 
 
 def _run_compile(setup: _Setup) -> Ran:
+    """The compiled block as deployed (no hook: a hook's copy of the stream makes inductor
+    store it, which changes what its fused kernels read), judged; then compiled again with
+    the stream watched, for the stream law (:func:`_stored`)."""
     model = copy.deepcopy(setup.model)
     backend = CountingInductor()
     compiled = torch.compile(model, backend=backend)
     with compiling():
-        output, grads = _backward(setup, model, compiled)
+        ran = _backward(setup, model, compiled, watch=False)
     if not backend.runs:
         raise Unjudged("torch.compile ran no compiled graph (it fell back to eager)")
-    return Ran(output, grads, f"{backend.graphs} graph{'s' * (backend.graphs != 1)} "
-               "compiled by inductor")
+    evidence = f"{backend.graphs} graph{'s' * (backend.graphs != 1)} compiled by inductor"
+    if not setup.stream.norms:
+        return replace(ran, evidence=evidence)
+    watched_model = copy.deepcopy(setup.model)
+    with compiling():
+        seen = _backward(setup, watched_model, torch.compile(watched_model)).stream
+    moved, consumed = _stored(setup.stream, ran.output, seen)
+    return replace(ran, evidence=f"{evidence}; storing the stream changes its output on "
+                   f"{moved:.1%} of elements", stream=seen, consumed=consumed)
 
 
-SDPA_KERNELS = {"MATH": "_safe_softmax",
-                "FLASH_ATTENTION": "_scaled_dot_product_flash_attention_for_cpu"}
-"""The op whose dispatch shows that ``scaled_dot_product_attention`` ran on each backend:
-the math backend's own softmax (its other ops are the usual matmuls), the CPU flash kernel."""
+def _stored(stream: Stream, deployed: torch.Tensor, seen: Seen) -> tuple[float, str]:
+    """The compile path's stream law: the fraction of output elements that change when the
+    stream at the norms is stored (watched), and, where they change and the stream is
+    narrower than the float32 inductor computes in, the failure: the norm consumed the sum
+    before its rounding to the stream's dtype (``emulate_precision_casts`` off)."""
+    stored = seen.values[OUTPUT]
+    moved = float((stored != deployed).float().mean()) if stored.shape == deployed.shape \
+        else 1.0
+    if not moved or torch.finfo(stream.dtype).bits >= 32:
+        return moved, ""
+    return moved, (f"under torch.compile the output changes on {moved:.1%} of elements when "
+                   f"the stream at the input of the pre-norm {', '.join(stream.norms)} is "
+                   f"stored: the fused kernel feeds the norm the sum before it is rounded to "
+                   f"the declared {stream.dtype} (inductor's emulate_precision_casts is off), "
+                   "a value the stream does not store")
 
 
 def _sdpa(backend_name: str) -> Callable[[_Setup], Ran]:
@@ -205,18 +294,20 @@ def _sdpa(backend_name: str) -> Callable[[_Setup], Ran]:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         model = copy.deepcopy(setup.model)
-        counter = Dispatched([SDPA_KERNELS[backend_name]])
+        hf = " (attn_implementation='sdpa')" if hf_sdpa(model) else ""
+        counter = Attention([SDPA_KERNELS[backend_name]])
         try:
             with sdpa_kernel([getattr(SDPBackend, backend_name)]), counter:
-                output, grads = _backward(setup, model, model)
+                ran = _backward(setup, model, model)
         except RuntimeError as exc:  # "No available kernel": the backend cannot take it
             said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise Unjudged(f"the {backend_name.lower()} backend did not run: {said}") from exc
         calls = sum(counter.calls.values())
         if not calls:
             raise Unjudged("the block calls no scaled_dot_product_attention")
-        return Ran(output, grads, f"{calls} {SDPA_KERNELS[backend_name]} call"
-                   f"{'s' * (calls != 1)}")
+        counter.flash_rule()
+        return replace(ran, evidence=f"{calls} {SDPA_KERNELS[backend_name]} call"
+                       f"{'s' * (calls != 1)}{hf}")
 
     return run
 
@@ -224,23 +315,15 @@ def _sdpa(backend_name: str) -> Callable[[_Setup], Ran]:
 def _run_hf_sdpa(setup: _Setup) -> Ran:
     """The Hugging Face block with its config's attention implementation set to ``sdpa``."""
     model = copy.deepcopy(setup.model)
-    configs: dict[int, Any] = {}
-    for m in model.modules():
-        config = getattr(m, "config", None)
-        if hasattr(config, "_attn_implementation"):
-            configs[id(config)] = config
-    if not configs:
+    if not hf_sdpa(model):
         raise Unjudged("not a Hugging Face block (no config with an attention implementation)")
-    for config in configs.values():
-        config._attn_implementation = "sdpa"
-    counter = Dispatched(SDPA_KERNELS.values())
+    counter = Attention(SDPA_KERNELS.values())
     with counter:
-        output, grads = _backward(setup, model, model)
-    calls = sum(counter.calls.values())
-    if not calls:
+        ran = _backward(setup, model, model)
+    if not counter.calls:
         raise Unjudged("attn_implementation='sdpa' called no scaled_dot_product_attention")
-    ran = ", ".join(f"{n} {c}" for n, c in sorted(counter.calls.items()))
-    return Ran(output, grads, f"attn_implementation='sdpa': {ran}")
+    counter.flash_rule()
+    return replace(ran, evidence=f"attn_implementation='sdpa': {counter.evidence()}")
 
 
 RUNS: dict[str, Callable[[_Setup], Ran]] = {
@@ -254,7 +337,7 @@ PATHS = tuple(RUNS)
 """The paths besides eager, by the name ``--paths`` takes."""
 
 
-def _judge_ran(path: str, ran: Ran, request: Request, eager: torch.Tensor,
+def _judge_ran(path: str, ran: Ran, request: Request, eager: Seen, stream: Stream,
                skipped: Sequence[str]) -> PathJudgement:
     output = numpy_of(ran.output)
     grads = {n: numpy_of(g) for n, g in (ran.grads or {}).items()}
@@ -264,20 +347,22 @@ def _judge_ran(path: str, ran: Ran, request: Request, eager: torch.Tensor,
                 and not any(m.where.startswith(f"grad[{n}]") for n in skipped))]
     actual = {"output": output, **{f"grad[{n}]": g for n, g in grads.items()}}
     used = element_ratios(actual, verdict.nearest, verdict.budget)
-    differs = float((ran.output != eager).float().mean()) if ran.output.shape == eager.shape \
-        else 1.0
+    out_differs, _ = differs(seen_with({}, ran.output), eager)
+    stream_differs, elements = differs(ran.stream, eager)
     total = sum(v.size for v in actual.values())
     return PathJudgement(path, "", ran.evidence, tuple(keep), used.size, total,
-                         Tightness.of(used), ran.grads is not None, differs)
+                         Tightness.of(used), ran.grads is not None, out_differs,
+                         stream_differs, elements, tuple(ran.stream.values),
+                         dtype_failure(ran.stream, stream) or ran.consumed)
 
 
-def _setup(module: nn.Module, judgement: Judgement) -> _Setup:
+def _setup(module: nn.Module, judgement: Judgement, stream: Stream) -> _Setup:
     request, lowered = judgement.request, judgement.lowered
     assert request is not None and lowered is not None
     kind = TORCH_DTYPES[judgement.dtype]
     inputs = tuple(_tensor(request.inputs[n], kind) for n in lowered.user_inputs)
     return _Setup(copy.deepcopy(module).to(kind), inputs, _tensor(request.cotangent, kind),
-                  lowered)
+                  lowered, stream)
 
 
 def _tensor(values: np.ndarray, kind: torch.dtype) -> torch.Tensor:
@@ -286,19 +371,23 @@ def _tensor(values: np.ndarray, kind: torch.dtype) -> torch.Tensor:
 
 
 def judge_paths(module: nn.Module, example_args: Sequence[torch.Tensor], paths: Sequence[str],
-                dtype: str = "float64", seed: int = 0) -> Paths:
+                dtype: str = "float64", seed: int = 0, stream: Stream | None = None) -> Paths:
     """:func:`~resverify.blocks.exact.judge_module` on ``module`` (the eager path), then each
     of ``paths`` run on the same parameters, input and cotangent and judged against the same
-    exact answer and budget; a path that did not run here is named with the reason."""
+    exact answer and budget, its stream (``stream``: the norms reading it between sites and
+    its declared dtype; default the output alone, in ``dtype``) against eager's; a path that
+    did not run here is named with the reason."""
     unknown = [p for p in paths if p not in RUNS]
     if unknown:
         raise UsageError(f"unknown path(s) {', '.join(unknown)}: choose from "
                          f"{', '.join(PATHS)}")
     eager = judge_module(module, example_args, dtype, seed)
     assert eager.request is not None
-    setup = _setup(module, eager)
-    with torch.enable_grad():  # grad mode on: eager, not the inference fast path
-        eager_output = copy.deepcopy(setup.model)(*setup.inputs).detach()
+    setup = _setup(module, eager, stream or Stream((), TORCH_DTYPES[dtype]))
+    model = copy.deepcopy(setup.model)
+    with torch.enable_grad(), watched(model, setup.stream) as captured:
+        # grad mode on: eager, not the inference fast path
+        eager_seen = seen_with(captured, model(*setup.inputs))
     skipped = (*eager.constants, *eager.untrained)
     judged = []
     for path in paths:
@@ -308,7 +397,7 @@ def judge_paths(module: nn.Module, example_args: Sequence[torch.Tensor], paths: 
         except Unjudged as exc:
             judged.append(PathJudgement(path, str(exc)))
             continue
-        one = _judge_ran(path, ran, eager.request, eager_output, skipped)
+        one = _judge_ran(path, ran, eager.request, eager_seen, setup.stream, skipped)
         judged.append(replace(one, seconds=time.perf_counter() - started))
     return Paths(eager, tuple(judged))
 
@@ -316,6 +405,7 @@ def judge_paths(module: nn.Module, example_args: Sequence[torch.Tensor], paths: 
 def judge_recipe_paths(recipe: Recipe, paths: Sequence[str], dtype: str, seed: int = 0
                        ) -> Paths:
     """:func:`judge_paths` on a recipe's block as :func:`~resverify.blocks.exact.judge_recipe`
-    builds and calls it."""
+    builds and calls it, its stream watched where the recipe's sites name it
+    (:meth:`~resverify.blocks.exact_stream.Stream.of`)."""
     module, examples = recipe_module(recipe, dtype, seed)
-    return judge_paths(module, examples, paths, dtype, seed)
+    return judge_paths(module, examples, paths, dtype, seed, Stream.of(recipe, dtype))

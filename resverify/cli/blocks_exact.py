@@ -37,17 +37,23 @@ interrupted, 2 on a usage error.
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from resverify.blocks.exact import Judgement
+    from resverify.blocks.exact_paths import PathJudgement
     from resverify.blocks.recipe import Recipe
     from resverify.cli.block_selection import Selected
     from resverify.reports.exact import ExactRun
 
 __all__: list[str] = []
+
+EAGER = "eager"
+"""The path every exact judgement runs; ``--paths`` may name it."""
 
 
 def _judged(recipe: Recipe, dtype: str, seed: int, folder: Path, say: Callable[[str], None],
@@ -73,8 +79,30 @@ def _judged(recipe: Recipe, dtype: str, seed: int, folder: Path, say: Callable[[
     doc = {**judgement.as_doc(), "vector": str(saved),
            "replay": replay_command(saved, backend) if backend else None}
     if found is not None:
-        doc["paths"] = [p.as_doc() for p in found.paths]
+        doc["paths"] = [_path_doc(recipe.name, judgement, p, seed, folder, say)
+                        for p in found.paths]
     return doc
+
+
+def _path_doc(name: str, judgement: Judgement, path: PathJudgement, seed: int, folder: Path,
+              say: Callable[[str], None]) -> dict[str, Any]:
+    """A path as the report holds it; a failing one's request saved as a vector naming the
+    path, with the command that judges the block on that path again (said under its line)."""
+    from resverify.blocks.exact_check import save_path
+
+    doc = path.as_doc()
+    if path.verdict == "fail":
+        replay = path_replay(name, judgement.dtype, seed, path.path)
+        saved = save_path(name, judgement, path.path, doc["line"], replay, folder)
+        say(f"    vector {saved}; replay the path: {replay}")
+        doc |= {"vector": str(saved), "replay": replay}
+    return doc
+
+
+def path_replay(name: str, dtype: str, seed: int, path: str) -> str:
+    """The command that judges ``name`` on ``path`` again, on the same draw."""
+    return (f"resverify blocks check --exact {shlex.quote(name)} --dtype {dtype} --seed {seed} "
+            f"--paths {path}")
 
 
 def judge_block(one: Selected, dtypes: Sequence[str], seed: int, folder: Path,
@@ -109,26 +137,32 @@ def judge_block(one: Selected, dtypes: Sequence[str], seed: int, folder: Path,
 
 def exact_paths(listed: str) -> list[str]:
     """``--paths`` under ``--exact``: the comma-separated paths, each one
-    :mod:`resverify.blocks.exact_paths` runs (a UsageError names an unknown one)."""
+    :mod:`resverify.blocks.exact_paths` runs (a UsageError names an unknown one); ``eager``
+    is accepted and dropped, the eager path being the judgement itself, always made."""
     from resverify.blocks.exact_paths import PATHS
     from resverify.spec.errors import UsageError
 
-    paths = [p.strip() for p in listed.split(",") if p.strip()]
+    paths = [p.strip() for p in listed.split(",") if p.strip() and p.strip() != EAGER]
     unknown = [p for p in paths if p not in PATHS]
     if unknown:
         raise UsageError(f"--paths: unknown path(s) {', '.join(unknown)} under --exact; "
-                         f"choose from {', '.join(PATHS)}")
+                         f"choose from {EAGER}, {', '.join(PATHS)}")
     return paths
 
 
 def summary(runs: Sequence[ExactRun], folder: Path) -> str:
-    """The run's last line: judgements, failures, partial ones and blocks not traced."""
+    """The run's last line: judgements, failures, partial ones, blocks not traced, and the
+    paths judged and failed (``--paths``)."""
     rows = [j["verdict"] for r in runs for j in r.judged]
+    paths = [p["verdict"] for r in runs for j in r.judged for p in j.get("paths", ())]
     refused = sum(r.not_traced is not None for r in runs)
     saved = f"; requests saved under {folder}" if rows else ""
+    on_paths = (f"; {len(paths) - paths.count('unjudged')} paths judged "
+                f"({paths.count('fail')} fail, {paths.count('unjudged')} not run)"
+                if paths else "")
     return (f"exact: {len(rows)} judged ({rows.count('fail')} fail, "
-            f"{rows.count('partly judged')} partly judged), {refused} blocks not traced; "
-            f"pointwise verdicts (the inputs drawn){saved}")
+            f"{rows.count('partly judged')} partly judged), {refused} blocks not traced"
+            f"{on_paths}; pointwise verdicts (the inputs drawn){saved}")
 
 
 def check_exact(chosen: Sequence[Selected], dtypes: Sequence[str], seed: int,

@@ -236,6 +236,9 @@ def _print_request(request: Request, record: Mapping[str, Any] | None, show_all:
         print(f"recorded: property {record.get('property', '?')} failed on backend "
               f"{record.get('backend', '?')} (kind {record.get('kind', '?')}): "
               f"{record.get('message', '')}")
+        if record.get("path_replay"):
+            print(f"the block failed on its path {record.get('path')}, which this replay of "
+                  f"the traced program does not run; the path again: {record['path_replay']}")
     for name, value in request.inputs.items():
         print(f"input {name} {list(value.shape)}: {_values(value, show_all)}")
     cot = _values(request.cotangent, show_all) if request.shape_valid else "none (shape-invalid)"

@@ -10,8 +10,9 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from resverify.blocks import exact_paths
+from resverify.blocks import attention_kernels, exact_paths
 from resverify.blocks.exact_paths import PathJudgement, Paths, judge_paths
+from resverify.blocks.trace import Unjudged
 from resverify.spec.errors import UsageError
 from tests.blocks.exact_modules import LinearMLP
 
@@ -122,3 +123,32 @@ def test_the_compiled_encoder_is_within_the_exact_budget_with_its_gradients() ->
     assert compiled.passed and compiled.gradients, str(found)
     assert compiled.elements == found.eager.total and "inductor" in compiled.evidence, \
         str(compiled)
+
+
+@pytest.mark.parametrize(("keys", "blocks"), [(attention_kernels.FLASH_KV_BLOCK, 1),
+                                              (attention_kernels.FLASH_KV_BLOCK + 1, 2)])
+def test_the_flash_path_is_judged_only_where_its_kernel_took_the_keys_in_one_block(
+        keys: int, blocks: int) -> None:
+    """Over more keys than one block the online softmax rescales its running sums: extra
+    roundings the budget does not charge, so the path is not judged there."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q, k, v = torch.randn(1, 2, 3, 8), torch.randn(1, 2, keys, 8), torch.randn(1, 2, keys, 8)
+    counter = attention_kernels.Attention([attention_kernels.FLASH])
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]), counter:
+        torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    assert counter.keys == [keys], counter.keys
+    if blocks == 1:
+        counter.flash_rule()  # one block: judged
+        return
+    with pytest.raises(Unjudged, match=rf"took {keys} keys in {blocks} blocks of "
+                       rf"{attention_kernels.FLASH_KV_BLOCK}: its online softmax rescaled"):
+        counter.flash_rule()
+
+
+def test_eager_may_be_named_among_the_paths_and_is_the_judgement_itself() -> None:
+    from resverify.cli.blocks_exact import exact_paths as listed
+
+    assert listed("eager, compile,sdpa-flash") == ["compile", "sdpa-flash"]
+    with pytest.raises(UsageError, match=r"unknown path\(s\) fused.*choose from eager, "):
+        listed("eager,fused")

@@ -41,3 +41,12 @@ def test_the_compiled_tracker_block_is_within_the_exact_budget(report: str,
     """pytorch#193061 (the shared scale's gradient, the sum of every use) and #168126 (a
     compiled bfloat16 LayerNorm layer): every element of the compiled path judged."""
     judged_case(report, dtype)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_compiled_embedding_norm_linear_backward_is_within_the_exact_budget(
+        dtype: str) -> None:
+    """pytorch#136121: inductor's backward of Embedding, LayerNorm and Linear (the
+    embedding's gradient summing repeated tokens' rows) judged against the exact answer."""
+    judged_case("pytorch#136121", dtype)

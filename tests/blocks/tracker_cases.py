@@ -13,6 +13,10 @@ instead of being decided by taking eager as right. ``tools/tracker_paths.py`` ru
 - ``pytorch#168126``: a compiled bfloat16 layer (LayerNorm then Linear, residual), 99.4 % of
   its elements reported mismatched against eager, bisected to the ``native_layer_norm``
   decomposition.
+- ``pytorch#136121``: inductor's backward of Embedding, LayerNorm and Linear differed from
+  eager's while the forward was bitwise (removing any one module made them agree); here the
+  embedding's rows (at fixed tokens, some repeated, so its gradient sums rows) join the
+  stream before the norm and the linear.
 """
 
 from __future__ import annotations
@@ -68,6 +72,24 @@ class NormLinear(nn.Module):
         return x + self.linear(self.norm(x))
 
 
+class EmbNormLinear(nn.Module):
+    """``h = x + E[t]``, ``h + W · LN(h)``: an embedding at fixed tokens ``t`` (each of
+    ``vocab`` rows used, the first ones more than once), a LayerNorm and a Linear without
+    bias, as in the report's ``EmbNormLinear``, at tiny sizes."""
+
+    def __init__(self, width: int = 16, vocab: int = 5) -> None:
+        super().__init__()
+        self.vocab = vocab
+        self.tok_embeddings = nn.Embedding(vocab, width)
+        self.norm = nn.LayerNorm(width)
+        self.output = nn.Linear(width, width, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = (torch.arange(x.shape[0] * x.shape[1]) % self.vocab).reshape(x.shape[:2])
+        h = x + self.tok_embeddings(tokens)
+        return h + self.output(self.norm(h))
+
+
 @dataclass(frozen=True)
 class Case:
     """A tracker report, its module and input shape, and the paths and dtypes it is about."""
@@ -84,4 +106,5 @@ CASES = (
     Case("pytorch#133671", SdpaBlock, (2, 4, 16), ("sdpa-math", "sdpa-flash"),
          ("float64", "float32")),
     Case("pytorch#168126", NormLinear, (2, 4, 16), ("compile",), ("float32", "bfloat16")),
+    Case("pytorch#136121", EmbNormLinear, (2, 4, 16), ("compile",), ("float32", "bfloat16")),
 )
