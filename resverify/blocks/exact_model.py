@@ -31,7 +31,7 @@ from resverify.blocks.layer_rows import LayerRow, culprit, per_layer
 from resverify.blocks.lower import Lowered
 from resverify.blocks.trace import TORCH_DTYPES
 
-__all__: list[str] = []
+__all__ = ["judge_model"]
 
 ROOT = "model"
 """The wrapper's attribute holding the model: the judgement names its parameters

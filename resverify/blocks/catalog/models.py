@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-__all__: list[str] = []
+__all__ = ["model_entry", "models"]
 
 DTYPES = ("float32", "bfloat16")
 """The dtypes every model here claims (float64 works too, but says nothing a user ships)."""
