@@ -158,7 +158,9 @@ def run_exact(jobs: Sequence[Callable[[], ExactRun]], seed: int, out: dict[str, 
               with_plots: bool, say: Callable[[str], None] = print) -> int:
     """Run each job (one block or model, judged in its dtypes, its requests saved under
     ``<folder>/vectors/exact``) and write the report of what finished (its ``exact``
-    section) where ``out`` says, Ctrl-C or SIGTERM stopping the judging; the exit status:
+    section) where ``out`` says, Ctrl-C or SIGTERM stopping the judging (a job stopped
+    midway may hand what it finished as the KeyboardInterrupt's ``finished``); the exit
+    status:
     1 when a judgement failed or the run was interrupted, else 0."""
     from resverify.cli.blocks_output import write
     from resverify.cli.runner import signal_name
@@ -175,6 +177,8 @@ def run_exact(jobs: Sequence[Callable[[], ExactRun]], seed: int, out: dict[str, 
                 runs.append(job())
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: report what finished
             interrupted = signal_name(exc)
+            finished = getattr(exc, "finished", None)
+            runs += [finished] if finished is not None else []
         with signals.held():
             section = report.section(runs, seed=seed, interrupted=interrupted)
             doc = exact_report(section, seconds=time.perf_counter() - began)

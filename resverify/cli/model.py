@@ -27,7 +27,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from resverify.blocks.catalog.models import ModelEntry, Sizes
@@ -110,15 +110,22 @@ def judge_entry(entry: ModelEntry, sizes: Sizes, dtypes: Sequence[str], seed: in
                 folder: Path, say: Callable[[str], None] = print) -> ExactRun:
     """``entry``'s model judged in each of ``dtypes``, each said as it comes (the progress
     line first: a trace and judgement take seconds to minutes) and saved as a vector under
-    ``folder``; a model the IR cannot express is ``not_traced`` and not tried again."""
+    ``folder``; a model the IR cannot express is ``not_traced`` and not tried again. On
+    Ctrl-C the dtypes judged so far go with the KeyboardInterrupt (``finished``), for
+    :func:`~resverify.cli.blocks_exact.run_exact` to report."""
     from resverify.blocks.catalog.hf import VERSION
     from resverify.blocks.exact_model import judge_model
     from resverify.blocks.lower import NotInIR
     from resverify.cli.blocks_exact import saved_doc
     from resverify.reports.exact import ExactRun
 
-    judged = []
+    judged: list[dict[str, Any]] = []
     refused = None
+
+    def run() -> ExactRun:
+        return ExactRun(entry.name, f"resverify.blocks.catalog.models:{entry.name}",
+                        "transformers", VERSION, judged, refused)
+
     for dtype in dtypes:
         say(f"{entry.name} {dtype}: judging {sizes.layers} layers, hidden {sizes.hidden}, "
             f"seq {sizes.seq}, batch {sizes.batch} (seed {seed}) ...")
@@ -130,7 +137,10 @@ def judge_entry(entry: ModelEntry, sizes: Sizes, dtypes: Sequence[str], seed: in
             say(f"{entry.name}: not traced, the IR lacks {', '.join(exc.ops)} "
                 f"({len(exc.refused)} nodes)")
             break
+        except KeyboardInterrupt as exc:  # the dtypes judged before it are kept
+            if judged:
+                exc.finished = run()  # type: ignore[attr-defined]
+            raise
         judged.append(saved_doc(entry.name, found.judgement, found.as_doc(), found.lines(),
                                 folder, say))
-    return ExactRun(entry.name, f"resverify.blocks.catalog.models:{entry.name}",
-                    "transformers", VERSION, judged, refused)
+    return run()

@@ -76,3 +76,28 @@ def test_a_failure_exits_1_naming_its_layer_and_saving_its_vector(
     validate(doc)
     judgement = doc["exact"]["blocks"][0]["judgements"][0]
     assert judgement["culprit"] == "model.layers.1" and doc["status"] == "fail", judgement
+
+
+def test_an_interrupted_run_keeps_what_finished_and_exits_1(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C during the second dtype: the first dtype's judgement is in the report, which
+    says it was interrupted."""
+    from resverify.blocks import exact_model
+
+    judged = exact_model.judge_model
+
+    def stopped(entry: object, dtype: str, *args: object) -> object:
+        if dtype == "bfloat16":
+            raise KeyboardInterrupt
+        return judged(entry, dtype, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(exact_model, "judge_model", stopped)
+    code = main(["model", "hf.LlamaForCausalLM", "--layers", "1", "--report-dir",
+                 str(tmp_path), "--no-plots"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    doc = json.loads((tmp_path / "report.json").read_text())
+    validate(doc)
+    assert doc["exact"]["interrupted"] is not None and doc["status"] == "incomplete", doc
+    assert [j["dtype"] for j in doc["exact"]["blocks"][0]["judgements"]] == ["float32"], doc
