@@ -9,8 +9,9 @@ run of :func:`~resverify.blocks.exact_model.judge_model`: the trace (``torch.exp
 decompositions, the table; one-off per model and dtype), the whole-program judgement, the
 op-by-op judgement, and the model's own forward+backward (through the same wrapper, its
 output the streams and the logits; the median of calibrated repeats in the same run), and
-their ratio. Prints the end-to-end line, the rows per part and a Markdown table; torch on
-one thread unless ``--threads``. Not part of the test suite:
+their ratio, and the judgement's CPU time beside its wall time (on a shared machine the
+wall time carries the load). Prints the end-to-end line, the rows per part and a Markdown
+table; torch on one thread unless ``--threads``. Not part of the test suite:
 
     .venv/bin/python tools/bench_exact_model.py [--hidden 256] [--seq 128] [--dtype float32]
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -51,18 +53,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     entry = model_entry(MODEL)
     sizes = Sizes(hidden=args.hidden, seq=args.seq, batch=args.batch, layers=args.layers,
                   heads=args.heads, intermediate=args.intermediate).checked()
+    cpu = time.process_time()
     found = judge_model(entry, args.dtype, sizes, seed=0)
+    cpu = time.process_time() - cpu
     module, example = model_module(entry, sizes, args.dtype, seed=0)
     x = torch.randn(example[0].shape).to(next(module.parameters()).dtype)
     passes = forward_backward(module, x)
     calls = calibrate(passes, 0.05)
     fb = statistics.median(per_call(passes, calls) for _ in range(3))
     print("\n".join(found.lines()))
-    j, s = found.judgement, found.judgement.seconds
+    j, s = found.judgement, dict(found.judgement.seconds)
     spent = s["judge"] + s["local"]
     print(f"\n{MODEL}, {sizes.layers} layers, hidden {sizes.hidden}, {sizes.heads} heads, "
           f"MLP {sizes.mlp}, sequence {sizes.seq}, batch {sizes.batch}, {args.dtype}, "
-          f"{args.threads} thread(s)")
+          f"{args.threads} thread(s); the judgement's CPU time {cpu:.0f} s, its wall time "
+          f"{sum(s.values()):.0f} s (the rest: other processes on the machine)")
     print("| verdict | elements judged | error/bound median, p99, max | trace s (one-off) | "
           "judge s | op-by-op s | forward+backward ms | (judge + op-by-op) / "
           "forward+backward |")
