@@ -195,6 +195,7 @@ def table_rows(exact: Mapping[str, Any]) -> list[tuple[str, ...]]:
                          ratio_text(t["median"]), ratio_text(t["p99"]), ratio_text(t["max"]),
                          f"{j['time_seconds']:.3g}", note_text(j)))
             rows += [path_row(block["name"], j, p) for p in j.get("paths", ())]
+            rows += [layer_row(block["name"], j, part) for part in j.get("layers", ())]
         refused = block["not_traced"]
         if refused is not None:
             rows.append((block["name"], refused["dtype"] or "", NOT_TRACED, "", "", "", "",
@@ -219,6 +220,26 @@ def path_row(name: str, judgement: Mapping[str, Any], path: Mapping[str, Any]
     return (name, dtype, path["verdict"], f"{path['elements']} of {path['total']}",
             ratio_text(t["median"]), ratio_text(t["p99"]), ratio_text(t["max"]),
             f"{path['time_seconds']:.3g}", note)
+
+
+def layer_row(name: str, judgement: Mapping[str, Any], part: Mapping[str, Any]
+              ) -> tuple[str, ...]:
+    """A part's row under a model's judgement (``resverify model``): the dtype column
+    ``float32 · model.layers.0``, the note what is outside (the stream's elements, the
+    gradients', the first op out of its own budget) and whether the failure is charged to
+    it."""
+    t = part["tightness"]
+    said = [f"{n} {what} elements outside the budget" for n, what in
+            ((part["stream_outside"], "stream"), (part["grads_outside"], "gradient")) if n]
+    first = part["first_op"]
+    if first is not None:
+        said.append(f"first op out of budget: {first['node']} ({first['target']} in "
+                    f"{first['module']})")
+    if judgement.get("culprit") == part["name"]:
+        said.insert(0, "the first layer out of budget")
+    return (name, f"{dtype_text(judgement)} · {part['name']}", part["verdict"],
+            f"{part['elements']} of {part['total']}", ratio_text(t["median"]),
+            ratio_text(t["p99"]), ratio_text(t["max"]), "", "; ".join(said))
 
 
 HEADERS = ("layer", "dtype", "verdict", "judged/total", "median", "p99", "max", "s", "note")

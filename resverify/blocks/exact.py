@@ -99,6 +99,10 @@ class Judgement:
     tied: Mapping[str, str] = field(default_factory=dict)
     """Parameters that are one tensor under two names (tied embeddings), each to the name
     judged: one input, its gradient the sum over every use."""
+    ratios: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    """``|error| / bound`` of each element, by where (``output``, ``grad[<name>]``), in its
+    array's shape, NaN where the bound is infinite (nothing claimed): what
+    :mod:`resverify.blocks.layer_rows` groups per layer. Not a verdict (the misses are)."""
     lowered: Lowered | None = field(default=None, repr=False, compare=False)
     """The trace judged: pass it back to :func:`judge_module` (``lowered=``) to judge the
     same module with other parameters or inputs without tracing it again."""
@@ -214,13 +218,16 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
                                                 grads))
     actual = {"output": numpy_of(output), **{f"grad[{n}]": g for n, g in grads.items()}}
     used = element_ratios(actual, verdict.nearest, verdict.budget)
+    each = {where: element_ratios(actual, verdict.nearest, verdict.budget, where)
+            for where in actual}
     seconds = {"trace": traced - started, "module": ran - traced, "judge": judged - ran,
                "local": time.perf_counter() - judged}
     total = sum(values.size for values in actual.values())
     return Judgement(dtype, lowered.program, misses, used.size, Tightness.of(used),
                      verdict.decided_exactly, seconds, lowered.matched, request.accumulate,
                      total, request=request, constants=tuple(lowered.constants), local=local,
-                     untrained=lowered.untrained, tied=lowered.tied, lowered=lowered)
+                     untrained=lowered.untrained, tied=lowered.tied, ratios=each,
+                     lowered=lowered)
 
 
 def _check_masks(lowered: Lowered, sizes: Mapping[str, np.ndarray]) -> None:
@@ -305,8 +312,13 @@ def leaves_of(model: nn.Module, args: Sequence[torch.Tensor], lowered: Lowered
 
 
 def element_ratios(actual: Mapping[str, np.ndarray], nearest: Mapping[str, np.ndarray],
-                   budget: Budget) -> np.ndarray:
-    """:func:`~resverify.blocks.tightness.ratios` of the output and every gradient."""
+                   budget: Budget, where: str | None = None) -> np.ndarray:
+    """:func:`~resverify.blocks.tightness.ratios` of the output and every gradient; of
+    ``where`` alone (``output``, ``grad[<name>]``) in its array's shape, NaN where the bound
+    is infinite, when it is given."""
+    if where is not None:
+        bound = budget.output if where == "output" else budget.grads[where[5:-1]]
+        return ratios(actual[where], nearest[where], bound, keep_shape=True)
     found = [ratios(values, nearest[where],
                     budget.output if where == "output" else budget.grads[where[5:-1]])
              for where, values in actual.items()]

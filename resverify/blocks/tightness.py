@@ -60,15 +60,19 @@ def figure(value: float) -> float | str:
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
-def ratios(values: np.ndarray, nearest: np.ndarray, bound: np.ndarray) -> np.ndarray:
+def ratios(values: np.ndarray, nearest: np.ndarray, bound: np.ndarray,
+           keep_shape: bool = False) -> np.ndarray:
     """``|values - nearest| / bound`` for every element with a finite bound, flattened (0
     where the error is 0, infinite for an error where the bound is 0); ``nearest`` is a
     float64 value near the exact one, for saying how much of its budget an element used,
-    never for a verdict."""
+    never for a verdict. ``keep_shape``: every element in ``values``' shape instead, NaN
+    where the bound is infinite."""
     bound = np.broadcast_to(np.asarray(bound, dtype=np.float64), values.shape)
     with np.errstate(divide="ignore", invalid="ignore"):  # inf - inf where overflowing
         error = np.abs(values.astype(np.float64) - nearest)
         ratio = np.where(error == 0, 0.0, error / bound)
+    if keep_shape:
+        return np.where(np.isfinite(bound), ratio, np.nan)
     return ratio[np.isfinite(bound)].ravel()
 
 

@@ -62,26 +62,36 @@ def _judged(recipe: Recipe, dtype: str, seed: int, folder: Path, say: Callable[[
     holds it (with its ``vector`` and ``replay`` command, and each of ``paths`` judged
     against the same exact answer). Raises NotInIR."""
     from resverify.blocks.exact import judge_recipe
-    from resverify.blocks.exact_check import replayed, save_judgement
     from resverify.blocks.exact_paths import judge_recipe_paths
-    from resverify.properties.vectors import backend_for, replay_command
 
     found = judge_recipe_paths(recipe, paths, dtype, seed) if paths else None
     judgement = judge_recipe(recipe, dtype, seed) if found is None else found.eager
-    say(f"{recipe.name}  {judgement} [{sum(judgement.seconds.values()):.2f} s]")
-    for path in () if found is None else found.paths:
-        say(f"  {path}")
-    saved = save_judgement(recipe.name, judgement, folder)
-    if not judgement.passed:
-        say(f"  vector {saved}{replayed(saved, judgement)}")
-    assert judgement.request is not None
-    backend = backend_for(judgement.request)
-    doc = {**judgement.as_doc(), "vector": str(saved),
-           "replay": replay_command(saved, backend) if backend else None}
+    lines = [f"{recipe.name}  {judgement} [{sum(judgement.seconds.values()):.2f} s]"]
+    lines += [f"  {path}" for path in (() if found is None else found.paths)]
+    doc = saved_doc(recipe.name, judgement, judgement.as_doc(), lines, folder, say)
     if found is not None:
         doc["paths"] = [_path_doc(recipe.name, judgement, p, seed, folder, say)
                         for p in found.paths]
     return doc
+
+
+def saved_doc(name: str, judgement: Judgement, doc: dict[str, Any], lines: Sequence[str],
+              folder: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    """``judgement`` of ``name`` said as ``lines`` and saved as a vector under ``folder`` (a
+    failure's line followed by its vector and the command that replays it); ``doc`` (its
+    report entry) with the ``vector`` and ``replay`` command added."""
+    from resverify.blocks.exact_check import replayed, save_judgement
+    from resverify.properties.vectors import backend_for, replay_command
+
+    for line in lines:
+        say(line)
+    saved = save_judgement(name, judgement, folder)
+    if not judgement.passed:
+        say(f"  vector {saved}{replayed(saved, judgement)}")
+    assert judgement.request is not None
+    backend = backend_for(judgement.request)
+    return {**doc, "vector": str(saved),
+            "replay": replay_command(saved, backend) if backend else None}
 
 
 def _path_doc(name: str, judgement: Judgement, path: PathJudgement, seed: int, folder: Path,
@@ -171,28 +181,43 @@ def check_exact(chosen: Sequence[Selected], dtypes: Sequence[str], seed: int,
     """Judge each chosen block in each of its (chosen) dtypes, saving each request judged
     under ``<folder>/vectors/exact``, and write the report (its ``exact`` section) where
     ``out`` says (:func:`resverify.cli.blocks_output.outputs`); the exit status."""
+    folder = out["folder"] / "vectors" / "exact"
+    jobs = [lambda one=one: judge_block(one, dtypes, seed, folder, say, paths)
+            for one in chosen]
+    return run_exact(jobs, seed, out, with_plots, say)
+
+
+def run_exact(jobs: Sequence[Callable[[], ExactRun]], seed: int, out: dict[str, Path],
+              with_plots: bool, say: Callable[[str], None] = print) -> int:
+    """Run each job (one block or model, judged in its dtypes, its requests saved under
+    ``<folder>/vectors/exact``) and write the report of what finished (its ``exact``
+    section) where ``out`` says, Ctrl-C or SIGTERM stopping the judging (a job stopped
+    midway may hand what it finished as the KeyboardInterrupt's ``finished``); the exit
+    status:
+    1 when a judgement failed or the run was interrupted, else 0."""
     from resverify.cli.blocks_output import write
     from resverify.cli.runner import signal_name
     from resverify.cli.stop_signals import StopSignals
     from resverify.reports import exact as report
     from resverify.reports.json_report import exact_report
 
-    folder = out["folder"] / "vectors" / "exact"
     runs: list[ExactRun] = []
     interrupted = None
     began = time.perf_counter()
     with StopSignals() as signals:
         try:
-            for one in chosen:
-                runs.append(judge_block(one, dtypes, seed, folder, say, paths))
+            for job in jobs:
+                runs.append(job())
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: report what finished
             interrupted = signal_name(exc)
+            finished = getattr(exc, "finished", None)
+            runs += [finished] if finished is not None else []
         with signals.held():
             section = report.section(runs, seed=seed, interrupted=interrupted)
             doc = exact_report(section, seconds=time.perf_counter() - began)
             written = write(doc, out, with_plots)
     stopped = f"interrupted ({interrupted}) after " if interrupted else ""
-    say(f"{stopped}{summary(runs, folder)}; {doc['status']}; report: {out['html']} "
-        f"({len(written)} files)")
+    say(f"{stopped}{summary(runs, out['folder'] / 'vectors' / 'exact')}; {doc['status']}; "
+        f"report: {out['html']} ({len(written)} files)")
     failed = any(v == "fail" for r in runs for j in r.judged for v in report.verdicts(j))
     return 1 if failed or interrupted else 0

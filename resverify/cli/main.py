@@ -22,7 +22,8 @@ from types import ModuleType
 
 from resverify.spec.errors import ResverifyError
 
-COMMANDS = ("check", "run", "replay", "claims", "backends", "vectors", "blocks", "join")
+COMMANDS = ("check", "run", "replay", "claims", "backends", "vectors", "blocks", "model",
+            "join")
 """The commands, each the module ``resverify.cli.<name>``, in the order ``--help`` lists them."""
 DEFAULT_COMMAND = "check"
 

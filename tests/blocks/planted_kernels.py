@@ -118,3 +118,32 @@ NARROW_NORM = {aten.native_layer_norm.default: narrow_layer_norm}
 
 NARROW_SOFTMAX = {aten._softmax.default: narrow_softmax}
 """The softmax bug: its exponentials and their sum kept in bfloat16."""
+
+
+class InLayer(Kernels):
+    """:class:`Kernels` planted in one layer of a stack: the substitute kernel runs on the
+    calls of its overload numbered ``layer`` modulo ``layers`` (counted per overload, real
+    tensors of ``dtypes`` only), torch's own on the others. Why by count: a dispatch mode
+    sees kernels, not modules, and a model whose every layer calls an overload once per run
+    calls it in layer order, in its eager forward and in the judge's run of its traced
+    graph alike (:func:`resverify.blocks.local.record`)."""
+
+    def __init__(self, kernels: Mapping[Any, Kernel], layer: int, layers: int,
+                 dtypes: frozenset[torch.dtype] = frozenset({torch.bfloat16})) -> None:
+        super().__init__(kernels, dtypes)
+        self.layer, self.layers = layer, layers
+        self.seen: dict[Any, int] = {}
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        tensors = [a for a in tree_leaves(args) if isinstance(a, torch.Tensor)]
+        if func not in self.kernels or not all(t.dtype in self.dtypes and not is_fake(t)
+                                               for t in tensors):
+            return func(*args, **kwargs)
+        count = self.seen.get(func, 0)
+        self.seen[func] = count + 1
+        if count % self.layers != self.layer:
+            return func(*args, **kwargs)
+        self.calls += 1
+        return self.kernels[func](*args, **kwargs)

@@ -57,6 +57,13 @@ def scaled(op: Any) -> Planting:
     return lambda planted: {op: _scaled(op, planted)}
 
 
+def silu_forward_scaled(planted: bool) -> Mapping[Any, Kernel]:
+    """SiLU's result times ``1 + OFF`` (the twin: torch's own), as the eager module calls
+    it (``silu``) and as its traced graph runs it (``sigmoid``, then a ``mul``); plant it in
+    one layer with :class:`~tests.blocks.planted_kernels.InLayer`."""
+    return {op: _scaled(op, planted) for op in (aten.silu.default, aten.sigmoid.default)}
+
+
 def gelu_typo(planted: bool) -> Mapping[Any, Kernel]:
     """The erf GELU ``x Φ(x)`` with ``1/√2`` written ``TYPO``: torch's ``gelu`` plus the
     change the typo makes, ``x (erf(x·TYPO) − erf(x/√2)) / 2`` (the twin: torch's alone);

@@ -1,0 +1,103 @@
+"""``resverify model NAME``: a whole model judged exactly per dtype, a row per part printed
+and reported (the report validating against the schema), a failure exiting 1 with the layer
+it is charged to and its vector, a user's mistake exiting 2 with one line before anything
+is judged."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.installed import skip_without_torch
+
+skip_without_torch()  # what follows imports torch (E402 allowed here: pyproject.toml)
+pytest.importorskip("transformers", exc_type=ImportError)
+
+import torch
+
+from resverify.cli.main import main
+from resverify.reports.json_report import validate
+from tests.blocks.planted_kernels import InLayer
+from tests.blocks.planted_layers import silu_forward_scaled
+
+
+def test_a_model_is_judged_per_part_and_its_report_validates(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code = main(["model", "hf.LlamaForCausalLM", "--dtype", "float32", "--layers", "1",
+                 "--report-dir", str(tmp_path), "--no-plots"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "hf.LlamaForCausalLM float32: judging 1 layers, hidden 16, seq 4, batch 2" in out
+    rows = [line.split(":")[0].strip() for line in out.splitlines() if line.startswith("    ")]
+    assert rows == ["embeddings", "model.layers.0", "final norm", "head"], out
+    doc = json.loads((tmp_path / "report.json").read_text())
+    validate(doc)
+    judgement = doc["exact"]["blocks"][0]["judgements"][0]
+    parts = judgement["layers"]
+    assert sum(p["total"] for p in parts) == judgement["total"], (parts, judgement["total"])
+    assert judgement["culprit"] is None and doc["status"] == "pass", judgement
+    table = (tmp_path / "report.md").read_text()
+    assert "| hf.LlamaForCausalLM | float32 · model.layers.0 | ✅ pass |" in table, table
+    assert "float32 · model.layers.0" in (tmp_path / "report.html").read_text()
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["hf.NoSuchModel"], "no model 'hf.NoSuchModel'; known: hf.LlamaForCausalLM"),
+    (["hf.GPT2LMHeadModel", "--hidden", "15"], "--hidden 15: must be a multiple of"),
+    (["hf.LlamaForCausalLM", "--layers", "0"], "--layers 0: must be at least 1"),
+    (["hf.ViTModel", "--seq", "5"], "--seq 5: a ViT's tokens are a square of patches"),
+    (["hf.LlamaForCausalLM", "--dtype", "float16"], "--dtype float16: hf.LlamaForCausalLM "
+                                                    "claims float32, bfloat16"),
+])
+def test_a_user_s_mistake_is_one_line_and_exit_2(
+        args: list[str], said: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code = main(["model", *args, "--report-dir", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert code == 2, captured
+    assert captured.err.startswith("resverify: error: ") and said in captured.err, captured.err
+    assert len(captured.err.splitlines()) == 1 and captured.out == "", captured
+    assert not (tmp_path / "report.json").exists(), "nothing judged, but a report was written"
+
+
+@pytest.mark.slow
+def test_a_failure_exits_1_naming_its_layer_and_saving_its_vector(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with InLayer(silu_forward_scaled(True), layer=1, layers=2, dtypes=frozenset({torch.float32})):
+        code = main(["model", "hf.LlamaForCausalLM", "--dtype", "float32",
+                     "--report-dir", str(tmp_path), "--no-plots"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "  first layer out of budget: model.layers.1: fail" in out, out
+    saved = sorted((tmp_path / "vectors" / "exact").glob("*.json"))
+    assert len(saved) == 1 and f"  vector {saved[0]}" in out, (saved, out)
+    doc = json.loads((tmp_path / "report.json").read_text())
+    validate(doc)
+    judgement = doc["exact"]["blocks"][0]["judgements"][0]
+    assert judgement["culprit"] == "model.layers.1" and doc["status"] == "fail", judgement
+
+
+def test_an_interrupted_run_keeps_what_finished_and_exits_1(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C during the second dtype: the first dtype's judgement is in the report, which
+    says it was interrupted."""
+    from resverify.blocks import exact_model
+
+    judged = exact_model.judge_model
+
+    def stopped(entry: object, dtype: str, *args: object) -> object:
+        if dtype == "bfloat16":
+            raise KeyboardInterrupt
+        return judged(entry, dtype, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(exact_model, "judge_model", stopped)
+    code = main(["model", "hf.LlamaForCausalLM", "--layers", "1", "--report-dir",
+                 str(tmp_path), "--no-plots"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    doc = json.loads((tmp_path / "report.json").read_text())
+    validate(doc)
+    assert doc["exact"]["interrupted"] is not None and doc["status"] == "incomplete", doc
+    assert [j["dtype"] for j in doc["exact"]["blocks"][0]["judgements"]] == ["float32"], doc
