@@ -23,7 +23,11 @@ What it assumes: the hidden state is the layer's first positional argument, or i
 a tensor or a tuple whose first item is the stream. A captured tensor argument whose first
 dimension is the captured batch ``B > 1`` is replayed row ``i mod B`` for the drawn row
 ``i``; with ``B = 1`` it is replayed as captured (torch broadcasts it, as the model did).
-The laws perturb the layer's parameters and draw its input as they do any block's. The
+The laws perturb the layer's parameters and draw its input as they do any block's; a drawn
+input that is a leaf requiring grad is handed to the layer as its clone (the identity,
+forward and backward), as the model hands a layer a tensor it computed, so an in-place
+write into the stream is judged as the model runs it, not refused by autograd as a write
+into a leaf (``no_aliasing`` still sees it, on its call without grad). The
 sites' branches are the catalog's, which compute the layer's other inputs themselves
 (Llama's: the rotary tables of positions ``0..n-1`` and the causal mask): ``decomposition``
 is judged against that, the zero-branch identity against the layer's own call alone.
@@ -68,9 +72,12 @@ class Call:
         return held
 
     def replay(self, module: nn.Module, x: torch.Tensor) -> torch.Tensor:
-        """``module`` called as the model called it, ``x`` for the hidden state; the
-        stream it returns (a tuple's first item)."""
+        """``module`` called as the model called it, ``x`` for the hidden state (a leaf that
+        requires grad handed over as its clone, module doc); the stream it returns (a
+        tuple's first item)."""
         batch = self.x.shape[0]
+        if x.is_leaf and x.requires_grad:  # as the model hands it: a tensor it computed
+            x = x.clone()
         args = [_rows(a, batch, x.shape[0]) for a in self.args]
         kwargs = {k: _rows(v, batch, x.shape[0]) for k, v in self.kwargs.items()}
         if isinstance(self.position, int):

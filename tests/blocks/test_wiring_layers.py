@@ -17,6 +17,8 @@ import torch
 from torch import nn
 
 from resverify.blocks.catalog import recipe
+from resverify.blocks.exact import judge_module
+from resverify.blocks.lower import NotInIR
 from resverify.blocks.model_layers import Call, ModelLayers, capture, check_model_layers
 from resverify.blocks.stream_exit import stream_exit
 from resverify.spec.errors import UsageError
@@ -133,3 +135,21 @@ def test_a_captured_batch_is_replayed_row_by_row() -> None:
     out = call.replay(Adds(), torch.zeros(3, 1))
     assert out.flatten().tolist() == [1.0, 2.0, 1.0], \
         f"replay at batch 3 gave {out.flatten().tolist()}, expected rows 0, 1, 0 of the bias"
+
+
+@pytest.mark.parametrize(("family", "form"), [(f, form) for f in pw.FAMILIES
+                                              for form in ("flax4567", "olmo680")])
+def test_exact_judgement_of_the_whole_model_passes_the_wiring_bug(family: str, form: str
+                                                                  ) -> None:
+    """The contrast: the traced program is the bug's own, so every element is within budget."""
+    whole = pw.Logits(pw.model(family, form))
+    judged = judge_module(whole, (pw.inputs()["inputs_embeds"],), "float32")
+    assert judged.verdict == "pass", \
+        f"exact judgement {judged.verdict}, expected pass (the trace is the bug's) [{family} " \
+        f"{form}]: {judged}"
+
+
+def test_exact_judgement_refuses_the_in_place_write() -> None:
+    whole = pw.Logits(pw.model("gpt2", "olmo680_inplace"))
+    with pytest.raises(NotInIR, match=r"aten\.copy\.default"):
+        judge_module(whole, (pw.inputs()["inputs_embeds"],), "float32")
