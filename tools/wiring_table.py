@@ -2,6 +2,9 @@
 ``tests/blocks/planted_wiring.py`` (flax#4567, OLMo#680 out of place and in place, planted in
 the second layer of a tiny 2-layer Llama and GPT-2) and its correct twin, judged two ways.
 
+- **Logits moved**: the largest ``|logits - logits of the untouched model|`` on the example
+  input over the largest ``|logits of the untouched model|`` (a twin's 0: the hand-written
+  forward is the library's, bitwise).
 - **Per-layer laws** (:func:`resverify.blocks.check_model_layers`): the block laws on each
   layer as it sits in the model; caught (yes/no), the first failing layer, its failing laws,
   and the op where its stream leaves the identity.
@@ -26,8 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.* as a script
 
-HEADER = ("| model | layer 1 | per-layer laws: caught | layer | failing laws | op where the "
-          "stream leaves the identity | exact, end to end | s (laws, exact) |")
+HEADER = ("| model | layer 1 | logits moved | per-layer laws: caught | layer | "
+          "failing laws | op where the stream leaves the identity | exact, end to end | "
+          "s (laws, exact) |")
 
 
 def _laws(family: str, form: str | None, planted: bool, examples: int) -> list[str]:
@@ -59,15 +63,31 @@ def _exact(family: str, form: str | None, planted: bool) -> str:
     return f"{judged.verdict} ({judged.elements} elements)"
 
 
+def _moved(family: str, form: str | None, planted: bool) -> str:
+    """How far the model's logits lie from the untouched model's, relative to the largest
+    of those (0: bitwise the same)."""
+    import torch
+
+    from tests.blocks import planted_wiring as pw
+
+    embeds = pw.inputs()["inputs_embeds"]
+    with torch.no_grad():
+        ours, theirs = (pw.Logits(pw.model(family, f, planted))(embeds.clone())
+                        for f in (form, None))
+    return f"{float((ours - theirs).abs().max() / theirs.abs().max()):.3g}"
+
+
 def row(family: str, form: str | None, planted: bool, examples: int) -> str:
-    """One table row: the model, what layer 1 carries, the two judgements, their seconds."""
+    """One table row: the model, what layer 1 carries, how far its logits moved, the two
+    judgements, their seconds."""
+    moved = _moved(family, form, planted)
     began = time.perf_counter()
     laws = _laws(family, form, planted, examples)
     judged = time.perf_counter()
     exact = _exact(family, form, planted)
     done = time.perf_counter()
     what = "untouched" if form is None else form if planted else f"{form} twin"
-    return "| " + " | ".join([family, what, *laws, exact,
+    return "| " + " | ".join([family, what, moved, *laws, exact,
                                f"{judged - began:.1f}, {done - judged:.1f}"]) + " |"
 
 
