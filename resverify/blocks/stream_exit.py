@@ -7,21 +7,24 @@ branch ends zeroed, is traced as :mod:`resverify.blocks.lower` traces a block
 is a value like any other), its graph evaluated on one input, and the stream followed from
 the input toward the output along the nodes whose value is still the input, bitwise.
 
-The rule: the *identity nodes* are the input and every node reached from it through
-identity nodes whose value has the input's shape, dtype and bits, keeping only nodes on
-the output's ancestry. If the output is one, the forward holds the identity (a failure is
-elsewhere: the backward). Else the last identity node in graph order is as far as the
-stream got, and its first user on the output's ancestry (graph order) is the op where it
-left: named by its ATen target and its submodule (the innermost of its
-``nn_module_stack``). An in-place norm on the input (OLMo #680) is located at the norm's
-first op in that norm; a norm applied to a residual sum and fed onward (flax#4567) at the
-first op of the norm that reads the sum.
+The rule: the output's *live ancestry* is its ancestors reached through nodes whose value
+is not all zeros (with the branch ends zeroed, a branch reaches the output only through a
+zero, so its norm and attention drop out, while a norm the stream itself passes through
+stays). The *identity nodes* are the input and every node of the live ancestry reached
+from it through identity nodes whose value has the input's shape, dtype and bits. If the
+output is one, the forward holds the identity (a failure is elsewhere: the backward). Else
+the last identity node in graph order is as far as the stream got, and its first user in
+the live ancestry (graph order) is the op where it left: named by its ATen target and its
+submodule (the innermost of its ``nn_module_stack``). An in-place norm on the input
+(OLMo #680) is located at the norm's first op in that norm; a norm applied to a residual
+sum and fed onward (flax#4567) at the first op of the norm that reads the sum.
 
 What it assumes: the zeroed layer's stream is the identity: every site pre-norm (or
 without a norm), with an identity shortcut, no activation after the sum and no skip or
 post scale (a post-norm layer's zeroed map is its norms, which the walk would name); the
 branch ends zeroed make each branch's value exactly 0; the input has no NaN (NaN is never
-its own bits here) and is not all zeros, nor otherwise equal to a value the branch makes.
+its own bits here) and is not all zeros, nor otherwise equal to a value the branch makes,
+and no op on the stream's own path gives all zeros.
 """
 
 from __future__ import annotations
@@ -123,10 +126,17 @@ def _evaluated(module: nn.Module, x: torch.Tensor) -> tuple[fx.GraphModule, dict
     return graph, dict(runner.env), nodes[user], outputs[first]
 
 
-def _ancestry(out: fx.Node) -> set[fx.Node]:
+def _live(out: fx.Node, values: dict[fx.Node, Any]) -> set[fx.Node]:
+    """The output's live ancestry: its ancestors through nodes whose value is not all
+    zeros (an all-zero node is kept, its inputs not: what reaches the output only through
+    a zeroed branch end does not reach it at all)."""
     seen, todo = {out}, [out]
     while todo:
-        for parent in todo.pop().all_input_nodes:
+        node = todo.pop()
+        value = values.get(node)
+        if isinstance(value, torch.Tensor) and value.numel() and not bool(value.any()):
+            continue
+        for parent in node.all_input_nodes:
             if parent not in seen:
                 seen.add(parent)
                 todo.append(parent)
@@ -165,11 +175,14 @@ def stream_exit(layer: nn.Module, zero: Sequence[str], x: torch.Tensor,
         return refused
     module = _Replayed(zeroed(layer, list(zero)).eval(), call)
     graph, values, start, out = _evaluated(module, x.detach().clone())
-    ancestry = _ancestry(out)
+    ancestry = _live(out, values)
     identity = _identity(start, values, x, ancestry)
     if out in identity:
         return "not located: the zeroed layer's forward is the identity on this input"
     order = {n: i for i, n in enumerate(graph.graph.nodes)}
     last = max(identity, key=order.__getitem__)
-    leaving = min((u for u in last.users if u in ancestry), key=order.__getitem__)
-    return _location(leaving)
+    leaving = sorted((u for u in last.users if u in ancestry), key=order.__getitem__)
+    if not leaving:
+        return ("not located: the zeroed layer's output does not depend on its input through "
+                "any op whose value is not all zeros (the stream is dropped)")
+    return _location(leaving[0])

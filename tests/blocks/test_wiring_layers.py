@@ -20,7 +20,8 @@ from resverify.blocks.catalog import recipe
 from resverify.blocks.exact import judge_module
 from resverify.blocks.lower import NotInIR
 from resverify.blocks.model_layers import Call, ModelLayers, capture, check_model_layers
-from resverify.blocks.stream_exit import stream_exit
+from resverify.blocks.recipe import Site
+from resverify.blocks.stream_exit import Location, stream_exit
 from resverify.spec.errors import UsageError
 from tests.blocks import planted_wiring as pw
 
@@ -153,3 +154,46 @@ def test_exact_judgement_refuses_the_in_place_write() -> None:
     whole = pw.Logits(pw.model("gpt2", "olmo680_inplace"))
     with pytest.raises(NotInIR, match=r"aten\.copy\.default"):
         judge_module(whole, (pw.inputs()["inputs_embeds"],), "float32")
+
+
+class _Toy(nn.Module):
+    """``lin(norm(x)) + x * skip``, the branch written before the skip (``skip`` 0: no skip
+    at all)."""
+
+    def __init__(self, skip: float) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(4)
+        self.lin = nn.Linear(4, 4)
+        self.skip = skip
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.lin(self.norm(x))
+        return out + x * self.skip if self.skip else out
+
+
+TOY_SITES = (Site("mlp", ("norm", "lin"), zero=("lin.weight", "lin.bias"), norms=("norm",)),)
+
+
+def _toy_exit(skip: float) -> Location | str:
+    x = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(0))
+    return stream_exit(_Toy(skip), ["lin.weight", "lin.bias"], x, lambda m, s: m(s),
+                       TOY_SITES)
+
+
+def test_the_walk_follows_the_stream_not_the_branch_written_first() -> None:
+    found = _toy_exit(2.0)
+    assert not isinstance(found, str), f"not located: {found}"
+    assert (found.op, found.module) == ("aten.mul.Tensor", ""), \
+        f"located at {found.line()}, expected the skip's aten.mul.Tensor in the layer's forward"
+
+
+def test_the_walk_says_a_dropped_stream_is_dropped() -> None:
+    found = _toy_exit(0.0)
+    assert isinstance(found, str) and "the stream is dropped" in found, \
+        f"stream_exit gave {found!r} for a layer without its skip, expected the stream dropped"
+
+
+def test_the_walk_finds_nothing_on_a_correct_toy_layer() -> None:
+    found = _toy_exit(1.0)
+    assert isinstance(found, str) and "is the identity" in found, \
+        f"stream_exit gave {found!r} for a correct layer, expected no location"
