@@ -14,7 +14,8 @@ law again on a failure's one example (:class:`Draw`), as ``resverify blocks repl
 :func:`check_model_layers` judges the laws on each residual layer of a whole model as it
 sits there (its weights, its captured call), naming the first layer that breaks one
 (:class:`ModelLayers`, one :class:`LayerVerdict` per layer) and, where its zero-branch
-identity fails, the op where the stream leaves it (:class:`Location`).
+identity fails, the op where the stream leaves it (:class:`Location`); :func:`layers_of`
+finds a model's layers by the catalog recipes' classes.
 The known blocks are in :mod:`resverify.blocks.catalog`.
 
     from resverify.blocks import Recipe, Site, check_block
@@ -22,7 +23,8 @@ The known blocks are in :mod:`resverify.blocks.catalog`.
 
 Public API: the names above (``Recipe``, ``Site``, ``validate``, ``check_block``,
 ``pytest_check``, ``replay_example``, ``Draw``, ``LawRecord``, ``judge_module``, ``pytest_exact``,
-``NotInIR``, ``check_model_layers``, ``ModelLayers``, ``LayerVerdict``, ``Location``), a
+``NotInIR``, ``check_model_layers``, ``layers_of``, ``ModelLayers``, ``LayerVerdict``,
+``Location``), a
 :class:`Finding` for a recipe's documented failures
 (:mod:`resverify.blocks.recipe`), the catalog's ``catalog()`` and ``recipe(name)``, and the
 two adapters a recipe names (``"torch"``, ``"haiku"``, a Haiku block described by
@@ -35,11 +37,16 @@ from resverify.blocks.check import check_block, pytest_check, replay_example
 from resverify.blocks.exact import judge_module
 from resverify.blocks.exact_check import pytest_exact
 from resverify.blocks.lower import NotInIR
-from resverify.blocks.model_layers import LayerVerdict, ModelLayers, check_model_layers
+from resverify.blocks.model_layers import (
+    LayerVerdict,
+    ModelLayers,
+    check_model_layers,
+    layers_of,
+)
 from resverify.blocks.recipe import Recipe, Site, validate
 from resverify.blocks.records import Draw, LawRecord
 from resverify.blocks.stream_exit import Location
 
 __all__ = ["Draw", "LawRecord", "LayerVerdict", "Location", "ModelLayers", "NotInIR", "Recipe",
-           "Site", "check_block", "check_model_layers", "judge_module", "pytest_check",
-           "pytest_exact", "replay_example", "validate"]
+           "Site", "check_block", "check_model_layers", "judge_module", "layers_of",
+           "pytest_check", "pytest_exact", "replay_example", "validate"]

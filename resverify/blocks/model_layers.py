@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
@@ -50,7 +50,7 @@ from resverify.blocks.stream_exit import Location, stream_exit
 from resverify.blocks.trace import TORCH_DTYPES
 from resverify.spec.errors import UsageError
 
-__all__ = ["LayerVerdict", "ModelLayers", "check_model_layers"]
+__all__ = ["LayerVerdict", "ModelLayers", "check_model_layers", "layers_of"]
 
 DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
 
@@ -113,14 +113,15 @@ def _cloned(value: Any) -> Any:
 
 def capture(model: nn.Module, inputs: Mapping[str, Any], names: Sequence[str]
             ) -> dict[str, Call]:
-    """Each named layer's call on one run of ``model(**inputs)`` (in no-grad), cloned.
-    A name the model lacks, a layer not called, or called more than once: one line."""
-    calls: dict[str, list[Call]] = {name: [] for name in names}
+    """Each named layer's call on one run of ``model(**inputs)`` (in no-grad), cloned, in
+    the order the model called them. A name the model lacks, a layer not called, or called
+    more than once: one line."""
+    calls: dict[str, list[Call]] = {}
 
     def hook(name: str) -> Any:
         def record(_module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             position: int | str = 0 if args else "hidden_states"
-            calls[name].append(Call(_cloned(args), _cloned(kwargs), position))
+            calls.setdefault(name, []).append(Call(_cloned(args), _cloned(kwargs), position))
         return record
 
     handles = []
@@ -136,11 +137,28 @@ def capture(model: nn.Module, inputs: Mapping[str, Any], names: Sequence[str]
     finally:
         for handle in handles:
             handle.remove()
-    for name, made in calls.items():
+    for name in names:
+        made = calls.get(name, [])
         if len(made) != 1:
             raise UsageError(f"layer {name!r} was called {len(made)} times in one model call; "
                              "a layer is judged on its one call")
     return {name: made[0] for name, made in calls.items()}
+
+
+def layers_of(model: nn.Module, recipes: Iterable[Recipe]) -> list[tuple[str, Recipe]]:
+    """Every submodule of ``model`` whose class a recipe is named after (``hf.GPT2Block``
+    for a ``GPT2Block``; a recipe whose name has a variant in parentheses is not matched),
+    as ``(dotted name, recipe)`` in registration order. Matched by the class's name alone:
+    two recipes after one class name are refused, one line."""
+    by_class: dict[str, Recipe] = {}
+    for r in (r for r in recipes if "(" not in r.name):
+        cls = r.name.split(".", 1)[-1]
+        if cls in by_class:
+            raise UsageError(f"recipes {by_class[cls].name!r} and {r.name!r} both name a "
+                             f"class {cls!r}; give the layers by name")
+        by_class[cls] = r
+    return [(name, by_class[type(sub).__name__]) for name, sub in model.named_modules()
+            if name and type(sub).__name__ in by_class]
 
 
 def layer_recipe(name: str, layer: nn.Module, call: Call, recipe: Recipe) -> Recipe:
@@ -197,6 +215,18 @@ class ModelLayers:
     def first(self) -> LayerVerdict | None:
         return next((v for v in self.layers if v.failed), None)
 
+    def as_doc(self) -> dict[str, Any]:
+        """Plain data for a report: the first failing layer's index (None: none), and per
+        layer its index, name, failing laws, each record's line, and its location (op,
+        node, module, module type) or why none was named."""
+        first = self.first
+        return {"first": None if first is None else first.index,
+                "layers": [{"index": v.index, "name": v.name, "failed": v.failed,
+                            "records": [r.line() for r in v.records],
+                            "location": None if v.location is None else
+                            asdict(v.location),
+                            "unlocated": v.unlocated} for v in self.layers]}
+
     def lines(self) -> list[str]:
         first = self.first
         head = "every layer passes every law" if first is None else \
@@ -209,10 +239,11 @@ def check_model_layers(model: nn.Module, inputs: Mapping[str, Any],
                        laws: Iterable[str] | None = None, max_examples: int = 3,
                        seed: int = 0) -> ModelLayers:
     """The block laws on each of ``model``'s residual ``layers`` (``(dotted name, catalog
-    recipe of its class)``, in model order) as it sits in the model: called as
-    ``model(**inputs)`` calls it (module doc), ``max_examples`` drawn examples per law, in
-    eval mode; a layer whose zero-branch identity fails is located
-    (:func:`~.stream_exit.stream_exit`, on the captured input).
+    recipe of its class)``, :func:`layers_of` finds them by class) as it sits in the model:
+    called as ``model(**inputs)`` calls it (module doc), ``max_examples`` drawn examples per
+    law, in eval mode; judged and indexed in model order (the order the model called them);
+    a layer whose zero-branch identity fails is located (:func:`~.stream_exit.stream_exit`,
+    on the captured input).
 
         >>> found = check_model_layers(model, {"inputs_embeds": x, "use_cache": False},
         ...                            [(f"model.layers.{i}", LLAMA) for i in range(2)])
@@ -221,9 +252,10 @@ def check_model_layers(model: nn.Module, inputs: Mapping[str, Any],
         (1, 'model.layers.1.post_attention_layernorm')
     """
     calls = capture(model, inputs, [name for name, _ in layers])
+    recipes = dict(layers)
     verdicts = []
-    for index, (name, recipe) in enumerate(layers):
-        layer, call = model.get_submodule(name), calls[name]
+    for index, (name, call) in enumerate(calls.items()):  # model order: the order called
+        layer, recipe = model.get_submodule(name), recipes[name]
         built = replace(layer_recipe(name, layer, call, recipe), modes=("eval",))
         records = tuple(check_block(built, laws=laws, max_examples=max_examples, seed=seed))
         verdicts.append(_located(LayerVerdict(index, name, records), layer, call, recipe))

@@ -16,10 +16,16 @@ import pytest
 import torch
 from torch import nn
 
-from resverify.blocks.catalog import recipe
+from resverify.blocks.catalog import catalog, recipe
 from resverify.blocks.exact import judge_module
 from resverify.blocks.lower import NotInIR
-from resverify.blocks.model_layers import Call, ModelLayers, capture, check_model_layers
+from resverify.blocks.model_layers import (
+    Call,
+    ModelLayers,
+    capture,
+    check_model_layers,
+    layers_of,
+)
 from resverify.blocks.recipe import Site
 from resverify.blocks.stream_exit import Location, stream_exit
 from resverify.spec.errors import UsageError
@@ -197,3 +203,24 @@ def test_the_walk_finds_nothing_on_a_correct_toy_layer() -> None:
     found = _toy_exit(1.0)
     assert isinstance(found, str) and "is the identity" in found, \
         f"stream_exit gave {found!r} for a correct layer, expected no location"
+
+
+@pytest.mark.parametrize("family", list(pw.FAMILIES))
+def test_layers_are_found_by_the_catalog_recipe_of_their_class(family: str) -> None:
+    chosen = pw.FAMILIES[family]
+    found = layers_of(pw.model(family, None), catalog().values())
+    assert [(n, r.name) for n, r in found] == [(n, chosen.recipe) for n in chosen.layers], \
+        f"layers_of found {[(n, r.name) for n, r in found]}, expected {chosen.layers}"
+
+
+def test_layers_are_judged_in_model_order_whatever_order_they_are_given() -> None:
+    chosen = pw.FAMILIES["gpt2"]
+    given = [(n, recipe(chosen.recipe)) for n in reversed(chosen.layers)]
+    found = check_model_layers(pw.model("gpt2", "flax4567"), pw.inputs(), given,
+                               laws=["zero_branch"])
+    order = [(v.index, v.name) for v in found.layers]
+    assert order == list(enumerate(chosen.layers)), \
+        f"layers judged as {order}, expected model order {list(enumerate(chosen.layers))}"
+    doc = found.as_doc()
+    assert doc["first"] == 1 and doc["layers"][1]["failed"] == ["zero_branch"], doc
+    assert doc["layers"][1]["location"]["module"] == f"{chosen.layers[1]}.ln_2", doc
