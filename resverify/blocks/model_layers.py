@@ -50,7 +50,7 @@ from resverify.blocks.stream_exit import Location, stream_exit
 from resverify.blocks.trace import TORCH_DTYPES
 from resverify.spec.errors import UsageError
 
-__all__ = ["LayerVerdict", "ModelLayers", "check_model_layers", "layers_of"]
+__all__ = ["check_model_layers", "layers_of"]
 
 DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
 

@@ -40,7 +40,7 @@ from torch import fx, nn
 from resverify.blocks.recipe import Site
 from resverify.blocks.trace import zeroed
 
-__all__ = ["Location"]
+__all__: list[str] = []
 
 WRAPPER = "layer"
 """The name the traced wrapper holds the layer under (stripped from submodule paths)."""
