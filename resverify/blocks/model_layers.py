@@ -163,8 +163,8 @@ def layers_of(model: nn.Module, recipes: Iterable[Recipe]) -> list[tuple[str, Re
 
 def layer_recipe(name: str, layer: nn.Module, call: Call, recipe: Recipe) -> Recipe:
     """``recipe``'s sites on the model's own ``layer``, called as ``call``: its factory a
-    copy of the layer in the dtype, one dtype (the captured hidden state's), the shape the
-    captured one with the batch drawn (module doc)."""
+    copy of the layer in the dtype, one dtype (the captured hidden state's), eval mode, the
+    shape the captured one with the batch drawn (module doc)."""
     dtype = DTYPE_NAMES.get(call.x.dtype)
     if dtype is None:
         raise UsageError(f"layer {name!r}: hidden state in {call.x.dtype}, which the laws do "
@@ -177,8 +177,8 @@ def layer_recipe(name: str, layer: nn.Module, call: Call, recipe: Recipe) -> Rec
         return call.replay(module, x)
 
     return replace(recipe, name=f"{name} ({recipe.name})", factory=factory, call=replay,
-                   shape=("batch", *call.x.shape[1:]), dtypes=(dtype,), context={},
-                   stream_dtype=None, zero_init=None, findings={}, library=recipe.library)
+                   shape=("batch", *call.x.shape[1:]), dtypes=(dtype,), modes=("eval",),
+                   context={}, stream_dtype=None, zero_init=None, findings={})
 
 
 @dataclass(frozen=True)
@@ -256,7 +256,7 @@ def check_model_layers(model: nn.Module, inputs: Mapping[str, Any],
     verdicts = []
     for index, (name, call) in enumerate(calls.items()):  # model order: the order called
         layer, recipe = model.get_submodule(name), recipes[name]
-        built = replace(layer_recipe(name, layer, call, recipe), modes=("eval",))
+        built = layer_recipe(name, layer, call, recipe)
         records = tuple(check_block(built, laws=laws, max_examples=max_examples, seed=seed))
         verdicts.append(_located(LayerVerdict(index, name, records), layer, call, recipe))
     return ModelLayers(tuple(verdicts))
@@ -269,7 +269,7 @@ def _located(verdict: LayerVerdict, layer: nn.Module, call: Call, recipe: Recipe
     if "zero_branch" not in verdict.failed:
         return verdict
     zero = [p for site in recipe.sites for p in site.zero]
-    found = stream_exit(layer, zero, call.x, lambda m, x: call.replay(m, x), recipe.sites)
+    found = stream_exit(layer, zero, call.x, call.replay, recipe.sites)
     if isinstance(found, str):
         return replace(verdict, unlocated=found)
     return replace(verdict, location=replace(found, module=_joined(verdict.name,
