@@ -26,8 +26,8 @@ def test_public_surface_is_small_and_sorted() -> None:
     names = resverify.blocks.__all__
     assert names == sorted(names), names
     assert set(names) == {"Draw", "LawRecord", "NotInIR", "Recipe", "Site", "check_block",
-                          "judge_module", "pytest_check", "pytest_exact", "replay_example",
-                          "validate"}, names
+                          "check_model_layers", "judge_module", "layers_of", "pytest_check",
+                          "pytest_exact", "replay_example", "validate"}, names
 
 
 def test_check_block_gives_one_record_per_applicable_law_and_mode() -> None:
