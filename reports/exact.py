@@ -77,8 +77,10 @@ def _block(run: ExactRun) -> Doc:
 
 def verdicts(judgement: Mapping[str, Any]) -> list[str]:
     """A judgement's verdict and those of its paths that were judged (``--paths``)."""
+    laws = judgement.get("layer_laws")
     return [judgement["verdict"], *(p["verdict"] for p in judgement.get("paths", ())
-                                    if p["verdict"] != "unjudged")]
+                                    if p["verdict"] != "unjudged"),
+            *([laws["verdict"]] if laws is not None and laws["verdict"] != "unjudged" else [])]
 
 
 def section(runs: Sequence[ExactRun], *, seed: int, interrupted: str | None = None) -> Doc:
@@ -196,6 +198,7 @@ def table_rows(exact: Mapping[str, Any]) -> list[tuple[str, ...]]:
                          f"{j['time_seconds']:.3g}", note_text(j)))
             rows += [path_row(block["name"], j, p) for p in j.get("paths", ())]
             rows += [layer_row(block["name"], j, part) for part in j.get("layers", ())]
+            rows += law_rows(block["name"], j)
         refused = block["not_traced"]
         if refused is not None:
             rows.append((block["name"], refused["dtype"] or "", NOT_TRACED, "", "", "", "",
@@ -240,6 +243,32 @@ def layer_row(name: str, judgement: Mapping[str, Any], part: Mapping[str, Any]
     return (name, f"{dtype_text(judgement)} · {part['name']}", part["verdict"],
             f"{part['elements']} of {part['total']}", ratio_text(t["median"]),
             ratio_text(t["p99"]), ratio_text(t["max"]), "", "; ".join(said))
+
+
+def law_rows(name: str, judgement: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """A model's layer laws under its judgement: a row per layer, the dtype column
+    ``float32 · model.layers.1 laws``, the note the laws that failed and where the stream
+    left the identity (one row saying why, where no law was run)."""
+    laws = judgement.get("layer_laws")
+    if laws is None:
+        return []
+    dtype = dtype_text(judgement)
+    if laws["verdict"] == "unjudged":
+        return [(name, f"{dtype} · layer laws", "unjudged", "", "", "", "", "", laws["reason"])]
+    rows: list[tuple[str, ...]] = []
+    for layer in laws["layers"]:
+        failed = ", ".join(layer["failed"])
+        where = layer["location"]
+        note = f"fails {failed}" if failed else "every law passes"
+        if where is not None:
+            note += f"; the stream leaves the identity at {where['op']} in {where['module']}"
+        elif layer["unlocated"]:
+            note += f"; {layer['unlocated']}"
+        if laws["first"] == layer["index"]:
+            note = f"the first failing layer; {note}"
+        rows.append((name, f"{dtype} · {layer['name']} laws", "fail" if failed else "pass",
+                     "", "", "", "", "", note))
+    return rows
 
 
 HEADERS = ("layer", "dtype", "verdict", "judged/total", "median", "p99", "max", "s", "note")

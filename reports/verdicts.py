@@ -502,6 +502,7 @@ RECORD_STATUSES: Mapping[str, tuple[str, ...]] = {
     "exact judgement": EXACT_JUDGEMENT_VERDICTS,
     "exact": EXACT_VERDICTS,
     "exact path": ("pass", "fail", "partly judged", "unjudged"),
+    "model layer laws": ("pass", "fail", "unjudged"),
 }
 """The part of :data:`STATUSES` each kind of record can take (a vector group's is a
 vector's); the report schema's field for each names the same words."""

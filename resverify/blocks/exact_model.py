@@ -29,9 +29,10 @@ from resverify.blocks.catalog.models import ModelEntry, Sizes
 from resverify.blocks.exact import Judgement, judge_module
 from resverify.blocks.layer_rows import LayerRow, culprit, per_layer
 from resverify.blocks.lower import Lowered
+from resverify.blocks.model_layers import ModelLayers, check_model_layers
 from resverify.blocks.trace import TORCH_DTYPES
 
-__all__ = ["judge_model"]
+__all__ = ["judge_model", "model_laws"]
 
 ROOT = "model"
 """The wrapper's attribute holding the model: the judgement names its parameters
@@ -135,3 +136,36 @@ def _with_build(judgement: Judgement, seconds: float) -> Judgement:
 def _named(row: LayerRow) -> LayerRow:
     """``row`` named as the model names the part (without the wrapper's :data:`ROOT`)."""
     return replace(row, name=row.name.removeprefix(f"{ROOT}."))
+
+
+LAW_EXAMPLES = 3
+"""Examples drawn per law and layer by :func:`model_laws`."""
+LAYER_LAWS = ("zero_branch", "stream_dtype", "no_aliasing")
+"""The laws :func:`model_laws` runs: those judged on the layer's own call alone.
+``decomposition`` (and ``gradient_skip``, which presumes it) run the catalog's branch,
+which builds its own rotary tables and mask: the model's, rounded to bfloat16 from float32,
+differ from them by an ulp, and a correct bfloat16 Llama layer failed it (measured)."""
+
+
+def model_laws(entry: ModelEntry, dtype: str, sizes: Sizes | None = None, seed: int = 0,
+               max_examples: int = LAW_EXAMPLES) -> ModelLayers | str:
+    """The block laws on each residual layer of ``entry``'s model as it sits there
+    (:func:`~resverify.blocks.model_layers.check_model_layers`: its own weights, the call the
+    model made on an input drawn from ``seed``), with the catalog recipe of the layers'
+    class (``hf.<class>``): what the exact judgement cannot see, a wiring bug, is judged
+    here and located at its layer and op. A string says why no law was run (no recipe)."""
+    from resverify.blocks.catalog import catalog
+
+    sizes = entry.sizes if sizes is None else sizes
+    torch.manual_seed(seed)
+    model = entry.build(sizes.checked()).to(TORCH_DTYPES[dtype]).eval()
+    paths = entry.layer_paths(sizes)
+    kind = type(model.get_submodule(paths[0])).__name__
+    recipe = catalog().get(f"hf.{kind}")
+    if recipe is None:
+        return f"no catalog recipe for {kind}: the layer laws were not run"
+    drawn = torch.randn(entry.example(sizes), generator=torch.Generator().manual_seed(seed),
+                        dtype=torch.float64).to(TORCH_DTYPES[dtype])
+    return check_model_layers(model, {entry.input: drawn, **dict(entry.fixed)},
+                              [(p, recipe) for p in paths], laws=LAYER_LAWS,
+                              max_examples=max_examples, seed=seed)

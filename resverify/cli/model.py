@@ -8,8 +8,12 @@ the exact oracle (:func:`resverify.blocks.exact_model.judge_model`). Per model a
 prints the end-to-end line (as ``resverify blocks check --exact`` does), the part a failure
 is charged to (the first layer out of budget, with its first op out of its own budget and
 the submodule that ran it), and a row per part: the embeddings, each layer, the final norm,
-the head (judged/total, ``|error| / bound`` median, p99, max, verdict). The verdicts are
-pointwise: the inputs drawn from ``--seed``.
+the head (judged/total, ``|error| / bound`` median, p99, max, verdict). Then the layer
+laws (:func:`~resverify.blocks.exact_model.model_laws`): the zero-branch identity, stream
+dtype and no-aliasing laws on each residual layer as it sits in the model, which see what
+the exact judgement of the traced model cannot, a wiring bug (the trace is faithful to it);
+the first failing layer is named with the op where its stream leaves the identity. The
+verdicts are pointwise: the inputs drawn from ``--seed``.
 
 The report is the one ``blocks check --exact`` writes (its ``exact`` section, a block per
 model, each judgement holding its ``layers`` rows; the table "exact judgement" a row per
@@ -17,8 +21,8 @@ part), through the one writer, in ``--report-dir``; every request judged is save
 vector under ``<report-dir>/vectors/exact/`` and a failure's line names it and the command
 that replays it. Ctrl-C (or SIGTERM) stops the judging and still writes the report of what
 finished. Exit status: 0 when every judgement passed (or was partly judged), 1 when an
-element or an op is outside its budget or the run was interrupted, 2 on a usage error (an
-unknown model or dtype, a size that builds no model).
+element or an op is outside its budget, a layer fails a law, or the run was interrupted, 2
+on a usage error (an unknown model or dtype, a size that builds no model).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from resverify.blocks.catalog.models import ModelEntry, Sizes
+    from resverify.blocks.model_layers import ModelLayers
     from resverify.reports.exact import ExactRun
 
 __all__: list[str] = []
@@ -114,7 +119,7 @@ def judge_entry(entry: ModelEntry, sizes: Sizes, dtypes: Sequence[str], seed: in
     Ctrl-C the dtypes judged so far go with the KeyboardInterrupt (``finished``), for
     :func:`~resverify.cli.blocks_exact.run_exact` to report."""
     from resverify.blocks.catalog.hf import VERSION
-    from resverify.blocks.exact_model import judge_model
+    from resverify.blocks.exact_model import judge_model, model_laws
     from resverify.blocks.lower import NotInIR
     from resverify.cli.blocks_exact import saved_doc
     from resverify.reports.exact import ExactRun
@@ -141,6 +146,21 @@ def judge_entry(entry: ModelEntry, sizes: Sizes, dtypes: Sequence[str], seed: in
             if judged:
                 exc.finished = run()  # type: ignore[attr-defined]
             raise
-        judged.append(saved_doc(entry.name, found.judgement, found.as_doc(), found.lines(),
-                                folder, say))
+        doc = saved_doc(entry.name, found.judgement, found.as_doc(), found.lines(), folder, say)
+        judged.append(doc | {"layer_laws": _laws(model_laws(entry, dtype, sizes, seed), say)})
     return run()
+
+
+def _laws(found: ModelLayers | str, say: Callable[[str], None]) -> dict[str, Any]:
+    """The layer laws' verdict as the report holds it, its lines said: ``fail`` when a layer
+    fails a law (its first such layer and the op where its stream left the identity),
+    ``unjudged`` when no law was run (``reason``)."""
+    if isinstance(found, str):
+        say(f"  layer laws: {found}")
+        return {"verdict": "unjudged", "reason": found, "first": None, "layers": []}
+    lines = found.lines()
+    say(f"  layer laws: {lines[0]}")
+    for line in lines[1:]:
+        say(f"    {line}")
+    return {"verdict": "pass" if found.first is None else "fail", "reason": "",
+            **found.as_doc()}

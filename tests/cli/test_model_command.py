@@ -30,16 +30,21 @@ def test_a_model_is_judged_per_part_and_its_report_validates(
     out = capsys.readouterr().out
     assert code == 0, out
     assert "hf.LlamaForCausalLM float32: judging 1 layers, hidden 16, seq 4, batch 2" in out
-    rows = [line.split(":")[0].strip() for line in out.splitlines() if line.startswith("    ")]
+    said = out.splitlines()
+    laws = said.index("  layer laws: every layer passes every law")
+    rows = [line.split(":")[0].strip() for line in said[:laws] if line.startswith("    ")]
     assert rows == ["embeddings", "model.layers.0", "final norm", "head"], out
+    assert said[laws + 1] == "    layer 0 model.layers.0: every law passes", out
     doc = json.loads((tmp_path / "report.json").read_text())
     validate(doc)
     judgement = doc["exact"]["blocks"][0]["judgements"][0]
     parts = judgement["layers"]
     assert sum(p["total"] for p in parts) == judgement["total"], (parts, judgement["total"])
     assert judgement["culprit"] is None and doc["status"] == "pass", judgement
+    assert judgement["layer_laws"]["verdict"] == "pass", judgement["layer_laws"]
     table = (tmp_path / "report.md").read_text()
     assert "| hf.LlamaForCausalLM | float32 · model.layers.0 | ✅ pass |" in table, table
+    assert "| hf.LlamaForCausalLM | float32 · model.layers.0 laws | ✅ pass |" in table, table
     assert "float32 · model.layers.0" in (tmp_path / "report.html").read_text()
 
 
@@ -101,3 +106,38 @@ def test_an_interrupted_run_keeps_what_finished_and_exits_1(
     validate(doc)
     assert doc["exact"]["interrupted"] is not None and doc["status"] == "incomplete", doc
     assert [j["dtype"] for j in doc["exact"]["blocks"][0]["judgements"]] == ["float32"], doc
+
+
+@pytest.mark.parametrize("form", ["flax4567", "olmo680"])
+def test_a_wiring_bug_in_the_second_layer_fails_its_laws_there_though_the_exact_judgement_passes(
+        form: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from resverify.blocks.catalog import models
+    from tests.blocks.planted_wiring import FAMILIES
+
+    llama = models.model_entry("hf.LlamaForCausalLM")
+
+    def planted(sizes: models.Sizes) -> torch.nn.Module:
+        built = llama.build(sizes)
+        FAMILIES["llama"].planted(built, form, True)
+        return built
+
+    monkeypatch.setattr(models, "_MODELS", (replace(llama, build=planted),))
+    code = main(["model", "hf.LlamaForCausalLM", "--dtype", "float32", "--report-dir",
+                 str(tmp_path), "--no-plots"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "hf.LlamaForCausalLM  float32: pass" in out, out  # the trace is the bug's program
+    assert "  layer laws: first failing layer: 1 (model.layers.1), zero_branch" in out, out
+    assert "    layer 0 model.layers.0: every law passes" in out, out
+    norm = "post_attention_layernorm" if form == "flax4567" else "input_layernorm"
+    doc = json.loads((tmp_path / "report.json").read_text())
+    validate(doc)
+    laws = doc["exact"]["blocks"][0]["judgements"][0]["layer_laws"]
+    assert laws["verdict"] == "fail" and laws["first"] == 1, laws
+    where = laws["layers"][1]["location"]
+    assert where is not None and where["module"] == f"model.layers.1.{norm}", laws
+    assert doc["status"] == "fail", doc["status"]
+    assert "the first failing layer; fails zero_branch" in (tmp_path / "report.md").read_text()

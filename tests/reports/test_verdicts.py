@@ -541,6 +541,7 @@ SCHEMA_RECORDS = {
     "/$defs/exact_verdict": "exact",
     "/$defs/exact_judgement_verdict": "exact judgement",
     "/$defs/exact_path/properties/verdict": "exact path",
+    "/$defs/exact_judgement/properties/layer_laws/properties/verdict": "model layer laws",
 }
 """Each status field of report.schema.json and the record whose statuses it holds."""
 

@@ -82,6 +82,8 @@ class ModelEntry:
     head: tuple[str, ...] = ()
     extra_tokens: int = 0
     """Tokens the model adds to the ``seq`` it is given (a ViT's class token)."""
+    fixed: tuple[tuple[str, Any], ...] = ()
+    """Keyword arguments the model is called with besides its input (no cache)."""
     dtypes: tuple[str, ...] = DTYPES
     sizes: Sizes = Sizes()
     notes: str = ""
@@ -165,13 +167,13 @@ _MODELS = (
     ModelEntry("hf.LlamaForCausalLM", _llama, _embedded,
                lambda s: (s.batch, s.seq, s.hidden), "model.layers.{}", "inputs_embeds",
                embeddings=("model.embed_tokens", "model.rotary_emb"), norm=("model.norm",),
-               head=("lm_head",),
+               head=("lm_head",), fixed=(("use_cache", False),),
                notes="tied embeddings: lm_head.weight is model.embed_tokens.weight, judged "
                      "once (its gradient the head's, under the embeddings' row)"),
     ModelEntry("hf.GPT2LMHeadModel", _gpt2, _embedded,
                lambda s: (s.batch, s.seq, s.hidden), "transformer.h.{}", "inputs_embeds",
                embeddings=("transformer.wte", "transformer.wpe"), norm=("transformer.ln_f",),
-               head=("lm_head",),
+               head=("lm_head",), fixed=(("use_cache", False),),
                notes="tied embeddings: lm_head.weight is transformer.wte.weight"),
     ModelEntry("hf.ViTModel", _vit, _pixels,
                lambda s: (s.batch, 3, _side(s), _side(s)), "layers.{}", "pixel_values",
