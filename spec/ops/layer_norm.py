@@ -276,15 +276,19 @@ class LayerNorm(Op):
         (the fused formula, or autodiff through the composition, where ``r³`` appears):
         the propagated errors of ḡ, y and r, and ``gamma_{2n+16}`` of the terms' sizes.
         Under a declared wider accumulation (:meth:`inner`): torch's fused kernel, ``a ḡ +
-        b x + c`` from the saved mean and ``1/sqrt`` (:meth:`_saved`), its sums ``Σ ḡ x``
-        and ``Σ ḡ`` uncentred, in the wider dtype, rounded once to the dtype."""
+        b x + c`` from the saved mean ``μ̂`` and ``a = 1/sqrt`` (:meth:`_saved`), which is
+        the formula with ``r = a`` and ``y = (x - μ̂) a`` (its error ``|ĉ| e_r + R e_c``
+        in place of the forward's), its sums ``Σ ḡ x`` and ``Σ ḡ`` uncentred
+        (:meth:`_uncentred`), in the wider dtype, rounded once to the dtype."""
         x = a[0]
         n = x.mag.shape[-1]
         if not x.mag.size or not n:
             return [Bound(np.zeros_like(x.mag), np.zeros_like(x.mag))]
         s = self.inner(c)
         r_up = self._rows(c, at)[3]
-        c_hat, rho, big_r, r_err, _ = self._saved(c, s, x, at)
+        c_hat, rho, big_r, r_err, e_c = self._saved(c, s, x, at)
+        if s is not c:  # the kernel's y is (x - μ̂) â, from the saved statistics
+            y = Bound(y.mag, c_hat * r_err + big_r * e_c)
         m_hat = (g.hat * y.hat).mean(axis=-1, keepdims=True)
         terms = g.hat + y.hat * m_hat
         size = g.mag + y.mag * (g.mag * y.mag).mean(axis=-1, keepdims=True)
