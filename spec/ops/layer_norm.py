@@ -190,10 +190,7 @@ class LayerNorm(Op):
         variance, ``1/sqrt`` and ``(x r + b) γ + β`` in float32 (``at::opmath_type``) and
         rounds once; its backward reads the mean and ``1/sqrt`` saved in the dtype and
         computes ``dX`` in float32, rounded once (docs/error-budget.md)."""
-        if self.fused and c.widened:
-            assert c.accumulate is not None
-            return Ctx.of(c.accumulate)
-        return c
+        return c.opmath if self.fused else c
 
     def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
         """Mean, centred values, variance, ``+ ε``, square root and division (or product
