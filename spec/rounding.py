@@ -151,6 +151,17 @@ class Ctx:
         """Whether reductions accumulate in a dtype other than ``dtype``."""
         return self.accumulate not in (None, self.dtype)
 
+    @property
+    def opmath(self) -> Ctx:
+        """The context a fused kernel computes in before its one rounding to ``dtype``: the
+        declared accumulation dtype's (torch's CPU ``at::opmath_type``: its softmax and
+        layer norm kernels compute a bfloat16 or float16 row in float32 and round once),
+        or this one where none is declared."""
+        if not self.widened:
+            return self
+        assert self.accumulate is not None
+        return Ctx.of(self.accumulate)
+
     def summed(self, n: int) -> tuple[float, float]:
         """``(relative, absolute)`` bounds of the rounding error of a length-n sum or dot
         product as the backend carries it out, to multiply with the sum of the terms'

@@ -50,6 +50,8 @@ class LayerNorm(Op):
     attributes: ClassVar[Mapping[str, Kind]] = {"eps": EXACT}
     norm = True
     centred: ClassVar[bool] = True
+    fused: ClassVar[bool] = True
+    """A backend runs it as one kernel, which may compute in a wider dtype (:meth:`inner`)."""
     # Autodiff through the composition delivers the argument's gradient in parts: the
     # centred values (recomputed for the numerator and each factor of the square at worst)
     # each pass a part, and each is split again by the mean (docs/error-budget.md).
@@ -179,20 +181,48 @@ class LayerNorm(Op):
         w_high = ((rms * slop + e) ** 2 + eps) * slop
         return c_mag, w_low, w_high, slop / np.sqrt(w_low)
 
+    def inner(self, c: Ctx) -> Ctx:
+        """The context the statistics and the normalisation are computed in: ``c`` itself,
+        or, where ``c`` declares a wider accumulation dtype and this norm is one fused
+        kernel (:attr:`fused`), that dtype's, the result rounded once to ``c``'s dtype.
+
+        torch's CPU ``native_layer_norm`` for bfloat16 and float16 computes the mean, the
+        variance, ``1/sqrt`` and ``(x r + b) γ + β`` in float32 (``at::opmath_type``) and
+        rounds once; its backward reads the mean and ``1/sqrt`` saved in the dtype and
+        computes ``dX`` in float32, rounded once (docs/error-budget.md)."""
+        return c.opmath if self.fused else c
+
     def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
         """Mean, centred values, variance, ``+ ε``, square root and division (or product
         with a reciprocal square root), each step's rounding and propagated error; see
-        docs/error-budget.md."""
+        docs/error-budget.md. Under a declared wider accumulation (:meth:`inner`, context
+        ``s``) those steps are charged ``s``'s roundings, the kernel's uncentred form
+        ``x r + b`` (``b = -r μ``) ``u_s (|x̂| + 2 |μ̂|) R`` more, and the one rounding to
+        the dtype ``u`` of the computed value's size: never above the rule in the dtype
+        (the terms are those of the dtype's rule with ``u_s <= u/2**16`` in place of ``u``;
+        the extra ``u_s |x̂_i| R <= n u_s mean(x̂) R`` and ``u`` of the value are inside
+        the ``gamma_{n+2} mean(x̂) R`` of the dtype's mean, docs/error-budget.md)."""
         x = a[0]
         n = x.mag.shape[-1]
         if not x.mag.size or not n:
             return Bound(np.zeros_like(x.mag), np.zeros_like(x.mag))
+        s = self.inner(c)
         c_mag, w_low, w_high, r_up = self._rows(c, at)
-        e_c, c_hat = self._centred_error(c, x, c_mag)
-        rho, big_r, r_err = self._rsqrt_error(c, at, n, c_mag, e_c, c_hat, w_low, w_high, r_up)
-        err = e_c * big_r + c_mag * r_err + c.u * c_hat * big_r + c.tiny
+        e_c, c_hat = self._centred_error(s, x, c_mag)
+        rho, big_r, r_err = self._rsqrt_error(s, at, n, c_mag, e_c, c_hat, w_low, w_high, r_up)
+        err = e_c * big_r + c_mag * r_err + s.u * c_hat * big_r + s.tiny
+        if s is not c:
+            err = err + s.u * (x.hat + 2 * self._mean_top(s, x)) * big_r
+            err = err + c.u * (c_mag * r_up + err) + c.tiny
         overflow = (c_hat * c_hat).sum(axis=-1, keepdims=True) >= LARGEST[c.dtype] / 2
         return c.done(c_mag * r_up, np.where(overflow | np.isinf(rho), INF, err), n)
+
+    def _mean_top(self, s: Ctx, x: Bound) -> np.ndarray:
+        """An upper bound of the computed mean's magnitude (0 when not centred)."""
+        if not self.centred:
+            return np.zeros((*x.mag.shape[:-1], 1))
+        n = x.mag.shape[-1]
+        return x.hat.mean(axis=-1, keepdims=True) * (1 + s.gamma(n + 2)) + s.tiny
 
     def _centred_error(self, c: Ctx, x: Bound, c_mag: np.ndarray
                        ) -> tuple[np.ndarray, np.ndarray]:
@@ -222,18 +252,40 @@ class LayerNorm(Op):
         big_r = r_up * (1 + rho) * (1 + own)
         return rho, big_r, r_up * (rho + own * (1 + rho))
 
+    def _saved(self, c: Ctx, s: Ctx, x: Bound, at: Site
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(ĉ, ρ, R, e_r, e_c)`` as the backward reads them: computed in ``s`` and, where
+        ``s`` is wider (the fused kernel), the mean and ``1/sqrt`` saved rounded to the
+        dtype: ``u |μ̂|`` more on every centred value, ``u R`` more on ``r``."""
+        n = x.mag.shape[-1]
+        c_mag, w_low, w_high, r_up = self._rows(c, at)
+        e_c, c_hat = self._centred_error(s, x, c_mag)
+        rho, big_r, r_err = self._rsqrt_error(s, at, n, c_mag, e_c, c_hat, w_low, w_high, r_up)
+        if s is not c:
+            shift = c.u * self._mean_top(s, x)
+            e_c, c_hat = e_c + shift, c_hat + shift
+            r_err, big_r = r_err + c.u * big_r, big_r * (1 + c.u)
+        return c_hat, rho, big_r, r_err, e_c
+
     def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
                    ) -> list[Bound]:
         """``r A`` with ``A = ḡ - mean(ḡ) - y mean(ḡ y)`` by any of the usual algorithms
         (the fused formula, or autodiff through the composition, where ``r³`` appears):
-        the propagated errors of ḡ, y and r, and ``gamma_{2n+16}`` of the terms' sizes."""
+        the propagated errors of ḡ, y and r, and ``gamma_{2n+16}`` of the terms' sizes.
+        Under a declared wider accumulation (:meth:`inner`): torch's fused kernel, ``a ḡ +
+        b x + c`` from the saved mean ``μ̂`` and ``a = 1/sqrt`` (:meth:`_saved`), which is
+        the formula with ``r = a`` and ``y = (x - μ̂) a`` (its error ``|ĉ| e_r + R e_c``
+        in place of the forward's), its sums ``Σ ḡ x`` and ``Σ ḡ`` uncentred
+        (:meth:`_uncentred`), in the wider dtype, rounded once to the dtype."""
         x = a[0]
         n = x.mag.shape[-1]
         if not x.mag.size or not n:
             return [Bound(np.zeros_like(x.mag), np.zeros_like(x.mag))]
-        c_mag, w_low, w_high, r_up = self._rows(c, at)
-        e_c, c_hat = self._centred_error(c, x, c_mag)
-        rho, big_r, r_err = self._rsqrt_error(c, at, n, c_mag, e_c, c_hat, w_low, w_high, r_up)
+        s = self.inner(c)
+        r_up = self._rows(c, at)[3]
+        c_hat, rho, big_r, r_err, e_c = self._saved(c, s, x, at)
+        if s is not c:  # the kernel's y is (x - μ̂) â, from the saved statistics
+            y = Bound(y.mag, c_hat * r_err + big_r * e_c)
         m_hat = (g.hat * y.hat).mean(axis=-1, keepdims=True)
         terms = g.hat + y.hat * m_hat
         size = g.mag + y.mag * (g.mag * y.mag).mean(axis=-1, keepdims=True)
@@ -244,7 +296,10 @@ class LayerNorm(Op):
             size = size + g.mag.mean(axis=-1, keepdims=True)
             d_a = d_a + g.err.mean(axis=-1, keepdims=True)
         cubed = 3 * (r_err / np.maximum(r_up, c.tiny)) * (1 + rho) ** 3
-        err = big_r * (d_a + c.gamma(2 * n + 16) * terms) + r_up * cubed * terms + n * c.tiny
+        err = big_r * (d_a + s.gamma(2 * n + 16) * terms) + r_up * cubed * terms + n * s.tiny
+        if s is not c:
+            err = err + self._uncentred(s, x, g, c_hat, big_r)
+            err = err + c.u * (r_up * size + err) + c.tiny
         overflow = (c_hat * c_hat).sum(axis=-1, keepdims=True) >= LARGEST[c.dtype] / 2
         whole = c.done(r_up * size, np.where(overflow | np.isinf(rho), INF, err), 2 * n + 16)
         # the parts of the composition: each a product of the computed r (r³ with ĉ twice),
@@ -252,6 +307,18 @@ class LayerNorm(Op):
         split = r_up * (1 + cubed) * (1 + c.gamma(2 * n + 16)) * terms + n * c.tiny
         size_parts = inflate(np.maximum(split, whole.hat), 2 * n + 16)
         return [Parts(whole.mag, whole.err, self.grad_parts, size_parts)]
+
+    def _uncentred(self, s: Ctx, x: Bound, g: Bound, c_hat: np.ndarray, big_r: np.ndarray
+                   ) -> np.ndarray:
+        """What the fused kernel's uncentred sums and products add in ``s``: ``Σ ḡ x`` and
+        ``Σ ḡ μ̂`` each ``gamma_{n+1}`` of its terms' sizes, so ``b = (Σ ḡ μ̂ - Σ ḡ x) r³/n``
+        moves by ``gamma_{n+1} R³ mean(ḡ̂ (x̂ + |μ̂|))``, which multiplies the centred
+        ``x_i - μ̂``; and ``b x_i``, ``b μ̂`` each rounded, ``|b| <= R³ mean(ḡ̂ ĉ)``."""
+        n = x.mag.shape[-1]
+        m_top = self._mean_top(s, x)
+        moved = s.gamma(n + 1) * (g.hat * (x.hat + m_top)).mean(axis=-1, keepdims=True)
+        b_top = (g.hat * c_hat).mean(axis=-1, keepdims=True)
+        return big_r ** 3 * (moved * c_hat + s.u * b_top * (x.hat + 2 * m_top))
 
     def budget_jvp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, ts: Sequence[Bound]
                    ) -> Bound:

@@ -13,6 +13,7 @@ class RmsNorm(LayerNorm):
 
     name = "rms_norm"
     centred = False
+    fused = False  # in a trace it stands for a matched composite, each step in its dtype
     grad_parts = 3  # the numerator and both factors of the square
 
     def slack_rules(self) -> Op:

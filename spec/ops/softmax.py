@@ -233,16 +233,28 @@ class Softmax(Op):
     def budget(self, c: Ctx, at: Site, a: Sequence[Bound]) -> Bound:
         """Relative to the value ``y``: the shifted arguments' error
         (:func:`shift_relative`) and the roundings (:func:`rounding_relative`) compound; a
-        flushed exp adds twice the smallest normal (``tiny/u``), n + 2 times over."""
+        flushed exp adds twice the smallest normal (``tiny/u``), n + 2 times over. Under a
+        declared wider accumulation (:attr:`Ctx.opmath`: torch's CPU softmax computes a
+        bfloat16 row in float32) those roundings are the wider dtype's, and the one
+        rounding to the dtype adds ``u`` of the computed value (at most ``y`` and its
+        error, and at most :func:`vanishing`'s ``e^{d + D}`` with its roundings) and one
+        smallest subnormal: never above the dtype's rule (whose exp alone is charged
+        ``8u``) but by that subnormal, where both are the flushed exps' allowance
+        (docs/error-budget.md)."""
         x, axis = a[0], _axis(at.alpha)
         n = x.mag.shape[axis]
         size = _sizes(at.out, at.err)
         dist = distances(at.args[0], axis)
-        rel_in = shift_relative(c, x.err, dist, size, axis)
-        rel = compound(rel_in, rounding_relative(c, SOFTMAX_EXP_ULPS, n))
-        far = absolute(c, x.err, dist, size, axis, SOFTMAX_EXP_ULPS)
-        with np.errstate(invalid="ignore"):
-            err = np.fmin(size * rel, far) + (n + 2) * c.tiny / c.u
+        s = c.opmath
+        rel_in = shift_relative(s, x.err, dist, size, axis)
+        rel = compound(rel_in, rounding_relative(s, SOFTMAX_EXP_ULPS, n))
+        far = absolute(s, x.err, dist, size, axis, SOFTMAX_EXP_ULPS)
+        with np.errstate(invalid="ignore", over="ignore"):
+            err = np.fmin(size * rel, far) + (n + 2) * s.tiny / s.u
+            if s is not c:  # the kernel's one rounding, of the value it computed
+                top = np.fmin(size + err, vanishing(s, x.err, dist, axis)
+                              * (1 + rounding_relative(s, SOFTMAX_EXP_ULPS, n)))
+                err = err + c.u * top + c.tiny
         return c.done(size, np.where(np.isnan(err), np.inf, err), n)
 
     def budget_vjp(self, c: Ctx, at: Site, a: Sequence[Bound], y: Bound, g: Bound
