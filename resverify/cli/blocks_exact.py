@@ -11,7 +11,9 @@ their one-step budgets, the first op out of its budget (``first op out of budget
 (aten.addmm.default), 53 of 128 elements, |error|/bound max 29.6``), and whether the graph's
 run matched the eager one bitwise. A block fails when either verdict fails. A block the IR
 cannot express yet is one line listing the ATen ops that stop it
-(:class:`~resverify.blocks.lower.NotInIR`), and is not judged in its other dtypes.
+(:class:`~resverify.blocks.lower.NotInIR`); its other dtypes are still judged (what the
+trace records can differ by dtype: T5's float64 layer adds a float32 constant that is not
+exact in float32, its float32 and bfloat16 layers trace).
 
 Each request judged (the traced program, the module's parameters, the drawn input and
 cotangent) is saved as a vector under ``<report-dir>/vectors/exact/``, so an engine in any
@@ -118,8 +120,8 @@ def path_replay(name: str, dtype: str, seed: int, path: str) -> str:
 def judge_block(one: Selected, dtypes: Sequence[str], seed: int, folder: Path,
                 say: Callable[[str], None] = print, paths: Sequence[str] = ()) -> ExactRun:
     """``one``'s block judged in each of its (chosen) dtypes, each line said as it comes;
-    a block the IR cannot express (or not a torch module) is one line and ``not_traced``,
-    and is not tried in its other dtypes."""
+    a dtype the IR cannot express is one line and ``not_traced`` (the first such; the
+    block's other dtypes are still tried), a block that is not a torch module one line."""
     from resverify.blocks.library import library_of
     from resverify.blocks.lower import NotInIR
     from resverify.reports.exact import ExactRun
@@ -137,11 +139,10 @@ def judge_block(one: Selected, dtypes: Sequence[str], seed: int, folder: Path,
         try:
             judged.append(_judged(recipe, dtype, seed, folder, say, paths))
         except NotInIR as exc:
-            refused = {"dtype": dtype, "ops": exc.ops, "nodes": len(exc.refused),
-                       "reason": str(exc)}
-            say(f"{recipe.name}: not traced, the IR lacks {', '.join(exc.ops)} "
+            refused = refused or {"dtype": dtype, "ops": exc.ops, "nodes": len(exc.refused),
+                                  "reason": str(exc)}
+            say(f"{recipe.name} {dtype}: not traced, the IR lacks {', '.join(exc.ops)} "
                 f"({len(exc.refused)} nodes)")
-            break
     return ExactRun(recipe.name, one.source, library, version, judged, refused)
 
 

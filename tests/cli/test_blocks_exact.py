@@ -50,13 +50,19 @@ def test_each_judged_request_is_a_vector_an_engine_replays(
         capsys.readouterr().out
 
 
-def test_a_block_the_ir_cannot_express_is_listed_and_does_not_fail_the_run(
+def test_a_dtype_the_ir_cannot_express_is_listed_and_its_other_dtypes_are_still_judged(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     code = main(["blocks", "check", "--exact", "hf.T5Block", "--dtype", "float64",
-                 "--report-dir", str(tmp_path)])
+                 "--dtype", "float32", "--report-dir", str(tmp_path)])
     out = capsys.readouterr().out
-    assert "hf.T5Block: not traced, the IR lacks " in out and "aten.add.Tensor" in out, out
+    assert "hf.T5Block float64: not traced, the IR lacks " in out and "aten.add.Tensor" in out, \
+        out
+    assert "hf.T5Block  float32: pass, 2400 elements" in out, out
+    doc = json.loads((tmp_path / "report.json").read_text())
+    block = doc["exact"]["blocks"][0]
+    assert [j["dtype"] for j in block["judgements"]] == ["float32"], block["judgements"]
+    assert block["not_traced"]["dtype"] == "float64", block["not_traced"]
     assert code == 0
 
 
