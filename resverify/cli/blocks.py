@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from resverify.cli.block_selection import Selected, select
+from resverify.cli.blocks_output import add_output_arguments
 
 if TYPE_CHECKING:
     from resverify.blocks.check import LawRecord
@@ -95,14 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "(dev 5, ci 25, extremes 100, thorough 400; default ci)")
     check.add_argument("--seed", type=int, default=None, metavar="N",
                        help="Hypothesis seed (default: the suite's CI seed, 0)")
-    check.add_argument("--report-dir", type=Path, default=DEFAULT_DIR, metavar="DIR",
-                       help=f"where report.json, .md, .html, the plots and the vectors go "
-                       f"(default {DEFAULT_DIR})")
-    for suffix in ("json", "md", "html"):
-        check.add_argument(f"--{suffix}", type=Path, default=None, metavar="PATH",
-                           help=f"write report.{suffix} here instead (default: in "
-                           "--report-dir)")
-    check.add_argument("--no-plots", action="store_true", help="leave the PNG plots out")
+    add_output_arguments(check, DEFAULT_DIR)
     check.add_argument("--exact", action="store_true",
                        help="instead of the laws, trace each block into the IR and judge its "
                        "output and every gradient against the exact oracle (pointwise: the "

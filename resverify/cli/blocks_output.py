@@ -35,6 +35,19 @@ def _writable(path: Path, what: str, folder: bool = False) -> Path:
     return path
 
 
+def add_output_arguments(parser: argparse.ArgumentParser, default_dir: Path) -> None:
+    """The arguments :func:`outputs` reads: ``--report-dir`` (default ``default_dir``),
+    ``--json``, ``--md``, ``--html`` and ``--no-plots``."""
+    parser.add_argument("--report-dir", type=Path, default=default_dir, metavar="DIR",
+                        help=f"where report.json, .md, .html, the plots and the vectors go "
+                        f"(default {default_dir})")
+    for suffix in ("json", "md", "html"):
+        parser.add_argument(f"--{suffix}", type=Path, default=None, metavar="PATH",
+                            help=f"write report.{suffix} here instead (default: in "
+                            "--report-dir)")
+    parser.add_argument("--no-plots", action="store_true", help="leave the PNG plots out")
+
+
 def outputs(args: argparse.Namespace) -> dict[str, Path]:
     """Where each file goes: ``json``, ``md``, ``html`` and the ``folder`` (the vectors,
     the plots), every one writable, checked before a law runs."""

@@ -33,6 +33,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from resverify.cli.blocks_output import add_output_arguments
+
 if TYPE_CHECKING:
     from resverify.blocks.catalog.models import ModelEntry, Sizes
     from resverify.blocks.model_layers import ModelLayers
@@ -60,14 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             help=f"{what} (default: the model's own tiny size)")
     parser.add_argument("--seed", type=int, default=0, metavar="K",
                         help="seed of the parameters, input and cotangent drawn (default 0)")
-    parser.add_argument("--report-dir", type=Path, default=DEFAULT_DIR, metavar="DIR",
-                        help=f"where report.json, .md, .html, the plots and the vectors go "
-                        f"(default {DEFAULT_DIR})")
-    for suffix in ("json", "md", "html"):
-        parser.add_argument(f"--{suffix}", type=Path, default=None, metavar="PATH",
-                            help=f"write report.{suffix} here instead (default: in "
-                            "--report-dir)")
-    parser.add_argument("--no-plots", action="store_true", help="leave the PNG plot out")
+    add_output_arguments(parser, DEFAULT_DIR)
 
 
 def run(args: argparse.Namespace) -> int:
