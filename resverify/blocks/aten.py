@@ -307,16 +307,19 @@ def _softmax(g: Lowering, node: Any) -> str:
 
 def _layer_norm(g: Lowering, node: Any) -> tuple[str | None, ...]:
     """``native_layer_norm(x, shape, weight, bias, eps)`` over the last axis: ``layer_norm``,
-    then ``mul`` by the weight and ``add`` of the bias where given. Its mean and 1/σ
-    outputs are not expressed (the walk refuses a use of them)."""
+    then ``mul`` by the weight and ``add`` of the bias where given, each broadcast to x's
+    shape by ``expand_in_dtype`` (torch's CPU backward sums their gradients over the rows
+    in x's dtype, not in float32: that op's budget). Its mean and 1/σ outputs are not
+    expressed (the walk refuses a use of them)."""
     x, normalized, weight, bias, eps = node.args
     if len(normalized) != 1:
         raise Unmapped(f"normalized_shape {list(normalized)} (only the last axis is mapped)")
     out = g.emit("layer_norm", [g.tensor(x)], eps=Fraction(eps))
+    shape = tuple(g.shape(x))
     if weight is not None:
-        out = g.emit("mul", [out, g.tensor(weight)])
+        out = g.emit("mul", [out, g.emit("expand_in_dtype", [g.tensor(weight)], shape=shape)])
     if bias is not None:
-        out = g.emit("add", [out, g.tensor(bias)])
+        out = g.emit("add", [out, g.emit("expand_in_dtype", [g.tensor(bias)], shape=shape)])
     return (out, None, None)
 
 

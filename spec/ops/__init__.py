@@ -81,6 +81,7 @@ from resverify.spec.ops.conv2d import Conv2d
 from resverify.spec.ops.embedding import Embedding
 from resverify.spec.ops.exp import EXP_ULPS, Exp
 from resverify.spec.ops.expand import Expand
+from resverify.spec.ops.expand_in_dtype import ExpandInDtype
 from resverify.spec.ops.gelu_erf import GELU_ERF_ULPS, GeluErf
 from resverify.spec.ops.gelu_tanh import GELU_TANH_ULPS, GeluTanh
 from resverify.spec.ops.layer_norm import SQRT_ULPS, LayerNorm
@@ -124,6 +125,7 @@ __all__ = [
     "Embedding",
     "Exp",
     "Expand",
+    "ExpandInDtype",
     "GeluErf",
     "GeluTanh",
     "LayerNorm",
@@ -161,7 +163,7 @@ OP_TABLE: Mapping[str, Op] = {
     op.name: op for op in (Add(), ResidualAdd(), Mul(), Scale(), Linear(), Relu(), Tanh(), Sum(),
                            LayerNorm(), RmsNorm(), Sigmoid(), Exp(), Silu(),
                            GeluErf(), GeluTanh(), Neg(),
-                           Reshape(), Permute(), Expand(), Slice(), Cat(),
+                           Reshape(), Permute(), Expand(), ExpandInDtype(), Slice(), Cat(),
                            Matmul(), Softmax(), SumAxes(), Where(), Conv2d(), BatchNorm(), Cast(),
                            Embedding(), Rsqrt(),
                            MaskedSoftmax())
