@@ -39,7 +39,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from resverify.blocks.local import Local, judge_ops
+from resverify.blocks.local import Local, judge_ops, with_backward
+from resverify.blocks.local_backward import Recorder, judge_backward
 from resverify.blocks.lower import Lowered, NotInIR, lower
 from resverify.blocks.recipe import Recipe
 from resverify.blocks.tightness import Tightness, numpy_of, ratios
@@ -192,10 +193,12 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
         lowered = lower(model, args)
     traced = time.perf_counter()
     leaves = leaves_of(model, args, lowered)
-    output = model(*leaves[: len(args)])
-    cotangent = torch.randn(tuple(output.shape), generator=generator,
-                            dtype=torch.float64).to(kind)
-    output.backward(cotangent)
+    recorder = Recorder(model)
+    with recorder:
+        output = model(*leaves[: len(args)])
+        cotangent = torch.randn(tuple(output.shape), generator=generator,
+                                dtype=torch.float64).to(kind)
+        output.backward(cotangent)
     ran = time.perf_counter()
     names = [*lowered.user_inputs, *lowered.state]
     values = {n: numpy_of(t) for n, t in zip(names, leaves, strict=True)}
@@ -214,6 +217,7 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     judged = time.perf_counter()
     local, graph_output = judge_ops(lowered, dict(zip(names, leaves, strict=True)), dtype,
                                     request.accumulate)
+    local = with_backward(local, judge_backward(recorder, dtype, request.accumulate))
     local = replace(local, faithful=_faithful(request, verdict, graph_output, output,
                                                 grads))
     actual = {"output": numpy_of(output), **{f"grad[{n}]": g for n, g in grads.items()}}

@@ -42,13 +42,14 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import torch
 
+from resverify.blocks.local_backward import Judged
 from resverify.blocks.lower import Lowered
 from resverify.blocks.tightness import Tightness, figure, numpy_of, ratios
 from resverify.blocks.trace import TORCH_DTYPES
@@ -104,10 +105,13 @@ class Local:
     unjudged: tuple[str, ...] = ()
     """The units not judged: an input the module computed is infinite or NaN (a ``-inf``
     mask), which no exact value of the IR's real arithmetic stands for."""
+    backward: tuple[Unit, ...] = ()
+    """The derivative kernels of the module's eager backward, each judged alone on its
+    recorded arguments (:mod:`resverify.blocks.local_backward`), in call order."""
 
     @property
     def outside(self) -> tuple[Unit, ...]:
-        return tuple(u for u in self.units if u.outside)
+        return tuple(u for u in (*self.units, *self.backward) if u.outside)
 
     @property
     def first(self) -> Unit | None:
@@ -120,15 +124,21 @@ class Local:
 
     def as_doc(self) -> dict[str, Any]:
         """As the report holds it: ``ops_judged``, ``out_of_budget`` (how many ops),
-        ``first`` (the first op out of its budget, :meth:`Unit.as_doc`, or None),
+        ``backward_judged`` (derivative kernels), ``first`` (the first op out of its
+        budget, forward ops before derivative kernels, :meth:`Unit.as_doc`, or None),
         ``not_judged`` (the units not judged), ``tightness`` and ``faithful``."""
-        return {"ops_judged": len(self.units), "out_of_budget": len(self.outside),
+        return {"ops_judged": len(self.units), "backward_judged": len(self.backward),
+                "out_of_budget": len(self.outside),
                 "first": None if self.first is None else self.first.as_doc(),
                 "not_judged": list(self.unjudged), "tightness": self.tightness.as_doc(),
                 "faithful": self.faithful, "line": str(self)}
 
     def __str__(self) -> str:
         head = f"local: {len(self.units)} ops judged on the module's own values, {self.tightness}"
+        if self.backward:
+            worst = max(u.worst for u in self.backward)
+            head += (f"; {len(self.backward)} backward kernels judged alone, |error|/bound "
+                     f"max {worst:.3g}")
         tail = f"; graph run vs eager: {self.faithful}" if self.faithful else ""
         if self.unjudged:
             tail = (f"; {len(self.unjudged)} not judged (an infinite input: "
@@ -174,6 +184,19 @@ def judge_ops(lowered: Lowered, leaves: Mapping[str, torch.Tensor], dtype: str,
     spread = np.concatenate(found) if found else np.zeros(0)
     return (Local(tuple(units), Tightness.of(spread), unjudged=tuple(skipped)),
             values[lowered.program.output])
+
+
+def with_backward(local: Local, judged: Sequence[Judged]) -> Local:
+    """``local`` with the derivative kernels judged alone, each a unit named by its call
+    (``silu_backward #2``: the second call of it in the backward)."""
+    seen: dict[str, int] = {}
+    units = []
+    for kernel in judged:
+        short = kernel.target.split(".")[1]
+        seen[short] = seen.get(short, 0) + 1
+        units.append(Unit(f"{short} #{seen[short]}", kernel.target, kernel.elements,
+                          kernel.outside, kernel.worst, kernel.module))
+    return replace(local, backward=tuple(units))
 
 
 def _widened(program: Program, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -76,11 +76,17 @@ def test_the_twin_of_each_planted_bug_passes_the_exact_judgement(name: str) -> N
                                   "layer norm backward without mean(ĝ)"])
 def test_a_backward_only_bug_leaves_the_output_bitwise_and_fails_on_gradients_alone(
         name: str) -> None:
-    """BertLayer's planted backward bugs: the forward is the library's bit for bit, no op
-    is out of its own (forward) budget, and every element out of budget is a gradient's."""
+    """BertLayer's planted backward bugs: the forward is the library's bit for bit, no
+    forward op is out of its own budget, the derivative kernel planted is (judged alone on
+    its recorded arguments), and every element out of the whole-program budget is a
+    gradient's."""
     bug = BUGS[name]
     judgement, _ = _judged(bug, planted=True)
-    assert judgement.local is not None and judgement.local.passed, str(judgement)
+    assert judgement.local is not None, str(judgement)
+    assert not any(u.outside for u in judgement.local.units), str(judgement.local)
+    planted = {str(op) for op in bug.kernels(True)}
+    out = [u.target for u in judgement.local.backward if u.outside]
+    assert out and set(out) <= planted, f"kernels outside {out}, but should be {planted}"
     assert judgement.misses and all(m.where.startswith("grad[") for m in judgement.misses), \
         str(judgement)
     from resverify.blocks.catalog import recipe
