@@ -59,8 +59,9 @@ def test_subtraction_is_the_sum_with_the_negated_operand() -> None:
 def test_layer_norm_maps_to_layer_norm_then_its_weight_and_bias() -> None:
     norm = nn.LayerNorm(4, eps=1e-5).double()
     lowered = lower(norm, (X,))
-    assert lowered.program.describe() == \
-        f"add(mul(layer_norm(input, eps={Fraction(1e-5)}), weight), bias)"
+    assert lowered.program.describe() == (
+        f"add(mul(layer_norm(input, eps={Fraction(1e-5)}), expand_in_dtype(weight, "
+        "shape=(3, 4))), expand_in_dtype(bias, shape=(3, 4)))")
     assert lowered.state == ("weight", "bias")
 
 

@@ -31,7 +31,8 @@ CASES = [(name, sample) for name in LAYOUT for sample in OP_TABLE[name].samples]
 
 
 def test_the_layout_ops_are_the_six_and_take_only_integer_attributes() -> None:
-    assert LAYOUT == ["cat", "embedding", "expand", "permute", "reshape", "slice"]
+    assert LAYOUT == ["cat", "embedding", "expand", "expand_in_dtype", "permute", "reshape",
+                      "slice"]
     for name in LAYOUT:
         op = OP_TABLE[name]
         assert op.attribute is None and op.attributes and op.families == (), name
@@ -60,7 +61,7 @@ def test_layout_op_output_is_its_arguments_elements_bit_for_bit_with_a_zero_budg
     assert not np.any(budget.output), (
         f"output budget={budget.output.tolist()}, but should be 0 [{plain.program.describe()}, "
         f"{dtype}]")
-    if name not in ("expand", "embedding"):
+    if name not in ("expand", "expand_in_dtype", "embedding"):
         for input_name, bound in budget.grads.items():
             assert not np.any(np.asarray(bound)), (
                 f"grad[{input_name}] budget={np.asarray(bound).tolist()}, but should be 0 "
