@@ -22,6 +22,7 @@ from resverify.spec.ball import (
     mul_up,
     next_up,
 )
+from resverify.spec.ceiling import row_moments
 from resverify.spec.errors import Shape, ShapeMismatch
 from resverify.spec.ops.attributes import EXACT, Kind
 from resverify.spec.ops.base import ArrayNamespace, Op, Pullback, Site, cast
@@ -167,13 +168,9 @@ class LayerNorm(Op):
         """From the exact trace, rounded up: ``|c_i|`` (widened by the carried error),
         and per row bounds of the true ``w = σ² + ε`` (low, high) and of ``r``."""
         a, e = at.args[0], 2 * up(at.errs[0])
-        cx = self._centred(a)
-        c_mag = np.array([up(abs(Fraction(v))) for v in cx.reshape(-1).tolist()],
-                         dtype=np.float64).reshape(a.shape) + e
-        n = a.shape[-1]
-        rms = np.sqrt(np.array([up(Fraction(v) / n) for v in  # inf beyond float64's range
-                                (cx * cx).sum(axis=-1, keepdims=True).reshape(-1).tolist()],
-                               dtype=np.float64).reshape((*a.shape[:-1], 1)))
+        mags, squares = row_moments(a, self.centred)  # up(|c_i|), up(Σ c²/n): inf past range
+        c_mag = mags + e
+        rms = np.sqrt(squares)
         assert at.alpha is not None
         slop = 1 + 2.0**-40  # covers the float64 rounding of these few steps
         eps = float(at.alpha)
