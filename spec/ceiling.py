@@ -74,38 +74,76 @@ def _floats_abs_plus(arr: np.ndarray, err: Fraction) -> np.ndarray:
         return np.where(np.isinf(s), INF, np.where(t > 0, np.nextafter(s, INF), s))
 
 
-def row_moments(a: np.ndarray, centred: bool) -> tuple[np.ndarray, np.ndarray]:
-    """For exact rows ``a`` (Fractions, ints or floats, shape ``(..., n)``, ``n >= 1``):
-    ``up(|c_i|)`` of every element and ``up(Σ c_i² / n)`` per row (shape ``(..., 1)``),
-    ``c`` the row less its mean where ``centred``, the row itself where not. Each row is
-    read over one common denominator ``D``: ``c_i = (n a_i D - Σ a D) / (n D)``."""
-    n = a.shape[-1]
-    rows = a.reshape(-1, n).tolist()
-    mags: list[float] = []
-    squares: list[float] = []
-    for row in rows:
-        pairs = [ratio(v) for v in row]
-        den = math.lcm(*(q for _, q in pairs))
-        nums = [p * (den // q) for p, q in pairs]
-        if centred:
-            total = sum(nums)
-            nums = [n * v - total for v in nums]
-            den *= n
-        mags.extend(up_ratio(abs(v), den) for v in nums)
-        squares.append(up_ratio(sum(v * v for v in nums), den * den * n))
-    return (np.array(mags, dtype=np.float64).reshape(a.shape),
-            np.array(squares, dtype=np.float64).reshape((*a.shape[:-1], 1)))
-
-
 def row_distances(x: np.ndarray, axis: int) -> np.ndarray | None:
-    """``max x - x`` along ``axis`` for a finite float64 ``x``, as float64 subtraction
-    rounds it (0 where equal), or None where ``x`` is not such an array (the caller's exact
-    path): what ``up(-(x - max x))`` gives on float64 values, ``x - max x`` rounded."""
-    if x.dtype != np.float64 or not np.isfinite(x).all() or not x.shape[axis]:
+    """``up(max x - x)`` along ``axis`` as the per-element form gives it, or None where it
+    is not found here (the caller's per-element path): ``x`` finite float64 values, or an
+    object array of floats and Fractions that are float64 values (a masked softmax's
+    scores with its far stand-in). The per-element form subtracts in the arrays' own
+    arithmetic: a difference with a float in it is a float difference, rounded to nearest
+    (Python's Fraction arithmetic with a float operand is float arithmetic), two Fractions'
+    is exact (then rounded up here with Knuth's two-sum). None where a row's largest value
+    is both a float and a Fraction (which of them ``np.max`` keeps decides the arithmetic),
+    and where a float difference overflows (the per-element form refuses it)."""
+    if not x.size or not x.shape[axis]:
         return None
-    with np.errstate(over="ignore"):
-        out = np.max(x, axis=axis, keepdims=True) - x + 0.0
-    return out if np.isfinite(out).all() else None
+    split = _float_valued(x)
+    if split is None:
+        return None
+    values, exact = split
+    top = np.max(values, axis=axis, keepdims=True)
+    with np.errstate(over="ignore", invalid="ignore"):
+        rounded = top - values + 0.0  # -0.0 is 0
+        if exact is None:
+            return rounded if np.isfinite(rounded).all() else None
+        at_top = values == top
+        top_exact = np.any(at_top & exact, axis=axis, keepdims=True)
+        if np.any(top_exact & np.any(at_top & ~exact, axis=axis, keepdims=True)):
+            return None
+        floats = ~exact | ~top_exact  # a float on either side: float arithmetic
+        high, rest = two_sum(np.broadcast_to(top, values.shape), -values)
+        ceiling = np.where(np.isinf(high), INF,
+                           np.where(rest > 0, np.nextafter(high, INF), high)) + 0.0
+    if not np.isfinite(rounded[floats]).all():
+        return None
+    return np.where(floats, rounded, ceiling)
+
+
+def _float_valued(x: np.ndarray) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """``(values, exact)``: ``x``'s values as float64 and which of them are Fractions
+    (None: none is), or None where one is neither a finite float nor a Fraction with a
+    float64 value."""
+    if x.dtype == np.float64:
+        return (x, None) if np.isfinite(x).all() else None
+    if x.dtype != object:
+        return None
+    flat = x.reshape(-1).tolist()
+    seen: dict[int, float | None] = {}  # the far stand-in is one object, many times over
+    values: list[float | None] = []
+    for v in flat:
+        if isinstance(v, float):
+            values.append(v)
+        else:
+            if id(v) not in seen:
+                seen[id(v)] = _exact_float(v)
+            values.append(seen[id(v)])
+    if any(v is None for v in values):
+        return None
+    out = np.array(values, dtype=np.float64).reshape(x.shape)
+    if not np.isfinite(out).all():
+        return None
+    exact = np.array([not isinstance(v, float) for v in flat]).reshape(x.shape)
+    return out, exact
+
+
+def _exact_float(value: object) -> float | None:
+    """A Fraction's value as a float64 where it is one exactly, else None."""
+    if not isinstance(value, Fraction):
+        return None
+    try:
+        f = value.numerator / value.denominator
+    except OverflowError:
+        return None
+    return f if Fraction(f) == value else None
 
 
 def up_negated(values: np.ndarray) -> np.ndarray:

@@ -2,7 +2,10 @@
 per-element Fraction forms the budget rules computed before (``up`` of each exact value):
 generated float64 values from every binade (subnormals, -0.0, the largest finite), double-
 double sums ``mid + lo`` as the fast oracle's trace holds them, and arbitrary rationals as
-the exact interpreter's trace holds them. Bits are compared (``-0.0`` is not ``0.0``)."""
+the exact interpreter's trace holds them; and the norms' exact midpoints
+(:func:`~resverify.spec.ball.fractions_of`, :func:`~resverify.spec.ball.from_fractions`)
+equal the Fraction sums and roundings they replace. Bits are compared (``-0.0`` is not
+``0.0``)."""
 
 from __future__ import annotations
 
@@ -15,10 +18,10 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from resverify.spec.ball import Ball, fractions_of, from_fractions
 from resverify.spec.ceiling import (
     ratio,
     row_distances,
-    row_moments,
     up_abs_plus,
     up_negated,
     up_ratio,
@@ -89,30 +92,6 @@ def double_doubles(n: int) -> st.SearchStrategy[list[Fraction]]:
     return st.lists(pair, min_size=n, max_size=n)
 
 
-def fraction_rows(a: np.ndarray, centred: bool) -> tuple[np.ndarray, np.ndarray]:
-    """The norms' former per-element form: the centred row in Fractions, each rounded up
-    (the trace holds a norm's argument as Fractions, never as floats)."""
-    n = a.shape[-1]
-    cx = obj(a - a.sum(axis=-1, keepdims=True) / n) if centred else a
-    mags = per_element(cx, lambda v: up(abs(F(v))))
-    sums = (cx * cx).sum(axis=-1, keepdims=True)
-    return mags, per_element(sums, lambda v: up(F(v) / n))
-
-
-@given(st.integers(1, 5).flatmap(lambda n: st.lists(
-    st.one_of(double_doubles(n), st.lists(rationals, min_size=n, max_size=n),
-              st.lists(floats.map(F), min_size=n, max_size=n)), min_size=1, max_size=3)),
-       st.booleans())
-def test_row_moments_are_the_fraction_rows_rounded_up(rows: list[list[object]],
-                                                      centred: bool) -> None:
-    a = obj(rows)
-    want_mags, want_squares = fraction_rows(a, centred)
-    mags, squares = row_moments(a, centred)
-    assert same_bits(mags, want_mags), f"|c|={mags}, but should be {want_mags} [{rows}]"
-    assert same_bits(squares, want_squares), \
-        f"mean c²={squares}, but should be {want_squares} [{rows}, centred={centred}]"
-
-
 @given(st.lists(st.lists(floats, min_size=3, max_size=3), min_size=1, max_size=3),
        st.integers(0, 1))
 def test_row_distances_are_the_rounded_differences(rows: list[list[float]], axis: int
@@ -130,8 +109,43 @@ def test_row_distances_are_the_rounded_differences(rows: list[list[float]], axis
         f"row_distances={got}, but should be {want} [{rows}, axis {axis}]"
 
 
+@given(st.lists(st.lists(st.tuples(st.one_of(small, st.just(-1e300), st.just(1e300)),
+                                    st.booleans()), min_size=3, max_size=3),
+                min_size=1, max_size=3), st.integers(0, 1))
+def test_row_distances_of_floats_and_fractions_follow_each_subtraction(
+        rows: list[list[tuple[float, bool]]], axis: int) -> None:
+    """A masked softmax's scores: floats, and Fractions (a float64 value, one object
+    shared); a difference with a float rounded to nearest, two Fractions' exact, then
+    rounded up."""
+    far = F(-1e300)
+    x = obj([[far if v == -1e300 and as_fraction else F(v) if as_fraction else v
+              for v, as_fraction in row] for row in rows])
+    got = row_distances(x, axis)
+    try:
+        want = per_element(obj(x - np.max(x, axis=axis, keepdims=True)),
+                           lambda v: up(-F(v)))
+    except OverflowError:  # two floats' difference overflowed: the per-element form refuses
+        assert got is None, f"row_distances={got}, but should be None [{rows}]"
+        return
+    if got is not None:  # None: a row's top is a float and a Fraction (np.max's pick)
+        assert same_bits(got, want), f"row_distances={got}, but should be {want} [{rows}]"
+
+
+def test_row_distances_of_a_masked_row_are_found() -> None:
+    """The far stand-in's distance to a float top is the float difference (rounded to
+    nearest); in a row of Fractions only it is exact, rounded up."""
+    far = F(-(4096 + 2 * 0.1))
+    x = obj([[0.1, far, -0.3], [far, 0.2, far], [F(1), F(-(2.0**-60)), F(-(2.0**-60))]])
+    got = row_distances(x, 1)
+    want = per_element(obj(x - np.max(x, axis=1, keepdims=True)), lambda v: up(-F(v)))
+    assert got is not None and same_bits(got, want), f"row_distances={got}, but should be {want}"
+    assert float(got[0, 1]) == 0.1 - float(far), f"{got[0, 1]} is not the float difference"
+    assert float(got[2, 1]) == math.nextafter(1.0, 2.0), f"{got[2, 1]} is the nearest, not up"
+
+
 def test_row_distances_leave_other_arrays_to_the_exact_path() -> None:
-    assert row_distances(obj([[F(1, 3), F(0)]]), 1) is None
+    assert row_distances(obj([[F(1, 3), F(0)]]), 1) is None  # 1/3 is no float64
+    assert row_distances(obj([[1.0, F(1)]]), 1) is None  # the top both a float and a Fraction
     assert row_distances(np.zeros((2, 0)), 1) is None
 
 
@@ -141,3 +155,27 @@ def test_up_negated_is_up_of_each_negated_value(values: list[object]) -> None:
     want = per_element(x, lambda v: up(-F(v)))
     got = up_negated(x)
     assert same_bits(got, want), f"up_negated={got}, but should be {want} [{values}]"
+
+
+@given(st.lists(st.tuples(floats, floats), min_size=1, max_size=8))
+def test_fractions_of_is_the_exact_sum_of_mid_and_lo(pairs: list[tuple[float, float]]
+                                                      ) -> None:
+    """The norms' exact midpoints ``mid + lo``, built from integer ratios, are the sums of
+    the two Fractions (any two floats, not only a double-double's)."""
+    mid, lo = np.array([m for m, _ in pairs]), np.array([low for _, low in pairs])
+    got = fractions_of(Ball(mid, np.zeros_like(mid), lo)).tolist()
+    want = [F(m) + F(low) for m, low in pairs]
+    assert got == want, f"fractions_of={got}, but should be {want}"
+
+
+@given(st.lists(st.one_of(rationals, floats, double_doubles(1).map(lambda r: r[0])),
+                min_size=1, max_size=8))
+def test_from_fractions_rounds_the_value_then_the_rest(values: list[Fraction | float]
+                                                       ) -> None:
+    """``mid`` the value rounded to nearest, ``lo`` the rest rounded to nearest, as
+    ``float`` of the Fractions gives them."""
+    got = from_fractions(obj(values))
+    mids = [float(F(v)) for v in values]
+    los = [float(F(v) - F(m)) for v, m in zip(values, mids, strict=True)]
+    assert same_bits(got.mid, np.array(mids)) and same_bits(got.lo, np.array(los)), \
+        f"from_fractions=({got.mid}, {got.lo}), but should be ({mids}, {los}) [{values}]"
