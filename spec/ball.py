@@ -343,8 +343,20 @@ def constant(value: Fraction) -> Ball:
 def fractions_of(b: Ball) -> np.ndarray:
     """``mid + lo`` of every element, exactly, as an object array of Fractions."""
     out = np.empty(b.mid.shape, dtype=object)
-    out.reshape(-1)[:] = [Fraction(m) + Fraction(low) for m, low in
-                          zip(b.mid.reshape(-1).tolist(), b.lo.reshape(-1).tolist(), strict=True)]
+    out.reshape(-1)[:] = [Fraction(p, q) for p, q in ratios_of(b)]
+    return out
+
+
+def ratios_of(b: Ball) -> list[tuple[int, int]]:
+    """``mid + lo`` of every element (row-major) as an integer ratio ``(p, q)``, ``q`` a
+    power of two: the two ratios over the larger denominator (not reduced)."""
+    out = []
+    for m, low in zip(b.mid.reshape(-1).tolist(), b.lo.reshape(-1).tolist(), strict=True):
+        a, q = m.as_integer_ratio()
+        if low:
+            c, d = low.as_integer_ratio()
+            a, q = (a * (d // q) + c, d) if d >= q else (a + c * (q // d), q)
+        out.append((a, q))
     return out
 
 
@@ -353,14 +365,21 @@ def from_fractions(values: np.ndarray) -> Ball:
     ``lo`` the rest rounded to nearest, so the radius is an ulp of ``lo`` (at least the
     smallest subnormal); a value beyond float64's range is :class:`NotEnclosed`."""
     flat = np.asarray(values, dtype=object).reshape(-1).tolist()
-    mid, lo = np.empty(len(flat)), np.empty(len(flat))
+    pairs = [v.as_integer_ratio() if isinstance(v, float)
+             else (int(v.numerator), int(v.denominator)) for v in flat]
+    return from_ratios(pairs, np.shape(values))
+
+
+def from_ratios(pairs: Sequence[tuple[int, int]], shape: Sequence[int]) -> Ball:
+    """:func:`from_fractions` of the values ``p / q`` (``q > 0``, row-major): ``p / q``
+    correctly rounded (as ``float`` of a Fraction is), the rest ``p/q - mid`` too."""
+    mid, lo = np.empty(len(pairs)), np.empty(len(pairs))
     try:
-        for i, value in enumerate(flat):
-            v = Fraction(value)
-            mid[i] = float(v)
-            lo[i] = float(v - Fraction(mid[i]))
+        for i, (p, q) in enumerate(pairs):
+            high = p / q
+            hn, hd = high.as_integer_ratio()
+            mid[i], lo[i] = high, (p * hd - hn * q) / (q * hd)
     except OverflowError:
         raise NotEnclosed("a norm's value beyond float64's range") from None
-    shape = np.shape(values)
     rad = np.spacing(np.abs(lo))  # ulp(lo) >= twice the rounding of the rest
     return Ball(mid.reshape(shape), rad.reshape(shape), lo.reshape(shape))

@@ -238,9 +238,22 @@ def dot(c: Ctx, x: Bound, w: Bound, exact: np.ndarray | None = None) -> Bound:
         return accumulated_dot(c, x, w, exact)
     n = x.mag.shape[-1]
     rel, last = c.summed(n)
-    err = (x.mag @ w.err + x.err @ w.mag + x.err @ w.err
-           + rel * (x.hat @ w.hat) + n * c.tiny + last)
-    return c.done(x.mag @ w.mag, err, n)
+    size = x.mag @ w.mag
+    if not (np.isfinite(x.mag).all() and np.isfinite(w.mag).all()):
+        err = (x.mag @ w.err + x.err @ w.mag + x.err @ w.err
+               + rel * (x.hat @ w.hat) + n * c.tiny + last)
+        return c.done(size, err, n)
+    # an operand without error (a weight, an exact input) adds products that are all 0:
+    # left out, the sum is the same (the last terms are positive); x̂ = |x| then
+    x_err, w_err = bool(x.err.any()), bool(w.err.any())
+    carried = [x.mag @ w.err if w_err else None, x.err @ w.mag if x_err else None,
+               x.err @ w.err if x_err and w_err else None]
+    spread = rel * (x.hat @ w.hat if x_err or w_err else size)
+    terms = [t for t in carried if t is not None]
+    for term in terms[1:]:  # summed left to right, as written in full above
+        terms[0] = terms[0] + term
+    err = terms[0] + spread if terms else spread
+    return c.done(size, err + n * c.tiny + last, n)
 
 
 def accumulated_dot(c: Ctx, x: Bound, w: Bound, exact: np.ndarray) -> Bound:

@@ -57,7 +57,7 @@ from resverify.spec.budget import error_budget
 from resverify.spec.compare import within
 from resverify.spec.enclosure import Enclosed, NotEnclosed, decide, enclose, fast_budget
 from resverify.spec.errors import InvalidRequest, UsageError
-from resverify.spec.exact import evaluate
+from resverify.spec.exact import evaluate, evaluate_exact
 from resverify.spec.ir import Input, Node, Program, infer_dtypes
 from resverify.spec.request import Request
 from resverify.spec.rounding import INF, LARGEST, TINY, UNIT_ROUNDOFF, holds
@@ -370,7 +370,9 @@ def _outside_exactly(request: Request, actual: np.ndarray, asked: np.ndarray,
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The exact interpreter's verdict on the ``asked`` elements (its budget where no
     ``bound`` is given)."""
-    exact = evaluate(request)
+    # with a bound given only the exact output is read: no reverse pass (its cotangent is 0)
+    exact = evaluate(request) if bound is None else \
+        evaluate_exact(request.program, request.inputs, None)
     if exact.output is None:
         raise InvalidRequest(f"the exact interpreter rejects a unit of the trace: {exact.error}")
     if bound is None:

@@ -20,10 +20,11 @@ import numpy as np
 
 from resverify.spec import ball
 from resverify.spec.ball import Ball, add_up, half_ulp, mul_up, next_up
+from resverify.spec.ceiling import up_abs_plus
 from resverify.spec.ops.base import Site, cast
 from resverify.spec.ops.elementwise import Elementwise
 from resverify.spec.rational import Arr, fraction, mag, objects, times
-from resverify.spec.rounding import Bound, Ctx, up
+from resverify.spec.rounding import Bound, Ctx
 
 __all__ = []
 
@@ -93,8 +94,7 @@ class Gated(Elementwise):
         """Lipschitz; a backend's value may be :attr:`ulps` units of ``u|a|`` off, or off by
         twice the smallest normal (``tiny/u``) where it underflows."""
         x = a[0]
-        exact = [up(abs(Fraction(v)) + at.err) for v in at.out.reshape(-1).tolist()]
-        size = np.minimum(x.mag, np.array(exact, dtype=np.float64).reshape(x.mag.shape))
+        size = np.minimum(x.mag, up_abs_plus(at.out, at.err).reshape(x.mag.shape))
         err = float(self.lipschitz) * x.err + self.ulps * c.u * x.hat + c.tiny / c.u
         return c.done(size, err)
 

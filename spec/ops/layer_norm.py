@@ -16,13 +16,20 @@ from resverify.spec.ball import (
     NotEnclosed,
     add_up,
     clean,
-    fractions_of,
-    from_fractions,
     matmul_up,
     mul_up,
     next_up,
+    ratios_of,
 )
 from resverify.spec.errors import Shape, ShapeMismatch
+from resverify.spec.norm_rows import (
+    Row,
+    centre,
+    centre_vjp,
+    row_moments,
+    rows_of,
+    spread_statistics,
+)
 from resverify.spec.ops.attributes import EXACT, Kind
 from resverify.spec.ops.base import ArrayNamespace, Op, Pullback, Site, cast
 from resverify.spec.rational import TANH_PRECISION_BITS, ZERO, Arr, exact_rsqrt, mag, obj, objects
@@ -167,13 +174,9 @@ class LayerNorm(Op):
         """From the exact trace, rounded up: ``|c_i|`` (widened by the carried error),
         and per row bounds of the true ``w = σ² + ε`` (low, high) and of ``r``."""
         a, e = at.args[0], 2 * up(at.errs[0])
-        cx = self._centred(a)
-        c_mag = np.array([up(abs(Fraction(v))) for v in cx.reshape(-1).tolist()],
-                         dtype=np.float64).reshape(a.shape) + e
-        n = a.shape[-1]
-        rms = np.sqrt(np.array([up(Fraction(v) / n) for v in  # inf beyond float64's range
-                                (cx * cx).sum(axis=-1, keepdims=True).reshape(-1).tolist()],
-                               dtype=np.float64).reshape((*a.shape[:-1], 1)))
+        mags, squares = row_moments(a, self.centred)  # up(|c_i|), up(Σ c²/n): inf past range
+        c_mag = mags + e
+        rms = np.sqrt(squares)
         assert at.alpha is not None
         slop = 1 + 2.0**-40  # covers the float64 rounding of these few steps
         eps = float(at.alpha)
@@ -421,11 +424,11 @@ class LayerNorm(Op):
         x = args[0]
         if not x.mid.size:
             return Ball.exact(np.zeros(x.mid.shape))
-        a = fractions_of(x)
-        centre = from_fractions(self.exact([a], alpha))
-        spread = norm_spread(self, a, x, alpha)
+        rows = rows_of(ratios_of(x), x.mid.shape[-1], self.centred)  # the exact mid + lo
+        mid, rad, lo = centre(rows, alpha, x.mid.shape)  # as from_fractions(self.exact(...))
+        spread = norm_spread(self, rows, x, alpha)
         spec = mul_up(spread.y_top, np.array(2 * _SPEC_R))
-        return Ball(centre.mid, add_up(centre.rad, spread.through(x.rad), spec), centre.lo)
+        return Ball(mid, add_up(rad, spread.through(x.rad), spec), lo)
 
     def enclose_vjp(self, g: Ball, args: Sequence[Ball], out: Ball, alpha: Any
                     ) -> tuple[Ball, ...]:
@@ -440,9 +443,10 @@ class LayerNorm(Op):
         if not x.mid.size:
             return (Ball.exact(np.zeros(x.mid.shape)),)
         k = 2.0 if self.centred else 1.0
-        a, cot = fractions_of(x), fractions_of(g)
-        centre = from_fractions(self.exact_vjp(cot, [a], self.exact([a], alpha), alpha)[0])
-        s = norm_spread(self, a, x, alpha)
+        rows = rows_of(ratios_of(x), x.mid.shape[-1], self.centred)  # the exact mid + lo
+        # as from_fractions(self.exact_vjp(g, [a], self.exact([a]), alpha)[0])
+        mid, rad0, lo = centre_vjp(rows, ratios_of(g), alpha, self.centred, x.mid.shape)
+        s = norm_spread(self, rows, x, alpha)
         size = clean(g.size.max(axis=-1, keepdims=True))
         dy = s.through(x.rad)
         d_r = mul_up(mul_up(s.r_max, s.r_max), rms_up(clean(x.rad)))
@@ -451,8 +455,8 @@ class LayerNorm(Op):
                            dy, mul_up(s.y_top, mean_up(dy))))))
         spec = mul_up(mul_up(s.r_max, size),
                       mul_up(add_up(np.array(k), 4 * s.y_top), np.array(2 * _SPEC_R)))
-        rad = add_up(centre.rad, s.through(g.rad), moved, spec)
-        return (Ball(centre.mid, rad, centre.lo),)
+        rad = add_up(rad0, s.through(g.rad), moved, spec)
+        return (Ball(mid, rad, lo),)
 
     def slack_rules(self) -> Op:
         return StandInLayerNorm()
@@ -514,22 +518,15 @@ class NormSpread:
         return mul_up(self.r_max, add_up(own, mul_up(self.y_top, rms_up(rad))))
 
 
-def norm_spread(op: LayerNorm, a: np.ndarray, x: Ball, eps: Fraction) -> NormSpread:
-    """The bounds of :class:`NormSpread` for the norm ``op`` over the ball ``x`` (``a``:
-    its exact ``mid + lo``)."""
+def norm_spread(op: LayerNorm, rows: Sequence[Row], x: Ball, eps: Fraction) -> NormSpread:
+    """The bounds of :class:`NormSpread` for the norm ``op`` over the ball ``x`` (``rows``:
+    its exact ``mid + lo``, centred where ``op`` is)."""
+    a = x.mid
     n = a.shape[-1]
-    centred = a - a.sum(axis=-1, keepdims=True) / n if op.centred else a
-    variance = (centred * centred).sum(axis=-1, keepdims=True) / n
-    sigma = np.empty(variance.shape)
+    sigma, c_abs = spread_statistics(rows, a.shape)  # σ rounded down, |c| to nearest
     r_eps, half = exact_rsqrt(eps)
     try:
-        for index, v in zip(np.ndindex(*variance.shape), variance.reshape(-1).tolist(),
-                            strict=True):
-            low = float(v)
-            low = math.nextafter(low, 0.0) if Fraction(low) > v else low
-            sigma[index] = math.nextafter(math.sqrt(low), 0.0) if low > 0 else 0.0
         r_top = math.nextafter(float(r_eps + half), BALL_INF)
-        c_abs = np.array([float(abs(v)) for v in centred.reshape(-1).tolist()])
     except OverflowError:
         raise NotEnclosed("a norm's variance, centred value or 1/sqrt(ε) beyond float64"
                           ) from None

@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from resverify.spec.ball import Ball, NotEnclosed
+from resverify.spec.ceiling import up_abs_plus
 from resverify.spec.errors import Shape, ShapeMismatch
 from resverify.spec.ops.attributes import INT, Kind, Sample
 from resverify.spec.ops.base import ArrayNamespace, Op, Pullback, Site, broadcast_shapes, cast
@@ -71,8 +72,7 @@ def _site(at: Site) -> tuple[Site, np.ndarray, float]:
     them (exact); where the mask keeps, and that value."""
     x = at.args[0]
     kept = _kept(at.args[1], np.shape(x))
-    top = max((abs(Fraction(v)) for v in np.asarray(x).reshape(-1).tolist()), default=ZERO)
-    far = _far(up(top))
+    far = _far(float(up_abs_plus(x, ZERO).max(initial=0.0)))  # up(max |x|)
     scores = obj(np.where(kept, np.asarray(x, dtype=object), obj(Fraction(far))))
     return Site(at.alpha, [scores], [at.errs[0]], at.out, at.err), kept, far
 

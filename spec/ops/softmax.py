@@ -12,6 +12,7 @@ import numpy as np
 
 from resverify.spec import ball
 from resverify.spec.ball import Ball, add_up, half_ulp
+from resverify.spec.ceiling import row_distances, up_abs_plus, up_negated
 from resverify.spec.errors import Shape, ShapeMismatch
 from resverify.spec.ops.attributes import INT, Kind, Sample
 from resverify.spec.ops.base import ArrayNamespace, Op, Pullback, Site, cast, elementwise
@@ -53,8 +54,7 @@ def _max(v: np.ndarray, axis: int) -> np.ndarray:
 
 def _sizes(out: Arr, err: Fraction) -> np.ndarray:
     """Upper bounds of the true ``softmax(x)`` (at most 1) from the carried values."""
-    flat = [min(up(abs(Fraction(v)) + err), 1.0) for v in out.reshape(-1).tolist()]
-    return np.array(flat, dtype=np.float64).reshape(np.shape(out))
+    return np.minimum(up_abs_plus(out, err), 1.0)
 
 
 def shifted(x: Arr, axis: int) -> Arr:
@@ -64,8 +64,10 @@ def shifted(x: Arr, axis: int) -> Arr:
 
 def distances(x: Arr, axis: int) -> np.ndarray:
     """Upper bounds of ``max x - x`` along the axis, from the exact arguments (float64)."""
-    flat = [up(-Fraction(v)) for v in shifted(x, axis).reshape(-1).tolist()]
-    return np.array(flat, dtype=np.float64).reshape(x.shape)
+    rounded = row_distances(np.asarray(x), axis)  # float64 arguments: their difference
+    if rounded is not None:
+        return rounded
+    return up_negated(shifted(x, axis))
 
 
 def shifts(c: Ctx, err: np.ndarray, dist: np.ndarray, axis: int) -> np.ndarray:

@@ -45,7 +45,7 @@ from resverify.properties.strategies import (
     residual_cases,
     single_norm_case,
 )
-from resverify.spec import enclosure
+from resverify.spec import enclosure, norm_rows
 from resverify.spec.budget import error_budget
 from resverify.spec.compare import within
 from resverify.spec.enclosure import Ball, Enclosed, NotEnclosed, decide, enclose, verify
@@ -399,9 +399,9 @@ def test_the_containment_check_catches_a_norm_ball_without_its_remainder(
                                ).request("float64")
     exact = evaluate(request)
     assert exact.output is not None and exact.grads is not None
-    rounded = norm_rules.from_fractions
-    monkeypatch.setattr(norm_rules, "from_fractions", lambda v: dataclasses.replace(
-        rounded(v), rad=np.zeros(np.shape(v))))
+    rounded = norm_rows.from_ratios
+    monkeypatch.setattr(norm_rows, "from_ratios", lambda pairs, shape: dataclasses.replace(
+        rounded(pairs, shape), rad=np.zeros(shape)))
     balls = enclose(request)
     assert _outside(balls.output, exact.output), f"{op}: every output a double-double?"
     assert _outside(balls.grads["x"], exact.grads["x"]), f"{op}: every gradient exact?"

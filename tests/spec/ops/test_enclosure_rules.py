@@ -60,6 +60,7 @@ import pytest
 
 from resverify.spec import ball as ball_ops
 from resverify.spec.enclosure import Ball
+from resverify.spec.norm_rows import rows_of
 from resverify.spec.ops import OP_TABLE, LayerNorm
 from resverify.spec.ops import layer_norm as norm_rules
 from resverify.spec.ops import tanh as tanh_rules
@@ -822,8 +823,9 @@ def _op(name: str) -> LayerNorm:
 
 
 def _code_spread(name: str, case: Case) -> norm_rules.NormSpread:
-    x = case.ball()
-    return norm_rules.norm_spread(_op(name), ball_ops.fractions_of(x), x, case.eps)
+    x, op = case.ball(), _op(name)
+    rows = rows_of(ball_ops.ratios_of(x), x.mid.shape[-1], op.centred)  # the exact mid + lo
+    return norm_rules.norm_spread(op, rows, x, case.eps)
 
 
 @pytest.mark.parametrize("case", sorted(SPREAD_CASES))
