@@ -232,9 +232,9 @@ class LayerNorm(Op):
         square root's) relative error. Infinite where ``ε̂`` may be below ``2 tiny``."""
         assert at.alpha is not None
         eps_size, eps_miss = c.alpha(at.alpha)
-        gam = Fraction(c.gamma(n + 2))
-        if eps_size - eps_miss < 2 * c.tiny or gam >= 1:
+        if not (eps_size - eps_miss >= 2 * c.tiny and c.gamma(n + 2) < 1):
             return np.full_like(y_top, INF)
+        gam = Fraction(c.gamma(n + 2))
         u, eta = Fraction(c.u), 2 * SQRT_ULPS * Fraction(c.u)
         root_n = math.isqrt(n) + (math.isqrt(n) ** 2 != n)
         grown = up(Fraction(root_n) * (1 + u) / (1 - eta))

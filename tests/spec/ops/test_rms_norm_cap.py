@@ -94,3 +94,17 @@ def test_rms_norm_bound_holds_where_the_argument_error_reaches_its_size() -> Non
     assert used > Fraction(9, 10), (
         f"the spike's |error| / bound = {float(used):.3g} at {list(where)}, but should be "
         f"above 0.9: the bound is near what a float32 run can reach there")
+
+
+def test_rms_norm_claims_no_cap_where_gamma_of_its_row_is_infinite() -> None:
+    """bfloat16 rows of 300 (``300 u >= 1``): the steps' bound is infinite and the cap,
+    whose derivation needs ``gamma_{n+2} < 1``, does not stand in for it."""
+    x = np.linspace(-2, 2, 600).reshape(2, 300)
+    exact = np.vectorize(Fraction, otypes=[object])(x.astype(object))
+    site = Site(EPS, [exact], [Fraction(0)], np.zeros(x.shape, dtype=object), Fraction(0))
+    with np.errstate(invalid="ignore", over="ignore"):  # as error_budget runs the rules
+        err = OP_TABLE["rms_norm"].budget(Ctx.of("bfloat16"), site,
+                                          [Bound(np.abs(x), np.zeros_like(x))]).err
+    assert np.isinf(err).all(), (
+        f"rms_norm budget.err max={float(err.max())!r}, but should be inf [rms_norm(x, "
+        f"eps={EPS}), bfloat16, a row of 300]")
