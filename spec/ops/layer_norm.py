@@ -214,11 +214,35 @@ class LayerNorm(Op):
         e_c, c_hat = self._centred_error(s, x, c_mag)
         rho, big_r, r_err = self._rsqrt_error(s, at, n, c_mag, e_c, c_hat, w_low, w_high, r_up)
         err = e_c * big_r + c_mag * r_err + s.u * c_hat * big_r + s.tiny
+        if s is c and not self.centred:
+            err = np.fmin(err, self._normalised_cap(c, at, n, c_mag * r_up))
         if s is not c:
             err = err + s.u * (x.hat + 2 * self._mean_top(s, x)) * big_r
             err = err + c.u * (c_mag * r_up + err) + c.tiny
         overflow = (c_hat * c_hat).sum(axis=-1, keepdims=True) >= LARGEST[c.dtype] / 2
         return c.done(c_mag * r_up, np.where(overflow | np.isinf(rho), INF, err), n)
+
+    def _normalised_cap(self, c: Ctx, at: Site, n: int, y_top: np.ndarray) -> np.ndarray:
+        """A bound of ``|ŷ_i - y_i|`` whatever the argument's error, for the uncentred
+        norm computed step by step in ``c``: ``|ŷ_i| + min(sqrt(n), y_top)``. The true
+        ``|y_i| <= sqrt(n)``; the computed ``ŷ_i = fl(x̂_i R̂)`` (or ``x̂_i / fl(sqrt(ŵ))``)
+        reads ``x̂`` both in its numerator and in ``ŵ = fl(fl(mean fl(x̂_j²)) + ε̂)``, and
+        ``x̂_i² <= Σ x̂_j²``, ``ŵ >= (1 - u)(1 - gamma_{n+2}) mean(x̂²)`` (each square
+        ``>= (1 - u) x̂_j² -`` one subnormal, a sum of non-negative terms ``>= (1 -
+        gamma_{n-1})`` of theirs, the division one rounding and one subnormal more, those
+        ``2 tiny`` at most ``ε̂``), so ``|ŷ_i| <= sqrt(n) (1 + u) / ((1 - η) sqrt((1 -
+        u)(1 - gamma_{n+2})))``, ``η = 2 SQRT_ULPS u`` the reciprocal square root's (or the
+        square root's) relative error. Infinite where ``ε̂`` may be below ``2 tiny``."""
+        assert at.alpha is not None
+        eps_size, eps_miss = c.alpha(at.alpha)
+        if not (eps_size - eps_miss >= 2 * c.tiny and c.gamma(n + 2) < 1):
+            return np.full_like(y_top, INF)
+        gam = Fraction(c.gamma(n + 2))
+        u, eta = Fraction(c.u), 2 * SQRT_ULPS * Fraction(c.u)
+        root_n = math.isqrt(n) + (math.isqrt(n) ** 2 != n)
+        grown = up(Fraction(root_n) * (1 + u) / (1 - eta))
+        top = inflate(np.asarray(grown * math.sqrt(up(1 / ((1 - u) * (1 - gam))))), 4)
+        return inflate(top + np.fmin(float(root_n), y_top), 2)
 
     def _mean_top(self, s: Ctx, x: Bound) -> np.ndarray:
         """An upper bound of the computed mean's magnitude (0 when not centred)."""

@@ -127,14 +127,16 @@ def absolute(c: Ctx, err: np.ndarray, dist: np.ndarray, size: np.ndarray, axis: 
              ulps: int) -> np.ndarray:
     """``|ŷ_i - y_i| <= ŷ_i + y_i``: the computed ``ŷ_i`` is at most ``e^{d̂_i}`` with its
     roundings (:func:`rounding_relative`; the computed sum is at least the max's term, 1
-    but for its roundings), ``y_i`` at most ``size`` and at most :func:`vanishing`'s
-    ``e^{d_i + D_i}`` (which also bounds ``e^{d_i}``). The bound where the relative one is
-    lost: an element many orders of magnitude below the row's max (where the enclosure's
-    ``size`` is 1, its first guess, the second keeps its radius near 0)."""
+    but for its roundings), and ``e^{d̂_i} <= 1`` (``d̂_i = fl(x̂_i - max x̂)`` is never
+    positive) however large the arguments' errors; ``y_i`` at most ``size`` and at most
+    :func:`vanishing`'s ``e^{d_i + D_i}`` (which also bounds ``e^{d_i}``). The bound where
+    the relative one is lost: an element many orders of magnitude below the row's max
+    (where the enclosure's ``size`` is 1, its first guess, the second keeps its radius near
+    0), or scores whose errors pass 709, where ``e^{D_i}`` overflows float64."""
     with np.errstate(over="ignore", invalid="ignore"):
         grown = 1 + rounding_relative(c, ulps, size.shape[axis] if size.ndim else 1)
         far = vanishing(c, err, dist, axis)
-        return far * grown * (1 + 2.0**-50) + np.fmin(size, far)
+        return np.fmin(far, 1.0) * grown * (1 + 2.0**-50) + np.fmin(size, far)
 
 
 def rounding_relative(c: Ctx, ulps: int, n: int) -> float:

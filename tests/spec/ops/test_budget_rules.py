@@ -664,6 +664,10 @@ NORM_CASES = [
     # (a square and the mean may each underflow) weigh as much as ε's rounding
     _norm_case("layer_norm", [[0, 0, 0]], SUB),
     _norm_case("rms_norm", [[0, 0, 0]], SUB),
+    # errors as large as the values and a small ε: the steps give about e/sqrt(ε), the
+    # normalised output's own size (sqrt(n) computed, sqrt(n) true) caps it
+    _norm_case("rms_norm", [[1, -1, 1, 1], [2, 0, 0, 2]], F(1, 2**20),
+               [[F(1), F(1), F(1, 2), F(1)], [F(2), F(1), F(1), F(2)]]),
 ]
 
 
@@ -684,16 +688,31 @@ def _formulas(case: NormCase, x: Bound) -> list[Row]:
             for row, mg, e in zip(case.rows, mags, errs, strict=True)]
 
 
+def _normalised_cap(case: NormCase, y: Fraction) -> Fraction | float:
+    """rms_norm's cap ``sqrt(n) (1 + u) / ((1 - 4u) sqrt((1 - u)(1 - gamma_{n+2}))) +
+    min(sqrt(n), |y|)`` (``sqrt(n)`` rounded up to an integer), where ``ε̂ >= 2 tiny``; none
+    for layer_norm."""
+    n = len(case.rows[0])
+    if case.name != "rms_norm" or case.eps - _alpha_miss(case.eps) < 2 * SUB:
+        return math.inf
+    root = math.isqrt(n) + (math.isqrt(n) ** 2 != n)
+    with mpmath.workprec(200):
+        shrink = _fr(_sqrt((1 - U) * (1 - _gamma(n + 2))))
+    return root * (1 + U) / ((1 - 2 * SQRT_ULPS * U) * shrink) + min(F(root), y)
+
+
 @pytest.mark.parametrize("case", NORM_CASES, ids=str)
 def test_norm_budget_follows_the_documented_steps(case: NormCase) -> None:
     """``E_c R + |c| e_r + u ĉ R`` (a subnormal), from the mean, centred values, variance,
-    ``+ ε`` and ``1/sqrt`` steps, row by row."""
+    ``+ ε`` and ``1/sqrt`` steps, row by row; for rms_norm at most the normalised output's
+    own size, computed and true (:func:`_normalised_cap`)."""
     at, x = _norm_at(case)
     got = OP_TABLE[case.name].budget(_ctx(), at, [case.shaped(x)])
     mag, err = [], []
     for k in _formulas(case, x):
         mag.append([abs(v) * k.r for v in k.c])
-        err.append([ec * k.big_r + abs(v) * k.e_r + U * h * k.big_r + SUB
+        err.append([min(ec * k.big_r + abs(v) * k.e_r + U * h * k.big_r + SUB,
+                        _normalised_cap(case, abs(v) * k.r))
                     for v, ec, h in zip(k.c, k.e_c, k.c_hat, strict=True)])
     _assert_bound(got, _obj(mag).reshape(case.shape), _obj(err).reshape(case.shape),
                   len(case.rows[0]), f"{case} budget", NORM)
