@@ -84,9 +84,9 @@ def test_a_backward_only_bug_leaves_the_output_bitwise_and_fails_on_gradients_al
     judgement, _ = _judged(bug, planted=True)
     assert judgement.local is not None, str(judgement)
     assert not any(u.outside for u in judgement.local.units), str(judgement.local)
-    planted = {str(op) for op in bug.kernels(True)}
+    kernels = {str(op) for op in bug.kernels(True)}
     out = [u.target for u in judgement.local.backward if u.outside]
-    assert out and set(out) <= planted, f"kernels outside {out}, but should be {planted}"
+    assert out and set(out) <= kernels, f"kernels outside {out}, but should be {kernels}"
     assert judgement.misses and all(m.where.startswith("grad[") for m in judgement.misses), \
         str(judgement)
     from resverify.blocks.catalog import recipe
