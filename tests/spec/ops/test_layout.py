@@ -117,7 +117,7 @@ def test_a_layout_node_round_trips_through_json_and_the_published_schema() -> No
     ({"op": "relu", "params": {"perm": (0,)}}, "only permute takes a perm"),
     ({"op": "reshape", "params": {"shape": (1,), "dims": (0,)}}, "no op takes a dims"),
     ({"op": "scale", "alpha": 1, "params": {"shape": (1,)}},
-     "only reshape and expand take a shape"),
+     "only reshape, expand and expand_in_dtype take a shape"),
 ])
 def test_the_ir_refuses_a_missing_unknown_or_ill_kinded_integer_attribute(
         node: dict[str, object], message: str) -> None:
