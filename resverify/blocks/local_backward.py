@@ -104,8 +104,11 @@ def _copy(value: Any) -> Any:
     return value
 
 
-def _key(t: torch.Tensor) -> tuple[int, tuple[int, ...], tuple[int, ...], torch.dtype]:
-    return (t.untyped_storage().data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
+def _key(t: torch.Tensor) -> tuple[int, int, tuple[int, ...], tuple[int, ...], torch.dtype]:
+    """Which tensor ``t`` is while it lives: its storage, offset, shape, strides and dtype
+    (a saved forward tensor lives until the backward has read it)."""
+    return (t.untyped_storage().data_ptr(), int(t.storage_offset()), tuple(t.shape),
+            tuple(t.stride()), t.dtype)
 
 
 class Recorder(TorchDispatchMode):
