@@ -12,7 +12,7 @@ VISION := .venv-vision
 # installs filter that one warning by its first words.
 QUIET_INSTALL := PYTHONWARNINGS="ignore:Editable installation"
 
-.PHONY: verify test test-slow lint backends blocks blocks-vision blocks-check blocks-smoke dist clean mutants flakes mutation mutation-ops bench bench-blocks matrix
+.PHONY: verify test test-slow test-campaign lint backends blocks blocks-vision blocks-check blocks-smoke dist clean mutants flakes mutation mutation-ops bench bench-blocks matrix
 
 $(STAMP): pyproject.toml constraints.txt
 	@echo "make: installing resverify, editable, with the pinned versions of constraints.txt into $(VENV) (numpy, sympy, hypothesis, pytest, matplotlib, ruff, mypy; about 90 s on a fresh machine, seconds when cached)"
@@ -29,9 +29,13 @@ verify: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -m "not slow"
 
-## test-slow: only the tests marked slow: long end-to-end runs (hostile engines over cmd:, the wheel build, ...) and the rest of the kill matrix
+## test-slow: only the tests marked slow: long end-to-end runs (hostile engines over cmd:, the wheel build, ...) and the rest of the kill matrix, but not the campaigns (make test-campaign)
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -n 2 -m slow
+	$(BIN)/python -m pytest -n 2 -m "slow and not campaign"
+
+## test-campaign: the whole-catalogue tests: every mutant of tests/mutants/ killed under the ci profile, the whole corpus exported and passed by numpy (about 10 and 7 minutes, side by side); run it before resolving an issue
+test-campaign: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -m campaign
 
 ## backends: add the optional backends: torch (CPU build), jax, autograd, tensorflow-cpu, tinygrad, pytensor
 backends: $(STAMP)

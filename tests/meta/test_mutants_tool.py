@@ -303,6 +303,7 @@ def test_the_base_without_a_bug_survives_the_suite() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.campaign
 def test_every_mutant_is_killed_under_the_ci_profile(tmp_path: Path) -> None:
     out = tmp_path / "mutants.json"
     code = tool.main(["-n", "2", "--out", str(out)])

@@ -357,6 +357,7 @@ def test_malformed_entries_are_one_line_usage_errors_naming_the_file(
 
 
 @pytest.mark.slow
+@pytest.mark.campaign
 def test_whole_corpus_exports_and_numpy_passes_all_of_it(tmp_path: Path) -> None:
     manifest = corpus.export(tmp_path)
     assert {e["family"] for e in manifest["entries"]} == {*corpus.families(), "ops", "ops_jvp",
