@@ -118,6 +118,11 @@ def _to_fraction(raw: tuple[int, int, int, int]) -> Fraction:
     return Fraction(p, q)
 
 
+def of_mpf(value: mpmath.mpf) -> Fraction:
+    """A finite mpmath number as the Fraction it is exactly."""
+    return _to_fraction(value._mpf_)
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def exact_tanh(x: Fraction) -> tuple[Fraction, Fraction]:
     """``(t, e)`` with ``|tanh(x) - t| <= e <= |t| * 2**-TANH_PRECISION_BITS``.
@@ -285,8 +290,7 @@ def _constant(value: Any) -> Fraction:
     """A positive constant of mpmath's (a function of the working precision) as the Fraction
     of its value at ``TANH_PRECISION_BITS + GUARD_BITS`` bits."""
     with mpmath.workprec(TANH_PRECISION_BITS + GUARD_BITS):
-        p, q = mpmath.mpf(value()).man_exp
-    return Fraction(p) * Fraction(2) ** q
+        return of_mpf(mpmath.mpf(value()))
 
 
 SQRT_2_OVER_PI = _constant(lambda: mpmath.sqrt(2 / mpmath.pi))
@@ -305,9 +309,8 @@ def exact_normal_cdf(x: Fraction) -> Fraction:
     if x >= 64:
         return Fraction(1)
     with mpmath.workprec(TANH_PRECISION_BITS + GUARD_BITS):
-        value = mpmath.erfc(-mpmath.mpf(x.numerator) / x.denominator / mpmath.sqrt(2)) / 2
-        p, q = value.man_exp
-    return Fraction(p) * Fraction(2) ** q
+        return of_mpf(mpmath.erfc(-mpmath.mpf(x.numerator) / x.denominator
+                                  / mpmath.sqrt(2)) / 2)
 
 
 # ----------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ import pytest
 
 from resverify.spec.budget import _accumulate
 from resverify.spec.ops import OP_TABLE, Site
+from resverify.spec.rational import of_mpf
 from resverify.spec.rounding import LARGEST, TINY, UNIT_ROUNDOFF, Bound, Ctx, Parts
 
 F = Fraction
@@ -532,11 +533,6 @@ def _sqrt(x: Fraction) -> mpmath.mpf:
     return mpmath.sqrt(_mp(x))
 
 
-def _fr(x: mpmath.mpf) -> Fraction:
-    man, exp = mpmath.mpf(x).man_exp
-    return F(int(man)) * F(2) ** int(exp)
-
-
 @dataclass(frozen=True)
 class Row:
     """One row's quantities from docs/error-budget.md's norm steps."""
@@ -571,8 +567,8 @@ def _row_formula(centred: bool, xs: list[Fraction], eps: Fraction, ex: list[Frac
     e_w = e_v + e_eps + U * (w + e_v + e_eps)
     w_lo = max(w - e_w, eps * (1 - 3 * U))  # a rounded sum of squares is never negative
     with mpmath.workprec(200):
-        rho = _fr(_mp(e_w) / (_sqrt(w_lo) * (_sqrt(w) + _sqrt(w_lo))))
-        r = _fr(1 / _sqrt(w))
+        rho = of_mpf(_mp(e_w) / (_sqrt(w_lo) * (_sqrt(w) + _sqrt(w_lo))))
+        r = of_mpf(1 / _sqrt(w))
     own = 2 * SQRT_ULPS * U
     big_r = r * (1 + rho) * (1 + own)
     e_r = r * (rho + own * (1 + rho))
@@ -697,7 +693,7 @@ def _normalised_cap(case: NormCase, y: Fraction) -> Fraction | float:
         return math.inf
     root = math.isqrt(n) + (math.isqrt(n) ** 2 != n)
     with mpmath.workprec(200):
-        shrink = _fr(_sqrt((1 - U) * (1 - _gamma(n + 2))))
+        shrink = of_mpf(_sqrt((1 - U) * (1 - _gamma(n + 2))))
     return root * (1 + U) / ((1 - 2 * SQRT_ULPS * U) * shrink) + min(F(root), y)
 
 
@@ -848,9 +844,9 @@ def test_norm_rows_bound_the_true_variance_and_reciprocal_tightly(
     ms = _mean([v * v for v in c])
     with mpmath.workprec(200):
         rms = _sqrt(ms)
-        low = _fr(max(rms - _mp(2 * slack), mpmath.mpf(0)) ** 2) + eps
-        high = _fr((rms + _mp(2 * slack)) ** 2) + eps
-        r = _fr(1 / _sqrt(low))
+        low = of_mpf(max(rms - _mp(2 * slack), mpmath.mpf(0)) ** 2) + eps
+        high = of_mpf((rms + _mp(2 * slack)) ** 2) + eps
+        r = of_mpf(1 / _sqrt(low))
     close = F(1, 2**36)
     lo, hi, r_got = F(float(w_low[0, 0])), F(float(w_high[0, 0])), F(float(r_up[0, 0]))
     assert low * (1 - close) <= lo <= low and high <= hi <= high * (1 + close), (

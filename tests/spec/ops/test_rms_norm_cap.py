@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from resverify.spec.ops import OP_TABLE, Site
+from resverify.spec.rational import of_mpf
 from resverify.spec.rounding import Bound, Ctx
 
 N, EPS = 256, Fraction(1, 10**6)  # LlamaConfig's rms_norm_eps
@@ -32,19 +33,13 @@ def _budget(x: np.ndarray, err: np.ndarray) -> np.ndarray:
     return bound.err
 
 
-def _fraction(v: mpmath.mpf) -> Fraction:
-    """A positive mpf exactly."""
-    man, exp = v.man_exp
-    return Fraction(int(man)) * Fraction(2) ** int(exp)
-
-
 def _true(x: np.ndarray) -> list[list[Fraction]]:
     """``x / sqrt(mean(x²) + ε)`` at 200 bits, as Fractions (within ``2**-190``)."""
     out = []
     with mpmath.workprec(200):
         for row in x.tolist():
             w = sum((Fraction(v) ** 2 for v in row), Fraction(0)) / len(row) + EPS
-            r = _fraction(1 / mpmath.sqrt(mpmath.mpf(w.numerator) / w.denominator))
+            r = of_mpf(1 / mpmath.sqrt(mpmath.mpf(w.numerator) / w.denominator))
             out.append([Fraction(v) * r for v in row])
     return out
 

@@ -14,6 +14,7 @@ import torch
 
 from resverify.spec.ops import OP_TABLE, Site
 from resverify.spec.ops.attributes import Params
+from resverify.spec.rational import of_mpf
 from resverify.spec.rounding import Bound, Ctx
 
 N, ERR = 128, 1000.0
@@ -30,12 +31,6 @@ def _fractions(x: np.ndarray) -> np.ndarray:
     return np.vectorize(Fraction, otypes=[object])(x.astype(object))
 
 
-def _fraction(v: mpmath.mpf) -> Fraction:
-    """A positive mpf exactly."""
-    man, exp = v.man_exp
-    return Fraction(int(man)) * Fraction(2) ** int(exp)
-
-
 def _true(x: np.ndarray) -> list[list[Fraction]]:
     """softmax of the exact scores at 200 bits (within ``2**-190``), as Fractions."""
     out = []
@@ -43,7 +38,7 @@ def _true(x: np.ndarray) -> list[list[Fraction]]:
         for row in x.tolist():
             e = [mpmath.exp(mpmath.mpf(v) - max(row)) for v in row]
             total = mpmath.fsum(e)
-            out.append([_fraction(v / total) for v in e])
+            out.append([of_mpf(v / total) for v in e])
     return out
 
 
