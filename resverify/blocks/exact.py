@@ -39,8 +39,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from resverify.blocks.local import Local, judge_ops, with_backward
-from resverify.blocks.local_backward import Recorder, judge_backward
+from resverify.blocks.local import Local, judge_ops
+from resverify.blocks.local_backward import Recorder, judge_backward, with_backward
 from resverify.blocks.lower import Lowered, NotInIR, lower
 from resverify.blocks.recipe import Recipe
 from resverify.blocks.tightness import Tightness, numpy_of, ratios

@@ -42,17 +42,17 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from resverify.blocks.local_backward import Judged
 from resverify.blocks.lower import Lowered
 from resverify.blocks.tightness import Tightness, figure, numpy_of, ratios
 from resverify.blocks.trace import TORCH_DTYPES
+from resverify.spec.ball import Ball
 from resverify.spec.budget import error_budget
 from resverify.spec.compare import within
 from resverify.spec.enclosure import Enclosed, NotEnclosed, decide, enclose, fast_budget
@@ -184,19 +184,6 @@ def judge_ops(lowered: Lowered, leaves: Mapping[str, torch.Tensor], dtype: str,
     spread = np.concatenate(found) if found else np.zeros(0)
     return (Local(tuple(units), Tightness.of(spread), unjudged=tuple(skipped)),
             values[lowered.program.output])
-
-
-def with_backward(local: Local, judged: Sequence[Judged]) -> Local:
-    """``local`` with the derivative kernels judged alone, each a unit named by its call
-    (``silu_backward #2``: the second call of it in the backward)."""
-    seen: dict[str, int] = {}
-    units = []
-    for kernel in judged:
-        short = kernel.target.split(".")[1]
-        seen[short] = seen.get(short, 0) + 1
-        units.append(Unit(f"{short} #{seen[short]}", kernel.target, kernel.elements,
-                          kernel.outside, kernel.worst, kernel.module))
-    return replace(local, backward=tuple(units))
 
 
 def _widened(program: Program, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -357,12 +344,18 @@ def _rounded_once(request: Request, enclosed: Enclosed) -> np.ndarray:
     the exact value; infinite where the value may overflow the dtype."""
     assert request.accumulate is not None
     wide = Request(request.program, request.inputs, request.accumulate, request.cotangent)
-    e = fast_budget(wide, enclosed).output
-    ball = enclosed.output
+    return once_bound(fast_budget(wide, enclosed).output, enclosed.output, request.dtype)
+
+
+@np.errstate(over="ignore", invalid="ignore")
+def once_bound(e: np.ndarray, ball: Ball, dtype: str) -> np.ndarray:
+    """``e + u (|y| + e)`` and one smallest subnormal of ``dtype``, rounded up: the bound of
+    a value computed with error ``e`` in a wider dtype and rounded once to ``dtype``, ``y``
+    the exact value (``ball`` encloses it); infinite where it may overflow ``dtype``."""
     size = np.abs(ball.mid) + np.abs(ball.lo) + ball.rad
-    u, tiny = float(UNIT_ROUNDOFF[request.dtype]), float(TINY[request.dtype])
+    u, tiny = float(UNIT_ROUNDOFF[dtype]), float(TINY[dtype])
     bound = np.nextafter((e + u * (size + e) + tiny) * (1 + 2.0**-50), INF)
-    return np.where(size + e >= LARGEST[request.dtype], INF, bound)
+    return np.where(size + e >= LARGEST[dtype], INF, bound)
 
 
 def _outside_exactly(request: Request, actual: np.ndarray, asked: np.ndarray,
@@ -378,12 +371,20 @@ def _outside_exactly(request: Request, actual: np.ndarray, asked: np.ndarray,
     if bound is None:
         bound = np.broadcast_to(error_budget(request, exact=exact).output, actual.shape)
     want = np.asarray(exact.output, dtype=object).reshape(actual.shape)
-    outside = np.zeros(actual.shape, dtype=bool)
-    for index in zip(*np.nonzero(asked), strict=True):
-        outside[index] = not within(float(actual[index]), want[index], float(bound[index]))
+    outside = exactly_outside(actual, want, bound, asked)
     nearest = np.vectorize(_near, otypes=[np.float64])(want) if want.size else \
         np.zeros(actual.shape)
     return outside, bound, nearest
+
+
+def exactly_outside(actual: np.ndarray, want: np.ndarray, bound: np.ndarray,
+                    asked: np.ndarray) -> np.ndarray:
+    """Which of the ``asked`` elements of ``actual`` lie outside ``bound`` of the exact
+    values ``want`` (:func:`~resverify.spec.compare.within`); False elsewhere."""
+    outside = np.zeros(actual.shape, dtype=bool)
+    for index in zip(*np.nonzero(asked), strict=True):
+        outside[index] = not within(float(actual[index]), want[index], float(bound[index]))
+    return outside
 
 
 def _near(value: Any) -> float:

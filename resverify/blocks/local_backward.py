@@ -40,16 +40,15 @@ from torch.nn.modules.module import (
 )
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from resverify.blocks.local import Local, Unit, exactly_outside, once_bound
 from resverify.blocks.tightness import numpy_of, ratios
 from resverify.blocks.trace import TORCH_DTYPES
-from resverify.spec.compare import within
 from resverify.spec.enclosure import Enclosed, NotEnclosed, decide, enclose, fast_budget, verify
 from resverify.spec.errors import InvalidRequest
 from resverify.spec.exact import evaluate
 from resverify.spec.ir import Input, Node, Program
 from resverify.spec.ops.attributes import Params
 from resverify.spec.request import Request
-from resverify.spec.rounding import INF, LARGEST, TINY, UNIT_ROUNDOFF
 
 __all__: list[str] = []
 
@@ -338,20 +337,14 @@ def _judge(target: str, case: Case, dtype: str, accumulate: str | None) -> Judge
     return Judged(target, elements, outside, worst, np.concatenate(used))
 
 
-@np.errstate(over="ignore", invalid="ignore")
 def _rounded_once(request: Request, enclosed: Enclosed, name: str) -> np.ndarray:
     """The bound of ``name``'s gradient computed in the accumulation dtype and rounded once
-    to the request's: ``e + u (|g| + e)`` and one smallest subnormal, ``e`` the unit's
-    gradient budget in the wide dtype (the same inputs and cotangent, exact there), ``g``
-    the exact gradient; infinite where it may overflow the dtype."""
+    to the request's (:func:`~resverify.blocks.local.once_bound`), ``e`` the unit's gradient
+    budget in the wide dtype (the same inputs and cotangent, exact there)."""
     assert request.accumulate is not None
     wide = Request(request.program, request.inputs, request.accumulate, request.cotangent)
-    e = fast_budget(wide, enclosed).grads[name]
-    ball = enclosed.grads[name]
-    size = np.abs(ball.mid) + np.abs(ball.lo) + ball.rad
-    u, tiny = float(UNIT_ROUNDOFF[request.dtype]), float(TINY[request.dtype])
-    bound = np.nextafter((e + u * (size + e) + tiny) * (1 + 2.0**-50), INF)
-    return np.where(size + e >= LARGEST[request.dtype], INF, bound)
+    return once_bound(fast_budget(wide, enclosed).grads[name], enclosed.grads[name],
+                      request.dtype)
 
 
 def _outside_exactly(request: Request, name: str, actual: np.ndarray, bound: np.ndarray,
@@ -361,10 +354,7 @@ def _outside_exactly(request: Request, name: str, actual: np.ndarray, bound: np.
     if exact.grads is None:
         raise InvalidRequest(f"the exact interpreter rejects a derivative unit: {exact.error}")
     want = np.asarray(exact.grads[name], dtype=object).reshape(actual.shape)
-    outside = np.zeros(actual.shape, dtype=bool)
-    for index in zip(*np.nonzero(asked), strict=True):
-        outside[index] = not within(float(actual[index]), want[index], float(bound[index]))
-    return outside
+    return exactly_outside(actual, want, bound, asked)
 
 
 def _judged_exactly(target: str, request: Request, grads: Mapping[str, np.ndarray]
@@ -379,3 +369,16 @@ def _judged_exactly(target: str, request: Request, grads: Mapping[str, np.ndarra
     worst = max((float(m.bound and abs(m.actual - float(m.expected)) / m.bound)
                  for m in verdict.misses if m.where[5:-1] in grads), default=0.0)
     return Judged(target, elements, outside, worst, np.zeros(0))
+
+
+def with_backward(local: Local, judged: Sequence[Judged]) -> Local:
+    """``local`` with the derivative kernels judged alone, each a unit named by its call
+    (``silu_backward #2``: the second call of it in the backward)."""
+    seen: dict[str, int] = {}
+    units = []
+    for kernel in judged:
+        short = kernel.target.split(".")[1]
+        seen[short] = seen.get(short, 0) + 1
+        units.append(Unit(f"{short} #{seen[short]}", kernel.target, kernel.elements,
+                          kernel.outside, kernel.worst, kernel.module))
+    return replace(local, backward=tuple(units))

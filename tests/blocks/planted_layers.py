@@ -44,17 +44,22 @@ Planting = Callable[[bool], Mapping[Any, Kernel]]
 """A bug's kernels: ``planted=True`` the bug, ``False`` its twin (torch's own body)."""
 
 
-def _scaled(op: Any, planted: bool) -> Kernel:
-    """``op`` with its result times ``1 + OFF`` (the twin: ``op`` itself)."""
+def _scaled(op: Any, planted: bool, off: float = OFF) -> Kernel:
+    """``op`` with its result times ``1 + off`` (each result of a tuple; the twin: ``op``
+    itself)."""
     def kernel(*args: Any, **kwargs: Any) -> Any:
         out = op(*args, **kwargs)
-        return out * (1 + OFF) if planted else out
+        if not planted:
+            return out
+        if isinstance(out, tuple):
+            return tuple(None if t is None else t * (1 + off) for t in out)
+        return out * (1 + off)
     return kernel
 
 
-def scaled(op: Any) -> Planting:
-    """A backward off by the factor ``1 + OFF`` (the bug is in the slope alone)."""
-    return lambda planted: {op: _scaled(op, planted)}
+def scaled(op: Any, off: float = OFF) -> Planting:
+    """A backward off by the factor ``1 + off`` (the bug is in the slope alone)."""
+    return lambda planted: {op: _scaled(op, planted, off)}
 
 
 def silu_forward_scaled(planted: bool) -> Mapping[Any, Kernel]:

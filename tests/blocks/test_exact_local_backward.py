@@ -20,6 +20,7 @@ from torch import nn
 
 from resverify.blocks.local_backward import KERNELS, Judged, Recorder, judge_backward
 from tests.blocks.planted_kernels import Kernels
+from tests.blocks.planted_layers import scaled
 
 aten = torch.ops.aten
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -35,18 +36,6 @@ float32 result); the kernels that read the forward's rounded result are held to 
 dtype's per-op budget, which charges each step of the VJP a bfloat16 rounding (sigmoid's
 ``ḡ y (1 - y)`` about 5 times the error a bug of ``2⁻⁵`` makes), so their bugs are
 ``2⁻³`` and ``2⁻²`` here (docs/blocks.md, "Backward kernels judged alone")."""
-
-
-def _scaled(kernel: Any, off: float, planted: bool) -> Callable[..., Any]:
-    """``kernel`` with every result times ``1 + off`` (the twin: ``kernel`` itself)."""
-    def run(*args: Any, **kwargs: Any) -> Any:
-        out = kernel(*args, **kwargs)
-        if not planted:
-            return out
-        if isinstance(out, tuple):
-            return tuple(None if t is None else t * (1 + off) for t in out)
-        return out * (1 + off)
-    return run
 
 
 class Residual(nn.Module):
@@ -104,7 +93,7 @@ def _judged(name: str, dtype: str, planted: bool | None) -> list[Judged]:
             block(x).backward(g)
     else:
         off = OFF_BF16[name] if dtype == "bfloat16" else OFF[dtype]
-        with Kernels({kernel: _scaled(kernel, off, planted)}, frozenset({kind})), recorder:
+        with Kernels(scaled(kernel, off)(planted), frozenset({kind})), recorder:
             block(x).backward(g)
     return judge_backward(recorder, dtype, ACCUMULATE.get(dtype))
 
