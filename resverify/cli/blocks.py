@@ -118,7 +118,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    _require_torch()
+    require_torch()
     if args.action == "check":
         return _check(args)
     if args.action == "replay":
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     return _list()
 
 
-def _require_torch() -> None:
+def require_torch() -> None:
     """Every block check drives torch (a JAX block's recipe too), so without it the command
     stops with one line that says what to install."""
     from importlib.util import find_spec

@@ -121,7 +121,9 @@ def judge_block(one: Selected, dtypes: Sequence[str], seed: int, folder: Path,
                 say: Callable[[str], None] = print, paths: Sequence[str] = ()) -> ExactRun:
     """``one``'s block judged in each of its (chosen) dtypes, each line said as it comes;
     a dtype the IR cannot express is one line and ``not_traced`` (the first such; the
-    block's other dtypes are still tried), a block that is not a torch module one line."""
+    block's other dtypes are still tried), a block that is not a torch module one line. On
+    Ctrl-C the dtypes judged so far go with the KeyboardInterrupt (``finished``), for
+    :func:`run_exact` to report."""
     from resverify.blocks.library import library_of
     from resverify.blocks.lower import NotInIR
     from resverify.reports.exact import ExactRun
@@ -143,6 +145,11 @@ def judge_block(one: Selected, dtypes: Sequence[str], seed: int, folder: Path,
                                   "reason": str(exc)}
             say(f"{recipe.name} {dtype}: not traced, the IR lacks {', '.join(exc.ops)} "
                 f"({len(exc.refused)} nodes)")
+        except KeyboardInterrupt as exc:  # the dtypes judged before it are kept
+            if judged:
+                exc.finished = ExactRun(  # type: ignore[attr-defined]
+                    recipe.name, one.source, library, version, judged, refused)
+            raise
     return ExactRun(recipe.name, one.source, library, version, judged, refused)
 
 

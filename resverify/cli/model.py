@@ -67,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from resverify.blocks.catalog.models import model_entry, models
-    from resverify.cli.blocks import _require_torch
+    from resverify.cli.blocks import require_torch
     from resverify.cli.blocks_exact import run_exact
     from resverify.cli.blocks_output import outputs
 
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{entry.name}: layers {entry.layers.format('k')}, input {entry.input}, "
                   f"dtypes {', '.join(entry.dtypes)}; {entry.notes}")
         return 0
-    _require_torch()
+    require_torch()
     asked = [(entry, _sizes(entry, args), _dtypes(entry, args.dtype))
              for entry in (model_entry(n) for n in args.names)]
     out = outputs(args)

@@ -48,6 +48,7 @@ ZEROED_MAP: dict[str, Callable[[nn.Module, torch.Tensor], torch.Tensor]] = {
     "hf.Qwen2DecoderLayer": _identity,
     "hf.GPT2Block": _identity,
     "hf.BertLayer": _layer_norms("attention.output.LayerNorm", "output.LayerNorm"),
+    "hf.ViTLayer": _identity,
     "hf.T5Block": _identity,
 }
 """What each layer computes with every branch end zeroed, read off its source."""

@@ -50,6 +50,32 @@ def test_each_judged_request_is_a_vector_an_engine_replays(
         capsys.readouterr().out
 
 
+def test_an_interrupted_run_keeps_the_dtypes_judged_before_the_interrupt_and_exits_1(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C during a block's second dtype: its first dtype's judgement is in the report,
+    which says it was interrupted (before, the whole block was lost)."""
+    from resverify.blocks import exact
+
+    judged = exact.judge_recipe
+
+    def stopped(recipe: object, dtype: str, *args: object) -> object:
+        if dtype == "float32":
+            raise KeyboardInterrupt
+        return judged(recipe, dtype, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(exact, "judge_recipe", stopped)
+    code = main(["blocks", "check", "--exact", RECIPES, "--report-dir", str(tmp_path),
+                 "--no-plots"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    doc = json.loads((tmp_path / "report.json").read_text())
+    assert doc["exact"]["interrupted"] is not None and doc["status"] == "incomplete", doc
+    blocks = doc["exact"]["blocks"]
+    assert [(b["name"], [j["dtype"] for j in b["judgements"]]) for b in blocks] == \
+        [("ResidualMLP", ["float64"])], blocks
+
+
 def test_a_dtype_the_ir_cannot_express_is_listed_and_its_other_dtypes_are_still_judged(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     pytest.importorskip("transformers")

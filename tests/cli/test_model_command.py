@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,3 +142,48 @@ def test_a_wiring_bug_in_the_second_layer_fails_its_laws_there_though_the_exact_
     assert where is not None and where["module"] == f"model.layers.1.{norm}", laws
     assert doc["status"] == "fail", doc["status"]
     assert "the first failing layer; fails zero_branch" in (tmp_path / "report.md").read_text()
+
+
+def _vit_forward_flax4567(self: object, hidden_states: torch.Tensor, attention_mask: object = None,
+                          **kwargs: object) -> torch.Tensor:
+    """``ViTLayer.forward`` (transformers 5) with google/flax#4567's wiring: the norm meant
+    for the MLP's input applied to the first residual sum and fed onward as the stream."""
+    layer: Any = self
+    attn, _ = layer.attention(layer.layernorm_before(hidden_states), attention_mask)
+    normed = layer.layernorm_after(attn + hidden_states)
+    out: torch.Tensor = normed + layer.mlp(normed)
+    return out
+
+
+def test_the_vit_models_layers_get_their_laws_and_a_second_layer_wiring_bug_is_located(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ViT's layer class has the catalog recipe ``hf.ViTLayer``, so its layers' laws run
+    (before, its row said no recipe) and a wiring bug in layer 1 fails them there."""
+    import types
+    from dataclasses import replace
+
+    from resverify.blocks.catalog import models
+
+    vit = models.model_entry("hf.ViTModel")
+    code = main(["model", "hf.ViTModel", "--dtype", "float32", "--report-dir",
+                 str(tmp_path / "clean"), "--no-plots"])
+    out = capsys.readouterr().out
+    assert code == 0 and "  layer laws: every layer passes every law" in out, out
+
+    def planted(sizes: models.Sizes) -> torch.nn.Module:
+        built = vit.build(sizes)
+        layer = built.get_submodule("layers.1")
+        layer.forward = types.MethodType(_vit_forward_flax4567, layer)
+        return built
+
+    monkeypatch.setattr(models, "_MODELS", (replace(vit, build=planted),))
+    code = main(["model", "hf.ViTModel", "--dtype", "float32", "--report-dir",
+                 str(tmp_path / "planted"), "--no-plots"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "hf.ViTModel  float32: pass" in out, out  # the trace is the bug's program
+    assert "  layer laws: first failing layer: 1 (layers.1), zero_branch" in out, out
+    doc = json.loads((tmp_path / "planted" / "report.json").read_text())
+    where = doc["exact"]["blocks"][0]["judgements"][0]["layer_laws"]["layers"][1]["location"]
+    assert where is not None and where["module"] == "layers.1.layernorm_after", where

@@ -1,13 +1,16 @@
-"""Hugging Face ``transformers`` layers as block recipes: Llama, Mistral, Qwen2, GPT-2, BERT, T5.
+"""Hugging Face ``transformers`` layers as block recipes: Llama, Mistral, Qwen2, GPT-2, BERT,
+ViT, T5.
 
-Why these six: they cover the three shapes a shipped transformer layer takes. Llama, Mistral
+Why these seven: they cover the three shapes a shipped transformer layer takes. Llama, Mistral
 and Qwen2 are pre-norm decoder layers with an RMSNorm that computes in float32 whatever the
 input's dtype; GPT-2 is pre-norm with LayerNorm and a ``Conv1D`` output projection (weight
-stored transposed); BERT is post-norm (each sum goes through its own LayerNorm, so a zeroed
-branch leaves ``LN2(LN1(x))``, not ``x``); T5's block clamps its stream between sites in
-float16 (the fix for transformers#9295's overflow to inf), and its pretrained loader keeps the
-feed-forward output projection ``wo`` in float32, which turns a float16 stream into a float32
-one after the first feed-forward sum (the ``T5Block(wo float32)`` recipe builds it that way).
+stored transposed), and ViT's layer pre-norm with LayerNorm and attention both ways (the
+layer of the catalog's ViT model, so ``resverify model`` runs its layer laws); BERT is
+post-norm (each sum goes through its own LayerNorm, so a zeroed branch leaves
+``LN2(LN1(x))``, not ``x``); T5's block clamps its stream between sites in float16 (the fix
+for transformers#9295's overflow to inf), and its pretrained loader keeps the feed-forward
+output projection ``wo`` in float32, which turns a float16 stream into a float32 one after
+the first feed-forward sum (the ``T5Block(wo float32)`` recipe builds it that way).
 
 How they are built: from tiny configs (hidden size 16, two heads, one layer), eager attention
 pinned, every dropout probability 0 so a train-mode call is deterministic, and never a weight
@@ -26,6 +29,7 @@ import importlib.util
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from resverify.blocks.catalog.models import VIT_EPS
 from resverify.blocks.recipe import Finding, Recipe, Site
 
 if TYPE_CHECKING:
@@ -196,6 +200,36 @@ BERT = Recipe(
 )
 
 
+# -- ViT: pre-norm LayerNorm, bidirectional attention, GELU (erf) MLP --------------------------
+
+def _vit_factory(dtype: torch.dtype) -> nn.Module:
+    cfg = _config("vit", hidden_size=HIDDEN, num_attention_heads=2, intermediate_size=32,
+                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                  layer_norm_eps=VIT_EPS)  # the catalog ViT model's
+    module: nn.Module = _modeling("vit").ViTLayer(cfg)
+    return module.to(dtype)
+
+
+def _vit_attention(module: nn.Module, s: torch.Tensor, _ctx: Mapping[str, Any]
+                   ) -> torch.Tensor:
+    out, _weights = module.get_submodule("attention")(module.get_submodule("layernorm_before")(s))
+    return out
+
+
+VIT = Recipe(
+    name="hf.ViTLayer",
+    factory=_vit_factory,
+    sites=(
+        Site("attention", _vit_attention, zero=("attention.o_proj.weight", "attention.o_proj.bias"),
+             norms=("layernorm_before",)),
+        Site("mlp", ("layernorm_after", "mlp"), zero=("mlp.fc2.weight", "mlp.fc2.bias"),
+             norms=("layernorm_after",)),
+    ),
+    notes="bidirectional attention (no mask); layer norm epsilon 1e-6 (timm's), not "
+          "ViTConfig's 1e-12",
+)
+
+
 # -- T5: pre-norm RMS (T5LayerNorm), float16 clamp between sites --------------------------------
 
 def _t5_config() -> Any:
@@ -273,6 +307,7 @@ RECIPES: tuple[Recipe, ...] = (
     _decoder("qwen2", "Qwen2DecoderLayer", _RMS_NOTE + "; q, k, v projections carry a bias"),
     GPT2,
     BERT,
+    VIT,
     T5,
     T5_WO_FLOAT32,
 )
