@@ -39,6 +39,8 @@ from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, Protocol
 
+import numpy as np
+
 from resverify.spec.errors import ResverifyError
 from resverify.spec.ir import DTYPES
 from resverify.spec.rounding import holds
@@ -70,9 +72,10 @@ class Lowering(Protocol):
     def kept(self, arg: Any) -> str:
         """The IR name of the 0/1 mask of where a constant additive mask is 0."""
 
-    def number(self, value: float) -> str:
-        """The IR name of a Python number lifted as a constant of shape (); refused where
-        it is not exact in the program's dtype."""
+    def number(self, value: float, operand: str | None = None) -> str:
+        """The IR name of a Python number lifted as a constant of shape (): beside an
+        ``operand`` in float32 or float64, rounded to nearest in it (as torch reads it);
+        otherwise refused where it is not exact in the program's dtype."""
 
     def shape(self, arg: Any) -> tuple[int, ...]:
         """The shape of an FX argument that is a tensor."""
@@ -155,7 +158,8 @@ def _add(g: Lowering, node: Any) -> str:
     if _scalar(b) == 0:
         return g.tensor(a)
     if _scalar(b) is not None:  # GPT-2's gelu_new: tanh(...) + 1.0
-        return g.emit("add", [g.tensor(a), g.number(float(b))])
+        name = g.tensor(a)
+        return g.emit("add", [name, g.number(float(b), g.dtype_of(name))])
     left, right = _promoted(g, node, [g.tensor(a), g.tensor(b)])
     return _plus(g, left, right, g.shape(a) == g.shape(b))
 
@@ -170,20 +174,43 @@ def _sub(g: Lowering, node: Any) -> str:
     return _plus(g, left, g.emit("neg", [right]), g.shape(a) == g.shape(b))
 
 
+def _read(g: Lowering, name: str, number: Fraction) -> Fraction:
+    """A Python number as torch's CPU kernel reads it beside the operand ``name``: in the
+    operand's op math, float64 for a float64 operand and float32 for the others (rounded to
+    nearest; ``x * 0.1`` in float32 multiplies by float32's 0.1, and scaling by float64's
+    instead rounds differently on about one element in five, measured)."""
+    if g.dtype_of(name) == "float64":
+        return number
+    return Fraction(float(np.float32(float(number))))
+
+
 def _mul(g: Lowering, node: Any) -> str:
+    """``a * b``; a Python number is ``scale`` by the number as torch reads it
+    (:func:`_read`; in half precision the kernel multiplies in float32 and rounds to the
+    dtype after, where ``scale`` rounds once: the two differ only where rounding twice
+    differs from rounding once)."""
     a, b = node.args
     for tensor, number in ((a, b), (b, a)):
-        if _scalar(number) is not None:
-            return g.emit("scale", [g.tensor(tensor)], alpha=_scalar(number))
+        value = _scalar(number)
+        if value is not None:
+            name = g.tensor(tensor)
+            return g.emit("scale", [name], alpha=_read(g, name, value))
     return g.emit("mul", _promoted(g, node, [g.tensor(a), g.tensor(b)]))
 
 
 def _div(g: Lowering, node: Any) -> str:
+    """``a / c`` for a Python number ``c``: ``scale`` by the exact reciprocal of ``c`` as
+    torch reads it (:func:`_read`), which rounds once as torch's division does in float32
+    and float64; in half precision torch multiplies by ``1/c`` rounded to float32."""
     a, b = node.args
     divisor = _scalar(b)
     if divisor is None or divisor == 0:
         raise Unmapped("a tensor or zero divisor (only a nonzero Python number is mapped)")
-    return g.emit("scale", [g.tensor(a)], alpha=1 / divisor)
+    name = g.tensor(a)
+    reciprocal = 1 / _read(g, name, divisor)
+    if g.dtype_of(name) not in ("float32", "float64"):
+        reciprocal = _read(g, name, reciprocal)
+    return g.emit("scale", [name], alpha=reciprocal)
 
 
 def _power(g: Lowering, node: Any) -> str:

@@ -187,15 +187,19 @@ def judge_ops(lowered: Lowered, leaves: Mapping[str, torch.Tensor], dtype: str,
 
 
 def _widened(program: Program, values: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The value of each widening ``cast`` the trace added with no node of torch's own (an
-    operand promoted, a constant of another dtype): its argument's value widened, which is
-    exact. A unit then starts at it, and every input of a unit is in one dtype."""
+    """The value of each exact ``cast`` the trace added with no node of torch's own (an
+    operand promoted, a constant of another dtype): its argument's value widened, or a
+    constant narrowed where every value survives (a float32 number lifted in a float64
+    program). A unit then starts at it, and every input of a unit is in one dtype."""
     known = dict(values)
     for node in program.nodes:
         source, target = node.params.get("source"), node.params.get("target")
-        if node.op == "cast" and node.name not in known and node.args[0] in known and \
-                holds(str(target), str(source)):
-            known[node.name] = known[node.args[0]].to(TORCH_DTYPES[str(target)])
+        if node.op != "cast" or node.name in known or node.args[0] not in known:
+            continue
+        value = known[node.args[0]]
+        cast = value.to(TORCH_DTYPES[str(target)])
+        if holds(str(target), str(source)) or bool((cast.to(value.dtype) == value).all()):
+            known[node.name] = cast
     return {name: value for name, value in known.items() if name not in values}
 
 

@@ -151,9 +151,18 @@ class _Walk:
                            "is mapped)")
         return value
 
-    def number(self, value: float) -> str:
-        held = torch.tensor(value, dtype=self.dtype)
-        if float(held) != value:
+    def number(self, value: float, operand: str | None = None) -> str:
+        """A Python number operand lifted as a constant of shape (). Beside an ``operand``
+        computed in float32 or float64, the number rounded to nearest in that dtype, which
+        is what torch's CPU kernel computes with (a Python scalar does not promote a tensor,
+        and those dtypes' op math is their own: the scalar is read in it), lifted in the
+        program's dtype and ``cast`` (exactly) to the operand's where they differ, and
+        refused if the program's dtype cannot hold it; beside a half-precision operand
+        (whose op math is float32) or with no operand, the number must be exact in the
+        program's dtype, or it is refused."""
+        dtype = getattr(torch, operand) if operand in ("float32", "float64") else None
+        held = torch.tensor(value, dtype=dtype or self.dtype)
+        if dtype is None and float(held) != value:
             raise Unmapped(f"the number {value!r} is not exact in {self.dtype}")
         return self._lift(f"{self.current}.number", held, mask=False)
 

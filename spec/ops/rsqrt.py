@@ -93,7 +93,7 @@ class Rsqrt(Elementwise):
               alpha: Any) -> Fraction:
         """``|1/sqrt(v + d) - 1/sqrt(v)| <= d / (2 (v - d)^{3/2})`` over the smallest
         argument, plus the enclosures' own width; refused where ``v - d`` may be 0 or below."""
-        d = errs[0]
+        d = Fraction(errs[0])  # a stand-in rule may hand a float (exact as a Fraction)
         if d == 0 or args[0].size == 0:
             return _width(out)
         low = min(fraction(v) for v in args[0].reshape(-1).tolist()) - d

@@ -138,11 +138,16 @@ def branch(module: nn.Module, s: torch.Tensor, context: object) -> torch.Tensor:
     return torch.matmul(module.act(torch.matmul(s, module.w1)), module.w2)
 
 
-def mlp_recipe(name: str, act: Activation = torch.tanh, width: int = 16) -> Recipe:
+def mlp_recipe(name: str, act: Activation = torch.tanh, width: int = 16,
+               dtypes: tuple[str, ...] = ("float64", "float32")) -> Recipe:
     """A recipe of :class:`ResidualMLP` (2-D input, one site with α = ½, eval mode)."""
     return Recipe(name=name, factory=lambda dtype: ResidualMLP(width, act).to(dtype),
                   sites=(Site("mlp", branch, zero=("w2",), norm="none", alpha=0.5),),
-                  shape=("batch", width), dtypes=("float64", "float32"), modes=("eval",))
+                  shape=("batch", width), dtypes=dtypes, modes=("eval",))
+
+
+def _shifted_tanh(h: torch.Tensor) -> torch.Tensor:
+    return torch.tanh(h + 0.1)
 
 
 RECIPES = {
@@ -151,6 +156,11 @@ RECIPES = {
                                             tanh_with_backward(1 + 2.0**-10)),
 }
 """For ``resverify blocks check --exact tests.blocks.exact_modules:RECIPES``."""
+
+SHIFTED = {"ResidualMLP(tanh(h + 0.1))": mlp_recipe("ResidualMLP(tanh(h + 0.1))", _shifted_tanh,
+                                                   dtypes=("float32", "bfloat16"))}
+"""A block traced in float32 (0.1 read in float32, as torch does) and refused in bfloat16
+(whose op math is float32: no bfloat16 IR op adds the float32 0.1)."""
 
 
 class LinearMLP(nn.Module):
