@@ -303,7 +303,9 @@ class LayerNorm(Op):
         b x + c`` from the saved mean ``μ̂`` and ``a = 1/sqrt`` (:meth:`_saved`), which is
         the formula with ``r = a`` and ``y = (x - μ̂) a`` (its error ``|ĉ| e_r + R e_c``
         in place of the forward's), its sums ``Σ ḡ x`` and ``Σ ḡ`` uncentred
-        (:meth:`_uncentred`), in the wider dtype, rounded once to the dtype."""
+        (:meth:`_uncentred`), in the wider dtype, rounded once to the dtype. The uncentred
+        norm in its own dtype is capped by what its parts and the true gradient can be
+        (:meth:`_vjp_parts_cap`), finite where the argument's error reaches the row's size."""
         x = a[0]
         n = x.mag.shape[-1]
         if not x.mag.size or not n:
@@ -333,7 +335,7 @@ class LayerNorm(Op):
         elif not self.centred:
             parts_top = self._vjp_parts_cap(c, at, n, g, c_hat, big_r)
             split = np.fmin(split, parts_top)
-            err = np.fmin(err, (1 + c.gamma(self.grad_parts)) * parts_top + r_up * size)
+            err = np.fmin(err, (1 + c.gamma(self.grad_parts - 1)) * parts_top + r_up * size)
         overflow = (c_hat * c_hat).sum(axis=-1, keepdims=True) >= LARGEST[c.dtype] / 2
         whole = c.done(r_up * size, np.where(overflow | np.isinf(rho), INF, err), 2 * n + 16)
         size_parts = inflate(np.maximum(split, whole.hat), 2 * n + 16)
