@@ -274,13 +274,16 @@ class Verdict:
 
 
 def verify(request: Request, output: np.ndarray, grads: Mapping[str, np.ndarray],
-           tangent: np.ndarray | None = None, sizes: Collection[str] = ()) -> Verdict:
+           tangent: np.ndarray | None = None, sizes: Collection[str] = (),
+           unjudged: Collection[str] = ()) -> Verdict:
     """Judge a backend's ``output`` and ``grads`` (and ``tangent``, for a forward-mode
     request) for ``request`` against its budget; ``sizes`` names forward values whose
-    exact sizes the verdict reports (:attr:`Verdict.sizes`).
+    exact sizes the verdict reports (:attr:`Verdict.sizes`); ``unjudged`` names inputs
+    whose gradients the caller does not judge (a lifted constant's, one the backend
+    computes none of): none is asked of them, so their absence is no miss.
 
-    The budget without the spec's slack is tried first (cheaper): when every element is
-    inside it, every element is inside the full budget too. Forward-mode requests take the
+    The budget without the spec's slack is tried first (cheaper): when every judged element
+    is inside it, every one is inside the full budget too. Forward-mode requests take the
     exact path (the balls carry no tangents).
     """
     try:
@@ -293,13 +296,14 @@ def verify(request: Request, output: np.ndarray, grads: Mapping[str, np.ndarray]
         assert exact.trace is not None
         held = {n: np.vectorize(lambda v: up(abs(Fraction(v))), otypes=[np.float64])(
             np.asarray(exact.trace.values[n], dtype=object)) for n in sizes}
-        return Verdict(budget.misses(exact, output, grads, tangent), budget, 0, True,
-                       _rounded(exact), held)
+        found = [m for m in budget.misses(exact, output, grads, tangent)
+                 if not any(m.where.startswith(f"grad[{n}]") for n in unjudged)]
+        return Verdict(found, budget, 0, True, _rounded(exact), held)
     budget = fast_budget(request, enclosed, with_spec_slack=False)
-    misses, unsure = _judge(request, enclosed, budget, output, grads)
+    misses, unsure = _judge(request, enclosed, budget, output, grads, unjudged)
     if (misses or unsure) and not all(OP_TABLE[n.op].rational for n in request.program.nodes):
         budget = fast_budget(request, enclosed)
-        misses, unsure = _judge(request, enclosed, budget, output, grads)
+        misses, unsure = _judge(request, enclosed, budget, output, grads, unjudged)
     count = sum(int(d.sum()) for *_, d in unsure)
     if unsure:
         misses += _decide_exactly(request, unsure)
@@ -336,13 +340,15 @@ Unsure = list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]
 
 
 def _judge(request: Request, enclosed: Enclosed, budget: Budget, output: np.ndarray,
-           grads: Mapping[str, np.ndarray]) -> tuple[list[Miss], Unsure]:
+           grads: Mapping[str, np.ndarray], unjudged: Collection[str] = ()
+           ) -> tuple[list[Miss], Unsure]:
     """The elements the balls decide are outside (their ``expected`` is the ball's
-    midpoint, within its radius of the exact value), and those they cannot decide."""
+    midpoint, within its radius of the exact value), and those they cannot decide; the
+    gradients of ``unjudged`` inputs are not asked for."""
     pending: list[tuple[str, np.ndarray | None, Ball, np.ndarray]] = [
         ("output", output, enclosed.output, budget.output)]
     pending += [(f"grad[{n}]", grads.get(n), enclosed.grads[n], budget.grads[n])
-                for n in request.program.input_names]
+                for n in request.program.input_names if n not in unjudged]
     misses: list[Miss] = []
     unsure: Unsure = []
     for where, actual, ball, bound in pending:

@@ -208,12 +208,11 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     grads = {n: numpy_of(t.grad if t.grad is not None else torch.zeros_like(t))
              for n, t in zip(names, leaves, strict=True) if n not in lowered.untrained}
     scores = [lowered.names[c.scores] for c in lowered.conditions]
-    verdict = verify(request, numpy_of(output), grads, sizes=scores)
-    _check_masks(lowered, verdict.sizes)
     # no gradient to judge: of a lifted constant, or one torch computes none of
     skipped = (*lowered.constants, *lowered.untrained)
-    misses = tuple(m for m in verdict.misses
-                   if not any(m.where.startswith(f"grad[{n}]") for n in skipped))
+    verdict = verify(request, numpy_of(output), grads, sizes=scores, unjudged=skipped)
+    _check_masks(lowered, verdict.sizes)
+    misses = tuple(verdict.misses)
     judged = time.perf_counter()
     local, graph_output = judge_ops(lowered, dict(zip(names, leaves, strict=True)), dtype,
                                     request.accumulate)

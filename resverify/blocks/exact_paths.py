@@ -341,10 +341,10 @@ def _judge_ran(path: str, ran: Ran, request: Request, eager: Seen, stream: Strea
                skipped: Sequence[str]) -> PathJudgement:
     output = numpy_of(ran.output)
     grads = {n: numpy_of(g) for n, g in (ran.grads or {}).items()}
-    verdict = verify(request, output, grads)
-    keep = [m for m in verdict.misses if m.where.startswith("output")
-            or (ran.grads is not None
-                and not any(m.where.startswith(f"grad[{n}]") for n in skipped))]
+    # a path that computes no gradients is judged on its output alone
+    unjudged = skipped if ran.grads is not None else request.program.input_names
+    verdict = verify(request, output, grads, unjudged=unjudged)
+    keep = list(verdict.misses)
     actual = {"output": output, **{f"grad[{n}]": g for n, g in grads.items()}}
     used = element_ratios(actual, verdict.nearest, verdict.budget)
     out_differs, _ = differs(seen_with({}, ran.output), eager)

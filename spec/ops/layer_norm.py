@@ -303,7 +303,9 @@ class LayerNorm(Op):
         b x + c`` from the saved mean ``μ̂`` and ``a = 1/sqrt`` (:meth:`_saved`), which is
         the formula with ``r = a`` and ``y = (x - μ̂) a`` (its error ``|ĉ| e_r + R e_c``
         in place of the forward's), its sums ``Σ ḡ x`` and ``Σ ḡ`` uncentred
-        (:meth:`_uncentred`), in the wider dtype, rounded once to the dtype."""
+        (:meth:`_uncentred`), in the wider dtype, rounded once to the dtype. The uncentred
+        norm in its own dtype is capped by what its parts and the true gradient can be
+        (:meth:`_vjp_parts_cap`), finite where the argument's error reaches the row's size."""
         x = a[0]
         n = x.mag.shape[-1]
         if not x.mag.size or not n:
@@ -324,16 +326,64 @@ class LayerNorm(Op):
             d_a = d_a + g.err.mean(axis=-1, keepdims=True)
         cubed = 3 * (r_err / np.maximum(r_up, c.tiny)) * (1 + rho) ** 3
         err = big_r * (d_a + s.gamma(2 * n + 16) * terms) + r_up * cubed * terms + n * s.tiny
-        if s is not c:
-            err = err + self._uncentred(s, x, g, c_hat, big_r)
-            err = err + c.u * (r_up * size + err) + c.tiny
-        overflow = (c_hat * c_hat).sum(axis=-1, keepdims=True) >= LARGEST[c.dtype] / 2
-        whole = c.done(r_up * size, np.where(overflow | np.isinf(rho), INF, err), 2 * n + 16)
         # the parts of the composition: each a product of the computed r (r³ with ĉ twice),
         # ḡ- and ŷ-sized factors and means; or the one fused part, whose size is its hat
         split = r_up * (1 + cubed) * (1 + c.gamma(2 * n + 16)) * terms + n * c.tiny
+        if s is not c:
+            err = err + self._uncentred(s, x, g, c_hat, big_r)
+            err = err + c.u * (r_up * size + err) + c.tiny
+        elif not self.centred:
+            parts_top = self._vjp_parts_cap(c, at, n, g, c_hat, big_r)
+            split = np.fmin(split, parts_top)
+            err = np.fmin(err, (1 + c.gamma(self.grad_parts - 1)) * parts_top + r_up * size)
+        overflow = (c_hat * c_hat).sum(axis=-1, keepdims=True) >= LARGEST[c.dtype] / 2
+        whole = c.done(r_up * size, np.where(overflow | np.isinf(rho), INF, err), 2 * n + 16)
         size_parts = inflate(np.maximum(split, whole.hat), 2 * n + 16)
         return [Parts(whole.mag, whole.err, self.grad_parts, size_parts)]
+
+    def _vjp_parts_cap(self, c: Ctx, at: Site, n: int, g: Bound, c_hat: np.ndarray,
+                       big_r: np.ndarray) -> np.ndarray:
+        """A bound of the computed parts' summed sizes ``Σ_k |p̂_k|`` of the uncentred norm's
+        VJP computed step by step in ``c``, whatever the argument's error (``INF`` where it
+        does not hold); docs/error-budget.md, "The VJP's own size caps rms_norm's".
+
+        Every usual algorithm reads one computed row ``x̂`` (``|x̂_i| <= ĉ_i``), its
+        ``ŵ = fl(fl(mean fl(x̂_j²)) + ε̂)`` and ``R̂``, the computed ``1/sqrt(ŵ)`` (or the
+        reciprocal of the computed ``sqrt(ŵ)``), and the computed cotangent ``ĝ``
+        (``|ĝ_j| <= G_j``, ``g.hat``). Its parts are the direct ``ĝ_i R̂`` and the
+        statistics term ``x̂_i R̂³ Σ_j ĝ_j x̂_j / n`` (autodiff through ``x rsqrt(mean(x²) +
+        ε)`` splits it in two halves, one per factor of the square; the fused formula
+        ``R̂ (ĝ - ŷ mean(ĝ ŷ))`` with ``ŷ = x̂ R̂`` recomputed is the same product), each
+        rounded at most ``2n + 16`` times, a sum of n terms among them (``gamma_{2n+16}``).
+        ``ŵ >= ε̂`` (the rounded sum of non-negative terms, rounding is monotone) and
+        ``R̂ <= 1/((1 - η) sqrt(ŵ))`` (``η = 2 SQRT_ULPS u``), so ``R̂ <= R_top = min(R,
+        1/((1 - η) sqrt(ε̂)))``; with ``ε̂ >= 2 tiny``, ``ŵ >= (1 - u)(1 - gamma_{n+2})
+        mean(x̂²)`` (the forward cap's argument), so ``R̂² <= K² / mean(x̂²)``, ``K = 1/((1 -
+        η) sqrt((1 - u)(1 - gamma_{n+2})))``, and by Cauchy-Schwarz (``Σ |ĝ_j x̂_j| <=
+        ‖ĝ‖ ‖x̂‖``, ``|x̂_i| <= ‖x̂‖``) ``|x̂_i| R̂³ Σ_j |ĝ_j x̂_j| / n <= R̂ K² |x̂_i| ‖ĝ‖ ‖x̂‖
+        / ‖x̂‖² <= R_top K² ‖G‖``. So ``Σ_k |p̂_k| <= (1 + gamma_{2n+16}) (R_top (G_i + K²
+        ‖G‖) + (2n + 16)(R_top³ + 1)(2 ĉ_i + 1) tiny)``, the last term every rounding into
+        the subnormals (at most ``tiny``) times the largest product of the factors after
+        it. Where no intermediate may overflow: every one is bounded by a part, by the
+        forward's (checked by the caller), or by ``(R_top³ + 1)(Σ_j G_j ĉ_j + 1)`` twice
+        and a little, kept below the dtype's largest value here."""
+        assert at.alpha is not None
+        eps_size, eps_miss = c.alpha(at.alpha)
+        if not (eps_size - eps_miss >= 2 * c.tiny and c.gamma(2 * n + 16) < 1):
+            return np.full_like(c_hat, INF)
+        u, eta = Fraction(c.u), 2 * SQRT_ULPS * Fraction(c.u)
+        gam = Fraction(c.gamma(n + 2))
+        k_sq = up(1 / ((1 - eta) ** 2 * (1 - u) * (1 - gam)))
+        eps_low = Fraction(eps_size) - Fraction(eps_miss)
+        by_eps = inflate(np.asarray(1 / math.sqrt(float(eps_low)) * up(1 / (1 - eta))), 4)
+        r_top = np.fmin(big_r, by_eps)
+        g_norm = inflate(np.sqrt((g.hat * g.hat).sum(axis=-1, keepdims=True)), n + 2)
+        cubed = r_top ** 3 + 1
+        tiny = (2 * n + 16) * cubed * (2 * c_hat + 1) * c.tiny
+        top = (1 + c.gamma(2 * n + 16)) * (r_top * (g.hat + k_sq * g_norm) + tiny)
+        through = 4 * (1 + c.gamma(2 * n + 16)) * cubed * (
+            (g.hat * c_hat).sum(axis=-1, keepdims=True) + 1)
+        return np.where(inflate(through, n) < LARGEST[c.dtype], inflate(top, n), INF)
 
     def _uncentred(self, s: Ctx, x: Bound, g: Bound, c_hat: np.ndarray, big_r: np.ndarray
                    ) -> np.ndarray:

@@ -5,12 +5,16 @@ judgement passes the right modules and catches a ``where`` whose backward picks 
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from resverify.blocks.exact import judge_module
 from resverify.blocks.lower import NotInIR, lower
+from resverify.spec.exact import evaluate
 from tests.blocks.constant_modules import CausalAttention, Rotary, WrongSideWhere
 
 X = (torch.zeros(2, 4, 8),)
@@ -111,3 +115,69 @@ def test_a_boolean_constant_outside_a_where_mask_is_refused_by_name() -> None:
     module = Lambda(lambda x, w: x * w * torch.ones(4, dtype=torch.bool))
     with pytest.raises(NotInIR, match=r"the constant full is torch.bool \(only a where mask"):
         lower(module.double(), (torch.zeros(3, 4, dtype=torch.float64),))
+
+
+def _slack_taken(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each budget the judgement's whole-program ``verify`` built carried the spec's
+    slack (its second, wider try), recorded in call order."""
+    from resverify.blocks import exact
+    from resverify.spec import enclosure
+
+    taken: list[bool] = []
+    inner, own = enclosure.fast_budget, exact.verify
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        taken.append(kwargs.get("with_spec_slack", True))
+        return inner(*args, **kwargs)
+
+    def judged(*args: Any, **kwargs: Any) -> Any:
+        with monkeypatch.context() as m:
+            m.setattr(enclosure, "fast_budget", recorded)
+            return own(*args, **kwargs)
+
+    monkeypatch.setattr(exact, "verify", judged)
+    return taken
+
+
+def test_lifted_constants_ask_no_gradient_so_verify_keeps_the_budget_without_slack(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The causal mask is a lifted constant whose gradient nobody asks: its absence is no
+    miss, so the judgement's ``verify`` stays on its first budget, without the exact side's
+    slack (before, the constants' ``grad[...].shape`` misses sent every block whose
+    constants are lifted to the budget with the slack)."""
+    taken = _slack_taken(monkeypatch)
+    torch.manual_seed(0)
+    judgement = judge_module(CausalAttention(), X, "float32")
+    assert judgement.verdict == "pass", str(judgement)
+    assert judgement.constants, str(judgement)
+    assert taken == [False], f"the budgets verify built carried slack: {taken}, want [False]"
+
+
+def test_a_real_miss_still_fails_and_takes_the_budget_with_slack(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    taken = _slack_taken(monkeypatch)
+    torch.manual_seed(0)
+    wrong = judge_module(CausalAttention(select=WrongSideWhere.apply), X, "float32")
+    assert wrong.verdict == "fail", str(wrong)
+    assert not any(".shape" in m.where for m in wrong.misses), str(wrong)
+    assert taken == [False, True], f"the budgets verify built carried slack: {taken}"
+
+
+def test_a_gradient_asked_for_and_not_given_is_still_a_miss() -> None:
+    """Only the inputs named ``unjudged`` give up their gradient: another missing one is a
+    ``grad[...].shape`` miss, as before."""
+    from resverify.spec.enclosure import verify
+
+    torch.manual_seed(0)
+    judgement = judge_module(CausalAttention(), X, "float32")
+    request = judgement.request
+    assert request is not None
+    exact = evaluate(request)
+    assert exact.output is not None and exact.grads is not None
+    output = np.vectorize(float, otypes=[np.float64])(exact.output)
+    grads = {n: np.vectorize(float, otypes=[np.float64])(g) for n, g in exact.grads.items()}
+    dropped = next(n for n in grads if n not in judgement.constants)
+    given = {n: g for n, g in grads.items() if n != dropped}
+    misses = verify(request, output, given, unjudged=judgement.constants).misses
+    assert [m.where for m in misses] == [f"grad[{dropped}].shape"], misses
+    assert not verify(request, output, grads, unjudged=judgement.constants).misses

@@ -722,11 +722,37 @@ def _norm_y_t(case: NormCase, rows: list[Row]) -> tuple[Bound, Bound]:
     return y, t
 
 
+def _vjp_parts_cap(case: NormCase, k: Row, g_hat: list[Fraction]) -> list[Fraction] | None:
+    """rms_norm's cap of its VJP parts' summed sizes (docs/error-budget.md, "The VJP's own
+    size caps rms_norm's"): ``(1 + gamma_{2n+16}) (R_top (G_i + K² ‖G‖) + (2n + 16)(R_top³ +
+    1)(2 ĉ_i + 1) tiny)``, ``R_top = min(R, 1/((1 - 4u) sqrt(ε̂)))``, ``K² = 1/((1 - 4u)²
+    (1 - u)(1 - gamma_{n+2}))``, where ``ε̂ >= 2 tiny`` and no intermediate ``4 (1 +
+    gamma_{2n+16})(R_top³ + 1)(Σ G ĉ + 1)`` reaches the largest value; None (no cap) for
+    layer_norm and elsewhere."""
+    n, eta = k.n, 2 * SQRT_ULPS * U
+    eps_low = case.eps - _alpha_miss(case.eps)
+    if case.name != "rms_norm" or eps_low < 2 * SUB:
+        return None
+    with mpmath.workprec(200):
+        r_top = min(k.big_r, of_mpf(1 / ((1 - _mp(eta)) * _sqrt(eps_low))))
+        g_norm = of_mpf(mpmath.sqrt(_mp(sum((v * v for v in g_hat), F(0)))))
+    k_sq = 1 / ((1 - eta) ** 2 * (1 - U) * (1 - _gamma(n + 2)))
+    grow, cubed = 1 + _gamma(2 * n + 16), r_top ** 3 + 1
+    through = 4 * grow * cubed * (sum((a * b for a, b in zip(g_hat, k.c_hat, strict=True)),
+                                      F(0)) + 1)
+    if through >= LARGEST[DTYPE]:
+        return None
+    return [grow * (r_top * (g + k_sq * g_norm) + (2 * n + 16) * cubed * (2 * h + 1) * SUB)
+            for g, h in zip(g_hat, k.c_hat, strict=True)]
+
+
 @pytest.mark.parametrize("case", NORM_CASES, ids=str)
 @pytest.mark.parametrize("rule", ["budget_vjp", "budget_jvp"])
 def test_norm_vjp_and_jvp_follow_the_documented_charge(case: NormCase, rule: str) -> None:
     """``R (ΔA + gamma_{2n+16} T) + 3 e_r (1 + ρ)³ T`` (``e_r = r (ρ + 4u(1 + ρ))`` the
-    reciprocal's error, whose ``r³`` the composition meets three times), n subnormals."""
+    reciprocal's error, whose ``r³`` the composition meets three times), n subnormals; for
+    rms_norm's VJP at most ``(1 + gamma_2)`` its parts' cap (:func:`_vjp_parts_cap`) plus the
+    true gradient's size."""
     at, x = _norm_at(case)
     rows = _formulas(case, x)
     y, t = _norm_y_t(case, rows)
@@ -738,6 +764,10 @@ def test_norm_vjp_and_jvp_follow_the_documented_charge(case: NormCase, rule: str
     mag, err = [], []
     for k, ym, ye, tm, te in zip(rows, y_mag, y_err, t_mag, t_err, strict=True):
         m, e, _ = _norm_back(k, case.name == "layer_norm", tm, te, ym, ye, rule == "budget_jvp")
+        if rule == "budget_vjp":
+            cap = _vjp_parts_cap(case, k, [a + b for a, b in zip(tm, te, strict=True)])
+            if cap is not None:
+                e = [min(v, (1 + _gamma(2)) * p + s) for v, p, s in zip(e, cap, m, strict=True)]
         mag.append(m)
         err.append(e)
     n = len(case.rows[0])
@@ -750,7 +780,8 @@ def test_norm_vjp_counts_its_composition_parts_and_bounds_their_sizes(case: Norm
     """The argument's gradient as autodiff through the composition delivers it: 6 parts
     (layer_norm) or 3 (rms_norm) whose sizes sum to at most
     ``max(hat, (r + 3 e_r (1 + ρ)³)(1 + gamma_{2n+16}) T + n tiny)`` (docs/error-budget.md,
-    "The argument's gradient arrives in parts")."""
+    "The argument's gradient arrives in parts"), the second at most rms_norm's cap
+    (:func:`_vjp_parts_cap`)."""
     at, x = _norm_at(case)
     rows = _formulas(case, x)
     y, g = _norm_y_t(case, rows)
@@ -767,8 +798,12 @@ def test_norm_vjp_counts_its_composition_parts_and_bounds_their_sizes(case: Norm
         mag, err, terms = _norm_back(k, case.name == "layer_norm", gm, ge, ym, ye, False)
         factor = (k.r + 3 * k.e_r * (1 + k.rho) ** 3) * (1 + _gamma(2 * n + 16))
         grow = 1 + (2 * n + 16 + 64) * F(1, 2**50)  # the whole bound's rounding up
-        size.append([max((m + e) * grow, factor * t + n * SUB)
-                     for m, e, t in zip(mag, err, terms, strict=True)])
+        cap = _vjp_parts_cap(case, k, [a + b for a, b in zip(gm, ge, strict=True)])
+        split = [factor * t + n * SUB for t in terms]
+        if cap is not None:
+            err = [min(v, (1 + _gamma(2)) * p + s) for v, p, s in zip(err, cap, mag, strict=True)]
+            split = [min(v, p) for v, p in zip(split, cap, strict=True)]
+        size.append([max((m + e) * grow, v) for m, e, v in zip(mag, err, split, strict=True)])
     _assert_rounded_up(got.size, _obj(size).reshape(case.shape), 2 * n + 16,
                        f"{case} budget_vjp.size", NORM)
 
