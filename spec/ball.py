@@ -220,29 +220,65 @@ def _dot2(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, ...]:
     """``(value, 0, error bound, safe)`` of ``a @ b`` by Dot2 (Ogita, Rump and Oishi,
     "Accurate sum and dot product", SIAM J. Sci. Comput. 26, 2005, Proposition 5.5):
     ``|res - aᵀb| <= u|aᵀb| + γ_k² |a|ᵀ|b|`` where no product underflows or overflows;
-    vectorised over the outputs, one pass per term."""
+    vectorised over the outputs, one pass per term (:func:`_dot2_sums`)."""
     k = a.shape[1]
-    (ah, al), (bh, bl) = _split(a), _split(b)
     safe = ((np.abs(a) < _SAFE_HI).all(axis=1)[:, None]
             & (np.abs(b) < _SAFE_HI).all(axis=0)[None, :])
     with np.errstate(over="ignore", invalid="ignore"):
-        p = s = np.zeros((a.shape[0], b.shape[1]))
-        for i in range(k):
-            x, xl, y, yl = ah[:, i:i + 1], al[:, i:i + 1], bh[i:i + 1], bl[i:i + 1]
-            h = a[:, i:i + 1] * b[i:i + 1]
-            size = np.abs(h)
-            zero = (a[:, i:i + 1] == 0) | (b[i:i + 1] == 0)  # exact; an underflow is not
-            safe &= zero | ((size > _SAFE_LO) & (size < _SAFE_HI))
-            r = xl * yl - (((h - x * y) - xl * y) - x * yl)  # TwoProduct: h + r exact
-            total = p + h
-            v = total - p
-            q = (p - (total - v)) + (h - v)  # TwoSum: p + h == total + q
-            p, s = total, s + (q + r)
-        res = p + s
+        res = _dot2_sums(a, b)
+        safe = safe & _products_safe(a, b)
     u = 2.0**-53
     gamma = k * u / (1 - k * u)
     err = add_up(u * np.abs(res), gamma * gamma * matmul_up(np.abs(a), np.abs(b)))
     return res, np.zeros_like(res), next_up(err * (1 + 4 * u)), safe & np.isfinite(res)
+
+
+def _dot2_sums(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Dot2's sum ``p + s`` of every ``a[:, i] b[i]``: each product two-product split
+    (``h + r``), ``h`` two-summed into ``p``, the errors summed into ``s``; the same
+    operations in the same order on every element, written into reused buffers."""
+    (ah, al), (bh, bl) = _split(a), _split(b)
+    shape = (a.shape[0], b.shape[1])
+    p, total, s = np.zeros(shape), np.empty(shape), np.zeros(shape)
+    h, v, r, t1, t2 = (np.empty(shape) for _ in range(5))
+    for i in range(a.shape[1]):
+        x, xl, y, yl = ah[:, i:i + 1], al[:, i:i + 1], bh[i:i + 1], bl[i:i + 1]
+        np.multiply(a[:, i:i + 1], b[i:i + 1], out=h)
+        # TwoProduct: h + r exact, r = xl yl - (((h - x y) - xl y) - x yl)
+        np.subtract(h, np.multiply(x, y, out=t1), out=t1)
+        np.subtract(t1, np.multiply(xl, y, out=t2), out=t1)
+        np.subtract(t1, np.multiply(x, yl, out=t2), out=t1)
+        np.subtract(np.multiply(xl, yl, out=t2), t1, out=r)
+        # TwoSum: p + h == total + q, q = (p - (total - v)) + (h - v), v = total - p
+        np.add(p, h, out=total)
+        np.subtract(total, p, out=v)
+        np.subtract(p, np.subtract(total, v, out=t1), out=t1)
+        np.add(t1, np.subtract(h, v, out=t2), out=t1)
+        np.add(s, np.add(t1, r, out=t1), out=s)  # s + (q + r)
+        p, total = total, p
+    return p + s
+
+
+def _products_safe(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per output of ``a @ b``: whether each of its products ``a[:, i] b[i]`` is 0 by a
+    zero factor or has a float product strictly between ``_SAFE_LO`` and ``_SAFE_HI`` (no
+    two-product error lost). All of them are where the largest factors' product is below
+    half of ``_SAFE_HI`` and the smallest non-zero factors' above twice ``_SAFE_LO`` (each
+    float product is within a rounding of its exact value, ``_SAFE_LO`` and ``_SAFE_HI``
+    floats): one test instead of one per term; else term by term."""
+    size_a, size_b = np.abs(a), np.abs(b)
+    if not (size_a.any() and size_b.any()):
+        return np.ones((a.shape[0], b.shape[1]), dtype=bool)  # every product 0 by a factor
+    top = float(size_a.max()) * float(size_b.max())
+    least = float(size_a[size_a > 0].min()) * float(size_b[size_b > 0].min())
+    if top < _SAFE_HI / 2 and least > 2 * _SAFE_LO:
+        return np.ones((a.shape[0], b.shape[1]), dtype=bool)
+    safe = np.ones((a.shape[0], b.shape[1]), dtype=bool)
+    for i in range(a.shape[1]):
+        size = np.abs(a[:, i:i + 1] * b[i:i + 1])
+        zero = (a[:, i:i + 1] == 0) | (b[i:i + 1] == 0)  # exact; an underflow is not
+        safe &= zero | ((size > _SAFE_LO) & (size < _SAFE_HI))
+    return safe
 
 
 def dot(a: Ball, b: Ball) -> Ball:
