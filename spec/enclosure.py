@@ -285,8 +285,9 @@ def verify(request: Request, output: np.ndarray, grads: Mapping[str, np.ndarray]
     exact sizes the verdict reports (:attr:`Verdict.sizes`).
 
     The budget without the spec's slack is tried first (cheaper): when every element is
-    inside it, every element is inside the full budget too. Forward-mode requests take the
-    exact path (the balls carry no tangents).
+    inside it, every element is inside the full budget too. Where a gradient is missing (a
+    shape miss under any budget, so the full budget would follow), the full one at once.
+    Forward-mode requests take the exact path (the balls carry no tangents).
     """
     try:
         if request.forward_mode:
@@ -300,9 +301,13 @@ def verify(request: Request, output: np.ndarray, grads: Mapping[str, np.ndarray]
             np.asarray(exact.trace.values[n], dtype=object)) for n in sizes}
         return Verdict(budget.misses(exact, output, grads, tangent), budget, 0, True,
                        _rounded(exact), held)
-    budget = fast_budget(request, enclosed, with_spec_slack=False)
+    # a shape miss (a gradient not given) is a miss under either budget, so the full one
+    # would follow the cheaper one: it is computed at once
+    full = _shape_missed(request, enclosed, output, grads)
+    budget = fast_budget(request, enclosed, with_spec_slack=full)
     misses, unsure = _judge(request, enclosed, budget, output, grads)
-    if (misses or unsure) and not all(OP_TABLE[n.op].rational for n in request.program.nodes):
+    if (misses or unsure) and not full and \
+            not all(OP_TABLE[n.op].rational for n in request.program.nodes):
         budget = fast_budget(request, enclosed)
         misses, unsure = _judge(request, enclosed, budget, output, grads)
     count = sum(int(d.sum()) for *_, d in unsure)
@@ -312,6 +317,15 @@ def verify(request: Request, output: np.ndarray, grads: Mapping[str, np.ndarray]
     nearest |= {f"grad[{n}]": b.mid + b.lo for n, b in enclosed.grads.items()}
     return Verdict(misses, budget, count, False, nearest,
                    {n: enclosed.values[n].size for n in sizes}, enclosed.output)
+
+
+def _shape_missed(request: Request, enclosed: Enclosed, output: np.ndarray,
+                  grads: Mapping[str, np.ndarray]) -> bool:
+    """Whether :func:`_judge` finds a shape miss (the output or an input's gradient absent or
+    of another shape than its ball), whatever the budget."""
+    pending = [(output, enclosed.output), *((grads.get(n), enclosed.grads[n])
+                                            for n in request.program.input_names)]
+    return any(actual is None or np.shape(actual) != ball.mid.shape for actual, ball in pending)
 
 
 def outside_output(request: Request, verdict: Verdict, output: np.ndarray,
