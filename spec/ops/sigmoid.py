@@ -50,13 +50,16 @@ def stable_sigmoid(a: np.ndarray) -> np.ndarray:
     return np.where(a >= 0, one / (one + e), e / (one + e))
 
 
-def spec_gate_error(value: np.ndarray, gate: Ball) -> np.ndarray:
-    """How far the spec's sigmoid (:func:`~resverify.spec.rational.exact_sigmoid`) at
-    ``value`` may be from the true one, ``gate`` a ball around the true one: ``2**-700`` from
-    512 on (carried as 1), ``2**-1100`` at or below -1100 (carried as 0), ``2**-200`` of
-    itself between, at most ``2**-199`` of the ball's size."""
+def spec_gate_error(value: np.ndarray, gate: Ball, moved: np.ndarray) -> np.ndarray:
+    """How far the spec's sigmoid (:func:`~resverify.spec.rational.exact_sigmoid`) at any
+    ``x`` within ``moved`` of ``value`` may be from the true one, ``gate`` a ball around
+    ``σ(value)``. At ``value`` itself (``moved`` 0): ``2**-700`` from 512 on (carried as 1),
+    ``2**-1100`` at or below -1100 (carried as 0), ``2**-200`` of itself between, at most
+    ``2**-199`` of the ball's size; elsewhere ``2**-199``, which bounds each of these
+    (``σ <= 1``) whichever side of 512 or -1100 ``x`` lies."""
     inner = mul_up(gate.size, np.full_like(value, 2.0**-199))
-    return np.where(value >= 512, 2.0**-700, np.where(value <= -1100, 2.0**-1100, inner))
+    exact = np.where(value >= 512, 2.0**-700, np.where(value <= -1100, 2.0**-1100, inner))
+    return np.where(moved == 0, exact, 2.0**-199)
 
 
 def sigmoid_balls(value: np.ndarray) -> tuple[Ball, Ball]:
@@ -143,7 +146,7 @@ class Sigmoid(Elementwise):
         spread = add_up(a.rad, half_ulp(value), 2 * (LIBM_SIGMOID_ULPS + 1) * half_ulp(mid))
         at, moved = point(a)
         gate, _ = sigmoid_balls(at)
-        extra = add_up(mul_up(np.full_like(at, 0.25), moved), spec_gate_error(at, gate))
+        extra = add_up(mul_up(np.full_like(at, 0.25), moved), spec_gate_error(at, gate, moved))
         return recentred(mid, spread, Ball(gate.mid, add_up(gate.rad, extra), gate.lo))
 
     def enclose_vjp(self, g: Ball, args: Sequence[Ball], out: Ball, alpha: Any

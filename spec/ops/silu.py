@@ -74,7 +74,9 @@ class Silu(Gated):
         gate, _ = sigmoid_balls(at)
         value = mul_bounded(Ball.exact(at), gate)
         extra = add_up(mul_up(np.full_like(at, float(self.lipschitz)), moved),
-                       _spec_error(at, mul_up(np.abs(at), spec_gate_error(at, gate))))
+                       _spec_error(at, moved,
+                                   mul_up(add_up(np.abs(at), moved),
+                                          spec_gate_error(at, gate, moved))))
         return recentred(mid, spread, _far(at, Ball(value.mid, add_up(value.rad, extra),
                                                     value.lo), extra))
 
@@ -91,7 +93,8 @@ class Silu(Gated):
         gate, rest = sigmoid_balls(at)
         one = Ball.exact(np.ones_like(at))
         slope = mul_bounded(gate, ball.add(one, mul_bounded(Ball.exact(at), rest)))
-        spec = _spec_error(at, mul_up(2 * spec_gate_error(at, gate), 1 + np.abs(at)))
+        spec = _spec_error(at, moved, mul_up(2 * spec_gate_error(at, gate, moved),
+                                             1 + add_up(np.abs(at), moved)))
         extra = add_up(mul_up(np.full_like(at, float(self.curvature)), moved), spec)
         tight = _far(at, Ball(slope.mid, add_up(slope.rad, extra), slope.lo), extra)
         return (ball.mul(g, recentred(mid, spread, tight)),)
@@ -104,8 +107,9 @@ def _far(at: np.ndarray, tight: Ball, extra: np.ndarray) -> Ball:
                   tight)
 
 
-def _spec_error(at: np.ndarray, inner: np.ndarray) -> np.ndarray:
-    """How far the spec's silu or slope is from the true one: ``inner`` below 512; from 512
-    on the spec's gate is exactly 1, so its value ``a`` and slope 1 are off by ``a σ(-a)``
-    and ``σ(-a)(1 + a σ(a))``, both below ``(1 + a) e^-a < 2**-700``."""
-    return np.where(at >= 512, 2.0**-700, inner)
+def _spec_error(at: np.ndarray, moved: np.ndarray, inner: np.ndarray) -> np.ndarray:
+    """How far the spec's silu or slope is from the true one: ``inner``, bounded over the
+    argument's ball (``|x| <= |at| + moved``); at an exact argument (``moved`` 0) from 512
+    on, where the spec's gate is exactly 1 and its value ``a`` and slope 1 are off by ``a
+    σ(-a)`` and ``σ(-a)(1 + a σ(a))``, both below ``(1 + a) e^-a < 2**-700``."""
+    return np.where((at >= 512) & (moved == 0), 2.0**-700, inner)

@@ -23,7 +23,7 @@ from resverify.spec.ops import OP_TABLE
 from resverify.spec.ops.gated import Gated
 from resverify.spec.ops.sigmoid import sigmoid_balls
 from resverify.spec.rational import exact_sigmoid
-from tests.spec.ops.gated_checks import entry
+from tests.spec.ops.gated_checks import check_balls, entry
 
 U = 2.0**-53
 SILU = entry("silu")
@@ -134,3 +134,16 @@ def _wide_sigmoid(arg: Ball) -> Ball:
     mid = stable_sigmoid(value)
     return Ball.of(mid, add_up(arg.rad, half_ulp(value),
                                2 * (LIBM_SIGMOID_ULPS + 1) * half_ulp(mid)))
+
+
+def test_balls_straddling_where_the_spec_carries_the_gate_as_1_or_0_hold_its_values() -> None:
+    """At 512 the spec's σ turns to exactly 1 (its error ``2**-700``), at -1100 to 0: an
+    argument ball across either holds the spec's value and slope at both of its ends."""
+    mid = np.array([512.0, 512.0 - 2.0**-30, 511.5, -1100.0, -1099.5, 600.0])
+    rad = np.array([2.0**-40, 2.0**-29, 1.0, 2.0**-40, 1.0, 100.0])
+    check_balls(SILU, mid, rad)
+    out = SIGMOID.enclose([Ball.of(mid, rad)], None)
+    for i, (m, r) in enumerate(zip(mid.tolist(), rad.tolist(), strict=True)):
+        for end in (Fraction(m) - Fraction(r), Fraction(m) + Fraction(r)):
+            centre = Fraction(float(out.mid[i])) + Fraction(float(out.lo[i]))
+            assert abs(exact_sigmoid(end)[0] - centre) <= Fraction(float(out.rad[i]))
