@@ -23,9 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+import mpmath
 import numpy as np
 
 from resverify.spec.errors import ResverifyError
+from resverify.spec.rational import of_mpf
 
 __all__ = []
 
@@ -218,29 +220,65 @@ def _dot2(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, ...]:
     """``(value, 0, error bound, safe)`` of ``a @ b`` by Dot2 (Ogita, Rump and Oishi,
     "Accurate sum and dot product", SIAM J. Sci. Comput. 26, 2005, Proposition 5.5):
     ``|res - aᵀb| <= u|aᵀb| + γ_k² |a|ᵀ|b|`` where no product underflows or overflows;
-    vectorised over the outputs, one pass per term."""
+    vectorised over the outputs, one pass per term (:func:`_dot2_sums`)."""
     k = a.shape[1]
-    (ah, al), (bh, bl) = _split(a), _split(b)
     safe = ((np.abs(a) < _SAFE_HI).all(axis=1)[:, None]
             & (np.abs(b) < _SAFE_HI).all(axis=0)[None, :])
     with np.errstate(over="ignore", invalid="ignore"):
-        p = s = np.zeros((a.shape[0], b.shape[1]))
-        for i in range(k):
-            x, xl, y, yl = ah[:, i:i + 1], al[:, i:i + 1], bh[i:i + 1], bl[i:i + 1]
-            h = a[:, i:i + 1] * b[i:i + 1]
-            size = np.abs(h)
-            zero = (a[:, i:i + 1] == 0) | (b[i:i + 1] == 0)  # exact; an underflow is not
-            safe &= zero | ((size > _SAFE_LO) & (size < _SAFE_HI))
-            r = xl * yl - (((h - x * y) - xl * y) - x * yl)  # TwoProduct: h + r exact
-            total = p + h
-            v = total - p
-            q = (p - (total - v)) + (h - v)  # TwoSum: p + h == total + q
-            p, s = total, s + (q + r)
-        res = p + s
+        res = _dot2_sums(a, b)
+        safe = safe & _products_safe(a, b)
     u = 2.0**-53
     gamma = k * u / (1 - k * u)
     err = add_up(u * np.abs(res), gamma * gamma * matmul_up(np.abs(a), np.abs(b)))
     return res, np.zeros_like(res), next_up(err * (1 + 4 * u)), safe & np.isfinite(res)
+
+
+def _dot2_sums(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Dot2's sum ``p + s`` of every ``a[:, i] b[i]``: each product two-product split
+    (``h + r``), ``h`` two-summed into ``p``, the errors summed into ``s``; the same
+    operations in the same order on every element, written into reused buffers."""
+    (ah, al), (bh, bl) = _split(a), _split(b)
+    shape = (a.shape[0], b.shape[1])
+    p, total, s = np.zeros(shape), np.empty(shape), np.zeros(shape)
+    h, v, r, t1, t2 = (np.empty(shape) for _ in range(5))
+    for i in range(a.shape[1]):
+        x, xl, y, yl = ah[:, i:i + 1], al[:, i:i + 1], bh[i:i + 1], bl[i:i + 1]
+        np.multiply(a[:, i:i + 1], b[i:i + 1], out=h)
+        # TwoProduct: h + r exact, r = xl yl - (((h - x y) - xl y) - x yl)
+        np.subtract(h, np.multiply(x, y, out=t1), out=t1)
+        np.subtract(t1, np.multiply(xl, y, out=t2), out=t1)
+        np.subtract(t1, np.multiply(x, yl, out=t2), out=t1)
+        np.subtract(np.multiply(xl, yl, out=t2), t1, out=r)
+        # TwoSum: p + h == total + q, q = (p - (total - v)) + (h - v), v = total - p
+        np.add(p, h, out=total)
+        np.subtract(total, p, out=v)
+        np.subtract(p, np.subtract(total, v, out=t1), out=t1)
+        np.add(t1, np.subtract(h, v, out=t2), out=t1)
+        np.add(s, np.add(t1, r, out=t1), out=s)  # s + (q + r)
+        p, total = total, p
+    return p + s
+
+
+def _products_safe(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per output of ``a @ b``: whether each of its products ``a[:, i] b[i]`` is 0 by a
+    zero factor or has a float product strictly between ``_SAFE_LO`` and ``_SAFE_HI`` (no
+    two-product error lost). All of them are where the largest factors' product is below
+    half of ``_SAFE_HI`` and the smallest non-zero factors' above twice ``_SAFE_LO`` (each
+    float product is within a rounding of its exact value, ``_SAFE_LO`` and ``_SAFE_HI``
+    floats): one test instead of one per term; else term by term."""
+    size_a, size_b = np.abs(a), np.abs(b)
+    if not (size_a.any() and size_b.any()):
+        return np.ones((a.shape[0], b.shape[1]), dtype=bool)  # every product 0 by a factor
+    top = float(size_a.max()) * float(size_b.max())
+    least = float(size_a[size_a > 0].min()) * float(size_b[size_b > 0].min())
+    if top < _SAFE_HI / 2 and least > 2 * _SAFE_LO:
+        return np.ones((a.shape[0], b.shape[1]), dtype=bool)
+    safe = np.ones((a.shape[0], b.shape[1]), dtype=bool)
+    for i in range(a.shape[1]):
+        size = np.abs(a[:, i:i + 1] * b[i:i + 1])
+        zero = (a[:, i:i + 1] == 0) | (b[i:i + 1] == 0)  # exact; an underflow is not
+        safe &= zero | ((size > _SAFE_LO) & (size < _SAFE_HI))
+    return safe
 
 
 def dot(a: Ball, b: Ball) -> Ball:
@@ -383,3 +421,163 @@ def from_ratios(pairs: Sequence[tuple[int, int]], shape: Sequence[int]) -> Ball:
         raise NotEnclosed("a norm's value beyond float64's range") from None
     rad = np.spacing(np.abs(lo))  # ulp(lo) >= twice the rounding of the rest
     return Ball(mid.reshape(shape), rad.reshape(shape), lo.reshape(shape))
+
+
+# ----------------------------------------------------------------------------------------
+# exp and 1/x as balls, for the gates' narrow enclosures (silu's, sigmoid's)
+
+_LN2_HI = 6.93147180369123816490e-01
+"""ln 2's leading 32 bits (fdlibm's ``ln2_hi``): ``k * _LN2_HI`` is exact for ``|k| < 2**21``."""
+_LN2_LO = 1.90821492927058770002e-10
+"""The next 53 bits of ln 2 (fdlibm's ``ln2_lo``)."""
+_EXP_DEGREE = 16
+_EXP_REACH = 0.35
+"""The largest ``|r|`` the reduced argument may have (``ln 2 / 2 = 0.3466`` and the
+rounding of ``k``); beyond it (never, for a rounded ``k``) the radius is infinite."""
+_EXP_FLOOR = -700.0
+"""Below it ``exp`` is enclosed as ``0 ± 2**-1000`` (``exp(-700) < 2**-1009``), so every
+scaled result above it is a normal float64."""
+
+
+def _constants() -> tuple[tuple[float, ...], float, float, float]:
+    """The Taylor coefficients ``1/j!`` rounded (``c_1 .. c_N``), and upper bounds, each
+    exact in rationals and then rounded up: ``|ln 2 - _LN2_HI - _LN2_LO|`` (ln 2 from
+    mpmath at 300 bits, within ``2**-290``); the coefficients' error per ``r²``
+    (``Σ_j |c_j - 1/j!| R^(j-2)``) and the truncation per ``r²`` (``R^(N-1) e^R / (N+1)!``,
+    ``e^R <= 3/2``), ``R`` = :data:`_EXP_REACH`."""
+    with mpmath.workprec(300):
+        ln2 = of_mpf(mpmath.log(2))
+    rest = abs(ln2 - Fraction(_LN2_HI) - Fraction(_LN2_LO)) + Fraction(1, 2**290)
+    reach = Fraction(_EXP_REACH)
+    coefficients = tuple(float(Fraction(1, math.factorial(j)))
+                         for j in range(1, _EXP_DEGREE + 1))
+    coef = sum((abs(Fraction(c) - Fraction(1, math.factorial(j))) * reach ** (j - 2)
+                for j, c in enumerate(coefficients, start=1) if j >= 2), Fraction(0))
+    trunc = reach ** (_EXP_DEGREE - 1) * Fraction(3, 2) / math.factorial(_EXP_DEGREE + 1)
+    return coefficients, _float_up(rest), _float_up(coef), _float_up(trunc)
+
+
+def _float_up(value: Fraction) -> float:
+    """The least float64 at or above a non-negative rational."""
+    out = float(value)
+    return out if Fraction(out) >= value else math.nextafter(out, INF)
+
+
+_EXP_COEFFICIENTS, _LN2_REST, _EXP_COEF_ERR, _EXP_TRUNC = _constants()
+
+
+def _reduce(t: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``(k, r, r_lo, err)``: ``t = k ln 2 + r + r_lo ± err`` (Cody and Waite, each step
+    error-free but the last two tiny sums), ``k`` an integer, ``|t| <= 745``."""
+    k = np.rint(t * (1 / math.log(2)))
+    hi, low = two_sum(t, -(k * _LN2_HI))  # k * _LN2_HI exact: at most 43 bits
+    p, p_low, _ = two_product(k, np.full_like(k, _LN2_LO))  # exact: |p| >= 1.9e-10 or 0
+    r, r_rest = two_sum(hi, -p)
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        first = r_rest + low
+        r_lo = first - p_low
+    err = add_up(half_ulp(first), half_ulp(r_lo), mul_up(np.abs(k), np.full_like(k, _LN2_REST)))
+    return k, r, r_lo, err
+
+
+def _exp_reduced(r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(s, l, err)``: ``|exp(r) - s - l| <= err`` for ``|r| <= _EXP_REACH``; Horner's rule
+    on ``(exp(r) - 1)/r`` with a running bound of every rounding, the last product and sum
+    error-free."""
+    size = np.abs(r)
+    y = np.full_like(r, _EXP_COEFFICIENTS[-1])
+    err = np.zeros_like(r)
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        for c in reversed(_EXP_COEFFICIENTS[:-1]):
+            p = y * r
+            y = p + c
+            err = add_up(mul_up(err, size), half_ulp(p), half_ulp(y))
+        t, t_low, safe = two_product(y, r)
+        s, s_low = two_sum(np.ones_like(r), t)
+        low = s_low + t_low
+    square = mul_up(size, size)
+    err = add_up(mul_up(err, size), np.where(safe, 0.0, half_ulp(t)), half_ulp(low),
+                 mul_up(square, np.full_like(r, _EXP_COEF_ERR)),
+                 mul_up(square, np.full_like(r, _EXP_TRUNC)))
+    return s, low, err
+
+
+def exp_nonpositive(t: np.ndarray) -> Ball:
+    """A ball around ``exp(t)`` for float64 ``t <= 0``, about half an ulp wide (its own
+    argument reduction and polynomial, every rounding bounded, no libm trusted): ``exp(t)
+    = 2**k exp(r) exp(r_lo)``, ``exp(r_lo) = 1 + r_lo ± r_lo²``; below :data:`_EXP_FLOOR`,
+    ``0 ± 2**-1000``."""
+    low_end = t < _EXP_FLOOR
+    t = np.where(low_end, 0.0, t)
+    k, r, r_lo, r_err = _reduce(t)
+    s, low, err = _exp_reduced(r)
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        moved = s * r_lo
+        lo = low + moved
+    tail = np.abs(r_lo) + r_err  # |r_true - r| <= tail, far below 2**-40
+    rad = add_up(mul_up(err, np.full_like(t, 1 + 2.0**-39)), mul_up(np.abs(low), np.abs(r_lo)),
+                 half_ulp(moved), half_ulp(lo), mul_up(4 * np.abs(s), mul_up(tail, tail)),
+                 mul_up(4 * np.abs(s), r_err))
+    reached = (np.abs(r) + np.abs(r_lo) <= _EXP_REACH) & (tail <= 2.0**-40)
+    ks = k.astype(np.int64)
+    mid = np.ldexp(s, ks)  # exact: 2**k s is normal above the floor
+    lo_scaled = np.ldexp(lo, ks)
+    rad = add_up(next_up(np.ldexp(rad, ks)),
+                 np.where(np.abs(lo_scaled) < 2.0**-1022, 2.0**-1074, 0.0))
+    rad = np.where(reached, rad, INF)
+    return Ball(np.where(low_end, 0.0, mid), np.where(low_end, 2.0**-1000, rad),
+                np.where(low_end, 0.0, lo_scaled))
+
+
+def reciprocal(d: Ball) -> Ball:
+    """A ball around ``1/x`` for every ``x`` in ``d`` (infinite radius where ``d`` is not
+    above 1/2): ``q = 1/mid``, one Newton step ``q (1 + ρ)`` with ``ρ = 1 - q(mid + lo)`` as
+    a ball, ``|1/v - q(1 + ρ)| <= 2q ρ²`` for ``|ρ| <= 1/2``, and ``rad/low²`` for the
+    radius, ``low`` a lower bound of ``d``."""
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        q = 1 / d.mid
+    exact_q = Ball.exact(q)
+    product = mul(exact_q, Ball(d.mid, np.zeros_like(d.mid), d.lo))
+    rho = add(Ball.exact(np.ones_like(q)), Ball(-product.mid, product.rad, -product.lo))
+    out = add(exact_q, mul(exact_q, rho))
+    reach = rho.size
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        low = np.nextafter(d.mid - add_up(np.abs(d.lo), d.rad), -INF)
+        square = np.nextafter(low * low, 0.0)
+        moved = next_up(d.rad / square)
+    rad = add_up(out.rad, mul_up(2 * np.abs(q), mul_up(reach, reach)), moved)
+    fine = (low >= 0.5) & (reach <= 0.5)
+    return Ball(out.mid, np.where(fine, rad, INF), out.lo)
+
+
+def mul_bounded(a: Ball, b: Ball) -> Ball:
+    """:func:`mul`, or ``0 ± |a||b|`` (sizes, rounded up) where the product leaves the
+    two-product's range (a tiny product, or a huge factor)."""
+    product = mul(a, b)
+    zero = np.zeros_like(product.mid)
+    return select(np.isfinite(product.rad), product,
+                  Ball(zero, mul_up(a.size, b.size) + zero, zero))
+
+
+def select(where: np.ndarray, a: Ball, b: Ball) -> Ball:
+    """``a`` where ``where`` holds, ``b`` elsewhere, element by element."""
+    return Ball(*(np.where(where, getattr(a, f), getattr(b, f)) for f in ("mid", "rad", "lo")))
+
+
+def recentred(mid: np.ndarray, rad: np.ndarray, tight: Ball) -> Ball:
+    """The ball ``mid ± rad`` (``lo`` 0), or, element by element where that is no wider
+    (``|lo| + rad'`` at most ``rad``), ``tight`` written around the same ``mid``: ``lo`` is
+    ``tight``'s centre minus ``mid``, summed with its rounding bounded. So every midpoint is
+    ``mid`` still, and every element's distance ``|lo| + rad`` from it no larger."""
+    gap, gap_low = two_sum(tight.mid, -mid)
+    lo, err = sum_rounded(gap, gap_low, tight.lo)
+    spread = add_up(tight.rad, err)
+    take = np.isfinite(spread) & np.isfinite(lo) & (add_up(np.abs(lo), spread) <= rad)
+    return Ball(mid, np.where(take, spread, rad), np.where(take, lo, 0.0))
+
+
+def point(a: Ball) -> tuple[np.ndarray, np.ndarray]:
+    """``(v, d)``: ``v`` the float64 ``mid + lo`` rounds to, ``d >= |x - v|`` for every
+    ``x`` in the ball (its radius and what the rounding left, exactly)."""
+    value, rest = two_sum(a.mid, a.lo)
+    return value, add_up(a.rad, np.abs(rest))

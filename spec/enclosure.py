@@ -129,13 +129,18 @@ def _reverse(program: Program, values: dict[str, Ball], cot: Ball,
 def _trace(program: Program, enclosed: Enclosed) -> Trace:
     """A trace the budget rules can read: midpoints, each node's largest radius as its
     slack; the outputs of an op that asks for it (``exact_output_in_trace``: tanh, whose
-    slope rule computes with them) as exact Fractions, and the arguments of an op that asks
+    slope rule computes with them) as exact Fractions (but as the float64 midpoints where the
+    op reads its output only as a size, ``output_read_as_size``, and no op whose budget reads
+    its arguments reads it: the same bits, without a Fraction per element), and the
+    arguments of an op that asks
     (``exact_args_in_trace``: the norms, which centre and square the row, in float64
     rounding below the exact trace's sizes where the row's mean is large) as the exact
     ``mid + lo``."""
     values: dict[str, Any] = {}
     slack: dict[str, Fraction] = {}
-    tanh_out = {n.name for n in program.nodes if OP_TABLE[n.op].exact_output_in_trace}
+    read = {a for n in program.nodes if OP_TABLE[n.op].budget_reads_args for a in n.args}
+    tanh_out = {n.name for n in program.nodes if OP_TABLE[n.op].exact_output_in_trace
+                and not (OP_TABLE[n.op].output_read_as_size and n.name not in read)}
     normed = {a for n in program.nodes if OP_TABLE[n.op].exact_args_in_trace for a in n.args}
     for name, ball in enclosed.values.items():
         mid = ball.mid

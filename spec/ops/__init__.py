@@ -23,7 +23,8 @@ module of this package), one instance per op in :data:`OP_TABLE`, holding side b
 * :meth:`Op.enclose` and :meth:`Op.enclose_vjp`, the fast oracle's rules on balls (built
   from :mod:`resverify.spec.ball`; :mod:`resverify.spec.enclosure` runs them), and what
   that oracle's trace and slack need to know of the op (``exact_output_in_trace``,
-  ``exact_args_in_trace``, ``slack_reads_lower``, :meth:`Op.slack_rules`);
+  ``output_read_as_size``, ``budget_reads_args``, ``exact_args_in_trace``,
+  ``slack_reads_lower``, :meth:`Op.slack_rules`);
 * :meth:`Op.symbolic`, the forward value from SymPy primitives, which
   :mod:`resverify.spec.derive` differentiates to check the hand-written VJP;
 * :meth:`Op.numpy`, the reference NumPy forward, returning its local VJP beside it (the

@@ -29,6 +29,7 @@ class Add(LinearMap):
     """``add(a, b)``: elementwise sum, NumPy broadcasting allowed. d(a+b) = da + db."""
 
     name, arity = "add", 2
+    budget_reads_args = False  # its budget rules read Bounds and its own output
     families: ClassVar[tuple[str, ...]] = ("bias",)  # F = x + b, b broadcast
     samples: ClassVar[tuple[tuple[Shape, ...], ...]] = (
         ((2, 3), (2, 3)), ((2, 1), (3,)), ((), (2,)), ((1,), (2, 2)), ((0, 2), (2,)))

@@ -273,6 +273,16 @@ class Op(ABC):
     exact_output_in_trace: ClassVar[bool] = False
     """Whether the fast budget's trace holds the op's output as exact Fractions (the
     balls' midpoints) rather than floats: tanh's slope rule computes with them."""
+    output_read_as_size: ClassVar[bool] = False
+    """Whether the op's own budget rules read its output only as ``up(|y| + e)``
+    (:func:`~resverify.spec.ceiling.up_abs_plus`), which finite float64 values give bit for
+    bit as their Fractions do: the fast budget's trace then holds the output as the balls'
+    float64 midpoints even where :attr:`exact_output_in_trace` asks for Fractions, wherever
+    no op reading it has :attr:`budget_reads_args` (softmax's, masked_softmax's)."""
+    budget_reads_args: ClassVar[bool] = True
+    """Whether the op's budget rules (``budget``, ``budget_vjp``) may read its arguments'
+    trace values; False only for an op whose rules read their Bounds alone, and its own
+    output (:func:`exact_sizes`): matmul, linear, mul, add and cast."""
     exact_args_in_trace: ClassVar[bool] = False
     """Whether the fast budget's trace holds the op's argument exactly as ``mid + lo``: the
     norms centre and square the row, which in float64 would round below the exact trace."""

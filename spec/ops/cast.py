@@ -75,6 +75,7 @@ class Cast(LinearMap):
     cotangent rounded back to ``source``. The identity exactly."""
 
     name, arity = "cast", 1
+    budget_reads_args = False  # its budget rules read Bounds alone
     attributes: ClassVar[Mapping[str, Kind]] = {"target": DTYPE, "source": DTYPE}
     samples = (Sample(((2, 3),), source="float64", target="float32"),
                Sample(((3,),), source="float64", target="float64"),

@@ -120,9 +120,12 @@ class Gated(Elementwise):
     # the fast oracle's rules on balls
 
     def enclose(self, args: Sequence[Ball], alpha: Any) -> Ball:
+        return Ball.of(*self.wide_value(args[0]))
+
+    def wide_value(self, a: Ball) -> tuple[np.ndarray, np.ndarray]:
         """Lipschitz: NumPy's value at ``v = mid + lo`` ± (the Lipschitz bound times the
-        radius and the rounding of v, and :data:`LIBM_UNITS` of ``2**-53 |v|``)."""
-        a = args[0]
+        radius and the rounding of v, and :data:`LIBM_UNITS` of ``2**-53 |v|``), as
+        ``(mid, radius)``."""
         with np.errstate(invalid="ignore", over="ignore", under="ignore"):
             value = a.mid + a.lo
             mid = self.numpy_value(value)
@@ -130,13 +133,16 @@ class Gated(Elementwise):
         own = mul_up(np.abs(value), np.full_like(value, LIBM_UNITS * 2.0**-53))
         spread = add_up(mul_up(lip, add_up(a.rad, half_ulp(value))), own, half_ulp(mid),
                         np.full_like(value, 2.0**-1021))
-        return Ball.of(mid, np.where(np.isfinite(mid), spread, np.inf))
+        return mid, np.where(np.isfinite(mid), spread, np.inf)
 
     def enclose_vjp(self, g: Ball, args: Sequence[Ball], out: Ball, alpha: Any
                     ) -> tuple[Ball, ...]:
-        """``g`` times NumPy's slope at ``v = mid + lo``, ± the curvature times the radius
-        and :attr:`slope_units` float64 units (times :meth:`slope_growth`)."""
-        a = args[0]
+        return (ball.mul(g, Ball.of(*self.wide_slope(args[0]))),)
+
+    def wide_slope(self, a: Ball) -> tuple[np.ndarray, np.ndarray]:
+        """NumPy's slope at ``v = mid + lo``, ± the curvature times the radius and
+        :attr:`slope_units` float64 units (times :meth:`slope_growth`), as ``(mid,
+        radius)``: the gradient is ``g`` times it."""
         with np.errstate(invalid="ignore", over="ignore", under="ignore"):
             value = a.mid + a.lo
             slope = self.numpy_slope(value, value)
@@ -144,5 +150,4 @@ class Gated(Elementwise):
                        add_up(a.rad, half_ulp(value)))
         arithmetic = self.slope_units * 2.0**-53 * self.slope_growth(np.abs(value))
         rad = add_up(moved, next_up(arithmetic))
-        return (ball.mul(g, Ball.of(slope, np.where(np.isfinite(slope), rad, np.inf))),)
-
+        return slope, np.where(np.isfinite(slope), rad, np.inf)

@@ -279,13 +279,15 @@ class LayerNorm(Op):
         big_r = r_up * (1 + rho) * (1 + own)
         return rho, big_r, r_up * (rho + own * (1 + rho))
 
-    def _saved(self, c: Ctx, s: Ctx, x: Bound, at: Site
+    def _saved(self, c: Ctx, s: Ctx, x: Bound, at: Site,
+               rows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(ĉ, ρ, R, e_r, e_c)`` as the backward reads them: computed in ``s`` and, where
         ``s`` is wider (the fused kernel), the mean and ``1/sqrt`` saved rounded to the
-        dtype: ``u |μ̂|`` more on every centred value, ``u R`` more on ``r``."""
+        dtype: ``u |μ̂|`` more on every centred value, ``u R`` more on ``r``; ``rows`` the
+        site's :meth:`_rows` (read once per rule)."""
         n = x.mag.shape[-1]
-        c_mag, w_low, w_high, r_up = self._rows(c, at)
+        c_mag, w_low, w_high, r_up = rows
         e_c, c_hat = self._centred_error(s, x, c_mag)
         rho, big_r, r_err = self._rsqrt_error(s, at, n, c_mag, e_c, c_hat, w_low, w_high, r_up)
         if s is not c:
@@ -311,8 +313,9 @@ class LayerNorm(Op):
         if not x.mag.size or not n:
             return [Bound(np.zeros_like(x.mag), np.zeros_like(x.mag))]
         s = self.inner(c)
-        r_up = self._rows(c, at)[3]
-        c_hat, rho, big_r, r_err, e_c = self._saved(c, s, x, at)
+        rows = self._rows(c, at)
+        r_up = rows[3]
+        c_hat, rho, big_r, r_err, e_c = self._saved(c, s, x, at, rows)
         if s is not c:  # the kernel's y is (x - μ̂) â, from the saved statistics
             y = Bound(y.mag, c_hat * r_err + big_r * e_c)
         m_hat = (g.hat * y.hat).mean(axis=-1, keepdims=True)

@@ -21,6 +21,7 @@ class Linear(Bilinear):
     VJP: x̄ = ȳ wᵀ, w̄ = Σ over leading axes of xᵀ ȳ."""
 
     name = "linear"
+    budget_reads_args = False  # its budget rules read Bounds and its own output
     families = ("linear",)  # F = xW
     samples = (((3,), (3, 2)), ((2, 3), (3, 2)), ((2, 1, 2), (2, 3)), ((0, 2), (2, 3)))
 

@@ -30,6 +30,7 @@ class Matmul(Bilinear):
     ``ā = ḡ bᵀ``, ``b̄ = aᵀ ḡ``."""
 
     name = "matmul"
+    budget_reads_args = False  # its budget rules read Bounds and its own output
     samples = (((2, 3), (3, 2)), ((2, 2, 3), (2, 3, 2)), ((1, 2, 1, 2), (1, 2, 2, 3)),
                ((0, 2, 3), (0, 3, 1)), ((2, 1, 0), (2, 0, 2)))
 

@@ -26,6 +26,7 @@ class Mul(Bilinear):
     """``mul(a, b)``: elementwise product, broadcasting as add. d(ab) = b da + a db."""
 
     name = "mul"
+    budget_reads_args = False  # its budget rules read Bounds and its own output
     families = ("gate", "silu")  # F = x ⊙ g, F = x ⊙ σ(x)
     samples = (((2, 3), (2, 3)), ((2, 1), (1, 3)), ((3,), ()))
 

@@ -9,7 +9,18 @@ from typing import Any
 import numpy as np
 
 from resverify.spec import ball
-from resverify.spec.ball import Ball, add_up, half_ulp
+from resverify.spec.ball import (
+    Ball,
+    add_up,
+    exp_nonpositive,
+    half_ulp,
+    mul_bounded,
+    mul_up,
+    point,
+    recentred,
+    reciprocal,
+    select,
+)
 from resverify.spec.ops.base import Site, cast, elementwise
 from resverify.spec.ops.elementwise import Elementwise
 from resverify.spec.rational import Arr, exact_sigmoid, fraction, mag, objects, sigmoid_error
@@ -37,6 +48,32 @@ def stable_sigmoid(a: np.ndarray) -> np.ndarray:
     one = cast(1, a)
     e = np.exp(-np.abs(a))
     return np.where(a >= 0, one / (one + e), e / (one + e))
+
+
+def spec_gate_error(value: np.ndarray, gate: Ball, moved: np.ndarray) -> np.ndarray:
+    """How far the spec's sigmoid (:func:`~resverify.spec.rational.exact_sigmoid`) at any
+    ``x`` within ``moved`` of ``value`` may be from the true one, ``gate`` a ball around
+    ``σ(value)``. At ``value`` itself (``moved`` 0): ``2**-700`` from 512 on (carried as 1),
+    ``2**-1100`` at or below -1100 (carried as 0), ``2**-200`` of itself between, at most
+    ``2**-199`` of the ball's size; elsewhere ``2**-199``, which bounds each of these
+    (``σ <= 1``) whichever side of 512 or -1100 ``x`` lies."""
+    inner = mul_up(gate.size, np.full_like(value, 2.0**-199))
+    exact = np.where(value >= 512, 2.0**-700, np.where(value <= -1100, 2.0**-1100, inner))
+    return np.where(moved == 0, exact, 2.0**-199)
+
+
+def sigmoid_balls(value: np.ndarray) -> tuple[Ball, Ball]:
+    """Balls around ``σ(v)`` and ``σ(-v) = 1 - σ(v)`` of float64 ``v`` (read exactly), each
+    within about half an ulp of its own size, libm not trusted:
+    ``e = exp(-|v|)`` (:func:`~resverify.spec.ball.exp_nonpositive`), ``σ(|v|) = 1/(1 +
+    e)`` (:func:`~resverify.spec.ball.reciprocal`) and ``σ(-|v|) = e σ(|v|)``
+    (:func:`~resverify.spec.ball.mul_bounded`: a bound where it is tiny). They hold the
+    true values; the spec's are up to :func:`spec_gate_error` away."""
+    e = exp_nonpositive(-np.abs(value))
+    near = reciprocal(ball.add(Ball.exact(np.ones_like(value)), e))
+    far = mul_bounded(e, near)
+    up = value >= 0
+    return select(up, near, far), select(up, far, near)
 
 
 class Sigmoid(Elementwise):
@@ -98,13 +135,19 @@ class Sigmoid(Elementwise):
 
     def enclose(self, args: Sequence[Ball], alpha: Any) -> Ball:
         """1/4-Lipschitz (here, more loosely, 1): ``σ(mid + lo) ± (rad + the rounding of
-        mid + lo + ulps of NumPy's sigmoid and of the spec's)``."""
+        mid + lo + ulps of NumPy's sigmoid and of the spec's)``; element by element where
+        narrower, :func:`sigmoid_balls` at ``mid + lo`` (about half an ulp) widened by a
+        quarter of the argument's radius and by the spec's own distance, written around the
+        same midpoint (:func:`~resverify.spec.ball.recentred`)."""
         a = args[0]
         with np.errstate(invalid="ignore", over="ignore"):
             value = a.mid + a.lo
         mid = stable_sigmoid(value)
         spread = add_up(a.rad, half_ulp(value), 2 * (LIBM_SIGMOID_ULPS + 1) * half_ulp(mid))
-        return Ball.of(mid, spread)
+        at, moved = point(a)
+        gate, _ = sigmoid_balls(at)
+        extra = add_up(mul_up(np.full_like(at, 0.25), moved), spec_gate_error(at, gate, moved))
+        return recentred(mid, spread, Ball(gate.mid, add_up(gate.rad, extra), gate.lo))
 
     def enclose_vjp(self, g: Ball, args: Sequence[Ball], out: Ball, alpha: Any
                     ) -> tuple[Ball, ...]:

@@ -111,7 +111,8 @@ def check_budget_refuses(op: Gated, x: np.ndarray, wrong: Callable[[np.ndarray],
 
 def check_balls(op: Gated, mid: np.ndarray, rad: np.ndarray) -> None:
     """At both ends of each argument ball (``mid ± rad``, exactly), the spec's value is in
-    the value ball and its slope in the gradient ball of a unit cotangent."""
+    the value ball and its slope in the gradient ball of a unit cotangent (each ball's
+    centre ``mid + lo``, read exactly)."""
     arg = Ball.of(mid, rad)
     out = op.enclose([arg], None)
     (grad,) = op.enclose_vjp(Ball.exact(np.ones_like(mid)), [arg], out, None)
@@ -120,6 +121,8 @@ def check_balls(op: Gated, mid: np.ndarray, rad: np.ndarray) -> None:
             (v,) = spec_values(op, [end])
             (s,) = op.exact_slope([objects([end], (1,))], objects([v], (1,))).tolist()
             for name, ball, want in (("value", out, v), ("slope", grad, s)):
-                assert abs(want - Fraction(ball.mid[i])) <= Fraction(ball.rad[i]), (
-                    f"{op.name} {name} ball [{i}] = {ball.mid[i]!r} ± {ball.rad[i]!r} misses "
+                centre = Fraction(ball.mid[i]) + Fraction(ball.lo[i])
+                assert abs(want - centre) <= Fraction(ball.rad[i]), (
+                    f"{op.name} {name} ball [{i}] = {ball.mid[i]!r} + {ball.lo[i]!r} ± "
+                    f"{ball.rad[i]!r} misses "
                     f"{float(want)!r} at {float(end)}")
