@@ -113,7 +113,7 @@ def shift_relative(c: Ctx, err: np.ndarray, dist: np.ndarray, weight: np.ndarray
     within ``[e^{-D_i} / (1 + W), e^{D_i} / (1 - W⁻)]``: the relative error is the larger of
     ``(e^{D_i} - 1 + W⁻) / (1 - W⁻)`` and ``(W + 1 - e^{-D_i}) / (1 + W)``. Each term of W
     (and of W⁻, which is also at most ``y_j``) is at most :func:`vanishing`'s."""
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # below = 1: inf
         shift = shifts(c, err, dist, axis)
         far = vanishing(c, err, dist, axis)
         spread = _sum(np.fmin(weight * np.expm1(shift), far), axis)

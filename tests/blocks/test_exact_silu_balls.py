@@ -89,6 +89,7 @@ def both() -> dict[str, tuple[Judgement, Judgement]]:
     return found
 
 
+@pytest.mark.slow  # three dtypes of a Llama layer, each judged twice
 @pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16"])
 def test_the_narrow_balls_keep_every_verdict_and_no_bound_grows(
         both: dict[str, tuple[Judgement, Judgement]], dtype: str) -> None:

@@ -39,6 +39,7 @@ def _as_fractions(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(MaskedSoftmax, "output_read_as_size", False)
 
 
+@pytest.mark.slow  # about a minute: three catalog layers in three dtypes, twice
 @pytest.mark.parametrize("name", ["hf.LlamaDecoderLayer", "hf.GPT2Block", "hf.BertLayer"])
 @pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16"])
 def test_every_bound_of_a_layer_is_the_same_bits(name: str, dtype: str) -> None:
