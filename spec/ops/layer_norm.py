@@ -335,7 +335,12 @@ class LayerNorm(Op):
         if s is not c:
             err = err + self._uncentred(s, x, g, c_hat, big_r)
             err = err + c.u * (r_up * size + err) + c.tiny
-        elif not self.centred:
+        if self.centred:  # the one fused part (s wider) or the composition's parts
+            parts_top = self._centred_vjp_cap(c, s, at, n, x, g, big_r)
+            split = np.fmin(split, parts_top)
+            many = 1 + (c.gamma(self.grad_parts - 1) if s is c else 0.0)
+            err = np.fmin(err, many * parts_top + r_up * size)
+        elif s is c:
             parts_top = self._vjp_parts_cap(c, at, n, g, c_hat, big_r)
             split = np.fmin(split, parts_top)
             err = np.fmin(err, (1 + c.gamma(self.grad_parts - 1)) * parts_top + r_up * size)
@@ -387,6 +392,63 @@ class LayerNorm(Op):
         through = 4 * (1 + c.gamma(2 * n + 16)) * cubed * (
             (g.hat * c_hat).sum(axis=-1, keepdims=True) + 1)
         return np.where(inflate(through, n) < LARGEST[c.dtype], inflate(top, n), INF)
+
+    def _centred_vjp_cap(self, c: Ctx, s: Ctx, at: Site, n: int, x: Bound, g: Bound,
+                         big_r: np.ndarray) -> np.ndarray:
+        """A bound of the computed parts' summed sizes ``Σ_k |p̂_k|`` of the centred norm's
+        VJP, whatever the argument's error (``INF`` where it does not hold); computed step
+        by step in ``c`` (``s`` is ``c``), or by the fused kernel in ``s`` from the mean and
+        ``1/sqrt`` saved in ``c``, rounded once to ``c``; docs/error-budget.md, "The VJP's
+        own size caps layer_norm's".
+
+        Every usual algorithm reads the computed row ``x̂`` (``|x̂_j| <= X_j``, ``x.hat``),
+        its computed mean ``μ̂`` (``|μ̂| <= M``, :meth:`_mean_top`, ``(1 + u) M + tiny``
+        saved in ``c``), the computed reciprocal square root ``â`` of ``ŵ = fl(v̂ + ε̂)``
+        and the computed cotangent ``ĝ`` (``|ĝ_j| <= G_j``). The computed variance is never
+        negative (a rounded sum of non-negative terms; Welford's updates add products of two
+        factors of one sign, ``x - m_old`` and ``x - m_new`` with ``m_new`` rounded between
+        ``m_old`` and ``x``, and the merges add non-negative terms), so, rounding being
+        monotone, ``ŵ >= ε̂`` and ``â <= A = min(R, (1 + u)/((1 - η) sqrt(ε̂)))`` (``η = 2
+        SQRT_ULPS u_s``, the factor ``1 + u`` only where ``â`` is saved in ``c``). Each
+        centred value the algorithm forms, ``fl(x̂_j - μ̂)`` or the fused ``x̂_j`` and ``μ̂``
+        apart, is at most ``C_j = (1 + u_s)(X_j + M)``. The parts: the direct ``â ĝ_i``
+        and ``-â mean(ĝ)`` (the centring's share), and the statistics term ``ĉ_i â³ Σ_j ĝ_j
+        ĉ_j / n`` with its centring share (autodiff: in halves, one per factor of the
+        square; the fused ``b' x + c'``, ``|b'| <= â³ mean(ĝ (X + M))``, its ``b' x̂_i`` and
+        ``b' μ̂`` apart), each rounded at most ``2n + 16`` times, one sum of n terms among
+        them: ``Σ_k |p̂_k| <= (1 + gamma_s(2n+16)) (A (G_i + mean G) + A³ mean(G C) (C_i +
+        mean C) + (2n + 16)(A³ + 1)(2 C_i + 2 mean C + 1) tiny_s)``, the last every
+        rounding into the subnormals times the largest product after it; the fused kernel's
+        one part rounded to ``c``: ``(1 + u)`` that ``+ tiny``. No variance enters: unlike
+        rms_norm's cap (:meth:`_vjp_parts_cap`) it holds for any algorithm of the
+        variance, and it is ``1/ε`` larger (``A`` about ``1/sqrt(ε)`` once the argument's
+        error reaches the row's spread). Where no intermediate may overflow in ``s``: each
+        is a part's factor or below ``4 (1 + gamma_s(2n+16))(A³ + 1)(Σ_j G_j C_j + 1)``,
+        kept below the dtype's largest value here."""
+        assert at.alpha is not None
+        eps_size, eps_miss = s.alpha(at.alpha)
+        eps_low = Fraction(eps_size) - Fraction(eps_miss)
+        if not (eps_low > 0 and s.gamma(2 * n + 16) < 1):
+            return np.full_like(g.hat, INF)
+        saved = Fraction(1) if s is c else 1 + Fraction(c.u)
+        eta = 2 * SQRT_ULPS * Fraction(s.u)
+        by_eps = inflate(np.asarray(1 / math.sqrt(float(eps_low)) * up(saved / (1 - eta))), 4)
+        a_top = np.fmin(big_r, by_eps)
+        m_top = self._mean_top(s, x)
+        if s is not c:
+            m_top = inflate(m_top * (1 + c.u) + c.tiny, 2)
+        c_top = inflate((x.hat + m_top) * (1 + s.u), 2)
+        c_mean = c_top.mean(axis=-1, keepdims=True)
+        cubed = a_top ** 3 + 1
+        gc = inflate((g.hat * c_top).mean(axis=-1, keepdims=True), n + 2)
+        tiny = (2 * n + 16) * cubed * (2 * c_top + 2 * c_mean + 1) * s.tiny
+        top = (1 + s.gamma(2 * n + 16)) * (
+            a_top * (g.hat + g.hat.mean(axis=-1, keepdims=True)) + cubed * gc * (c_top + c_mean)
+            + tiny)
+        if s is not c:
+            top = top * (1 + c.u) + c.tiny
+        through = 4 * (1 + s.gamma(2 * n + 16)) * cubed * (n * gc + 1)
+        return np.where(inflate(through, n) < LARGEST[s.dtype], inflate(top, n + 2), INF)
 
     def _uncentred(self, s: Ctx, x: Bound, g: Bound, c_hat: np.ndarray, big_r: np.ndarray
                    ) -> np.ndarray:
