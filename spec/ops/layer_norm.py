@@ -219,6 +219,8 @@ class LayerNorm(Op):
         if s is not c:
             err = err + s.u * (x.hat + 2 * self._mean_top(s, x)) * big_r
             err = err + c.u * (c_mag * r_up + err) + c.tiny
+        if self.centred:
+            err = np.fmin(err, self._centred_cap(c, s, at, x, big_r, c_mag * r_up))
         overflow = (c_hat * c_hat).sum(axis=-1, keepdims=True) >= LARGEST[c.dtype] / 2
         return c.done(c_mag * r_up, np.where(overflow | np.isinf(rho), INF, err), n)
 
@@ -243,6 +245,38 @@ class LayerNorm(Op):
         grown = up(Fraction(root_n) * (1 + u) / (1 - eta))
         top = inflate(np.asarray(grown * math.sqrt(up(1 / ((1 - u) * (1 - gam))))), 4)
         return inflate(top + np.fmin(float(root_n), y_top), 2)
+
+    def _centred_cap(self, c: Ctx, s: Ctx, at: Site, x: Bound, big_r: np.ndarray,
+                     y_top: np.ndarray) -> np.ndarray:
+        """A bound of ``|ŷ_i - y_i|`` whatever the argument's error, for the centred norm
+        computed step by step in ``c`` (``s`` is ``c``) or by the fused kernel in ``s``
+        rounded once to ``c``: ``|ŷ_i| + min(sqrt(n), y_top)``; docs/error-budget.md, "The
+        output's own size caps layer_norm's". The true ``|y_i| <= sqrt(n)``. The computed
+        variance is never negative (:meth:`_centred_vjp_cap`), so ``ŵ >= ε̂`` and the computed
+        reciprocal square root ``â <= A = min(R, 1/((1 - η) sqrt(ε̂)))`` (``η = 2 SQRT_ULPS
+        u_s``; a division by the computed ``sqrt(ŵ)`` likewise); the computed mean ``|μ̂| <=
+        M`` (:meth:`_mean_top`). The output ``fl(fl(x̂_i - μ̂) â)`` (or ``/ fl(sqrt(ŵ))``),
+        or the kernel's ``fl(fl(x̂_i â) + fl(-â μ̂))`` rounded to ``c``, is at most ``(1 +
+        u)(1 + u_s)² (X_i + M) A + 4 (A + 1) tiny`` (each rounding ``|fl(z)| <= (1 + u)|z| +
+        tiny``). No variance enters, so it holds for any algorithm of it (Welford's); it
+        is about ``(X_i + M)/sqrt(ε)`` once the argument's error reaches the row's spread,
+        far above the uncentred norm's ``sqrt(n)`` (:meth:`_normalised_cap`), yet finite.
+        ``INF`` where ``ε̂`` may be 0 or that size may reach the dtype's largest value."""
+        assert at.alpha is not None
+        n = x.mag.shape[-1]
+        eps_size, eps_miss = s.alpha(at.alpha)
+        eps_low = Fraction(eps_size) - Fraction(eps_miss)
+        if not eps_low > 0:
+            return np.full_like(y_top, INF)
+        eta = 2 * SQRT_ULPS * Fraction(s.u)
+        by_eps = inflate(np.asarray(1 / math.sqrt(float(eps_low)) * up(1 / (1 - eta))), 4)
+        a_top = np.fmin(big_r, by_eps)
+        grown = (1 + c.u) * (1 + s.u) ** 2
+        size = inflate(grown * (x.hat + self._mean_top(s, x)) * a_top
+                       + 4 * (a_top + 1) * max(c.tiny, s.tiny), 4)
+        root_n = float(math.isqrt(n) + (math.isqrt(n) ** 2 != n))
+        top = inflate(size + np.fmin(root_n, y_top), 2)
+        return np.where(size < LARGEST[c.dtype] / 2, top, INF)
 
     def _mean_top(self, s: Ctx, x: Bound) -> np.ndarray:
         """An upper bound of the computed mean's magnitude (0 when not centred)."""
