@@ -664,6 +664,9 @@ NORM_CASES = [
     # normalised output's own size (sqrt(n) computed, sqrt(n) true) caps it
     _norm_case("rms_norm", [[1, -1, 1, 1], [2, 0, 0, 2]], F(1, 2**20),
                [[F(1), F(1), F(1, 2), F(1)], [F(2), F(1), F(1), F(2)]]),
+    # the same for layer_norm: its caps read the computed size and 1/sqrt(ε), no variance
+    _norm_case("layer_norm", [[1, -1, 1, 1], [2, 0, 0, 2]], F(1, 2**20),
+               [[F(1), F(1), F(1, 2), F(1)], [F(2), F(1), F(1), F(2)]]),
 ]
 
 
@@ -684,10 +687,37 @@ def _formulas(case: NormCase, x: Bound) -> list[Row]:
             for row, mg, e in zip(case.rows, mags, errs, strict=True)]
 
 
+def _a_top(case: NormCase, k: Row) -> Fraction:
+    """``min(R, 1/((1 - 4u) sqrt(ε̂)))``, ``ε̂ >= ε - its rounding``: the computed ``1/sqrt``."""
+    eps_low = case.eps - _alpha_miss(case.eps)
+    with mpmath.workprec(200):
+        return min(k.big_r, of_mpf(1 / ((1 - _mp(2 * SQRT_ULPS * U)) * _sqrt(eps_low))))
+
+
+def _mean_top(hx: list[Fraction]) -> Fraction:
+    """The computed mean's bound ``mean(X)(1 + gamma_{n+2}) + tiny``."""
+    return sum(hx, F(0)) / len(hx) * (1 + _gamma(len(hx) + 2)) + SUB
+
+
+def _centred_cap(case: NormCase, k: Row, hx: list[Fraction], ys: list[Fraction]
+                 ) -> list[Fraction | float]:
+    """layer_norm's cap (docs/error-budget.md, "The output's own size caps layer_norm's"):
+    ``(1 + u)³ (X_i + M) A + 4 (A + 1) tiny + min(sqrt(n), |y_i|)``, ``A`` :func:`_a_top`,
+    where ``ε̂ > 0`` and that size is below half the largest value; inf for rms_norm."""
+    n = len(hx)
+    if case.name != "layer_norm" or case.eps - _alpha_miss(case.eps) <= 0:
+        return [math.inf] * n
+    a, m = _a_top(case, k), _mean_top(hx)
+    root = math.isqrt(n) + (math.isqrt(n) ** 2 != n)
+    sizes = [(1 + U) ** 3 * (h + m) * a + 4 * (a + 1) * SUB for h in hx]
+    return [v + min(F(root), y) if v < LARGEST[DTYPE] / 2 else math.inf
+            for v, y in zip(sizes, ys, strict=True)]
+
+
 def _normalised_cap(case: NormCase, y: Fraction) -> Fraction | float:
     """rms_norm's cap ``sqrt(n) (1 + u) / ((1 - 4u) sqrt((1 - u)(1 - gamma_{n+2}))) +
     min(sqrt(n), |y|)`` (``sqrt(n)`` rounded up to an integer), where ``ε̂ >= 2 tiny``; none
-    for layer_norm."""
+    for layer_norm (:func:`_centred_cap`)."""
     n = len(case.rows[0])
     if case.name != "rms_norm" or case.eps - _alpha_miss(case.eps) < 2 * SUB:
         return math.inf
@@ -701,15 +731,17 @@ def _normalised_cap(case: NormCase, y: Fraction) -> Fraction | float:
 def test_norm_budget_follows_the_documented_steps(case: NormCase) -> None:
     """``E_c R + |c| e_r + u ĉ R`` (a subnormal), from the mean, centred values, variance,
     ``+ ε`` and ``1/sqrt`` steps, row by row; for rms_norm at most the normalised output's
-    own size, computed and true (:func:`_normalised_cap`)."""
+    own size, computed and true (:func:`_normalised_cap`), for layer_norm at most the
+    computed output's size by ``1/sqrt(ε̂)`` and the true one's (:func:`_centred_cap`)."""
     at, x = _norm_at(case)
     got = OP_TABLE[case.name].budget(_ctx(), at, [case.shaped(x)])
     mag, err = [], []
-    for k in _formulas(case, x):
+    for k, hx in zip(_formulas(case, x), _hats(x), strict=True):
         mag.append([abs(v) * k.r for v in k.c])
+        centred = _centred_cap(case, k, hx, [abs(v) * k.r for v in k.c])
         err.append([min(ec * k.big_r + abs(v) * k.e_r + U * h * k.big_r + SUB,
-                        _normalised_cap(case, abs(v) * k.r))
-                    for v, ec, h in zip(k.c, k.e_c, k.c_hat, strict=True)])
+                        _normalised_cap(case, abs(v) * k.r), cc)
+                    for v, ec, h, cc in zip(k.c, k.e_c, k.c_hat, centred, strict=True)])
     _assert_bound(got, _obj(mag).reshape(case.shape), _obj(err).reshape(case.shape),
                   len(case.rows[0]), f"{case} budget", NORM)
 
@@ -720,6 +752,42 @@ def _norm_y_t(case: NormCase, rows: list[Row]) -> tuple[Bound, Bound]:
     t = _bound([[F(i + 1 + j, 2) if any(row) else 0 for i in range(len(row))]
                 for j, row in enumerate(case.rows)], _pattern(case.rows, 2))
     return y, t
+
+
+def _hats(x: Bound) -> list[list[Fraction]]:
+    """The argument's computed size ``X = mag + err``, row by row."""
+    mags, errs = _rows_of(x)
+    return [[m + e for m, e in zip(mg, er, strict=True)] for mg, er in zip(mags, errs, strict=True)]
+
+
+def _centred_vjp_cap(case: NormCase, k: Row, g_hat: list[Fraction], hx: list[Fraction]
+                     ) -> list[Fraction] | None:
+    """layer_norm's cap of its VJP parts' summed sizes (docs/error-budget.md, "The VJP's own
+    size caps layer_norm's"): ``(1 + gamma_{2n+16}) (A (G_i + mean G) + (A³ + 1) mean(G C)
+    (C_i + mean C) + (2n + 16)(A³ + 1)(2 C_i + 2 mean C + 1) tiny)``, ``C = (1 + u)(X + M)``,
+    where ``ε̂ > 0`` and ``4 (1 + gamma_{2n+16})(A³ + 1)(Σ G C + 1)`` is below the largest
+    value; None elsewhere."""
+    n = k.n
+    if case.name != "layer_norm" or case.eps - _alpha_miss(case.eps) <= 0:
+        return None
+    a, m = _a_top(case, k), _mean_top(hx)
+    cs = [(1 + U) * (h + m) for h in hx]
+    c_mean, g_mean = sum(cs, F(0)) / n, sum(g_hat, F(0)) / n
+    grow, cubed = 1 + _gamma(2 * n + 16), a ** 3 + 1
+    gc = sum((g * v for g, v in zip(g_hat, cs, strict=True)), F(0)) / n
+    if 4 * grow * cubed * (n * gc + 1) >= LARGEST[DTYPE]:
+        return None
+    return [grow * (a * (g + g_mean) + cubed * gc * (v + c_mean)
+                    + (2 * n + 16) * cubed * (2 * v + 2 * c_mean + 1) * SUB)
+            for g, v in zip(g_hat, cs, strict=True)]
+
+
+def _parts_cap(case: NormCase, k: Row, g_hat: list[Fraction], hx: list[Fraction]
+               ) -> tuple[list[Fraction] | None, Fraction]:
+    """The norm's VJP parts' cap and the factor ``1 + gamma_{parts - 1}`` of its count."""
+    if case.name == "layer_norm":
+        return _centred_vjp_cap(case, k, g_hat, hx), 1 + _gamma(5)
+    return _vjp_parts_cap(case, k, g_hat), 1 + _gamma(2)
 
 
 def _vjp_parts_cap(case: NormCase, k: Row, g_hat: list[Fraction]) -> list[Fraction] | None:
@@ -754,7 +822,7 @@ def test_norm_vjp_and_jvp_follow_the_documented_charge(case: NormCase, rule: str
     rms_norm's VJP at most ``(1 + gamma_2)`` its parts' cap (:func:`_vjp_parts_cap`) plus the
     true gradient's size."""
     at, x = _norm_at(case)
-    rows = _formulas(case, x)
+    rows, hats = _formulas(case, x), _hats(x)
     y, t = _norm_y_t(case, rows)
     op = OP_TABLE[case.name]
     x, y_in, t_in = case.shaped(x), case.shaped(y), case.shaped(t)
@@ -762,12 +830,12 @@ def test_norm_vjp_and_jvp_follow_the_documented_charge(case: NormCase, rule: str
            else op.budget_jvp(_ctx(), at, [x], y_in, [t_in]))
     (y_mag, y_err), (t_mag, t_err) = _rows_of(y), _rows_of(t)
     mag, err = [], []
-    for k, ym, ye, tm, te in zip(rows, y_mag, y_err, t_mag, t_err, strict=True):
+    for k, ym, ye, tm, te, hx in zip(rows, y_mag, y_err, t_mag, t_err, hats, strict=True):
         m, e, _ = _norm_back(k, case.name == "layer_norm", tm, te, ym, ye, rule == "budget_jvp")
         if rule == "budget_vjp":
-            cap = _vjp_parts_cap(case, k, [a + b for a, b in zip(tm, te, strict=True)])
+            cap, many = _parts_cap(case, k, [a + b for a, b in zip(tm, te, strict=True)], hx)
             if cap is not None:
-                e = [min(v, (1 + _gamma(2)) * p + s) for v, p, s in zip(e, cap, m, strict=True)]
+                e = [min(v, many * p + s) for v, p, s in zip(e, cap, m, strict=True)]
         mag.append(m)
         err.append(e)
     n = len(case.rows[0])
@@ -783,7 +851,7 @@ def test_norm_vjp_counts_its_composition_parts_and_bounds_their_sizes(case: Norm
     "The argument's gradient arrives in parts"), the second at most rms_norm's cap
     (:func:`_vjp_parts_cap`)."""
     at, x = _norm_at(case)
-    rows = _formulas(case, x)
+    rows, hats = _formulas(case, x), _hats(x)
     y, g = _norm_y_t(case, rows)
     got = OP_TABLE[case.name].budget_vjp(_ctx(), at, [case.shaped(x)], case.shaped(y),
                                          case.shaped(g))[0]
@@ -794,14 +862,14 @@ def test_norm_vjp_counts_its_composition_parts_and_bounds_their_sizes(case: Norm
     (y_mag, y_err), (g_mag, g_err) = _rows_of(y), _rows_of(g)
     n = len(case.rows[0])
     size = []
-    for k, ym, ye, gm, ge in zip(rows, y_mag, y_err, g_mag, g_err, strict=True):
+    for k, ym, ye, gm, ge, hx in zip(rows, y_mag, y_err, g_mag, g_err, hats, strict=True):
         mag, err, terms = _norm_back(k, case.name == "layer_norm", gm, ge, ym, ye, False)
         factor = (k.r + 3 * k.e_r * (1 + k.rho) ** 3) * (1 + _gamma(2 * n + 16))
         grow = 1 + (2 * n + 16 + 64) * F(1, 2**50)  # the whole bound's rounding up
-        cap = _vjp_parts_cap(case, k, [a + b for a, b in zip(gm, ge, strict=True)])
+        cap, many = _parts_cap(case, k, [a + b for a, b in zip(gm, ge, strict=True)], hx)
         split = [factor * t + n * SUB for t in terms]
         if cap is not None:
-            err = [min(v, (1 + _gamma(2)) * p + s) for v, p, s in zip(err, cap, mag, strict=True)]
+            err = [min(v, many * p + s) for v, p, s in zip(err, cap, mag, strict=True)]
             split = [min(v, p) for v, p in zip(split, cap, strict=True)]
         size.append([max((m + e) * grow, v) for m, e, v in zip(mag, err, split, strict=True)])
     _assert_rounded_up(got.size, _obj(size).reshape(case.shape), 2 * n + 16,
