@@ -25,9 +25,10 @@ from tests.blocks.planted_kernels import InLayer
 from tests.blocks.planted_layers import silu_forward_scaled
 
 FAILS_TODAY = {
-    ("hf.ViTModel", "bfloat16"): "partly judged: 176 of 6224 elements have a finite "
-    "bound at seed 0 (layer 0's 160 and the final norm's 16), none outside it; the final "
-    "norm's bias gradient, outside before the affine broadcast was expand_in_dtype, is in",
+    ("hf.ViTModel", "bfloat16"): "partly judged: 1616 of 6224 elements have a finite "
+    "bound at seed 0 (layer 0's 160, layer 1's 1264, the final norm's 192 since "
+    "layer_norm's size caps; 336 before), none outside it; layer 1's attention "
+    "projections' gradient bounds (linear, add) pass the largest value",
 }
 """Catalog models and dtypes that fail today, each with why (a strict xfail: a pass is news)."""
 
