@@ -20,7 +20,7 @@ import torch
 
 from resverify.spec.ops.layer_norm import LayerNorm
 from resverify.spec.rounding import INF, Bound
-from tests.spec.ops.test_layer_norm_vjp_cap import CASES, CTX, EPS, N, OP, _in, _rows, _site
+from tests.spec.ops.test_layer_norm_vjp_cap import CASES, CTX, EPS, OP, N, _in, _rows, _site
 from tests.spec.ops.test_layer_norm_vjp_cap import _spike as _spike_at
 
 
