@@ -26,6 +26,7 @@ from resverify.spec.ops import OP_TABLE, Site
 from resverify.spec.ops.layer_norm import LayerNorm
 from resverify.spec.rational import obj
 from resverify.spec.rounding import INF, Bound, Ctx, Parts
+from tests.spec.ops.cap_checks import spike, worst_ratio
 
 N, EPS = 64, Fraction(1, 10**12)  # BertConfig's layer_norm_eps
 OP = OP_TABLE["layer_norm"]
@@ -84,22 +85,7 @@ def _worst(dtype: str, how: str, x_hat: np.ndarray, g_hat: np.ndarray, true: np.
     """The largest ``|â - ā| / bound`` of torch's run on ``x_hat``, ``g_hat``, and where."""
     a_hat = _torch(dtype, how, x_hat, g_hat)
     assert np.isfinite(a_hat).all()
-    used, where = Fraction(0), (0, 0)
-    for i, j in np.ndindex(*x_hat.shape):
-        miss = abs(Fraction(float(a_hat[i, j])) - true[i, j]) + Fraction(1, 2**170)
-        ratio = miss / Fraction(float(bound[i, j]))
-        if ratio > used:
-            used, where = ratio, (i, j)
-    return used, where
-
-
-def _spike(x: np.ndarray, scale: float) -> np.ndarray:
-    """One element per row at ``scale`` against its largest value's sign, the rest 0: the
-    computed ``1/sqrt`` near ``1/sqrt(ε)`` where ``scale²/n`` is small against ε."""
-    out = np.zeros_like(x)
-    for i, j in enumerate(np.argmax(np.abs(x), axis=-1)):
-        out[i, j] = -np.sign(x[i, j]) * scale
-    return out
+    return worst_ratio(a_hat, true, bound)
 
 
 CASES = [("float64", "kernel"), ("float32", "kernel"), ("float32", "composition"),
@@ -121,7 +107,7 @@ def _check(dtype: str, how: str, scale: float) -> float:
     rng = np.random.default_rng(3)
     draws = [(_in(dtype, x + err * rng.uniform(-1, 1, x.shape)),
               _in(dtype, g + g_err * rng.uniform(-1, 1, g.shape))) for _ in range(4)]
-    draws += [(_spike(x, s * scale), _in(dtype, g + g_err)) for s in (0.0, 1e-3, 1.0)]
+    draws += [(spike(x, s * scale), _in(dtype, g + g_err)) for s in (0.0, 1e-3, 1.0)]
     tops = []
     for x_hat, g_hat in draws:
         used, where = _worst(dtype, how, x_hat, g_hat, true, found.err)

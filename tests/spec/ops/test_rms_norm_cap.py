@@ -16,6 +16,7 @@ import torch
 from resverify.spec.ops import OP_TABLE, Site
 from resverify.spec.rational import of_mpf
 from resverify.spec.rounding import Bound, Ctx
+from tests.spec.ops.cap_checks import worst_ratio
 
 N, EPS = 256, Fraction(1, 10**6)  # LlamaConfig's rms_norm_eps
 
@@ -53,14 +54,7 @@ def _torch(x_hat: np.ndarray) -> np.ndarray:
 def _worst(x_hat: np.ndarray, true: list[list[Fraction]], bound: np.ndarray
            ) -> tuple[Fraction, tuple[int, int]]:
     """The largest ``|ŷ - y| / bound`` of torch's float32 run on ``x_hat``, and where."""
-    y_hat = _torch(x_hat)
-    used, where = Fraction(0), (0, 0)
-    for i, j in np.ndindex(*x_hat.shape):
-        miss = abs(Fraction(float(y_hat[i, j])) - true[i][j]) + Fraction(1, 2**180)
-        ratio = miss / Fraction(float(bound[i, j]))
-        if ratio > used:
-            used, where = ratio, (i, j)
-    return used, where
+    return worst_ratio(_torch(x_hat), true, bound, Fraction(1, 2**180))
 
 
 def test_rms_norm_bound_holds_where_the_argument_error_reaches_its_size() -> None:

@@ -19,6 +19,7 @@ from resverify.spec.ops import OP_TABLE, Site
 from resverify.spec.ops.layer_norm import LayerNorm
 from resverify.spec.rational import of_mpf
 from resverify.spec.rounding import INF, Bound, Ctx, Parts
+from tests.spec.ops.cap_checks import spike, worst_ratio
 
 N, EPS = 256, Fraction(1, 10**6)  # LlamaConfig's rms_norm_eps
 OP = OP_TABLE["rms_norm"]
@@ -72,23 +73,7 @@ def _torch(dtype: str, x_hat: np.ndarray, g_hat: np.ndarray) -> np.ndarray:
 def _worst(dtype: str, x_hat: np.ndarray, g_hat: np.ndarray, true: list[list[Fraction]],
            bound: np.ndarray) -> tuple[Fraction, tuple[int, int]]:
     """The largest ``|â - ā| / bound`` of torch's run on ``x_hat``, ``g_hat``, and where."""
-    a_hat = _torch(dtype, x_hat, g_hat)
-    used, where = Fraction(0), (0, 0)
-    for i, j in np.ndindex(*x_hat.shape):
-        miss = abs(Fraction(float(a_hat[i, j])) - true[i][j]) + Fraction(1, 2**170)
-        ratio = miss / Fraction(float(bound[i, j]))
-        if ratio > used:
-            used, where = ratio, (i, j)
-    return used, where
-
-
-def _spike(x: np.ndarray, scale: float) -> np.ndarray:
-    """One element per row at ``scale`` against its largest value's sign, the rest 0: the
-    computed ``R̂`` near ``1/sqrt(ε)`` where ``scale² / n`` is small against ε."""
-    out = np.zeros_like(x)
-    for i, j in enumerate(np.argmax(np.abs(x), axis=-1)):
-        out[i, j] = -np.sign(x[i, j]) * scale
-    return out
+    return worst_ratio(_torch(dtype, x_hat, g_hat), true, bound)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -107,7 +92,7 @@ def test_rms_norm_vjp_bound_holds_where_the_argument_error_reaches_its_size(dtyp
     rng = np.random.default_rng(3)
     draws = [(x + err * rng.uniform(-1, 1, x.shape), g + g_err * rng.uniform(-1, 1, g.shape))
              for _ in range(6)]
-    draws += [(_spike(x, s), g + g_err) for s in (0.0, 1e-6, 1e-3, 1.0)]
+    draws += [(spike(x, s), g + g_err) for s in (0.0, 1e-6, 1e-3, 1.0)]
     tops = []
     for x_hat, g_hat in draws:
         used, where = _worst(dtype, x_hat, g_hat, true, found.err)
