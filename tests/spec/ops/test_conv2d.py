@@ -19,6 +19,7 @@ from resverify.spec.ir import Input, Node, Program
 from resverify.spec.ops import OP_TABLE, Params
 from resverify.spec.ops.attributes import IntValue
 from resverify.spec.request import Request, Value
+from tests.installed import skip_without_torch
 from tests.spec.ops.op_checks import assert_balls_hold_exact
 
 GEOMETRIES = [  # x shape, w shape, stride, padding, dilation, groups
@@ -58,6 +59,7 @@ def request(geometry: tuple, dtype: str = "float64", seed: int = 0,
 
 def in_dtype(values: np.ndarray, dtype: str) -> np.ndarray:
     """``values`` rounded to ``dtype`` (float32 at least), held in float64."""
+    skip_without_torch()
     import torch
 
     kind = torch.bfloat16 if dtype == "bfloat16" else torch.float32
@@ -157,6 +159,7 @@ def test_the_balls_hold_the_exact_value_and_gradients(geometry: tuple) -> None:
 def test_an_input_gradient_with_unflipped_filters_is_caught(geometry: tuple) -> None:
     """``x̄`` computed with the filters as they are (not flipped): a conv backward that
     correlates where it should convolve lies outside the budget."""
+    skip_without_torch()
     import torch
     import torch.nn.grad
 

@@ -12,14 +12,18 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 
 from resverify.spec.errors import ShapeMismatch
 from resverify.spec.ops import OP_TABLE, Embedding, Sample
 from resverify.spec.ops.attributes import Params
 from resverify.spec.ops.base import ArrayNamespace, Pullback, Site
 from resverify.spec.rounding import Bound, Ctx, gamma
+from tests.installed import skip_without_torch
 from tests.spec.ops.op_checks import budget_check_catches, derivative_check_catches
+
+skip_without_torch()  # the rules are checked against torch's kernels (E402: pyproject.toml)
+
+import torch
 
 REPEATED = Sample(((3, 2),), indices=(0, 2, 2, 2), index_shape=(2, 2))  # row 2 read 3 times
 K = Params({"indices": (0, 2, 2, 2), "index_shape": (2, 2)})
