@@ -212,7 +212,6 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     skipped = (*lowered.constants, *lowered.untrained)
     verdict = verify(request, numpy_of(output), grads, sizes=scores, unjudged=skipped)
     _check_masks(lowered, verdict.sizes)
-    misses = tuple(verdict.misses)
     judged = time.perf_counter()
     local, graph_output = judge_ops(lowered, dict(zip(names, leaves, strict=True)), dtype,
                                     request.accumulate)
@@ -226,7 +225,7 @@ def judge_module(module: nn.Module, example_args: Sequence[torch.Tensor],
     seconds = {"trace": traced - started, "module": ran - traced, "judge": judged - ran,
                "local": time.perf_counter() - judged}
     total = sum(values.size for values in actual.values())
-    return Judgement(dtype, lowered.program, misses, used.size, Tightness.of(used),
+    return Judgement(dtype, lowered.program, tuple(verdict.misses), used.size, Tightness.of(used),
                      verdict.decided_exactly, seconds, lowered.matched, request.accumulate,
                      total, request=request, constants=tuple(lowered.constants), local=local,
                      untrained=lowered.untrained, tied=lowered.tied, ratios=each,

@@ -344,13 +344,12 @@ def _judge_ran(path: str, ran: Ran, request: Request, eager: Seen, stream: Strea
     # a path that computes no gradients is judged on its output alone
     unjudged = skipped if ran.grads is not None else request.program.input_names
     verdict = verify(request, output, grads, unjudged=unjudged)
-    keep = list(verdict.misses)
     actual = {"output": output, **{f"grad[{n}]": g for n, g in grads.items()}}
     used = element_ratios(actual, verdict.nearest, verdict.budget)
     out_differs, _ = differs(seen_with({}, ran.output), eager)
     stream_differs, elements = differs(ran.stream, eager)
     total = sum(v.size for v in actual.values())
-    return PathJudgement(path, "", ran.evidence, tuple(keep), used.size, total,
+    return PathJudgement(path, "", ran.evidence, tuple(verdict.misses), used.size, total,
                          Tightness.of(used), ran.grads is not None, out_differs,
                          stream_differs, elements, tuple(ran.stream.values),
                          dtype_failure(ran.stream, stream) or ran.consumed)
