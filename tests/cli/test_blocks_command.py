@@ -438,6 +438,7 @@ def test_an_unknown_path_is_one_line_and_exit_2(
     assert not (tmp_path / "report.json").exists(), "a refused request ran the check"
 
 
+@pytest.mark.slow  # seconds of end-to-end runs: make test-slow, in CI
 def test_a_jax_block_is_checked_by_its_own_laws_and_its_planted_bug_fails_them(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         tmp_path: Path) -> None:

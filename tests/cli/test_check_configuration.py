@@ -43,6 +43,7 @@ def _verdicts(doc: dict[str, Any]) -> list[tuple[Any, ...]]:
                    tuple(p["backend_warnings"])) for p in doc["properties"])
 
 
+@pytest.mark.slow  # seconds of end-to-end runs: make test-slow, in CI
 def test_working_directory_configuration_never_reaches_the_suite(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     empty, hostile = tmp_path / "empty", tmp_path / "hostile"

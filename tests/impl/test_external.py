@@ -234,6 +234,7 @@ def test_an_exchange_cut_short_by_a_time_limit_leaves_no_process_behind(tmp_path
         backend.close()
 
 
+@pytest.mark.slow  # seconds of end-to-end runs: make test-slow, in CI
 def test_a_slow_start_is_not_a_timeout_but_a_slow_request_is(tmp_path: Path) -> None:
     """The engine takes longer to start than the request limit (it sleeps past it), and its
     first request never gets an answer; the limit is 2 s, a thousand times what the quick

@@ -315,6 +315,7 @@ def _cli(*args: str) -> int:
     return main(["vectors", *args])
 
 
+@pytest.mark.slow  # seconds of end-to-end runs: make test-slow, in CI
 def test_cli_round_trip_and_usage_errors(folder: Path, tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     assert _cli("run", str(folder)) == 0

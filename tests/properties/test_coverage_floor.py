@@ -36,6 +36,7 @@ def _coverage(folder: Path, monkeypatch: pytest.MonkeyPatch, *pytest_args: str
     return doc
 
 
+@pytest.mark.slow  # seconds of end-to-end runs: make test-slow, in CI
 def test_every_law_reaches_its_floor_under_ci(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     laws = _floored()
@@ -48,6 +49,7 @@ def test_every_law_reaches_its_floor_under_ci(tmp_path: Path,
     assert short_cells(doc["coverage"]) == [], short_cells(doc["coverage"])
 
 
+@pytest.mark.slow  # seconds of end-to-end runs: make test-slow, in CI
 def test_floor_fails_when_a_strategy_change_starves_tanh(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     law = "forward_and_gradients_match_spec_within_budget"

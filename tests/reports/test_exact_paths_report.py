@@ -103,6 +103,7 @@ def flash_off(monkeypatch: pytest.MonkeyPatch) -> None:
                         _planted(exact_paths.RUNS["sdpa-flash"], op, 1 + 2**-20))
 
 
+@pytest.mark.slow  # seconds of end-to-end runs: make test-slow, in CI
 @pytest.mark.usefixtures("flash_off")
 def test_a_failing_path_is_listed_first_and_its_vector_replays_that_path(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -152,6 +153,7 @@ window.addEventListener("load", function () {
 </script>"""
 
 
+@pytest.mark.slow  # seconds of end-to-end runs: make test-slow, in CI
 @pytest.mark.usefixtures("flash_off")
 def test_the_path_rows_render_in_chromium_with_their_verdicts_the_failing_one_first(
         tmp_path: Path) -> None:
