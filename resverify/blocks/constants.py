@@ -15,8 +15,12 @@ though they read the data, because their value does not depend on the data's val
 exact program: a ``*_like`` fill reads only its argument's shape and dtype, and a
 comparison of a value with ±inf or NaN (``eq(scores, -inf)``, the masked-row guard of
 torch's attention) is false for every real number, and every value of the exact program is
-one. Such a node is run with zeros standing in for its data arguments. A float run whose
-scores overflow to -inf differs from the exact one there, and the judgement says so.
+one. Such a node is run with zeros standing in for its data arguments; a data argument that
+is the sum of data and a constant (the scores plus an additive mask of ``-inf``, which
+``scaled_dot_product_attention`` makes of a boolean or causal mask) stands in as zeros plus
+that constant, since a real number plus a constant is non-finite exactly where the constant
+is, so the guard is true on the masked entries, as in the module. A float run whose scores
+overflow to -inf differs from the exact one there, and the judgement says so.
 """
 
 from __future__ import annotations
@@ -69,17 +73,30 @@ def fold(nodes: Iterable[Any], lifted: Mapping[str, torch.Tensor]
 
 
 def _run(node: Any, values: Mapping[str, Any], standing_in: bool) -> torch.Tensor | None:
-    """The node's target on its arguments' realised values (zeros for a data argument when
-    ``standing_in``: its value is not read)."""
+    """The node's target on its arguments' realised values (for a data argument when
+    ``standing_in``, :func:`_stand_in`: its finite values are not read)."""
     def value(arg: Any) -> Any:
         if arg.name in values:
             return values[arg.name]
         if not standing_in:
             raise KeyError(arg.name)
-        meta = arg.meta["val"]
-        return torch.zeros(tuple(meta.shape), dtype=meta.dtype)
+        return _stand_in(arg, values)
     args = torch.fx.node.map_arg(node.args, value)
     kwargs = torch.fx.node.map_arg(node.kwargs, value)
     with torch.no_grad():
         out = node.target(*args, **kwargs)
     return out if isinstance(out, torch.Tensor) else None
+
+
+def _stand_in(arg: Any, values: Mapping[str, Any]) -> torch.Tensor:
+    """Zeros of a data argument's shape and dtype, plus the constant term where the argument
+    is ``add(data, constant)``: each entry is then non-finite exactly where the argument's
+    exact value (a real number plus the constant) is."""
+    meta = arg.meta["val"]
+    zeros = torch.zeros(tuple(meta.shape), dtype=meta.dtype)
+    if str(getattr(arg, "target", "")) == "aten.add.Tensor" and not arg.kwargs:
+        for term in arg.args:
+            constant = values.get(str(getattr(term, "name", "")))
+            if isinstance(constant, torch.Tensor):
+                return zeros + constant.to(meta.dtype)
+    return zeros

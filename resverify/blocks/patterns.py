@@ -138,11 +138,14 @@ def _silu(node: Any, constants: Mapping[str, Any]) -> Match | None:
 
 
 def _additive(add: Any, constants: Mapping[str, Any]) -> tuple[Any, Any, float] | None:
-    """``(scores, mask, |m|)`` of ``add(scores, mask)`` with one user, ``mask`` a constant
+    """``(scores, mask, |m|)`` of ``add(scores, mask)`` with one user that is not a constant
+    (torch's attention decomposition also reads the sum in its masked-row guard,
+    ``eq(sum, -inf)``, a constant: :mod:`resverify.blocks.constants`), ``mask`` a constant
     of the add's dtype broadcast into the scores' shape whose entries are 0 or at most
-    ``-MASKED`` (``|m|`` the smallest masked size), else None."""
+    ``-MASKED`` (``-inf`` included, as ``scaled_dot_product_attention`` fills a boolean or
+    causal mask; ``|m|`` the smallest masked size), else None."""
     if str(getattr(add, "target", "")) != "aten.add.Tensor" or add.kwargs or \
-            len(add.users) != 1:
+            sum(user.name not in constants for user in getattr(add, "users", ())) != 1:
         return None
     for scores, mask in (add.args, add.args[::-1]):
         value = constants.get(str(getattr(mask, "name", "")))

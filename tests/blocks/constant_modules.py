@@ -1,8 +1,9 @@
 """Attention modules whose tables and masks are constants: the trace lifts them to inputs.
 
 A causal self-attention masked by ``where`` with a triangular boolean mask, one masked by an
-additive mask, and a rotary embedding computed in ``forward`` from ``arange``, ``pow``,
-``cos`` and ``sin``; each a residual ``x + F(x)``. ``WrongSideWhere`` is a planted bug: a
+additive mask, one through ``scaled_dot_product_attention(is_causal=True)`` (a ``-inf`` mask
+added to the scores), and a rotary embedding computed in ``forward`` from ``arange``,
+``pow``, ``cos`` and ``sin``; each a residual ``x + F(x)``. ``WrongSideWhere`` is a planted bug: a
 ``where`` whose backward routes the cotangent to the side not selected (its forward right).
 """
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 
 class WrongSideWhere(torch.autograd.Function):
@@ -117,3 +119,23 @@ class Rotary(nn.Module):
         q = self.wq(x)
         half = torch.cat([-q[..., width // 2:], q[..., : width // 2]], -1)
         return x + self.wo(q * angles.cos() + half * angles.sin())
+
+
+class SdpaAttention(nn.Module):
+    """``x + scaled_dot_product_attention(q(x), k(x), v(x), is_causal=True)`` over 2 heads:
+    torch's attention decomposition fills the causal mask with ``-inf`` and adds it to the
+    scores, which its masked-row guard (``eq(scores + mask, -inf)``) reads too."""
+
+    def __init__(self, width: int = 8, heads: int = 2) -> None:
+        super().__init__()
+        self.q, self.k, self.v = (nn.Linear(width, width) for _ in range(3))
+        self.heads = heads
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, width = x.shape
+
+        def split(t: torch.Tensor) -> torch.Tensor:
+            return t.view(b, n, self.heads, width // self.heads).transpose(1, 2)
+        out = F.scaled_dot_product_attention(split(self.q(x)), split(self.k(x)),
+                                             split(self.v(x)), is_causal=True)
+        return x + out.transpose(1, 2).reshape(b, n, width)

@@ -1,17 +1,27 @@
 """An additive causal mask read as ``masked_softmax``: real decoder layers judged on every
 element, a mask that is not far enough below 0 judged as the ``add`` it is, scores too large
-beside the mask refused by name, and bugs in a masked layer's backward caught.
+beside the mask refused by name, bugs in a masked layer's backward caught, and torch's own
+attention's ``-inf`` mask (read again by its masked-row guard) read the same way.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 import torch
 
 from resverify.blocks.catalog import recipe
+from resverify.blocks.constants import fold
 from resverify.blocks.exact import judge_module, judge_recipe
-from resverify.blocks.lower import NotInIR, lower
-from tests.blocks.constant_modules import CausalAttention, leaky_mask_add, scaled_back_softmax
+from resverify.blocks.lower import NotInIR, _export, lower
+from tests.blocks.constant_modules import (
+    CausalAttention,
+    SdpaAttention,
+    leaky_mask_add,
+    scaled_back_softmax,
+)
+from tests.blocks.planted_kernels import Kernels
 
 X = (torch.zeros(2, 4, 8),)
 DTYPES = ["float64", "float32"]
@@ -75,3 +85,44 @@ def test_a_softmax_backward_off_by_a_small_factor_in_a_masked_layer_is_caught(dt
     assert {m.where for m in wrong.misses} & {"grad[x]", "grad[q.weight]", "grad[k.weight]"}
     torch.manual_seed(0)
     assert judge_module(CausalAttention(additive=True), X, dtype).passed
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_causal_sdpa_whose_mask_is_minus_inf_is_judged_on_every_element(dtype: str) -> None:
+    """torch's attention decomposition adds a ``-inf`` causal mask to the scores and reads the
+    sum again in its masked-row guard; the sum is still read as ``masked_softmax``."""
+    torch.manual_seed(0)
+    judgement = judge_module(SdpaAttention(), X, dtype)
+    assert judgement.verdict == "pass", str(judgement)
+    assert judgement.elements == judgement.total, str(judgement)
+    assert "masked_softmax at _softmax" in judgement.matched, judgement.matched
+
+
+def test_the_masked_row_guard_of_a_minus_inf_mask_is_true_exactly_on_the_masked_scores() -> None:
+    """``eq(scores + mask, -inf)`` folds to the mask's own ``-inf`` entries (a real score plus
+    ``-inf`` is ``-inf``), not to "no score is -inf"."""
+    exported = _export(SdpaAttention().double(), [X[0].double()])
+    nodes = list(exported.graph.nodes)
+    folded = fold(nodes, {})
+    (guard,) = [n for n in nodes if str(n.target) == "aten.eq.Scalar"]
+    hidden = torch.ones(4, 4, dtype=torch.bool).triu(1).expand(2, 2, 4, 4)
+    value = folded[guard.name]
+    assert value is not None and torch.equal(value, hidden), (value, hidden)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_fused_attention_kernel_that_drops_the_causal_mask_is_caught(dtype: str) -> None:
+    """The eager layer's fused CPU kernel run without its causal mask: the traced program
+    (the decomposition, masked) is right, what ran is not."""
+    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+
+    def unmasked(q: Any, k: Any, v: Any, dropout_p: float = 0.0, is_causal: bool = False,
+                 **kwargs: Any) -> Any:
+        assert is_causal, "the module asks for the causal mask"
+        return flash(q, k, v, dropout_p, False, **kwargs)
+    torch.manual_seed(0)
+    module = SdpaAttention()
+    with Kernels({flash: unmasked}, frozenset({getattr(torch, dtype)})) as planted:
+        wrong = judge_module(module, X, dtype)
+    assert planted.calls and wrong.verdict == "fail", str(wrong)
+    assert any(m.where == "output" for m in wrong.misses), str(wrong)
