@@ -177,7 +177,8 @@ class _Walk:
             raise Unmapped(f"the constant {name} is {value.dtype} (only a where mask may be)")
         elif not bool(torch.isfinite(value).all()):
             raise Unmapped(f"the constant {name} holds an infinity or NaN (an input of the "
-                           "program is a real number: a fill of finfo.min is mapped, -inf is not)")
+                           "program is a real number: an additive mask of -inf is mapped only "
+                           "where it masks a softmax whose every row keeps a score)")
         if value.dtype != self.dtype:
             return self._widened(name, value)
         self.lifted.setdefault(name, value)

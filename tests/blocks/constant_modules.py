@@ -124,12 +124,14 @@ class Rotary(nn.Module):
 class SdpaAttention(nn.Module):
     """``x + scaled_dot_product_attention(q(x), k(x), v(x), is_causal=True)`` over 2 heads:
     torch's attention decomposition fills the causal mask with ``-inf`` and adds it to the
-    scores, which its masked-row guard (``eq(scores + mask, -inf)``) reads too."""
+    scores, which its masked-row guard (``eq(scores + mask, -inf)``) reads too; ``keep``, a
+    boolean mask of the scores kept, in place of the causal one."""
 
-    def __init__(self, width: int = 8, heads: int = 2) -> None:
+    def __init__(self, width: int = 8, heads: int = 2, keep: torch.Tensor | None = None
+                 ) -> None:
         super().__init__()
         self.q, self.k, self.v = (nn.Linear(width, width) for _ in range(3))
-        self.heads = heads
+        self.heads, self.keep = heads, keep
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, n, width = x.shape
@@ -137,5 +139,6 @@ class SdpaAttention(nn.Module):
         def split(t: torch.Tensor) -> torch.Tensor:
             return t.view(b, n, self.heads, width // self.heads).transpose(1, 2)
         out = F.scaled_dot_product_attention(split(self.q(x)), split(self.k(x)),
-                                             split(self.v(x)), is_causal=True)
+                                             split(self.v(x)), attn_mask=self.keep,
+                                             is_causal=self.keep is None)
         return x + out.transpose(1, 2).reshape(b, n, width)

@@ -110,6 +110,16 @@ def test_the_masked_row_guard_of_a_minus_inf_mask_is_true_exactly_on_the_masked_
     assert value is not None and torch.equal(value, hidden), (value, hidden)
 
 
+def test_a_minus_inf_mask_that_hides_a_whole_row_is_refused_by_its_add() -> None:
+    """A row with no score kept is 0 by the masked-row guard, not a softmax: the ``-inf``
+    mask is then a constant of the program, which holds real numbers only."""
+    keep = torch.ones(4, 4, dtype=torch.bool).tril()
+    keep[2] = False
+    with pytest.raises(NotInIR, match=r"aten.add.Tensor at node \w+ is not in the IR .*holds "
+                                      r"an infinity"):
+        judge_module(SdpaAttention(keep=keep), X, "float64")
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_a_fused_attention_kernel_that_drops_the_causal_mask_is_caught(dtype: str) -> None:
     """The eager layer's fused CPU kernel run without its causal mask: the traced program
